@@ -1,0 +1,11 @@
+"""syntaxformer: Transformers that induce syntax from raw text.
+
+Conventions used everywhere in the package:
+
+* **Spans are half-open word intervals** ``(i, j)``: the constituent covering words ``i .. j-1``
+  (0-based). A sentence of ``n`` words has the whole-sentence span ``(0, n)``.
+* **Link probabilities** ``a[k]`` (Tree Transformer) are indexed by the gap between words ``k`` and
+  ``k+1``, ``k = 0 .. n-2``; **syntactic distances** (StructFormer) use the same gap index.
+* Scores (F1, UAS, recall) are percentages, 0-100.
+"""
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from syntaxformer.cli import main
+
+sys.exit(main())
