@@ -1,1 +1,20 @@
-"""data"""
+"""Readers (one per format), the field's preprocessing, the embedded ``ptb-sample``, training corpora.
+
+* :mod:`~syntaxformer.data.embedded`: the Penn Treebank sample shipped in the package
+  (``"ptb-sample"`` selects it wherever a treebank is accepted).
+* :mod:`~syntaxformer.data.treebank`: bracketed trees -> ``nltk.Tree`` (:func:`read_treebank`).
+* :mod:`~syntaxformer.data.preprocess`: the PRPN / ON-LSTM / Tree Transformer preprocessing
+  (:func:`preprocess_tree`, :func:`load_gold_trees`, :func:`normalise_word`).
+"""
+from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members
+from syntaxformer.data.preprocess import (PRPN, WORD_TAGS, GoldTrees, Preprocessing,
+                                          load_gold_trees, normalise_word, preprocess_tree,
+                                          split_label, strip_function_tag)
+from syntaxformer.data.treebank import parse_bracketed, read_treebank
+
+__all__ = [
+    "PTB_SAMPLE", "ptb_sample_members",
+    "parse_bracketed", "read_treebank",
+    "PRPN", "WORD_TAGS", "GoldTrees", "Preprocessing", "load_gold_trees", "normalise_word",
+    "preprocess_tree", "split_label", "strip_function_tag",
+]

@@ -1,0 +1,73 @@
+"""The embedded Penn Treebank sample (``ptb-sample``), shipped inside the package.
+
+``syntaxformer/data/embedded/ptb-sample.tar.xz`` holds the NLTK distribution of the WSJ sample of
+the Penn Treebank (sections 00-01, files ``wsj_0001`` .. ``wsj_0199``): 3,914 sentences.
+
+Members of the archive:
+
+* ``combined/wsj_0001.mrg`` .. ``combined/wsj_0199.mrg``: gold constituency trees, bracketed, with
+  function tags and ``-NONE-`` traces (100,676 leaves; 94,084 without traces);
+* ``dependency/wsj_0001.dp`` .. ``dependency/wsj_0199.dp``: the same sentences as dependency trees,
+  ``word TAB tag TAB head`` (1-based head, 0 = root), one blank line between sentences;
+* ``README.nltk``: NLTK's notes.
+
+Source: NLTK data (``packages/corpora/treebank.zip`` and ``dependency_treebank.zip``). Licence:
+(C) LDC 1995, distributed by NLTK under fair use, **non-commercial use only** (see
+``embedded/LICENSE.txt``).
+
+The archive is read once per process (``functools.lru_cache``) with :mod:`tarfile` through
+:mod:`importlib.resources`, so it works from an installed wheel as well as from a checkout.
+"""
+from __future__ import annotations
+
+import functools
+import io
+import tarfile
+from importlib import resources
+
+#: The name that selects the embedded sample wherever a treebank or dependency source is accepted.
+PTB_SAMPLE = "ptb-sample"
+
+_ARCHIVE = "ptb-sample.tar.xz"
+_KINDS = {"combined": ".mrg", "dependency": ".dp"}
+
+
+@functools.lru_cache(maxsize=1)
+def _archive_members() -> dict[str, str]:
+    """Every regular file of the archive as ``{member name: text}`` (ASCII/UTF-8 text)."""
+    data = resources.files("syntaxformer.data").joinpath("embedded", _ARCHIVE).read_bytes()
+    members: dict[str, str] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:xz") as archive:
+        for member in archive.getmembers():
+            if not member.isfile():
+                continue
+            handle = archive.extractfile(member)
+            assert handle is not None, member.name
+            members[member.name] = handle.read().decode("utf-8")
+    return members
+
+
+def ptb_sample_members(kind: str) -> list[tuple[str, str]]:
+    """The files of one part of the embedded sample, as ``(member name, text)``, sorted by name.
+
+    Args:
+        kind: ``"combined"`` (the 199 ``.mrg`` constituency files) or ``"dependency"`` (the 199
+            ``.dp`` dependency files).
+
+    Returns:
+        e.g. ``[("combined/wsj_0001.mrg", "( (S ..."), ...]``. Texts are returned unchanged (one
+        file has CRLF line ends; the readers accept both).
+
+    Raises:
+        ValueError: for another ``kind`` (a programming error, not user input).
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {sorted(_KINDS)}, not {kind!r}")
+    prefix, suffix = f"{kind}/", _KINDS[kind]
+    return sorted((name, text) for name, text in _archive_members().items()
+                  if name.startswith(prefix) and name.endswith(suffix))
+
+
+def ptb_sample_readme() -> str:
+    """NLTK's ``README`` of the treebank sample, as shipped in the archive."""
+    return _archive_members()["README.nltk"]
