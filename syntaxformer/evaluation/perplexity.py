@@ -1,0 +1,251 @@
+"""Masked-LM perplexity with the Tree Transformer paper's protocol.
+
+Protocol (Wang, Lee & Chen, EMNLP 2019, section 5.3 and Table 4): every word of every test sentence is
+masked in turn, **one** ``[MASK]`` per input, so a sentence of ``n`` words gives ``n`` inputs; the
+model's cross-entropy of the true word at the masked position is averaged over all words of the test
+set, and the perplexity is ``exp`` of that mean (natural log, so the cross-entropy is in nats).
+
+Special tokens the tokenizer adds (``[CLS]``) are part of every input but are never masked or scored.
+A word outside the vocabulary becomes ``[UNK]`` in the input, and, when it is the masked word, the
+target is ``[UNK]``: it is scored like any other word and counted in ``n_unk``.
+
+Speed: the ``n`` copies of a sentence are built at once (:func:`one_mask_inputs`), and copies of many
+sentences are packed together into batches of at most ``batch_tokens`` tokens (rows x padded length),
+after sorting the sentences by length so that a batch holds inputs of (nearly) one length and padding
+is small. Evaluation runs under :func:`torch.inference_mode`; on CPU, denormal floats are flushed to
+zero (the constituent prior multiplies many probabilities, and CPU arithmetic on denormals is 10-100x
+slower, see DESIGN section 5).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from syntaxformer.data.tokenization import encode
+from syntaxformer.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+#: The protocol's name, as every report and JSON states it.
+PROTOCOL = ("one-mask-per-input masked-LM perplexity (Tree Transformer, Wang et al. 2019, Table 4): "
+            "every word masked in turn, perplexity = exp(mean cross-entropy over all words, nats)")
+
+
+def one_mask_inputs(ids: torch.Tensor, mask_id: int, positions: torch.Tensor | None = None
+                    ) -> torch.Tensor:
+    """The copies of one sentence with one position masked in each (the paper's one-mask protocol).
+
+    Args:
+        ids: ``(n,)`` token ids of one sentence.
+        mask_id: the ``[MASK]`` token id.
+        positions: ``(k,)`` positions to mask, one per copy; all ``n`` positions (in order) if None.
+
+    Returns:
+        ``(k, n)`` (``(n, n)`` by default) token ids: row ``r`` equals ``ids`` except position
+        ``positions[r]``, which is ``mask_id``. So every row has exactly one ``[MASK]`` (provided
+        ``ids`` has none), and each position is masked in exactly one row.
+    """
+    if ids.dim() != 1:
+        raise ValueError(f"ids must be one sentence of shape (n,), got {tuple(ids.shape)}")
+    n = ids.shape[0]
+    if positions is None:
+        positions = torch.arange(n, device=ids.device)
+    inputs = ids.unsqueeze(0).repeat(positions.shape[0], 1)  # (k, n)
+    inputs[torch.arange(positions.shape[0], device=ids.device), positions] = mask_id
+    return inputs
+
+
+def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]]
+                     ) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of each sentence (with the tokenizer's special tokens) and where its words are.
+
+    Encoding is :func:`syntaxformer.data.tokenization.encode` (the trainer's), with no length limit
+    (:func:`masked_lm_perplexity` handles over-long sentences itself, counting them).
+
+    Args:
+        tokenizer: a fast Hugging Face tokenizer that keeps one token per word, e.g. the one
+            :func:`syntaxformer.data.tokenization.build_word_tokenizer` saves.
+        sentences: words of each sentence (already normalised the way the training corpus was).
+
+    Returns:
+        ``(ids, word_positions)``: for sentence ``s``, ``ids[s]`` are its token ids (``[CLS]`` etc.
+        included, out-of-vocabulary words as ``[UNK]``) and ``word_positions[s][w]`` is the position
+        of word ``w`` in ``ids[s]``.
+
+    Raises:
+        InputError: a word that the tokenizer splits into several tokens (e.g. WordPiece): the
+            protocol scores one token per word (names the sentence, 1-based); a bad word (empty,
+            white space inside).
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        raise InputError("masked-LM perplexity needs a fast (tokenizers-backed) tokenizer")
+    ids, word_ids = encode(tokenizer, sentences)
+    positions = []
+    for s, (words, wids) in enumerate(zip(sentences, word_ids)):
+        pos = [p for p, w in enumerate(wids) if w is not None]
+        if [wids[p] for p in pos] != list(range(len(words))):
+            raise InputError("the tokenizer does not give exactly one token per word "
+                             f"({len(words)} words, {len(pos)} word tokens); the one-mask "
+                             "protocol scores one token per word", sentence=s + 1)
+        positions.append(pos)
+    return ids, positions
+
+
+def _model_max_length(model) -> int | None:
+    config = getattr(model, "config", None)
+    return getattr(config, "max_position_embeddings", None) if config is not None else None
+
+
+def _model_device(model) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:  # a parameter-free model (e.g. a test stub)
+        return torch.device("cpu")
+
+
+def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
+                         batch_tokens: int = 4096, device: str | torch.device | None = None,
+                         too_long: str = "error", max_length: int | None = None,
+                         progress: bool = False) -> dict:
+    """Masked-LM perplexity of ``model`` on ``sentences``, the Tree Transformer paper's protocol.
+
+    Every word of every sentence is masked in turn (one ``[MASK]`` per input); perplexity is
+    ``exp(mean cross-entropy)`` over all words scored, cross-entropy in nats (natural log), against
+    the model's full output vocabulary.
+
+    Args:
+        model: a masked LM called as ``model(input_ids=(B, N), attention_mask=(B, N))`` whose output
+            has ``.logits`` of shape ``(B, N, V)`` (unnormalised scores over a vocabulary of ``V``).
+        tokenizer: its fast tokenizer, one token per word (see :func:`encode_sentences`); must have
+            ``mask_token_id``, ``pad_token_id`` and ``unk_token_id``.
+        sentences: words of each sentence, already normalised as the training corpus was.
+        batch_tokens: at most this many tokens (rows x padded length) per forward pass; a larger
+            value is faster until memory runs out (logits take ``batch_tokens x V`` floats).
+        device: where to run; the model's device if None. The model is moved there.
+        too_long: what to do with a sentence longer than the model accepts (``max_length``, by
+            default ``model.config.max_position_embeddings``, counting special tokens): ``"error"``
+            raises :class:`InputError` naming the sentence; ``"skip"`` leaves it out and counts it in
+            ``n_skipped`` / ``n_skipped_words`` (logged as a warning).
+        max_length: the longest input (tokens, special tokens included); see ``too_long``.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        A dict: ``perplexity``; ``cross_entropy`` (mean, nats per word); ``n_tokens`` (words scored);
+        ``n_unk`` (of those, words whose target is ``[UNK]``); ``n_sentences`` (sentences scored,
+        i.e. with at least one word); ``n_empty`` (sentences with no words); ``n_skipped`` and
+        ``n_skipped_words`` (too long, only with ``too_long="skip"``); ``vocab_size`` (V);
+        ``max_length``; ``protocol`` (:data:`PROTOCOL`).
+
+    Raises:
+        InputError: no words to score; a sentence too long (with ``too_long="error"``); a tokenizer
+            without one token per word or without ``[MASK]``.
+    """
+    if too_long not in ("error", "skip"):
+        raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
+    mask_id, pad_id, unk_id = tokenizer.mask_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id
+    if mask_id is None:
+        raise InputError("the tokenizer has no [MASK] token")
+    if pad_id is None:
+        pad_id = mask_id  # padded positions are masked out of attention; the id does not matter
+    device = torch.device(device) if device is not None else _model_device(model)
+    if max_length is None:
+        max_length = _model_max_length(model)
+
+    ids, word_positions = encode_sentences(tokenizer, sentences)
+
+    # Which sentences are scored: not empty, not too long.
+    n_empty = n_skipped = n_skipped_words = 0
+    scored = []
+    for s, (sentence_ids, pos) in enumerate(zip(ids, word_positions)):
+        if not pos:
+            n_empty += 1
+            continue
+        if max_length is not None and len(sentence_ids) > max_length:
+            if too_long == "error":
+                raise InputError(f"{len(pos)} words make {len(sentence_ids)} tokens, more than the "
+                                 f"model's {max_length}; pass too_long='skip' (CLI: --skip-long) to "
+                                 "leave such sentences out, counted", sentence=s + 1)
+            n_skipped += 1
+            n_skipped_words += len(pos)
+            continue
+        scored.append(s)
+    if n_skipped:
+        logger.warning("%d sentences (%d words) longer than %d tokens were skipped", n_skipped,
+                       n_skipped_words, max_length)
+    if not scored:
+        raise InputError("no words to score")
+
+    # One row per (sentence, masked word); rows sorted by length, cut into batches by token budget.
+    scored.sort(key=lambda s: len(ids[s]))
+    batches, rows, width = [], [], 0
+    for s in scored:
+        length = len(ids[s])
+        for p in word_positions[s]:
+            if rows and (len(rows) + 1) * max(width, length) > batch_tokens:
+                batches.append(rows)
+                rows, width = [], 0
+            rows.append((s, p))
+            width = max(width, length)
+    batches.append(rows)
+
+    was_training = model.training
+    model.eval()
+    model.to(device)
+    if device.type == "cpu":
+        torch.set_flush_denormal(True)
+    total = torch.zeros((), dtype=torch.float64)
+    n_tokens = n_unk = 0
+    vocab_size = None
+    from tqdm.auto import tqdm
+    try:
+        with torch.inference_mode():
+            for rows in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
+                width = max(len(ids[s]) for s, _ in rows)
+                input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, N)
+                attention_mask = torch.zeros((len(rows), width), dtype=torch.long)    # (B, N)
+                masked_at = torch.tensor([p for _, p in rows], dtype=torch.long)      # (B,)
+                r = 0
+                while r < len(rows):  # consecutive rows of one sentence: build its copies at once
+                    s = rows[r][0]
+                    k = r
+                    while k < len(rows) and rows[k][0] == s:
+                        k += 1
+                    sentence_ids = torch.tensor(ids[s], dtype=torch.long)
+                    input_ids[r:k, :len(ids[s])] = one_mask_inputs(sentence_ids, mask_id,
+                                                                   masked_at[r:k])
+                    attention_mask[r:k, :len(ids[s])] = 1
+                    r = k
+                targets = torch.tensor([ids[s][p] for s, p in rows], dtype=torch.long)  # (B,)
+                logits = model(input_ids=input_ids.to(device),
+                               attention_mask=attention_mask.to(device)).logits      # (B, N, V)
+                rows_idx = torch.arange(len(rows), device=logits.device)
+                masked_logits = logits[rows_idx, masked_at.to(logits.device)].float()  # (B, V)
+                vocab_size = masked_logits.shape[-1]
+                total += F.cross_entropy(masked_logits, targets.to(logits.device),
+                                         reduction="sum").double().cpu()
+                n_tokens += len(rows)
+                if unk_id is not None:
+                    n_unk += int((targets == unk_id).sum())
+    finally:
+        model.train(was_training)
+
+    cross_entropy = float(total) / n_tokens
+    return {
+        "perplexity": math.exp(cross_entropy),
+        "cross_entropy": cross_entropy,
+        "n_tokens": n_tokens,
+        "n_unk": n_unk,
+        "n_sentences": len(scored),
+        "n_empty": n_empty,
+        "n_skipped": n_skipped,
+        "n_skipped_words": n_skipped_words,
+        "vocab_size": vocab_size,
+        "max_length": max_length,
+        "protocol": PROTOCOL,
+    }

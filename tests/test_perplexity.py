@@ -1,0 +1,129 @@
+"""Masked-LM perplexity, the Tree Transformer protocol (one [MASK] per input, every word in turn)."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syntaxformer.data.tokenization import build_word_tokenizer
+from syntaxformer.errors import InputError
+from syntaxformer.evaluation.perplexity import PROTOCOL, masked_lm_perplexity, one_mask_inputs
+
+
+class UniformMLM(torch.nn.Module):
+    """A stub masked LM with the models' forward signature: every logit is 0 (uniform over V)."""
+
+    def __init__(self, vocab_size: int, max_position_embeddings: int = 512):
+        super().__init__()
+        self.config = SimpleNamespace(vocab_size=vocab_size,
+                                      max_position_embeddings=max_position_embeddings)
+        self.calls = []
+
+    def forward(self, input_ids, attention_mask, labels=None):
+        self.calls.append(tuple(input_ids.shape))
+        return SimpleNamespace(logits=torch.zeros(*input_ids.shape, self.config.vocab_size))
+
+
+@pytest.fixture(scope="module")
+def ptb_sentences(ptb_gold):
+    """The first 200 preprocessed ptb-sample sentences (words lower-cased, digits -> N)."""
+    return [tree.leaves() for tree in ptb_gold[:200]]
+
+
+@given(st.lists(st.integers(min_value=3, max_value=50), min_size=1, max_size=30))
+@settings(max_examples=50, deadline=None)
+def test_one_mask_inputs_one_mask_per_row_each_position_once(ids):
+    mask_id = 2  # never in ids (>= 3)
+    ids = torch.tensor(ids)
+    inputs = one_mask_inputs(ids, mask_id)
+    n = len(ids)
+    assert inputs.shape == (n, n)
+    is_mask = inputs == mask_id
+    assert is_mask.sum(dim=1).tolist() == [1] * n          # exactly one mask per row
+    assert torch.equal(is_mask, torch.eye(n, dtype=torch.bool))  # row i masks position i
+    assert torch.equal(inputs[~is_mask], ids.repeat(n, 1)[~is_mask])  # other tokens unchanged
+    assert torch.equal(ids, ids.clone())  # input left alone
+    some = torch.tensor([n - 1, 0])
+    assert torch.equal(one_mask_inputs(ids, mask_id, some), inputs[some])
+
+
+@pytest.mark.parametrize("add_cls", [False, True])
+def test_uniform_model_perplexity_equals_vocabulary_size(ptb_sentences, add_cls):
+    tokenizer = build_word_tokenizer(ptb_sentences[:100], add_cls=add_cls)
+    vocab_size = len(tokenizer)
+    model = UniformMLM(vocab_size)
+    result = masked_lm_perplexity(model, tokenizer, ptb_sentences, batch_tokens=2000)
+    assert result["perplexity"] == pytest.approx(vocab_size, rel=1e-6)
+    assert result["cross_entropy"] == pytest.approx(math.log(vocab_size), rel=1e-6)
+    assert result["n_tokens"] == sum(len(s) for s in ptb_sentences)
+    assert result["n_sentences"] == len(ptb_sentences)
+    assert result["vocab_size"] == vocab_size
+    assert result["protocol"] == PROTOCOL
+    # one input row per word, packed under the token budget
+    assert sum(rows for rows, _ in model.calls) == result["n_tokens"]
+    assert all(rows * width <= 2000 for rows, width in model.calls)
+    # words of the last 100 sentences unseen by the tokenizer are [UNK] targets
+    seen = {w for s in ptb_sentences[:100] for w in s}
+    assert result["n_unk"] == sum(w not in seen for s in ptb_sentences for w in s) > 0
+
+
+def test_unk_counted_on_a_hand_example():
+    tokenizer = build_word_tokenizer([["the", "cat", "sat"], ["the", "dog"]], add_cls=True)
+    model = UniformMLM(len(tokenizer))
+    # "fish" and "bird" are out of vocabulary; Mikolov's "<unk>" is mapped to [UNK] too.
+    sentences = [["the", "fish", "sat"], ["<unk>", "dog"], [], ["bird"]]
+    result = masked_lm_perplexity(model, tokenizer, sentences)
+    assert (result["n_tokens"], result["n_unk"]) == (6, 3)
+    assert (result["n_sentences"], result["n_empty"]) == (3, 1)
+
+
+def _tiny_bert(vocab_size: int, max_positions: int = 64):
+    from transformers import BertConfig, BertForMaskedLM
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=max_positions)
+    return BertForMaskedLM(config).eval()
+
+
+def test_batching_and_padding_do_not_change_the_result(ptb_sentences):
+    """Each input alone (budget 1: one row per batch, no padding) vs many sentences packed together
+    with padding: the same cross-entropy, so packing is exact. Checked on a context-sensitive model."""
+    sentences = ptb_sentences[:12]
+    tokenizer = build_word_tokenizer(sentences, add_cls=True)
+    model = _tiny_bert(len(tokenizer))
+    alone = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=1)
+    packed = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=10_000)
+    assert alone["n_tokens"] == packed["n_tokens"] == sum(map(len, sentences))
+    assert packed["cross_entropy"] == pytest.approx(alone["cross_entropy"], rel=1e-5)
+    # and by hand: sentence 0, each word masked in turn ([CLS] at position 0 is never masked)
+    ids = tokenizer(sentences[0], is_split_into_words=True)["input_ids"]
+    losses = []
+    with torch.no_grad():
+        for p in range(1, len(ids)):
+            x = torch.tensor([ids])
+            x[0, p] = tokenizer.mask_token_id
+            logits = model(input_ids=x, attention_mask=torch.ones_like(x)).logits[0, p]
+            losses.append(-torch.log_softmax(logits, -1)[ids[p]].item())
+    one = masked_lm_perplexity(model, tokenizer, [sentences[0]])
+    assert one["n_tokens"] == len(losses) == len(sentences[0])
+    assert one["cross_entropy"] == pytest.approx(sum(losses) / len(losses), rel=1e-5)
+    assert one["perplexity"] == pytest.approx(math.exp(sum(losses) / len(losses)), rel=1e-5)
+
+
+def test_too_long_sentences_error_or_are_counted(ptb_sentences):
+    tokenizer = build_word_tokenizer(ptb_sentences)
+    model = UniformMLM(len(tokenizer), max_position_embeddings=20)
+    long = next(i for i, s in enumerate(ptb_sentences) if len(s) > 20)
+    with pytest.raises(InputError, match=f"sentence {long + 1}"):
+        masked_lm_perplexity(model, tokenizer, ptb_sentences)
+    result = masked_lm_perplexity(model, tokenizer, ptb_sentences, too_long="skip")
+    too_long = [s for s in ptb_sentences if len(s) > 20]
+    assert result["n_skipped"] == len(too_long)
+    assert result["n_skipped_words"] == sum(map(len, too_long))
+    assert result["n_tokens"] + result["n_skipped_words"] == sum(map(len, ptb_sentences))
+    assert result["n_sentences"] + result["n_skipped"] == len(ptb_sentences)
