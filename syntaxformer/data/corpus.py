@@ -1,0 +1,64 @@
+"""Training text: the sentences a model is trained on, words normalised by the one rule."""
+from __future__ import annotations
+
+import glob
+import logging
+
+from syntaxformer.data.embedded import PTB_SAMPLE
+from syntaxformer.data.preprocess import PRPN, Preprocessing, load_gold_trees, normalise_word
+from syntaxformer.data.text import read_text
+from syntaxformer.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+
+def corpus_files(spec: str) -> list[str]:
+    """The raw-text files a corpus spec names: comma-separated paths and/or glob patterns.
+
+    Each item is a path, or a glob (matches sorted by name). Order: as listed.
+
+    Raises:
+        InputError: an empty spec, or a glob that matches no file.
+    """
+    files: list[str] = []
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        if glob.has_magic(item):
+            matches = sorted(glob.glob(item))
+            if not matches:
+                raise InputError("no text file matches this pattern", path=item)
+            files.extend(matches)
+        else:
+            files.append(item)
+    if not files:
+        raise InputError(f"empty corpus specification {spec!r}")
+    return files
+
+
+def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
+    """The training sentences named by ``spec``, as lists of normalised words.
+
+    Args:
+        spec: ``"ptb-sample"`` — the words of the embedded Penn Treebank sample after the gold
+            preprocessing ``options`` (3,914 sentences, 82,369 words with :data:`PRPN`; exactly the
+            leaves of :func:`~syntaxformer.data.preprocess.load_gold_trees`); otherwise one or
+            more raw-text files (one sentence per line, :func:`~syntaxformer.data.text.read_text`),
+            as a comma-separated list and/or glob patterns, read in order. Raw words are normalised
+            with :func:`~syntaxformer.data.preprocess.normalise_word` using ``options.lowercase``
+            and ``options.digits_to_n`` (Mikolov's ``<unk>`` is left as it is); raw text is not
+            filtered by tags (it has none).
+        options: the preprocessing switches.
+
+    Raises:
+        InputError: a missing file, a glob matching nothing, an empty file.
+    """
+    if spec.strip() == PTB_SAMPLE:
+        return [tree.leaves() for tree in load_gold_trees(PTB_SAMPLE, options)]
+    sentences: list[list[str]] = []
+    for path in corpus_files(spec):
+        sentences.extend([normalise_word(w, options.lowercase, options.digits_to_n) for w in words]
+                         for words in read_text(path))
+    logger.info("corpus %s: %d sentences, %d words", spec, len(sentences),
+                sum(map(len, sentences)))
+    return sentences

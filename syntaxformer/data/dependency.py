@@ -1,0 +1,287 @@
+"""Dependency readers and writer: CoNLL-U (with the ``conllu`` library) and the ptb-sample ``.dp`` format.
+
+Every reader returns :class:`DependencySentence` objects: words, tags, 1-based heads (0 = root) and
+which tokens are punctuation (not scored by UAS/UUAS, DESIGN.md §4).
+
+Punctuation rule:
+
+* CoNLL-U: a token is punctuation iff its UPOS is ``PUNCT``. ``SYM`` (``$``, ``%``, ``+`` ...) is
+  scored, as UD treats symbols as words; this follows the usual UD evaluation of unsupervised
+  dependency parsers, which removes UPOS ``PUNCT`` only.
+* ``.dp`` (Penn Treebank tags): a token is punctuation iff its tag is not one of the 36 word tags
+  :data:`~syntaxformer.data.preprocess.WORD_TAGS` — the same filter as the constituency
+  preprocessing, so the scored tokens of ptb-sample are exactly the words of the preprocessed
+  gold trees (``$`` and ``#`` are therefore not scored in ptb-sample).
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from conllu.exceptions import ParseException
+from conllu.parser import parse_token_and_metadata
+
+from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members
+from syntaxformer.data.preprocess import WORD_TAGS
+from syntaxformer.data.treebank import _read_file, resolve_files
+from syntaxformer.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+#: The 17 Universal Dependencies UPOS tags.
+UPOS_TAGS = frozenset("ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM "
+                      "VERB X".split())
+
+#: Penn Treebank tag -> UPOS, used only by :func:`write_conllu` to fill the UPOS column when a
+#: sentence carries PTB tags (the usual coarse mapping; the PTB tag itself goes to XPOS).
+PTB_TO_UPOS = {
+    "CC": "CCONJ", "CD": "NUM", "DT": "DET", "EX": "PRON", "FW": "X", "IN": "ADP", "JJ": "ADJ",
+    "JJR": "ADJ", "JJS": "ADJ", "LS": "X", "MD": "AUX", "NN": "NOUN", "NNS": "NOUN",
+    "NNP": "PROPN", "NNPS": "PROPN", "PDT": "DET", "POS": "PART", "PRP": "PRON", "PRP$": "PRON",
+    "RB": "ADV", "RBR": "ADV", "RBS": "ADV", "RP": "ADP", "SYM": "SYM", "TO": "PART", "UH": "INTJ",
+    "VB": "VERB", "VBD": "VERB", "VBG": "VERB", "VBN": "VERB", "VBP": "VERB", "VBZ": "VERB",
+    "WDT": "DET", "WP": "PRON", "WP$": "PRON", "WRB": "ADV",
+}
+
+
+@dataclass(frozen=True)
+class DependencySentence:
+    """One sentence's gold (or predicted) dependency tree.
+
+    Attributes:
+        words: the tokens' word forms, as in the file (not normalised).
+        tags: UPOS for CoNLL-U input, the Penn Treebank tag for ``.dp`` input.
+        heads: one per token, 1-based index of the head token, 0 = root.
+        punct: one per token, True for punctuation (not scored; rule in the module docstring).
+    """
+    words: tuple[str, ...]
+    tags: tuple[str, ...]
+    heads: tuple[int, ...]
+    punct: tuple[bool, ...]
+
+    def __post_init__(self):
+        n = len(self.words)
+        assert len(self.tags) == n and len(self.heads) == n and len(self.punct) == n, \
+            "words, tags, heads and punct must have one entry per token"
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+
+def _blocks(text: str):
+    """Yield ``(lines, line_numbers)`` for each blank-line-separated block (1-based line numbers)."""
+    lines: list[str] = []
+    numbers: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            lines.append(line.rstrip("\r\n"))
+            numbers.append(number)
+        elif lines:
+            yield lines, numbers
+            lines, numbers = [], []
+    if lines:
+        yield lines, numbers
+
+
+def _check_heads(heads: list[int], path: str, numbers: list[int]) -> None:
+    n = len(heads)
+    for head, number in zip(heads, numbers):
+        if not 0 <= head <= n:
+            raise InputError(f"head {head} out of range (sentence has {n} tokens)", path=path,
+                             line=number)
+
+
+def parse_conllu(text: str, path: str = "<string>") -> list[DependencySentence]:
+    """Parse CoNLL-U text (see :func:`read_conllu`); ``path`` names it in errors."""
+    sentences = []
+    for lines, numbers in _blocks(text):
+        token_lines = [(line, number) for line, number in zip(lines, numbers)
+                       if not line.startswith("#")]
+        if not token_lines:
+            continue  # comments only (e.g. a file header): not a sentence
+        for line, number in token_lines:
+            fields = line.split("\t")
+            if len(fields) != 10:
+                raise InputError(f"expected 10 tab-separated CoNLL-U fields, found {len(fields)}",
+                                 path=path, line=number)
+        try:
+            tokens = parse_token_and_metadata("\n".join(line for line, _ in token_lines))
+        except ParseException:
+            for line, number in token_lines:  # find the offending line
+                try:
+                    parse_token_and_metadata(line)
+                except ParseException as e:
+                    raise InputError(f"malformed CoNLL-U token: {e}", path=path,
+                                     line=number) from None
+            raise
+        words, tags, heads, kept = [], [], [], []
+        for token, (_, number) in zip(tokens, token_lines):
+            if not isinstance(token["id"], int):
+                continue  # a multiword-token range (1-2) or an empty node (3.1): not a token
+            if token["id"] != len(words) + 1:
+                raise InputError(f"token id {token['id']} out of sequence (expected "
+                                 f"{len(words) + 1})", path=path, line=number)
+            if not isinstance(token["head"], int):
+                raise InputError(f"head {token['head']!r} is not an integer", path=path,
+                                 line=number)
+            words.append(token["form"])
+            tags.append(token["upos"])
+            heads.append(token["head"])
+            kept.append(number)
+        if not words:
+            raise InputError("sentence has no tokens", path=path, line=numbers[0])
+        _check_heads(heads, path, kept)
+        sentences.append(DependencySentence(tuple(words), tuple(tags), tuple(heads),
+                                            tuple(tag == "PUNCT" for tag in tags)))
+    if not sentences:
+        raise InputError("no sentences found", path=path)
+    return sentences
+
+
+def read_conllu(path: str | os.PathLike) -> list[DependencySentence]:
+    """Read a CoNLL-U file (basic dependencies: columns ID, FORM, UPOS, HEAD are used).
+
+    Multiword-token ranges (``1-2``) and empty nodes (``3.1``) are not tokens and are skipped;
+    comment lines are ignored. Punctuation = UPOS ``PUNCT``.
+
+    Raises:
+        InputError: missing/unreadable file, no sentence, a line without 10 fields, a non-integer
+            head, a head out of range ``0..n``, token ids out of sequence, a sentence with no
+            token — naming the file and the 1-based line.
+    """
+    return parse_conllu(_read_file(_existing(path)), str(path))
+
+
+def parse_ptb_dependency(text: str, path: str = "<string>") -> list[DependencySentence]:
+    """Parse ``word TAB tag TAB head`` text (see :func:`read_ptb_dependency`)."""
+    sentences = []
+    for lines, numbers in _blocks(text):
+        words, tags, heads = [], [], []
+        for line, number in zip(lines, numbers):
+            fields = line.split("\t")
+            if len(fields) != 3:
+                raise InputError(f"expected 'word TAB tag TAB head', found {len(fields)} "
+                                 f"tab-separated field(s)", path=path, line=number)
+            word, tag, head = fields
+            try:
+                heads.append(int(head))
+            except ValueError:
+                raise InputError(f"head {head!r} is not an integer", path=path,
+                                 line=number) from None
+            words.append(word)
+            tags.append(tag)
+        _check_heads(heads, path, numbers)
+        sentences.append(DependencySentence(tuple(words), tuple(tags), tuple(heads),
+                                            tuple(tag not in WORD_TAGS for tag in tags)))
+    if not sentences:
+        raise InputError("no sentences found", path=path)
+    return sentences
+
+
+def read_ptb_dependency(path: str | os.PathLike) -> list[DependencySentence]:
+    """Read a ptb-sample dependency file: one ``word TAB tag TAB head`` line per token.
+
+    Heads are 1-based, 0 = root; sentences are separated by one or more blank lines. Punctuation =
+    Penn Treebank tag not in :data:`~syntaxformer.data.preprocess.WORD_TAGS`.
+
+    Raises:
+        InputError: missing/unreadable file, no sentence, a line without 3 fields, a non-integer
+            head, a head out of range — naming the file and the 1-based line.
+    """
+    return parse_ptb_dependency(_read_file(_existing(path)), str(path))
+
+
+def _existing(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such file", path=os.fspath(path))
+    return p
+
+
+def _sniff(text: str) -> str:
+    """``"conllu"`` or ``"dp"`` from the first token line (10 or 3 tab-separated fields)."""
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            return "conllu" if len(line.split("\t")) == 10 else "dp"
+    return "dp"
+
+
+def _read_any(path: Path) -> list[DependencySentence]:
+    text = _read_file(path)
+    suffix = path.suffix.lower()
+    kind = {".conllu": "conllu", ".conll": "conllu", ".dp": "dp"}.get(suffix) or _sniff(text)
+    return parse_conllu(text, str(path)) if kind == "conllu" else parse_ptb_dependency(text, str(path))
+
+
+def read_dependencies(source: str | os.PathLike) -> list[DependencySentence]:
+    """Read dependency trees from any accepted source.
+
+    Args:
+        source: ``"ptb-sample"`` (the embedded ``.dp`` files, 3,914 sentences); a ``.conllu`` /
+            ``.conll`` file (CoNLL-U); a ``.dp`` file; a file with another extension (format
+            guessed from its first token line: 10 tab-separated fields = CoNLL-U, else ``.dp``);
+            a folder (its ``*.conllu`` files, else its ``*.dp`` files, else all its regular files,
+            sorted by name); or a glob pattern.
+
+    Raises:
+        InputError: as :func:`read_conllu` / :func:`read_ptb_dependency`, or a missing path / a glob
+            matching nothing.
+    """
+    if os.fspath(source) == PTB_SAMPLE:
+        sentences = []
+        for name, text in ptb_sample_members("dependency"):
+            sentences.extend(parse_ptb_dependency(text, path=f"{PTB_SAMPLE}:{name}"))
+        return sentences
+    path = Path(source)
+    if path.is_dir() and not any(path.glob("*.conllu")):
+        files = resolve_files(source, "*.dp", "dependency")
+    else:
+        files = resolve_files(source, "*.conllu", "dependency")
+    sentences = []
+    for file in files:
+        sentences.extend(_read_any(file))
+    return sentences
+
+
+def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os.PathLike | TextIO
+                 ) -> None:
+    """Write sentences as valid CoNLL-U, readable by ``conllu`` and by :func:`read_conllu`.
+
+    Columns: ID, FORM, LEMMA ``_``, UPOS, XPOS, FEATS ``_``, HEAD, DEPREL (``root`` for head 0,
+    else ``dep``), DEPS ``_``, MISC ``_``; each sentence starts with ``# sent_id = k`` and
+    ``# text = ...``. UPOS is ``PUNCT`` for punctuation tokens, the tag itself when it is a UPOS tag,
+    else the tag's :data:`PTB_TO_UPOS` mapping (``X`` if unknown); XPOS holds a non-UPOS tag. Reading
+    the file back gives the same words, heads and punctuation flags (and the tags when they are UPOS).
+    """
+    if isinstance(path_or_file, (str, os.PathLike)):
+        with open(path_or_file, "w", encoding="utf-8") as handle:
+            write_conllu(sentences, handle)
+        return
+    out = path_or_file
+    for number, sentence in enumerate(sentences, start=1):
+        out.write(f"# sent_id = {number}\n# text = {' '.join(sentence.words)}\n")
+        for i, (word, tag, head, punct) in enumerate(
+                zip(sentence.words, sentence.tags, sentence.heads, sentence.punct), start=1):
+            if punct:
+                upos = "PUNCT"
+            elif tag in UPOS_TAGS and tag != "PUNCT":
+                upos = tag
+            else:
+                upos = PTB_TO_UPOS.get(tag, "X")
+            xpos = "_" if tag in UPOS_TAGS or not tag else tag
+            form = word.replace("\t", " ") or "_"
+            out.write(f"{i}\t{form}\t_\t{upos}\t{xpos}\t_\t{head}\t{'root' if head == 0 else 'dep'}"
+                      "\t_\t_\n")
+        out.write("\n")
+
+
+def conllu_string(sentences: Iterable[DependencySentence]) -> str:
+    """:func:`write_conllu` to a string."""
+    buffer = io.StringIO()
+    write_conllu(sentences, buffer)
+    return buffer.getvalue()
