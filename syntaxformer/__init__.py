@@ -9,3 +9,12 @@ Conventions used everywhere in the package:
 * Scores (F1, UAS, recall) are percentages, 0-100.
 """
 __version__ = "0.1.0"
+
+from transformers import AutoConfig, AutoModelForMaskedLM
+
+from .models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
+from .priors.constituent import ConstituentAttention
+
+# `import syntaxformer` makes AutoConfig / AutoModelForMaskedLM.from_pretrained(folder) load saved models
+AutoConfig.register(TreeTransformerConfig.model_type, TreeTransformerConfig, exist_ok=True)
+AutoModelForMaskedLM.register(TreeTransformerConfig, TreeTransformerForMaskedLM, exist_ok=True)

@@ -1,0 +1,300 @@
+"""Constituent attention: the Tree Transformer's constituent prior (Wang, Lee & Chen, EMNLP 2019).
+
+Every layer l of the Tree Transformer multiplies its heads' attention by a *constituent prior*
+``C^l`` (N×N, symmetric, shared by the heads), built from *link probabilities* ``a^l_k`` between
+neighbouring words ``k`` and ``k+1``. The equations, each in one small function below:
+
+* neighbouring attention (paper §3.2, eqs. 5-7): scores of each word with its two neighbours, a
+  two-way softmax, and the link probability ``â_k = sqrt(p_{k,k+1} · p_{k+1,k})``;
+* the hierarchical constraint (§3.2, eq. 8): ``a^l_k = a^{l-1}_k + (1 - a^{l-1}_k) â^l_k``;
+* the prior (§3.1, eqs. 3-4): ``C_ij = prod_{k=i}^{j-1} a_k`` for i < j, symmetric, ``C_ii = 1``,
+  computed in log space as ``log C_ij = -|P_i - P_j|`` with the cumulative sums
+  ``P_j = sum_{k<j} log a_k`` (O(N) state per sentence, no N×N×N products).
+
+Two variants (``variant=``):
+
+``"paper"``
+    the equations above, with padding treated as the sentence edge: the last real word's right
+    neighbour is padding, so its two-way softmax has one candidate (p = 1). Gaps that touch padding
+    get ``a = 0`` and contribute nothing to ``P`` (P is constant over the padding).
+``"official"``
+    the authors' public code (github.com/yaushian/Tree-Transformer, ``attention.py``,
+    ``GroupAttention``), read for DESIGN.md §1.2 and re-implemented here (not copied):
+
+    - neighbour scores divided by the constant 256 instead of d_model/2 (equal at d_model 512);
+    - ``â = sqrt(p_{k,k+1} p_{k+1,k} + 1e-9)``, and ``log(a + 1e-9)`` when summing the logs;
+    - off-diagonal ``C_ij = prod (a_k + 1e-9) + 1e-9`` (the code adds 1e-9 to every off-diagonal
+      entry), so ``C`` never falls below 1e-9;
+    - the diagonal of ``C`` is not 1: the code fills it with the diagonal of its N×N
+      "neighbour attention" matrix, which is ``sqrt(0·0 + 1e-9)`` (a word is masked out of its own
+      neighbour softmax) passed through the hierarchical constraint layer after layer, i.e.
+      ``C^l_ii = 1 - (1 - sqrt(1e-9))^l`` (3.16e-5 at layer 1, ~3.16e-5 more per layer): a word barely
+      attends to itself. ``layer_index`` (0-based) gives ``l = layer_index + 1``.
+    - padding: the code masks padding *keys* of the neighbour softmax, so the last real word has one
+      candidate (p = 1, as the paper variant), and a gap that touches padding gets
+      ``â = sqrt(0 + 1e-9)``; we return that value for every padding gap (the public code's value for
+      a gap between two padding tokens differs, and never reaches a real token). The first token
+      (the public code prepends ``[CLS]``) has one neighbour, p = 1, in both variants: prepending
+      ``[CLS]`` is the tokenizer's business, and its gap 0 is then a link ``[CLS]``-first word.
+
+Padding never leaks into real tokens in either variant: real-real entries of ``C`` only involve
+links between real words. (Real-padding entries are finite; the attention masks padding keys.)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+VARIANTS = ("paper", "official")
+
+#: the public code's epsilon in ``sqrt(p·p + eps)``, ``log(a + eps)`` and ``C + eps``.
+OFFICIAL_EPS = 1e-9
+#: the public code's constant neighbour-score scale (the paper: d_model / 2).
+OFFICIAL_SCALE = 256.0
+
+
+# ----------------------------------------------------------------------------------------------
+# The equations, one function each
+# ----------------------------------------------------------------------------------------------
+
+def neighbour_scores(query: torch.Tensor, key: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores of each word with its right and left neighbour (paper §3.2, eq. 5).
+
+    ``s_{i,i+1} = q_i · k_{i+1} / scale`` and ``s_{i+1,i} = q_{i+1} · k_i / scale``, with
+    ``scale = d_model / 2`` (paper) or 256 (public code). Only the 2(N-1) neighbour dot products are
+    computed, never an N×N score matrix.
+
+    Args:
+        query, key: (B, N, d) projections of the (normalised) layer input.
+        scale: the divisor.
+    Returns:
+        ``(s_right, s_left)``, each (B, N-1), indexed by gap k: ``s_right[:, k] = s_{k,k+1}`` (word k
+        looks right), ``s_left[:, k] = s_{k+1,k}`` (word k+1 looks left).
+    """
+    s_right = (query[:, :-1] * key[:, 1:]).sum(-1) / scale  # (B, N-1)
+    s_left = (query[:, 1:] * key[:, :-1]).sum(-1) / scale  # (B, N-1)
+    return s_right, s_left
+
+
+def neighbour_log_probabilities(s_right: torch.Tensor, s_left: torch.Tensor,
+                                gap_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two-way softmax of each word over its neighbours, in log space (paper §3.2, eq. 6).
+
+    Word i chooses between its right neighbour (score ``s_{i,i+1}``) and its left one
+    (``s_{i,i-1}``): ``p_{i,i+1} = softmax(s_{i,i+1}, s_{i,i-1})[0]``. A word with a single real
+    neighbour (the sentence edges, and the last real word before padding) puts p = 1 on it.
+
+    Args:
+        s_right, s_left: (B, N-1) from :func:`neighbour_scores`.
+        gap_mask: (B, N-1) bool, True where words k and k+1 are both real tokens.
+    Returns:
+        ``(log_p_right, log_p_left)``, (B, N-1) log-probabilities by gap k:
+        ``log p_{k,k+1}`` and ``log p_{k+1,k}``. Values at gaps that are not real are meaningless
+        (finite) and must be masked by the caller.
+    """
+    # word k's alternative to looking right is looking left, at gap k-1 (valid only if gap k-1 is real)
+    left_of_k = F.pad(s_left[:, :-1], (1, 0))  # (B, N-1): s_{k,k-1}
+    has_left = F.pad(gap_mask[:, :-1], (1, 0), value=False)
+    log_p_right = torch.where(has_left, F.logsigmoid(s_right - left_of_k), torch.zeros_like(s_right))
+    # word k+1's alternative to looking left is looking right, at gap k+1
+    right_of_k1 = F.pad(s_right[:, 1:], (0, 1))  # (B, N-1): s_{k+1,k+2}
+    has_right = F.pad(gap_mask[:, 1:], (0, 1), value=False)
+    log_p_left = torch.where(has_right, F.logsigmoid(s_left - right_of_k1), torch.zeros_like(s_left))
+    return log_p_right, log_p_left
+
+
+def link_probability(log_p_right: torch.Tensor, log_p_left: torch.Tensor, gap_mask: torch.Tensor,
+                     variant: str = "paper") -> torch.Tensor:
+    """Link probability of neighbouring words from their mutual attention (paper §3.2, eq. 7).
+
+    ``â_k = sqrt(p_{k,k+1} · p_{k+1,k})`` (paper; computed as ``exp((log p + log p) / 2)``), or
+    ``sqrt(p·p + 1e-9)`` (public code). Gaps touching padding get 0 (paper) or ``sqrt(1e-9)``
+    (public code: the padding key's probability is 0).
+
+    Args:
+        log_p_right, log_p_left: (B, N-1) from :func:`neighbour_log_probabilities`.
+        gap_mask: (B, N-1) bool, True where both words are real.
+        variant: "paper" or "official".
+    Returns:
+        (B, N-1) probabilities ``â`` in [0, 1].
+    """
+    if variant == "paper":
+        a_hat = torch.exp(0.5 * (log_p_right + log_p_left))
+        return a_hat.masked_fill(~gap_mask, 0.0)
+    pp = torch.exp(log_p_right + log_p_left).masked_fill(~gap_mask, 0.0)
+    return torch.sqrt(pp + OFFICIAL_EPS)
+
+
+def hierarchical_constraint(prior: torch.Tensor | None, a_hat: torch.Tensor) -> torch.Tensor:
+    """Links only strengthen with depth (paper §3.2, eq. 8).
+
+    ``a^l_k = a^{l-1}_k + (1 - a^{l-1}_k) · â^l_k``, with ``a^{-1} = 0`` (``prior=None``).
+
+    Args:
+        prior: (B, N-1) link probabilities of the layer below, or None for the first layer.
+        a_hat: (B, N-1) this layer's neighbouring-attention links.
+    Returns:
+        (B, N-1) link probabilities ``a^l``.
+    """
+    if prior is None:
+        return a_hat
+    return prior + (1.0 - prior) * a_hat
+
+
+def cumulative_log_links(a: torch.Tensor, gap_mask: torch.Tensor, variant: str = "paper") -> torch.Tensor:
+    """The O(N) state of the prior: ``P_j = sum_{k<j} log a_k`` (paper §3.1, eqs. 3-4 in log form).
+
+    ``P_0 = 0`` and P is non-increasing. Gaps touching padding contribute 0, so ``P`` is constant over
+    padding and stays finite. The paper variant floors ``a`` at the smallest normal float (so ``log``
+    stays finite); the official one uses ``log(a + 1e-9)`` as the public code.
+
+    Args:
+        a: (B, N-1) link probabilities.
+        gap_mask: (B, N-1) bool, True where both words are real.
+        variant: "paper" or "official".
+    Returns:
+        (B, N) cumulative log link probabilities (nats, <= 0).
+    """
+    if variant == "paper":
+        log_a = torch.log(a.clamp_min(torch.finfo(a.dtype).tiny))
+    else:
+        log_a = torch.log(a + OFFICIAL_EPS)
+    log_a = log_a.masked_fill(~gap_mask, 0.0)
+    return F.pad(torch.cumsum(log_a, dim=-1), (1, 0))  # (B, N)
+
+
+def official_log_diagonal(layer_index: int) -> float:
+    """The public code's diagonal of C at 0-based layer ``layer_index``: ``log(1 - (1 - sqrt(1e-9))^l)``.
+
+    The public code's diagonal is ``sqrt(1e-9)`` pushed through the hierarchical constraint
+    (eq. 8) once per layer; ``l = layer_index + 1``. See the module docstring.
+    """
+    e = math.sqrt(OFFICIAL_EPS)
+    return math.log(-math.expm1((layer_index + 1) * math.log1p(-e)))
+
+
+def log_constituent_prior(cum_log_links: torch.Tensor, variant: str = "paper",
+                          log_diagonal: float | None = None) -> torch.Tensor:
+    """``log C`` from the cumulative log links (paper §3.1, eqs. 3-4).
+
+    Paper: ``log C_ij = -|P_i - P_j|`` (so ``C_ij = prod_{k=i}^{j-1} a_k``, symmetric, ``C_ii = 1``).
+    Official: ``log C_ij = log(exp(-|P_i - P_j|) + 1e-9)`` off the diagonal and ``log_diagonal`` on it.
+
+    Materialises (B, N, N), once per layer and shared by all heads. The fused attention path never
+    calls this: it evaluates the same formula inside the kernel's score modifier.
+
+    Args:
+        cum_log_links: (B, N) from :func:`cumulative_log_links`.
+        variant: "paper" or "official".
+        log_diagonal: official variant only: ``log C_ii`` (see :func:`official_log_diagonal`).
+    Returns:
+        (B, N, N) log prior (nats, <= 0).
+    """
+    log_c = -(cum_log_links[:, :, None] - cum_log_links[:, None, :]).abs()  # (B, N, N)
+    if variant == "paper":
+        return log_c
+    log_c = torch.logaddexp(log_c, torch.full_like(log_c, math.log(OFFICIAL_EPS)))
+    eye = torch.eye(log_c.shape[-1], dtype=torch.bool, device=log_c.device)
+    return log_c.masked_fill(eye, log_diagonal)
+
+
+@dataclass
+class ConstituentPrior:
+    """The O(N) description of one layer's constituent prior, what attention kernels consume.
+
+    Attributes:
+        cum_log_links: (B, N) ``P`` (see :func:`cumulative_log_links`).
+        variant: "paper" or "official".
+        log_diagonal: official variant's ``log C_ii`` (None for the paper variant, where it is 0).
+    """
+    cum_log_links: torch.Tensor
+    variant: str = "paper"
+    log_diagonal: float | None = None
+
+    def log_prior(self) -> torch.Tensor:
+        """(B, N, N) ``log C`` (materialised; see :func:`log_constituent_prior`)."""
+        return log_constituent_prior(self.cum_log_links, self.variant, self.log_diagonal)
+
+
+# ----------------------------------------------------------------------------------------------
+# The module
+# ----------------------------------------------------------------------------------------------
+
+class ConstituentAttention(nn.Module):
+    """Tree Transformer constituent attention: link probabilities and the constituent prior of a layer.
+
+    Submodules ``norm`` (LayerNorm of the module's input), ``query`` and ``key``
+    (``nn.Linear(d_model, d_model)``, separate from the attention heads' projections).
+
+    Args:
+        d_model: hidden size.
+        variant: "paper" (the equations) or "official" (the authors' public code; module docstring).
+        layer_index: 0-based layer of this module; only the official variant's diagonal uses it.
+        layer_norm_eps: epsilon of ``norm``.
+    Raises:
+        ValueError: unknown ``variant``.
+    """
+
+    def __init__(self, d_model: int, variant: str = "paper", layer_index: int = 0, layer_norm_eps: float = 1e-5):
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown constituent attention variant {variant!r}; expected one of {VARIANTS}")
+        self.d_model = d_model
+        self.variant = variant
+        self.layer_index = layer_index
+        self.scale = d_model / 2.0 if variant == "paper" else OFFICIAL_SCALE
+        self.log_diagonal = official_log_diagonal(layer_index) if variant == "official" else None
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.query = nn.Linear(d_model, d_model)
+        self.key = nn.Linear(d_model, d_model)
+
+    def link_probabilities(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
+                           prior: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Link probabilities ``a^l`` (eqs. 5-8) and their cumulative logs ``P`` (O(N) prior state).
+
+        Args:
+            hidden: (B, N, d) layer input.
+            mask: (B, N) bool, True = real token (None: all real).
+            prior: (B, N-1) link probabilities of the layer below, or None.
+        Returns:
+            ``(a, P)``: (B, N-1) link probabilities and (B, N) cumulative log links.
+        """
+        B, N, _ = hidden.shape
+        if mask is None:
+            mask = torch.ones(B, N, dtype=torch.bool, device=hidden.device)
+        mask = mask.bool()
+        gap_mask = mask[:, :-1] & mask[:, 1:]  # (B, N-1)
+        h = self.norm(hidden)
+        s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
+        log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)
+        a_hat = link_probability(log_p_right, log_p_left, gap_mask, self.variant)
+        a = hierarchical_constraint(prior, a_hat)
+        return a, cumulative_log_links(a, gap_mask, self.variant)
+
+    def prior_state(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
+                    prior: torch.Tensor | None = None) -> tuple[ConstituentPrior, torch.Tensor]:
+        """Like :meth:`forward` without materialising C: ``(ConstituentPrior, a)``; O(N) per sentence."""
+        a, cum = self.link_probabilities(hidden, mask, prior)
+        return ConstituentPrior(cum, self.variant, self.log_diagonal), a
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
+                prior: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Constituent prior and link probabilities of this layer.
+
+        Args:
+            hidden: (B, N, d) layer input (normalised inside by ``norm``).
+            mask: (B, N) bool, True = real token (None: all real).
+            prior: (B, N-1) link probabilities ``a^{l-1}`` of the layer below, or None (first layer).
+        Returns:
+            ``(C, a)``: (B, N, N) constituent prior (probabilities, symmetric) and (B, N-1) link
+            probabilities ``a^l`` (after the hierarchical constraint).
+        """
+        state, a = self.prior_state(hidden, mask, prior)
+        return torch.exp(state.log_prior()), a
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, layer_index={self.layer_index}"
