@@ -82,24 +82,32 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
     return out, (attn if output_attentions else None)
 
 
+def _flash_with_lse(query, key, value, mask):
+    """CPU flash attention returning ``(out, row LSE of the masked scores)``, no autograd (inference)."""
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, attn_mask=mask)
+    return out, lse  # (B, H, N, d_k), (B, H, N)
+
+
 def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None = None,
                    dropout_p: float = 0.0, output_attentions: bool = False):
-    """Fused path: ``softmax(S + log C) V · exp(LSE(S + log C) - LSE(S))`` with PyTorch SDPA.
+    """Fused path: ``(C ⊙ softmax(S)) V = softmax(S + log C) V · exp(LSE(S + log C) - LSE(S))``.
 
-    What materialises (per layer):
+    What runs and what materialises, per layer (honest account; see benchmarks/README.md):
 
-    * plain Transformer (``prior=None``): nothing beyond what the SDPA backend needs (the padding
-      mask is a (B, 1, 1, N) broadcast; on CPU the flash kernel is used for inference and training);
-    * constituent prior: the (B, 1, N, N) bias ``log C`` (one per sentence, shared by the heads), and,
-      for the rescale, the row log-sum-exps ``LSE(S)`` and ``LSE(S + log C)``, which PyTorch's public
-      SDPA does not return: they are computed here from the (B, H, N, N) scores ``S``, so ``S`` *is*
-      materialised (but not the softmax nor the product). Gradients flow into ``P`` (the constituent
-      module) through the bias and the rescale. Because the bias requires a gradient, PyTorch's CPU
-      SDPA uses its math backend during training (the flash kernel cannot differentiate a mask).
+    * ``prior=None`` (plain Transformer): ``F.scaled_dot_product_attention`` with a (B, 1, 1, N)
+      padding mask; on CPU PyTorch's flash kernel, forward and backward; no N×N tensor per head.
+    * constituent prior, no gradient needed (evaluation, parsing, perplexity) on CPU: two calls of
+      PyTorch's CPU flash kernel, which returns the row log-sum-exp: ``softmax(S + B) V`` with
+      ``LSE(S + B)``, and ``LSE(S)`` from the same kernel without the bias (its output is discarded).
+      Materialised: the bias ``B = log C + padding`` (B, 1, N, N), one per sentence shared by the
+      heads; not the per-head scores, softmax or product.
+    * constituent prior with gradients (training), or not on CPU: PyTorch ships no fused kernel that
+      differentiates an attention bias on CPU (the flash kernel refuses a mask that requires grad and
+      SDPA then falls back to its math backend; FlexAttention has no CPU backward in torch 2.13), so
+      this computes the same product as :func:`eager_attention` (the fastest exact option measured
+      on CPU). The per-head (B, H, N, N) attention is then materialised.
 
-    Attention dropout cannot be applied to ``E`` inside the fused kernel with the same mask as eager;
-    it is applied to ``softmax(S + B)`` (same expectation). ``output_attentions=True`` falls back to
-    :func:`eager_attention`, as Hugging Face models do.
+    ``output_attentions=True`` also falls back to :func:`eager_attention`, as Hugging Face models do.
     """
     if output_attentions:
         return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions=True)
@@ -107,13 +115,15 @@ def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None =
     if prior is None:
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=pad, dropout_p=dropout_p)
         return out, None
-    bias = prior.log_prior()[:, None]  # (B, 1, N, N) log C
-    mask = bias + pad  # (B, 1, N, N)
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
-    d_k = query.shape[-1]
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k) + pad  # (B, H, N, N)
-    log_rescale = torch.logsumexp(scores + bias, dim=-1) - torch.logsumexp(scores, dim=-1)  # (B, H, N)
-    return out * torch.exp(log_rescale)[..., None], None
+    needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad
+                                              or prior.cum_log_links.requires_grad)
+    if needs_grad or query.device.type != "cpu" or dropout_p > 0:
+        return eager_attention(query, key, value, key_mask, prior, dropout_p)
+    bias = prior.log_prior()[:, None] + pad  # (B, 1, N, N): log C + padding
+    out, lse_biased = _flash_with_lse(query, key, value, bias.to(query.dtype))
+    _, lse_plain = _flash_with_lse(query, key, value, pad.expand(-1, -1, query.shape[2], -1).to(query.dtype))
+    rescale = torch.exp(lse_biased - lse_plain)  # (B, H, N) = sum_j softmax(S)_ij C_ij <= 1
+    return _flush(out * rescale[..., None]), None
 
 
 #: config string (``config._attn_implementation``) -> kernel

@@ -1,0 +1,137 @@
+"""Constituent attention (Tree Transformer §3): the prior's math against brute force, both variants."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from syntaxformer import ConstituentAttention
+from syntaxformer.priors.constituent import (
+    OFFICIAL_EPS, ConstituentPrior, cumulative_log_links, hierarchical_constraint, link_probability,
+    log_constituent_prior, neighbour_log_probabilities, neighbour_scores, official_log_diagonal)
+
+torch.set_num_threads(1)
+
+
+def brute_force_prior(a: torch.Tensor) -> torch.Tensor:
+    """C_ij = prod_{k=i}^{j-1} a_k (i < j), symmetric, C_ii = 1, by explicit products (paper eq. 3)."""
+    B, n1 = a.shape
+    n = n1 + 1
+    c = torch.ones(B, n, n, dtype=a.dtype)
+    for i in range(n):
+        for j in range(i + 1, n):
+            c[:, i, j] = c[:, j, i] = torch.prod(a[:, i:j], dim=-1)
+    return c
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 10_000))
+def test_prior_equals_product_of_links(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.rand(2, n - 1, generator=g, dtype=torch.float64)
+    gap = torch.ones_like(a, dtype=torch.bool)
+    c = torch.exp(log_constituent_prior(cumulative_log_links(a, gap)))
+    expected = brute_force_prior(a)
+    assert torch.allclose(c, expected, atol=1e-6, rtol=0)
+    assert torch.equal(c, c.transpose(1, 2))  # symmetric exactly
+    assert torch.equal(torch.diagonal(c, dim1=1, dim2=2), torch.ones(2, n, dtype=torch.float64))
+
+
+def test_module_prior_symmetric_product_and_unit_diagonal():
+    torch.manual_seed(0)
+    module = ConstituentAttention(16).double()
+    hidden = torch.randn(3, 9, 16, dtype=torch.float64)
+    c, a = module(hidden)
+    assert c.shape == (3, 9, 9) and a.shape == (3, 8)
+    assert ((a > 0) & (a < 1)).all()
+    assert torch.allclose(c, brute_force_prior(a), atol=1e-6, rtol=0)
+    assert torch.equal(c, c.transpose(1, 2))
+    assert torch.allclose(torch.diagonal(c, dim1=1, dim2=2), torch.ones(3, 9, dtype=torch.float64))
+
+
+def test_neighbour_softmax_matches_brute_force_and_edges():
+    torch.manual_seed(1)
+    q, k = torch.randn(2, 6, 8), torch.randn(2, 6, 8)
+    s_right, s_left = neighbour_scores(q, k, 4.0)
+    gap = torch.ones(2, 5, dtype=torch.bool)
+    lpr, lpl = neighbour_log_probabilities(s_right, s_left, gap)
+    for i in range(5):  # p_{i,i+1}: word i picks its right neighbour among its real neighbours
+        cands = [q[:, i] @ k[:, i + 1].T] + ([q[:, i] @ k[:, i - 1].T] if i > 0 else [])
+        cands = torch.stack([c.diagonal() for c in cands], -1) / 4.0
+        assert torch.allclose(lpr[:, i].exp(), torch.softmax(cands, -1)[:, 0], atol=1e-6)
+    # the edges have one neighbour: p = 1
+    assert torch.allclose(lpr[:, 0], torch.zeros(2)) and torch.allclose(lpl[:, -1], torch.zeros(2))
+    a_hat = link_probability(lpr, lpl, gap)
+    assert torch.allclose(a_hat, torch.sqrt(lpr.exp() * lpl.exp()), atol=1e-7)
+
+
+def test_hierarchical_constraint_links_only_grow():
+    torch.manual_seed(2)
+    module = ConstituentAttention(16)
+    hidden = torch.randn(2, 7, 16)
+    a1 = module(hidden)[1]
+    a2 = module(torch.randn(2, 7, 16), prior=a1)[1]
+    assert (a2 >= a1).all()
+    assert torch.allclose(hierarchical_constraint(torch.tensor([0.5]), torch.tensor([0.5])), torch.tensor([0.75]))
+    assert hierarchical_constraint(None, a1) is a1
+
+
+@pytest.mark.parametrize("variant", ["paper", "official"])
+def test_padding_does_not_leak(variant):
+    torch.manual_seed(3)
+    module = ConstituentAttention(16, variant).eval()
+    real = torch.randn(1, 5, 16)
+    c0, a0 = module(real, torch.ones(1, 5, dtype=torch.bool))
+    padded = torch.cat([real, 100 * torch.randn(1, 3, 16)], dim=1)
+    mask = torch.tensor([[True] * 5 + [False] * 3])
+    prior = torch.cat([torch.rand(1, 4), torch.rand(1, 3)], dim=1)
+    c1, a1 = module(padded, mask)
+    assert torch.allclose(a1[:, :4], a0, atol=1e-6)
+    assert torch.allclose(c1[:, :5, :5], c0, atol=1e-6)
+    # with a prior from below: the real links only depend on real links
+    c2, a2 = module(padded, mask, prior)
+    c3, a3 = module(real, None, prior[:, :4])
+    assert torch.allclose(a2[:, :4], a3, atol=1e-6) and torch.allclose(c2[:, :5, :5], c3, atol=1e-6)
+    # the last real word's right neighbour is padding: it is an edge (p = 1 to the left)
+    expected_pad_link = 0.0 if variant == "paper" else math.sqrt(OFFICIAL_EPS)
+    assert torch.allclose(a1[:, 4:], torch.full((1, 3), expected_pad_link))
+
+
+def test_official_variant_documented_differences():
+    torch.manual_seed(4)
+    paper, official = ConstituentAttention(32, "paper"), ConstituentAttention(32, "official", layer_index=2)
+    assert paper.scale == 16.0 and official.scale == 256.0
+    assert ConstituentAttention(512, "paper").scale == 256.0  # equal at d_model 512
+    # diagonal: sqrt(1e-9) through the hierarchical constraint once per layer
+    e = math.sqrt(1e-9)
+    d = 0.0
+    for layer in range(3):
+        d = d + (1 - d) * e
+        assert math.isclose(math.exp(official_log_diagonal(layer)), d, rel_tol=1e-9)
+    assert math.isclose(math.exp(official_log_diagonal(0)), 3.1622776601683795e-05, rel_tol=1e-12)
+    # off-diagonal: prod (a_k + 1e-9) + 1e-9 ; a = sqrt(p p + 1e-9)
+    a = torch.tensor([[0.5, 0.25, 1e-12]], dtype=torch.float64)
+    gap = torch.ones_like(a, dtype=torch.bool)
+    prior = ConstituentPrior(cumulative_log_links(a, gap, "official"), "official", official_log_diagonal(2))
+    c = prior.log_prior().exp()[0]
+    assert math.isclose(c[0, 1].item(), 0.5 + 1e-9 + 1e-9, rel_tol=1e-12)
+    assert math.isclose(c[0, 2].item(), (0.5 + 1e-9) * (0.25 + 1e-9) + 1e-9, rel_tol=1e-12)
+    assert math.isclose(c[0, 3].item(), (0.5 + 1e-9) * (0.25 + 1e-9) * (1e-12 + 1e-9) + 1e-9, rel_tol=1e-9)
+    assert math.isclose(c[2, 2].item(), d, rel_tol=1e-9)
+    lp = torch.log(torch.tensor([[0.3]], dtype=torch.float64))
+    assert math.isclose(link_probability(lp, lp, torch.ones(1, 1, dtype=torch.bool), "official").item(),
+                        math.sqrt(0.09 + 1e-9), rel_tol=1e-12)
+
+
+def test_gradients_reach_the_module():
+    torch.manual_seed(5)
+    module = ConstituentAttention(16)
+    c, a = module(torch.randn(2, 6, 16))
+    (c.sum() + a.sum()).backward()
+    for p in (module.query.weight, module.key.weight, module.norm.weight):
+        assert p.grad is not None and p.grad.abs().sum() > 0
+
+
+def test_unknown_variant():
+    with pytest.raises(ValueError):
+        ConstituentAttention(8, "nope")

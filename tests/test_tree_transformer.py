@@ -1,0 +1,193 @@
+"""TreeTransformerForMaskedLM (tiny preset): shapes, eager/sdpa agreement, padding, save/load, denormals."""
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM
+
+import syntaxformer  # noqa: F401  (registers the Auto classes)
+from syntaxformer import TreeTransformerConfig, TreeTransformerForMaskedLM
+from syntaxformer.models import MODELS, PRESETS, make_config
+from syntaxformer.priors.attention import ATTENTION_FUNCTIONS, eager_attention
+from syntaxformer.priors.constituent import ConstituentPrior
+
+torch.set_num_threads(1)
+V = 37
+
+
+def tiny(**overrides):
+    torch.manual_seed(0)
+    return TreeTransformerForMaskedLM(make_config("tree-transformer", "tiny", V, **overrides)).eval()
+
+
+def batch():
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(1, V, (3, 9), generator=g)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    mask[2, 2:] = 0
+    ids[mask == 0] = 0
+    return ids, mask
+
+
+def test_shapes_and_outputs():
+    model = tiny()
+    ids, mask = batch()
+    labels = torch.full_like(ids, -100)
+    labels[0, 3] = ids[0, 3]
+    labels[1, 1] = ids[1, 1]
+    out = model(ids, mask, labels=labels, output_attentions=True, output_priors=True, output_hidden_states=True)
+    L, H = model.config.num_hidden_layers, model.config.num_attention_heads
+    assert out.logits.shape == (3, 9, V)
+    assert len(out.link_probs) == L and all(a.shape == (3, 8) for a in out.link_probs)
+    assert len(out.priors) == L and all(c.shape == (3, 9, 9) for c in out.priors)
+    assert len(out.attentions) == L and all(e.shape == (3, H, 9, 9) for e in out.attentions)
+    assert len(out.hidden_states) == L + 1
+    expected = torch.nn.functional.cross_entropy(out.logits[labels != -100], ids[labels != -100])
+    assert torch.allclose(out.loss, expected)
+    cheap = model(ids, mask, labels=labels, masked_only=True)
+    assert cheap.logits.shape == (2, V)
+    assert torch.allclose(cheap.logits, out.logits[labels != -100], atol=1e-5)
+    assert torch.allclose(cheap.loss, out.loss, atol=1e-6)
+    for l in range(1, L):  # hierarchical constraint across layers
+        assert (out.link_probs[l] >= out.link_probs[l - 1]).all()
+    # E = C ⊙ softmax, no renormalisation: rows sum to at most 1
+    assert (out.attentions[0].sum(-1) <= 1 + 1e-5).all()
+
+
+def test_attention_is_prior_times_softmax():
+    torch.manual_seed(2)
+    q, k, v = torch.randn(3, 2, 2, 6, 4).unbind(0)
+    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    cum = torch.cumsum(-torch.rand(2, 6), -1)
+    prior = ConstituentPrior(cum)
+    _, attn = eager_attention(q, k, v, mask, prior, output_attentions=True)
+    scores = (q @ k.transpose(-1, -2) / 2.0).masked_fill(~mask[:, None, None, :], -math.inf)
+    c = torch.exp(-(cum[:, :, None] - cum[:, None, :]).abs())
+    assert torch.allclose(attn, torch.softmax(scores, -1) * c[:, None], atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["paper", "official"])
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_padding_invariance(variant, impl):
+    model = tiny(constituent_variant=variant)
+    model.config._attn_implementation = impl
+    ids, mask = batch()
+    with torch.no_grad():
+        full = model(ids, mask)
+        for b in range(3):
+            n = int(mask[b].sum())
+            alone = model(ids[b:b + 1, :n])
+            assert torch.allclose(full.logits[b, :n], alone.logits[0], atol=1e-5)
+            for a_full, a_alone in zip(full.link_probs, alone.link_probs):
+                assert torch.allclose(a_full[b, :n - 1], a_alone[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("prior", ["constituent", "none"])
+@pytest.mark.parametrize("variant", ["paper", "official"])
+def test_sdpa_agrees_with_eager(variant, prior):
+    model = tiny(constituent_variant=variant, prior=prior)
+    ids, mask = batch()
+    logits = {}
+    for impl in ATTENTION_FUNCTIONS:
+        model.config._attn_implementation = impl
+        with torch.no_grad():  # the fused CPU path (flash kernel with row LSE)
+            logits[impl] = model(ids, mask).logits
+    real = mask.bool()
+    assert torch.allclose(logits["sdpa"][real], logits["eager"][real], atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", ["paper", "official"])
+def test_sdpa_gradients_match_eager(variant):
+    ids, mask = batch()
+    labels = ids.masked_fill(mask == 0, -100)
+    grads = {}
+    for impl in ("eager", "sdpa"):
+        model = tiny(constituent_variant=variant)
+        model.config._attn_implementation = impl
+        model(ids, mask, labels=labels).loss.backward()
+        module = model.tree_transformer.layers[0].constituent
+        grads[impl] = (module.query.weight.grad, module.key.weight.grad, module.norm.weight.grad)
+        assert all(g.abs().sum() > 0 for g in grads[impl])  # gradients reach the constituent module
+    for ge, gs in zip(grads["eager"], grads["sdpa"]):
+        assert torch.allclose(ge, gs, atol=1e-5)
+
+
+def test_prior_none_is_plain_attention():
+    model = tiny(prior="none")
+    model.config._attn_implementation = "eager"
+    ids, mask = batch()
+    layer = model.tree_transformer.layers[0]
+    assert layer.constituent is None
+    x = model.tree_transformer.embeddings(ids)
+    h = layer.attention_norm(x)
+    att = layer.attention
+    q, k, v = (lin(h).view(3, 9, 2, 16).transpose(1, 2) for lin in (att.query, att.key, att.value))
+    plain = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.bool()[:, None, None, :])
+    expected = att.output(plain.transpose(1, 2).reshape(3, 9, 32))
+    got, attn = att(h, mask.bool(), None, output_attentions=True)
+    assert torch.allclose(got, expected, atol=1e-5)
+    scores = (q @ k.transpose(-1, -2) / 4.0).masked_fill(~mask.bool()[:, None, None, :], -math.inf)
+    assert torch.allclose(attn, torch.softmax(scores, -1), atol=1e-6)
+    assert model(ids, mask).link_probs == ()
+
+
+def test_save_load_round_trip(tmp_path):
+    model = tiny(constituent_variant="official")
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
+    loaded = AutoModelForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert isinstance(loaded, TreeTransformerForMaskedLM)
+    assert loaded.config._attn_implementation == "eager"
+    assert loaded.config.constituent_variant == "official"
+    ids, mask = batch()
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        a, b = model(ids, mask), loaded(ids, mask)
+    assert torch.equal(a.logits, b.logits)
+    for x, y in zip(a.link_probs, b.link_probs):
+        assert torch.equal(x, y)
+
+
+def test_no_denormals_with_sharp_links():
+    # links alternately near 0 and near 1, as a trained prior: C spans the float32 denormal range
+    cum = torch.cumsum(torch.tensor([[0.0, -1e-6, -30.0, -1e-6, -30.0, -1e-6, -30.0, -1e-6]]), -1)
+    exact = torch.exp(-(cum[:, :, None] - cum[:, None, :]).abs().double())
+    assert ((exact > 0) & (exact < torch.finfo(torch.float32).tiny)).any()  # the test is meaningful
+    torch.manual_seed(3)
+    q, k, v = torch.randn(3, 1, 2, 8, 4).unbind(0)
+    q = q * 10  # sharp softmax as well
+    out, attn = eager_attention(q, k, v, torch.ones(1, 8, dtype=torch.bool), ConstituentPrior(cum),
+                                output_attentions=True)
+    tiny_normal = torch.finfo(torch.float32).tiny
+    for t in (out, attn):
+        nonzero = t[t != 0].abs()
+        assert nonzero.min() >= tiny_normal
+    # and the model's forward sets flush-to-zero on CPU for everything else (backward included)
+    tiny()(torch.tensor([[1, 2, 3]]))
+    assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
+
+
+def test_config_and_registry_errors():
+    with pytest.raises(ValueError):
+        TreeTransformerConfig(prior="gaussian")
+    with pytest.raises(ValueError):
+        TreeTransformerConfig(constituent_variant="x")
+    with pytest.raises(ValueError):
+        make_config("nope", "tiny", 10)
+    with pytest.raises(ValueError):
+        make_config("tree-transformer", "huge", 10)
+    paper = make_config("tree-transformer", "paper", 100)
+    assert (paper.num_hidden_layers, paper.hidden_size, paper.num_attention_heads, paper.intermediate_size,
+            paper.hidden_dropout_prob) == (10, 512, 8, 2048, 0.1)
+    assert MODELS["tree-transformer"] is TreeTransformerForMaskedLM
+    assert set(PRESETS["tree-transformer"]) >= {"paper", "small", "tiny"}
+    with pytest.raises(ValueError):
+        tiny()(torch.tensor([[1, 2]]), masked_only=True)
+
+
+def test_long_inputs_beyond_position_table():
+    model = tiny(max_position_embeddings=8)
+    with torch.no_grad():
+        out = model(torch.randint(1, V, (1, 20)))
+    assert out.logits.shape == (1, 20, V) and torch.isfinite(out.logits).all()
