@@ -1,1 +1,25 @@
-"""evaluation"""
+"""The field's evaluation protocols (DESIGN.md §4): one evaluator per task, used by every command.
+
+* :mod:`~syntaxformer.evaluation.constituency`: unlabelled bracket F1 — sentence-level (PRPN rule),
+  corpus-level (micro), WSJ-10, per-label recall, mean depth (:func:`evaluate_constituency`).
+* :mod:`~syntaxformer.evaluation.dependency`: UAS / UUAS, punctuation excluded
+  (:func:`evaluate_dependency`).
+* :mod:`~syntaxformer.evaluation.baselines`: left/right-branching, random and balanced binary trees,
+  left/right dependency chains (:func:`run_baselines`).
+* :mod:`~syntaxformer.evaluation.report`: plain-text tables and JSON shared by the commands' reports.
+* :mod:`~syntaxformer.evaluation.perplexity`: masked-LM perplexity (imported on its own; needs torch).
+"""
+from syntaxformer.evaluation.baselines import (balanced, baseline_trees, left_branching, left_chain,
+                                               random_binary, right_branching, right_chain,
+                                               run_baselines)
+from syntaxformer.evaluation.constituency import (PROTOCOL as CONSTITUENCY_PROTOCOL, corpus_f1,
+                                                  evaluate_constituency, sentence_f1, tree_depth)
+from syntaxformer.evaluation.dependency import (PROTOCOL as DEPENDENCY_PROTOCOL,
+                                                evaluate_dependency, reattach_heads)
+
+__all__ = [
+    "CONSTITUENCY_PROTOCOL", "corpus_f1", "evaluate_constituency", "sentence_f1", "tree_depth",
+    "DEPENDENCY_PROTOCOL", "evaluate_dependency", "reattach_heads",
+    "balanced", "baseline_trees", "left_branching", "left_chain", "random_binary",
+    "right_branching", "right_chain", "run_baselines",
+]
