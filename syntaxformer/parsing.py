@@ -1,0 +1,236 @@
+"""Parsing with a trained model: a model folder and word lists in, trees (and dependencies) out.
+
+The one path from a model to structures, used by ``syntaxformer parse``, ``induce``, ``show`` and the
+evaluation recipes:
+
+1. :func:`load_model` reads a folder written by ``syntaxformer train`` (``save_pretrained``
+   safetensors + tokenizer + ``training.json``) through the Hugging Face Auto classes;
+2. :func:`model_structures` runs the model once per batch (no masking: the unmasked sentence, as the
+   Tree Transformer paper parses) and returns, per sentence, what the model induces over **words**:
+   link probabilities ``[L, n-1]`` (Tree Transformer; word-piece links turned into word links by
+   :func:`syntaxformer.data.tokenization.word_links`), or syntactic distances ``[n-1]``, heights
+   ``[n]`` and the dependency distribution ``[n, n+1]`` (StructFormer);
+3. :func:`decode` turns them into spans / trees with the decoders of :mod:`syntaxformer.decoding`.
+
+Words are normalised with :func:`syntaxformer.data.preprocess.normalise_word` (lower-case, a word
+with a digit becomes ``N``: the rule the training corpora went through) before tokenisation; the
+trees returned keep the words as given.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from nltk import Tree
+
+from syntaxformer.data.preprocess import normalise_word
+from syntaxformer.data.tokenization import encode, word_links
+from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds
+from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
+from syntaxformer.decoding.tree_transformer import algorithm1, single_layer
+from syntaxformer.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+
+def load_model(folder: str | Path, device: str | torch.device = "cpu",
+               attn_implementation: str | None = None):
+    """Load a model folder written by ``syntaxformer train`` (or ``save_pretrained``).
+
+    Args:
+        folder: holds ``config.json``, ``model.safetensors``, the tokenizer files and, when written
+            by the trainer, ``training.json``.
+        device: where to put the model (evaluation mode).
+        attn_implementation: override the saved attention backend ("eager" or "sdpa").
+
+    Returns:
+        ``(model, tokenizer, info)``: ``info`` is the parsed ``training.json`` (``{}`` if absent).
+
+    Raises:
+        InputError: the folder does not exist or holds no model/tokenizer.
+    """
+    import syntaxformer  # noqa: F401  (registers the models with the Auto classes)
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise InputError("not a model folder (no config.json)", path=folder)
+    kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
+    try:
+        model = AutoModelForMaskedLM.from_pretrained(folder, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load model or tokenizer: {str(e).splitlines()[0]}", path=folder) from e
+    info_path = folder / "training.json"
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    model.to(device).eval()
+    return model, tokenizer, info
+
+
+def model_kind(model) -> str:
+    """``"tree-transformer"`` or ``"structformer"`` from the model's outputs it can give."""
+    name = type(model).__name__
+    if name.startswith("TreeTransformer"):
+        return "tree-transformer"
+    if name.startswith("StructFormer"):
+        return "structformer"
+    raise ValueError(f"cannot parse with a {name}: expected a Tree Transformer or StructFormer")
+
+
+@dataclass
+class Structures:
+    """What a model induces over the ``n`` words of one sentence (all numpy, float64).
+
+    Attributes:
+        words: the sentence's words, as given.
+        link_probs: ``[L, n-1]`` Tree Transformer link probabilities a^l_k (layer 0 lowest), or None.
+        distances: ``[n-1]`` StructFormer syntactic distances of the word gaps, or None.
+        heights: ``[n]`` StructFormer syntactic heights, or None.
+        dependency_probs: ``[n, n+1]`` StructFormer p(head | dependent): row i = dependent word i,
+            column 0 = the root, column j = word j-1 (probabilities); or None.
+    """
+
+    words: list[str]
+    link_probs: np.ndarray | None = None
+    distances: np.ndarray | None = None
+    heights: np.ndarray | None = None
+    dependency_probs: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.inference_mode()
+def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
+                     normalise: bool = True) -> list[Structures]:
+    """Run ``model`` on ``sentences`` (unmasked) and collect its structures per sentence.
+
+    Sentences are sorted by length into batches (little padding) and returned in input order.
+
+    Args:
+        model: a Tree Transformer or StructFormer masked LM (evaluation mode).
+        tokenizer: its tokenizer (one token per word, or WordPiece for the Tree Transformer).
+        sentences: lists of words (at least one word each).
+        batch_size: sentences per forward pass.
+        normalise: apply :func:`normalise_word` before tokenisation (the training corpora's rule).
+
+    Returns:
+        One :class:`Structures` per sentence, in input order.
+
+    Raises:
+        InputError: an empty sentence (naming its 1-based number), or word pieces with StructFormer.
+    """
+    kind = model_kind(model)
+    for i, words in enumerate(sentences):
+        if len(words) == 0:
+            raise InputError("empty sentence: nothing to parse", sentence=i + 1)
+    if torch.device(_device(model)).type == "cpu":
+        torch.set_flush_denormal(True)  # DESIGN.md §5: products of probabilities underflow on CPU
+    inputs = [[normalise_word(w) for w in words] if normalise else list(words) for words in sentences]
+    ids, word_ids = encode(tokenizer, inputs)
+    pad = tokenizer.pad_token_id
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    results: list[Structures | None] = [None] * len(ids)
+    device = _device(model)
+    for start in range(0, len(order), batch_size):
+        batch = order[start:start + batch_size]
+        width = max(len(ids[i]) for i in batch)
+        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            input_ids[row, :len(ids[i])] = torch.tensor(ids[i])
+            attention_mask[row, :len(ids[i])] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        if kind == "tree-transformer":
+            out = model(input_ids=input_ids, attention_mask=attention_mask)
+            links = torch.stack(out.link_probs, dim=1).double().cpu()  # (B, L, N-1)
+            for row, i in enumerate(batch):
+                t = len(ids[i])
+                a = word_links(links[row, :, :t - 1], word_ids[i])  # (L, n-1)
+                results[i] = Structures(words=list(sentences[i]), link_probs=a.numpy())
+        else:
+            out = model(input_ids=input_ids, attention_mask=attention_mask, output_dependency=True)
+            for row, i in enumerate(batch):
+                t = len(ids[i])
+                if any(w is None for w in word_ids[i]) or len(set(word_ids[i])) != t:
+                    raise InputError("StructFormer parses one token per word; this tokenizer splits "
+                                     "words or adds special tokens", sentence=i + 1)
+                dep = out.dependency_probs[row, :t, :t].double().cpu().numpy()  # (n, n) p(j | i)
+                root = out.root_probs[row, :t].double().cpu().numpy()  # (n,)
+                results[i] = Structures(
+                    words=list(sentences[i]),
+                    distances=out.distances[row, :t - 1].double().cpu().numpy(),
+                    heights=out.heights[row, :t].double().cpu().numpy(),
+                    dependency_probs=np.concatenate([root[:, None], dep], axis=1))
+    return results  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class DecoderOptions:
+    """How link probabilities / distances become trees (``syntaxformer parse`` flags).
+
+    Attributes:
+        layer: None = Algorithm 1 over all layers (Tree Transformer paper, Algorithm 1); an int = the
+            single-layer top-down greedy split of that layer (0-based; paper Figure 4(b)).
+        threshold: Algorithm 1's break threshold (paper: 0.8).
+        min_layer: Algorithm 1's minimum layer (0-based), None = the decoder's default.
+        descend_threshold: None = the paper; 0.7 = the public code's extra descend rule.
+        dependency: "mst" (Chu-Liu-Edmonds, a well-formed tree) or "argmax" (the public StructFormer
+            code's rule; need not be a tree).
+    """
+
+    layer: int | None = None
+    threshold: float = 0.8
+    min_layer: int | None = None
+    descend_threshold: float | None = None
+    dependency: str = "mst"
+
+
+def decode_spans(s: Structures, options: DecoderOptions = DecoderOptions()) -> set[Span]:
+    """Constituency spans (half-open, whole sentence included) of one sentence's structures."""
+    if s.link_probs is not None:
+        if options.layer is not None:
+            if not -s.link_probs.shape[0] <= options.layer < s.link_probs.shape[0]:
+                raise InputError(f"--layer {options.layer} out of range: the model has "
+                                 f"{s.link_probs.shape[0]} layers (0-based)")
+            return single_layer(s.link_probs[options.layer])
+        return algorithm1(s.link_probs, threshold=options.threshold, min_layer=options.min_layer,
+                          descend_threshold=options.descend_threshold)
+    assert s.distances is not None
+    return split_by_distance(list(s.distances))
+
+
+def decode_heads(s: Structures, options: DecoderOptions = DecoderOptions()) -> list[int] | None:
+    """Dependency heads (1-based, 0 = root) of one sentence, or None for a constituency-only model."""
+    if s.dependency_probs is None:
+        return None
+    probs = s.dependency_probs  # (n, n+1): [dependent, head], head 0 = root
+    if options.dependency == "argmax":
+        return argmax_heads(probs[:, 1:], s.heights)
+    if options.dependency != "mst":
+        raise InputError(f"unknown dependency decoder {options.dependency!r}: expected mst or argmax")
+    n = probs.shape[0]
+    scores = np.full((n + 1, n + 1), -np.inf)
+    with np.errstate(divide="ignore"):
+        scores[:, 1:] = np.log(probs).T  # scores[h, d] = log p(h | d)
+    return chu_liu_edmonds(scores)
+
+
+def decode(structures: Sequence[Structures], options: DecoderOptions = DecoderOptions()
+           ) -> tuple[list[Tree], list[list[int]] | None]:
+    """Trees (and dependency heads, for StructFormer) for many sentences.
+
+    Returns:
+        ``(trees, heads)``: one ``nltk.Tree`` per sentence (leaves = the words; internal nodes ``S``
+        for the root and ``X`` below); ``heads`` is None for the Tree Transformer.
+    """
+    trees = [spans_to_tree(s.words, decode_spans(s, options)) for s in structures]
+    heads = [decode_heads(s, options) for s in structures]
+    return trees, (None if all(h is None for h in heads) else heads)  # type: ignore[return-value]
