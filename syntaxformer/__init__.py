@@ -12,9 +12,12 @@ __version__ = "0.1.0"
 
 from transformers import AutoConfig, AutoModelForMaskedLM
 
+from .models.structformer import StructFormerConfig, StructFormerForMaskedLM
 from .models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
 from .priors.constituent import ConstituentAttention
 
 # `import syntaxformer` makes AutoConfig / AutoModelForMaskedLM.from_pretrained(folder) load saved models
 AutoConfig.register(TreeTransformerConfig.model_type, TreeTransformerConfig, exist_ok=True)
 AutoModelForMaskedLM.register(TreeTransformerConfig, TreeTransformerForMaskedLM, exist_ok=True)
+AutoConfig.register(StructFormerConfig.model_type, StructFormerConfig, exist_ok=True)
+AutoModelForMaskedLM.register(StructFormerConfig, StructFormerForMaskedLM, exist_ok=True)

@@ -147,6 +147,16 @@ def test_hand_set_distances_and_heights_decode_to_the_known_trees():
     assert (with_root.max(dim=1).values > 0.99).all()                   # nearly hard
 
 
+def test_tree_decoders_recover_the_hand_built_dependency_tree():
+    dependency = pytest.importorskip("syntaxformer.decoding.dependency")
+    distances, heights = torch.tensor([TAU]), torch.tensor([DELTA])
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    p_dep, p_root = dependency_distribution(distances, heights, mask, 20.0, 20.0)
+    scores = dependency.head_scores(p_dep[0], p_root[0])
+    assert dependency.chu_liu_edmonds(scores) == HEADS
+    assert dependency.argmax_heads(p_dep[0], heights[0]) == HEADS
+
+
 def test_calibration_is_per_sentence_and_removes_the_second_root():
     # "on" lowered to 2.5 < tau(sat|on) = 3: [on mats] would be a constituent whose head has no
     # parent; margin = min(3, +inf) - max(2.5, 2) = 0.5 is subtracted from that sentence only.
@@ -271,9 +281,9 @@ def test_no_denormal_attention_weights_with_a_sharp_parser():
 
 
 def test_save_and_load_through_the_auto_classes(tmp_path):
-    from transformers import AutoConfig, AutoModelForMaskedLM
-    AutoConfig.register("structformer", StructFormerConfig, exist_ok=True)
-    AutoModelForMaskedLM.register(StructFormerConfig, StructFormerForMaskedLM, exist_ok=True)
+    from transformers import AutoModelForMaskedLM
+
+    import syntaxformer  # noqa: F401  (registers the Auto classes)
     model = tiny_model(seed=6, relations=["head", "child", "sibling"], weight_act="sigmoid")
     model.save_pretrained(tmp_path)
     loaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
@@ -291,3 +301,20 @@ def test_config_rejects_bad_values():
         StructFormerConfig(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError):
         tiny_model()(torch.ones(1, 3, dtype=torch.long), masked_only=True)
+
+
+def test_registry_presets_build_the_model():
+    from syntaxformer.models import MODELS, PRESETS, make_config
+    assert MODELS["structformer"] is StructFormerForMaskedLM
+    assert set(PRESETS["structformer"]) == {"paper", "small", "tiny"}
+    paper = make_config("structformer", "paper", vocab_size=10000)
+    assert (paper.num_hidden_layers, paper.hidden_size, paper.num_attention_heads,
+            paper.intermediate_size, paper.n_parser_layers, paper.conv_size,
+            paper.hidden_dropout_prob) == (8, 512, 8, 2048, 3, 9, 0.1)
+    torch.manual_seed(0)
+    model = MODELS["structformer"](make_config("structformer", "tiny", vocab_size=30))
+    ids = torch.randint(1, 30, (2, 6))
+    labels = torch.where(torch.rand(2, 6) < 0.5, ids, torch.full_like(ids, -100))
+    labels[0, 0] = ids[0, 0]
+    # the trainer's call: positional (input_ids, attention_mask, labels), masked_only
+    assert torch.isfinite(model(ids, torch.ones_like(ids), labels, masked_only=True).loss)
