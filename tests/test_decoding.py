@@ -15,7 +15,7 @@ from syntaxformer.decoding import (algorithm1, argmax_heads, brackets, chu_liu_e
                                    is_tree, resolve_min_layer, single_layer, spans_to_tree,
                                    split_by_distance, to_bracketed, tree_score)
 
-FAST = settings(max_examples=150, deadline=None)
+FAST = settings(max_examples=100, deadline=None)
 
 
 # ----------------------------------------------------------------------------------------------
