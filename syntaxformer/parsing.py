@@ -30,7 +30,7 @@ from nltk import Tree
 
 from syntaxformer.data.preprocess import normalise_word
 from syntaxformer.data.tokenization import encode, word_links
-from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds
+from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head_scores
 from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
 from syntaxformer.decoding.tree_transformer import algorithm1, single_layer
 from syntaxformer.errors import InputError
@@ -216,11 +216,7 @@ def decode_heads(s: Structures, options: DecoderOptions = DecoderOptions()) -> l
         return argmax_heads(probs[:, 1:], s.heights)
     if options.dependency != "mst":
         raise InputError(f"unknown dependency decoder {options.dependency!r}: expected mst or argmax")
-    n = probs.shape[0]
-    scores = np.full((n + 1, n + 1), -np.inf)
-    with np.errstate(divide="ignore"):
-        scores[:, 1:] = np.log(probs).T  # scores[h, d] = log p(h | d)
-    return chu_liu_edmonds(scores)
+    return chu_liu_edmonds(head_scores(probs[:, 1:], root_probs=probs[:, 0]))
 
 
 def decode(structures: Sequence[Structures], options: DecoderOptions = DecoderOptions()
