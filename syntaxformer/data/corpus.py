@@ -1,6 +1,7 @@
 """Training text: the sentences a model is trained on, words normalised by the one rule."""
 from __future__ import annotations
 
+import functools
 import glob
 import logging
 
@@ -36,6 +37,12 @@ def corpus_files(spec: str) -> list[str]:
     return files
 
 
+@functools.lru_cache(maxsize=4)
+def _ptb_sample_words(options: Preprocessing) -> tuple[tuple[str, ...], ...]:
+    """The preprocessed words of the embedded sample, computed once per process and options."""
+    return tuple(tuple(tree.leaves()) for tree in load_gold_trees(PTB_SAMPLE, options))
+
+
 def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
     """The training sentences named by ``spec``, as lists of normalised words.
 
@@ -54,7 +61,7 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
         InputError: a missing file, a glob matching nothing, an empty file.
     """
     if spec.strip() == PTB_SAMPLE:
-        return [tree.leaves() for tree in load_gold_trees(PTB_SAMPLE, options)]
+        return [list(words) for words in _ptb_sample_words(options)]
     sentences: list[list[str]] = []
     for path in corpus_files(spec):
         sentences.extend([normalise_word(w, options.lowercase, options.digits_to_n) for w in words]

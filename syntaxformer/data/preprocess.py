@@ -85,9 +85,11 @@ def normalise_word(word: str, lowercase: bool = True, digits_to_n: bool = True) 
         digits_to_n: if it contains a digit, return ``"N"`` (Tree Transformer code).
 
     Returns:
-        The normalised word; Mikolov's ``<unk>`` and ``N`` are left as they are.
+        The normalised word. Mikolov's placeholders ``<unk>`` and ``N`` are left as they are (the
+        exact word ``N`` is never lower-cased), so the rule is idempotent and Mikolov's PTB text
+        matches normalised gold leaves. (The word ``N`` does not occur in ptb-sample.)
     """
-    if digits_to_n and _DIGIT.search(word):
+    if word == "N" or (digits_to_n and _DIGIT.search(word)):
         return "N"
     return word.lower() if lowercase else word
 
@@ -105,7 +107,8 @@ def split_label(label: str) -> list[str]:
 
 
 def _is_preterminal(node: Tree) -> bool:
-    return len(node) > 0 and all(not isinstance(child, Tree) for child in node)
+    """A POS node: exactly one child, a word (the Penn Treebank's ``(NN dog)``)."""
+    return len(node) == 1 and not isinstance(node[0], Tree)
 
 
 def preprocess_tree(tree: Tree, options: Preprocessing = PRPN) -> Tree | None:
@@ -115,8 +118,11 @@ def preprocess_tree(tree: Tree, options: Preprocessing = PRPN) -> Tree | None:
     child; then, as ``options`` say, drop leaves whose tag is not a word tag, delete constituents
     left empty, strip function tags, collapse unary chains of phrasal nodes (``S+VP``, outer label
     first) and normalise words with :func:`normalise_word`. Preterminals such as ``(NN dog)`` are
-    kept. A word directly under a phrasal node (no preterminal, as in predicted trees) has no tag:
-    it is kept and normalised.
+    kept. A *preterminal* is a node with exactly one child, a word; its label is the word's tag.
+    A word beside other children (no preterminal, as in predicted trees such as ``(X the dog)``)
+    has no tag: it is kept and normalised. This function is meant for gold trees: with
+    ``word_tags`` on, a predicted single-word node such as ``(X dog)`` would be read as a
+    preterminal with the non-word tag ``X`` and dropped.
 
     Returns:
         The cleaned tree, or ``None`` if no word is left (e.g. a sentence of only punctuation).
@@ -140,7 +146,7 @@ def _clean(node, options: Preprocessing):
     if _is_preterminal(node):
         if options.word_tags and node.label() not in WORD_TAGS:
             return None
-        return Tree(label, [_clean(word, options) for word in node])
+        return Tree(label, [_clean(node[0], options)])
     children = [c for c in (_clean(child, options) for child in node) if c is not None]
     if options.delete_empty and not children:
         return None
