@@ -43,13 +43,20 @@ from .constituent import ConstituentPrior
 
 
 def flush_denormals_on_cpu(device: torch.device) -> None:
-    """Set ``torch.set_flush_denormal(True)`` when running on CPU (process-wide; no-op elsewhere).
+    """Set ``torch.set_flush_denormal(True)`` for the calling thread when running on CPU.
 
     Denormal floats (< 1.2e-38 in float32) are produced by the constituent prior's products and make
-    CPU arithmetic 10-100× slower (DESIGN.md §5). The flag is process-wide and stays set.
+    CPU arithmetic 10-100× slower (DESIGN.md §5). Caveat, measured with torch 2.13: the flag is per
+    thread; PyTorch's intra-op (OpenMP) worker threads inherit it only if it was set before they were
+    created, i.e. before the first parallel operation of the process. That is why this module also
+    sets it at import (``import syntaxformer``), which the CLI does before any tensor work.
     """
     if device.type == "cpu":
         torch.set_flush_denormal(True)
+
+
+# before PyTorch's intra-op thread pool exists, so its workers inherit flush-to-zero (see above)
+torch.set_flush_denormal(True)
 
 
 def _flush(x: torch.Tensor) -> torch.Tensor:
