@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import io
 import logging
+import re
+from collections import Counter
 
 import conllu
 import pytest
@@ -98,6 +100,14 @@ def test_malformed_brackets_name_file_and_line(tmp_path, text, line, message):
     assert str(info.value).startswith(f"{path}:{line}: ")
 
 
+def test_treebank_not_utf8(tmp_path):
+    path = tmp_path / "latin1.mrg"
+    path.write_bytes(b"(S (NN a))\n(S (NN caf\xe9))\n")
+    with pytest.raises(InputError, match="not UTF-8") as info:
+        read_treebank(path)
+    assert (info.value.path, info.value.line) == (str(path), 2)
+
+
 def test_treebank_empty_missing_and_unmatched_glob(tmp_path):
     empty = tmp_path / "empty.mrg"
     empty.write_text("\n  \n")
@@ -159,10 +169,12 @@ def test_ptb_gold_counts(ptb_gold, ptb_raw):
     assert sum(len(t.leaves()) for t in ptb_gold) == 82_369
     assert sum(1 for t in ptb_raw for _, tag in t.pos() if tag in WORD_TAGS) == 82_369
     assert all(tag in WORD_TAGS for t in ptb_gold for _, tag in t.pos())
-    labels = {st.label() for t in ptb_gold for st in t.subtrees()}
-    assert not any("-" in label.lstrip("-") and label not in {"-NONE-"} for label in labels
-                   if label not in WORD_TAGS)
-    assert "S+VP" in labels and "-NONE-" not in labels
+    phrasal = Counter(node.label() for t in ptb_gold for node in t.subtrees()
+                      if node.label() not in WORD_TAGS)
+    # Function tags stripped, traces gone, unary chains joined outer-first with "+".
+    assert all(re.fullmatch(r"[A-Z|]+(\+[A-Z|]+)*", label) for label in phrasal), phrasal
+    assert (phrasal["NP"], phrasal["VP"], phrasal["S+VP"], phrasal["SBAR+S"]) == (
+        30_341, 12_099, 2_217, 725)
     # Unary chains are collapsed: no phrasal node has a single phrasal child.
     for t in ptb_gold:
         for node in t.subtrees():

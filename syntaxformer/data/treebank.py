@@ -146,7 +146,8 @@ def read_treebank(source: str | os.PathLike) -> list[Tree]:
         source: ``"ptb-sample"`` for the embedded Penn Treebank sample (3,914 trees, files
             ``wsj_0001.mrg`` .. ``wsj_0199.mrg`` in order); otherwise a file, a folder (all its
             ``*.mrg`` files sorted by name; if it has none, all its regular files not starting with
-            ``.``), or a glob pattern (matches sorted by name).
+            ``.``), or a glob pattern (matches sorted by name). The name ``ptb-sample`` always
+            means the embedded sample; write ``./ptb-sample`` for a folder of that name.
 
     Returns:
         The trees of all files in order. Sentence *k* (1-based) of the result is the *k*-th tree of
