@@ -93,7 +93,7 @@ def _tiny_bert(vocab_size: int, max_positions: int = 64):
 def test_batching_and_padding_do_not_change_the_result(ptb_sentences):
     """Each input alone (budget 1: one row per batch, no padding) vs many sentences packed together
     with padding: the same cross-entropy, so packing is exact. Checked on a context-sensitive model."""
-    sentences = ptb_sentences[:12]
+    sentences = ptb_sentences[:4]
     tokenizer = build_word_tokenizer(sentences, add_cls=True)
     model = _tiny_bert(len(tokenizer))
     alone = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=1)
@@ -127,3 +127,31 @@ def test_too_long_sentences_error_or_are_counted(ptb_sentences):
     assert result["n_skipped_words"] == sum(map(len, too_long))
     assert result["n_tokens"] + result["n_skipped_words"] == sum(map(len, ptb_sentences))
     assert result["n_sentences"] + result["n_skipped"] == len(ptb_sentences)
+
+
+class FullLogitsOnly(torch.nn.Module):
+    """Hides a model's ``masked_only`` option, forcing the (B, N, V) logits path."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner = model
+        self.config = model.config
+
+    def forward(self, input_ids, attention_mask, labels=None):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+
+@pytest.mark.parametrize("prior", ["constituent", "none"])
+def test_tree_transformer_masked_only_path_equals_full_logits(ptb_sentences, prior):
+    from syntaxformer.models import MODELS, make_config
+    sentences = ptb_sentences[:6]
+    tokenizer = build_word_tokenizer(sentences)
+    torch.manual_seed(0)
+    model = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", len(tokenizer),
+                                                   prior=prior)).eval()
+    fast = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=300)
+    full = masked_lm_perplexity(FullLogitsOnly(model).eval(), tokenizer, sentences, batch_tokens=300)
+    assert fast["n_tokens"] == full["n_tokens"] == sum(map(len, sentences))
+    assert fast["cross_entropy"] == pytest.approx(full["cross_entropy"], rel=1e-5)
+    assert fast["vocab_size"] == len(tokenizer)
+    assert not model.training

@@ -18,6 +18,7 @@ slower, see DESIGN section 5).
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Sequence
@@ -194,6 +195,9 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
             width = max(width, length)
     batches.append(rows)
 
+    # Models of this package can compute logits at labelled positions only (row-major order, so one
+    # row per input here): much cheaper than (B, N, V) logits when V is large.
+    masked_only = "masked_only" in inspect.signature(model.forward).parameters
     was_training = model.training
     model.eval()
     model.to(device)
@@ -222,12 +226,20 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
                     attention_mask[r:k, :len(ids[s])] = 1
                     r = k
                 targets = torch.tensor([ids[s][p] for s, p in rows], dtype=torch.long)  # (B,)
-                logits = model(input_ids=input_ids.to(device),
-                               attention_mask=attention_mask.to(device)).logits      # (B, N, V)
-                rows_idx = torch.arange(len(rows), device=logits.device)
-                masked_logits = logits[rows_idx, masked_at.to(logits.device)].float()  # (B, V)
+                rows_idx = torch.arange(len(rows))
+                if masked_only:  # the output layer only at the one masked position of each row
+                    labels = torch.full_like(input_ids, -100)
+                    labels[rows_idx, masked_at] = targets
+                    masked_logits = model(input_ids=input_ids.to(device),
+                                          attention_mask=attention_mask.to(device),
+                                          labels=labels.to(device), masked_only=True).logits  # (B, V)
+                else:
+                    logits = model(input_ids=input_ids.to(device),
+                                   attention_mask=attention_mask.to(device)).logits  # (B, N, V)
+                    masked_logits = logits[rows_idx.to(logits.device), masked_at.to(logits.device)]
+                masked_logits = masked_logits.float()  # (B, V)
                 vocab_size = masked_logits.shape[-1]
-                total += F.cross_entropy(masked_logits, targets.to(logits.device),
+                total += F.cross_entropy(masked_logits, targets.to(masked_logits.device),
                                          reduction="sum").double().cpu()
                 n_tokens += len(rows)
                 if unk_id is not None:
