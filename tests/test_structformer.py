@@ -232,6 +232,13 @@ def test_shapes():
     assert torch.allclose(masked.logits, out.logits[labels != -100], atol=1e-5)
 
 
+def test_a_batch_of_one_word_sentences():
+    out = tiny_model()(torch.tensor([[5], [7]]), output_dependency=True)
+    assert out.distances.shape == (2, 0) and out.logits.shape == (2, 1, 40)
+    assert out.dependency_probs.tolist() == [[[0.0]], [[0.0]]]
+    assert out.root_probs.tolist() == [[1.0], [1.0]]
+
+
 def test_padding_never_changes_real_tokens():
     model = tiny_model(seed=3)
     short = torch.tensor([[5, 9, 13, 2, 7]])

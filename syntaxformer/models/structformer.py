@@ -216,7 +216,9 @@ class StructFormerParser(nn.Module):
         for conv, norm in zip(self.convs, self.norms):
             h = h.masked_fill(~mask[:, :, None], 0.0)
             h = torch.tanh(norm(conv(h.transpose(1, 2)).transpose(1, 2)))           # (B, N, d)
-        gaps = self.distance_conv(h.transpose(1, 2)).transpose(1, 2)                # (B, N-1, d)
+        n = h.shape[1]
+        # window-2 convolution: output k sees words k and k+1 (a zero column keeps N = 1 legal)
+        gaps = self.distance_conv(F.pad(h.transpose(1, 2), (0, 1))).transpose(1, 2)[:, :n - 1]
         distances = self.distance_out(torch.tanh(self.distance_norm(gaps))).squeeze(-1)
         heights = self.height_out(torch.tanh(self.height_norm(self.height_proj(h)))).squeeze(-1)
         return distances, heights
