@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from nltk import Tree
 
 from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
-from syntaxformer.evaluation.constituency import evaluate_constituency
+from syntaxformer.evaluation.constituency import score_brackets
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +101,6 @@ def baseline_trees(gold_trees: Sequence[Tree], make_spans: Callable[[int], set[S
     return [spans_to_tree(tree.leaves(), make_spans(len(tree.leaves()))) for tree in gold_trees]
 
 
-def _identity(word: str) -> str:
-    return word
-
-
 def _mean_std(results: list[dict]) -> dict:
     """Mean of every score of ``results`` (label recall per label too) plus their sample standard
     deviations under ``"std"`` (ddof = 1)."""
@@ -140,15 +136,17 @@ def run_baselines(gold_trees: Sequence[Tree], seeds: Sequence[int] = DEFAULT_SEE
 
     Returns:
         ``{"left_branching", "right_branching", "balanced"}``: each the dict of
-        :func:`evaluate_constituency`; ``"random"``: the same keys holding the means over seeds, plus
-        ``"std"`` (sample standard deviations, ddof 1, of the same scores), ``"per_seed"`` (one
-        ``evaluate_constituency`` dict per seed) and ``"seeds"``; and, when ``gold_dependencies`` is
-        given, ``"dependency": {"left_chain", "right_chain"}`` each the dict of
+        :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`; ``"random"``: the
+        same keys holding the means over seeds, plus ``"std"`` (sample standard deviations,
+        ddof 1, of the same scores), ``"per_seed"`` (one such dict per seed) and ``"seeds"``;
+        and, when ``gold_dependencies`` is given, ``"dependency": {"left_chain", "right_chain"}``,
+        each the dict of
         :func:`syntaxformer.evaluation.dependency.evaluate_dependency`.
     """
-    def score(make_spans):
-        return evaluate_constituency(baseline_trees(gold_trees, make_spans), gold_trees,
-                                     normalise=_identity)
+    lengths = [len(tree.leaves()) for tree in gold_trees]
+
+    def score(make_spans):  # the spans are over the gold words: no word check needed
+        return score_brackets([make_spans(n) for n in lengths], gold_trees)
 
     results = {
         "left_branching": score(left_branching),

@@ -93,33 +93,48 @@ def base_labels(label: str) -> list[str]:
     return [strip_function_tag(part).split("|")[0] or part for part in split_label(label)]
 
 
-def gold_labelled_brackets(tree: Tree) -> set[tuple[int, int, str]]:
+def _brackets_of(spans: list[tuple[int, int, str]]) -> set[Span]:
+    """Brackets from :func:`labelled_spans` output (its first entry is the root ``(0, n)``)."""
+    n = spans[0][1]
+    return {(i, j) for i, j, _ in spans if j - i >= 2 and (i, j) != (0, n)}
+
+
+def gold_labelled_brackets(tree: Tree | list[tuple[int, int, str]]) -> set[tuple[int, int, str]]:
     """``(start, end, base_label)`` for every gold constituent in the bracket set (see module doc).
 
     Single-word spans and the whole sentence are excluded, as in :func:`brackets`; a label collapsed
-    from a unary chain gives one entry per part; repeated (span, label) pairs count once.
+    from a unary chain gives one entry per part; repeated (span, label) pairs count once. Accepts a
+    tree or its :func:`labelled_spans`.
     """
-    n = len(tree.leaves())
+    spans = labelled_spans(tree) if isinstance(tree, Tree) else tree
+    n = spans[0][1]
     out = set()
-    for i, j, label in labelled_spans(tree):
+    for i, j, label in spans:
         if j - i >= 2 and (i, j) != (0, n):
             for base in base_labels(label):
                 out.add((i, j, base))
     return out
 
 
+def depth_of_brackets(spans: set[Span], n: int) -> int:
+    """Depth (module docstring) of the tree over ``n`` words whose brackets are ``spans``."""
+    if n < 2:
+        return 0
+    delta = [0] * (n + 1)
+    for i, j in spans | {(0, n)}:
+        delta[i] += 1
+        delta[j] -= 1
+    depth = best = 0
+    for change in delta[:n]:
+        depth += change
+        best = max(best, depth)
+    return best
+
+
 def tree_depth(tree: Tree) -> int:
     """Depth of a tree: the most constituents of length >= 2 (whole sentence included, duplicate spans
     once) containing one word; 0 for a one-word sentence. See the module docstring."""
-    n = len(tree.leaves())
-    if n < 2:
-        return 0
-    spans = brackets(tree) | {(0, n)}
-    cover = [0] * n
-    for i, j in spans:
-        for w in range(i, j):
-            cover[w] += 1
-    return max(cover)
+    return depth_of_brackets(brackets(tree), len(tree.leaves()))
 
 
 def check_aligned(pred_trees: Sequence[Tree], gold_trees: Sequence[Tree],
@@ -171,14 +186,38 @@ def evaluate_constituency(pred_trees: Sequence[Tree], gold_trees: Sequence[Tree]
         InputError: see :func:`check_aligned`.
     """
     check_aligned(pred_trees, gold_trees, normalise)
+    return score_brackets([brackets(tree) for tree in pred_trees], gold_trees)
+
+
+def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree]) -> dict:
+    """The scores of :func:`evaluate_constituency` from predicted span sets, with no word check.
+
+    For callers that already hold spans over the gold words (decoders, baselines, training-time
+    evaluation). Spans of length < 2 and the whole-sentence span in ``pred_brackets`` are ignored.
+
+    Args:
+        pred_brackets: one set of half-open spans per gold tree, over that tree's words.
+        gold_trees: gold trees after the field's preprocessing, same order.
+
+    Returns:
+        the dict of :func:`evaluate_constituency`.
+
+    Raises:
+        ValueError: the two sequences differ in length (a programming error: check the input with
+            :func:`check_aligned` first).
+    """
+    if len(pred_brackets) != len(gold_trees):
+        raise ValueError(f"{len(pred_brackets)} predicted span sets for {len(gold_trees)} gold trees")
     f1_all, f1_wsj10 = [], []
     counts_all, counts_wsj10 = [0, 0, 0], [0, 0, 0]  # true positives, predicted, gold
     found = dict.fromkeys(RECALL_LABELS, 0)
     total = dict.fromkeys(RECALL_LABELS, 0)
     depths = []
-    for pred_tree, gold_tree in zip(pred_trees, gold_trees):
-        n = len(gold_tree.leaves())
-        pred, gold = brackets(pred_tree), brackets(gold_tree)
+    for pred_spans, gold_tree in zip(pred_brackets, gold_trees):
+        gold_spans = labelled_spans(gold_tree)
+        n = gold_spans[0][1]
+        pred = {(i, j) for i, j in pred_spans if j - i >= 2 and (i, j) != (0, n)}
+        gold = _brackets_of(gold_spans)
         score = sentence_f1(pred, gold)
         f1_all.append(score)
         if n <= WSJ10_MAX_WORDS:
@@ -188,11 +227,11 @@ def evaluate_constituency(pred_trees: Sequence[Tree], gold_trees: Sequence[Tree]
                 counts[0] += len(pred & gold)
                 counts[1] += len(pred)
                 counts[2] += len(gold)
-        for i, j, label in gold_labelled_brackets(gold_tree):
+        for i, j, label in gold_labelled_brackets(gold_spans):
             if label in total:
                 total[label] += 1
                 found[label] += (i, j) in pred
-        depths.append(tree_depth(pred_tree))
+        depths.append(depth_of_brackets(pred, n))
 
     def mean(values):
         return 100 * sum(values) / len(values) if values else 0.0

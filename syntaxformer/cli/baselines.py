@@ -1,0 +1,109 @@
+"""``syntaxformer baselines``: structure-free baselines scored by the field's protocol.
+
+Left- and right-branching, random binary (mean and standard deviation over 5 seeds) and balanced
+binary trees; left and right dependency chains when the treebank has dependency trees (``ptb-sample``
+does; for another treebank pass ``--dependencies``). Definitions: :mod:`syntaxformer.evaluation.baselines`.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from syntaxformer.evaluation.report import format_header, format_table, to_json
+
+#: Number of seeds of the random baseline: ``--seed S`` uses seeds S .. S + 4.
+N_SEEDS = 5
+
+_NAMES = {"left_branching": "left-branching", "right_branching": "right-branching",
+          "random": "random binary", "balanced": "balanced binary"}
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "baselines", help="left/right-branching, random and balanced trees; dependency chains",
+        description="Score structure-free baselines against a gold treebank with the field's "
+                    "protocol (sentence- and corpus-level unlabelled F1, WSJ-10, label recall; "
+                    "UAS/UUAS of left and right chains).")
+    parser.add_argument("--treebank", default="ptb-sample",
+                        help="'ptb-sample' (embedded, default) or a treebank path (file, folder, glob)")
+    parser.add_argument("--dependencies", default=None,
+                        help="gold dependencies for the chains: 'ptb-sample', a .conllu file or .dp "
+                             "file(s) (default: ptb-sample's when --treebank is ptb-sample, else none)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--seed", type=int, default=0,
+                        help=f"first seed of the random baseline; seeds SEED .. SEED+{N_SEEDS - 1}")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntaxformer.data import load_gold_trees
+    from syntaxformer.evaluation.baselines import run_baselines
+    from syntaxformer.evaluation.constituency import PROTOCOL as CONSTITUENCY_PROTOCOL
+    from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
+
+    start = time.perf_counter()
+    gold_trees = load_gold_trees(args.treebank)
+    dependencies_source = args.dependencies
+    if dependencies_source is None and args.treebank == "ptb-sample":
+        dependencies_source = "ptb-sample"
+    gold_dependencies = None
+    if dependencies_source is not None:
+        from syntaxformer.data.dependency import read_dependencies
+        gold_dependencies = read_dependencies(dependencies_source)
+    seeds = tuple(range(args.seed, args.seed + N_SEEDS))
+    result = run_baselines(gold_trees, seeds=seeds, gold_dependencies=gold_dependencies)
+    result["meta"] = {
+        "treebank": str(args.treebank), "dependencies": dependencies_source,
+        "n_sentences": len(gold_trees), "seed": args.seed, "seeds": list(seeds),
+        "protocol": CONSTITUENCY_PROTOCOL,
+        "dependency_protocol": DEPENDENCY_PROTOCOL if gold_dependencies is not None else None,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    print(to_json(result) if args.json else format_baselines_report(result))
+    return 0
+
+
+def _cell(result: dict, key: str, label: str | None = None):
+    """A score, or ``mean ± std`` for the random baseline."""
+    value = result[key] if label is None else result[key][label]
+    if "std" not in result or value is None:
+        return value
+    std = result["std"][key] if label is None else result["std"][key][label]
+    return f"{value:.2f} ± {std:.2f}"
+
+
+def format_baselines_report(result: dict) -> str:
+    """The readable report of :func:`syntaxformer.evaluation.baselines.run_baselines` plus ``meta``."""
+    meta = result["meta"]
+    first = result["right_branching"]
+    header = format_header("syntaxformer baselines", {
+        "treebank": meta["treebank"],
+        "sentences": f"{meta['n_sentences']:,} ({first['n_wsj10']:,} of at most 10 words)",
+        "protocol": meta["protocol"],
+        "seed": f"{meta['seed']} (random trees: seeds {', '.join(map(str, meta['seeds']))}; "
+                f"mean ± sample std)",
+        "time": f"{meta['seconds']:.2f} s"})
+    names = [name for name in _NAMES if name in result]
+    scores = format_table(
+        ["baseline", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1", "mean depth"],
+        [[_NAMES[name]] + [_cell(result[name], key) for key in
+                           ("sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1",
+                            "mean_depth")] for name in names])
+    labels = list(first["label_recall"])
+    recall = format_table(["recall (%)"] + labels,
+                          [[_NAMES[name]] + [_cell(result[name], "label_recall", label)
+                                             for label in labels] for name in names])
+    parts = [header, scores, recall]
+    if "dependency" in result:
+        chains = result["dependency"]
+        any_chain = next(iter(chains.values()))
+        parts.append("\n".join([
+            format_header("dependency chains", {
+                "gold": meta["dependencies"],
+                "scored tokens": f"{any_chain['n_tokens']:,} in {any_chain['n_sentences']:,} sentences",
+                "protocol": meta["dependency_protocol"]}),
+            "",
+            format_table(["chain", "UAS", "UUAS"],
+                         [[name.replace("_", " "), r["uas"], r["uuas"]] for name, r in chains.items()]),
+        ]))
+    return "\n\n".join(parts)
