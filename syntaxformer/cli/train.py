@@ -1,0 +1,134 @@
+"""``syntaxformer train``: masked-LM training of a syntax-inducing Transformer.
+
+Writes into ``--out`` the model (``model.safetensors``, ``config.json``), the tokenizer,
+``training.json`` (every option, the data, steps, minutes, losses), ``tensorboard/`` and
+``checkpoint.pt``. The same command runs data-parallel under ``torchrun --nproc_per_node=R``.
+See :mod:`syntaxformer.training.trainer` for what a run does, and for checkpoints and resume.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import fields
+
+from syntaxformer.errors import InputError
+from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, train
+
+_D = TrainArguments(out="")  # defaults, for the help texts
+
+
+def _override(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value  # a bare string
+    return key.strip(), parsed
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "train", help="train a model with masked language modelling",
+        description="Masked-LM training (BERT 80/10/10 masking, Adam, length-bucketed batches, "
+                    "checkpoints and --resume, TensorBoard). Runs data-parallel under torchrun.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    m = p.add_argument_group("model")
+    m.add_argument("--model", default=_D.model, help="model name (syntaxformer.models.MODELS)")
+    m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, tiny")
+    m.add_argument("--prior", default=None,
+                   help="structural prior: constituent, or none (plain Transformer); default: the model's")
+    m.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
+                   help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable")
+    d = p.add_argument_group("data")
+    d.add_argument("--corpus", default=_D.corpus,
+                   help="ptb-sample (the embedded treebank's words) or text files, one sentence per line "
+                        "(comma-separated paths / globs)")
+    d.add_argument("--valid", default=None, help="validation corpus (same forms as --corpus)")
+    d.add_argument("--valid-fraction", type=float, default=_D.valid_fraction,
+                   help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)")
+    d.add_argument("--tokenizer", default=_D.tokenizer,
+                   help="word (one token per word), wordpiece, or a folder with a saved tokenizer")
+    d.add_argument("--min-freq", type=int, default=_D.min_freq, help="minimum word (piece) frequency")
+    d.add_argument("--max-vocab", type=int, default=None, help="word vocabulary cap (specials included)")
+    d.add_argument("--wordpiece-vocab-size", type=int, default=_D.wordpiece_vocab_size)
+    d.add_argument("--add-cls", action="store_true", help="prepend [CLS] to every sentence (as the public code)")
+    d.add_argument("--max-length", type=int, default=_D.max_length, help="tokens per sentence")
+    d.add_argument("--overflow", choices=["split", "skip"], default=_D.overflow,
+                   help="what to do with longer sentences (counted in training.json)")
+    b = p.add_argument_group("batches and masking")
+    b.add_argument("--batch-size", type=int, default=None,
+                   help=f"sentences per batch and process (default {_D.batch_size} unless --max-tokens)")
+    b.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch instead of --batch-size")
+    b.add_argument("--bucket-batches", type=int, default=_D.bucket_batches,
+                   help="batches' worth of sentences sorted by length together")
+    b.add_argument("--mask-rate", type=float, default=_D.mask_rate,
+                   help="BERT selection rate (the public code: 0.142857)")
+    o = p.add_argument_group("optimisation")
+    o.add_argument("--lr", type=float, default=_D.lr)
+    o.add_argument("--betas", type=float, nargs=2, default=list(_D.betas))
+    o.add_argument("--eps", type=float, default=_D.eps)
+    o.add_argument("--weight-decay", type=float, default=_D.weight_decay, help="> 0: AdamW")
+    o.add_argument("--warmup-steps", type=int, default=_D.warmup_steps)
+    o.add_argument("--schedule", choices=["constant", "linear", "cosine"], default=_D.schedule,
+                   help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps")
+    o.add_argument("--final-lr-fraction", type=float, default=_D.final_lr_fraction)
+    o.add_argument("--schedule-steps", type=int, default=None,
+                   help="where linear/cosine decay ends (default --max-steps)")
+    o.add_argument("--clip", type=float, default=_D.clip, help="gradient-norm clipping; 0 disables")
+    r = p.add_argument_group("run")
+    r.add_argument("--out", required=True, help="output folder")
+    r.add_argument("--seed", type=int, default=_D.seed)
+    r.add_argument("--max-steps", type=int, default=None)
+    r.add_argument("--epochs", type=int, default=None)
+    r.add_argument("--max-minutes", type=float, default=None,
+                   help="stop cleanly (and save) after this many minutes of this process")
+    r.add_argument("--save-every", type=int, default=_D.save_every, help="checkpoint period (steps)")
+    r.add_argument("--eval-every", type=int, default=_D.eval_every, help="validation period (steps)")
+    r.add_argument("--log-every", type=int, default=_D.log_every, help="logging period (steps)")
+    r.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.pt if present (else start afresh)")
+    r.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
+    r.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
+    r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--json", action="store_true", help="print training.json at the end")
+    p.set_defaults(func=run)
+    return p
+
+
+def arguments_from_namespace(ns: argparse.Namespace) -> TrainArguments:
+    """The :class:`TrainArguments` of parsed ``syntaxformer train`` options."""
+    names = {f.name for f in fields(TrainArguments)}
+    values = {k: v for k, v in vars(ns).items() if k in names}
+    values["overrides"] = dict(ns.overrides or [])
+    values["betas"] = tuple(ns.betas)
+    if ns.batch_size is None and ns.max_tokens is None:
+        values["batch_size"] = _D.batch_size
+    return TrainArguments(**values)
+
+
+def run(ns: argparse.Namespace) -> int:
+    args = arguments_from_namespace(ns)
+    out = train(args)
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
+        return 0
+    record_path = out / TRAINING_JSON
+    record = json.loads(record_path.read_text())
+    if ns.json:
+        print(json.dumps(record, indent=2))
+        return 0
+    valid = record["final_valid_loss"]
+    print(f"syntaxformer train: {record['model']} preset {record['preset']} prior {record['prior']} "
+          f"seed {record['seed']} on {record['data']['corpus']}: {record['steps']} steps "
+          f"({record['stopped']}), {record['minutes']:.1f} min"
+          + (f", train loss {record['final_train_loss']:.3f}" if record["final_train_loss"] is not None else "")
+          + (f", valid loss {valid:.3f}" if valid is not None else "")
+          + (f", {record['tokens_per_second']:.0f} tokens/s" if record["tokens_per_second"] else "")
+          + f" -> {out}")
+    return 0
+
+
+__all__ = ["add_parser", "run", "arguments_from_namespace"]

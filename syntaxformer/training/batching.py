@@ -1,0 +1,122 @@
+"""Shuffled, length-bucketed batches, sharded across data-parallel ranks; and padding.
+
+One epoch's batches, given ``seed`` and ``epoch`` only (so a resumed run rebuilds them exactly):
+
+1. shuffle the sentence indices;
+2. cut the shuffled list into chunks of ``bucket_batches`` batches' worth of sentences and sort each
+   chunk by length (stable) — sentences of similar length end up together, cutting padding;
+3. cut each sorted chunk into batches: ``batch_size`` sentences each, or, with ``max_tokens``, as
+   many sentences as fit ``count × longest length ≤ max_tokens`` (the padded size);
+4. shuffle the batches (so lengths do not come in waves);
+5. with ``num_replicas > 1``, rank ``r`` takes batches ``r, r + R, r + 2R, …``; when the number of
+   batches is not a multiple of ``R``, the first few batches are repeated to fill the last round
+   (as ``torch.utils.data.DistributedSampler`` pads), so every rank takes the same number of steps.
+
+With one replica every sentence is in exactly one batch per epoch.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+
+class LengthBucketSampler:
+    """Batches of sentence indices (a batch sampler: each item is a list of indices).
+
+    Args:
+        lengths: the length (tokens) of every sentence.
+        batch_size: sentences per batch; or None with ``max_tokens``.
+        max_tokens: a budget of padded tokens per batch (a sentence longer than the budget gets a
+            batch of its own); or None with ``batch_size``.
+        seed: the shuffling seed; epoch ``e`` uses a generator seeded from ``(seed, e)``.
+        bucket_batches: how many batches' worth of sentences are sorted together (step 2).
+        shuffle: False keeps corpus order and no bucketing (plain consecutive batches).
+        num_replicas, rank: data-parallel sharding (step 5).
+
+    Call :meth:`set_epoch` before iterating (or use :meth:`batches` directly).
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int | None = None, max_tokens: int | None = None,
+                 seed: int = 0, bucket_batches: int = 50, shuffle: bool = True, num_replicas: int = 1,
+                 rank: int = 0):
+        if (batch_size is None) == (max_tokens is None):
+            raise ValueError("give exactly one of batch_size and max_tokens")
+        if (batch_size is not None and batch_size < 1) or (max_tokens is not None and max_tokens < 1):
+            raise ValueError("batch_size / max_tokens must be positive")
+        assert 0 <= rank < num_replicas, (rank, num_replicas)
+        self.lengths = torch.as_tensor(list(lengths), dtype=torch.long)
+        self.batch_size, self.max_tokens = batch_size, max_tokens
+        self.seed, self.bucket_batches, self.shuffle = seed, bucket_batches, shuffle
+        self.num_replicas, self.rank = num_replicas, rank
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _generator(self, epoch: int) -> torch.Generator:
+        return torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % (2 ** 63))
+
+    def _cut(self, order: list[int]) -> list[list[int]]:
+        """Cut indices (already in batch order) into batches by count or token budget."""
+        if self.batch_size is not None:
+            return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        batches, current, longest = [], [], 0
+        for i in order:
+            n = int(self.lengths[i])
+            if current and (len(current) + 1) * max(longest, n) > self.max_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, n)
+        if current:
+            batches.append(current)
+        return batches
+
+    def all_batches(self, epoch: int) -> list[list[int]]:
+        """Every batch of ``epoch`` before sharding (steps 1-4)."""
+        n = len(self.lengths)
+        if not self.shuffle:
+            return self._cut(list(range(n)))
+        g = self._generator(epoch)
+        perm = torch.randperm(n, generator=g)
+        if self.batch_size is not None:
+            chunk = self.bucket_batches * self.batch_size
+        else:
+            mean = max(1, int(self.lengths.float().mean().item())) if n else 1
+            chunk = self.bucket_batches * max(1, self.max_tokens // mean)
+        batches: list[list[int]] = []
+        for start in range(0, n, chunk):
+            idx = perm[start:start + chunk]
+            idx = idx[torch.argsort(self.lengths[idx], stable=True)]
+            batches.extend(self._cut(idx.tolist()))
+        order = torch.randperm(len(batches), generator=g).tolist()
+        return [batches[i] for i in order]
+
+    def batches(self, epoch: int | None = None) -> list[list[int]]:
+        """This rank's batches of ``epoch`` (default: the one set by :meth:`set_epoch`)."""
+        everything = self.all_batches(self.epoch if epoch is None else epoch)
+        if self.num_replicas == 1 or not everything:
+            return everything
+        rounds = -(-len(everything) // self.num_replicas)
+        total = rounds * self.num_replicas
+        padded = everything + [everything[i % len(everything)] for i in range(total - len(everything))]
+        return padded[self.rank::self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches())
+
+    def __len__(self) -> int:
+        return len(self.batches())
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token-id lists into ``(input_ids [B, N], attention_mask [B, N])`` (long tensors;
+    mask 1 at real tokens), N = the longest sequence."""
+    n = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), n), dtype=torch.long)
+    for b, s in enumerate(sequences):
+        ids[b, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        mask[b, :len(s)] = 1
+    return ids, mask
