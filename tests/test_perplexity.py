@@ -155,3 +155,51 @@ def test_tree_transformer_masked_only_path_equals_full_logits(ptb_sentences, pri
     assert fast["cross_entropy"] == pytest.approx(full["cross_entropy"], rel=1e-5)
     assert fast["vocab_size"] == len(tokenizer)
     assert not model.training
+
+
+@pytest.fixture(scope="module")
+def trained_tiny(tmp_path_factory):
+    """A tiny Tree Transformer trained 60 steps on ptb-sample by the trainer (~15 s on 2 cores)."""
+    from syntaxformer.training.trainer import train
+    out = tmp_path_factory.mktemp("tiny-tree-transformer")
+    return train(out=str(out), model="tree-transformer", preset="tiny", corpus="ptb-sample",
+                 max_steps=60, lr=1e-3, batch_size=32, seed=0, quiet=True, eval_every=0,
+                 save_every=0, threads=1)
+
+
+def test_trained_model_scores_lower_than_its_initialisation(trained_tiny, ptb_sentences):
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+    from syntaxformer.models import MODELS
+    tokenizer = AutoTokenizer.from_pretrained(trained_tiny)
+    trained = AutoModelForMaskedLM.from_pretrained(trained_tiny)
+    torch.manual_seed(0)  # the trainer's seed: the same initial parameters
+    initial = MODELS["tree-transformer"](AutoConfig.from_pretrained(trained_tiny))
+    sentences = ptb_sentences[:60]
+    before = masked_lm_perplexity(initial, tokenizer, sentences)
+    after = masked_lm_perplexity(trained, tokenizer, sentences)
+    assert before["n_tokens"] == after["n_tokens"] == sum(map(len, sentences))
+    # at initialisation: about uniform over the vocabulary
+    assert before["perplexity"] == pytest.approx(len(tokenizer), rel=0.5)
+    assert after["perplexity"] < 0.5 * before["perplexity"]
+
+
+def test_cli_json_matches_the_library(trained_tiny, ptb_sentences, tmp_path, capsys):
+    from syntaxformer.cli import main
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    sentences = ptb_sentences[:30]
+    text = tmp_path / "test.txt"
+    # raw text in capitals and with digits: the CLI normalises it as the training corpus was
+    text.write_text("\n".join(" ".join(w.upper() if w != "N" else "1987" for w in s)
+                              for s in sentences) + "\n", encoding="utf-8")
+    assert main(["perplexity", "--model", str(trained_tiny), "--corpus", str(text), "--json",
+                 "--seed", "3"]) == 0
+    import json
+    report = json.loads(capsys.readouterr().out)
+    expected = masked_lm_perplexity(AutoModelForMaskedLM.from_pretrained(trained_tiny),
+                                    AutoTokenizer.from_pretrained(trained_tiny), sentences)
+    for key in ("n_tokens", "n_unk", "n_sentences", "vocab_size", "protocol"):
+        assert report[key] == expected[key], key
+    assert report["perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
+    assert (report["data"], report["seed"], report["preset"]) == (str(text), 3, "tiny")
+    assert report["model_type"] == "tree-transformer"

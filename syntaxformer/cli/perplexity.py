@@ -1,0 +1,153 @@
+"""``syntaxformer perplexity``: masked-LM perplexity of a trained model, the Tree Transformer protocol.
+
+Every word of every sentence of ``--corpus`` is masked in turn (one ``[MASK]`` per input) and the
+perplexity is exp(mean cross-entropy over all words); see
+:mod:`syntaxformer.evaluation.perplexity`. Words are normalised as the model's training corpus was
+(the preprocessing recorded in the folder's ``training.json``, else the default: lower-case, digits
+-> ``N``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from syntaxformer.errors import InputError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "perplexity", help="masked-LM perplexity (one [MASK] per input, every word in turn)",
+        description="Masked-LM perplexity with the Tree Transformer paper's protocol: every word of "
+                    "every sentence masked in turn, one [MASK] per input, perplexity = exp(mean "
+                    "cross-entropy over all words). Out-of-vocabulary words are scored as [UNK] "
+                    "targets and counted.")
+    p.add_argument("--model", required=True, metavar="FOLDER",
+                   help="a trained model folder (written by `syntaxformer train`)")
+    p.add_argument("--corpus", required=True, metavar="FILE|ptb-sample",
+                   help="test sentences: raw text (one sentence per line; comma-separated files or "
+                        "globs) or the embedded ptb-sample")
+    p.add_argument("--batch-tokens", type=int, default=4096,
+                   help="tokens (rows x padded length) per forward pass (default 4096)")
+    p.add_argument("--skip-long", action="store_true",
+                   help="leave out sentences longer than the model accepts, counted in the report "
+                        "(default: stop with an error naming the sentence)")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random seed (the protocol is deterministic; recorded in the report)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(func=run)
+
+
+def read_training_record(folder: str | Path) -> dict:
+    """The folder's ``training.json`` (written by the trainer), or ``{}`` when there is none."""
+    path = Path(folder) / "training.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"unreadable training record: {e}", path=path) from e
+
+
+def preprocessing_of(record: dict):
+    """The word preprocessing the training corpus used, from a ``training.json`` record.
+
+    Looks for ``lowercase`` / ``digits_to_n`` at the top level or under ``preprocessing``; the
+    default (:data:`syntaxformer.data.preprocess.PRPN`: lower-case, digits -> ``N``) otherwise, which
+    is what ``load_corpus`` applies by default.
+    """
+    from syntaxformer.data.preprocess import PRPN
+    sub = record.get("preprocessing") if isinstance(record.get("preprocessing"), dict) else {}
+    values = {}
+    for key in ("lowercase", "digits_to_n"):
+        for source in (sub, record):
+            if isinstance(source.get(key), bool):
+                values[key] = source[key]
+                break
+    return PRPN.__class__(**{**PRPN.__dict__, **values}) if values else PRPN
+
+
+def load_model(folder: str | Path, device: str | None = None):
+    """``(model, tokenizer)`` from a model folder, with ``AutoModelForMaskedLM`` / ``AutoTokenizer``.
+
+    Raises:
+        InputError: the folder is missing or holds no loadable model / tokenizer.
+    """
+    import syntaxformer.models  # noqa: F401  (registers the models with the Auto classes)
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError("no such model folder", path=folder)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForMaskedLM.from_pretrained(folder)
+    except (OSError, ValueError, KeyError) as e:
+        raise InputError(f"cannot load a masked LM and its tokenizer: {e}", path=folder) from e
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return model.to(device).eval(), tokenizer
+
+
+def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
+                    skip_long: bool = False, device: str | None = None, seed: int = 0,
+                    progress: bool = False) -> dict:
+    """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
+
+    Returns:
+        :func:`~syntaxformer.evaluation.perplexity.masked_lm_perplexity`'s dict, plus ``model``,
+        ``data``, ``model_type``, ``preset``, ``n_parameters``, ``seed`` and ``minutes``.
+    """
+    from syntaxformer.data.corpus import load_corpus
+    from syntaxformer.evaluation.perplexity import masked_lm_perplexity
+    torch.manual_seed(seed)
+    record = read_training_record(folder)
+    model, tokenizer = load_model(folder, device)
+    sentences = load_corpus(corpus, preprocessing_of(record))
+    start = time.perf_counter()
+    result = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
+                                  too_long="skip" if skip_long else "error", progress=progress)
+    return {
+        "model": str(folder),
+        "model_type": getattr(model.config, "model_type", None),
+        "preset": record.get("preset"),
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "data": corpus,
+        "seed": seed,
+        **result,
+        "minutes": (time.perf_counter() - start) / 60,
+    }
+
+
+def format_table(result: dict) -> str:
+    """A plain-text report naming data, protocol, model, preset and seed."""
+    rows = [
+        ("data", result["data"]),
+        ("protocol", result["protocol"]),
+        ("model", f"{result['model']} ({result.get('model_type')}, preset {result.get('preset')}, "
+                  f"{result.get('n_parameters', 0):,} parameters)"),
+        ("seed", result["seed"]),
+        ("sentences scored", f"{result['n_sentences']:,}"),
+        ("words scored", f"{result['n_tokens']:,}"),
+        ("[UNK] targets", f"{result['n_unk']:,}"),
+        ("skipped (too long)", f"{result['n_skipped']:,} sentences, {result['n_skipped_words']:,} words"
+                               f" (limit {result['max_length']} tokens)"),
+        ("cross-entropy", f"{result['cross_entropy']:.4f} nats/word"),
+        ("perplexity", f"{result['perplexity']:.2f}"),
+        ("minutes", f"{result['minutes']:.2f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.batch_tokens < 1:
+        raise InputError(f"--batch-tokens must be positive, got {args.batch_tokens}")
+    result = evaluate_folder(args.model, args.corpus, batch_tokens=args.batch_tokens,
+                             skip_long=args.skip_long, device=args.device, seed=args.seed,
+                             progress=not args.json)
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
