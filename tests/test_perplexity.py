@@ -1,6 +1,7 @@
 """Masked-LM perplexity, the Tree Transformer protocol (one [MASK] per input, every word in turn)."""
 from __future__ import annotations
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -194,7 +195,6 @@ def test_cli_json_matches_the_library(trained_tiny, ptb_sentences, tmp_path, cap
                               for s in sentences) + "\n", encoding="utf-8")
     assert main(["perplexity", "--model", str(trained_tiny), "--corpus", str(text), "--json",
                  "--seed", "3"]) == 0
-    import json
     report = json.loads(capsys.readouterr().out)
     expected = masked_lm_perplexity(AutoModelForMaskedLM.from_pretrained(trained_tiny),
                                     AutoTokenizer.from_pretrained(trained_tiny), sentences)
@@ -203,3 +203,46 @@ def test_cli_json_matches_the_library(trained_tiny, ptb_sentences, tmp_path, cap
     assert report["perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
     assert (report["data"], report["seed"], report["preset"]) == (str(text), 3, "tiny")
     assert report["model_type"] == "tree-transformer"
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small"])
+def test_control_has_the_fewest_layers_reaching_the_tree_transformers_parameters(preset):
+    from syntaxformer.cli.compare import control_layers, count_parameters
+    from syntaxformer.models import PRESETS
+    vocab = 10_004
+    tree = count_parameters(preset, vocab, prior="constituent")
+    n = control_layers(preset, vocab, tree)
+    assert count_parameters(preset, vocab, prior="none", num_hidden_layers=n) >= tree
+    assert count_parameters(preset, vocab, prior="none", num_hidden_layers=n - 1) < tree
+    # the prior's neighbouring attention adds parameters: the control is deeper than the tree model
+    assert n > PRESETS["tree-transformer"][preset]["num_hidden_layers"]
+
+
+def test_compare_trains_three_models_with_the_same_steps_and_reuses_finished_runs(
+        ptb_sentences, tmp_path):
+    from syntaxformer.cli import main
+    from syntaxformer.cli.compare import compare
+    train_file, test_file = tmp_path / "train.txt", tmp_path / "test.txt"
+    train_file.write_text("\n".join(" ".join(s) for s in ptb_sentences[:150]) + "\n")
+    test_file.write_text("\n".join(" ".join(s) for s in ptb_sentences[150:170]) + "\n")
+    report = compare(str(train_file), str(test_file), tmp_path / "out", preset="tiny",
+                     max_steps=5, seed=2, batch_size=16, threads=1, quiet=True)
+    names = [r["name"] for r in report["runs"]]
+    assert names[:2] == ["tree-transformer", "transformer"] and names[2].startswith("transformer-L")
+    tree, plain, deep = report["runs"]
+    assert [r["steps"] for r in report["runs"]] == [5, 5, 5]
+    assert (tree["prior"], plain["prior"], deep["prior"]) == ("constituent", "none", "none")
+    assert tree["layers"] == plain["layers"] < deep["layers"] == int(names[2][len("transformer-L"):])
+    assert plain["parameters"] < tree["parameters"] <= deep["parameters"]
+    words = sum(map(len, ptb_sentences[150:170]))
+    assert all(r["n_tokens"] == words for r in report["runs"])
+    assert report["best"] == min(report["runs"], key=lambda r: r["perplexity"])["name"]
+    assert json.loads((tmp_path / "out" / "compare.json").read_text())["runs"] == report["runs"]
+    # the same command again: nothing retrained, the same numbers
+    assert main(["compare", "--corpus", str(train_file), "--test", str(test_file), "--preset",
+                 "tiny", "--max-steps", "5", "--seed", "2", "--batch-size", "16", "--threads",
+                 "1", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    again = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert all(r["reused"] for r in again["runs"])
+    assert [r["perplexity"] for r in again["runs"]] == pytest.approx(
+        [r["perplexity"] for r in report["runs"]], rel=1e-6)
