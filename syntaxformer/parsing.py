@@ -32,7 +32,7 @@ from syntaxformer.data.preprocess import normalise_word
 from syntaxformer.data.tokenization import encode, word_links
 from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head_scores
 from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
-from syntaxformer.decoding.tree_transformer import algorithm1, single_layer
+from syntaxformer.decoding.tree_transformer import algorithm1, resolve_min_layer, single_layer
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -201,8 +201,18 @@ def decode_spans(s: Structures, options: DecoderOptions = DecoderOptions()) -> s
                 raise InputError(f"--layer {options.layer} out of range: the model has "
                                  f"{s.link_probs.shape[0]} layers (0-based)")
             return single_layer(s.link_probs[options.layer])
+        try:
+            resolve_min_layer(s.link_probs.shape[0], options.min_layer)
+        except ValueError as e:
+            raise InputError(f"--min-layer {options.min_layer} out of range: {e}") from None
         return algorithm1(s.link_probs, threshold=options.threshold, min_layer=options.min_layer,
                           descend_threshold=options.descend_threshold)
+    given = [flag for flag, value in (("--layer", options.layer), ("--min-layer", options.min_layer),
+                                      ("--descend-rule official", options.descend_threshold))
+             if value is not None]
+    if given:  # Tree Transformer decoder options: never ignore them silently
+        raise InputError(f"{', '.join(given)}: Tree Transformer decoder option(s), but this model "
+                         "gives syntactic distances (StructFormer: top-down split at the largest)")
     assert s.distances is not None
     return split_by_distance(list(s.distances))
 

@@ -25,3 +25,40 @@ def ptb_gold():
     """
     from syntaxformer.data.preprocess import load_gold_trees
     return load_gold_trees("ptb-sample")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, ptb_gold):
+    """Factory ``tiny_model(model="tree-transformer", tokenizer="word") -> Path``: a model folder.
+
+    An untrained (seed 0) ``tiny`` preset model saved with ``save_pretrained`` beside its tokenizer,
+    as ``syntaxformer train`` leaves it (without ``training.json``). The word tokenizer's vocabulary
+    is every normalised word of ptb-sample; the WordPiece one (``tokenizer="wordpiece"``) is trained
+    on 300 sentences with 300 entries, so most words split into several pieces. Built once per
+    session and argument pair; skips when ``model`` is not registered in ``syntaxformer.models``.
+    """
+    import torch
+
+    from syntaxformer.data.tokenization import build_word_tokenizer, build_wordpiece_tokenizer
+    from syntaxformer.models import MODELS, make_config
+
+    words = [tree.leaves() for tree in ptb_gold]  # already normalised (lower-case, digits -> N)
+    folders: dict[tuple[str, str], Path] = {}
+
+    def make(model: str = "tree-transformer", tokenizer: str = "word") -> Path:
+        if model not in MODELS:
+            pytest.skip(f"model {model!r} is not registered in syntaxformer.models.MODELS")
+        if (model, tokenizer) not in folders:
+            if tokenizer == "word":
+                tok = build_word_tokenizer(words)
+            else:
+                tok = build_wordpiece_tokenizer(words[:300], vocab_size=300)
+            torch.manual_seed(0)
+            net = MODELS[model](make_config(model, "tiny", len(tok)))
+            folder = tmp_path_factory.mktemp(f"{model}-{tokenizer}")
+            net.save_pretrained(folder)
+            tok.save_pretrained(folder)
+            folders[model, tokenizer] = folder
+        return folders[model, tokenizer]
+
+    return make

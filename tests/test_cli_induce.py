@@ -1,0 +1,116 @@
+"""``syntaxformer induce`` end to end, in process: tiny runs (3 training steps of the ``tiny`` preset)
+that write the model, the trees and report.json, scored against the gold and the baselines."""
+from __future__ import annotations
+
+import json
+
+import conllu
+import pytest
+import torch
+
+from syntaxformer.cli import main
+from syntaxformer.data.dependency import read_conllu
+from syntaxformer.data.embedded import ptb_sample_members
+from syntaxformer.data.preprocess import load_gold_trees
+from syntaxformer.data.treebank import read_treebank
+from syntaxformer.decoding.dependency import is_tree
+from syntaxformer.decoding.spans import spans_to_tree
+from syntaxformer.evaluation.constituency import evaluate_constituency
+from syntaxformer.models import MODELS
+from syntaxformer.parsing import load_model
+
+torch.set_num_threads(1)
+
+#: The keys of ``syntaxformer evaluate`` that report.json gives for the model and every baseline.
+EVALUATE_KEYS = {"sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "n_sentences",
+                 "label_recall"}
+BASELINES = ("left_branching", "right_branching", "random", "balanced")
+TINY = ["--preset", "tiny", "--max-steps", "3", "--threads", "1", "--quiet"]
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def small_treebank(tmp_path_factory):
+    """The first 6 files of ptb-sample (raw .mrg trees, punctuation and all) as one .mrg file, and
+    their words as a raw-text training corpus."""
+    folder = tmp_path_factory.mktemp("small")
+    mrg = folder / "small.mrg"
+    mrg.write_text("\n".join(text for _, text in ptb_sample_members("combined")[:6]), encoding="utf-8")
+    text = folder / "small.txt"
+    text.write_text("".join(" ".join(t.leaves()) + "\n" for t in load_gold_trees(mrg)), encoding="utf-8")
+    return mrg, text
+
+
+def _check_report(report: dict, name: str, n_sentences: int) -> None:
+    for key in (name,) + BASELINES:
+        assert EVALUATE_KEYS <= set(report[key]), key
+        assert report[key]["n_sentences"] == n_sentences
+    assert report["preset"] == "tiny" and report["seed"] == 0
+    assert set(report["data"]) >= {"train", "treebank", "n_sentences", "setting"}
+    assert report["minutes"]["total"] >= report["minutes"]["train"] >= 0
+    assert report["training"]["steps"] == 3
+
+
+def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp_path):
+    mrg, text = small_treebank
+    gold = load_gold_trees(mrg)
+    code, out, err = _run(capsys, "induce", "--treebank", mrg, "--corpus", text, "--out", tmp_path, *TINY)
+    assert code == 0, err
+    report = json.loads((tmp_path / "report.json").read_text())
+    _check_report(report, "tree_transformer", len(gold))
+    assert report["model"] == "tree-transformer" and "dependency" not in report
+    assert report["data"]["treebank"] == str(mrg) and report["data"]["train"] == str(text)
+    # the model folder is a loadable model trained for 3 steps
+    model, _, info = load_model(tmp_path / "model")
+    assert type(model).__name__ == "TreeTransformerForMaskedLM" and info["steps"] == 3
+    # trees.txt: one tree per gold sentence over its words; the report scores exactly those trees
+    trees = read_treebank(tmp_path / "trees.txt")
+    assert [t.leaves() for t in trees] == [g.leaves() for g in gold]
+    assert not (tmp_path / "dependencies.conllu").exists()
+    rescored = evaluate_constituency(trees, gold)
+    for key in EVALUATE_KEYS:
+        assert report["tree_transformer"][key] == pytest.approx(rescored[key]), key
+    # the right-branching row is the score of right-branching trees built here
+    right = [spans_to_tree(g.leaves(), {(i, len(g.leaves())) for i in range(len(g.leaves()) - 1)})
+             for g in gold]
+    assert report["right_branching"]["sentence_f1"] == pytest.approx(
+        evaluate_constituency(right, gold)["sentence_f1"])
+    # the printed table names the model and every baseline
+    for row in ("tree-transformer", "left-branching", "right-branching", "random", "balanced"):
+        assert row in out
+
+
+def test_induce_bad_treebank_fails_before_training(capsys, tmp_path):
+    missing = tmp_path / "absent.mrg"
+    code, _, err = _run(capsys, "induce", "--treebank", missing, "--out", tmp_path / "o", *TINY)
+    assert code == 1 and str(missing) in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")
+def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
+    code, out, err = _run(capsys, "induce", "--model", "structformer", "--out", tmp_path, "--json", *TINY)
+    assert code == 0, err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert json.loads(out) == report  # --json prints report.json
+    _check_report(report, "structformer", 3914)
+    assert report["model"] == "structformer"
+    assert report["data"]["train"] == report["data"]["treebank"] == "ptb-sample"
+    assert report["data"]["setting"].startswith("transductive")
+    assert round(report["right_branching"]["sentence_f1"], 2) == 39.91  # DESIGN.md reference number
+    dependency = report["dependency"]
+    assert set(dependency) == {"structformer", "left_chain", "right_chain"}
+    for row in dependency.values():
+        assert 0 <= row["uas"] <= row["uuas"] <= 100 and row["n_sentences"] == 3914
+    assert dependency["left_chain"]["uas"] != dependency["right_chain"]["uas"]
+    # the dependencies behind the row: one well-formed tree per ptb-sample sentence
+    sentences = read_conllu(tmp_path / "dependencies.conllu")
+    assert len(sentences) == 3914
+    assert all(is_tree(list(s.heads), single_root=True) for s in sentences)
+    assert len(conllu.parse((tmp_path / "dependencies.conllu").read_text(encoding="utf-8"))) == 3914
+    assert len((tmp_path / "trees.txt").read_text().splitlines()) == 3914
