@@ -166,11 +166,16 @@ def test_training_writes_a_loadable_model_and_the_loss_falls(reference_run):
     assert record["final_valid_loss"] < record["initial_valid_loss"] - 0.3
     tok = AutoTokenizer.from_pretrained(out)
     assert len(tok) == record["tokenizer"]["vocab_size"]
-    from syntaxformer.models import MODELS
-    model = MODELS["tree-transformer"].from_pretrained(out)
+    from transformers import AutoModelForMaskedLM
+    import syntaxformer  # noqa: F401  (registers the model classes)
+    model = AutoModelForMaskedLM.from_pretrained(out)
+    saved = _weights(out)
+    assert type(model).__name__ == "TreeTransformerForMaskedLM" and saved
     for k, v in model.state_dict().items():
-        if k in _weights(out):
-            assert torch.equal(v, _weights(out)[k])
+        if k in saved:
+            assert torch.equal(v, saved[k])
+    # a CPU run flushes denormals (DESIGN.md §5): 1e-30 * 1e-10 would be a float32 denormal
+    assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +252,7 @@ def test_resume_after_kill(tmp_path, small_corpus, small_reference):
         torch.testing.assert_close(got[k], ref[k], rtol=0, atol=1e-6, msg=k)
 
 
-def test_cli_input_errors(tmp_path, capsys):
+def test_cli_input_errors(tmp_path, capsys, small_corpus):
     assert cli_main(["train", "--out", str(tmp_path / "a"), "--preset", "tiny"]) == 1
     assert "stop condition" in capsys.readouterr().err
     assert cli_main(["train", "--out", str(tmp_path / "a"), "--max-steps", "2",
@@ -256,6 +261,9 @@ def test_cli_input_errors(tmp_path, capsys):
     assert "missing.txt" in err and len(err.splitlines()) == 1
     assert cli_main(["train", "--out", str(tmp_path / "b"), "--max-minutes", "1", "--schedule", "linear"]) == 1
     assert "--max-steps" in capsys.readouterr().err
+    assert cli_main(["train", "--out", str(tmp_path / "c"), "--max-steps", "1", "--corpus", str(small_corpus),
+                     "--preset", "tiny", "--set", "hiden_size=8"]) == 1
+    assert "no config field hiden_size" in capsys.readouterr().err
 
 
 def test_torchrun_two_cpu_processes(tmp_path, small_corpus):

@@ -271,6 +271,10 @@ def _build_model(args: TrainArguments, vocab_size: int):
     if args.prior is not None:
         overrides.setdefault("prior", args.prior)
     try:
+        known = make_config(args.model, args.preset, vocab_size).to_dict()
+        unknown = sorted(set(args.overrides) - set(known))
+        if unknown:
+            raise ValueError(f"no config field {', '.join(unknown)}")
         config = make_config(args.model, args.preset, vocab_size, **overrides)
     except (ValueError, TypeError) as e:
         raise InputError(f"cannot build {args.model} / {args.preset}: {e}") from e
