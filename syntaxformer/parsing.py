@@ -125,9 +125,15 @@ def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch
         One :class:`Structures` per sentence, in input order.
 
     Raises:
-        InputError: an empty sentence (naming its 1-based number), or word pieces with StructFormer.
+        InputError: an empty sentence (naming its 1-based number), word pieces with StructFormer, or
+            a batch size below 1.
     """
     kind = model_kind(model)
+    if kind == "tree-transformer" and getattr(model.config, "prior", "constituent") == "none":
+        raise InputError("this Tree Transformer has prior='none' (a plain Transformer): it computes "
+                         "no link probabilities, so it induces no trees")
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {batch_size}")
     for i, words in enumerate(sentences):
         if len(words) == 0:
             raise InputError("empty sentence: nothing to parse", sentence=i + 1)
