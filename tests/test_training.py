@@ -17,7 +17,7 @@ from syntaxformer.cli import main as cli_main
 from syntaxformer.errors import InputError
 from syntaxformer.training.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
-from syntaxformer.training.trainer import TrainArguments, lr_factor, train
+from syntaxformer.training.trainer import lr_factor, train
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,6 @@ import json
 import os
 from dataclasses import fields
 
-from syntaxformer.errors import InputError
 from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, train
 
 _D = TrainArguments(out="")  # defaults, for the help texts

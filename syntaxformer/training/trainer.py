@@ -56,7 +56,7 @@ import sys
 import time
 from collections import deque
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
