@@ -15,7 +15,7 @@ from syntaxformer.cli import main
 from syntaxformer.data.dependency import read_conllu
 from syntaxformer.data.treebank import parse_bracketed
 from syntaxformer.decoding.dependency import is_tree
-from syntaxformer.decoding.spans import labelled_spans, spans_to_tree
+from syntaxformer.decoding.spans import labelled_spans, spans_to_tree, split_by_distance
 from syntaxformer.decoding.tree_transformer import OFFICIAL_DESCEND_THRESHOLD, algorithm1, single_layer
 from syntaxformer.parsing import load_model, model_structures
 
@@ -70,8 +70,10 @@ def ptb_text(tmp_path_factory, ptb_gold):
 
 
 def test_parse_text_file(capsys, tt, text_file, tmp_path):
-    code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path)
+    code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path,
+                          "--draw")
     assert code == 0, err
+    assert all(w in out for words in WORDS for w in words)  # --draw prints the trees' words
     lines = (tmp_path / "trees.txt").read_text().splitlines()
     assert len(lines) == len(WORDS) == 4
     trees = _trees(tmp_path)
@@ -177,13 +179,16 @@ def test_structformer_writes_trees_and_conllu(capsys, tiny_model, ptb_text, tmp_
     sf = tiny_model("structformer")
     path, words = ptb_text
     code, out, err = _run(capsys, "parse", "--model", sf, "--input", path, "--out", tmp_path,
-                          "--dependency", decoder)
+                          "--dependency", decoder, "--json")
     assert code == 0, err
     trees = _trees(tmp_path)
     assert [t.leaves() for t in trees] == words
-    assert all(len(node) == 2 for t in trees for node in t.subtrees())  # top-down distance split
+    rows = json.loads((tmp_path / "structures.json").read_text())
+    for w, tree, row in zip(words, trees, rows, strict=True):
+        assert len(row["distances"]) == len(w) - 1 and len(row["heights"]) == len(w)
+        assert _spans(tree) == split_by_distance(row["distances"])  # top-down split, binary
     conllu_path = tmp_path / "dependencies.conllu"
-    assert str(conllu_path) in out
+    assert str(conllu_path) in json.loads(out)["files"]
     parsed = conllu.parse(conllu_path.read_text(encoding="utf-8"))
     ours = read_conllu(conllu_path)
     assert len(parsed) == len(ours) == len(words)
@@ -224,6 +229,12 @@ def test_empty_or_missing_input_file(capsys, tt, tmp_path, content):
     code, _, err = _run(capsys, "parse", "--model", tt, "--input", missing, "--out", tmp_path / "o")
     assert code == 1 and str(missing) in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_batch_size_zero(capsys, tt, text_file, tmp_path):
+    code, _, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path,
+                        "--batch-size", "0")
+    assert code == 1 and "--batch-size" in err and err.count("\n") == 1
 
 
 def test_empty_stdin(capsys, monkeypatch, tt, tmp_path):

@@ -242,3 +242,31 @@ def test_structures_from_numbers_decode_without_a_model():
     s = Structures(words=["a", "b", "c", "d"], distances=np.array([0.1, 0.9, 0.2]))
     trees, heads = decode([s])
     assert str(trees[0]) == "(S (X a b) (X c d))" and heads is None
+
+
+def test_cls_token_is_not_a_word(tmp_path, sentences):
+    """A tokenizer that prepends [CLS] (the public code's input): the [CLS]|first-word link is
+    dropped, the word links are the token links after it."""
+    from syntaxformer.data.tokenization import build_word_tokenizer
+    from syntaxformer.models import MODELS, make_config
+
+    tok = build_word_tokenizer([[normalise_word(w) for w in s] for s in sentences], add_cls=True)
+    torch.manual_seed(0)
+    MODELS["tree-transformer"](make_config("tree-transformer", "tiny", len(tok))).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    model, tokenizer, _ = load_model(tmp_path)
+    some = sentences[:10] + sentences[-2:]
+    result = model_structures(model, tokenizer, some, batch_size=4)
+    ids, _ = encode(tokenizer, [[normalise_word(w) for w in s] for s in some])
+    for words, s, tok_ids in zip(some, result, ids):
+        assert tok_ids[0] == tokenizer.cls_token_id and len(tok_ids) == len(words) + 1
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([tok_ids]))
+        token_links = torch.stack(out.link_probs, dim=1)[0].double().numpy()  # (L, n)
+        np.testing.assert_allclose(s.link_probs, token_links[:, 1:], atol=1e-6)
+
+
+def test_batch_size_below_one_is_an_input_error(tree_transformer):
+    model, tokenizer, _ = tree_transformer
+    with pytest.raises(InputError, match="--batch-size must be at least 1"):
+        model_structures(model, tokenizer, [["a", "b"]], batch_size=0)
