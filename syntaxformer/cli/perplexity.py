@@ -60,6 +60,8 @@ def preprocessing_of(record: dict):
     default (:data:`syntaxformer.data.preprocess.PRPN`: lower-case, digits -> ``N``) otherwise, which
     is what ``load_corpus`` applies by default.
     """
+    from dataclasses import replace
+
     from syntaxformer.data.preprocess import PRPN
     sub = record.get("preprocessing") if isinstance(record.get("preprocessing"), dict) else {}
     values = {}
@@ -68,7 +70,7 @@ def preprocessing_of(record: dict):
             if isinstance(source.get(key), bool):
                 values[key] = source[key]
                 break
-    return PRPN.__class__(**{**PRPN.__dict__, **values}) if values else PRPN
+    return replace(PRPN, **values)
 
 
 def load_model(folder: str | Path, device: str | None = None):

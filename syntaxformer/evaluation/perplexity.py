@@ -1,6 +1,6 @@
 """Masked-LM perplexity with the Tree Transformer paper's protocol.
 
-Protocol (Wang, Lee & Chen, EMNLP 2019, section 5.3 and Table 4): every word of every test sentence is
+Protocol (Wang, Lee & Chen, EMNLP 2019, Table 4; DESIGN.md §4): every word of every test sentence is
 masked in turn, **one** ``[MASK]`` per input, so a sentence of ``n`` words gives ``n`` inputs; the
 model's cross-entropy of the true word at the masked position is averaged over all words of the test
 set, and the perplexity is ``exp`` of that mean (natural log, so the cross-entropy is in nats).
