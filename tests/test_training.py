@@ -152,6 +152,13 @@ def reference_run(tmp_path_factory):
     return out
 
 
+def test_cpu_training_flushes_denormals(tmp_path):
+    # DESIGN.md §5: a CPU run flushes denormals; 1e-30 * 1e-10 would be a float32 denormal
+    assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() != 0.0  # IEEE before (conftest)
+    train(out=str(tmp_path / "run"), max_steps=1, **TINY)
+    assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
+
+
 def test_training_writes_a_loadable_model_and_the_loss_falls(reference_run):
     from transformers import AutoTokenizer
     out = reference_run
@@ -174,8 +181,6 @@ def test_training_writes_a_loadable_model_and_the_loss_falls(reference_run):
     for k, v in model.state_dict().items():
         if k in saved:
             assert torch.equal(v, saved[k])
-    # a CPU run flushes denormals (DESIGN.md §5): 1e-30 * 1e-10 would be a float32 denormal
-    assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
 
 
 @pytest.fixture(scope="module")

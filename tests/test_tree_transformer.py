@@ -168,11 +168,12 @@ def test_no_denormals_with_sharp_links():
     assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
 
 
-def test_import_sets_flush_to_zero_for_worker_threads():
-    # a fresh process: `import syntaxformer` before any tensor work, then a 2-thread product
+def test_command_line_sets_flush_to_zero_for_worker_threads():
+    # a fresh process: the CLI's process set-up before any tensor work, then a 2-thread product
     import subprocess
     import sys
-    code = ("import syntaxformer, torch; torch.set_num_threads(2); "
+    code = ("from syntaxformer.cli import prepare_process; prepare_process(); import torch; "
+            "torch.set_num_threads(2); "
             "x = torch.full((1_000_000,), 1e-20); z = x * x; "
             "print(int(((z != 0) & (z.abs() < torch.finfo(torch.float32).tiny)).sum()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -88,9 +88,15 @@ def parse_bracketed(text: str, path: str = "<string>") -> list[Tree]:
     return trees
 
 
+#: Node labels and leaves: any run of characters other than white space and brackets. nltk's default
+#: patterns also take a backslash as an escape (so a word ``\`` before ``)`` would swallow it); the Penn
+#: Treebank escapes brackets as -LRB-/-RRB- instead, and its ``\/`` stays as written.
+_TOKEN = r"[^\s()]+"
+
+
 def _from_string(bracketed: str, path: str, line: int) -> Tree:
     try:
-        return Tree.fromstring(bracketed)
+        return Tree.fromstring(bracketed, node_pattern=_TOKEN, leaf_pattern=_TOKEN)
     except ValueError as e:
         raise InputError(f"malformed tree: {e}", path=path, line=line) from None
 

@@ -48,15 +48,14 @@ def flush_denormals_on_cpu(device: torch.device) -> None:
     Denormal floats (< 1.2e-38 in float32) are produced by the constituent prior's products and make
     CPU arithmetic 10-100× slower (DESIGN.md §5). Caveat, measured with torch 2.13: the flag is per
     thread; PyTorch's intra-op (OpenMP) worker threads inherit it only if it was set before they were
-    created, i.e. before the first parallel operation of the process. That is why this module also
-    sets it at import (``import syntaxformer``), which the CLI does before any tensor work.
+    created, i.e. before the first parallel operation of the process. The command line therefore sets
+    it first thing (:func:`syntaxformer.cli.prepare_process`); a script that runs models on several
+    CPU threads should call ``torch.set_flush_denormal(True)`` before any tensor work. Importing the
+    package changes nothing.
     """
     if device.type == "cpu":
         torch.set_flush_denormal(True)
 
-
-# before PyTorch's intra-op thread pool exists, so its workers inherit flush-to-zero (see above)
-torch.set_flush_denormal(True)
 
 
 def _flush(x: torch.Tensor) -> torch.Tensor:
