@@ -288,3 +288,19 @@ def test_torchrun_two_cpu_processes(tmp_path, small_corpus):
     assert record["data"]["train_sentences"] == 380 and record["data"]["valid_sentences"] == 20
     # each step consumed one batch per process
     assert record["tokens_seen"] > 0 and record["steps_this_run"] == 4
+
+
+def test_mask_replace_rules():
+    # "mask" (public StructFormer code): every selected position becomes [MASK]; "bert": 80/10/10
+    from syntaxformer.training.mlm import mask_tokens
+    from syntaxformer.training.trainer import MASK_REPLACE
+    ids = torch.randint(4, 1000, (64, 50), generator=torch.Generator().manual_seed(0))
+    am = torch.ones_like(ids)
+    for rule, expect_all_masked in (("mask", True), ("bert", False)):
+        g = torch.Generator().manual_seed(1)
+        inputs, labels = mask_tokens(ids, am, 2, 1000, 0.3, g, (0, 1, 2, 3), **MASK_REPLACE[rule])
+        selected = labels != -100
+        assert torch.equal(labels[selected], ids[selected])
+        all_masked = bool((inputs[selected] == 2).all())
+        assert all_masked == expect_all_masked, rule
+        assert torch.equal(inputs[~selected], ids[~selected])

@@ -30,7 +30,7 @@ RECIPES = {
                              mask_rate=0.15, min_freq=2),
     "structformer": dict(preset="small", max_steps=3000, max_minutes=20.0, batch_size=64, lr=5e-4,
                          warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
-                         mask_rate=0.3, min_freq=2),
+                         mask_rate=0.3, mask_replace="mask", min_freq=2),
 }
 
 _TRAIN_FLAGS = ("preset", "max_steps", "max_minutes", "batch_size", "lr", "warmup_steps", "schedule",

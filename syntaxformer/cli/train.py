@@ -65,6 +65,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="batches' worth of sentences sorted by length together")
     b.add_argument("--mask-rate", type=float, default=_D.mask_rate,
                    help="BERT selection rate (the public code: 0.142857)")
+    b.add_argument("--mask-replace", choices=["bert", "mask"], default=_D.mask_replace,
+                   help="a selected token becomes 80%% [MASK] / 10%% random / 10%% kept (bert, default) "
+                        "or always [MASK] (mask: the public StructFormer code)")
     o = p.add_argument_group("optimisation")
     o.add_argument("--lr", type=float, default=_D.lr)
     o.add_argument("--betas", type=float, nargs=2, default=list(_D.betas))

@@ -68,6 +68,9 @@ from syntaxformer.errors import InputError
 from syntaxformer.training.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.mlm import mask_tokens
 
+#: ``--mask-replace``: the (mask_prob, random_prob) of :func:`mask_tokens` for each rule.
+MASK_REPLACE = {"bert": dict(mask_prob=0.8, random_prob=0.1), "mask": dict(mask_prob=1.0, random_prob=0.0)}
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint.pt"
@@ -103,6 +106,9 @@ class TrainArguments:
         max_tokens [None]: a padded-token budget per batch instead of ``batch_size``.
         bucket_batches [50]: batches' worth of sentences sorted by length together.
         mask_rate [0.15]: BERT selection rate (public code: 1/7 = 0.142857).
+        mask_replace ["bert"]: what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
+            token, 10% kept (BERT; the Tree Transformer); "mask" = always ``[MASK]`` (the public
+            StructFormer code, with ``mask_rate`` 0.3).
         lr [1e-4], betas [(0.9, 0.98)], eps [1e-9], weight_decay [0.0]: Adam (AdamW if decay > 0).
         warmup_steps [0]: linear warm-up from lr/warmup_steps to lr.
         schedule ["constant"]: after warm-up: "constant", "linear" or "cosine" decay to
@@ -141,6 +147,7 @@ class TrainArguments:
     max_tokens: int | None = None
     bucket_batches: int = 50
     mask_rate: float = 0.15
+    mask_replace: str = "bert"
     lr: float = 1e-4
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
@@ -177,6 +184,8 @@ class TrainArguments:
                 bad(f"--{name.replace('_', '-')} must be at least 1, got {value}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             bad(f"--max-minutes must be positive, got {self.max_minutes}")
+        if self.mask_replace not in MASK_REPLACE:
+            bad(f"--mask-replace must be one of {sorted(MASK_REPLACE)}, got {self.mask_replace!r}")
         if not 0.0 < self.mask_rate <= 1.0:
             bad(f"--mask-rate must be in (0, 1], got {self.mask_rate}")
         if not 0.0 <= self.valid_fraction < 1.0:
@@ -438,7 +447,8 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
         g = torch.Generator().manual_seed(_derived_seed(args.seed, 0, 0, 7))
         for b, idx in enumerate(vs.all_batches(0)):
             ids, am = pad_batch([valid_ids[i] for i in idx], pad_id)
-            inputs, labels = mask_tokens(ids, am, mask_id, len(tokenizer), args.mask_rate, g, special_ids)
+            inputs, labels = mask_tokens(ids, am, mask_id, len(tokenizer), args.mask_rate, g, special_ids,
+                                         **MASK_REPLACE[args.mask_replace])
             if b % world == rank:
                 valid_batches.append((inputs, am, labels))
 
@@ -527,7 +537,8 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
                 idx = batches[state["batch_in_epoch"]]
                 ids, am = pad_batch([train_ids[i] for i in idx], pad_id)
                 g = torch.Generator().manual_seed(_derived_seed(args.seed, step, rank, 1))
-                inputs, labels = mask_tokens(ids, am, mask_id, len(tokenizer), args.mask_rate, g, special_ids)
+                inputs, labels = mask_tokens(ids, am, mask_id, len(tokenizer), args.mask_rate, g, special_ids,
+                                         **MASK_REPLACE[args.mask_replace])
                 torch.manual_seed(_derived_seed(args.seed, step, rank, 2))  # dropout
                 loss = forward(inputs, am, labels, ddp_model)
                 optimizer.zero_grad(set_to_none=True)
