@@ -38,21 +38,60 @@ from syntaxformer.errors import InputError
 logger = logging.getLogger(__name__)
 
 
-def load_model(folder: str | Path, device: str | torch.device = "cpu",
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """The torch device a ``--device`` value names; ``None`` = CUDA if available, else CPU.
+
+    Raises:
+        InputError: not a device name (e.g. ``"gpu"``), or a CUDA device this machine lacks.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise InputError(f"--device {device!r} is not a torch device: {str(e).splitlines()[0]}") from None
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (resolved.index is not None and resolved.index >= count):
+            raise InputError(f"--device {device!r}: this machine has {count} CUDA device(s)")
+    return resolved
+
+
+def read_training_record(folder: str | Path) -> dict:
+    """The folder's ``training.json`` (written by the trainer) parsed, or ``{}`` when there is none.
+
+    Raises:
+        InputError: the file exists but is not readable JSON (names the file).
+    """
+    path = Path(folder) / "training.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"unreadable training record: {e}", path=path) from None
+
+
+def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
                attn_implementation: str | None = None):
     """Load a model folder written by ``syntaxformer train`` (or ``save_pretrained``).
+
+    The one model loader of the package (``parse``, ``induce``, ``show``, ``perplexity``, ``compare``).
 
     Args:
         folder: holds ``config.json``, ``model.safetensors``, the tokenizer files and, when written
             by the trainer, ``training.json``.
-        device: where to put the model (evaluation mode).
+        device: where to put the model (evaluation mode); None = CUDA if available, else CPU
+            (:func:`resolve_device`).
         attn_implementation: override the saved attention backend ("eager" or "sdpa").
 
     Returns:
-        ``(model, tokenizer, info)``: ``info`` is the parsed ``training.json`` (``{}`` if absent).
+        ``(model, tokenizer, info)``: ``info`` is the parsed ``training.json`` (``{}`` if absent,
+        :func:`read_training_record`).
 
     Raises:
-        InputError: the folder does not exist or holds no model/tokenizer.
+        InputError: the folder does not exist or holds no model/tokenizer; an unreadable
+            ``training.json``; a bad or absent device.
     """
     import syntaxformer  # noqa: F401  (registers the models with the Auto classes)
     from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -60,14 +99,14 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu",
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise InputError("not a model folder (no config.json)", path=folder)
+    device = resolve_device(device)
+    info = read_training_record(folder)
     kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     try:
         model = AutoModelForMaskedLM.from_pretrained(folder, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, KeyError) as e:
         raise InputError(f"cannot load model or tokenizer: {str(e).splitlines()[0]}", path=folder) from e
-    info_path = folder / "training.json"
-    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
     model.to(device).eval()
     return model, tokenizer, info
 

@@ -69,6 +69,23 @@ def test_load_model_not_a_model_folder(tmp_path, make):
     assert "\n" not in str(e.value)
 
 
+def test_load_model_unreadable_training_record_is_input_error(tiny_model, tmp_path):
+    import shutil
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model("tree-transformer"), folder)
+    (folder / "training.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match="unreadable training record") as e:
+        load_model(folder)
+    assert e.value.path == str(folder / "training.json")
+
+
+@pytest.mark.parametrize("device, message", [("gpu", "is not a torch device"),
+                                             ("cuda:99", "CUDA device")])
+def test_load_model_bad_device_is_input_error(tiny_model, device, message):
+    with pytest.raises(InputError, match=message):
+        load_model(tiny_model("tree-transformer"), device)
+
+
 # ------------------------------------------------------------------------------------------------
 # model_structures: Tree Transformer
 

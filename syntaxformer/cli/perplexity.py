@@ -42,17 +42,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def read_training_record(folder: str | Path) -> dict:
-    """The folder's ``training.json`` (written by the trainer), or ``{}`` when there is none."""
-    path = Path(folder) / "training.json"
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(f"unreadable training record: {e}", path=path) from e
-
-
 def preprocessing_of(record: dict):
     """The word preprocessing the training corpus used, from a ``training.json`` record.
 
@@ -73,41 +62,27 @@ def preprocessing_of(record: dict):
     return replace(PRPN, **values)
 
 
-def load_model(folder: str | Path, device: str | None = None):
-    """``(model, tokenizer)`` from a model folder, with ``AutoModelForMaskedLM`` / ``AutoTokenizer``.
-
-    Raises:
-        InputError: the folder is missing or holds no loadable model / tokenizer.
-    """
-    import syntaxformer.models  # noqa: F401  (registers the models with the Auto classes)
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError("no such model folder", path=folder)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForMaskedLM.from_pretrained(folder)
-    except (OSError, ValueError, KeyError) as e:
-        raise InputError(f"cannot load a masked LM and its tokenizer: {e}", path=folder) from e
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return model.to(device).eval(), tokenizer
-
-
 def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
                     skip_long: bool = False, device: str | None = None, seed: int = 0,
                     progress: bool = False) -> dict:
     """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
 
+    The folder is read by :func:`syntaxformer.parsing.load_model` (``device`` None = CUDA if
+    available, else CPU).
+
     Returns:
         :func:`~syntaxformer.evaluation.perplexity.masked_lm_perplexity`'s dict, plus ``model``,
         ``data``, ``model_type``, ``preset``, ``n_parameters``, ``seed`` and ``minutes``.
+
+    Raises:
+        InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, or
+            any of ``masked_lm_perplexity``'s.
     """
     from syntaxformer.data.corpus import load_corpus
     from syntaxformer.evaluation.perplexity import masked_lm_perplexity
+    from syntaxformer.parsing import load_model
     torch.manual_seed(seed)
-    record = read_training_record(folder)
-    model, tokenizer = load_model(folder, device)
+    model, tokenizer, record = load_model(folder, device)
     sentences = load_corpus(corpus, preprocessing_of(record))
     start = time.perf_counter()
     result = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
