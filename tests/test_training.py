@@ -304,3 +304,10 @@ def test_mask_replace_rules():
         all_masked = bool((inputs[selected] == 2).all())
         assert all_masked == expect_all_masked, rule
         assert torch.equal(inputs[~selected], ids[~selected])
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:99"])
+def test_bad_device_is_an_input_error_before_any_work(tmp_path, device):
+    with pytest.raises(InputError, match="--device"):
+        train(out=str(tmp_path / "run"), max_steps=1, device=device)
+    assert not (tmp_path / "run").exists()

@@ -207,6 +207,9 @@ class TrainArguments:
             bad(f"--overflow must be split or skip, got {self.overflow!r}")
         if self.tokenizer not in ("word", "wordpiece") and not Path(self.tokenizer, "tokenizer.json").is_file():
             bad(f"--tokenizer must be word, wordpiece or a folder with tokenizer.json, got {self.tokenizer!r}")
+        if self.device is not None:
+            from syntaxformer.parsing import resolve_device
+            resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
 
 
 # --------------------------------------------------------------------------------------------------
