@@ -222,29 +222,30 @@ def compare(corpus: str, test: str, out: str | Path, preset: str = "small",
 
 
 def format_table(report: dict) -> str:
-    """The comparison as a plain-text table with a header naming data, protocol, preset and seed."""
-    head = [f"data: train {report['data']['train']}, valid {report['data']['valid']}, "
-            f"test {report['data']['test']}",
-            f"protocol: {report['protocol']}",
-            f"preset {report['preset']}, seed {report['seed']}, {report['steps']} steps each "
-            f"({report['stop']}); lr {report['training']['lr']}, warm-up "
-            f"{report['training']['warmup_steps']}, batch {report['training']['batch_size']}",
-            ""]
-    columns = ["model", "prior", "layers", "parameters", "steps", "train min", "eval min",
-               "test CE", "test ppl"]
-    rows = [[r["name"], r["prior"], str(r["layers"]), f"{r['parameters']:,}", str(r["steps"]),
+    """The comparison as a plain-text table with a header naming data, protocol, preset and seed
+    (:mod:`syntaxformer.evaluation.report`'s header and table)."""
+    from syntaxformer.evaluation.report import format_header
+    from syntaxformer.evaluation.report import format_table as table
+    head = format_header("syntaxformer compare", {
+        "data": f"train {report['data']['train']}, valid {report['data']['valid']}, "
+                f"test {report['data']['test']}",
+        "protocol": report["protocol"],
+        "preset": report["preset"],
+        "seed": report["seed"],
+        "steps": f"{report['steps']:,} each ({report['stop']})",
+        "training": f"lr {report['training']['lr']}, warm-up {report['training']['warmup_steps']}, "
+                    f"batch {report['training']['batch_size']}"})
+    rows = [[r["name"], r["prior"], r["layers"], r["parameters"], r["steps"],
              f"{r['train_minutes']:.1f}" + (" (reused)" if r["reused"] else ""),
              f"{r['eval_minutes']:.1f}", f"{r['cross_entropy']:.3f}", f"{r['perplexity']:.1f}"]
             for r in report["runs"]]
-    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
-    line = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w)  # noqa: E731
-                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    body = table(["model", "prior", "layers", "parameters", "steps", "train min", "eval min",
+                  "test CE", "test ppl"], rows)
     r0 = report["runs"][0]
-    tail = ["", f"lowest test perplexity: {report['best']}; words scored {r0['n_tokens']:,} "
-                f"({r0['n_unk']:,} [UNK] targets) in {r0['n_sentences']:,} sentences; "
-                f"total {report['minutes']:.1f} min"]
-    return "\n".join(head + [line(columns), line(["-" * w for w in widths])]
-                     + [line(row) for row in rows] + tail)
+    tail = (f"lowest test perplexity: {report['best']}; words scored {r0['n_tokens']:,} "
+            f"({r0['n_unk']:,} [UNK] targets) in {r0['n_sentences']:,} sentences; "
+            f"total {report['minutes']:.1f} min")
+    return "\n\n".join([head, body, tail])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -100,24 +100,24 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
 
 
 def format_table(result: dict) -> str:
-    """A plain-text report naming data, protocol, model, preset and seed."""
-    rows = [
-        ("data", result["data"]),
-        ("protocol", result["protocol"]),
-        ("model", f"{result['model']} ({result.get('model_type')}, preset {result.get('preset')}, "
-                  f"{result.get('n_parameters', 0):,} parameters)"),
-        ("seed", result["seed"]),
-        ("sentences scored", f"{result['n_sentences']:,}"),
-        ("words scored", f"{result['n_tokens']:,}"),
-        ("[UNK] targets", f"{result['n_unk']:,}"),
-        ("skipped (too long)", f"{result['n_skipped']:,} sentences, {result['n_skipped_words']:,} words"
-                               f" (limit {result['max_length']} tokens)"),
-        ("cross-entropy", f"{result['cross_entropy']:.4f} nats/word"),
-        ("perplexity", f"{result['perplexity']:.2f}"),
-        ("minutes", f"{result['minutes']:.2f}"),
-    ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    """A plain-text report naming data, protocol, model, preset and seed
+    (:func:`syntaxformer.evaluation.report.format_header`)."""
+    from syntaxformer.evaluation.report import format_header
+    return format_header("syntaxformer perplexity", {
+        "data": result["data"],
+        "protocol": result["protocol"],
+        "model": f"{result['model']} ({result.get('model_type')}, preset {result.get('preset')}, "
+                 f"{result.get('n_parameters', 0):,} parameters)",
+        "seed": result["seed"],
+        "sentences scored": result["n_sentences"],
+        "words scored": result["n_tokens"],
+        "[UNK] targets": result["n_unk"],
+        "skipped (too long)": f"{result['n_skipped']:,} sentences, {result['n_skipped_words']:,} "
+                              f"words (limit {result['max_length']} tokens)",
+        "cross-entropy": f"{result['cross_entropy']:.4f} nats/word",
+        "perplexity": f"{result['perplexity']:.2f}",
+        "minutes": f"{result['minutes']:.2f}",
+    })
 
 
 def run(args: argparse.Namespace) -> int:
