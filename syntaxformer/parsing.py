@@ -34,6 +34,7 @@ from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head
 from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
 from syntaxformer.decoding.tree_transformer import algorithm1, resolve_min_layer, single_layer
 from syntaxformer.errors import InputError
+from syntaxformer.training.batching import pad_batch
 
 logger = logging.getLogger(__name__)
 
@@ -186,12 +187,7 @@ def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch
     device = _device(model)
     for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]
-        width = max(len(ids[i]) for i in batch)
-        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, i in enumerate(batch):
-            input_ids[row, :len(ids[i])] = torch.tensor(ids[i])
-            attention_mask[row, :len(ids[i])] = 1
+        input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad)  # (B, N), (B, N)
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         if kind == "tree-transformer":
             out = model(input_ids=input_ids, attention_mask=attention_mask)
