@@ -234,6 +234,19 @@ class DecoderOptions:
     dependency: str = "mst"
 
 
+def min_layer_of(options: DecoderOptions, num_layers: int) -> int:
+    """The 0-based minimum layer Algorithm 1 uses with ``options`` on a model of ``num_layers`` layers
+    (:func:`~syntaxformer.decoding.tree_transformer.resolve_min_layer`).
+
+    Raises:
+        InputError: ``options.min_layer`` outside ``0 .. num_layers - 1`` (the ``--min-layer`` flag).
+    """
+    try:
+        return resolve_min_layer(num_layers, options.min_layer)
+    except ValueError as e:
+        raise InputError(f"--min-layer {options.min_layer} out of range: {e}") from None
+
+
 def decode_spans(s: Structures, options: DecoderOptions = DecoderOptions()) -> set[Span]:
     """Constituency spans (half-open, whole sentence included) of one sentence's structures."""
     if s.link_probs is not None:
@@ -242,10 +255,7 @@ def decode_spans(s: Structures, options: DecoderOptions = DecoderOptions()) -> s
                 raise InputError(f"--layer {options.layer} out of range: the model has "
                                  f"{s.link_probs.shape[0]} layers (0-based)")
             return single_layer(s.link_probs[options.layer])
-        try:
-            resolve_min_layer(s.link_probs.shape[0], options.min_layer)
-        except ValueError as e:
-            raise InputError(f"--min-layer {options.min_layer} out of range: {e}") from None
+        min_layer_of(options, s.link_probs.shape[0])  # an InputError naming the flag
         return algorithm1(s.link_probs, threshold=options.threshold, min_layer=options.min_layer,
                           descend_threshold=options.descend_threshold)
     given = [flag for flag, value in (("--layer", options.layer), ("--min-layer", options.min_layer),

@@ -406,6 +406,9 @@ def test_show_structformer_tree_and_attention(tmp_path, capsys, tiny_models):
     (["--treebank", "ptb-sample"], "needs at least one --index"),
     (["--treebank", "ptb-sample", "--index", "3914"], "out of range"),
     (["the cat", "--layers", "5"], "0-based"),
+    (["the cat", "--min-layer", "9"], "--min-layer 9 out of range"),
+    (["the cat", "--min-layer", "1", "--layer", "0"], "exclude each other"),
+    (["the cat", "--device", "gpu"], "not a torch device"),
     ([], "give sentences"),
 ])
 def test_show_bad_input(tmp_path, capsys, tiny_models, argv, message):

@@ -39,9 +39,16 @@ def add_decoder_arguments(parser) -> None:
 
 
 def decoder_options(args):
+    """The :class:`~syntaxformer.parsing.DecoderOptions` the decoder flags name.
+
+    Raises:
+        InputError: ``--layer`` together with ``--min-layer`` (two decoders' options).
+    """
     from syntaxformer.decoding.tree_transformer import OFFICIAL_DESCEND_THRESHOLD
     from syntaxformer.parsing import DecoderOptions
 
+    if args.layer is not None and args.min_layer is not None:
+        raise InputError("--layer (single-layer decoder) and --min-layer (Algorithm 1) exclude each other")
     return DecoderOptions(
         layer=args.layer, threshold=args.threshold, min_layer=args.min_layer,
         descend_threshold=OFFICIAL_DESCEND_THRESHOLD if args.descend_rule == "official" else None,
@@ -113,14 +120,13 @@ def run(args) -> int:
     from syntaxformer.parsing import decode, load_model, model_structures
 
     torch.manual_seed(args.seed)
-    if args.layer is not None and args.min_layer is not None:
-        raise InputError("--layer (single-layer decoder) and --min-layer (Algorithm 1) exclude each other")
+    options = decoder_options(args)
     sentences, name = read_sentences(args)
     if not sentences:
         raise InputError("no sentence to parse", path=name)
     model, tokenizer, _ = load_model(args.model)
     structures = model_structures(model, tokenizer, sentences, batch_size=args.batch_size)
-    trees, heads = decode(structures, decoder_options(args))
+    trees, heads = decode(structures, options)
     out = Path(args.out)
     paths = write_outputs(out, trees, heads, structures, sentences)
     if args.json:
@@ -131,7 +137,7 @@ def run(args) -> int:
         for tree in trees:
             print(draw_text_tree(tree))
     summary = {"model": str(args.model), "data": name, "n_sentences": len(trees),
-               "decoder": asdict(decoder_options(args)),
+               "decoder": asdict(options),
                "seed": args.seed, "files": [str(p) for p in paths]}
     if args.json:
         print(json.dumps(summary))

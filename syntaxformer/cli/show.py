@@ -175,7 +175,7 @@ def _sentences(args) -> list[tuple[str, list[str], object]]:
 
 def _decoder_description(kind: str, options, num_layers: int) -> str:
     """One line naming the tree decoder, as the figures' captions and the report show it."""
-    from syntaxformer.decoding.tree_transformer import resolve_min_layer
+    from syntaxformer.parsing import min_layer_of
 
     if kind != "tree-transformer":
         return "top-down split at the largest syntactic distance"
@@ -183,7 +183,7 @@ def _decoder_description(kind: str, options, num_layers: int) -> str:
         return f"single layer {options.layer}, top-down greedy split (paper Figure 4(b))"
     rule = "official descend rule" if options.descend_threshold is not None else "paper rule"
     return (f"Algorithm 1, threshold {options.threshold}, minimum layer "
-            f"{resolve_min_layer(num_layers, options.min_layer)}, {rule}")
+            f"{min_layer_of(options, num_layers)}, {rule}")
 
 
 def run(args: argparse.Namespace) -> int:
