@@ -30,6 +30,7 @@ import time
 
 import torch
 
+from syntaxformer.cli import prepare_process
 from syntaxformer.models import make_config, MODELS
 from syntaxformer.priors.constituent import ConstituentPrior
 
@@ -95,6 +96,9 @@ def main(argv=None):
                         help="skip the N×N×N contrast above this length (it is slow)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    # flush denormals before any tensor work, so PyTorch's worker threads inherit it (DESIGN.md §5;
+    # the library no longer sets it at import, and the model's forward sets it for the calling thread only)
+    prepare_process()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
