@@ -311,3 +311,10 @@ def test_bad_device_is_an_input_error_before_any_work(tmp_path, device):
     with pytest.raises(InputError, match="--device"):
         train(out=str(tmp_path / "run"), max_steps=1, device=device)
     assert not (tmp_path / "run").exists()
+
+
+def test_prior_on_a_model_without_one_is_an_input_error(tmp_path):
+    # StructFormer has no `prior` field: --prior none must not be silently recorded as a plain model
+    with pytest.raises(InputError, match="no structural-prior option"):
+        train(out=str(tmp_path / "run"), model="structformer", preset="tiny", prior="none",
+              max_steps=1, quiet=True)

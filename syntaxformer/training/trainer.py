@@ -284,6 +284,8 @@ def _build_model(args: TrainArguments, vocab_size: int):
         overrides.setdefault("prior", args.prior)
     try:
         known = make_config(args.model, args.preset, vocab_size).to_dict()
+        if args.prior is not None and "prior" not in known:
+            raise ValueError(f"--prior {args.prior}: this model has no structural-prior option")
         unknown = sorted(set(args.overrides) - set(known))
         if unknown:
             raise ValueError(f"no config field {', '.join(unknown)}")
