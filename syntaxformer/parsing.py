@@ -113,13 +113,17 @@ def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
 
 
 def model_kind(model) -> str:
-    """``"tree-transformer"`` or ``"structformer"`` from the model's outputs it can give."""
+    """``"tree-transformer"`` or ``"structformer"``, from the model's class.
+
+    Raises:
+        InputError: any other model (e.g. a BERT folder given as ``--model``): it induces no trees.
+    """
     name = type(model).__name__
     if name.startswith("TreeTransformer"):
         return "tree-transformer"
     if name.startswith("StructFormer"):
         return "structformer"
-    raise ValueError(f"cannot parse with a {name}: expected a Tree Transformer or StructFormer")
+    raise InputError(f"cannot parse with a {name}: expected a Tree Transformer or StructFormer")
 
 
 @dataclass

@@ -86,6 +86,14 @@ def test_load_model_bad_device_is_input_error(tiny_model, device, message):
         load_model(tiny_model("tree-transformer"), device)
 
 
+def test_a_model_that_induces_no_trees_is_an_input_error():
+    from transformers import BertConfig, BertForMaskedLM
+    bert = BertForMaskedLM(BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+                                      num_attention_heads=1, intermediate_size=8))
+    with pytest.raises(InputError, match="cannot parse with a BertForMaskedLM"):
+        model_structures(bert, None, [["a", "b"]])
+
+
 # ------------------------------------------------------------------------------------------------
 # model_structures: Tree Transformer
 
