@@ -652,10 +652,11 @@ def _jsonable(d: dict) -> dict:
 
 
 def _check_resume(args: TrainArguments, checkpoint: dict, world: int, path: Path) -> None:
-    saved = checkpoint["args"]
+    # an option added after the checkpoint was written counts as its default
+    saved = {**asdict(TrainArguments(out=args.out)), **checkpoint["args"]}
     current = asdict(args)
-    diffs = [f"{k}: {saved.get(k)!r} -> {current[k]!r}" for k in current
-             if k not in RESUMABLE_CHANGES and _norm(saved.get(k)) != _norm(current[k])]
+    diffs = [f"{k}: {saved[k]!r} -> {current[k]!r}" for k in current
+             if k not in RESUMABLE_CHANGES and _norm(saved[k]) != _norm(current[k])]
     if diffs:
         raise InputError(f"{path} was trained with other options ({'; '.join(diffs)})")
     if checkpoint["world_size"] != world:
