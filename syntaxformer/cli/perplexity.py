@@ -42,26 +42,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def preprocessing_of(record: dict):
-    """The word preprocessing the training corpus used, from a ``training.json`` record.
-
-    Looks for ``lowercase`` / ``digits_to_n`` at the top level or under ``preprocessing``; the
-    default (:data:`syntaxformer.data.preprocess.PRPN`: lower-case, digits -> ``N``) otherwise, which
-    is what ``load_corpus`` applies by default.
-    """
-    from dataclasses import replace
-
-    from syntaxformer.data.preprocess import PRPN
-    sub = record.get("preprocessing") if isinstance(record.get("preprocessing"), dict) else {}
-    values = {}
-    for key in ("lowercase", "digits_to_n"):
-        for source in (sub, record):
-            if isinstance(source.get(key), bool):
-                values[key] = source[key]
-                break
-    return replace(PRPN, **values)
-
-
 def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
                     skip_long: bool = False, device: str | None = None, seed: int = 0,
                     progress: bool = False) -> dict:
@@ -83,7 +63,7 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
     from syntaxformer.parsing import load_model
     torch.manual_seed(seed)
     model, tokenizer, record = load_model(folder, device)
-    sentences = load_corpus(corpus, preprocessing_of(record))
+    sentences = load_corpus(corpus)  # the trainer's preprocessing (PRPN words, recorded in training.json)
     start = time.perf_counter()
     result = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
                                   too_long="skip" if skip_long else "error", progress=progress)

@@ -63,6 +63,7 @@ import torch
 import torch.distributed as dist
 
 from syntaxformer.data.corpus import load_corpus
+from syntaxformer.data.preprocess import PRPN
 from syntaxformer.data.tokenization import build_word_tokenizer, build_wordpiece_tokenizer, encode
 from syntaxformer.errors import InputError
 from syntaxformer.training.batching import LengthBucketSampler, pad_batch
@@ -615,6 +616,7 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
                 arguments=_jsonable(asdict(args)),
                 model=args.model, preset=args.preset, prior=getattr(model.config, "prior", args.prior),
                 seed=args.seed,
+                preprocessing=asdict(PRPN),  # what load_corpus applied to the words
                 data=dict(corpus=args.corpus, valid=valid_desc,
                           train_sentences=len(train_sents), train_sequences=len(train_ids),
                           train_tokens=n_train_tokens, valid_sentences=len(valid_sents),
