@@ -80,6 +80,95 @@ def neighbour_scores(query: torch.Tensor, key: torch.Tensor, scale: float) -> tu
     return s_right, s_left
 
 
+def neighbour_score_form(query: nn.Linear, key: nn.Linear,
+                         scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The neighbour scores of eq. 5 as one bilinear form of the layer input (DESIGN.md §5).
+
+    With ``q_i = W_q h_i + b_q`` and ``k_j = W_k h_j + b_k`` (``nn.Linear``), exactly
+
+        q_i · k_j / scale = (h_iᵀ M h_j + h_i·u + h_j·w + c) / scale,
+        M = W_qᵀ W_k,  u = W_qᵀ b_k,  w = W_kᵀ b_q,  c = b_q · b_k,
+
+    so one d×d product per token, ``h M / scale``, replaces the two projections (forward: one
+    product instead of two; backward: two instead of four), at the price of forming ``M`` (d³ per
+    call, independent of the batch). Same function of the parameters (the bias terms are kept);
+    only float rounding differs.
+
+    Args:
+        query, key: the module's ``nn.Linear(d, d)`` projections (weights (d, d), biases (d,)).
+        scale: the score divisor (d_model/2 or 256).
+    Returns:
+        ``(M / scale, [u | w] / scale, c / scale)``: (d, d), (d, 2) and a scalar tensor.
+    """
+    w_q, w_k = query.weight, key.weight  # (d, d) each, (out, in)
+    b_q = query.bias if query.bias is not None else w_q.new_zeros(w_q.shape[0])
+    b_k = key.bias if key.bias is not None else w_k.new_zeros(w_k.shape[0])
+    bilinear = (w_q.t() @ w_k) / scale  # (d, d)
+    linear = torch.stack([w_q.t() @ b_k, w_k.t() @ b_q], dim=1) / scale  # (d, 2)
+    return bilinear, linear, (b_q @ b_k) / scale
+
+
+class _BilinearNeighbourScores(torch.autograd.Function):
+    """``s_right[k] = r_k·h_{k+1} + hu_k + hw_{k+1} + c``, ``s_left[k] = r_{k+1}·h_k + hu_{k+1} + hw_k + c``.
+
+    Inputs ``r = h M`` (B, N, d), ``h`` (B, N, d), ``uw = [u | w]`` (d, 2) and ``c``; ``[hu | hw] = h uw``
+    is computed inside. Autograd's own chain (two shifted slices of ``r`` and ``h`` per product, a
+    zero-filled gradient per slice, then their sum) makes several more passes over (B, N, d); this
+    backward writes ``d r`` and ``d h`` once each:
+
+        d r_k = g^R_k h_{k+1} + g^L_{k-1} h_{k-1},
+        d h_j = g^R_{j-1} r_{j-1} + g^L_j r_{j+1} + d hu_j u + d hw_j w,
+        d hu_k = g^R_k + g^L_{k-1},   d hw_k = g^R_{k-1} + g^L_k,   d c = Σ g^R + Σ g^L
+        (terms with a gap index outside 0..N-2 are absent).
+    """
+
+    @staticmethod
+    def forward(ctx, r, hidden, uw, offset):
+        huw = hidden @ uw  # (B, N, 2): [h·u | h·w]
+        hu, hw = huw[..., 0], huw[..., 1]
+        s_right = (r[:, :-1] * hidden[:, 1:]).sum(-1) + hu[:, :-1] + hw[:, 1:] + offset  # (B, N-1)
+        s_left = (r[:, 1:] * hidden[:, :-1]).sum(-1) + hu[:, 1:] + hw[:, :-1] + offset  # (B, N-1)
+        ctx.save_for_backward(r, hidden, uw)
+        return s_right, s_left
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_right, g_left):
+        r, hidden, uw = ctx.saved_tensors
+        gr, gl = g_right[..., None], g_left[..., None]  # (B, N-1, 1)
+        grad_huw = r.new_zeros(*r.shape[:2], 2)  # (B, N, 2)
+        grad_huw[:, :-1, 0] += g_right
+        grad_huw[:, 1:, 0] += g_left
+        grad_huw[:, 1:, 1] += g_right
+        grad_huw[:, :-1, 1] += g_left
+        grad_r = torch.empty_like(r)  # (B, N, d)
+        torch.mul(hidden[:, 1:], gr, out=grad_r[:, :-1])
+        grad_r[:, -1] = 0.0
+        grad_r[:, 1:].addcmul_(hidden[:, :-1], gl)
+        grad_hidden = grad_huw @ uw.t()  # (B, N, d)
+        grad_hidden[:, 1:].addcmul_(r[:, :-1], gr)
+        grad_hidden[:, :-1].addcmul_(r[:, 1:], gl)
+        grad_uw = hidden.reshape(-1, hidden.shape[-1]).t() @ grad_huw.reshape(-1, 2)  # (d, 2)
+        return grad_r, grad_hidden, grad_uw, g_right.sum() + g_left.sum()
+
+
+def neighbour_scores_bilinear(hidden: torch.Tensor, bilinear: torch.Tensor, linear: torch.Tensor,
+                              offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`neighbour_scores` of ``query(hidden)``, ``key(hidden)`` from :func:`neighbour_score_form`.
+
+    ``s_{i,j} = r_i · h_j + h_i·u + h_j·w + c`` (all over ``scale``) with ``r = h M``: one d×d
+    product per token, then the 2(N-1) neighbour dot products (with a hand-written backward).
+
+    Args:
+        hidden: (B, N, d) the (normalised) layer input ``h``.
+        bilinear, linear, offset: from :func:`neighbour_score_form`.
+    Returns:
+        ``(s_right, s_left)``, each (B, N-1), indexed by gap as :func:`neighbour_scores`.
+    """
+    r = hidden @ bilinear  # (B, N, d): h M / scale
+    return _BilinearNeighbourScores.apply(r, hidden, linear, offset)
+
+
 def neighbour_log_probabilities(s_right: torch.Tensor, s_left: torch.Tensor,
                                 gap_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The two-way softmax of each word over its neighbours, in log space (paper §3.2, eq. 6).
@@ -269,7 +358,10 @@ class ConstituentAttention(nn.Module):
         mask = mask.bool()
         gap_mask = mask[:, :-1] & mask[:, 1:]  # (B, N-1)
         h = self.norm(hidden)
-        s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
+        if B * N > self.d_model:  # one d×d product per token (+ d³ per call to form it): cheaper
+            s_right, s_left = neighbour_scores_bilinear(h, *neighbour_score_form(self.query, self.key, self.scale))
+        else:  # few tokens: the two projections cost less than forming W_qᵀ W_k
+            s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
         log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)
         a_hat = link_probability(log_p_right, log_p_left, gap_mask, self.variant)
         a = hierarchical_constraint(prior, a_hat)
