@@ -58,6 +58,22 @@ def flush_denormals_on_cpu(device: torch.device) -> None:
 
 
 
+def flush_to_zero_is_on() -> bool:
+    """Whether the calling thread's float arithmetic flushes denormals to zero on CPU.
+
+    True after ``torch.set_flush_denormal(True)`` (the models' forward and the command line set it,
+    see :func:`flush_denormals_on_cpu`). A one-element probe (``1e-30 · 1e-10`` is a float32 denormal),
+    a few microseconds. When it is True the explicit flush :func:`_flush` is redundant on CPU: the
+    hardware already writes 0 for every result below the smallest normal float.
+    """
+    return (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
+
+
+def _needs_explicit_flush(x: torch.Tensor) -> bool:
+    """Explicit flush-to-zero is needed unless ``x`` is on CPU and the CPU already flushes."""
+    return not (x.device.type == "cpu" and flush_to_zero_is_on())
+
+
 def _flush(x: torch.Tensor) -> torch.Tensor:
     """Values below the smallest normal float of ``x``'s dtype become 0 (explicit flush-to-zero)."""
     return x.masked_fill(x.abs() < torch.finfo(x.dtype).tiny, 0.0)
@@ -73,16 +89,18 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
                     dropout_p: float = 0.0, output_attentions: bool = False):
     """The literal reference: ``E = C ⊙ softmax(QKᵀ/√d_k)``, ``out = dropout(E) V``.
 
-    Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``C``. See the module docstring for
-    arguments and returns.
+    Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``C``. Values of ``C`` and ``E`` below
+    the smallest normal float are flushed to 0, explicitly unless the CPU already does it
+    (:func:`flush_to_zero_is_on`). See the module docstring for arguments and returns.
     """
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, N, N)
     scores = scores + _padding_bias(key_mask, scores.dtype)
     attn = torch.softmax(scores, dim=-1)
     if prior is not None:
-        constituent = _flush(torch.exp(prior.log_prior()))  # (B, N, N)
-        attn = _flush(attn * constituent[:, None])  # (B, H, N, N), no renormalisation
+        flush = _flush if _needs_explicit_flush(query) else (lambda x: x)
+        constituent = flush(torch.exp(prior.log_prior()))  # (B, N, N)
+        attn = flush(attn * constituent[:, None])  # (B, H, N, N), no renormalisation
     used = F.dropout(attn, p=dropout_p) if dropout_p > 0 else attn
     out = used @ value  # (B, H, N, d_k)
     return out, (attn if output_attentions else None)
@@ -92,6 +110,76 @@ def _flash_with_lse(query, key, value, mask):
     """CPU flash attention returning ``(out, row LSE of the masked scores)``, no autograd (inference)."""
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, attn_mask=mask)
     return out, lse  # (B, H, N, d_k), (B, H, N)
+
+
+class ConstituentAttentionFunction(torch.autograd.Function):
+    """``out = dropout(C ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with a hand-written backward (training).
+
+    The same function as :func:`eager_attention` (eq. 2 of the paper with the prior of eqs. 3-4),
+    computed with fewer passes over (B, H, N, N) tensors and fewer saved tensors than autograd's
+    chain of primitives. With ``A = softmax(S)``, ``E = C ⊙ A``, ``E'`` = E after dropout (mask
+    ``m``, scale ``1/(1-p)``), and ``dE'`` the gradient reaching ``E'``:
+
+        G = E ⊙ dE = E' ⊙ dE'          (m² = m: the dropout mask is not needed again)
+        dS = A ⊙ (dA - rowsum(A ⊙ dA)) = G - A ⊙ rowsum(G)       (dA = C ⊙ dE, so A ⊙ dA = G)
+        d(log C) = Σ_heads C ⊙ A ⊙ dE = Σ_heads G                 (C = exp(log C), shared by heads)
+
+    Saved for backward: ``Q/√d_k, K, V`` (B, H, N, d_k), ``A`` and ``E'`` (B, H, N, N); not the
+    scores, ``C`` or the dropout mask. The dropout mask is drawn as :func:`torch.nn.functional.dropout`
+    draws it on CPU (``bernoulli_(1 - p)`` of an (B, H, N, N) tensor), so the same seed gives the same
+    mask as the eager kernel; its ``1/(1-p)`` is folded into ``C``. Values of ``C`` and ``E`` below the
+    smallest normal float become 0 when ``flush`` is True (after the ``1/(1-p)``), as the eager kernel,
+    and so do those of ``G`` in the backward.
+
+    Inputs: ``query, key, value`` (B, H, N, d_k); ``log_prior`` (B, 1, N, N) ``log C`` (differentiable);
+    ``pad`` (B, 1, 1, N) additive padding mask; ``dropout_p`` float; ``flush`` bool.
+    Output: (B, H, N, d_k). Not twice differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, log_prior, pad, dropout_p: float, flush: bool):
+        scale = 1.0 / math.sqrt(query.shape[-1])
+        query = query * scale  # (B, H, N, d_k); scaling Q is cheaper than scaling the N×N scores
+        scores = torch.matmul(query, key.transpose(-2, -1))  # (B, H, N, N)
+        scores.add_(pad)
+        attn = torch.softmax(scores, dim=-1)  # A
+        del scores
+        constituent = torch.exp(log_prior)  # (B, 1, N, N), shared by the heads
+        if dropout_p > 0:
+            constituent.mul_(1.0 / (1.0 - dropout_p))
+        tiny = torch.finfo(attn.dtype).tiny
+        if flush:
+            constituent.masked_fill_(constituent < tiny, 0.0)
+        used = attn * constituent  # (B, H, N, N): E (× 1/(1-p)), no renormalisation
+        del constituent
+        if flush:
+            used.masked_fill_(used < tiny, 0.0)
+        if dropout_p > 0:
+            used.mul_(torch.empty_like(used).bernoulli_(1.0 - dropout_p))  # E'
+        out = torch.matmul(used, value)  # (B, H, N, d_k)
+        ctx.save_for_backward(query, key, value, attn, used)
+        ctx.scale, ctx.flush = scale, flush
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        query, key, value, attn, used = ctx.saved_tensors
+        grad_query = grad_key = grad_value = grad_log_prior = None
+        if ctx.needs_input_grad[2]:
+            grad_value = torch.matmul(used.transpose(-2, -1), grad_out)  # (B, H, N, d_k)
+        g = torch.matmul(grad_out, value.transpose(-2, -1)).mul_(used)  # (B, H, N, N): G = E' ⊙ dE'
+        del used
+        if ctx.flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
+            g.masked_fill_(g.abs() < torch.finfo(g.dtype).tiny, 0.0)
+        if ctx.needs_input_grad[3]:
+            grad_log_prior = g.sum(1, keepdim=True)  # (B, 1, N, N)
+        g.addcmul_(attn, g.sum(-1, keepdim=True), value=-1.0)  # dS = G - A ⊙ rowsum(G)
+        if ctx.needs_input_grad[0]:
+            grad_query = torch.matmul(g, key).mul_(ctx.scale)
+        if ctx.needs_input_grad[1]:
+            grad_key = torch.matmul(g.transpose(-2, -1), query)  # query is saved already scaled
+        return grad_query, grad_key, grad_value, grad_log_prior, None, None, None
 
 
 def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None = None,
@@ -107,11 +195,12 @@ def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None =
       ``LSE(S + B)``, and ``LSE(S)`` from the same kernel without the bias (its output is discarded).
       Materialised: the bias ``B = log C + padding`` (B, 1, N, N), one per sentence shared by the
       heads; not the per-head scores, softmax or product.
-    * constituent prior with gradients (training), or not on CPU: PyTorch ships no fused kernel that
+    * constituent prior with gradients (training) on CPU: PyTorch ships no fused kernel that
       differentiates an attention bias on CPU (the flash kernel refuses a mask that requires grad and
       SDPA then falls back to its math backend; FlexAttention has no CPU backward in torch 2.13), so
-      this computes the same product as :func:`eager_attention` (the fastest exact option measured
-      on CPU). The per-head (B, H, N, N) attention is then materialised.
+      this runs :class:`ConstituentAttentionFunction`: the eager product with a hand-written
+      backward (fewer passes and saved tensors). The per-head (B, H, N, N) attention is materialised.
+    * not on CPU: :func:`eager_attention`.
 
     ``output_attentions=True`` also falls back to :func:`eager_attention`, as Hugging Face models do.
     """
@@ -123,8 +212,13 @@ def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None =
         return out, None
     needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad
                                               or prior.cum_log_links.requires_grad)
-    if needs_grad or query.device.type != "cpu" or dropout_p > 0:
+    if query.device.type != "cpu":
         return eager_attention(query, key, value, key_mask, prior, dropout_p)
+    if needs_grad or dropout_p > 0:
+        log_prior = prior.log_prior()[:, None]  # (B, 1, N, N)
+        out = ConstituentAttentionFunction.apply(query, key, value, log_prior, pad, dropout_p,
+                                                 not flush_to_zero_is_on())
+        return out, None
     bias = prior.log_prior()[:, None] + pad  # (B, 1, N, N): log C + padding
     out, lse_biased = _flash_with_lse(query, key, value, bias.to(query.dtype))
     _, lse_plain = _flash_with_lse(query, key, value, pad.expand(-1, -1, query.shape[2], -1).to(query.dtype))
