@@ -100,7 +100,9 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
     if prior is not None:
         flush = _flush if _needs_explicit_flush(query) else (lambda x: x)
         constituent = flush(torch.exp(prior.log_prior()))  # (B, N, N)
-        attn = flush(attn * constituent[:, None])  # (B, H, N, N), no renormalisation
+        # (B, H, N, N), no renormalisation; expand_as: the same product, but torch 2.13's CPU kernel
+        # is ~4x slower on a (B, H, N, N) × (B, 1, N, N) product than on the expanded operand
+        attn = flush(attn * constituent[:, None].expand_as(attn))
     used = F.dropout(attn, p=dropout_p) if dropout_p > 0 else attn
     out = used @ value  # (B, H, N, d_k)
     return out, (attn if output_attentions else None)
