@@ -28,9 +28,12 @@ masked; padding queries produce finite garbage that callers ignore); ``dropout_p
 (applied to ``E``, after the product, as the public code), 0 at evaluation.
 
 Denormal numbers: products of many link probabilities put entries of ``E`` in float32's denormal range,
-which is 10-100× slower on CPU. The eager kernel flushes values below the smallest normal float to 0
-(what flush-to-zero hardware does); :func:`flush_denormals_on_cpu` sets the CPU flag for everything
-else (called by the model's forward).
+which is 10-100× slower on CPU. :func:`flush_denormals_on_cpu` sets the CPU's flush-to-zero flag
+(called by the model's forward); where it is not set (:func:`flush_to_zero_is_on`), or off CPU, the
+kernels flush values below the smallest normal float to 0 themselves (what flush-to-zero hardware does).
+
+Training on CPU with ``"sdpa"`` runs :class:`ConstituentAttentionFunction` (the eager product with a
+hand-written backward); benchmarks/README.md has the measured step times.
 """
 from __future__ import annotations
 
