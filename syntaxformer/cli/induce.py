@@ -53,6 +53,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", default="tree-transformer", choices=sorted(RECIPES))
     p.add_argument("--treebank", default="ptb-sample",
                    help="gold treebank to parse and score ('ptb-sample' or a path)")
+    p.add_argument("--dependencies", default=None,
+                   help="gold dependencies of --treebank's sentences for UAS/UUAS (StructFormer): "
+                        "'ptb-sample', a .conllu or .dp path (default: ptb-sample's with --treebank "
+                        "ptb-sample, else none)")
     p.add_argument("--corpus", default=None,
                    help="training text: 'ptb-sample' (its words; default) or raw-text files")
     p.add_argument("--out", default="induce-out", help="output folder (default induce-out)")
@@ -108,11 +112,14 @@ def run(args: argparse.Namespace) -> int:
     scores = evaluate_constituency(trees, gold)
 
     gold_deps = None
-    if args.treebank == "ptb-sample":
+    dependencies = args.dependencies or ("ptb-sample" if args.treebank == "ptb-sample" else None)
+    if heads is not None and dependencies is not None:
         from syntaxformer.data.dependency import read_dependencies
-        gold_deps = read_dependencies("ptb-sample")
+        gold_deps = read_dependencies(dependencies)
+    elif heads is not None:
+        logger.warning("no gold dependencies for %s: pass --dependencies to score UAS/UUAS", args.treebank)
     baselines = run_baselines(gold, seeds=tuple(range(args.seed, args.seed + N_SEEDS)),
-                              gold_dependencies=gold_deps if heads is not None else None)
+                              gold_dependencies=gold_deps)
     name = args.model.replace("-", "_")
     report = {
         "data": {"train": corpus, "treebank": args.treebank, "n_sentences": len(gold),
