@@ -14,8 +14,9 @@ from syntaxformer.evaluation.report import format_header, format_table, to_json
 #: Number of seeds of the random baseline: ``--seed S`` uses seeds S .. S + 4.
 N_SEEDS = 5
 
-_NAMES = {"left_branching": "left-branching", "right_branching": "right-branching",
-          "random": "random binary", "balanced": "balanced binary"}
+#: Display names of the baselines, in table order.
+BASELINE_NAMES = {"left_branching": "left-branching", "right_branching": "right-branching",
+                  "random": "random binary", "balanced": "balanced binary"}
 
 
 def add_parser(subparsers) -> None:
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cell(result: dict, key: str, label: str | None = None):
+def score_cell(result: dict, key: str, label: str | None = None):
     """A score, or ``mean ± std`` for the random baseline."""
     value = result[key] if label is None else result[key][label]
     if "std" not in result or value is None:
@@ -83,15 +84,15 @@ def format_baselines_report(result: dict) -> str:
         "seed": f"{meta['seed']} (random trees: seeds {', '.join(map(str, meta['seeds']))}; "
                 f"mean ± sample std)",
         "time": f"{meta['seconds']:.2f} s"})
-    names = [name for name in _NAMES if name in result]
+    names = [name for name in BASELINE_NAMES if name in result]
     scores = format_table(
         ["baseline", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1", "mean depth"],
-        [[_NAMES[name]] + [_cell(result[name], key) for key in
+        [[BASELINE_NAMES[name]] + [score_cell(result[name], key) for key in
                            ("sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1",
                             "mean_depth")] for name in names])
     labels = list(first["label_recall"])
     recall = format_table(["recall (%)"] + labels,
-                          [[_NAMES[name]] + [_cell(result[name], "label_recall", label)
+                          [[BASELINE_NAMES[name]] + [score_cell(result[name], "label_recall", label)
                                              for label in labels] for name in names])
     parts = [header, scores, recall]
     if "dependency" in result:

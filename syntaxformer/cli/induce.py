@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from syntaxformer.cli.baselines import N_SEEDS, _NAMES, _cell
+from syntaxformer.cli.baselines import N_SEEDS, BASELINE_NAMES, score_cell
 from syntaxformer.cli.parse import add_decoder_arguments, decoder_options, write_outputs
 from syntaxformer.evaluation.report import format_header, format_table, to_json
 
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
 def format_induce_report(report: dict, name: str) -> str:
     """The one table of ``induce``: the model's scores beside every baseline."""
-    names = {name: report["model"], **_NAMES}
+    names = {name: report["model"], **BASELINE_NAMES}
     rows = [n for n in names if n in report]
     header = format_header("syntaxformer induce", {
         "model": f"{report['model']} (preset {report['preset']}, seed {report['seed']})",
@@ -161,10 +161,10 @@ def format_induce_report(report: dict, name: str) -> str:
     })
     keys = ("sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "mean_depth")
     scores = format_table(["trees", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1",
-                           "mean depth"], [[names[n]] + [_cell(report[n], k) for k in keys] for n in rows])
+                           "mean depth"], [[names[n]] + [score_cell(report[n], k) for k in keys] for n in rows])
     labels = list(report[name]["label_recall"])
     recall = format_table(["recall (%)"] + labels,
-                          [[names[n]] + [_cell(report[n], "label_recall", lab) for lab in labels]
+                          [[names[n]] + [score_cell(report[n], "label_recall", lab) for lab in labels]
                            for n in rows])
     parts = [header, scores, recall]
     if report.get("single_layer"):
