@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -144,7 +144,6 @@ class Structures:
     distances: np.ndarray | None = None
     heights: np.ndarray | None = None
     dependency_probs: np.ndarray | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _device(model) -> torch.device:

@@ -106,10 +106,10 @@ def control_layers(preset: str, vocab_size: int, target: int) -> int:
 def _reusable(folder: Path, args) -> dict | None:
     """The ``training.json`` of a finished run in ``folder`` made with the same options, else None."""
     from dataclasses import asdict
-    path = folder / "training.json"
-    if not path.is_file():
+    from syntaxformer.parsing import read_training_record
+    record = read_training_record(folder)
+    if not record:
         return None
-    record = json.loads(path.read_text(encoding="utf-8"))
     saved = record.get("arguments", {})
     wanted = json.loads(json.dumps(asdict(args)))  # tuples -> lists, as saved
     if any(saved.get(k) != wanted.get(k) for k in _REUSE_KEYS):
@@ -128,7 +128,8 @@ def _train(args) -> dict:
         logger.info("%s: reusing the finished run (%d steps)", out, record["steps"])
         return {**record, "reused": True}
     train(replace(args, resume=True))
-    return json.loads((out / "training.json").read_text(encoding="utf-8"))
+    from syntaxformer.parsing import read_training_record
+    return read_training_record(out)
 
 
 def compare(corpus: str, test: str, out: str | Path, preset: str = "small",

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from syntaxformer.data.tokenization import encode
 from syntaxformer.errors import InputError
+from syntaxformer.training.batching import token_budget_batches
 
 logger = logging.getLogger(__name__)
 
@@ -184,16 +185,9 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
 
     # One row per (sentence, masked word); rows sorted by length, cut into batches by token budget.
     scored.sort(key=lambda s: len(ids[s]))
-    batches, rows, width = [], [], 0
-    for s in scored:
-        length = len(ids[s])
-        for p in word_positions[s]:
-            if rows and (len(rows) + 1) * max(width, length) > batch_tokens:
-                batches.append(rows)
-                rows, width = [], 0
-            rows.append((s, p))
-            width = max(width, length)
-    batches.append(rows)
+    all_rows = [(s, p) for s in scored for p in word_positions[s]]
+    batches = [[all_rows[j] for j in batch] for batch in
+               token_budget_batches([len(ids[s]) for s, _ in all_rows], batch_tokens)]
 
     # Models of this package can compute logits at labelled positions only (row-major order, so one
     # row per input here): much cheaper than (B, N, V) logits when V is large.

@@ -61,17 +61,8 @@ class LengthBucketSampler:
         """Cut indices (already in batch order) into batches by count or token budget."""
         if self.batch_size is not None:
             return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        batches, current, longest = [], [], 0
-        for i in order:
-            n = int(self.lengths[i])
-            if current and (len(current) + 1) * max(longest, n) > self.max_tokens:
-                batches.append(current)
-                current, longest = [], 0
-            current.append(i)
-            longest = max(longest, n)
-        if current:
-            batches.append(current)
-        return batches
+        cuts = token_budget_batches([int(self.lengths[i]) for i in order], self.max_tokens)
+        return [[order[j] for j in batch] for batch in cuts]
 
     def all_batches(self, epoch: int) -> list[list[int]]:
         """Every batch of ``epoch`` before sharding (steps 1-4)."""
@@ -108,6 +99,29 @@ class LengthBucketSampler:
 
     def __len__(self) -> int:
         return len(self.batches())
+
+
+def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Cut items, in the order given, into consecutive batches whose padded size stays in budget.
+
+    Args:
+        lengths: ``[M]`` token count of each item, in batch order (sort them first for little padding).
+        max_tokens: budget of one batch in padded tokens, ``len(batch) * max(lengths in batch)``; an
+            item longer than the budget still gets a batch of its own.
+
+    Returns:
+        Lists of positions ``0 .. M-1`` into ``lengths``, consecutive, covering each position once.
+    """
+    batches, current, longest = [], [], 0
+    for j, n in enumerate(lengths):
+        if current and (len(current) + 1) * max(longest, n) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(j)
+        longest = max(longest, n)
+    if current:
+        batches.append(current)
+    return batches
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
