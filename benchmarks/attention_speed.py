@@ -5,34 +5,44 @@ logits only there, as the trainer does) is timed for these models of the same si
 (one step of each in turn, ``--repeats`` rounds, median per model):
 
 * ``plain/sdpa``  -- ``prior="none"``, ``attn_implementation="sdpa"`` (PyTorch fused attention);
-* ``tree/sdpa``   -- Tree Transformer, ``attn_implementation="sdpa"``;
+* ``tree/sdpa``   -- Tree Transformer, ``attn_implementation="sdpa"`` (our kernel,
+  ``ConstituentAttentionFunction``: keeps the attention for the backward up to
+  ``SAVE_ATTENTION_ELEMENTS`` per layer, recomputes it block by block above);
+* ``tree/blocks`` -- the same kernel forced to recompute at every N (memory linear in N);
 * ``plain/eager`` -- ``prior="none"``, eager attention;
 * ``tree/eager``  -- Tree Transformer, eager (the literal reference);
 * ``tree/cubic``  -- FOR CONTRAST ONLY: the constituent prior built as the authors' public code does,
   with two N×N×N triangular matrix products per sentence (re-implemented here, benchmark only; the
   library never does this), eager attention.
 
-Ratios are to the plain Transformer with the same backend (cubic: to plain/eager). Memory is the
-process's peak resident memory during one step above its resident memory before it (Linux
-``/proc/self/status`` VmHWM after resetting it via ``/proc/self/clear_refs``): it counts everything
-the step allocates (activations of the whole model, not only the prior), and is only as exact as the
-allocator's reuse of freed pages; "n/a" where the kernel does not allow the reset.
+Ratios are to the plain Transformer with the same backend (blocks: to plain/sdpa; cubic: to
+plain/eager). Peak memory: the most memory that tensors allocated during one step occupy at once
+(exact: on CPU the profiler's allocation events, ``torch.profiler.profile(profile_memory=True)``,
+their running "Total Allocated"; on CUDA ``torch.cuda.max_memory_allocated``), measured in a separate
+untimed step. The batch holds ``--tokens`` tokens (batch = tokens // N), so memory that grows
+linearly with N per sentence stays constant down the table and memory quadratic in N grows ∝ N.
 
-Usage: ``python benchmarks/attention_speed.py --preset small --lengths 64 256 --repeats 5``
+Usage: ``python benchmarks/attention_speed.py --preset small --lengths 64 256 1024 2048 --repeats 5``
+       ``python benchmarks/attention_speed.py --device cuda --dtype bfloat16 --tokens 65536`` (GPU)
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
+import tempfile
 import time
 
 import torch
 
 from syntaxformer.cli import prepare_process
 from syntaxformer.models import make_config, MODELS
+from syntaxformer.priors import attention
 from syntaxformer.priors.constituent import ConstituentPrior
+
+NAMES = ["plain/sdpa", "tree/sdpa", "tree/blocks", "plain/eager", "tree/eager", "tree/cubic"]
 
 
 class CubicPrior(ConstituentPrior):
@@ -42,14 +52,15 @@ class CubicPrior(ConstituentPrior):
     def __init__(self, state: ConstituentPrior):
         super().__init__(state.cum_log_links, state.variant, state.log_diagonal)
 
-    def log_prior(self):
+    def log_prior(self, rows=None):
         cum = self.cum_log_links
         n = cum.shape[-1]
         log_links = cum[:, 1:] - cum[:, :-1]  # (B, N-1)
         tri = torch.triu(torch.ones(n, n, dtype=cum.dtype, device=cum.device))
         superdiag = torch.diag_embed(log_links, offset=1)  # (B, N, N)
         upper = tri @ (superdiag @ tri)  # (B, N, N): sum_{k=i}^{j-1} log a_k for i < j
-        upper = upper.masked_fill(tri.bool().logical_not() | torch.eye(n, dtype=torch.bool), 0.0)
+        eye = torch.eye(n, dtype=torch.bool, device=cum.device)
+        upper = upper.masked_fill(tri.bool().logical_not() | eye, 0.0)
         return upper + upper.transpose(-1, -2)  # log C, 0 on the diagonal (paper variant)
 
 
@@ -65,22 +76,37 @@ def use_cubic_prior(model):
         module.prior_state = prior_state
 
 
-def peak_rss_delta(step) -> float | None:
-    """MiB of peak resident memory above the current one while running ``step()`` (Linux only)."""
-    def status(key):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1]) / 1024
+@contextlib.contextmanager
+def recompute_always(enabled: bool):
+    """``tree/blocks``: the sdpa kernel recomputes its attention at every N (keeps nothing N×N)."""
+    saved = attention.SAVE_ATTENTION_ELEMENTS
+    if enabled:
+        attention.SAVE_ATTENTION_ELEMENTS = -1
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
+        yield
+    finally:
+        attention.SAVE_ATTENTION_ELEMENTS = saved
+
+
+def peak_memory_mib(step, device: torch.device) -> float:
+    """MiB: the most that tensors allocated during ``step()`` occupy at once (exact; see the docstring)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
         step()
-        return None
-    before = status("VmRSS:")
-    step()
-    return status("VmHWM:") - before
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    totals = [e["args"]["Total Allocated"] for e in events
+              if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0]
+    return max([0] + totals) / 2**20
 
 
 def main(argv=None):
@@ -90,27 +116,37 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=4096, help="tokens per batch (batch = tokens // N, >= 1)")
     parser.add_argument("--vocab", type=int, default=10000)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="bfloat16: autocast (mixed precision), weights float32")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--models", nargs="+", default=NAMES, choices=NAMES)
     parser.add_argument("--skip-cubic-above", type=int, default=1024,
                         help="skip the N×N×N contrast above this length (it is slow)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save-attention-elements", type=int, default=attention.SAVE_ATTENTION_ELEMENTS,
+                        help="the sdpa kernel keeps (B, H, N, N) up to this size, recomputes above")
+    parser.add_argument("--block-elements", type=int, default=attention.BLOCK_ELEMENTS,
+                        help="the sdpa kernel's block of scores when it recomputes")
+    parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
+    attention.SAVE_ATTENTION_ELEMENTS, attention.BLOCK_ELEMENTS = args.save_attention_elements, args.block_elements
     # flush denormals before any tensor work, so PyTorch's worker threads inherit it (DESIGN.md §5;
     # the library no longer sets it at import, and the model's forward sets it for the calling thread only)
     prepare_process()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
-    names = ["plain/sdpa", "tree/sdpa", "plain/eager", "tree/eager", "tree/cubic"]
     models = {}
-    for name in names:
+    for name in args.models:
         prior_name, impl = name.split("/")
         config = make_config("tree-transformer", args.preset, args.vocab,
                              prior="none" if prior_name == "plain" else "constituent",
-                             attn_implementation="eager" if impl == "cubic" else impl)
+                             attn_implementation={"cubic": "eager", "blocks": "sdpa"}.get(impl, impl))
         torch.manual_seed(args.seed)
-        model = MODELS["tree-transformer"](config).train()
+        model = MODELS["tree-transformer"](config).train().to(device)
         if impl == "cubic":
             use_cubic_prior(model)
         models[name] = model
@@ -121,38 +157,71 @@ def main(argv=None):
         g = torch.Generator().manual_seed(args.seed)
         ids = torch.randint(5, args.vocab, (batch, n), generator=g)
         labels = torch.where(torch.rand(batch, n, generator=g) < 0.15, ids, torch.full_like(ids, -100))
-        active = [m for m in names if not (m == "tree/cubic" and n > args.skip_cubic_above)]
+        ids, labels = ids.to(device), labels.to(device)
+        active = [m for m in models if not (m == "tree/cubic" and n > args.skip_cubic_above)]
 
         def step(name):
             model = models[name]
             model.zero_grad(set_to_none=True)
-            model(ids, labels=labels, masked_only=True).loss.backward()
+            with recompute_always(name == "tree/blocks"), \
+                    torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+                loss = model(ids, labels=labels, masked_only=True).loss
+            loss.backward()
 
-        memory = {name: peak_rss_delta(lambda: step(name)) for name in active}  # also the warm-up
+        for name in active:  # warm-up (and kernels' first-call costs), then the memory step
+            step(name)
+        memory = {}
+        for name in active:
+            models[name].zero_grad(set_to_none=True)
+            memory[name] = peak_memory_mib(lambda: step(name), device)
         times = {name: [] for name in active}
         for _ in range(args.repeats):
             for name in active:  # alternating the models
+                sync()
                 t0 = time.perf_counter()
                 step(name)
+                sync()
                 times[name].append(time.perf_counter() - t0)
         median = {name: statistics.median(ts) for name, ts in times.items()}
         for name in active:
-            base = "plain/eager" if name == "tree/cubic" else f"plain/{name.split('/')[1]}"
+            impl = name.split("/")[1]
+            base = {"cubic": "plain/eager", "blocks": "plain/sdpa"}.get(impl, f"plain/{impl}")
             rows.append(dict(N=n, batch=batch, model=name, step_ms=1000 * median[name],
-                             ratio=median[name] / median[base], peak_mib=memory[name]))
+                             ratio=median[name] / median[base] if base in median else None,
+                             peak_mib=memory[name],
+                             peak_over_plain_mib=memory[name] - memory[base] if base in memory else None))
+        if args.json:  # after each length: a long run keeps what it measured
+            write_json(args, rows)
+    print_table(args, rows)
 
-    meta = dict(preset=args.preset, threads=args.threads, tokens_per_batch=args.tokens, repeats=args.repeats,
-                seed=args.seed, torch=torch.__version__, device="cpu", cpu_count=os.cpu_count())
-    if args.json:
-        print(json.dumps(dict(meta=meta, rows=rows), indent=1))
-        return
-    print(f"preset {args.preset}, {args.threads} thread(s), ~{args.tokens} tokens/batch, median of "
-          f"{args.repeats}, forward+backward MLM step (15% labelled), seed {args.seed}, torch {torch.__version__}")
-    print(f"{'N':>5} {'batch':>5}  {'model':<12} {'step ms':>9} {'ratio':>6} {'peak MiB':>9}")
+
+def meta(args) -> dict:
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)"
+    return dict(preset=args.preset, threads=args.threads, tokens_per_batch=args.tokens, repeats=args.repeats,
+                seed=args.seed, torch=torch.__version__, device=name, dtype=args.dtype,
+                save_attention_elements=attention.SAVE_ATTENTION_ELEMENTS, block_elements=attention.BLOCK_ELEMENTS,
+                step="forward+backward MLM step, 15% of positions labelled, logits only there")
+
+
+def write_json(args, rows):
+    with open(args.json, "w") as f:
+        json.dump(dict(meta=meta(args), rows=rows), f, indent=1)
+
+
+def print_table(args, rows):
+    m = meta(args)
+    print(f"preset {args.preset}, {m['device']}, {args.dtype}, {args.threads} CPU thread(s), "
+          f"~{args.tokens} tokens/batch, median of {args.repeats}, {m['step']}, seed {args.seed}, "
+          f"torch {torch.__version__}")
+    print(f"{'N':>5} {'batch':>5}  {'model':<12} {'step ms':>9} {'ratio':>6} {'peak MiB':>9} {'vs plain':>9}")
     for r in rows:
-        mem = "n/a" if r["peak_mib"] is None else f"{r['peak_mib']:.0f}"
-        print(f"{r['N']:>5} {r['batch']:>5}  {r['model']:<12} {r['step_ms']:>9.1f} {r['ratio']:>6.2f} {mem:>9}")
-    print("ratio: time / plain Transformer with the same backend (tree/cubic: / plain/eager)")
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        extra = "" if r["peak_over_plain_mib"] is None else f"{r['peak_over_plain_mib']:+.0f}"
+        print(f"{r['N']:>5} {r['batch']:>5}  {r['model']:<12} {r['step_ms']:>9.1f} {ratio:>6} "
+              f"{r['peak_mib']:>9.0f} {extra:>9}")
+    print("ratio: time / plain Transformer with the same backend (tree/blocks: / plain/sdpa; "
+          "tree/cubic: / plain/eager); vs plain: peak memory minus that plain Transformer's")
 
 
 if __name__ == "__main__":

@@ -238,8 +238,7 @@ def test_constituent_attention_function_gradcheck(flush):
     cum = torch.cumsum(-torch.rand(2, 5, dtype=torch.float64), -1).requires_grad_()
 
     def fn(q, k, v, cum):
-        log_prior = ConstituentPrior(cum).log_prior()[:, None]
-        return ConstituentAttentionFunction.apply(q, k, v, log_prior, _padding_bias(key_mask, q.dtype), 0.0, flush)
+        return ConstituentAttentionFunction.apply(q, k, v, cum, _padding_bias(key_mask, q.dtype), 0.0, flush)
 
     assert torch.autograd.gradcheck(fn, (q, k, v, cum))
     # and it is the eager product
@@ -258,8 +257,7 @@ def test_constituent_attention_function_flushes_denormals():
     for fused in (False, True):
         leaves = [t.clone().requires_grad_() for t in (q * 10, k, v)]
         if fused:
-            out = ConstituentAttentionFunction.apply(*leaves, ConstituentPrior(cum).log_prior()[:, None],
-                                                     _padding_bias(key_mask, q.dtype), 0.0, True)
+            out = ConstituentAttentionFunction.apply(*leaves, cum, _padding_bias(key_mask, q.dtype), 0.0, True)
             nonzero = out[out != 0].abs()
             assert nonzero.min() >= torch.finfo(torch.float32).tiny
         else:

@@ -88,6 +88,17 @@ def _padding_bias(key_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         ~key_mask, torch.finfo(dtype).min)[:, None, None, :]
 
 
+def dropout_keep_mask(like: torch.Tensor, dropout_p: float) -> torch.Tensor:
+    """Attention-dropout mask shaped as ``like``: bool, True (keep) with probability ``1 - dropout_p``.
+
+    Drawn as ``torch.rand(...) < 1 - p`` from the default generator of ``like``'s device: on CPU
+    uniform draws take about half the time of ``bernoulli_`` (torch 2.13, one thread: 14 vs 24-30 ms
+    for 4M elements), which matters because the fused kernel draws every mask twice (forward and
+    backward). Both attention kernels draw their masks with this function.
+    """
+    return torch.rand(like.shape, device=like.device) < 1.0 - dropout_p
+
+
 def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None = None,
                     dropout_p: float = 0.0, output_attentions: bool = False):
     """The literal reference: ``E = C ⊙ softmax(QKᵀ/√d_k)``, ``out = dropout(E) V``.
@@ -106,134 +117,213 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
         # (B, H, N, N), no renormalisation; expand_as: the same product, but torch 2.13's CPU kernel
         # is ~4x slower on a (B, H, N, N) × (B, 1, N, N) product than on the expanded operand
         attn = flush(attn * constituent[:, None].expand_as(attn))
-    used = F.dropout(attn, p=dropout_p) if dropout_p > 0 else attn
+    used = attn.masked_fill(~dropout_keep_mask(attn, dropout_p), 0.0) / (1.0 - dropout_p) if dropout_p > 0 else attn
     out = used @ value  # (B, H, N, d_k)
     return out, (attn if output_attentions else None)
 
 
-def _flash_with_lse(query, key, value, mask):
-    """CPU flash attention returning ``(out, row LSE of the masked scores)``, no autograd (inference)."""
-    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, attn_mask=mask)
-    return out, lse  # (B, H, N, d_k), (B, H, N)
+#: (B, H, N, N) sizes up to this many elements keep the attention for the backward (fastest on CPU:
+#: no recomputation, memory as a plain Transformer's eager/math attention); larger ones are
+#: recomputed block by block in the backward (memory linear in N). 2^24 = 64 MiB per float32 tensor.
+SAVE_ATTENTION_ELEMENTS = 1 << 24
+
+#: elements of one (B, H, rows, N) block of scores when the attention is recomputed: the kernel's
+#: working set (16 MiB in float32), and all it holds beyond its O(N) inputs and outputs (smaller
+#: blocks are slower on CPU: 2^18 elements cost +25% at N = 2048, 2^20 +5%, 2^22 +2%)
+BLOCK_ELEMENTS = 1 << 22
+
+
+def query_blocks(batch: int, heads: int, n_query: int, n_key: int,
+                 block_elements: int = BLOCK_ELEMENTS) -> list[tuple[int, int]]:
+    """Half-open query ranges ``(start, stop)`` such that a (batch, heads, stop - start, n_key) block
+    has at most ``block_elements`` elements (at least one query per block)."""
+    rows = max(1, block_elements // max(1, batch * heads * n_key))
+    return [(start, min(start + rows, n_query)) for start in range(0, n_query, rows)]
 
 
 class ConstituentAttentionFunction(torch.autograd.Function):
-    """``out = dropout(C ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with a hand-written backward (training).
+    """``out = dropout(C ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with a hand-written backward.
 
-    The same function as :func:`eager_attention` (eq. 2 of the paper with the prior of eqs. 3-4),
-    computed with fewer passes over (B, H, N, N) tensors and fewer saved tensors than autograd's
-    chain of primitives. With ``A = softmax(S)``, ``E = C ⊙ A``, ``E'`` = E after dropout (mask
-    ``m``, scale ``1/(1-p)``), and ``dE'`` the gradient reaching ``E'``:
+    The same function as :func:`eager_attention` (eq. 2 of the paper with the prior of eqs. 3-4).
+    ``C`` never exists whole: its rows are computed from ``P`` block by block
+    (:func:`~syntaxformer.priors.constituent.log_constituent_prior` with ``rows=``), in the forward
+    and again in the backward, so the prior keeps only ``P`` (B, N) for the backward. Two modes:
 
-        G = E ⊙ dE = E' ⊙ dE'          (m² = m: the dropout mask is not needed again)
-        dS = A ⊙ (dA - rowsum(A ⊙ dA)) = G - A ⊙ rowsum(G)       (dA = C ⊙ dE, so A ⊙ dA = G)
-        d(log C) = Σ_heads C ⊙ A ⊙ dE = Σ_heads G                 (C = exp(log C), shared by heads)
+    ``block_elements=None`` (keep the attention)
+        one block; saves ``A`` and ``E'`` (B, H, N, N) as PyTorch's eager/math attention saves its
+        softmax, and no scores, ``C``, ``log C`` or dropout mask. Fastest on CPU.
+    ``block_elements=k`` (recompute, as flash attention)
+        blocks of query rows with at most ``k`` scores each (:func:`query_blocks`); saves nothing
+        N×N: ``Q/√d_k, K, V, out`` (B, H, N, d_k), ``P`` and the padding mask. The backward
+        recomputes each block's scores and softmax (one more ``Q Kᵀ`` product) and redraws its
+        dropout mask from the generator state saved at the forward. Memory linear in N.
 
-    Saved for backward: ``Q/√d_k, K, V`` (B, H, N, d_k), ``A`` and ``E'`` (B, H, N, N); not the
-    scores, ``C`` or the dropout mask. The dropout mask is drawn as :func:`torch.nn.functional.dropout`
-    draws it on CPU (``bernoulli_(1 - p)`` of an (B, H, N, N) tensor), so the same seed gives the same
-    mask as the eager kernel; its ``1/(1-p)`` is folded into ``C``. Values of ``C`` and ``E`` below the
-    smallest normal float become 0 when ``flush`` is True (after the ``1/(1-p)``), as the eager kernel,
-    and so do those of ``G`` in the backward.
+    With ``A = softmax(S)``, ``E = C ⊙ A``, ``E'`` = E after dropout (mask ``m``, scale
+    ``1/(1-p)``, folded into ``C``) and ``dP = dO Vᵀ``:
 
-    Inputs: ``query, key, value`` (B, H, N, d_k); ``log_prior`` (B, 1, N, N) ``log C`` (differentiable);
-    ``pad`` (B, 1, 1, N) additive padding mask; ``dropout_p`` float; ``flush`` bool.
+        G = E' ⊙ dP = E ⊙ dE,   dS = G - A ⊙ D,   D_i = rowsum(G)_i = dO_i · out_i   (as flash attention)
+        dV = E'ᵀ dO,   d(log C) = Σ_heads G   (then into ``P`` by autograd through the block's log C)
+
+    Dropout masks come from :func:`dropout_keep_mask` (the eager kernel draws its mask the same way,
+    so with one block the same seed gives the same mask). Values of ``C`` and ``E`` below the smallest
+    normal float become 0 when ``flush`` is True, as the eager kernel, and so do those of ``G`` in the
+    backward. Scores, softmax and ``C`` are float32 for half-precision inputs (the products run in the
+    input dtype).
+
+    Inputs: ``query, key, value`` (B, H, N, d_k); ``cum_log_links`` (B, N) ``P`` (differentiable);
+    ``pad`` (B, 1, 1, N) float32 additive padding mask; ``dropout_p`` float; ``flush`` bool;
+    ``variant`` and ``log_diagonal`` of the :class:`ConstituentPrior`; ``block_elements`` int or None.
     Output: (B, H, N, d_k). Not twice differentiable.
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, log_prior, pad, dropout_p: float, flush: bool):
+    def forward(ctx, query, key, value, cum_log_links, pad, dropout_p: float, flush: bool,
+                variant: str = "paper", log_diagonal: float | None = None, block_elements: int | None = None):
+        batch, heads, n, _ = query.shape
         scale = 1.0 / math.sqrt(query.shape[-1])
         query = query * scale  # (B, H, N, d_k); scaling Q is cheaper than scaling the N×N scores
         # the heads' views (B, N, H, d_k).transpose(1, 2) are not contiguous: every batched product
         # would copy them again (forward and backward); copy K and V once
         key, value = key.contiguous(), value.contiguous()
-        scores = torch.matmul(query, key.transpose(-2, -1))  # (B, H, N, N)
-        scores.add_(pad)
-        attn = torch.softmax(scores, dim=-1)  # A
-        constituent = torch.exp(log_prior)  # (B, 1, N, N), shared by the heads
-        if dropout_p > 0:
-            constituent.mul_(1.0 / (1.0 - dropout_p))
-        tiny = torch.finfo(attn.dtype).tiny
-        if flush:
-            constituent.masked_fill_(constituent < tiny, 0.0)
-        # E (× 1/(1-p)), no renormalisation, written over the dead scores: a fresh (B, H, N, N) buffer
-        # for a broadcast product measured ~5× slower on CPU than writing into an existing one
-        used = torch.mul(attn, constituent, out=scores)  # (B, H, N, N)
-        del scores, constituent
-        if flush:
-            used.masked_fill_(used < tiny, 0.0)
-        if dropout_p > 0:
-            used.mul_(torch.empty_like(used).bernoulli_(1.0 - dropout_p))  # E'
-        out = torch.matmul(used, value)  # (B, H, N, d_k)
-        ctx.save_for_backward(query, key, value, attn, used)
-        ctx.scale, ctx.flush = scale, flush
+        cum = cum_log_links.detach()
+        acc = _accumulation_dtype(query.dtype)
+        rng_state = _rng_state(query.device) if dropout_p > 0 and block_elements is not None else None
+        blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
+        out = torch.empty_like(query)  # (B, H, N, d_k)
+        for start, stop in blocks:
+            attn, used = _block_attention(query[:, :, start:stop], key, cum, pad, (start, stop), variant,
+                                          log_diagonal, dropout_p, flush, acc)  # A, E' (B, H, b, N)
+            out[:, :, start:stop] = torch.matmul(used.to(value.dtype), value)
+        saved = (attn, used) if block_elements is None else ()
+        ctx.save_for_backward(query, key, value, cum, pad, out, *saved)
+        ctx.options = (scale, dropout_p, flush, variant, log_diagonal, block_elements, rng_state)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        query, key, value, attn, used = ctx.saved_tensors
-        grad_query = grad_key = grad_value = grad_log_prior = None
-        grad_out = grad_out.contiguous()  # (B, H, N, d_k), used twice
-        if ctx.needs_input_grad[2]:
-            grad_value = torch.matmul(used.transpose(-2, -1), grad_out)  # (B, H, N, d_k)
-        g = torch.matmul(grad_out, value.transpose(-2, -1)).mul_(used)  # (B, H, N, N): G = E' ⊙ dE'
-        del used
-        if ctx.flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
-            g.masked_fill_(g.abs() < torch.finfo(g.dtype).tiny, 0.0)
-        if ctx.needs_input_grad[3]:
-            grad_log_prior = g.sum(1, keepdim=True)  # (B, 1, N, N)
-        g.addcmul_(attn, g.sum(-1, keepdim=True), value=-1.0)  # dS = G - A ⊙ rowsum(G)
-        if ctx.needs_input_grad[0]:
-            grad_query = torch.matmul(g, key).mul_(ctx.scale)
-        if ctx.needs_input_grad[1]:
-            grad_key = torch.matmul(g.transpose(-2, -1), query)  # query is saved already scaled
-        return grad_query, grad_key, grad_value, grad_log_prior, None, None, None
+        query, key, value, cum, pad, out, *saved = ctx.saved_tensors
+        scale, dropout_p, flush, variant, log_diagonal, block_elements, rng_state = ctx.options
+        batch, heads, n, _ = query.shape
+        acc = _accumulation_dtype(query.dtype)
+        grad_out = grad_out.contiguous()  # (B, H, N, d_k)
+        delta = (grad_out.to(acc) * out.to(acc)).sum(-1, keepdim=True)  # (B, H, N, 1): D = rowsum(G)
+        grad_query = torch.empty_like(query)
+        grad_key = torch.zeros(key.shape, dtype=acc, device=key.device)
+        grad_value = torch.zeros(value.shape, dtype=acc, device=value.device)
+        grad_cum = torch.zeros_like(cum) if ctx.needs_input_grad[3] else None
+        blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
+        restore_rng = None
+        if rng_state is not None:  # redraw the forward's masks, then leave the generator as it was
+            restore_rng = _rng_state(query.device)
+            _set_rng_state(query.device, rng_state)
+        try:
+            for start, stop in blocks:
+                rows = slice(start, stop)
+                if saved:
+                    attn, used = saved
+                else:
+                    attn, used = _block_attention(query[:, :, rows], key, cum, pad, (start, stop), variant,
+                                                  log_diagonal, dropout_p, flush, acc)
+                grad_value.add_(torch.matmul(used.transpose(-2, -1).to(grad_out.dtype), grad_out[:, :, rows]))
+                g = torch.matmul(grad_out[:, :, rows], value.transpose(-2, -1)).to(acc).mul_(used)  # G = E' ⊙ dP
+                del used
+                if flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
+                    g.masked_fill_(g.abs() < torch.finfo(acc).tiny, 0.0)
+                if grad_cum is not None:
+                    block_cum = cum.detach().requires_grad_()
+                    with torch.enable_grad():
+                        log_c = log_constituent_block(block_cum, start, stop, variant, log_diagonal, acc)
+                    grad_cum.add_(torch.autograd.grad(log_c, block_cum, g.sum(1))[0])  # d(log C) = Σ_heads G
+                g.addcmul_(attn, delta[:, :, rows], value=-1.0)  # dS = G - A ⊙ D
+                g = g.to(query.dtype)
+                grad_query[:, :, rows] = torch.matmul(g, key).mul_(scale)
+                grad_key.add_(torch.matmul(g.transpose(-2, -1), query[:, :, rows]))  # query saved scaled
+        finally:
+            if restore_rng is not None:
+                _set_rng_state(query.device, restore_rng)
+        return (grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), grad_cum,
+                None, None, None, None, None, None)
+
+
+def _block_attention(query, key, cum, pad, rows, variant, log_diagonal, dropout_p, flush, dtype):
+    """``A = softmax(Q Kᵀ + padding)`` and ``E' = dropout(C ⊙ A)`` for a block of (scaled) queries.
+
+    Returns two (B, H, b, N) tensors in ``dtype``; ``C``'s rows come from ``P`` (no autograd).
+    """
+    scores = torch.matmul(query, key.transpose(-2, -1)).to(dtype)  # (B, H, b, N)
+    attn = torch.softmax(scores.add_(pad), dim=-1)
+    log_c = log_constituent_block(cum, rows[0], rows[1], variant, log_diagonal, dtype)  # (B, b, N)
+    constituent = torch.exp(log_c)[:, None]  # (B, 1, b, N), shared by the heads
+    if dropout_p > 0:
+        constituent.mul_(1.0 / (1.0 - dropout_p))
+    tiny = torch.finfo(dtype).tiny
+    if flush:
+        constituent.masked_fill_(constituent < tiny, 0.0)
+    # E (× 1/(1-p)), no renormalisation, written over the dead scores: a fresh (B, H, b, N) buffer
+    # for a broadcast product measured ~5× slower on CPU than writing into an existing one
+    used = torch.mul(attn, constituent, out=scores)
+    if flush:
+        used.masked_fill_(used < tiny, 0.0)
+    if dropout_p > 0:
+        used.masked_fill_(~dropout_keep_mask(used, dropout_p), 0.0)  # E'
+    return attn, used
+
+
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for half-precision inputs (scores, softmax and C in float32), else the input dtype."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def log_constituent_block(cum: torch.Tensor, start: int, stop: int, variant: str,
+                          log_diagonal: float | None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Rows ``start:stop`` of ``log C`` (B, b, N) in ``dtype`` (see :func:`log_constituent_prior`)."""
+    return ConstituentPrior(cum.to(dtype), variant, log_diagonal).log_prior(rows=(start, stop))
+
+
+def _rng_state(device: torch.device) -> torch.Tensor:
+    """State of ``device``'s default generator (to redraw dropout masks in the backward)."""
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+
+
+def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    else:
+        torch.set_rng_state(state)
 
 
 def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None = None,
                    dropout_p: float = 0.0, output_attentions: bool = False):
-    """Fused path: ``(C ⊙ softmax(S)) V = softmax(S + log C) V · exp(LSE(S + log C) - LSE(S))``.
+    """Fused path: PyTorch's fused attention without a prior, the blockwise kernel with one.
 
     What runs and what materialises, per layer (honest account; see benchmarks/README.md):
 
     * ``prior=None`` (plain Transformer): ``F.scaled_dot_product_attention`` with a (B, 1, 1, N)
-      padding mask; on CPU PyTorch's flash kernel, forward and backward; no N×N tensor per head.
-    * constituent prior, no gradient needed (evaluation, parsing, perplexity) on CPU: two calls of
-      PyTorch's CPU flash kernel, which returns the row log-sum-exp: ``softmax(S + B) V`` with
-      ``LSE(S + B)``, and ``LSE(S)`` from the same kernel without the bias (its output is discarded).
-      Materialised: the bias ``B = log C + padding`` (B, 1, N, N), one per sentence shared by the
-      heads; not the per-head scores, softmax or product.
-    * constituent prior with gradients (training) on CPU: PyTorch ships no fused kernel that
-      differentiates an attention bias on CPU (the flash kernel refuses a mask that requires grad and
-      SDPA then falls back to its math backend; FlexAttention has no CPU backward in torch 2.13), so
-      this runs :class:`ConstituentAttentionFunction`: the eager product with a hand-written
-      backward (fewer passes and saved tensors). The per-head (B, H, N, N) attention is materialised.
-    * not on CPU: :func:`eager_attention`.
+      padding mask (PyTorch picks its backend: flash on CPU at evaluation and on CUDA; on CPU with
+      attention dropout its math backend, which materialises (B, H, N, N)).
+    * constituent prior, every device, training and evaluation: :class:`ConstituentAttentionFunction`,
+      blockwise over query rows (:data:`BLOCK_ELEMENTS`), saving O(N) per head for the backward.
+      Why not a fused library kernel: ``C ⊙ softmax(S)`` is ``softmax(S + log C)`` times a per-row
+      ``exp(LSE(S + log C) - LSE(S))``, which needs gradients through two log-sum-exps, and in
+      torch 2.13 no CPU kernel differentiates an attention bias (the flash kernel refuses a mask that
+      requires grad; FlexAttention has no CPU backward).
 
-    ``output_attentions=True`` also falls back to :func:`eager_attention`, as Hugging Face models do.
+    ``output_attentions=True`` falls back to :func:`eager_attention`, as Hugging Face models do.
     """
     if output_attentions:
         return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions=True)
-    pad = _padding_bias(key_mask, query.dtype)  # (B, 1, 1, N)
+    pad = _padding_bias(key_mask, torch.float32)  # (B, 1, 1, N)
     if prior is None:
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=pad, dropout_p=dropout_p)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=pad.to(query.dtype), dropout_p=dropout_p)
         return out, None
-    needs_grad = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad
-                                              or prior.cum_log_links.requires_grad)
-    if query.device.type != "cpu":
-        return eager_attention(query, key, value, key_mask, prior, dropout_p)
-    if needs_grad or dropout_p > 0:
-        log_prior = prior.log_prior()[:, None]  # (B, 1, N, N)
-        out = ConstituentAttentionFunction.apply(query, key, value, log_prior, pad, dropout_p,
-                                                 not flush_to_zero_is_on())
-        return out, None
-    bias = prior.log_prior()[:, None] + pad  # (B, 1, N, N): log C + padding
-    out, lse_biased = _flash_with_lse(query, key, value, bias.to(query.dtype))
-    _, lse_plain = _flash_with_lse(query, key, value, pad.expand(-1, -1, query.shape[2], -1).to(query.dtype))
-    rescale = torch.exp(lse_biased - lse_plain)  # (B, H, N) = sum_j softmax(S)_ij C_ij <= 1
-    return _flush(out * rescale[..., None]), None
+    flush = _needs_explicit_flush(query)
+    batch, heads, n, _ = query.shape
+    keep_attention = torch.is_grad_enabled() and batch * heads * n * n <= SAVE_ATTENTION_ELEMENTS
+    out = ConstituentAttentionFunction.apply(query, key, value, prior.cum_log_links, pad, dropout_p, flush,
+                                             prior.variant, prior.log_diagonal,
+                                             None if keep_attention else BLOCK_ELEMENTS)
+    return out, None
 
 
 #: config string (``config._attn_implementation``) -> kernel

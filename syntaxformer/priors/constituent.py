@@ -266,28 +266,33 @@ def official_log_diagonal(layer_index: int) -> float:
 
 
 def log_constituent_prior(cum_log_links: torch.Tensor, variant: str = "paper",
-                          log_diagonal: float | None = None) -> torch.Tensor:
+                          log_diagonal: float | None = None, rows: tuple[int, int] | None = None) -> torch.Tensor:
     """``log C`` from the cumulative log links (paper §3.1, eqs. 3-4).
 
     Paper: ``log C_ij = -|P_i - P_j|`` (so ``C_ij = prod_{k=i}^{j-1} a_k``, symmetric, ``C_ii = 1``).
     Official: ``log C_ij = log(exp(-|P_i - P_j|) + 1e-9)`` off the diagonal and ``log_diagonal`` on it.
 
-    Materialises (B, N, N), once per layer and shared by all heads. The fused attention path never
-    calls this: it evaluates the same formula inside the kernel's score modifier.
+    Materialises the rows asked for; the fused attention kernel
+    (:class:`syntaxformer.priors.attention.ConstituentAttentionFunction`) asks for one block of rows
+    at a time, so the whole (B, N, N) never exists there.
 
     Args:
         cum_log_links: (B, N) from :func:`cumulative_log_links`.
         variant: "paper" or "official".
         log_diagonal: official variant only: ``log C_ii`` (see :func:`official_log_diagonal`).
+        rows: ``(start, stop)``: only rows ``start:stop`` (half-open; query words), or None for all.
     Returns:
-        (B, N, N) log prior (nats, <= 0).
+        (B, N, N), or (B, stop - start, N) with ``rows``: log prior (nats, <= 0).
     """
-    log_c = -(cum_log_links[:, :, None] - cum_log_links[:, None, :]).abs()  # (B, N, N)
+    n = cum_log_links.shape[-1]
+    start, stop = rows if rows is not None else (0, n)
+    log_c = -(cum_log_links[:, start:stop, None] - cum_log_links[:, None, :]).abs()  # (B, rows, N)
     if variant == "paper":
         return log_c
     log_c = torch.logaddexp(log_c, torch.full_like(log_c, math.log(OFFICIAL_EPS)))
-    eye = torch.eye(log_c.shape[-1], dtype=torch.bool, device=log_c.device)
-    return log_c.masked_fill(eye, log_diagonal)
+    positions = torch.arange(n, device=log_c.device)
+    diagonal = positions[start:stop, None] == positions[None, :]  # (rows, N)
+    return log_c.masked_fill(diagonal, log_diagonal)
 
 
 @dataclass
@@ -303,9 +308,9 @@ class ConstituentPrior:
     variant: str = "paper"
     log_diagonal: float | None = None
 
-    def log_prior(self) -> torch.Tensor:
-        """(B, N, N) ``log C`` (materialised; see :func:`log_constituent_prior`)."""
-        return log_constituent_prior(self.cum_log_links, self.variant, self.log_diagonal)
+    def log_prior(self, rows: tuple[int, int] | None = None) -> torch.Tensor:
+        """(B, N, N) ``log C``, or rows ``start:stop`` of it (B, stop - start, N) (:func:`log_constituent_prior`)."""
+        return log_constituent_prior(self.cum_log_links, self.variant, self.log_diagonal, rows)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,104 @@
+"""ConstituentAttentionFunction (the "sdpa" kernel with a prior): blockwise = eager, O(N) saved state."""
+import pytest
+import torch
+
+from syntaxformer.priors.attention import (
+    ConstituentAttentionFunction, _padding_bias, dropout_keep_mask, eager_attention, query_blocks,
+)
+from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
+
+
+def inputs(batch=2, heads=3, n=11, d_k=4, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(batch, heads, n, d_k, generator=g, dtype=dtype) for _ in range(3))
+    cum = torch.cumsum(-2 * torch.rand(batch, n, generator=g, dtype=dtype), -1)
+    key_mask = torch.ones(batch, n, dtype=torch.bool)
+    key_mask[1, n - 3:] = False  # padding in the second sentence
+    return q, k, v, cum, key_mask
+
+
+def prior_of(cum, variant):
+    return ConstituentPrior(cum, variant, official_log_diagonal(2) if variant == "official" else None)
+
+
+def blockwise(q, k, v, cum, key_mask, variant="paper", dropout_p=0.0, block_elements=None):
+    prior = prior_of(cum, variant)
+    return ConstituentAttentionFunction.apply(q, k, v, cum, _padding_bias(key_mask, torch.float32), dropout_p,
+                                              False, variant, prior.log_diagonal, block_elements)
+
+
+def test_query_blocks_cover_the_queries_within_the_budget():
+    assert query_blocks(2, 3, 11, 11, block_elements=66) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6),
+                                                             (6, 7), (7, 8), (8, 9), (9, 10), (10, 11)]
+    assert query_blocks(2, 3, 11, 11, block_elements=200) == [(0, 3), (3, 6), (6, 9), (9, 11)]
+    assert query_blocks(2, 3, 11, 11, block_elements=10) == [(i, i + 1) for i in range(11)]  # >= 1 row
+    assert query_blocks(2, 3, 11, 11) == [(0, 11)]
+
+
+@pytest.mark.parametrize("variant", ["paper", "official"])
+@pytest.mark.parametrize("block_elements", [66, 200, 1 << 20, None])  # 11, 4, 1 blocks; kept attention
+def test_blockwise_equals_eager_values_and_gradients(variant, block_elements):
+    q, k, v, cum, key_mask = inputs()
+    weights = torch.linspace(-1, 1, 4, dtype=torch.float64)
+    grads = {}
+    for name in ("eager", "blockwise"):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
+        if name == "eager":
+            out, _ = eager_attention(*leaves[:3], key_mask, prior_of(leaves[3], variant))
+        else:
+            out = blockwise(*leaves, key_mask, variant, block_elements=block_elements)
+        (out * weights).sum().backward()
+        grads[name] = [out] + [t.grad for t in leaves]
+    for a, b in zip(grads["eager"], grads["blockwise"]):
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_blockwise_gradcheck_several_blocks():
+    q, k, v, cum, key_mask = inputs(n=6, heads=2, d_k=3)
+    leaves = [t.requires_grad_() for t in (q, k, v, cum)]
+    assert torch.autograd.gradcheck(lambda *x: blockwise(*x, key_mask, block_elements=30), leaves)
+
+
+def test_dropout_masks_are_redrawn_block_by_block_in_the_backward():
+    # 4 blocks of query rows; the reference applies the same masks (drawn in the same order from the
+    # same seed) to the eager product and differentiates with autograd
+    q, k, v, cum, key_mask = inputs(dtype=torch.float32)
+    p, blocks = 0.3, query_blocks(2, 3, 11, 11, block_elements=200)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
+    torch.manual_seed(5)
+    out = blockwise(*leaves, key_mask, dropout_p=p, block_elements=200)
+    state_after_forward = torch.get_rng_state()
+    out.pow(2).sum().backward()
+    assert torch.equal(torch.get_rng_state(), state_after_forward)  # the backward draws nothing for good
+
+    torch.manual_seed(5)
+    mask = torch.cat([dropout_keep_mask(torch.empty(2, 3, stop - start, 11), p) for start, stop in blocks], dim=2)
+    ref_leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
+    attn = eager_attention(*ref_leaves[:3], key_mask, ConstituentPrior(ref_leaves[3]), output_attentions=True)[1]
+    ref = (attn * mask / (1 - p)) @ ref_leaves[2]
+    ref.pow(2).sum().backward()
+    assert (mask == 0).any() and (mask == 1).any()
+    assert torch.allclose(out, ref, atol=1e-5)
+    for a, b in zip(leaves, ref_leaves):
+        assert torch.allclose(a.grad, b.grad, atol=1e-4)
+
+
+def saved_bytes(n, batch=2, heads=4, d_k=8):
+    """Bytes that the kernel keeps for the backward (unique storages), for length n."""
+    q, k, v, cum, key_mask = (t.requires_grad_() if t.is_floating_point() else t
+                              for t in inputs(batch, heads, n, d_k, dtype=torch.float32))
+    storages = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        blockwise(q, k, v, cum, key_mask, block_elements=1 << 20)
+    return sum(storages.values())
+
+
+def test_saved_state_is_linear_in_length():
+    # Q/√d_k, K, V, out: 4·B·H·N·d_k floats; P: B·N; padding mask: B·N (float32)
+    for n in (16, 64, 256):
+        assert saved_bytes(n) == 4 * (4 * 2 * 4 * n * 8 + 2 * n + 2 * n)

@@ -1,0 +1,80 @@
+"""The attention kernels on a CUDA device: skipped where there is none (CI has none).
+
+Run on a GPU machine with ``python -m pytest tests/test_cuda.py``. What they check: the sdpa kernel
+(both of its modes) agrees with the eager reference on CUDA, values and gradients; its dropout masks
+are redrawn identically from the CUDA generator in the backward; a bf16 mixed-precision training step
+of the model runs and agrees with float32.
+"""
+import pytest
+import torch
+
+from syntaxformer.models import MODELS, make_config
+from syntaxformer.priors.attention import (
+    ConstituentAttentionFunction, _padding_bias, dropout_keep_mask, eager_attention, query_blocks,
+)
+from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none here)")
+CUDA = torch.device("cuda")
+
+
+def inputs(batch=2, heads=3, n=37, d_k=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(batch, heads, n, d_k, generator=g).to(CUDA) for _ in range(3))
+    cum = torch.cumsum(-0.5 * torch.rand(batch, n, generator=g), -1).to(CUDA)
+    key_mask = torch.ones(batch, n, dtype=torch.bool, device=CUDA)
+    key_mask[1, n - 5:] = False
+    return q, k, v, cum, key_mask
+
+
+@pytest.mark.parametrize("variant", ["paper", "official"])
+@pytest.mark.parametrize("block_elements", [None, 1000])  # kept attention; 15 blocks of 2 rows
+def test_sdpa_kernel_equals_eager_on_cuda(variant, block_elements):
+    q, k, v, cum, key_mask = inputs()
+    diag = official_log_diagonal(1) if variant == "official" else None
+    results = []
+    for fused in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
+        if fused:
+            out = ConstituentAttentionFunction.apply(*leaves, _padding_bias(key_mask, torch.float32), 0.0, True,
+                                                     variant, diag, block_elements)
+        else:
+            out, _ = eager_attention(*leaves[:3], key_mask, ConstituentPrior(leaves[3], variant, diag))
+        (out * torch.linspace(-1, 1, 16, device=CUDA)).sum().backward()
+        results.append([out] + [t.grad for t in leaves])
+    for a, b in zip(*results):
+        assert torch.allclose(a, b, atol=1e-4), (a - b).abs().max()
+
+
+def test_dropout_masks_redrawn_from_the_cuda_generator():
+    q, k, v, cum, key_mask = inputs()
+    p, block_elements = 0.3, 1000
+    blocks = query_blocks(2, 3, 37, 37, block_elements)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
+    torch.manual_seed(5)
+    out = ConstituentAttentionFunction.apply(*leaves, _padding_bias(key_mask, torch.float32), p, True,
+                                             "paper", None, block_elements)
+    state = torch.cuda.get_rng_state()
+    out.pow(2).sum().backward()
+    assert torch.equal(torch.cuda.get_rng_state(), state)
+    torch.manual_seed(5)
+    mask = torch.cat([dropout_keep_mask(torch.empty(2, 3, b - a, 37, device=CUDA), p) for a, b in blocks], 2)
+    ref_leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
+    _, attn = eager_attention(*ref_leaves[:3], key_mask, ConstituentPrior(ref_leaves[3]), output_attentions=True)
+    ((attn * mask / (1 - p)) @ ref_leaves[2]).pow(2).sum().backward()
+    for a, b in zip(leaves, ref_leaves):
+        assert torch.allclose(a.grad, b.grad, atol=1e-4)
+
+
+def test_bf16_training_step_close_to_float32():
+    torch.manual_seed(0)
+    model = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", 50)).to(CUDA).eval()
+    ids = torch.randint(5, 50, (4, 33), device=CUDA)
+    losses = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        model.zero_grad()
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+            losses[dtype] = model(ids, labels=ids).loss
+        losses[dtype].backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert abs(losses[torch.float32].item() - losses[torch.bfloat16].item()) < 0.05
