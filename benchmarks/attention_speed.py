@@ -128,6 +128,9 @@ def main(argv=None):
                         help="the sdpa kernel keeps (B, H, N, N) up to this size, recomputes above")
     parser.add_argument("--block-elements", type=int, default=attention.BLOCK_ELEMENTS,
                         help="the sdpa kernel's block of scores when it recomputes")
+    parser.add_argument("--attention-dropout", type=float, default=None,
+                        help="override the preset's attention dropout (0: PyTorch's CPU flash kernel, "
+                             "O(N) memory, serves plain/sdpa in training)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     attention.SAVE_ATTENTION_ELEMENTS, attention.BLOCK_ELEMENTS = args.save_attention_elements, args.block_elements
@@ -144,7 +147,9 @@ def main(argv=None):
         prior_name, impl = name.split("/")
         config = make_config("tree-transformer", args.preset, args.vocab,
                              prior="none" if prior_name == "plain" else "constituent",
-                             attn_implementation={"cubic": "eager", "blocks": "sdpa"}.get(impl, impl))
+                             attn_implementation={"cubic": "eager", "blocks": "sdpa"}.get(impl, impl),
+                             **({} if args.attention_dropout is None
+                                else dict(attention_probs_dropout_prob=args.attention_dropout)))
         torch.manual_seed(args.seed)
         model = MODELS["tree-transformer"](config).train().to(device)
         if impl == "cubic":
@@ -198,7 +203,7 @@ def main(argv=None):
 def meta(args) -> dict:
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)"
-    return dict(preset=args.preset, threads=args.threads, tokens_per_batch=args.tokens, repeats=args.repeats,
+    return dict(preset=args.preset, attention_dropout=args.attention_dropout, threads=args.threads, tokens_per_batch=args.tokens, repeats=args.repeats,
                 seed=args.seed, torch=torch.__version__, device=name, dtype=args.dtype,
                 save_attention_elements=attention.SAVE_ATTENTION_ELEMENTS, block_elements=attention.BLOCK_ELEMENTS,
                 step="forward+backward MLM step, 15% of positions labelled, logits only there")
@@ -211,7 +216,8 @@ def write_json(args, rows):
 
 def print_table(args, rows):
     m = meta(args)
-    print(f"preset {args.preset}, {m['device']}, {args.dtype}, {args.threads} CPU thread(s), "
+    dropout = "" if args.attention_dropout is None else f" (attention dropout {args.attention_dropout})"
+    print(f"preset {args.preset}{dropout}, {m['device']}, {args.dtype}, {args.threads} CPU thread(s), "
           f"~{args.tokens} tokens/batch, median of {args.repeats}, {m['step']}, seed {args.seed}, "
           f"torch {torch.__version__}")
     print(f"{'N':>5} {'batch':>5}  {'model':<12} {'step ms':>9} {'ratio':>6} {'peak MiB':>9} {'vs plain':>9}")

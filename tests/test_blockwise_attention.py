@@ -1,9 +1,11 @@
 """ConstituentAttentionFunction (the "sdpa" kernel with a prior): blockwise = eager, O(N) saved state."""
+import math
+
 import pytest
 import torch
 
 from syntaxformer.priors.attention import (
-    ConstituentAttentionFunction, _padding_bias, dropout_keep_mask, eager_attention, query_blocks,
+    ConstituentAttentionFunction, _padding_bias, dropout_keep_mask, eager_attention, exp_flushed, query_blocks,
 )
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
@@ -102,3 +104,17 @@ def test_saved_state_is_linear_in_length():
     # Q/√d_k, K, V, out: 4·B·H·N·d_k floats; P: B·N; padding mask: B·N (float32)
     for n in (16, 64, 256):
         assert saved_bytes(n) == 4 * (4 * 2 * 4 * n * 8 + 2 * n + 2 * n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exp_flushed_is_exp_with_flush_to_zero(dtype):
+    tiny = torch.finfo(dtype).tiny
+    log_x = torch.tensor([0.0, -1.0, -50.0, math.log(tiny) + 0.2, math.log(tiny) + 0.05, math.log(tiny) - 1,
+                          -1e4, -math.inf], dtype=dtype, requires_grad=True)
+    y = exp_flushed(log_x)
+    reference = torch.exp(log_x.detach())
+    reference = reference.masked_fill(reference < tiny * math.exp(0.1), 0.0)
+    assert torch.equal(y.detach(), reference)
+    assert (y[:4] > 0).all() and (y[4:] == 0).all()
+    y.sum().backward()
+    assert torch.equal(log_x.grad, reference)  # d exp = exp; 0 where flushed

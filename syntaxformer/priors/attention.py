@@ -11,12 +11,11 @@ with ``C`` the layer's constituent prior (``prior``, a :class:`ConstituentPrior`
     the literal reference: materialises the (B, H, N, N) scores, softmax and product, and can return
     the attention ``E`` that the layer uses.
 ``"sdpa"``
-    the fused path (DESIGN.md §5): with ``B = log C`` (an additive bias) and ``S`` the scaled scores,
-
-        (C ⊙ softmax(S)) V = softmax(S + B) V · exp(LSE(S + B) - LSE(S))         (row-wise LSE)
-
-    ``softmax(S + B) V`` is one call of ``torch.nn.functional.scaled_dot_product_attention`` with a
-    float mask. See :func:`sdpa_attention` for what is and is not materialised.
+    the fast path: PyTorch's ``scaled_dot_product_attention`` without a prior; with one,
+    :class:`ConstituentAttentionFunction`, which builds ``C``'s rows from ``P`` block by block
+    (never the whole (B, N, N) prior), has a hand-written backward, and keeps the (B, H, N, N)
+    attention for the backward only up to :data:`SAVE_ATTENTION_ELEMENTS` (above, it recomputes it
+    block by block: memory linear in N). See :func:`sdpa_attention`.
 
 Signature of every kernel::
 
@@ -32,8 +31,7 @@ which is 10-100× slower on CPU. :func:`flush_denormals_on_cpu` sets the CPU's f
 (called by the model's forward); where it is not set (:func:`flush_to_zero_is_on`), or off CPU, the
 kernels flush values below the smallest normal float to 0 themselves (what flush-to-zero hardware does).
 
-Training on CPU with ``"sdpa"`` runs :class:`ConstituentAttentionFunction` (the eager product with a
-hand-written backward); benchmarks/README.md has the measured step times.
+benchmarks/README.md has the measured step times and peak memory.
 """
 from __future__ import annotations
 
@@ -82,6 +80,25 @@ def _flush(x: torch.Tensor) -> torch.Tensor:
     return x.masked_fill(x.abs() < torch.finfo(x.dtype).tiny, 0.0)
 
 
+def exp_flushed(log_x: torch.Tensor) -> torch.Tensor:
+    """``exp(log_x)`` with results below the smallest normal float set to 0 (flush-to-zero), without
+    evaluating ``exp`` where it would underflow.
+
+    PyTorch's CPU ``exp`` takes a slow path on arguments whose result is denormal or 0 (torch 2.13,
+    measured: 1 ms per 2^20 floats in the normal range, 10-34 ms below about -87 in float32), and a
+    long sentence's ``log C`` is mostly such arguments (products of many link probabilities). So the
+    arguments are floored just above ``log(tiny)`` first and the entries that were below the floor
+    are set to 0 afterwards. Differentiable (gradient 0 where the result is 0).
+
+    Args:
+        log_x: any shape, float.
+    Returns:
+        same shape: ``exp(log_x)``, 0 where ``log_x < log(tiny) + 0.1``.
+    """
+    floor = math.log(torch.finfo(log_x.dtype).tiny) + 0.1
+    return torch.exp(log_x.clamp_min(floor)).masked_fill(log_x < floor, 0.0)
+
+
 def _padding_bias(key_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(B, 1, 1, N) additive mask: 0 for real keys, a large negative number for padding keys."""
     return torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device).masked_fill(
@@ -113,7 +130,7 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
     attn = torch.softmax(scores, dim=-1)
     if prior is not None:
         flush = _flush if _needs_explicit_flush(query) else (lambda x: x)
-        constituent = flush(torch.exp(prior.log_prior()))  # (B, N, N)
+        constituent = exp_flushed(prior.log_prior())  # (B, N, N)
         # (B, H, N, N), no renormalisation; expand_as: the same product, but torch 2.13's CPU kernel
         # is ~4x slower on a (B, H, N, N) × (B, 1, N, N) product than on the expanded operand
         attn = flush(attn * constituent[:, None].expand_as(attn))
@@ -122,10 +139,12 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
     return out, (attn if output_attentions else None)
 
 
-#: (B, H, N, N) sizes up to this many elements keep the attention for the backward (fastest on CPU:
-#: no recomputation, memory as a plain Transformer's eager/math attention); larger ones are
-#: recomputed block by block in the backward (memory linear in N). 2^24 = 64 MiB per float32 tensor.
-SAVE_ATTENTION_ELEMENTS = 1 << 24
+#: (B, H, N, N) sizes up to this many elements keep the attention for the backward (no
+#: recomputation, memory as a plain Transformer's eager/math attention); larger ones are recomputed
+#: block by block in the backward (memory linear in N). 2^23 = 32 MiB per float32 tensor: on CPU,
+#: measured with the small preset, keeping is faster at 4M elements and slower at 16M (large
+#: buffers stream through main memory; blocks stay closer to the caches).
+SAVE_ATTENTION_ELEMENTS = 1 << 23
 
 #: elements of one (B, H, rows, N) block of scores when the attention is recomputed: the kernel's
 #: working set (16 MiB in float32), and all it holds beyond its O(N) inputs and outputs (smaller
@@ -254,12 +273,10 @@ def _block_attention(query, key, cum, pad, rows, variant, log_diagonal, dropout_
     scores = torch.matmul(query, key.transpose(-2, -1)).to(dtype)  # (B, H, b, N)
     attn = torch.softmax(scores.add_(pad), dim=-1)
     log_c = log_constituent_block(cum, rows[0], rows[1], variant, log_diagonal, dtype)  # (B, b, N)
-    constituent = torch.exp(log_c)[:, None]  # (B, 1, b, N), shared by the heads
+    constituent = exp_flushed(log_c)[:, None]  # (B, 1, b, N), shared by the heads
     if dropout_p > 0:
         constituent.mul_(1.0 / (1.0 - dropout_p))
     tiny = torch.finfo(dtype).tiny
-    if flush:
-        constituent.masked_fill_(constituent < tiny, 0.0)
     # E (× 1/(1-p)), no renormalisation, written over the dead scores: a fresh (B, H, b, N) buffer
     # for a broadcast product measured ~5× slower on CPU than writing into an existing one
     used = torch.mul(attn, constituent, out=scores)
@@ -302,8 +319,12 @@ def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None =
     * ``prior=None`` (plain Transformer): ``F.scaled_dot_product_attention`` with a (B, 1, 1, N)
       padding mask (PyTorch picks its backend: flash on CPU at evaluation and on CUDA; on CPU with
       attention dropout its math backend, which materialises (B, H, N, N)).
-    * constituent prior, every device, training and evaluation: :class:`ConstituentAttentionFunction`,
-      blockwise over query rows (:data:`BLOCK_ELEMENTS`), saving O(N) per head for the backward.
+    * constituent prior, every device: :class:`ConstituentAttentionFunction`. ``C``'s rows are built
+      from ``P`` block by block, never the whole (B, N, N) prior. In training (grad enabled) it
+      keeps ``A`` and ``E'`` for the backward while B·H·N² <= :data:`SAVE_ATTENTION_ELEMENTS` (as
+      PyTorch's math backend keeps its softmax), and above that recomputes them block by block of
+      :data:`BLOCK_ELEMENTS` scores (memory linear in N, as flash attention). Without gradients
+      (evaluation, parsing, perplexity) it runs blockwise and keeps nothing.
       Why not a fused library kernel: ``C ⊙ softmax(S)`` is ``softmax(S + log C)`` times a per-row
       ``exp(LSE(S + log C) - LSE(S))``, which needs gradients through two log-sum-exps, and in
       torch 2.13 no CPU kernel differentiates an attention bias (the flash kernel refuses a mask that
