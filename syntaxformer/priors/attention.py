@@ -110,8 +110,8 @@ def dropout_keep_mask(like: torch.Tensor, dropout_p: float) -> torch.Tensor:
 
     Drawn as ``torch.rand(...) < 1 - p`` from the default generator of ``like``'s device: on CPU
     uniform draws take about half the time of ``bernoulli_`` (torch 2.13, one thread: 14 vs 24-30 ms
-    for 4M elements), which matters because the fused kernel draws every mask twice (forward and
-    backward). Both attention kernels draw their masks with this function.
+    for 4M elements), which matters because the sdpa kernel draws each mask twice (forward and
+    backward) when it recomputes its attention. Both attention kernels draw their masks here.
     """
     return torch.rand(like.shape, device=like.device) < 1.0 - dropout_p
 
