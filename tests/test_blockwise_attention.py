@@ -118,3 +118,28 @@ def test_exp_flushed_is_exp_with_flush_to_zero(dtype):
     assert (y[:4] > 0).all() and (y[4:] == 0).all()
     y.sum().backward()
     assert torch.equal(log_x.grad, reference)  # d exp = exp; 0 where flushed
+
+
+def test_sdpa_keeps_the_attention_only_up_to_the_policy_size(monkeypatch):
+    # keep mode saves A and E' (2 · B·H·N² floats) on top of the O(N) tensors; above the policy's
+    # size, or without gradients, nothing N×N is kept
+    from syntaxformer.priors import attention
+    batch, heads, n, d_k = 2, 4, 32, 8
+    q, k, v, cum, key_mask = (t.requires_grad_() if t.is_floating_point() else t
+                              for t in inputs(batch, heads, n, d_k, dtype=torch.float32))
+    linear = 4 * (4 * batch * heads * n * d_k + batch * n + batch * n)
+
+    def saved(limit):
+        monkeypatch.setattr(attention, "SAVE_ATTENTION_ELEMENTS", limit)
+        storages = {}
+
+        def pack(t):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            attention.sdpa_attention(q, k, v, key_mask, ConstituentPrior(cum))
+        return sum(storages.values())
+
+    assert saved(batch * heads * n * n) == linear + 2 * 4 * batch * heads * n * n
+    assert saved(batch * heads * n * n - 1) == linear
