@@ -120,9 +120,10 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
                     dropout_p: float = 0.0, output_attentions: bool = False):
     """The literal reference: ``E = C ⊙ softmax(QKᵀ/√d_k)``, ``out = dropout(E) V``.
 
-    Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``C``. Values of ``C`` and ``E`` below
-    the smallest normal float are flushed to 0, explicitly unless the CPU already does it
-    (:func:`flush_to_zero_is_on`). See the module docstring for arguments and returns.
+    Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``C``. Values of ``C`` below the
+    smallest normal float are 0 (:func:`exp_flushed`), and so are those of ``E``, explicitly unless
+    the CPU already flushes (:func:`flush_to_zero_is_on`). See the module docstring for arguments
+    and returns.
     """
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, N, N)
