@@ -229,9 +229,10 @@ class ConstituentAttentionFunction(torch.autograd.Function):
         grad_out = grad_out.contiguous()  # (B, H, N, d_k)
         delta = (grad_out.to(acc) * out.to(acc)).sum(-1, keepdim=True)  # (B, H, N, 1): D = rowsum(G)
         grad_query = torch.empty_like(query)
-        grad_key = torch.zeros(key.shape, dtype=acc, device=key.device)
-        grad_value = torch.zeros(value.shape, dtype=acc, device=value.device)
-        grad_cum = torch.zeros_like(cum) if ctx.needs_input_grad[3] else None
+        grad_key = grad_value = grad_cum = None  # sums over the blocks, in ``acc``
+
+        def accumulate(total, part):
+            return part.to(acc) if total is None else total.add_(part)
         blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
         restore_rng = None
         if rng_state is not None:  # redraw the forward's masks, then leave the generator as it was
@@ -245,23 +246,25 @@ class ConstituentAttentionFunction(torch.autograd.Function):
                 else:
                     attn, used = _block_attention(query[:, :, rows], key, cum, pad, (start, stop), variant,
                                                   log_diagonal, dropout_p, flush, acc)
-                grad_value.add_(torch.matmul(used.transpose(-2, -1).to(grad_out.dtype), grad_out[:, :, rows]))
+                grad_value = accumulate(grad_value, torch.matmul(used.transpose(-2, -1).to(grad_out.dtype),
+                                                                 grad_out[:, :, rows]))
                 g = torch.matmul(grad_out[:, :, rows], value.transpose(-2, -1)).to(acc).mul_(used)  # G = E' ⊙ dP
                 del used
                 if flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
                     g.masked_fill_(g.abs() < torch.finfo(acc).tiny, 0.0)
-                if grad_cum is not None:
+                if ctx.needs_input_grad[3]:
                     block_cum = cum.detach().requires_grad_()
                     with torch.enable_grad():
                         log_c = log_constituent_block(block_cum, start, stop, variant, log_diagonal, acc)
-                    grad_cum.add_(torch.autograd.grad(log_c, block_cum, g.sum(1))[0])  # d(log C) = Σ_heads G
+                    grad_cum = accumulate(grad_cum, torch.autograd.grad(log_c, block_cum, g.sum(1))[0])  # Σ_heads G
                 g.addcmul_(attn, delta[:, :, rows], value=-1.0)  # dS = G - A ⊙ D
                 g = g.to(query.dtype)
                 grad_query[:, :, rows] = torch.matmul(g, key).mul_(scale)
-                grad_key.add_(torch.matmul(g.transpose(-2, -1), query[:, :, rows]))  # query saved scaled
+                grad_key = accumulate(grad_key, torch.matmul(g.transpose(-2, -1), query[:, :, rows]))  # Q saved scaled
         finally:
             if restore_rng is not None:
                 _set_rng_state(query.device, restore_rng)
+        grad_cum = grad_cum.to(cum.dtype) if grad_cum is not None else None
         return (grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), grad_cum,
                 None, None, None, None, None, None)
 
