@@ -185,9 +185,9 @@ class ConstituentAttentionFunction(torch.autograd.Function):
         dV = E'ᵀ dO,   d(log C) = Σ_heads G   (then into ``P`` by autograd through the block's log C)
 
     Dropout masks come from :func:`dropout_keep_mask` (the eager kernel draws its mask the same way,
-    so with one block the same seed gives the same mask). Values of ``C`` and ``E`` below the smallest
-    normal float become 0 when ``flush`` is True, as the eager kernel, and so do those of ``G`` in the
-    backward. Scores, softmax and ``C`` are float32 for half-precision inputs (the products run in the
+    so with one block the same seed gives the same mask). Values of ``C`` below the smallest normal
+    float are 0 (:func:`exp_flushed`), and those of ``E`` (and of ``G`` in the backward) when
+    ``flush`` is True, as in the eager kernel. Scores, softmax and ``C`` are float32 for half-precision inputs (the products run in the
     input dtype).
 
     Inputs: ``query, key, value`` (B, H, N, d_k); ``cum_log_links`` (B, N) ``P`` (differentiable);
@@ -233,6 +233,7 @@ class ConstituentAttentionFunction(torch.autograd.Function):
 
         def accumulate(total, part):
             return part.to(acc) if total is None else total.add_(part)
+
         blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
         restore_rng = None
         if rng_state is not None:  # redraw the forward's masks, then leave the generator as it was
