@@ -53,6 +53,7 @@ class CubicPrior(ConstituentPrior):
         super().__init__(state.cum_log_links, state.variant, state.log_diagonal)
 
     def log_prior(self, rows=None):
+        assert rows is None, "the N×N×N contrast builds the whole prior (eager attention only)"
         cum = self.cum_log_links
         n = cum.shape[-1]
         log_links = cum[:, 1:] - cum[:, :-1]  # (B, N-1)

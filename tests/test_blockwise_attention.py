@@ -85,10 +85,8 @@ def test_dropout_masks_are_redrawn_block_by_block_in_the_backward():
         assert torch.allclose(a.grad, b.grad, atol=1e-4)
 
 
-def saved_bytes(n, batch=2, heads=4, d_k=8):
-    """Bytes that the kernel keeps for the backward (unique storages), for length n."""
-    q, k, v, cum, key_mask = (t.requires_grad_() if t.is_floating_point() else t
-                              for t in inputs(batch, heads, n, d_k, dtype=torch.float32))
+def saved_bytes(call) -> int:
+    """Bytes that ``call()`` keeps for the backward (unique storages of the saved tensors)."""
     storages = {}
 
     def pack(t):
@@ -96,14 +94,21 @@ def saved_bytes(n, batch=2, heads=4, d_k=8):
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        blockwise(q, k, v, cum, key_mask, block_elements=1 << 20)
+        call()
     return sum(storages.values())
+
+
+def grad_inputs(batch, heads, n, d_k):
+    return [t.requires_grad_() if t.is_floating_point() else t
+            for t in inputs(batch, heads, n, d_k, dtype=torch.float32)]
 
 
 def test_saved_state_is_linear_in_length():
     # Q/√d_k, K, V, out: 4·B·H·N·d_k floats; P: B·N; padding mask: B·N (float32)
     for n in (16, 64, 256):
-        assert saved_bytes(n) == 4 * (4 * 2 * 4 * n * 8 + 2 * n + 2 * n)
+        q, k, v, cum, key_mask = grad_inputs(2, 4, n, 8)
+        kept = saved_bytes(lambda: blockwise(q, k, v, cum, key_mask, block_elements=1 << 20))
+        assert kept == 4 * (4 * 2 * 4 * n * 8 + 2 * n + 2 * n)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -125,21 +130,12 @@ def test_sdpa_keeps_the_attention_only_up_to_the_policy_size(monkeypatch):
     # size, or without gradients, nothing N×N is kept
     from syntaxformer.priors import attention
     batch, heads, n, d_k = 2, 4, 32, 8
-    q, k, v, cum, key_mask = (t.requires_grad_() if t.is_floating_point() else t
-                              for t in inputs(batch, heads, n, d_k, dtype=torch.float32))
+    q, k, v, cum, key_mask = grad_inputs(batch, heads, n, d_k)
     linear = 4 * (4 * batch * heads * n * d_k + batch * n + batch * n)
 
     def saved(limit):
         monkeypatch.setattr(attention, "SAVE_ATTENTION_ELEMENTS", limit)
-        storages = {}
-
-        def pack(t):
-            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            attention.sdpa_attention(q, k, v, key_mask, ConstituentPrior(cum))
-        return sum(storages.values())
+        return saved_bytes(lambda: attention.sdpa_attention(q, k, v, key_mask, ConstituentPrior(cum)))
 
     assert saved(batch * heads * n * n) == linear + 2 * 4 * batch * heads * n * n
     assert saved(batch * heads * n * n - 1) == linear

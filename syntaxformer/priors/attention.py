@@ -40,7 +40,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .constituent import ConstituentPrior
+from .constituent import ConstituentPrior, log_constituent_prior
 
 
 def flush_denormals_on_cpu(device: torch.device) -> None:
@@ -64,7 +64,7 @@ def flush_to_zero_is_on() -> bool:
 
     True after ``torch.set_flush_denormal(True)`` (the models' forward and the command line set it,
     see :func:`flush_denormals_on_cpu`). A one-element probe (``1e-30 · 1e-10`` is a float32 denormal),
-    a few microseconds. When it is True the explicit flush :func:`_flush` is redundant on CPU: the
+    a few microseconds. When it is True the explicit flush :func:`_flush_` is redundant on CPU: the
     hardware already writes 0 for every result below the smallest normal float.
     """
     return (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
@@ -75,9 +75,10 @@ def _needs_explicit_flush(x: torch.Tensor) -> bool:
     return not (x.device.type == "cpu" and flush_to_zero_is_on())
 
 
-def _flush(x: torch.Tensor) -> torch.Tensor:
-    """Values below the smallest normal float of ``x``'s dtype become 0 (explicit flush-to-zero)."""
-    return x.masked_fill(x.abs() < torch.finfo(x.dtype).tiny, 0.0)
+def _flush_(x: torch.Tensor) -> torch.Tensor:
+    """In place: values below the smallest normal float of ``x``'s dtype become 0 (explicit
+    flush-to-zero). Returns ``x``."""
+    return x.masked_fill_(x.abs() < torch.finfo(x.dtype).tiny, 0.0)
 
 
 def exp_flushed(log_x: torch.Tensor) -> torch.Tensor:
@@ -112,6 +113,9 @@ def dropout_keep_mask(like: torch.Tensor, dropout_p: float) -> torch.Tensor:
     uniform draws take about half the time of ``bernoulli_`` (torch 2.13, one thread: 14 vs 24-30 ms
     for 4M elements), which matters because the sdpa kernel draws each mask twice (forward and
     backward) when it recomputes its attention. Both attention kernels draw their masks here.
+
+    Returns:
+        bool tensor of ``like``'s shape and device (True = keep; scale kept values by ``1/(1-p)``).
     """
     return torch.rand(like.shape, device=like.device) < 1.0 - dropout_p
 
@@ -130,11 +134,11 @@ def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None 
     scores = scores + _padding_bias(key_mask, scores.dtype)
     attn = torch.softmax(scores, dim=-1)
     if prior is not None:
-        flush = _flush if _needs_explicit_flush(query) else (lambda x: x)
+        flush = _flush_ if _needs_explicit_flush(query) else (lambda x: x)
         constituent = exp_flushed(prior.log_prior())  # (B, N, N)
         # (B, H, N, N), no renormalisation; expand_as: the same product, but torch 2.13's CPU kernel
         # is ~4x slower on a (B, H, N, N) × (B, 1, N, N) product than on the expanded operand
-        attn = flush(attn * constituent[:, None].expand_as(attn))
+        attn = flush(attn * constituent[:, None].expand_as(attn))  # in place on the fresh product
     used = attn.masked_fill(~dropout_keep_mask(attn, dropout_p), 0.0) / (1.0 - dropout_p) if dropout_p > 0 else attn
     out = used @ value  # (B, H, N, d_k)
     return out, (attn if output_attentions else None)
@@ -155,8 +159,16 @@ BLOCK_ELEMENTS = 1 << 22
 
 def query_blocks(batch: int, heads: int, n_query: int, n_key: int,
                  block_elements: int = BLOCK_ELEMENTS) -> list[tuple[int, int]]:
-    """Half-open query ranges ``(start, stop)`` such that a (batch, heads, stop - start, n_key) block
-    has at most ``block_elements`` elements (at least one query per block)."""
+    """The blocks of query rows of :class:`ConstituentAttentionFunction`'s recomputing mode.
+
+    Args:
+        batch, heads, n_query, n_key: the attention's (B, H, N_q, N_k) sizes.
+        block_elements: most scores per block.
+    Returns:
+        half-open ranges ``(start, stop)`` covering ``0 .. n_query`` in order, each with
+        ``batch · heads · (stop - start) · n_key <= block_elements`` (or one query row when even a
+        single row is larger).
+    """
     rows = max(1, block_elements // max(1, batch * heads * n_key))
     return [(start, min(start + rows, n_query)) for start in range(0, n_query, rows)]
 
@@ -211,8 +223,8 @@ class ConstituentAttentionFunction(torch.autograd.Function):
         blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
         out = torch.empty_like(query)  # (B, H, N, d_k)
         for start, stop in blocks:
-            attn, used = _block_attention(query[:, :, start:stop], key, cum, pad, (start, stop), variant,
-                                          log_diagonal, dropout_p, flush, acc)  # A, E' (B, H, b, N)
+            log_c = log_constituent_prior(cum.to(acc), variant, log_diagonal, rows=(start, stop))  # (B, b, N)
+            attn, used = _block_attention(query[:, :, start:stop], key, log_c, pad, dropout_p, flush)  # A, E'
             out[:, :, start:stop] = torch.matmul(used.to(value.dtype), value)
         saved = (attn, used) if block_elements is None else ()
         ctx.save_for_backward(query, key, value, cum, pad, out, *saved)
@@ -242,21 +254,21 @@ class ConstituentAttentionFunction(torch.autograd.Function):
         try:
             for start, stop in blocks:
                 rows = slice(start, stop)
+                if ctx.needs_input_grad[3] or not saved:  # the block's log C, once; differentiable for d P
+                    block_cum = cum.to(acc).detach().requires_grad_(ctx.needs_input_grad[3])
+                    with torch.enable_grad():
+                        log_c = log_constituent_prior(block_cum, variant, log_diagonal, rows=(start, stop))
                 if saved:
                     attn, used = saved
                 else:
-                    attn, used = _block_attention(query[:, :, rows], key, cum, pad, (start, stop), variant,
-                                                  log_diagonal, dropout_p, flush, acc)
+                    attn, used = _block_attention(query[:, :, rows], key, log_c.detach(), pad, dropout_p, flush)
                 grad_value = accumulate(grad_value, torch.matmul(used.transpose(-2, -1).to(grad_out.dtype),
                                                                  grad_out[:, :, rows]))
                 g = torch.matmul(grad_out[:, :, rows], value.transpose(-2, -1)).to(acc).mul_(used)  # G = E' ⊙ dP
                 del used
                 if flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
-                    g.masked_fill_(g.abs() < torch.finfo(acc).tiny, 0.0)
+                    _flush_(g)
                 if ctx.needs_input_grad[3]:
-                    block_cum = cum.detach().requires_grad_()
-                    with torch.enable_grad():
-                        log_c = log_constituent_block(block_cum, start, stop, variant, log_diagonal, acc)
                     grad_cum = accumulate(grad_cum, torch.autograd.grad(log_c, block_cum, g.sum(1))[0])  # Σ_heads G
                 g.addcmul_(attn, delta[:, :, rows], value=-1.0)  # dS = G - A ⊙ D
                 g = g.to(query.dtype)
@@ -270,23 +282,23 @@ class ConstituentAttentionFunction(torch.autograd.Function):
                 None, None, None, None, None, None)
 
 
-def _block_attention(query, key, cum, pad, rows, variant, log_diagonal, dropout_p, flush, dtype):
-    """``A = softmax(Q Kᵀ + padding)`` and ``E' = dropout(C ⊙ A)`` for a block of (scaled) queries.
+def _block_attention(query, key, log_c, pad, dropout_p, flush):
+    """``A = softmax(Q Kᵀ + padding)`` and ``E' = dropout(C ⊙ A)`` for a block of b (scaled) queries.
 
-    Returns two (B, H, b, N) tensors in ``dtype``; ``C``'s rows come from ``P`` (no autograd).
+    ``query`` (B, H, b, d_k), ``key`` (B, H, N, d_k), ``log_c`` the block's rows of ``log C``
+    (B, b, N) in the accumulation dtype (no autograd), ``pad`` (B, 1, 1, N). Returns two
+    (B, H, b, N) tensors in ``log_c``'s dtype.
     """
-    scores = torch.matmul(query, key.transpose(-2, -1)).to(dtype)  # (B, H, b, N)
+    scores = torch.matmul(query, key.transpose(-2, -1)).to(log_c.dtype)  # (B, H, b, N)
     attn = torch.softmax(scores.add_(pad), dim=-1)
-    log_c = log_constituent_block(cum, rows[0], rows[1], variant, log_diagonal, dtype)  # (B, b, N)
     constituent = exp_flushed(log_c)[:, None]  # (B, 1, b, N), shared by the heads
     if dropout_p > 0:
         constituent.mul_(1.0 / (1.0 - dropout_p))
-    tiny = torch.finfo(dtype).tiny
     # E (× 1/(1-p)), no renormalisation, written over the dead scores: a fresh (B, H, b, N) buffer
     # for a broadcast product measured ~5× slower on CPU than writing into an existing one
     used = torch.mul(attn, constituent, out=scores)
     if flush:
-        used.masked_fill_(used < tiny, 0.0)
+        _flush_(used)
     if dropout_p > 0:
         used.masked_fill_(~dropout_keep_mask(used, dropout_p), 0.0)  # E'
     return attn, used
@@ -295,12 +307,6 @@ def _block_attention(query, key, cum, pad, rows, variant, log_diagonal, dropout_
 def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     """float32 for half-precision inputs (scores, softmax and C in float32), else the input dtype."""
     return torch.promote_types(dtype, torch.float32)
-
-
-def log_constituent_block(cum: torch.Tensor, start: int, stop: int, variant: str,
-                          log_diagonal: float | None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Rows ``start:stop`` of ``log C`` (B, b, N) in ``dtype`` (see :func:`log_constituent_prior`)."""
-    return ConstituentPrior(cum.to(dtype), variant, log_diagonal).log_prior(rows=(start, stop))
 
 
 def _rng_state(device: torch.device) -> torch.Tensor:
