@@ -37,7 +37,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntaxformer.data import load_gold_trees
+    from syntaxformer.data import load_gold_trees, ptb_sample_part
     from syntaxformer.evaluation.baselines import run_baselines
     from syntaxformer.evaluation.constituency import PROTOCOL as CONSTITUENCY_PROTOCOL
     from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     gold_trees = load_gold_trees(args.treebank)
     dependencies_source = args.dependencies
-    if dependencies_source is None and args.treebank == "ptb-sample":
-        dependencies_source = "ptb-sample"
+    if dependencies_source is None and ptb_sample_part(args.treebank) is not None:
+        dependencies_source = args.treebank  # ptb-sample (or a half) has gold dependencies too
     gold_dependencies = None
     if dependencies_source is not None:
         from syntaxformer.data.dependency import read_dependencies

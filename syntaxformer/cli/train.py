@@ -88,7 +88,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--max-minutes", type=float, default=None,
                    help="stop cleanly (and save) after this many minutes of this process")
     r.add_argument("--save-every", type=int, default=_D.save_every, help="checkpoint period (steps)")
-    r.add_argument("--eval-every", type=int, default=_D.eval_every, help="validation period (steps)")
+    r.add_argument("--eval-every", type=int, default=_D.eval_every,
+                   help="validation (and learning-curve) period in steps")
+    r.add_argument("--eval-treebank", default=None, metavar="TREEBANK",
+                   help="learning curve: parse this gold treebank (e.g. ptb-sample:dev) at step 0, every "
+                        "--eval-every steps and at the end; F1 of every decoder into training.json and "
+                        "TensorBoard")
     r.add_argument("--log-every", type=int, default=_D.log_every, help="logging period (steps)")
     r.add_argument("--resume", action="store_true",
                    help="continue from OUT/checkpoint.pt if present (else start afresh)")

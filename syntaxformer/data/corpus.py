@@ -5,7 +5,7 @@ import functools
 import glob
 import logging
 
-from syntaxformer.data.embedded import PTB_SAMPLE
+from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_part
 from syntaxformer.data.preprocess import PRPN, Preprocessing, load_gold_trees, normalise_word
 from syntaxformer.data.text import read_text
 from syntaxformer.errors import InputError
@@ -38,9 +38,9 @@ def corpus_files(spec: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _ptb_sample_words(options: Preprocessing) -> tuple[tuple[str, ...], ...]:
-    """The preprocessed words of the embedded sample, computed once per process and options."""
-    return tuple(tuple(tree.leaves()) for tree in load_gold_trees(PTB_SAMPLE, options))
+def _ptb_sample_words(options: Preprocessing, source: str = PTB_SAMPLE) -> tuple[tuple[str, ...], ...]:
+    """The preprocessed words of the embedded sample (or one half), once per process and options."""
+    return tuple(tuple(tree.leaves()) for tree in load_gold_trees(source, options))
 
 
 def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
@@ -49,7 +49,8 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
     Args:
         spec: ``"ptb-sample"`` — the words of the embedded Penn Treebank sample after the gold
             preprocessing ``options`` (3,914 sentences, 82,369 words with :data:`PRPN`; exactly the
-            leaves of :func:`~syntaxformer.data.preprocess.load_gold_trees`); otherwise one or
+            leaves of :func:`~syntaxformer.data.preprocess.load_gold_trees`); ``"ptb-sample:dev"``
+            / ``"ptb-sample:test"`` the words of one half (DESIGN.md §7); otherwise one or
             more raw-text files (one sentence per line, :func:`~syntaxformer.data.text.read_text`),
             as a comma-separated list and/or glob patterns, read in order. Raw words are normalised
             with :func:`~syntaxformer.data.preprocess.normalise_word` using ``options.lowercase``
@@ -60,8 +61,8 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
     Raises:
         InputError: a missing file, a glob matching nothing, an empty file.
     """
-    if spec.strip() == PTB_SAMPLE:
-        return [list(words) for words in _ptb_sample_words(options)]
+    if ptb_sample_part(spec) is not None:
+        return [list(words) for words in _ptb_sample_words(options, spec.strip())]
     sentences: list[list[str]] = []
     for path in corpus_files(spec):
         sentences.extend([normalise_word(w, options.lowercase, options.digits_to_n) for w in words]

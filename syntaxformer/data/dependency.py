@@ -26,7 +26,7 @@ from typing import TextIO
 from conllu.exceptions import ParseException
 from conllu.parser import parse_token_and_metadata
 
-from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members
+from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members, ptb_sample_part
 from syntaxformer.data.preprocess import WORD_TAGS
 from syntaxformer.data.treebank import _read_file, resolve_files
 from syntaxformer.errors import InputError
@@ -233,7 +233,8 @@ def read_dependencies(source: str | os.PathLike) -> list[DependencySentence]:
     """Read dependency trees from any accepted source.
 
     Args:
-        source: ``"ptb-sample"`` (the embedded ``.dp`` files, 3,914 sentences); a ``.conllu`` /
+        source: ``"ptb-sample"`` (the embedded ``.dp`` files, 3,914 sentences; ``"ptb-sample:dev"`` /
+            ``"ptb-sample:test"`` for its halves); a ``.conllu`` /
             ``.conll`` file (CoNLL-U); a ``.dp`` file; a file with another extension (format
             guessed from its first token line: 10 tab-separated fields = CoNLL-U, else ``.dp``);
             a folder (its ``*.conllu`` files, else its ``*.dp`` files, else all its regular files,
@@ -243,9 +244,10 @@ def read_dependencies(source: str | os.PathLike) -> list[DependencySentence]:
         InputError: as :func:`read_conllu` / :func:`read_ptb_dependency`, or a missing path / a glob
             matching nothing.
     """
-    if os.fspath(source) == PTB_SAMPLE:
+    part = ptb_sample_part(os.fspath(source))
+    if part is not None:
         sentences = []
-        for name, text in ptb_sample_members("dependency"):
+        for name, text in ptb_sample_members("dependency", part):
             sentences.extend(parse_ptb_dependency(text, path=f"{PTB_SAMPLE}:{name}"))
         return sentences
     path = Path(source)

@@ -28,6 +28,12 @@ from importlib import resources
 #: The name that selects the embedded sample wherever a treebank or dependency source is accepted.
 PTB_SAMPLE = "ptb-sample"
 
+#: The halves of the sample (DESIGN.md §7): choose recipes on ``dev``, report on ``test``. Selected
+#: as ``ptb-sample:dev`` / ``ptb-sample:test`` wherever a treebank, dependency source or corpus is
+#: named; the value is the range of file numbers (``wsj_0001`` .. ``wsj_0099`` = 1,921 sentences,
+#: ``wsj_0100`` .. ``wsj_0199`` = 1,993 sentences).
+PTB_SAMPLE_PARTS = {"dev": (1, 99), "test": (100, 199)}
+
 _ARCHIVE = "ptb-sample.tar.xz"
 _KINDS = {"combined": ".mrg", "dependency": ".dp"}
 
@@ -47,12 +53,36 @@ def _archive_members() -> dict[str, str]:
     return members
 
 
-def ptb_sample_members(kind: str) -> list[tuple[str, str]]:
+def ptb_sample_part(source) -> str | None:
+    """Which part of the embedded sample ``source`` selects, or None when it names no part of it.
+
+    ``"ptb-sample"`` -> ``"all"``; ``"ptb-sample:dev"`` -> ``"dev"``; ``"ptb-sample:test"`` ->
+    ``"test"``; anything else (a path) -> None.
+
+    Raises:
+        InputError: ``ptb-sample:X`` with another ``X`` (names the known parts).
+    """
+    text = str(source).strip()
+    if text == PTB_SAMPLE:
+        return "all"
+    if not text.startswith(PTB_SAMPLE + ":"):
+        return None
+    part = text[len(PTB_SAMPLE) + 1:]
+    if part not in PTB_SAMPLE_PARTS:
+        from syntaxformer.errors import InputError
+        raise InputError(f"unknown part {part!r} of {PTB_SAMPLE}: expected {PTB_SAMPLE}, "
+                         + " or ".join(f"{PTB_SAMPLE}:{p}" for p in PTB_SAMPLE_PARTS))
+    return part
+
+
+def ptb_sample_members(kind: str, part: str = "all") -> list[tuple[str, str]]:
     """The files of one part of the embedded sample, as ``(member name, text)``, sorted by name.
 
     Args:
         kind: ``"combined"`` (the 199 ``.mrg`` constituency files) or ``"dependency"`` (the 199
             ``.dp`` dependency files).
+        part: ``"all"``, or a key of :data:`PTB_SAMPLE_PARTS` (``"dev"``: ``wsj_0001`` ..
+            ``wsj_0099``; ``"test"``: ``wsj_0100`` .. ``wsj_0199``).
 
     Returns:
         e.g. ``[("combined/wsj_0001.mrg", "( (S ..."), ...]``. Texts are returned unchanged (one
@@ -63,9 +93,13 @@ def ptb_sample_members(kind: str) -> list[tuple[str, str]]:
     """
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {sorted(_KINDS)}, not {kind!r}")
+    if part != "all" and part not in PTB_SAMPLE_PARTS:
+        raise ValueError(f"part must be 'all' or one of {sorted(PTB_SAMPLE_PARTS)}, not {part!r}")
+    first, last = PTB_SAMPLE_PARTS.get(part, (0, 10 ** 9))
     prefix, suffix = f"{kind}/", _KINDS[kind]
     return sorted((name, text) for name, text in _archive_members().items()
-                  if name.startswith(prefix) and name.endswith(suffix))
+                  if name.startswith(prefix) and name.endswith(suffix)
+                  and first <= int(name[len(prefix) + 4:-len(suffix)]) <= last)
 
 
 def ptb_sample_readme() -> str:

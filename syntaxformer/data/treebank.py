@@ -17,7 +17,7 @@ from pathlib import Path
 
 from nltk import Tree
 
-from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members
+from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members, ptb_sample_part
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -150,7 +150,8 @@ def read_treebank(source: str | os.PathLike) -> list[Tree]:
 
     Args:
         source: ``"ptb-sample"`` for the embedded Penn Treebank sample (3,914 trees, files
-            ``wsj_0001.mrg`` .. ``wsj_0199.mrg`` in order); otherwise a file, a folder (all its
+            ``wsj_0001.mrg`` .. ``wsj_0199.mrg`` in order), ``"ptb-sample:dev"`` /
+            ``"ptb-sample:test"`` for its halves (DESIGN.md §7); otherwise a file, a folder (all its
             ``*.mrg`` files sorted by name; if it has none, all its regular files not starting with
             ``.``), or a glob pattern (matches sorted by name). The name ``ptb-sample`` always
             means the embedded sample; write ``./ptb-sample`` for a folder of that name.
@@ -163,9 +164,10 @@ def read_treebank(source: str | os.PathLike) -> list[Tree]:
         InputError: missing path, glob matching nothing, unreadable / non-UTF-8 file, malformed
             brackets (with file and line), a file with no tree.
     """
-    if os.fspath(source) == PTB_SAMPLE:
+    part = ptb_sample_part(os.fspath(source))
+    if part is not None:
         trees = []
-        for name, text in ptb_sample_members("combined"):
+        for name, text in ptb_sample_members("combined", part):
             trees.extend(parse_bracketed(text, path=f"{PTB_SAMPLE}:{name}"))
         return trees
     trees = []

@@ -79,7 +79,7 @@ TRAINING_JSON = "training.json"
 
 #: Options that may differ between a checkpoint and the run resuming it.
 RESUMABLE_CHANGES = frozenset({"out", "resume", "max_steps", "max_minutes", "epochs", "save_every",
-                               "eval_every", "log_every", "quiet", "threads", "device"})
+                               "eval_every", "log_every", "quiet", "threads", "device", "eval_treebank"})
 
 
 @dataclass
@@ -120,7 +120,12 @@ class TrainArguments:
         clip [1.5]: gradient-norm clipping (public code 1.5); 0 disables.
         max_steps [None], epochs [None], max_minutes [None]: stop conditions (at least one).
         save_every [500]: checkpoint period in steps (0: only at the end).
-        eval_every [200]: validation period in steps (0: only at the start and the end).
+        eval_every [200]: validation period in steps (0: only at the start and the end); also the
+            period of the learning curve when ``eval_treebank`` is given.
+        eval_treebank [None]: a gold treebank (e.g. ``"ptb-sample:dev"``) parsed at step 0, every
+            ``eval_every`` steps and at the end: sentence/corpus F1 of every decoder
+            (:class:`~syntaxformer.evaluation.curve.ParseCurve`) with step, tokens seen and minutes,
+            into ``training.json`` (``parse_curve``) and TensorBoard (``parse/...``).
         log_every [20]: TensorBoard / progress-bar period in steps.
         seed [0]: every random choice derives from it.
         device [None]: "cpu", "cuda", "cuda:1"...; None: CUDA if available, else CPU.
@@ -163,6 +168,7 @@ class TrainArguments:
     max_minutes: float | None = None
     save_every: int = 500
     eval_every: int = 200
+    eval_treebank: str | None = None
     log_every: int = 20
     seed: int = 0
     device: str | None = None
@@ -425,13 +431,13 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
         optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
                                        args.schedule_steps or args.max_steps, args.final_lr_fraction))
     state = dict(step=0, epoch=0, batch_in_epoch=0, tokens_seen=0, train_seconds=0.0,
-                 valid_history=[], initial_valid_loss=None, resumed_from=[])
+                 valid_history=[], initial_valid_loss=None, resumed_from=[], parse_curve=[])
     if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         scheduler.load_state_dict(checkpoint["scheduler"])
         for key in state:
-            state[key] = checkpoint["state"][key]
+            state[key] = checkpoint["state"].get(key, state[key])
         state["resumed_from"] = state["resumed_from"] + [state["step"]]
         del checkpoint
     ddp_model = model
@@ -481,6 +487,12 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
         model.train()
         return float(total[0] / total[1])
 
+    # ---- learning curve (rank 0 parses the treebank; read now so a bad treebank fails before training)
+    curve = None
+    if main and args.eval_treebank:
+        from syntaxformer.evaluation.curve import ParseCurve
+        curve = ParseCurve(args.eval_treebank)
+
     # ---- output folder, logs
     writer = None
     if main:
@@ -498,6 +510,23 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
         torch.save(blob, tmp)
         os.replace(tmp, ckpt_path)
 
+    def record_curve():
+        if curve is None or (state["parse_curve"] and state["parse_curve"][-1]["step"] == state["step"]):
+            return
+        t0 = time.perf_counter()
+        scores = curve(model, tokenizer)
+        state["parse_curve"].append(dict(step=state["step"], tokens_seen=state["tokens_seen"],
+                                         train_minutes=round(state["train_seconds"] / 60, 4),
+                                         scores=scores))
+        for name, values in scores.items():
+            for key, value in values.items():
+                writer.add_scalar(f"parse/{name}/{key}", value, state["step"])
+        best = max(scores, key=lambda k: scores[k]["sentence_f1"])
+        logger.info("step %d: %s parsed in %.1f s; best decoder %s, sentence F1 %.2f", state["step"],
+                    curve.treebank, time.perf_counter() - t0, best, scores[best]["sentence_f1"])
+
+    if state["step"] == 0:
+        record_curve()
     if state["step"] == 0 and state["initial_valid_loss"] is None:
         state["initial_valid_loss"] = validate()
         if state["initial_valid_loss"] is not None:
@@ -591,6 +620,7 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
                         if writer:
                             writer.add_scalar("valid/loss", v, state["step"])
                         logger.info("step %d: validation loss %.4f", state["step"], v)
+                    record_curve()
                 if args.save_every and state["step"] % args.save_every == 0:
                     save_checkpoint()
                 stop_reason = limit_reached(signal_flag)
@@ -606,6 +636,7 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
             state["valid_history"].append([state["step"], v])
             if writer:
                 writer.add_scalar("valid/loss", v, state["step"])
+        record_curve()
         save_checkpoint()
         minutes = (time.monotonic() - t_start) / 60
         if main:
@@ -635,6 +666,8 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
                 initial_valid_loss=state["initial_valid_loss"],
                 final_valid_loss=(state["valid_history"][-1][1] if state["valid_history"] else None),
                 valid_history=state["valid_history"],
+                **({"parse_curve": dict(treebank=args.eval_treebank, every=args.eval_every,
+                                        points=state["parse_curve"])} if args.eval_treebank else {}),
                 resumed_from_steps=state["resumed_from"],
                 stopped=stop_reason,
                 device=str(device), world_size=world, bf16=args.bf16,
