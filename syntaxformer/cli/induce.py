@@ -20,25 +20,38 @@ from pathlib import Path
 
 from syntaxformer.cli.baselines import N_SEEDS, BASELINE_NAMES, score_cell
 from syntaxformer.cli.parse import add_decoder_arguments, decoder_options, write_outputs
+from syntaxformer.errors import InputError
 from syntaxformer.evaluation.report import format_header, format_table, to_json
 
 logger = logging.getLogger(__name__)
 
-#: Training recipe per model for ``induce`` (TrainArguments fields); the command-line flags override.
+#: Named training recipes per model (TrainArguments fields; ``overrides`` = model config fields;
+#: ``min_layer`` = Algorithm 1's minimum layer). Chosen on ptb-sample:dev by the measured search of
+#: ``benchmarks/recipe_search.py`` (docs/recipes.md); the command-line flags override any field.
+#: ``default``: a fixed number of steps, <= 20 minutes on 2 idle CPU cores; ``long``: <= 150 minutes.
 RECIPES = {
-    "tree-transformer": dict(preset="small", max_steps=1200, max_minutes=19.0, batch_size=64, lr=5e-4,
-                             warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
-                             mask_rate=0.15, min_freq=2),
-    "structformer": dict(preset="small", max_steps=1200, max_minutes=19.0, batch_size=64, lr=5e-4,
-                         warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
-                         mask_rate=0.3, mask_replace="mask", min_freq=2),
+    "tree-transformer": {
+        "default": dict(preset="small", max_steps=1200, max_minutes=19.0, batch_size=64, lr=5e-4,
+                        warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
+                        min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
+        "long": dict(preset="small", max_steps=9000, max_minutes=149.0, batch_size=64, lr=5e-4,
+                     warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
+                     min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
+    },
+    "structformer": {
+        "default": dict(preset="small", max_steps=1200, max_minutes=19.0, batch_size=64, lr=5e-4,
+                        warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
+                        mask_rate=0.3, mask_replace="mask", min_freq=2),
+        "long": dict(preset="small", max_steps=9000, max_minutes=149.0, batch_size=64, lr=5e-4,
+                     warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
+                     mask_rate=0.3, mask_replace="mask", min_freq=2),
+    },
 }
 
-#: Algorithm 1's minimum layer (0-based) for ``induce`` when neither --min-layer nor --layer is given.
-#: The paper's m = 3 of 10 layers suits a fully trained model; after ~20 CPU minutes the lowest layers
-#: of the 6-layer ``small`` model carry the structure (chosen on ptb-sample, which has no separate
-#: development set — as the papers chose m on WSJ test; ``report.json`` lists every single layer too).
-INDUCE_MIN_LAYER = 0
+#: The learning curve's treebank when the gold treebank is ptb-sample: choices are made on dev.
+CURVE_TREEBANK = "ptb-sample:dev"
+#: Learning-curve points per run (step 0 and the end included).
+CURVE_POINTS = 12
 
 _TRAIN_FLAGS = ("preset", "max_steps", "max_minutes", "batch_size", "lr", "warmup_steps", "schedule",
                 "mask_rate", "min_freq")
@@ -49,129 +62,229 @@ def add_parser(subparsers) -> None:
         "induce", help="the main job: train on raw words, parse, score vs gold and baselines",
         description="Train a model on raw text, parse a treebank with it, score the trees against the "
                     "gold ones (sentence- and corpus-level unlabelled F1, WSJ-10, label recall) and "
-                    "compare with left-/right-branching, random and balanced trees.")
+                    "compare with the untrained model and left-/right-branching, random and balanced "
+                    "trees. On ptb-sample: scores on the test half, the dev half and all of it.")
     p.add_argument("--model", default="tree-transformer", choices=sorted(RECIPES))
+    p.add_argument("--recipe", default="default", choices=["default", "long"],
+                   help="default: <= 20 min on 2 CPU cores; long: <= 150 min (syntaxformer.cli.induce.RECIPES)")
     p.add_argument("--treebank", default="ptb-sample",
-                   help="gold treebank to parse and score ('ptb-sample' or a path)")
+                   help="gold treebank to parse and score ('ptb-sample', 'ptb-sample:dev|test' or a path)")
     p.add_argument("--dependencies", default=None,
                    help="gold dependencies of --treebank's sentences for UAS/UUAS (StructFormer): "
                         "'ptb-sample', a .conllu or .dp path (default: ptb-sample's with --treebank "
                         "ptb-sample, else none)")
     p.add_argument("--corpus", default=None,
                    help="training text: 'ptb-sample' (its words; default) or raw-text files")
+    p.add_argument("--curve-treebank", default=None,
+                   help="treebank of the learning curve (default: ptb-sample:dev with ptb-sample, else "
+                        "--treebank); 'none' for no curve")
     p.add_argument("--out", default="induce-out", help="output folder (default induce-out)")
     p.add_argument("--seed", type=int, default=0)
     for flag in _TRAIN_FLAGS:
         kind = {"schedule": str, "preset": str, "max_minutes": float, "lr": float,
                 "mask_rate": float}.get(flag, int)
         p.add_argument("--" + flag.replace("_", "-"), type=kind, default=None,
-                       help=f"training (default: the recipe's, per model; see syntaxformer.cli.induce.RECIPES)")
+                       help="training (default: the recipe's, per model; see syntaxformer.cli.induce.RECIPES)")
     p.add_argument("--prior", default=None, help="Tree Transformer prior: constituent (default) or none")
+    p.add_argument("--variant", default=None, choices=["paper", "official"],
+                   help="Tree Transformer constituent variant (default: the recipe's)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     p.add_argument("--json", action="store_true", help="print report.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_decoder_arguments(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from syntaxformer.data import load_gold_trees
-    from syntaxformer.evaluation.baselines import run_baselines
-    from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency
-    from syntaxformer.parsing import decode, load_model, model_structures
-    from syntaxformer.training.trainer import TrainArguments, train
-
-    start = time.monotonic()
-    out = Path(args.out)
-    recipe = dict(RECIPES[args.model])
+def _recipe(args) -> tuple[dict, dict, int | None]:
+    """(TrainArguments fields, config overrides, Algorithm 1 minimum layer) of the recipe and flags."""
+    recipe = dict(RECIPES[args.model][args.recipe])
+    overrides = dict(recipe.pop("overrides", {}))
+    min_layer = recipe.pop("min_layer", None)
     for flag in _TRAIN_FLAGS:
         if getattr(args, flag) is not None:
             recipe[flag] = getattr(args, flag)
-    corpus = args.corpus or "ptb-sample"
-    gold = load_gold_trees(args.treebank)  # read first: a bad treebank fails before training
+    if args.variant is not None:
+        if args.model != "tree-transformer":
+            raise InputError("--variant: only the Tree Transformer has a constituent variant")
+        overrides["constituent_variant"] = args.variant
+    return recipe, overrides, min_layer
 
+
+def _parts(treebank: str) -> dict[str, str]:
+    """The gold sets scored: test, dev and all of ptb-sample, or the one treebank given."""
+    if treebank.strip() == "ptb-sample":
+        return {"test": "ptb-sample:test", "dev": "ptb-sample:dev", "all": "ptb-sample"}
+    return {"all": treebank}
+
+
+def _score_part(name, trees, untrained_trees, gold, structures, options, seed, gold_deps=None) -> dict:
+    """Scores of one gold set: the model, the untrained model, every single layer, the baselines."""
+    from syntaxformer.evaluation.baselines import run_baselines
+    from syntaxformer.evaluation.constituency import evaluate_constituency
+    from syntaxformer.parsing import decode
+    part = {name: evaluate_constituency(trees, gold), "untrained": evaluate_constituency(untrained_trees, gold)}
+    if structures[0].link_probs is not None:
+        part["single_layer"] = {}
+        for layer in range(structures[0].link_probs.shape[0]):
+            layer_trees, _ = decode(structures, replace(options, layer=layer, min_layer=None))
+            r = evaluate_constituency(layer_trees, gold)
+            part["single_layer"][str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1")}
+    baselines = run_baselines(gold, seeds=tuple(range(seed, seed + N_SEEDS)), gold_dependencies=gold_deps)
+    part.update(baselines)
+    return part
+
+
+def run(args: argparse.Namespace) -> int:
+    from syntaxformer.data import load_gold_trees, ptb_sample_part
+    from syntaxformer.evaluation.constituency import PROTOCOL
+    from syntaxformer.parsing import decode, load_model, model_structures
+    from syntaxformer.training.trainer import TrainArguments, initial_model, train
+
+    start = time.monotonic()
+    out = Path(args.out)
+    recipe, overrides, recipe_min_layer = _recipe(args)
+    corpus = args.corpus or "ptb-sample"
+    parts = _parts(args.treebank)
+    golds = {part: load_gold_trees(source) for part, source in parts.items()}  # bad input fails first
+    curve = args.curve_treebank or (CURVE_TREEBANK if "dev" in parts else args.treebank)
+    curve = None if curve == "none" else curve
+    steps = recipe.get("max_steps") or 1000
     train_args = TrainArguments(out=str(out / "model"), model=args.model, corpus=corpus, seed=args.seed,
-                                prior=args.prior, threads=args.threads, quiet=args.quiet, **recipe)
+                                prior=args.prior, threads=args.threads, quiet=args.quiet, overrides=overrides,
+                                eval_treebank=curve, eval_every=max(1, steps // (CURVE_POINTS - 1)),
+                                device=args.device, **recipe)
     train(train_args)
     train_minutes = (time.monotonic() - start) / 60
 
-    model, tokenizer, info = load_model(out / "model")
-    sentences = [t.leaves() for t in gold]
-    structures = model_structures(model, tokenizer, sentences)
+    model, tokenizer, info = load_model(out / "model", device=args.device)
+    untrained = initial_model(train_args, len(tokenizer)).to(next(model.parameters()).device).eval()
     options = decoder_options(args)
-    single_layer = {}
-    if structures[0].link_probs is not None:
-        if options.layer is None and options.min_layer is None:
-            options = replace(options, min_layer=INDUCE_MIN_LAYER)
-        for layer in range(structures[0].link_probs.shape[0]):  # every single layer, for reference
-            layer_trees, _ = decode(structures, replace(options, layer=layer, min_layer=None))
-            r = evaluate_constituency(layer_trees, gold)
-            single_layer[str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1", "wsj10_sentence_f1")}
-    trees, heads = decode(structures, options)
-    write_outputs(out, trees, heads, structures, sentences)
-    scores = evaluate_constituency(trees, gold)
-
-    gold_deps = None
-    dependencies = args.dependencies or ("ptb-sample" if args.treebank == "ptb-sample" else None)
-    if heads is not None and dependencies is not None:
-        from syntaxformer.data.dependency import read_dependencies
-        gold_deps = read_dependencies(dependencies)
-    elif heads is not None:
-        logger.warning("no gold dependencies for %s: pass --dependencies to score UAS/UUAS", args.treebank)
-    baselines = run_baselines(gold, seeds=tuple(range(args.seed, args.seed + N_SEEDS)),
-                              gold_dependencies=gold_deps)
-    name = args.model.replace("-", "_")
-    report = {
-        "data": {"train": corpus, "treebank": args.treebank, "n_sentences": len(gold),
-                 "setting": "transductive (the parsed sentences' words are in the training text)"
-                 if corpus == args.treebank else "inductive"},
-        "protocol": PROTOCOL, "model": args.model, "preset": recipe["preset"], "seed": args.seed,
-        "training": {k: info.get(k) for k in ("steps", "minutes", "tokens_per_second", "stopped", "initial_valid_loss", "final_train_loss", "final_valid_loss")
-                     if k in info} | {"recipe": recipe},
-        "decoder": asdict(options),
-        name: scores,
-        **({"single_layer": single_layer} if single_layer else {}),
-        **{k: v for k, v in baselines.items() if k != "dependency"},
-        "minutes": {"train": round(train_minutes, 2), "total": round((time.monotonic() - start) / 60, 2)},
-    }
-    if heads is not None:
-        from syntaxformer.data.dependency import DependencySentence
-        from syntaxformer.evaluation.dependency import evaluate_dependency
-        pred = [DependencySentence(tuple(w), ("X",) * len(w), tuple(h), (False,) * len(w))
-                for w, h in zip(sentences, heads)]
-        report["dependency"] = {name: evaluate_dependency(pred, gold_deps),
-                                **baselines.get("dependency", {})} if gold_deps else None
+    if args.model == "tree-transformer" and options.layer is None and options.min_layer is None:
+        options = replace(options, min_layer=recipe_min_layer)
+    dependencies = args.dependencies or (args.treebank if ptb_sample_part(args.treebank) else None)
+    scores, outputs = {}, None
+    for part, gold in golds.items():
+        sentences = [t.leaves() for t in gold]
+        structures = model_structures(model, tokenizer, sentences)
+        trees, heads = decode(structures, options)
+        untrained_trees, _ = decode(model_structures(untrained, tokenizer, sentences), options)
+        gold_deps = _gold_dependencies(dependencies, part, parts, heads)
+        scores[part] = _score_part(args.model.replace("-", "_"), trees, untrained_trees, gold, structures,
+                                   options, args.seed, gold_deps)
+        if heads is not None and gold_deps:
+            scores[part]["dependency"] = _dependency_scores(args.model, sentences, heads, gold_deps,
+                                                             scores[part].get("dependency") or {})
+        if part == "all":
+            outputs = (trees, heads, structures, sentences)
+    write_outputs(out, *outputs)
+    report = _report(args, corpus, parts, golds, info, recipe, overrides, options, curve, scores,
+                     train_minutes, start, PROTOCOL)
     (out / "report.json").write_text(to_json(report) + "\n")
-    print(to_json(report) if args.json else format_induce_report(report, name))
+    if info.get("parse_curve"):
+        _curve_figure(out, info, report)
+    print(to_json(report) if args.json else format_induce_report(report))
     return 0
 
 
-def format_induce_report(report: dict, name: str) -> str:
-    """The one table of ``induce``: the model's scores beside every baseline."""
-    names = {name: report["model"], **BASELINE_NAMES}
-    rows = [n for n in names if n in report]
+def _gold_dependencies(dependencies, part, parts, heads):
+    """Gold dependencies of one part (ptb-sample's halves follow the treebank's), or None."""
+    if heads is None:
+        return None
+    if dependencies is None:
+        logger.warning("no gold dependencies for %s: pass --dependencies to score UAS/UUAS", parts[part])
+        return None
+    from syntaxformer.data.dependency import read_dependencies
+    return read_dependencies(parts[part] if dependencies == "ptb-sample" else dependencies)
+
+
+def _dependency_scores(model_name, sentences, heads, gold_deps, chains) -> dict:
+    from syntaxformer.data.dependency import DependencySentence
+    from syntaxformer.evaluation.dependency import evaluate_dependency
+    pred = [DependencySentence(tuple(w), ("X",) * len(w), tuple(h), (False,) * len(w))
+            for w, h in zip(sentences, heads)]
+    return {model_name.replace("-", "_"): evaluate_dependency(pred, gold_deps), **chains}
+
+
+def _report(args, corpus, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes,
+            start, protocol) -> dict:
+    """report.json: data, protocol, recipe, how it was chosen, and the scores of every part."""
+    name = args.model.replace("-", "_")
+    primary = "test" if "test" in scores else "all"
+    setting = ("transductive (the parsed sentences' words are in the training text)"
+               if corpus in ("ptb-sample", args.treebank) else "inductive (or unknown: check the corpus)")
+    keep = ("steps", "minutes", "tokens_per_second", "stopped", "initial_valid_loss", "final_train_loss",
+            "final_valid_loss", "parameters", "device")
+    return {
+        "data": {"train": corpus, "treebank": args.treebank, "n_sentences": len(golds[primary]),
+                 "parts": {p: {"source": s, "n_sentences": len(golds[p])} for p, s in parts.items()},
+                 "setting": setting},
+        "protocol": protocol, "model": args.model, "preset": recipe["preset"], "seed": args.seed,
+        "recipe": args.recipe, "primary": primary,
+        "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/recipes.md); "
+                     "the test half was not used for any choice",
+        "training": {k: info.get(k) for k in keep if k in info} | {"recipe": recipe, "config": overrides},
+        "decoder": asdict(options),
+        "decoder_rules": "no tie-breaking toward either direction beyond Algorithm 1's leftmost weakest "
+                         "link (and the distance split's leftmost largest distance); no fallback to "
+                         "right-branching",
+        **scores[primary],
+        "parts": scores,
+        "curve": ({"treebank": curve, "points": info["parse_curve"]["points"]} if info.get("parse_curve")
+                  else None),
+        "minutes": {"train": round(train_minutes, 2), "total": round((time.monotonic() - start) / 60, 2)},
+    }
+
+
+def _curve_figure(out: Path, info: dict, report: dict) -> None:
+    """OUT/curve.{png,svg}: the dev F1 of the report's decoder and every single layer vs minutes."""
+    from syntaxformer.figures import plot_parse_curve, save_figure
+    points = info["parse_curve"]["points"]
+    decoders = list(points[0]["scores"])
+    decoder = report["decoder"]
+    main = ("distance" if "distance" in decoders else f"layer{decoder['layer']}" if decoder["layer"] is not None
+            else f"algorithm1_m{decoder['min_layer'] or 0}")
+    shown = [main] + [d for d in decoders if d.startswith("layer") and d != main][:6]
+    part = "dev" if "dev" in report["parts"] else "all"
+    baselines = {"right-branching": report["parts"][part]["right_branching"]["sentence_f1"],
+                 "balanced": report["parts"][part]["balanced"]["sentence_f1"],
+                 "random": report["parts"][part]["random"]["sentence_f1"]}
+    title = (f"{report['model']} (recipe {report['recipe']}, seed {report['seed']}): sentence F1 on "
+             f"{info['parse_curve']['treebank']}")
+    save_figure(plot_parse_curve(points, shown, baselines, title), out / "curve")
+
+
+def format_induce_report(report: dict) -> str:
+    """The tables of ``induce``: per scored part, the model beside the untrained model and every baseline."""
+    name = report["model"].replace("-", "_")
+    names = {name: report["model"], "untrained": "same model, untrained (step 0)", **BASELINE_NAMES}
     header = format_header("syntaxformer induce", {
-        "model": f"{report['model']} (preset {report['preset']}, seed {report['seed']})",
+        "model": f"{report['model']} (preset {report['preset']}, recipe {report['recipe']}, seed {report['seed']})",
         "training": f"{report['data']['train']}, {report['training'].get('steps', '?')} steps, "
                     f"{report['minutes']['train']:.1f} min",
-        "treebank": f"{report['data']['treebank']}, {report['data']['n_sentences']:,} sentences "
-                    f"({report['data']['setting']})",
+        "treebank": f"{report['data']['treebank']} ({report['data']['setting']})",
         "protocol": report["protocol"],
         "decoder": ", ".join(f"{k}={v}" for k, v in report["decoder"].items()),
+        "chosen": report["selection"],
     })
     keys = ("sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "mean_depth")
-    scores = format_table(["trees", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1",
-                           "mean depth"], [[names[n]] + [score_cell(report[n], k) for k in keys] for n in rows])
+    parts = [header]
+    for part, scores in report["parts"].items():
+        rows = [n for n in names if n in scores]
+        source = report["data"]["parts"][part]
+        parts.append(f"{part}: {source['source']}, {source['n_sentences']:,} sentences\n" + format_table(
+            ["trees", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1", "mean depth"],
+            [[names[n]] + [score_cell(scores[n], k) for k in keys] for n in rows]))
+        if scores.get("single_layer"):
+            parts.append("single-layer decoder (paper Fig. 4(b)), sentence F1 by layer: " + ", ".join(
+                f"{layer}: {r['sentence_f1']:.2f}" for layer, r in scores["single_layer"].items()))
+        if scores.get("dependency"):
+            parts.append(format_table(["dependencies", "UAS", "UUAS"],
+                                      [[k.replace("_", " "), v["uas"], v["uuas"]]
+                                       for k, v in scores["dependency"].items()]))
     labels = list(report[name]["label_recall"])
-    recall = format_table(["recall (%)"] + labels,
-                          [[names[n]] + [score_cell(report[n], "label_recall", lab) for lab in labels]
-                           for n in rows])
-    parts = [header, scores, recall]
-    if report.get("single_layer"):
-        parts.append("single-layer decoder (paper Fig. 4(b)), sentence F1 by layer: " + ", ".join(
-            f"{layer}: {r['sentence_f1']:.2f}" for layer, r in report["single_layer"].items()))
-    if report.get("dependency"):
-        parts.append(format_table(["dependencies", "UAS", "UUAS"],
-                                  [[k.replace("_", " "), v["uas"], v["uuas"]]
-                                   for k, v in report["dependency"].items()]))
+    rows = [n for n in names if n in report]
+    parts.append(f"label recall ({report['primary']})\n" + format_table(
+        ["recall (%)"] + labels,
+        [[names[n]] + [score_cell(report[n], "label_recall", lab) for lab in labels] for n in rows]))
     return "\n\n".join(parts)

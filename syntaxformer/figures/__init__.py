@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from syntaxformer.figures.curves import plot_parse_curve  # noqa: E402
 from syntaxformer.figures.heatmaps import (  # noqa: E402
     plot_attention_heads,
     plot_constituent_priors,
@@ -35,6 +36,7 @@ __all__ = [
     "plot_attention_heads",
     "plot_constituent_priors",
     "plot_link_probabilities",
+    "plot_parse_curve",
     "plot_tree",
     "plot_trees",
     "save_figure",

@@ -302,6 +302,17 @@ def _build_model(args: TrainArguments, vocab_size: int):
     return MODELS[args.model](config)
 
 
+def initial_model(args: TrainArguments, vocab_size: int):
+    """The model a run with ``args`` starts from: step 0, the same initialisation (seeded by
+    ``args.seed``) as :func:`train` uses — the untrained control of a learning curve.
+
+    Raises:
+        InputError: a model/preset/override that cannot be built.
+    """
+    torch.manual_seed(args.seed)
+    return _build_model(args, vocab_size)
+
+
 class _StopSignal:
     """Turns SIGTERM / SIGINT into a flag the loop checks after each step (then saves and stops)."""
 
@@ -420,8 +431,7 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
     special_ids = sorted({i for i in (pad_id, tokenizer.cls_token_id, mask_id) if i is not None})
 
     # ---- model, optimizer, schedule
-    torch.manual_seed(args.seed)
-    model = _build_model(args, len(tokenizer)).to(device)
+    model = initial_model(args, len(tokenizer)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     takes_masked_only = "masked_only" in inspect.signature(model.forward).parameters
     Optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
@@ -702,4 +712,4 @@ def _norm(v):
     return list(v) if isinstance(v, tuple) else v
 
 
-__all__ = ["TrainArguments", "train", "lr_factor", "RESUMABLE_CHANGES"]
+__all__ = ["TrainArguments", "train", "initial_model", "lr_factor", "RESUMABLE_CHANGES"]

@@ -1,0 +1,319 @@
+"""Recipe search for unsupervised parsing on a dev split: which training recipe earns F1 per CPU minute.
+
+Each *setting* (:data:`SETTINGS`) is a set of ``syntaxformer train`` options: model size, learning
+rate and schedule, batch size, mask rate and replacement, training text, constituent variant. The
+decoders (Algorithm 1 with every minimum layer, every single layer; StructFormer's distance split) are
+scored at every evaluation point by the learning curve (``train --eval-treebank ptb-sample:dev``),
+so the decoder axis needs no extra training. Choices are made on **dev** (``ptb-sample:dev``,
+wsj_0001-0099, DESIGN.md §7); the test half is never read here.
+
+The budget is wall-clock time on the 2-core CPU the project targets. A run is a fixed number of steps
+(reproducible from the seed): the steps a 2-core CPU makes in ``--budget`` minutes (default 20) at that
+setting's **measured** CPU speed (step 1, ``--measure-cpu``: tokens/s over 30 training steps with 2
+threads, tokens per step of the setting's batches). The learning-rate schedule ends at that step, and
+dev F1 at 5, 10 and 20 CPU minutes is read off the curve (linear interpolation between evaluation
+points). The training itself may run anywhere (``--device cuda`` runs the same steps on a GPU, many
+settings at once with ``--jobs``): only the step count, not the device, defines the recipe.
+
+Steps, all resumable (a finished run is skipped; an interrupted one resumes from its checkpoint):
+
+    python benchmarks/recipe_search.py --measure-cpu                 # CPU speed of every setting
+    python benchmarks/recipe_search.py --train --device cuda --jobs 12   # curves (GPU or CPU)
+    python benchmarks/recipe_search.py --report                      # docs/recipes.md + figure
+
+Results: ``docs/recipes/cpu_rates.json`` (speeds), ``runs/recipes/<setting>-seed<s>/training.json``
+(curves; the script can pack them into ``docs/recipes/curves.json``), ``docs/recipes.md`` (table) and
+``docs/recipes/recipes.{png,svg}`` (dev F1 against CPU minutes).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RATES = ROOT / "docs" / "recipes" / "cpu_rates.json"
+CURVES = ROOT / "docs" / "recipes" / "curves.json"
+RUNS = ROOT / "runs" / "recipes"
+DEV = "ptb-sample:dev"
+MARKS = (5, 10, 20)  # CPU minutes at which dev F1 is read
+
+_TT = dict(model="tree-transformer", preset="small", lr=5e-4, warmup_steps=300, schedule="linear",
+           final_lr_fraction=0.1, batch_size=64, mask_rate=0.15, mask_replace="bert")
+_SMALLER = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512)
+_OFF = dict(constituent_variant="official")
+_SF = dict(model="structformer", preset="small", lr=5e-4, warmup_steps=300, schedule="linear",
+           final_lr_fraction=0.1, batch_size=64, mask_rate=0.3, mask_replace="mask")
+
+
+def _s(description: str, base: dict, config: dict | None = None, **train) -> dict:
+    return dict(description=description, train={**base, **train}, config=dict(config or {}))
+
+
+#: name -> {"description", "train": TrainArguments fields, "config": model config overrides}.
+SETTINGS = {
+    # Tree Transformer: size and variant
+    "tt-small-paper": _s("small (6x256, 4 heads), paper variant (the former default)", _TT),
+    "tt-small-official": _s("small, official variant", _TT, _OFF),
+    "tt-4x128-paper": _s("4 layers x 128, d_ff 512, paper variant", _TT, _SMALLER),
+    "tt-4x128-official": _s("4 layers x 128, d_ff 512, official variant", _TT, {**_SMALLER, **_OFF}),
+    "tt-6x128-official": _s("6 layers x 128, d_ff 512, official", _TT,
+                            {**_SMALLER, "num_hidden_layers": 6, **_OFF}),
+    "tt-4x64-official": _s("4 layers x 64, 2 heads, d_ff 256, official", _TT,
+                           dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=2,
+                                intermediate_size=256, **_OFF)),
+    "tt-3x128-official": _s("3 layers x 128, official", _TT, {**_SMALLER, "num_hidden_layers": 3, **_OFF}),
+    "tt-4x128-2h-official": _s("4 layers x 128, 2 heads, official", _TT,
+                               {**_SMALLER, "num_attention_heads": 2, **_OFF}),
+    # learning rate, warm-up, schedule
+    "tt-4x128-official-lr1e-3": _s("4x128 official, lr 1e-3", _TT, {**_SMALLER, **_OFF}, lr=1e-3),
+    "tt-4x128-official-lr2e-3": _s("4x128 official, lr 2e-3", _TT, {**_SMALLER, **_OFF}, lr=2e-3),
+    "tt-4x128-official-lr2e-4": _s("4x128 official, lr 2e-4", _TT, {**_SMALLER, **_OFF}, lr=2e-4),
+    "tt-4x128-official-cosine": _s("4x128 official, 100 warm-up steps, cosine", _TT, {**_SMALLER, **_OFF},
+                                   warmup_steps=100, schedule="cosine"),
+    "tt-4x128-official-const": _s("4x128 official, constant lr (public code's schedule)", _TT,
+                                  {**_SMALLER, **_OFF}, schedule="constant"),
+    "tt-small-official-lr1e-3": _s("small official, lr 1e-3", _TT, _OFF, lr=1e-3),
+    # batch size, in sentences and in tokens
+    "tt-4x128-official-b32": _s("4x128 official, batch 32 sentences", _TT, {**_SMALLER, **_OFF}, batch_size=32),
+    "tt-4x128-official-b128": _s("4x128 official, batch 128 sentences", _TT, {**_SMALLER, **_OFF},
+                                 batch_size=128),
+    "tt-4x128-official-t1024": _s("4x128 official, batches of 1,024 padded tokens", _TT, {**_SMALLER, **_OFF},
+                                  batch_size=None, max_tokens=1024),
+    # masking
+    "tt-4x128-official-m30": _s("4x128 official, mask rate 0.3", _TT, {**_SMALLER, **_OFF}, mask_rate=0.3),
+    "tt-4x128-official-allmask": _s("4x128 official, selected tokens always [MASK]", _TT,
+                                    {**_SMALLER, **_OFF}, mask_replace="mask"),
+    # training text
+    "tt-4x128-official-ptblm": _s("4x128 official, trained on the ptb-lm training text (transductive)",
+                                  _TT, {**_SMALLER, **_OFF}, corpus="ptb-lm"),
+    "tt-small-official-ptblm": _s("small official, trained on the ptb-lm training text (transductive)",
+                                  _TT, _OFF, corpus="ptb-lm"),
+    # StructFormer
+    "sf-small": _s("StructFormer small (4x256, the former default)", _SF),
+    "sf-4x128": _s("StructFormer 4 layers x 128, d_ff 512", _SF, _SMALLER),
+    "sf-4x128-lr1e-3": _s("StructFormer 4x128, lr 1e-3", _SF, _SMALLER, lr=1e-3),
+    "sf-small-lr1e-3": _s("StructFormer small, lr 1e-3", _SF, lr=1e-3),
+    "sf-small-m15-bert": _s("StructFormer small, mask rate 0.15, BERT replacement", _SF,
+                            mask_rate=0.15, mask_replace="bert"),
+    "sf-small-ptblm": _s("StructFormer small on the ptb-lm training text (transductive)", _SF, corpus="ptb-lm"),
+}
+
+
+def corpus_spec(name: str) -> str:
+    """``ptb-lm`` -> the shared ptb-lm training text (DESIGN.md §6); else the name unchanged."""
+    if name == "ptb-lm":
+        for path in (ROOT.parent / "shared" / "data" / "ptb-lm" / "ptb.train.txt",
+                     ROOT / "runs" / "data" / "ptb.train.txt"):  # the copy a GPU machine is sent
+            if path.is_file():
+                return str(path)
+        raise SystemExit("the ptb-lm text is not there (../shared/data/ptb-lm/ptb.train.txt)")
+    return name
+
+
+def train_arguments(name: str, out: Path, **extra):
+    """The :class:`TrainArguments` of setting ``name`` (corpus resolved), plus ``extra`` fields."""
+    from syntaxformer.training.trainer import TrainArguments
+    setting = SETTINGS[name]
+    fields = dict(setting["train"])
+    fields["corpus"] = corpus_spec(fields.get("corpus", "ptb-sample"))
+    return TrainArguments(out=str(out), overrides=setting["config"], **fields, **extra)
+
+
+def measure_cpu(names, threads: int = 2, steps: int = 30) -> None:
+    """Tokens/s and tokens per step of each setting on this CPU (``threads`` threads), into RATES."""
+    from syntaxformer.training.trainer import train
+    rates = json.loads(RATES.read_text()) if RATES.is_file() else {}
+    for name in names:
+        if name in rates:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            args = train_arguments(name, Path(tmp), max_steps=steps, log_every=steps - 10, eval_every=0,
+                                   save_every=0, threads=threads, device="cpu", quiet=True,
+                                   valid_fraction=0.0)
+            train(args)
+            record = json.loads((Path(tmp) / "training.json").read_text())
+        rates[name] = dict(tokens_per_second=record["tokens_per_second"],
+                           tokens_per_step=record["tokens_seen"] / record["steps"],
+                           parameters=record["parameters"], threads=threads)
+        logging.info("%s: %.0f tokens/s, %.0f tokens/step", name, rates[name]["tokens_per_second"],
+                     rates[name]["tokens_per_step"])
+        RATES.parent.mkdir(parents=True, exist_ok=True)
+        RATES.write_text(json.dumps(rates, indent=1) + "\n")
+
+
+def budget_steps(name: str, minutes: float) -> int:
+    """Optimizer steps a 2-core CPU makes in ``minutes`` for setting ``name`` (from RATES)."""
+    rate = json.loads(RATES.read_text())[name]
+    return max(1, round(minutes * 60 * rate["tokens_per_second"] / rate["tokens_per_step"]))
+
+
+def train_one(name: str, seed: int, budget: float, device: str | None, points: int = 16) -> Path:
+    """Train setting ``name`` for ``budget`` CPU minutes' worth of steps, with the dev curve."""
+    from syntaxformer.training.trainer import train
+    steps = budget_steps(name, budget)
+    out = RUNS / f"{name}-seed{seed}"
+    done = out / "training.json"
+    if done.is_file() and json.loads(done.read_text()).get("stopped") == "max_steps":
+        return out
+    args = train_arguments(name, out, max_steps=steps, eval_every=max(1, steps // points),
+                           eval_treebank=DEV, save_every=max(1, steps // 4), seed=seed, device=device,
+                           resume=True, quiet=True, threads=1)
+    train(args)
+    return out
+
+
+def train_many(names, seeds, budget: float, device: str | None, jobs: int) -> None:
+    """Every (setting, seed), ``jobs`` at a time, each in its own process."""
+    def one(job):
+        name, seed = job
+        cmd = [sys.executable, __file__, "--train-one", name, "--seed", str(seed), "--budget", str(budget)]
+        if device:
+            cmd += ["--device", device]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        status = "ok" if result.returncode == 0 else f"FAILED\n{result.stderr[-2000:]}"
+        logging.info("%s seed %d: %s", name, seed, status)
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(one, [(n, s) for n in names for s in seeds]))
+
+
+def pack_curves() -> dict:
+    """Every run's curve, record and options from RUNS, merged into CURVES (returned)."""
+    curves = json.loads(CURVES.read_text()) if CURVES.is_file() else {}
+    for path in sorted(RUNS.glob("*/training.json")):
+        record = json.loads(path.read_text())
+        keep = ("steps", "parameters", "tokens_seen", "minutes", "device", "final_valid_loss",
+                "initial_valid_loss", "valid_history", "parse_curve", "stopped")
+        curves[path.parent.name] = {k: record.get(k) for k in keep}
+    CURVES.parent.mkdir(parents=True, exist_ok=True)
+    CURVES.write_text(json.dumps(curves, indent=None, separators=(",", ":")) + "\n")
+    return curves
+
+
+def at_minutes(points: list[dict], decoder: str, steps_per_minute: float, minutes: float) -> float | None:
+    """Dev sentence F1 of ``decoder`` at ``minutes`` CPU minutes, interpolated between curve points."""
+    step = minutes * steps_per_minute
+    xs = [p["step"] for p in points]
+    ys = [p["scores"][decoder]["sentence_f1"] for p in points if decoder in p["scores"]]
+    if not xs or len(ys) != len(xs) or step > xs[-1] * 1.001:
+        return None
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x0 <= step <= x1:
+            return y0 + (y1 - y0) * (step - x0) / max(1e-9, x1 - x0)
+    return ys[-1]
+
+
+def summarise(curves: dict, budget: float) -> list[dict]:
+    """One row per run: dev F1 at the MARKS of the default decoder and of the best one at the end."""
+    rates = json.loads(RATES.read_text())
+    rows = []
+    for run, record in sorted(curves.items()):
+        name, seed = run.rsplit("-seed", 1)
+        if name not in SETTINGS or not record.get("parse_curve"):
+            continue
+        points = record["parse_curve"]["points"]
+        rate = rates[name]
+        steps_per_minute = 60 * rate["tokens_per_second"] / rate["tokens_per_step"]
+        last = points[-1]["scores"]
+        default = "algorithm1_m0" if "algorithm1_m0" in last else "distance"
+        best = max(last, key=lambda k: last[k]["sentence_f1"])
+        rows.append(dict(
+            setting=name, seed=int(seed), description=SETTINGS[name]["description"],
+            parameters=record["parameters"], cpu_tokens_per_second=rate["tokens_per_second"],
+            steps=record["steps"], final_valid_loss=record["final_valid_loss"],
+            decoder=default, step0=points[0]["scores"][default]["sentence_f1"],
+            **{f"f1_{m}min": at_minutes(points, default, steps_per_minute, m) for m in MARKS},
+            best_decoder=best, best_f1=last[best]["sentence_f1"],
+            best_step0=points[0]["scores"][best]["sentence_f1"]))
+    return rows
+
+
+def write_report(rows: list[dict], curves: dict, budget: float) -> None:
+    """docs/recipes.md (table) and docs/recipes/recipes.{png,svg} (dev F1 against CPU minutes)."""
+    from syntaxformer.evaluation.report import format_table
+    header = ["setting", "params", "CPU tok/s", "steps", "valid loss", "step 0"] + \
+             [f"{m} min" for m in MARKS] + ["best decoder at the end", "its F1", "its step 0"]
+    table = [[r["setting"] + (f" (seed {r['seed']})" if r["seed"] else ""), f"{r['parameters'] / 1e6:.2f}M",
+              round(r["cpu_tokens_per_second"]), r["steps"], r["final_valid_loss"], r["step0"]]
+             + [r[f"f1_{m}min"] for m in MARKS] + [r["best_decoder"], r["best_f1"], r["best_step0"]]
+             for r in rows]
+    lines = [
+        "# Recipe search: dev F1 per CPU minute", "",
+        "Written by `benchmarks/recipe_search.py --report` (see its docstring for the method). Every "
+        "number is **sentence-level F1 on ptb-sample:dev** (wsj_0001-0099, 1,921 sentences; "
+        "right-branching 39.94, DESIGN.md §7); the test half is not used for any choice. Columns "
+        "`5/10/20 min`: Algorithm 1 from layer 0 (threshold 0.8) for the Tree Transformer, the "
+        "distance split for StructFormer, at the step a 2-core CPU reaches in that many minutes "
+        "(its measured tokens/s, column `CPU tok/s`, 2 threads); `step 0`: the same decoder on the "
+        "untrained model (the control). The lr schedule of each run ends at its 20-minute step. "
+        "`best decoder at the end`: the best of every Algorithm 1 minimum layer and every single "
+        "layer after 20 minutes (chosen on dev).", "",
+        "```", format_table(header, table), "```", "",
+        "Settings:", ""] + [f"- `{n}`: {s['description']}" for n, s in SETTINGS.items()] + [
+        "", "![dev F1 against CPU minutes](recipes/recipes.png)", ""]
+    (ROOT / "docs" / "recipes.md").write_text("\n".join(lines))
+    _figure(rows, curves)
+
+
+def _figure(rows: list[dict], curves: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rates = json.loads(RATES.read_text())
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
+    for ax, prefix in zip(axes, ("tt-", "sf-")):
+        for r in rows:
+            if not r["setting"].startswith(prefix) or r["seed"]:
+                continue
+            rate = rates[r["setting"]]
+            spm = 60 * rate["tokens_per_second"] / rate["tokens_per_step"]
+            points = curves[f"{r['setting']}-seed{r['seed']}"]["parse_curve"]["points"]
+            ax.plot([p["step"] / spm for p in points],
+                    [p["scores"][r["decoder"]]["sentence_f1"] for p in points], marker=".", label=r["setting"])
+        ax.axhline(39.94, color="black", linestyle="--", label="right-branching (39.94)")
+        ax.axhline(24.39, color="grey", linestyle=":", label="balanced binary (24.39)")
+        ax.set_xlabel("CPU minutes (2 cores, measured speed)")
+        ax.set_title("Tree Transformer, Algorithm 1 (m=0)" if prefix == "tt-" else "StructFormer, distance split")
+        ax.legend(fontsize=6)
+    axes[0].set_ylabel("sentence F1, ptb-sample:dev")
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(ROOT / "docs" / "recipes" / f"recipes.{ext}", dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--measure-cpu", action="store_true")
+    p.add_argument("--train", action="store_true")
+    p.add_argument("--train-one", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--report", action="store_true")
+    p.add_argument("--only", nargs="*", default=None, help="settings (default: all)")
+    p.add_argument("--seeds", type=int, nargs="*", default=[0])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", type=float, default=20.0, help="CPU minutes per run")
+    p.add_argument("--device", default=None)
+    p.add_argument("--jobs", type=int, default=1)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from syntaxformer.cli import prepare_process
+    prepare_process()
+    names = args.only or list(SETTINGS)
+    if args.measure_cpu:
+        measure_cpu(names)
+    if args.train_one:
+        train_one(args.train_one, args.seed, args.budget, args.device)
+    if args.train:
+        train_many(names, args.seeds, args.budget, args.device, args.jobs)
+    if args.report:
+        curves = pack_curves()
+        write_report(summarise(curves, args.budget), curves, args.budget)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
