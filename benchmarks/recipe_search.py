@@ -94,6 +94,17 @@ SETTINGS = {
                                   _TT, {**_SMALLER, **_OFF}, corpus="ptb-lm"),
     "tt-small-official-ptblm": _s("small official, trained on the ptb-lm training text (transductive)",
                                   _TT, _OFF, corpus="ptb-lm"),
+    # combinations with the best learning rate (second round)
+    "tt-4x128-official-lr1e-3-m30": _s("4x128 official, lr 1e-3, mask rate 0.3", _TT, {**_SMALLER, **_OFF},
+                                       lr=1e-3, mask_rate=0.3),
+    "tt-4x128-official-lr1e-3-ptblm": _s("4x128 official, lr 1e-3, ptb-lm text (transductive)", _TT,
+                                         {**_SMALLER, **_OFF}, lr=1e-3, corpus="ptb-lm"),
+    "tt-4x128-official-lr1e-3-drop0.2": _s("4x128 official, lr 1e-3, dropout 0.2", _TT,
+                                           {**_SMALLER, **_OFF, "hidden_dropout_prob": 0.2}, lr=1e-3),
+    "tt-6x128-official-lr1e-3": _s("6 layers x 128 official, lr 1e-3", _TT,
+                                   {**_SMALLER, "num_hidden_layers": 6, **_OFF}, lr=1e-3),
+    "tt-4x128-official-b128-lr2e-3": _s("4x128 official, batch 128, lr 2e-3", _TT, {**_SMALLER, **_OFF},
+                                        batch_size=128, lr=2e-3),
     # StructFormer
     "sf-small": _s("StructFormer small (4x256, the former default)", _SF),
     "sf-4x128": _s("StructFormer 4 layers x 128, d_ff 512", _SF, _SMALLER),
@@ -125,15 +136,18 @@ def train_arguments(name: str, out: Path, **extra):
     return TrainArguments(out=str(out), overrides=setting["config"], **fields, **extra)
 
 
-def measure_cpu(names, threads: int = 2, steps: int = 30) -> None:
-    """Tokens/s and tokens per step of each setting on this CPU (``threads`` threads), into RATES."""
+def measure_cpu(names, threads: int = 2, steps: int = 40) -> None:
+    """Tokens/s and tokens per step of each setting on this CPU (``threads`` threads), into RATES.
+
+    The speed is that of the last ``steps // 2`` steps (the first half warms up); run it on an idle
+    machine."""
     from syntaxformer.training.trainer import train
     rates = json.loads(RATES.read_text()) if RATES.is_file() else {}
     for name in names:
         if name in rates:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            args = train_arguments(name, Path(tmp), max_steps=steps, log_every=steps - 10, eval_every=0,
+            args = train_arguments(name, Path(tmp), max_steps=steps, log_every=steps // 2, eval_every=0,
                                    save_every=0, threads=threads, device="cpu", quiet=True,
                                    valid_fraction=0.0)
             train(args)
@@ -147,14 +161,35 @@ def measure_cpu(names, threads: int = 2, steps: int = 30) -> None:
         RATES.write_text(json.dumps(rates, indent=1) + "\n")
 
 
+def _speed_key(name: str) -> str:
+    """Settings that differ only in optimisation or masking run at the same speed: one key for them."""
+    train = SETTINGS[name]["train"]
+    config = {k: v for k, v in SETTINGS[name]["config"].items() if k != "constituent_variant"}
+    return json.dumps([train["model"], train.get("corpus"), train.get("batch_size"), train.get("max_tokens"),
+                       config], sort_keys=True)
+
+
+def cpu_rate(name: str) -> dict:
+    """``{"tokens_per_second", "tokens_per_step"}`` of ``name`` on 2 CPU cores: the mean of the
+    measurements of every setting with the same architecture, batch and corpus (one 40-step
+    measurement varies by ~10%)."""
+    rates = json.loads(RATES.read_text())
+    same = [rates[n] for n in rates if n in SETTINGS and _speed_key(n) == _speed_key(name)]
+    return {k: sum(r[k] for r in same) / len(same) for k in ("tokens_per_second", "tokens_per_step")}
+
+
 def budget_steps(name: str, minutes: float) -> int:
-    """Optimizer steps a 2-core CPU makes in ``minutes`` for setting ``name`` (from RATES)."""
-    rate = json.loads(RATES.read_text())[name]
+    """Optimizer steps a 2-core CPU makes in ``minutes`` for setting ``name`` (:func:`cpu_rate`)."""
+    rate = cpu_rate(name)
     return max(1, round(minutes * 60 * rate["tokens_per_second"] / rate["tokens_per_step"]))
 
 
-def train_one(name: str, seed: int, budget: float, device: str | None, points: int = 16) -> Path:
-    """Train setting ``name`` for ``budget`` CPU minutes' worth of steps, with the dev curve."""
+def train_one(name: str, seed: int, budget: float, device: str | None, points: int = 16,
+              max_minutes: float | None = None) -> Path:
+    """Train setting ``name`` for ``budget`` CPU minutes' worth of steps, with the dev curve.
+
+    ``max_minutes`` (wall time of this process) stops a run early, cleanly: its curve is kept up to
+    there (``stopped: "max_minutes"`` in its record) and a later call resumes it."""
     from syntaxformer.training.trainer import train
     steps = budget_steps(name, budget)
     out = RUNS / f"{name}-seed{seed}"
@@ -163,23 +198,35 @@ def train_one(name: str, seed: int, budget: float, device: str | None, points: i
         return out
     args = train_arguments(name, out, max_steps=steps, eval_every=max(1, steps // points),
                            eval_treebank=DEV, save_every=max(1, steps // 4), seed=seed, device=device,
-                           resume=True, quiet=True, threads=1)
+                           resume=True, quiet=True, threads=1, max_minutes=max_minutes)
     train(args)
     return out
 
 
-def train_many(names, seeds, budget: float, device: str | None, jobs: int) -> None:
-    """Every (setting, seed), ``jobs`` at a time, each in its own process."""
+def train_many(names, seeds, budget: float, device: str | None, jobs: int,
+               deadline: float | None = None) -> None:
+    """Every (setting, seed), ``jobs`` at a time, each in its own process, the longest runs first;
+    with ``deadline`` (wall minutes for the whole call) every run stops cleanly by then."""
+    import time
+    start = time.monotonic()
+
     def one(job):
         name, seed = job
         cmd = [sys.executable, __file__, "--train-one", name, "--seed", str(seed), "--budget", str(budget)]
         if device:
             cmd += ["--device", device]
+        if deadline is not None:
+            left = deadline - (time.monotonic() - start) / 60
+            if left < 0.5:
+                logging.info("%s seed %d: no time left", name, seed)
+                return
+            cmd += ["--max-minutes", f"{left:.2f}"]
         result = subprocess.run(cmd, capture_output=True, text=True)
         status = "ok" if result.returncode == 0 else f"FAILED\n{result.stderr[-2000:]}"
         logging.info("%s seed %d: %s", name, seed, status)
+    order = sorted(names, key=lambda n: -budget_steps(n, budget) * (3 if "ptblm" in n else 1))
     with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(one, [(n, s) for n in names for s in seeds]))
+        list(pool.map(one, [(n, s) for n in order for s in seeds]))
 
 
 def pack_curves() -> dict:
@@ -210,20 +257,19 @@ def at_minutes(points: list[dict], decoder: str, steps_per_minute: float, minute
 
 def summarise(curves: dict, budget: float) -> list[dict]:
     """One row per run: dev F1 at the MARKS of the default decoder and of the best one at the end."""
-    rates = json.loads(RATES.read_text())
     rows = []
     for run, record in sorted(curves.items()):
         name, seed = run.rsplit("-seed", 1)
         if name not in SETTINGS or not record.get("parse_curve"):
             continue
         points = record["parse_curve"]["points"]
-        rate = rates[name]
+        rate = cpu_rate(name)
         steps_per_minute = 60 * rate["tokens_per_second"] / rate["tokens_per_step"]
         last = points[-1]["scores"]
         default = "algorithm1_m0" if "algorithm1_m0" in last else "distance"
         best = max(last, key=lambda k: last[k]["sentence_f1"])
         rows.append(dict(
-            setting=name, seed=int(seed), description=SETTINGS[name]["description"],
+            setting=name, seed=int(seed), steps_per_cpu_minute=steps_per_minute, description=SETTINGS[name]["description"],
             parameters=record["parameters"], cpu_tokens_per_second=rate["tokens_per_second"],
             steps=record["steps"], final_valid_loss=record["final_valid_loss"],
             decoder=default, step0=points[0]["scores"][default]["sentence_f1"],
@@ -264,14 +310,12 @@ def _figure(rows: list[dict], curves: dict) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rates = json.loads(RATES.read_text())
     fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
     for ax, prefix in zip(axes, ("tt-", "sf-")):
         for r in rows:
             if not r["setting"].startswith(prefix) or r["seed"]:
                 continue
-            rate = rates[r["setting"]]
-            spm = 60 * rate["tokens_per_second"] / rate["tokens_per_step"]
+            spm = r["steps_per_cpu_minute"]
             points = curves[f"{r['setting']}-seed{r['seed']}"]["parse_curve"]["points"]
             ax.plot([p["step"] / spm for p in points],
                     [p["scores"][r["decoder"]]["sentence_f1"] for p in points], marker=".", label=r["setting"])
@@ -298,6 +342,8 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=float, default=20.0, help="CPU minutes per run")
     p.add_argument("--device", default=None)
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--deadline", type=float, default=None, help="--train: wall minutes for all runs")
+    p.add_argument("--max-minutes", type=float, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from syntaxformer.cli import prepare_process
@@ -306,9 +352,9 @@ def main(argv=None) -> int:
     if args.measure_cpu:
         measure_cpu(names)
     if args.train_one:
-        train_one(args.train_one, args.seed, args.budget, args.device)
+        train_one(args.train_one, args.seed, args.budget, args.device, max_minutes=args.max_minutes)
     if args.train:
-        train_many(names, args.seeds, args.budget, args.device, args.jobs)
+        train_many(names, args.seeds, args.budget, args.device, args.jobs, args.deadline)
     if args.report:
         curves = pack_curves()
         write_report(summarise(curves, args.budget), curves, args.budget)

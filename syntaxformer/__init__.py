@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModelForMaskedLM
 from .models.structformer import StructFormerConfig, StructFormerForMaskedLM
 from .models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
 from .priors.constituent import ConstituentAttention
+from .pretrained import load_pretrained
 
 # `import syntaxformer` makes AutoConfig / AutoModelForMaskedLM.from_pretrained(folder) load saved models
 AutoConfig.register(TreeTransformerConfig.model_type, TreeTransformerConfig, exist_ok=True)

@@ -61,7 +61,9 @@ def add_parser(subparsers) -> None:
         description="Parse sentences with a trained Tree Transformer or StructFormer. Input: a text "
                     "file (one sentence per line, whitespace-tokenised), '-' for standard input, or "
                     "--treebank (its gold trees' words after the PRPN preprocessing).")
-    p.add_argument("--model", required=True, help="model folder written by `syntaxformer train`")
+    p.add_argument("--model", default=None,
+                   help="model folder written by `syntaxformer train` (default: the pretrained Tree "
+                        "Transformer shipped in the package, syntaxformer.load_pretrained)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="text file, one sentence per line; '-' = standard input")
     source.add_argument("--treebank", help="'ptb-sample' or a treebank path: parse its sentences' words")
@@ -127,6 +129,9 @@ def run(args) -> int:
     sentences, name = read_sentences(args)
     if not sentences:
         raise InputError("no sentence to parse", path=name)
+    if args.model is None:
+        from syntaxformer.pretrained import pretrained_folder
+        args.model = pretrained_folder()
     model, tokenizer, _ = load_model(args.model)
     structures = model_structures(model, tokenizer, sentences, batch_size=args.batch_size)
     trees, heads = decode(structures, options)

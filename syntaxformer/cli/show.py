@@ -36,7 +36,9 @@ def add_parser(subparsers) -> None:
                     "of chosen layers, the induced tree beside the gold tree) and an index.html.")
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE",
                         help="a sentence, words separated by spaces (quote it)")
-    parser.add_argument("--model", required=True, help="a model folder (save_pretrained + tokenizer)")
+    parser.add_argument("--model", default=None,
+                        help="a model folder (save_pretrained + tokenizer); default: the pretrained "
+                             "Tree Transformer shipped in the package")
     parser.add_argument("--out", required=True, help="folder for the figures and index.html")
     parser.add_argument("--treebank", help="'ptb-sample' or a treebank path: draw the sentences "
                                            "picked by --index (preprocessed as for evaluation)")
@@ -200,6 +202,9 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     torch.manual_seed(args.seed)
     items = _sentences(args)
+    if args.model is None:
+        from syntaxformer.pretrained import pretrained_folder
+        args.model = pretrained_folder()
     model, tokenizer, _ = load_model(args.model, args.device)
     try:
         kind = model_kind(model)
