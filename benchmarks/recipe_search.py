@@ -234,7 +234,7 @@ def pack_curves() -> dict:
     curves = json.loads(CURVES.read_text()) if CURVES.is_file() else {}
     for path in sorted(RUNS.glob("*/training.json")):
         record = json.loads(path.read_text())
-        keep = ("steps", "parameters", "tokens_seen", "minutes", "device", "final_valid_loss",
+        keep = ("arguments", "steps", "parameters", "tokens_seen", "minutes", "device", "final_valid_loss",
                 "initial_valid_loss", "valid_history", "parse_curve", "stopped")
         curves[path.parent.name] = {k: record.get(k) for k in keep}
     CURVES.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +272,9 @@ def summarise(curves: dict, budget: float) -> list[dict]:
             setting=name, seed=int(seed), steps_per_cpu_minute=steps_per_minute, description=SETTINGS[name]["description"],
             parameters=record["parameters"], cpu_tokens_per_second=rate["tokens_per_second"],
             steps=record["steps"], final_valid_loss=record["final_valid_loss"],
+            cpu_minutes=record["steps"] / steps_per_minute, budget_steps=record["arguments"]["max_steps"],
             decoder=default, step0=points[0]["scores"][default]["sentence_f1"],
+            last=last[default]["sentence_f1"],
             **{f"f1_{m}min": at_minutes(points, default, steps_per_minute, m) for m in MARKS},
             best_decoder=best, best_f1=last[best]["sentence_f1"],
             best_step0=points[0]["scores"][best]["sentence_f1"]))
@@ -282,11 +284,14 @@ def summarise(curves: dict, budget: float) -> list[dict]:
 def write_report(rows: list[dict], curves: dict, budget: float) -> None:
     """docs/recipes.md (table) and docs/recipes/recipes.{png,svg} (dev F1 against CPU minutes)."""
     from syntaxformer.evaluation.report import format_table
-    header = ["setting", "params", "CPU tok/s", "steps", "valid loss", "step 0"] + \
-             [f"{m} min" for m in MARKS] + ["best decoder at the end", "its F1", "its step 0"]
+    header = ["setting", "params", "CPU tok/s", "steps run / of the run", "CPU min", "valid loss",
+              "step 0"] + [f"{m} min" for m in MARKS] + ["last", "best decoder at the last point", "its F1",
+                                                          "its step 0"]
+    rows = sorted(rows, key=lambda r: (r["setting"][:3] != "tt-", -r["last"]))
     table = [[r["setting"] + (f" (seed {r['seed']})" if r["seed"] else ""), f"{r['parameters'] / 1e6:.2f}M",
-              round(r["cpu_tokens_per_second"]), r["steps"], r["final_valid_loss"], r["step0"]]
-             + [r[f"f1_{m}min"] for m in MARKS] + [r["best_decoder"], r["best_f1"], r["best_step0"]]
+              round(r["cpu_tokens_per_second"]), f"{r['steps']:,} / {r['budget_steps']:,}",
+              round(r["cpu_minutes"], 1), r["final_valid_loss"], r["step0"]]
+             + [r[f"f1_{m}min"] for m in MARKS] + [r["last"], r["best_decoder"], r["best_f1"], r["best_step0"]]
              for r in rows]
     lines = [
         "# Recipe search: dev F1 per CPU minute", "",
@@ -296,9 +301,19 @@ def write_report(rows: list[dict], curves: dict, budget: float) -> None:
         "`5/10/20 min`: Algorithm 1 from layer 0 (threshold 0.8) for the Tree Transformer, the "
         "distance split for StructFormer, at the step a 2-core CPU reaches in that many minutes "
         "(its measured tokens/s, column `CPU tok/s`, 2 threads); `step 0`: the same decoder on the "
-        "untrained model (the control). The lr schedule of each run ends at its 20-minute step. "
-        "`best decoder at the end`: the best of every Algorithm 1 minimum layer and every single "
-        "layer after 20 minutes (chosen on dev).", "",
+        "untrained model (the control). The lr schedule of each run ends at its 20-minute step "
+        "(`of the run`, from the speed measured when it was launched). "
+        "`last`: the same decoder at the last point of the run (`CPU min` = the CPU minutes that "
+        "many steps take); `best decoder at the last point`: the best of every Algorithm 1 minimum "
+        "layer and every single layer there. Sorted by `last` within each model.", "",
+        "How the runs were made: CPU speeds measured on the 2-core machine (40 training steps, the "
+        "last 20 timed, 2 threads; settings that differ only in optimisation or masking share the "
+        "mean of their measurements). The curves were trained on one H100 GPU, 14-18 runs at a "
+        "time, each with a wall-clock deadline of 7-8 minutes: runs whose 20-minute step count "
+        "was not reached by then stopped early (`steps run` below the 20-minute steps; their "
+        "later columns are `-`), with their learning rate not yet decayed. One seed (0) per "
+        "setting: the seed spread of the chosen recipes is in the README (about ±1-2 points), so "
+        "differences below ~2 points here are not resolved.", "",
         "```", format_table(header, table), "```", "",
         "Settings:", ""] + [f"- `{n}`: {s['description']}" for n, s in SETTINGS.items()] + [
         "", "![dev F1 against CPU minutes](recipes/recipes.png)", ""]
