@@ -54,6 +54,13 @@ def _check_report(report: dict, name: str, n_sentences: int) -> None:
     assert set(report["data"]) >= {"train", "treebank", "n_sentences", "setting"}
     assert report["minutes"]["total"] >= report["minutes"]["train"] >= 0
     assert report["training"]["steps"] == 3
+    # the untrained model (step 0, same seed) is scored beside the trained one in every part
+    for part in report["parts"].values():
+        assert EVALUATE_KEYS <= set(part["untrained"]) and EVALUATE_KEYS <= set(part[name])
+    # the learning curve starts at step 0 and ends at the last step
+    steps = [p["step"] for p in report["curve"]["points"]]
+    assert steps[0] == 0 and steps[-1] == 3
+    assert report["recipe"] == "default" and "dev" in report["selection"]
 
 
 def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp_path):
@@ -65,6 +72,9 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
     _check_report(report, "tree_transformer", len(gold))
     assert report["model"] == "tree-transformer" and "dependency" not in report
     assert report["data"]["treebank"] == str(mrg) and report["data"]["train"] == str(text)
+    assert list(report["parts"]) == ["all"] and report["primary"] == "all"
+    assert report["curve"]["treebank"] == str(mrg)
+    assert (tmp_path / "curve.png").is_file() and (tmp_path / "curve.svg").is_file()
     # the model folder is a loadable model trained for 3 steps
     model, _, info = load_model(tmp_path / "model")
     assert type(model).__name__ == "TreeTransformerForMaskedLM" and info["steps"] == 3
@@ -98,15 +108,22 @@ def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
     assert json.loads(out) == report  # --json prints report.json
-    _check_report(report, "structformer", 3914)
-    assert report["model"] == "structformer"
+    _check_report(report, "structformer", 1993)  # the headline part is the test half
+    assert report["model"] == "structformer" and report["primary"] == "test"
     assert report["data"]["train"] == report["data"]["treebank"] == "ptb-sample"
     assert report["data"]["setting"].startswith("transductive")
-    assert round(report["right_branching"]["sentence_f1"], 2) == 39.91  # DESIGN.md reference number
-    dependency = report["dependency"]
-    assert set(dependency) == {"structformer", "left_chain", "right_chain"}
-    for row in dependency.values():
-        assert 0 <= row["uas"] <= row["uuas"] <= 100 and row["n_sentences"] == 3914
+    assert report["curve"]["treebank"] == "ptb-sample:dev"
+    # DESIGN.md §7 reference numbers: right-branching on test, dev and all of ptb-sample
+    parts = report["parts"]
+    assert [round(parts[p]["right_branching"]["sentence_f1"], 2) for p in ("test", "dev", "all")] == \
+        [39.88, 39.94, 39.91]
+    assert [parts[p][name]["n_sentences"] for p, name in
+            (("test", "structformer"), ("dev", "structformer"), ("all", "structformer"))] == [1993, 1921, 3914]
+    for part, n in (("test", 1993), ("dev", 1921), ("all", 3914)):
+        dependency = parts[part]["dependency"]
+        assert set(dependency) == {"structformer", "left_chain", "right_chain"}
+        for row in dependency.values():
+            assert 0 <= row["uas"] <= row["uuas"] <= 100 and row["n_sentences"] == n
     assert dependency["left_chain"]["uas"] != dependency["right_chain"]["uas"]
     # the dependencies behind the row: one well-formed tree per ptb-sample sentence
     sentences = read_conllu(tmp_path / "dependencies.conllu")

@@ -58,7 +58,7 @@ CURVE_TREEBANK = "ptb-sample:dev"
 CURVE_POINTS = 12
 
 _TRAIN_FLAGS = ("preset", "max_steps", "max_minutes", "batch_size", "lr", "warmup_steps", "schedule",
-                "mask_rate", "min_freq")
+                "schedule_steps", "mask_rate", "min_freq")
 
 
 def add_parser(subparsers) -> None:
@@ -135,7 +135,7 @@ def _score_part(name, trees, untrained_trees, gold, structures, options, seed, g
             r = evaluate_constituency(layer_trees, gold)
             part["single_layer"][str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1")}
     baselines = run_baselines(gold, seeds=tuple(range(seed, seed + N_SEEDS)), gold_dependencies=gold_deps)
-    part.update(baselines)
+    part.update({k: v for k, v in baselines.items() if v is not None})
     return part
 
 

@@ -129,9 +129,13 @@ def run(args) -> int:
     sentences, name = read_sentences(args)
     if not sentences:
         raise InputError("no sentence to parse", path=name)
-    if args.model is None:
-        from syntaxformer.pretrained import pretrained_folder
+    if args.model is None:  # the shipped parser, with the decoder it was scored with
+        from dataclasses import replace
+
+        from syntaxformer.pretrained import pretrained_folder, pretrained_min_layer
         args.model = pretrained_folder()
+        if options.layer is None and options.min_layer is None:
+            options = replace(options, min_layer=pretrained_min_layer())
     model, tokenizer, _ = load_model(args.model)
     structures = model_structures(model, tokenizer, sentences, batch_size=args.batch_size)
     trees, heads = decode(structures, options)

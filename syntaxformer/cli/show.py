@@ -202,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     torch.manual_seed(args.seed)
     items = _sentences(args)
-    if args.model is None:
+    pretrained = args.model is None
+    if pretrained:
         from syntaxformer.pretrained import pretrained_folder
         args.model = pretrained_folder()
     model, tokenizer, _ = load_model(args.model, args.device)
@@ -214,6 +215,11 @@ def run(args: argparse.Namespace) -> int:
     num_layers = config.num_hidden_layers
     layers = parse_layers(args.layers, num_layers)
     options = decoder_options(args)
+    if pretrained and options.layer is None and options.min_layer is None:
+        from dataclasses import replace
+
+        from syntaxformer.pretrained import pretrained_min_layer
+        options = replace(options, min_layer=pretrained_min_layer())  # the decoder it was scored with
     prior = getattr(config, "prior", None)
     has_prior = kind == "tree-transformer" and prior != "none"
     name = Path(args.model).resolve().name

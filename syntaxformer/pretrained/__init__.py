@@ -32,6 +32,17 @@ def pretrained_folder() -> Path:
     return folder
 
 
+def pretrained_min_layer() -> int | None:
+    """Algorithm 1's minimum layer the shipped model was chosen and scored with (its report's
+    decoder), which ``parse`` and ``show`` use for it unless ``--min-layer`` / ``--layer`` is given.
+
+    Raises:
+        InputError: no pretrained model in this installation.
+    """
+    import json
+    return json.loads((pretrained_folder() / "report.json").read_text())["decoder"]["min_layer"]
+
+
 def load_pretrained(device: str | None = "cpu"):
     """Load the shipped pretrained Tree Transformer (float32, evaluation mode).
 
@@ -47,4 +58,33 @@ def load_pretrained(device: str | None = "cpu"):
     return load_model(pretrained_folder(), device=device)
 
 
-__all__ = ["PRETRAINED_NAME", "pretrained_folder", "load_pretrained"]
+def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
+    """Write the folder this package ships from an ``induce`` output folder: the model in float16
+    safetensors, its tokenizer, ``training.json`` and the ``report.json`` of the run.
+
+    Args:
+        induce_out: an ``induce --out`` folder (``model/``, ``report.json``).
+        folder: where to write (created; files of the same names are replaced).
+    Returns:
+        ``folder``.
+    Raises:
+        InputError: ``induce_out`` is not an induce output folder.
+    """
+    import shutil
+
+    from syntaxformer.errors import InputError
+    from syntaxformer.parsing import load_model
+    induce_out, folder = Path(induce_out), Path(folder)
+    if not (induce_out / "report.json").is_file():
+        raise InputError("not an induce output folder (no report.json)", path=induce_out)
+    model, tokenizer, _ = load_model(induce_out / "model")
+    folder.mkdir(parents=True, exist_ok=True)
+    model.half().save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    for name in ("model/training.json", "report.json"):
+        shutil.copy(induce_out / name, folder / Path(name).name)
+    return folder
+
+
+__all__ = ["PRETRAINED_NAME", "pretrained_folder", "pretrained_min_layer", "load_pretrained",
+           "export_pretrained"]

@@ -1,0 +1,69 @@
+"""The pretrained parser shipped in the package: it loads without training, parses from standard
+input with no --model, and reproduces the test-half F1 its report states."""
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+import torch
+from safetensors import safe_open
+
+import syntaxformer
+from syntaxformer.cli import main
+from syntaxformer.data import load_gold_trees
+from syntaxformer.decoding.spans import to_bracketed
+from syntaxformer.evaluation.constituency import evaluate_constituency
+from syntaxformer.parsing import DecoderOptions, decode, model_structures
+from syntaxformer.pretrained import pretrained_folder
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    return syntaxformer.load_pretrained()
+
+
+def test_shipped_files_are_float16_and_small():
+    folder = pretrained_folder()
+    weights = folder / "model.safetensors"
+    assert weights.stat().st_size <= 20 * 2 ** 20  # the issue's limit: 20 MB
+    with safe_open(str(weights), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+    report = json.loads((folder / "report.json").read_text())
+    assert report["model"] == "tree-transformer" and report["data"]["train"] == "ptb-sample"
+
+
+def test_load_pretrained_gives_a_float32_tree_transformer(pretrained):
+    model, tokenizer, info = pretrained
+    assert type(model).__name__ == "TreeTransformerForMaskedLM" and not model.training
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert model.config.constituent_variant == "official"
+    assert info["steps"] == json.loads((pretrained_folder() / "report.json").read_text())["training"]["steps"]
+
+
+def test_parse_stdin_without_model(capsys, monkeypatch, tmp_path, pretrained):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("the cat sat on the mat\n"))
+    assert main(["parse", "--input", "-", "--out", str(tmp_path), "--draw"]) == 0
+    printed = capsys.readouterr().out
+    assert "cat" in printed and "mat" in printed
+    model, tokenizer, _ = pretrained
+    report = json.loads((pretrained_folder() / "report.json").read_text())
+    options = DecoderOptions(min_layer=report["decoder"]["min_layer"])
+    trees, _ = decode(model_structures(model, tokenizer, [["the", "cat", "sat", "on", "the", "mat"]]), options)
+    assert (tmp_path / "trees.txt").read_text() == to_bracketed(trees[0]) + "\n"
+
+
+@pytest.mark.slow
+def test_pretrained_reproduces_its_test_f1(pretrained):
+    """The shipped float16 weights give the test-half F1 of the float32 run's report (to 0.5 points:
+    rounding the weights to float16 may move a few weakest links)."""
+    model, tokenizer, _ = pretrained
+    report = json.loads((pretrained_folder() / "report.json").read_text())
+    gold = load_gold_trees("ptb-sample:test")
+    options = DecoderOptions(min_layer=report["decoder"]["min_layer"], threshold=report["decoder"]["threshold"])
+    trees, _ = decode(model_structures(model, tokenizer, [t.leaves() for t in gold]), options)
+    f1 = evaluate_constituency(trees, gold)["sentence_f1"]
+    assert f1 == pytest.approx(report["parts"]["test"]["tree_transformer"]["sentence_f1"], abs=0.5)
