@@ -124,8 +124,10 @@ class TrainArguments:
             period of the learning curve when ``eval_treebank`` is given.
         eval_treebank [None]: a gold treebank (e.g. ``"ptb-sample:dev"``) parsed at step 0, every
             ``eval_every`` steps and at the end: sentence/corpus F1 of every decoder
-            (:class:`~syntaxformer.evaluation.curve.ParseCurve`) with step, tokens seen and minutes,
-            into ``training.json`` (``parse_curve``) and TensorBoard (``parse/...``).
+            (:class:`~syntaxformer.evaluation.curve.ParseCurve`) with step, tokens seen, training
+            minutes (optimizer steps only, all runs of a resumed training) and wall minutes (this
+            process, evaluations included), into ``training.json`` (``parse_curve``) and
+            TensorBoard (``parse/...``).
         log_every [20]: TensorBoard / progress-bar period in steps.
         seed [0]: every random choice derives from it.
         device [None]: "cpu", "cuda", "cuda:1"...; None: CUDA if available, else CPU.
@@ -527,6 +529,7 @@ def _run(args: TrainArguments, out: Path, device: torch.device, rank: int, world
         scores = curve(model, tokenizer)
         state["parse_curve"].append(dict(step=state["step"], tokens_seen=state["tokens_seen"],
                                          train_minutes=round(state["train_seconds"] / 60, 4),
+                                         wall_minutes=round((time.monotonic() - t_start) / 60, 4),
                                          scores=scores))
         for name, values in scores.items():
             for key, value in values.items():
