@@ -1,14 +1,18 @@
 """``syntaxformer induce``: the main job — train, parse, score against gold, compare with baselines.
 
-On the embedded default it trains the ``small`` Tree Transformer on ptb-sample's raw words (the
-transductive setting: the sentences parsed are in the training text, as the Tree Transformer paper's
-"WSJ-all"), parses ptb-sample with Algorithm 1, scores against the gold trees with the field's
-protocol, and prints one table: the model vs left-/right-branching, random and balanced trees. It
-writes into ``--out``: the model folder (``model/``), ``trees.txt``, (StructFormer:
-``dependencies.conllu``) and ``report.json``.
+On the embedded default it trains a Tree Transformer (or ``--model structformer``) on ptb-sample's
+raw words with a named recipe (:data:`RECIPES`: ``default`` <= 20 minutes on 2 CPU cores, ``long``
+<= 150), recording the learning curve on ``ptb-sample:dev`` (DESIGN.md §7); then it parses
+ptb-sample and scores the test half, the dev half and all of it with the field's protocol, each
+beside the same model untrained (step 0: same seed, same decoder) and left-/right-branching, random
+and balanced trees. This is the transductive setting (the sentences parsed are in the training text,
+as the Tree Transformer paper's "WSJ-all"). It writes into ``--out``: the model folder (``model/``),
+``trees.txt`` (all sentences), (StructFormer: ``dependencies.conllu``), ``report.json`` and
+``curve.{png,svg}``.
 
-The default recipe (:data:`RECIPES`) is a fixed number of steps (reproducible from the seed), chosen
-to fit in 20 minutes on 2 CPU cores; ``--max-minutes`` is a safety cap that stops training early.
+A recipe is a fixed number of steps (reproducible from the seed); ``--max-minutes`` is a safety cap
+that stops training early. The recipes were chosen on the dev half (``benchmarks/recipe_search.py``,
+docs/recipes.md); the report says so, and the test half is the headline.
 """
 from __future__ import annotations
 
