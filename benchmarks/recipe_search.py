@@ -165,9 +165,11 @@ def measure_cpu(names, threads: int = 2, steps: int = 40) -> None:
 
 
 def _speed_key(name: str) -> str:
-    """Settings that differ only in optimisation or masking run at the same speed: one key for them."""
+    """Settings that differ only in optimisation, masking, constituent variant or dropout run at the
+    same speed: one key for them."""
     train = SETTINGS[name]["train"]
-    config = {k: v for k, v in SETTINGS[name]["config"].items() if k not in ("constituent_variant", "hidden_dropout_prob")}
+    config = {k: v for k, v in SETTINGS[name]["config"].items()
+              if k not in ("constituent_variant", "hidden_dropout_prob")}
     return json.dumps([train["model"], train.get("corpus"), train.get("batch_size"), train.get("max_tokens"),
                        config], sort_keys=True)
 
@@ -239,7 +241,7 @@ def sweep_thresholds(folders) -> None:
     from syntaxformer.data import load_gold_trees
     from syntaxformer.decoding.spans import brackets
     from syntaxformer.decoding.tree_transformer import algorithm1
-    from syntaxformer.evaluation.curve import bracket_scores
+    from syntaxformer.evaluation.constituency import bracket_scores
     from syntaxformer.parsing import load_model, model_structures
     gold = load_gold_trees(DEV)
     gold_brackets, lengths = [brackets(t) for t in gold], [len(t.leaves()) for t in gold]
@@ -263,11 +265,13 @@ def _threshold_lines() -> list[str]:
     lines = ["## Decoder: Algorithm 1's minimum layer and threshold", "",
              "Dev sentence F1 of trained models (`--thresholds MODEL...`): Algorithm 1 with each "
              "minimum layer and break threshold. Threshold 1.01 breaks at every weakest link, so it "
-             "is the top layer's single-layer split whatever the minimum layer. The paper's 0.8 is "
-             "the best threshold on dev for both models (m = 0 and m = 1 within 0.2).", ""]
+             "is the top layer's single-layer split whatever the minimum layer.", ""]
     for folder, by_layer in json.loads(THRESHOLDS_JSON.read_text()).items():
         rows = [[m] + [values[str(th)] for th in THRESHOLDS] for m, values in by_layer.items()]
-        lines += [f"`{folder}`:", "", "```", format_table(["min layer"] + [str(t) for t in THRESHOLDS], rows),
+        best = max(((m, th) for m in by_layer for th in THRESHOLDS), key=lambda k: by_layer[k[0]][str(k[1])])
+        lines += [f"`{folder}` (best: min layer {best[0][1:]}, threshold {best[1]}, "
+                  f"{by_layer[best[0]][str(best[1])]:.2f}):", "", "```",
+                  format_table(["min layer"] + [str(t) for t in THRESHOLDS], rows),
                   "```", ""]
     return lines
 
@@ -298,7 +302,7 @@ def at_minutes(points: list[dict], decoder: str, steps_per_minute: float, minute
     return ys[-1]
 
 
-def summarise(curves: dict, budget: float) -> list[dict]:
+def summarise(curves: dict) -> list[dict]:
     """One row per run: dev F1 at the MARKS of the default decoder and of the best one at the end."""
     rows = []
     for run, record in sorted(curves.items()):
@@ -312,7 +316,8 @@ def summarise(curves: dict, budget: float) -> list[dict]:
         default = "algorithm1_m0" if "algorithm1_m0" in last else "distance"
         best = max(last, key=lambda k: last[k]["sentence_f1"])
         rows.append(dict(
-            setting=name, seed=int(seed), steps_per_cpu_minute=steps_per_minute, description=SETTINGS[name]["description"],
+            setting=name, seed=int(seed), steps_per_cpu_minute=steps_per_minute,
+            description=SETTINGS[name]["description"],
             parameters=record["parameters"], cpu_tokens_per_second=rate["tokens_per_second"],
             steps=record["steps"], final_valid_loss=record["final_valid_loss"],
             cpu_minutes=record["steps"] / steps_per_minute, budget_steps=record["arguments"]["max_steps"],
@@ -324,7 +329,7 @@ def summarise(curves: dict, budget: float) -> list[dict]:
     return rows
 
 
-def write_report(rows: list[dict], curves: dict, budget: float) -> None:
+def write_report(rows: list[dict], curves: dict) -> None:
     """docs/recipes.md (table) and docs/recipes/recipes.{png,svg} (dev F1 against CPU minutes)."""
     from syntaxformer.evaluation.report import format_table
     header = ["setting", "params", "CPU tok/s", "steps run / of the run", "CPU min", "valid loss",
@@ -350,9 +355,10 @@ def write_report(rows: list[dict], curves: dict, budget: float) -> None:
         "many steps take); `best decoder at the last point`: the best of every Algorithm 1 minimum "
         "layer and every single layer there. Sorted by `last` within each model.", "",
         "How the runs were made: CPU speeds measured on the 2-core machine (40 training steps, the "
-        "last 20 timed, 2 threads; settings that differ only in optimisation or masking share the "
+        "last 20 timed, 2 threads; settings that differ only in optimisation, masking, constituent "
+        "variant or dropout share the "
         "mean of their measurements). The curves were trained on one H100 GPU, 14-18 runs at a "
-        "time, each with a wall-clock deadline of 7-8 minutes: runs whose 20-minute step count "
+        "time, each with a wall-clock deadline of 7.3 or 8.4 minutes: runs whose 20-minute step count "
         "was not reached by then stopped early (`steps run` below the 20-minute steps; their "
         "later columns are `-`), with their learning rate not yet decayed. One seed (0) per "
         "setting: the seed spread of the chosen recipes is in the README (about ±1-2 points), so "
@@ -420,7 +426,7 @@ def main(argv=None) -> int:
         sweep_thresholds(args.thresholds)
     if args.report:
         curves = pack_curves()
-        write_report(summarise(curves, args.budget), curves, args.budget)
+        write_report(summarise(curves), curves)
     return 0
 
 

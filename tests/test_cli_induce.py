@@ -93,6 +93,21 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
     # the printed table names the model and every baseline
     for row in ("tree-transformer", "left-branching", "right-branching", "random", "balanced"):
         assert row in out
+    # export_pretrained writes a float16 folder that loads and induces the same links (to fp16)
+    from safetensors import safe_open
+
+    from syntaxformer.parsing import model_structures
+    from syntaxformer.pretrained import export_pretrained
+    exported = export_pretrained(tmp_path, tmp_path / "exported")
+    with safe_open(str(exported / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+    assert json.loads((exported / "report.json").read_text()) == report
+    half, tokenizer, info = load_model(exported)
+    full, _, _ = load_model(tmp_path / "model")
+    words = [g.leaves() for g in gold[:20]]
+    for a, b in zip(model_structures(half, tokenizer, words), model_structures(full, tokenizer, words)):
+        assert abs(a.link_probs - b.link_probs).max() < 2e-2
+    assert info["steps"] == 3
 
 
 def test_induce_bad_treebank_fails_before_training(capsys, tmp_path):

@@ -14,8 +14,8 @@ from syntaxformer.data.embedded import ptb_sample_part
 from syntaxformer.decoding.spans import brackets
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import balanced, baseline_trees, left_branching, random_binary, right_branching
-from syntaxformer.evaluation.constituency import evaluate_constituency
-from syntaxformer.evaluation.curve import ParseCurve, bracket_scores
+from syntaxformer.evaluation.constituency import bracket_scores, evaluate_constituency
+from syntaxformer.evaluation.curve import ParseCurve
 from syntaxformer.figures import plot_parse_curve
 from syntaxformer.parsing import load_model
 from syntaxformer.training.trainer import TrainArguments, initial_model, train

@@ -35,8 +35,8 @@ logger = logging.getLogger(__name__)
 #: ``default``: a fixed number of steps, <= 20 minutes on 2 idle CPU cores; ``long``: <= 150 minutes.
 RECIPES = {
     "tree-transformer": {
-        # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps take
-        # ~17 minutes of training on 2 idle cores (8,090 tokens/s measured), parsing ~2 more
+        # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps took
+        # 17.9 minutes of training on 2 idle cores (7,180 tokens/s; seed 0), 18.5 in all
         "default": dict(preset="mini", max_steps=6000, max_minutes=19.0, batch_size=64, lr=1e-3,
                         warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
                         min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
@@ -46,7 +46,8 @@ RECIPES = {
                      min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
     },
     "structformer": {
-        # docs/recipes.md: sf-4x128; 5,400 steps take ~17 minutes on 2 idle cores (7,300 tokens/s)
+        # docs/recipes.md: sf-4x128; 5,400 steps: ~17 minutes on 2 idle cores, estimated from its
+        # measured 7,300 tokens/s (the README's runs of it were made on a GPU)
         "default": dict(preset="mini", max_steps=5400, max_minutes=19.0, batch_size=64, lr=5e-4,
                         warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
                         mask_rate=0.3, mask_replace="mask", min_freq=2),
@@ -121,22 +122,49 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
 
 def _parts(treebank: str) -> dict[str, str]:
     """The gold sets scored: test, dev and all of ptb-sample, or the one treebank given."""
-    if treebank.strip() == "ptb-sample":
+    from syntaxformer.data import ptb_sample_part
+    if ptb_sample_part(treebank) == "all":
         return {"test": "ptb-sample:test", "dev": "ptb-sample:dev", "all": "ptb-sample"}
     return {"all": treebank}
 
 
-def _score_part(name, trees, untrained_trees, gold, structures, options, seed, gold_deps=None) -> dict:
+def _decode_part(model, untrained, tokenizer, gold, options) -> dict:
+    """One gold set's sentences parsed by the trained and the untrained model: ``structures``,
+    ``trees``, ``heads`` (or None), ``untrained_trees`` and ``layer_trees`` ({layer: trees}, the
+    Tree Transformer's single-layer decoder), each a list over the sentences."""
+    from syntaxformer.parsing import decode, model_structures
+    sentences = [t.leaves() for t in gold]
+    structures = model_structures(model, tokenizer, sentences)
+    trees, heads = decode(structures, options)
+    layer_trees = {}
+    if structures[0].link_probs is not None:
+        for layer in range(structures[0].link_probs.shape[0]):
+            layer_trees[layer] = decode(structures, replace(options, layer=layer, min_layer=None))[0]
+    return dict(structures=structures, trees=trees, heads=heads, layer_trees=layer_trees,
+                untrained_trees=decode(model_structures(untrained, tokenizer, sentences), options)[0])
+
+
+def _concatenate(first: dict, second: dict) -> dict:
+    """Two :func:`_decode_part` results joined: ptb-sample (all) is its dev half then its test half,
+    so its parses are theirs, in that order (no sentence is parsed twice)."""
+    def join(a, b):
+        return None if a is None else a + b
+    joined = {k: join(first[k], second[k]) for k in ("structures", "trees", "heads", "untrained_trees")}
+    joined["layer_trees"] = {layer: first["layer_trees"][layer] + second["layer_trees"][layer]
+                             for layer in first["layer_trees"]}
+    return joined
+
+
+def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None) -> dict:
     """Scores of one gold set: the model, the untrained model, every single layer, the baselines."""
     from syntaxformer.evaluation.baselines import run_baselines
     from syntaxformer.evaluation.constituency import evaluate_constituency
-    from syntaxformer.parsing import decode
-    part = {name: evaluate_constituency(trees, gold), "untrained": evaluate_constituency(untrained_trees, gold)}
-    if structures[0].link_probs is not None:
+    part = {name: evaluate_constituency(decoded["trees"], gold),
+            "untrained": evaluate_constituency(decoded["untrained_trees"], gold)}
+    if decoded["layer_trees"]:
         part["single_layer"] = {}
-        for layer in range(structures[0].link_probs.shape[0]):
-            layer_trees, _ = decode(structures, replace(options, layer=layer, min_layer=None))
-            r = evaluate_constituency(layer_trees, gold)
+        for layer, trees in decoded["layer_trees"].items():
+            r = evaluate_constituency(trees, gold)
             part["single_layer"][str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1")}
     baselines = run_baselines(gold, seeds=tuple(range(seed, seed + N_SEEDS)), gold_dependencies=gold_deps)
     part.update({k: v for k, v in baselines.items() if v is not None})
@@ -146,7 +174,7 @@ def _score_part(name, trees, untrained_trees, gold, structures, options, seed, g
 def run(args: argparse.Namespace) -> int:
     from syntaxformer.data import load_gold_trees, ptb_sample_part
     from syntaxformer.evaluation.constituency import PROTOCOL
-    from syntaxformer.parsing import decode, load_model, model_structures
+    from syntaxformer.parsing import load_model
     from syntaxformer.training.trainer import TrainArguments, initial_model, train
 
     start = time.monotonic()
@@ -171,20 +199,23 @@ def run(args: argparse.Namespace) -> int:
     if args.model == "tree-transformer" and options.layer is None and options.min_layer is None:
         options = replace(options, min_layer=recipe_min_layer)
     dependencies = args.dependencies or (args.treebank if ptb_sample_part(args.treebank) else None)
-    scores, outputs = {}, None
+    name = args.model.replace("-", "_")
+    scores, decoded = {}, {}
     for part, gold in golds.items():
-        sentences = [t.leaves() for t in gold]
-        structures = model_structures(model, tokenizer, sentences)
-        trees, heads = decode(structures, options)
-        untrained_trees, _ = decode(model_structures(untrained, tokenizer, sentences), options)
+        if part == "all" and "dev" in decoded:
+            decoded[part] = _concatenate(decoded["dev"], decoded["test"])
+            assert [x.words for x in decoded[part]["structures"]] == [t.leaves() for t in gold]
+        else:
+            decoded[part] = _decode_part(model, untrained, tokenizer, gold, options)
+        heads = decoded[part]["heads"]
         gold_deps = _gold_dependencies(dependencies, part, parts, heads)
-        scores[part] = _score_part(args.model.replace("-", "_"), trees, untrained_trees, gold, structures,
-                                   options, args.seed, gold_deps)
+        scores[part] = _score_part(name, decoded[part], gold, args.seed, gold_deps)
         if heads is not None and gold_deps:
-            scores[part]["dependency"] = _dependency_scores(args.model, sentences, heads, gold_deps,
+            scores[part]["dependency"] = _dependency_scores(name, gold, heads, gold_deps,
                                                              scores[part].get("dependency") or {})
-        if part == "all":
-            outputs = (trees, heads, structures, sentences)
+    everything = decoded["all"]
+    outputs = (everything["trees"], everything["heads"], everything["structures"],
+               [t.leaves() for t in golds["all"]])
     write_outputs(out, *outputs)
     report = _report(args, corpus, parts, golds, info, recipe, overrides, options, curve, scores,
                      train_minutes, start, PROTOCOL)
@@ -196,22 +227,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gold_dependencies(dependencies, part, parts, heads):
-    """Gold dependencies of one part (ptb-sample's halves follow the treebank's), or None."""
+    """Gold dependencies of one part, or None: ptb-sample's own for each of its halves; a file given
+    with ``--dependencies`` covers the whole treebank, so it scores the part ``all`` only."""
+    from syntaxformer.data import ptb_sample_part
     if heads is None:
         return None
     if dependencies is None:
         logger.warning("no gold dependencies for %s: pass --dependencies to score UAS/UUAS", parts[part])
         return None
     from syntaxformer.data.dependency import read_dependencies
-    return read_dependencies(parts[part] if dependencies == "ptb-sample" else dependencies)
+    if ptb_sample_part(dependencies) == "all":
+        return read_dependencies(parts[part])
+    return read_dependencies(dependencies) if part == "all" else None
 
 
-def _dependency_scores(model_name, sentences, heads, gold_deps, chains) -> dict:
+def _dependency_scores(name: str, gold, heads, gold_deps, chains) -> dict:
+    """UAS/UUAS of the predicted heads beside the dependency-chain baselines (``chains``)."""
     from syntaxformer.data.dependency import DependencySentence
     from syntaxformer.evaluation.dependency import evaluate_dependency
-    pred = [DependencySentence(tuple(w), ("X",) * len(w), tuple(h), (False,) * len(w))
-            for w, h in zip(sentences, heads)]
-    return {model_name.replace("-", "_"): evaluate_dependency(pred, gold_deps), **chains}
+    pred = [DependencySentence(tuple(t.leaves()), ("X",) * len(h), tuple(h), (False,) * len(h))
+            for t, h in zip(gold, heads)]
+    return {name: evaluate_dependency(pred, gold_deps), **chains}
 
 
 def _report(args, corpus, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes,
@@ -219,8 +255,11 @@ def _report(args, corpus, parts, golds, info, recipe, overrides, options, curve,
     """report.json: data, protocol, recipe, how it was chosen, and the scores of every part."""
     name = args.model.replace("-", "_")
     primary = "test" if "test" in scores else "all"
-    setting = ("transductive (the parsed sentences' words are in the training text)"
-               if corpus in ("ptb-sample", args.treebank) else "inductive (or unknown: check the corpus)")
+    from syntaxformer.data import ptb_sample_part
+    transductive = corpus == args.treebank or (ptb_sample_part(corpus) == "all"
+                                               and ptb_sample_part(args.treebank) is not None)
+    setting = ("transductive (the parsed sentences' words are in the training text)" if transductive
+               else "inductive (or unknown: check the corpus)")
     keep = ("steps", "minutes", "tokens_per_second", "stopped", "initial_valid_loss", "final_train_loss",
             "final_valid_loss", "parameters", "device")
     return {

@@ -123,19 +123,14 @@ def structures_json(structures) -> list[dict]:
 
 def run(args) -> int:
     from syntaxformer.parsing import decode, load_model, model_structures
+    from syntaxformer.pretrained import model_or_pretrained
 
     torch.manual_seed(args.seed)
     options = decoder_options(args)
     sentences, name = read_sentences(args)
     if not sentences:
         raise InputError("no sentence to parse", path=name)
-    if args.model is None:  # the shipped parser, with the decoder it was scored with
-        from dataclasses import replace
-
-        from syntaxformer.pretrained import pretrained_folder, pretrained_min_layer
-        args.model = pretrained_folder()
-        if options.layer is None and options.min_layer is None:
-            options = replace(options, min_layer=pretrained_min_layer())
+    args.model, options = model_or_pretrained(args.model, options)  # default: the shipped parser
     model, tokenizer, _ = load_model(args.model)
     structures = model_structures(model, tokenizer, sentences, batch_size=args.batch_size)
     trees, heads = decode(structures, options)

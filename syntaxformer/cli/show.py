@@ -198,14 +198,12 @@ def run(args: argparse.Namespace) -> int:
                                       plot_link_probabilities, plot_tree, plot_trees, save_figure,
                                       write_index)
     from syntaxformer.parsing import decode_spans, load_model, model_kind, model_structures
+    from syntaxformer.pretrained import model_or_pretrained
 
     start = time.perf_counter()
     torch.manual_seed(args.seed)
     items = _sentences(args)
-    pretrained = args.model is None
-    if pretrained:
-        from syntaxformer.pretrained import pretrained_folder
-        args.model = pretrained_folder()
+    args.model, options = model_or_pretrained(args.model, decoder_options(args))  # default: shipped
     model, tokenizer, _ = load_model(args.model, args.device)
     try:
         kind = model_kind(model)
@@ -214,12 +212,6 @@ def run(args: argparse.Namespace) -> int:
     config = model.config
     num_layers = config.num_hidden_layers
     layers = parse_layers(args.layers, num_layers)
-    options = decoder_options(args)
-    if pretrained and options.layer is None and options.min_layer is None:
-        from dataclasses import replace
-
-        from syntaxformer.pretrained import pretrained_min_layer
-        options = replace(options, min_layer=pretrained_min_layer())  # the decoder it was scored with
     prior = getattr(config, "prior", None)
     has_prior = kind == "tree-transformer" and prior != "none"
     name = Path(args.model).resolve().name

@@ -25,6 +25,8 @@ import io
 import tarfile
 from importlib import resources
 
+from syntaxformer.errors import InputError
+
 #: The name that selects the embedded sample wherever a treebank or dependency source is accepted.
 PTB_SAMPLE = "ptb-sample"
 
@@ -69,7 +71,6 @@ def ptb_sample_part(source) -> str | None:
         return None
     part = text[len(PTB_SAMPLE) + 1:]
     if part not in PTB_SAMPLE_PARTS:
-        from syntaxformer.errors import InputError
         raise InputError(f"unknown part {part!r} of {PTB_SAMPLE}: expected {PTB_SAMPLE}, "
                          + " or ".join(f"{PTB_SAMPLE}:{p}" for p in PTB_SAMPLE_PARTS))
     return part

@@ -12,13 +12,14 @@
 from syntaxformer.evaluation.baselines import (balanced, baseline_trees, left_branching, left_chain,
                                                random_binary, right_branching, right_chain,
                                                run_baselines)
-from syntaxformer.evaluation.constituency import (PROTOCOL as CONSTITUENCY_PROTOCOL, corpus_f1,
-                                                  evaluate_constituency, sentence_f1, tree_depth)
+from syntaxformer.evaluation.constituency import (PROTOCOL as CONSTITUENCY_PROTOCOL, bracket_scores,
+                                                  corpus_f1, evaluate_constituency, sentence_f1,
+                                                  tree_depth)
 from syntaxformer.evaluation.dependency import (PROTOCOL as DEPENDENCY_PROTOCOL,
                                                 evaluate_dependency, reattach_heads)
 
 __all__ = [
-    "CONSTITUENCY_PROTOCOL", "corpus_f1", "evaluate_constituency", "sentence_f1", "tree_depth",
+    "CONSTITUENCY_PROTOCOL", "bracket_scores", "corpus_f1", "evaluate_constituency", "sentence_f1", "tree_depth",
     "DEPENDENCY_PROTOCOL", "evaluate_dependency", "reattach_heads",
     "balanced", "baseline_trees", "left_branching", "left_chain", "random_binary",
     "right_branching", "right_chain", "run_baselines",

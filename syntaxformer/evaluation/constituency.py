@@ -93,6 +93,12 @@ def base_labels(label: str) -> list[str]:
     return [strip_function_tag(part).split("|")[0] or part for part in split_label(label)]
 
 
+def predicted_brackets(spans, n: int) -> set[Span]:
+    """The brackets a set of predicted half-open spans over ``n`` words scores: spans of length >= 2
+    other than the whole sentence ``(0, n)`` (DESIGN.md §4)."""
+    return {(i, j) for i, j in spans if j - i >= 2 and (i, j) != (0, n)}
+
+
 def _brackets_of(spans: list[tuple[int, int, str]]) -> set[Span]:
     """Brackets from :func:`labelled_spans` output (its first entry is the root ``(0, n)``)."""
     n = spans[0][1]
@@ -216,7 +222,7 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
     for pred_spans, gold_tree in zip(pred_brackets, gold_trees):
         gold_spans = labelled_spans(gold_tree)
         n = gold_spans[0][1]
-        pred = {(i, j) for i, j in pred_spans if j - i >= 2 and (i, j) != (0, n)}
+        pred = predicted_brackets(pred_spans, n)
         gold = _brackets_of(gold_spans)
         score = sentence_f1(pred, gold)
         f1_all.append(score)
@@ -249,3 +255,31 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
         "mean_depth": sum(depths) / len(depths) if depths else 0.0,
         "protocol": PROTOCOL,
     }
+
+
+def bracket_scores(pred_spans: Sequence[set[Span]], gold_brackets: Sequence[set[Span]],
+                   lengths: Sequence[int]) -> dict:
+    """Sentence-level and corpus-level unlabelled F1 (percent, 0-100) of span sets against gold brackets.
+
+    The two headline numbers of :func:`score_brackets` (same rules, DESIGN.md §4) without label
+    recall, WSJ-10 and depth, and with the gold brackets computed once by the caller: a
+    training-time evaluation (:class:`~syntaxformer.evaluation.curve.ParseCurve`) or a decoder sweep
+    runs it many times over the same gold.
+
+    Args:
+        pred_spans: one set of half-open spans per sentence (any length; lengths < 2 and the whole
+            sentence are ignored).
+        gold_brackets: the gold brackets (:func:`~syntaxformer.decoding.spans.brackets`) per sentence.
+        lengths: words per sentence.
+    Returns:
+        ``{"sentence_f1": float, "corpus_f1": float}`` in percent.
+    Raises:
+        ValueError: the three sequences differ in length (a programming error).
+    """
+    f1s, tp, n_pred, n_gold = [], 0, 0, 0
+    for spans, gold, n in zip(pred_spans, gold_brackets, lengths, strict=True):
+        pred = predicted_brackets(spans, n)
+        f1s.append(sentence_f1(pred, gold))
+        if n > 1:
+            tp, n_pred, n_gold = tp + len(pred & gold), n_pred + len(pred), n_gold + len(gold)
+    return {"sentence_f1": 100 * sum(f1s) / max(1, len(f1s)), "corpus_f1": 100 * corpus_f1(tp, n_pred, n_gold)}

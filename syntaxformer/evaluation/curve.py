@@ -15,36 +15,10 @@ minutes, in ``training.json`` (``parse_curve``) and TensorBoard (``parse/<decode
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from syntaxformer.data import load_gold_trees
-from syntaxformer.decoding.spans import Span, brackets, split_by_distance
+from syntaxformer.decoding.spans import brackets, split_by_distance
 from syntaxformer.decoding.tree_transformer import algorithm1, single_layer
-from syntaxformer.evaluation.constituency import corpus_f1, sentence_f1
-
-
-def bracket_scores(pred_spans: Sequence[set[Span]], gold_brackets: Sequence[set[Span]],
-                   lengths: Sequence[int]) -> dict:
-    """Sentence-level and corpus-level unlabelled F1 (percent) of span sets against gold brackets.
-
-    The two headline numbers of :func:`~syntaxformer.evaluation.constituency.score_brackets`, without
-    its label recall, WSJ-10 and depth (a training-time evaluation runs this many times).
-
-    Args:
-        pred_spans: one set of half-open spans per sentence (any length; lengths < 2 and the whole
-            sentence are ignored).
-        gold_brackets: the gold brackets (:func:`~syntaxformer.decoding.spans.brackets`) per sentence.
-        lengths: words per sentence.
-    Returns:
-        ``{"sentence_f1": float, "corpus_f1": float}`` in percent.
-    """
-    f1s, tp, n_pred, n_gold = [], 0, 0, 0
-    for spans, gold, n in zip(pred_spans, gold_brackets, lengths, strict=True):
-        pred = {(i, j) for i, j in spans if j - i >= 2 and (i, j) != (0, n)}
-        f1s.append(sentence_f1(pred, gold))
-        if n > 1:
-            tp, n_pred, n_gold = tp + len(pred & gold), n_pred + len(pred), n_gold + len(gold)
-    return {"sentence_f1": 100 * sum(f1s) / max(1, len(f1s)), "corpus_f1": 100 * corpus_f1(tp, n_pred, n_gold)}
+from syntaxformer.evaluation.constituency import bracket_scores
 
 
 class ParseCurve:
@@ -66,9 +40,17 @@ class ParseCurve:
         self.lengths = [len(words) for words in self.sentences]
 
     def __call__(self, model, tokenizer) -> dict[str, dict]:
-        """``{decoder name: {"sentence_f1", "corpus_f1"}}`` (percent) for ``model`` as it is now.
+        """Parse the treebank with ``model`` as it is now and score every decoder.
 
-        The model is put in evaluation mode for the pass and back in its previous mode after.
+        Args:
+            model: a Tree Transformer or StructFormer masked LM (any device); put in evaluation mode
+                for the pass and back in its previous mode after.
+            tokenizer: its tokenizer.
+        Returns:
+            ``{decoder name: {"sentence_f1", "corpus_f1"}}`` in percent (module docstring).
+        Raises:
+            InputError: as :func:`~syntaxformer.parsing.model_structures` (e.g. a plain Transformer,
+                which induces no trees).
         """
         from syntaxformer.parsing import model_structures
         was_training = model.training
@@ -90,4 +72,4 @@ class ParseCurve:
                 for name, decode in decoders.items()}
 
 
-__all__ = ["ParseCurve", "bracket_scores"]
+__all__ = ["ParseCurve"]

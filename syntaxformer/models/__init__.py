@@ -22,7 +22,7 @@ PRESETS = {
         # Algorithm 1 room for a minimum layer of 1-2.
         "small": dict(num_hidden_layers=6, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
                       hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-        # the induce recipes' size (docs/recipes.md): on 2 CPU cores ~8,000 tokens/s, 3.5x the
+        # the induce recipes' size (docs/recipes.md): on 2 CPU cores ~7,900 tokens/s, 3.4x the
         # speed of `small`, and the best dev F1 per CPU minute of the sizes searched
         "mini": dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512,
                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),

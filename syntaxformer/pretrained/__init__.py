@@ -33,14 +33,35 @@ def pretrained_folder() -> Path:
 
 
 def pretrained_min_layer() -> int | None:
-    """Algorithm 1's minimum layer the shipped model was chosen and scored with (its report's
-    decoder), which ``parse`` and ``show`` use for it unless ``--min-layer`` / ``--layer`` is given.
+    """Algorithm 1's minimum layer (0-based) the shipped model was chosen and scored with (its
+    report's decoder).
 
     Raises:
         InputError: no pretrained model in this installation.
     """
     import json
     return json.loads((pretrained_folder() / "report.json").read_text())["decoder"]["min_layer"]
+
+
+def model_or_pretrained(model: str | Path | None, options):
+    """The model folder and decoder options a command uses: ``(model, options)`` unchanged when a
+    folder is given; else the shipped folder, with its minimum layer unless ``options`` already name
+    a layer or a minimum layer (``parse`` and ``show`` without ``--model``).
+
+    Args:
+        model: a model folder, or None.
+        options: the command's :class:`~syntaxformer.parsing.DecoderOptions`.
+    Returns:
+        ``(folder, options)``.
+    Raises:
+        InputError: ``model`` is None and no pretrained model is shipped.
+    """
+    if model is not None:
+        return model, options
+    from dataclasses import replace
+    if options.layer is None and options.min_layer is None:
+        options = replace(options, min_layer=pretrained_min_layer())
+    return pretrained_folder(), options
 
 
 def load_pretrained(device: str | None = "cpu"):
@@ -86,5 +107,5 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     return folder
 
 
-__all__ = ["PRETRAINED_NAME", "pretrained_folder", "pretrained_min_layer", "load_pretrained",
-           "export_pretrained"]
+__all__ = ["PRETRAINED_NAME", "pretrained_folder", "pretrained_min_layer", "model_or_pretrained",
+           "load_pretrained", "export_pretrained"]

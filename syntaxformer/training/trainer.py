@@ -308,6 +308,12 @@ def initial_model(args: TrainArguments, vocab_size: int):
     """The model a run with ``args`` starts from: step 0, the same initialisation (seeded by
     ``args.seed``) as :func:`train` uses — the untrained control of a learning curve.
 
+    Args:
+        args: the run's options (model, preset, prior, overrides, seed).
+        vocab_size: the tokenizer's size.
+    Returns:
+        The masked-LM module (on the CPU, training mode). Re-seeds torch's global generator with
+        ``args.seed``, as :func:`train` does before building its model.
     Raises:
         InputError: a model/preset/override that cannot be built.
     """
