@@ -6,7 +6,7 @@ logits only there, as the trainer does) is timed for these models of the same si
 
 * ``plain/sdpa``  -- ``prior="none"``, ``attn_implementation="sdpa"`` (PyTorch fused attention);
 * ``tree/sdpa``   -- Tree Transformer, ``attn_implementation="sdpa"`` (our kernel,
-  ``ConstituentAttentionFunction``: keeps the attention for the backward up to
+  ``BlockwisePriorAttention``: keeps the attention for the backward up to
   ``SAVE_ATTENTION_ELEMENTS`` per layer, recomputes it block by block above);
 * ``tree/blocks`` -- the same kernel forced to recompute at every N (memory linear in N);
 * ``plain/eager`` -- ``prior="none"``, eager attention;

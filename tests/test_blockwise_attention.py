@@ -1,11 +1,11 @@
-"""ConstituentAttentionFunction (the "sdpa" kernel with a prior): blockwise = eager, O(N) saved state."""
+"""BlockwisePriorAttention (the "sdpa" kernel with a prior): blockwise = eager, O(N) saved state."""
 import math
 
 import pytest
 import torch
 
 from syntaxformer.priors.attention import (
-    ConstituentAttentionFunction, _padding_bias, dropout_keep_mask, eager_attention, exp_flushed, query_blocks,
+    BlockwisePriorAttention, _padding_bias, dropout_keep_mask, eager_attention, exp_flushed, query_blocks,
 )
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
@@ -25,8 +25,8 @@ def prior_of(cum, variant):
 
 def blockwise(q, k, v, cum, key_mask, variant="paper", dropout_p=0.0, block_elements=None):
     prior = prior_of(cum, variant)
-    return ConstituentAttentionFunction.apply(q, k, v, cum, _padding_bias(key_mask, torch.float32), dropout_p,
-                                              False, variant, prior.log_diagonal, block_elements)
+    return BlockwisePriorAttention.apply(q, k, v, cum, _padding_bias(key_mask, torch.float32), dropout_p,
+                                         False, prior.log_rows, block_elements)
 
 
 def test_query_blocks_cover_the_queries_within_the_budget():

@@ -41,7 +41,7 @@ def test_module_prior_symmetric_product_and_unit_diagonal():
     torch.manual_seed(0)
     module = ConstituentAttention(16).double()
     hidden = torch.randn(3, 9, 16, dtype=torch.float64)
-    c, a = module(hidden)
+    c, a = module.constituent_prior(hidden)
     assert c.shape == (3, 9, 9) and a.shape == (3, 8)
     assert ((a > 0) & (a < 1)).all()
     assert torch.allclose(c, brute_force_prior(a), atol=1e-6, rtol=0)
@@ -69,8 +69,8 @@ def test_hierarchical_constraint_links_only_grow():
     torch.manual_seed(2)
     module = ConstituentAttention(16)
     hidden = torch.randn(2, 7, 16)
-    a1 = module(hidden)[1]
-    a2 = module(torch.randn(2, 7, 16), prior=a1)[1]
+    a1 = module.constituent_prior(hidden)[1]
+    a2 = module.constituent_prior(torch.randn(2, 7, 16), prior=a1)[1]
     assert (a2 >= a1).all()
     assert torch.allclose(hierarchical_constraint(torch.tensor([0.5]), torch.tensor([0.5])), torch.tensor([0.75]))
     assert hierarchical_constraint(None, a1) is a1
@@ -81,16 +81,16 @@ def test_padding_does_not_leak(variant):
     torch.manual_seed(3)
     module = ConstituentAttention(16, variant).eval()
     real = torch.randn(1, 5, 16)
-    c0, a0 = module(real, torch.ones(1, 5, dtype=torch.bool))
+    c0, a0 = module.constituent_prior(real, torch.ones(1, 5, dtype=torch.bool))
     padded = torch.cat([real, 100 * torch.randn(1, 3, 16)], dim=1)
     mask = torch.tensor([[True] * 5 + [False] * 3])
     prior = torch.cat([torch.rand(1, 4), torch.rand(1, 3)], dim=1)
-    c1, a1 = module(padded, mask)
+    c1, a1 = module.constituent_prior(padded, mask)
     assert torch.allclose(a1[:, :4], a0, atol=1e-6)
     assert torch.allclose(c1[:, :5, :5], c0, atol=1e-6)
     # with a prior from below: the real links only depend on real links
-    c2, a2 = module(padded, mask, prior)
-    c3, a3 = module(real, None, prior[:, :4])
+    c2, a2 = module.constituent_prior(padded, mask, prior)
+    c3, a3 = module.constituent_prior(real, None, prior[:, :4])
     assert torch.allclose(a2[:, :4], a3, atol=1e-6) and torch.allclose(c2[:, :5, :5], c3, atol=1e-6)
     # the last real word's right neighbour is padding: it is an edge (p = 1 to the left)
     expected_pad_link = 0.0 if variant == "paper" else math.sqrt(OFFICIAL_EPS)
@@ -126,7 +126,7 @@ def test_official_variant_documented_differences():
 def test_gradients_reach_the_module():
     torch.manual_seed(5)
     module = ConstituentAttention(16)
-    c, a = module(torch.randn(2, 6, 16))
+    c, a = module.constituent_prior(torch.randn(2, 6, 16))
     (c.sum() + a.sum()).backward()
     for p in (module.query.weight, module.key.weight, module.norm.weight):
         assert p.grad is not None and p.grad.abs().sum() > 0

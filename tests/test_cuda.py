@@ -10,7 +10,7 @@ import torch
 
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors.attention import (
-    ConstituentAttentionFunction, _padding_bias, dropout_keep_mask, eager_attention, query_blocks,
+    BlockwisePriorAttention, _padding_bias, dropout_keep_mask, eager_attention, query_blocks,
 )
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
@@ -36,8 +36,8 @@ def test_sdpa_kernel_equals_eager_on_cuda(variant, block_elements):
     for fused in (False, True):
         leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
         if fused:
-            out = ConstituentAttentionFunction.apply(*leaves, _padding_bias(key_mask, torch.float32), 0.0, True,
-                                                     variant, diag, block_elements)
+            out = BlockwisePriorAttention.apply(*leaves, _padding_bias(key_mask, torch.float32), 0.0, True,
+                                                ConstituentPrior(leaves[3], variant, diag).log_rows, block_elements)
         else:
             out, _ = eager_attention(*leaves[:3], key_mask, ConstituentPrior(leaves[3], variant, diag))
         (out * torch.linspace(-1, 1, 16, device=CUDA)).sum().backward()
@@ -52,8 +52,8 @@ def test_dropout_masks_redrawn_from_the_cuda_generator():
     blocks = query_blocks(2, 3, 37, 37, block_elements)
     leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
     torch.manual_seed(5)
-    out = ConstituentAttentionFunction.apply(*leaves, _padding_bias(key_mask, torch.float32), p, True,
-                                             "paper", None, block_elements)
+    out = BlockwisePriorAttention.apply(*leaves, _padding_bias(key_mask, torch.float32), p, True,
+                                        ConstituentPrior(leaves[3]).log_rows, block_elements)
     state = torch.cuda.get_rng_state()
     out.pow(2).sum().backward()
     assert torch.equal(torch.cuda.get_rng_state(), state)

@@ -1,8 +1,9 @@
 """Tree Transformer (Wang, Lee & Chen, EMNLP 2019, arXiv 1909.06639) for masked language modelling.
 
-One readable file, bottom-up: config -> embeddings -> self-attention -> layer -> encoder -> model ->
-MLM head. The constituent prior (link probabilities, C) lives in
-:mod:`syntaxformer.priors.constituent`; the attention kernels ("eager", "sdpa") in
+Config -> model -> MLM head. The layers are the shared pre-LN encoder of
+:mod:`syntaxformer.models.encoder` (embeddings, self-attention with a prior, feed-forward, layer,
+stack); the constituent prior (link probabilities, C) is the registry's ``"constituent"`` prior,
+:mod:`syntaxformer.priors.constituent`; the attention kernels ("eager", "sdpa") are in
 :mod:`syntaxformer.priors.attention`.
 
 Architecture (the authors' public code, DESIGN.md §1.2): word embeddings × √d_model + sinusoidal
@@ -13,7 +14,8 @@ positions; ``L`` pre-LayerNorm blocks, each
     x = x + Dropout(FFN(LN(x)))                                 # Linear -> GELU -> Dropout -> Linear
 
 then a final LayerNorm and an *untied* output layer (as the public code). ``prior="none"`` gives the
-plain Transformer baseline of the paper (C = 1, no constituent module).
+plain Transformer baseline of the paper (C = 1, no constituent module); any prior of the registry
+(:data:`syntaxformer.priors.PRIORS`) plugs in the same way.
 
 Initialisation: every weight matrix Xavier-uniform (as the public code's Annotated-Transformer
 recipe), biases 0, LayerNorm (1, 0); word embeddings N(0, ``initializer_range``) (default 0.02), so
@@ -23,7 +25,6 @@ training stalls at the unigram loss, while small (Xavier) embeddings train.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -32,10 +33,9 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..priors.attention import ATTENTION_FUNCTIONS, flush_denormals_on_cpu
-from ..priors.constituent import VARIANTS, ConstituentAttention, ConstituentPrior
-
-PRIORS = ("constituent", "none")
+from ..priors import check_prior
+from ..priors.constituent import VARIANTS
+from .encoder import HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings
 
 
 # ----------------------------------------------------------------------------------------------
@@ -58,10 +58,13 @@ class TreeTransformerConfig(PretrainedConfig):
         layer_norm_eps: LayerNorm epsilon (1e-6 as the public code).
         pad_token_id: id of the padding token.
         initializer_range: std of the word-embedding initialisation (module docstring).
-        prior: "constituent" (Tree Transformer) or "none" (plain Transformer).
+        prior: a name in :data:`syntaxformer.priors.PRIORS`: "constituent" (Tree Transformer) or
+            "none" (plain Transformer).
         constituent_variant: "paper" or "official" (see :mod:`syntaxformer.priors.constituent`).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
+        pruned_heads: {layer: [heads]} removed by :meth:`TreeTransformerPreTrainedModel.prune_heads`
+            (the model is built without them, so ``from_pretrained`` restores a pruned model).
     Raises:
         ValueError: unknown ``prior`` or ``constituent_variant``, or heads not dividing hidden_size.
     """
@@ -72,9 +75,8 @@ class TreeTransformerConfig(PretrainedConfig):
                  num_attention_heads: int = 8, intermediate_size: int = 2048, hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
                  layer_norm_eps: float = 1e-6, pad_token_id: int = 0, initializer_range: float = 0.02,
-                 prior: str = "constituent", constituent_variant: str = "paper", **kwargs):
-        if prior not in PRIORS:
-            raise ValueError(f"unknown prior {prior!r}; expected one of {PRIORS}")
+                 prior: str = "constituent", constituent_variant: str = "paper", pruned_heads=None, **kwargs):
+        check_prior(prior)
         if constituent_variant not in VARIANTS:
             raise ValueError(f"unknown constituent_variant {constituent_variant!r}; expected one of {VARIANTS}")
         if hidden_size % num_attention_heads:
@@ -92,121 +94,16 @@ class TreeTransformerConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.prior = prior
         self.constituent_variant = constituent_variant
+        self.pruned_heads = normalise_pruned_heads(pruned_heads)
+
+
+def normalise_pruned_heads(pruned_heads) -> dict[int, list[int]]:
+    """``{layer: heads}`` with int keys (JSON makes them strings) and sorted unique heads."""
+    return {int(k): sorted(set(int(h) for h in v)) for k, v in (pruned_heads or {}).items() if v}
 
 
 # ----------------------------------------------------------------------------------------------
-# Embeddings
-# ----------------------------------------------------------------------------------------------
-
-def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
-    """(length, d_model) sinusoidal position encodings (Vaswani et al. 2017, §3.5)."""
-    position = torch.arange(length, dtype=torch.float32)[:, None]
-    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    pe = torch.zeros(length, d_model)
-    pe[:, 0::2] = torch.sin(position * div)
-    pe[:, 1::2] = torch.cos(position * div[: d_model // 2])
-    return pe
-
-
-class TreeTransformerEmbeddings(nn.Module):
-    """Word embeddings × √d_model + sinusoidal positions, then dropout (public code)."""
-
-    def __init__(self, config: TreeTransformerConfig):
-        super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.scale = math.sqrt(config.hidden_size)
-        self.register_buffer("positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size),
-                             persistent=False)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """(B, N) ids -> (B, N, d)."""
-        n = input_ids.shape[1]
-        positions = self.positions
-        if n > positions.shape[0]:  # sinusoids work at any length
-            positions = sinusoidal_positions(n, positions.shape[1]).to(positions.device)
-        x = self.word_embeddings(input_ids) * self.scale + positions[:n].to(self.word_embeddings.weight.dtype)
-        return self.dropout(x)
-
-
-# ----------------------------------------------------------------------------------------------
-# Attention, feed-forward, layer
-# ----------------------------------------------------------------------------------------------
-
-class TreeTransformerSelfAttention(nn.Module):
-    """Multi-head self-attention whose probabilities are multiplied by the constituent prior.
-
-    The kernel is ``ATTENTION_FUNCTIONS[config._attn_implementation]`` ("eager" or "sdpa").
-    """
-
-    def __init__(self, config: TreeTransformerConfig):
-        super().__init__()
-        self.config = config
-        self.num_heads = config.num_attention_heads
-        self.head_dim = config.hidden_size // config.num_attention_heads
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
-        self.output = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout_p = config.attention_probs_dropout_prob
-
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, prior: ConstituentPrior | None,
-                output_attentions: bool = False):
-        """x (B, N, d), key_mask (B, N) bool -> ((B, N, d), attentions (B, H, N, N) or None)."""
-        B, N, d = x.shape
-        q, k, v = (lin(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
-                   for lin in (self.query, self.key, self.value))
-        attention = ATTENTION_FUNCTIONS[self.config._attn_implementation or "eager"]
-        out, attn = attention(q, k, v, key_mask, prior, dropout_p=self.dropout_p if self.training else 0.0,
-                              output_attentions=output_attentions)
-        out = out.transpose(1, 2).reshape(B, N, d)  # (B, N, d)
-        return self.output(out), attn
-
-
-class TreeTransformerFeedForward(nn.Module):
-    """Linear -> GELU -> Dropout -> Linear."""
-
-    def __init__(self, config: TreeTransformerConfig):
-        super().__init__()
-        self.fc_in = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.fc_out = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc_out(self.dropout(F.gelu(self.fc_in(x))))
-
-
-class TreeTransformerLayer(nn.Module):
-    """One pre-LayerNorm block with constituent attention (module docstring)."""
-
-    def __init__(self, config: TreeTransformerConfig, layer_index: int):
-        super().__init__()
-        self.constituent = (ConstituentAttention(config.hidden_size, config.constituent_variant, layer_index,
-                                                 config.layer_norm_eps)
-                            if config.prior == "constituent" else None)
-        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.attention = TreeTransformerSelfAttention(config)
-        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.ffn = TreeTransformerFeedForward(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, x, key_mask, links, output_attentions=False):
-        """x (B, N, d), key_mask (B, N) bool, links (B, N-1) of the layer below or None.
-
-        Returns ``(x, links, prior, attentions)``: new hidden states, this layer's link probabilities
-        (None without a prior), its :class:`ConstituentPrior` (or None) and attentions (or None).
-        """
-        prior = None
-        if self.constituent is not None:
-            prior, links = self.constituent.prior_state(x, key_mask, links)
-        h, attn = self.attention(self.attention_norm(x), key_mask, prior, output_attentions)
-        x = x + self.dropout(h)
-        x = x + self.dropout(self.ffn(self.ffn_norm(x)))
-        return x, links, prior, attn
-
-
-# ----------------------------------------------------------------------------------------------
-# Encoder, model, MLM head
+# Model, MLM head
 # ----------------------------------------------------------------------------------------------
 
 @dataclass
@@ -245,8 +142,8 @@ class TreeTransformerMaskedLMOutput(ModelOutput):
     hidden_states: tuple | None = None
 
 
-class TreeTransformerPreTrainedModel(PreTrainedModel):
-    """Weight initialisation and the Hugging Face plumbing (save/load, attention selection)."""
+class TreeTransformerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
+    """Weight initialisation and the Hugging Face plumbing (save/load, attention selection, head pruning)."""
 
     config_class = TreeTransformerConfig
     base_model_prefix = "tree_transformer"
@@ -256,6 +153,10 @@ class TreeTransformerPreTrainedModel(PreTrainedModel):
     def _can_set_attn_implementation(cls) -> bool:
         # our kernels are chosen at call time from config._attn_implementation, so switching works
         return True
+
+    def attention_modules(self) -> list[MultiHeadSelfAttention]:
+        """Each layer's self-attention, bottom-up (what :meth:`prune_heads` prunes)."""
+        return [layer.attention for layer in self.base_model.layers]
 
     def _init_weights(self, module: nn.Module) -> None:
         """Xavier-uniform matrices, zero biases, LayerNorm (1, 0), embeddings N(0, initializer_range)."""
@@ -271,41 +172,28 @@ class TreeTransformerPreTrainedModel(PreTrainedModel):
 
 
 class TreeTransformerModel(TreeTransformerPreTrainedModel):
-    """Embeddings and the stack of layers, final LayerNorm; no output head."""
+    """Embeddings, the pre-LN encoder with the config's prior, final LayerNorm; no output head."""
 
     def __init__(self, config: TreeTransformerConfig):
         super().__init__(config)
-        self.embeddings = TreeTransformerEmbeddings(config)
-        self.layers = nn.ModuleList(TreeTransformerLayer(config, i) for i in range(config.num_hidden_layers))
+        self.embeddings = SinusoidalEmbeddings(config)
+        self.layers = PreLNEncoder(config)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.post_init()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False, output_priors: bool = False,
-                output_hidden_states: bool = False) -> TreeTransformerOutput:
-        """input_ids (B, N), attention_mask (B, N) 1 = real / 0 = padding (None: all real)."""
-        flush_denormals_on_cpu(input_ids.device)
+                head_mask: torch.Tensor | None = None, output_attentions: bool = False,
+                output_priors: bool = False, output_hidden_states: bool = False) -> TreeTransformerOutput:
+        """input_ids (B, N), attention_mask (B, N) 1 = real / 0 = padding (None: all real), head_mask
+        (H,) or (L, H) (1 keeps a head, 0 drops it; original head numbers; None: all heads)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         key_mask = attention_mask.bool()  # (B, N)
-        x = self.embeddings(input_ids)
-        links = None
-        all_links, all_priors, all_attn, all_hidden = [], [], [], [x]
-        for layer in self.layers:
-            x, links, prior, attn = layer(x, key_mask, links, output_attentions)
-            if links is not None:
-                all_links.append(links)
-            if output_priors and prior is not None:
-                all_priors.append(torch.exp(prior.log_prior()))
-            if output_attentions:
-                all_attn.append(attn)
-            all_hidden.append(x)
-        x = self.norm(x)
+        out = self.layers(self.embeddings(input_ids), key_mask, head_mask, output_attentions, output_priors,
+                          output_hidden_states)
         return TreeTransformerOutput(
-            last_hidden_state=x, link_probs=tuple(all_links),
-            priors=tuple(all_priors) if output_priors else None,
-            attentions=tuple(all_attn) if output_attentions else None,
-            hidden_states=tuple(all_hidden) if output_hidden_states else None)
+            last_hidden_state=self.norm(out.hidden), link_probs=out.records.get("link_probs", ()),
+            priors=out.priors, attentions=out.attentions, hidden_states=out.hidden_states)
 
 
 class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
@@ -318,15 +206,17 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None, output_attentions: bool = False,
-                output_priors: bool = False, output_hidden_states: bool = False, masked_only: bool = False,
-                return_dict: bool = True) -> TreeTransformerMaskedLMOutput | tuple:
+                labels: torch.Tensor | None = None, head_mask: torch.Tensor | None = None,
+                output_attentions: bool = False, output_priors: bool = False, output_hidden_states: bool = False,
+                masked_only: bool = False, return_dict: bool = True) -> TreeTransformerMaskedLMOutput | tuple:
         """Masked-LM forward pass.
 
         Args:
             input_ids: (B, N) token ids.
             attention_mask: (B, N), 1 = real token, 0 = padding (None: all real).
             labels: (B, N) target ids, -100 = ignored; gives ``loss``.
+            head_mask: (H,) or (L, H): 1 keeps a head, 0 drops it (multiplies the head's output;
+                original head numbers after pruning); None keeps all.
             output_attentions: return (B, H, N, N) attentions per layer (the sdpa path falls back to
                 eager for this call).
             output_priors: return (B, N, N) constituent priors per layer.
@@ -339,7 +229,7 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
         Raises:
             ValueError: ``masked_only`` without ``labels``.
         """
-        out = self.tree_transformer(input_ids, attention_mask, output_attentions=output_attentions,
+        out = self.tree_transformer(input_ids, attention_mask, head_mask, output_attentions=output_attentions,
                                     output_priors=output_priors, output_hidden_states=output_hidden_states)
         hidden = out.last_hidden_state
         loss = None

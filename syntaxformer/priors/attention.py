@@ -2,24 +2,27 @@
 
 Every kernel computes, per head,
 
-    out = E V,   E = C ⊙ softmax(Q Kᵀ / √d_k + padding mask)      (Tree Transformer, no renormalisation)
+    out = E V,   E = M ⊙ softmax(Q Kᵀ / √d_k + B + padding mask)      (no renormalisation)
 
-with ``C`` the layer's constituent prior (``prior``, a :class:`ConstituentPrior`, O(N) state) or
-``C = 1`` when ``prior is None`` (plain Transformer).
+with ``M`` a multiplicative prior (``prior``, a :class:`~syntaxformer.priors.base.MultiplicativePrior`
+with O(N) state, e.g. the Tree Transformer's constituent prior ``C``) or ``M = 1`` when ``prior is None``,
+and ``B`` an additive score bias (``bias``, (B, 1 or H, N, N), or None). The kernels know no prior by
+name: the layer unpacks a :class:`~syntaxformer.priors.base.PriorOutput` into these two arguments.
 
 ``"eager"``
     the literal reference: materialises the (B, H, N, N) scores, softmax and product, and can return
     the attention ``E`` that the layer uses.
 ``"sdpa"``
-    the fast path: PyTorch's ``scaled_dot_product_attention`` without a prior; with one,
-    :class:`ConstituentAttentionFunction`, which builds ``C``'s rows from ``P`` block by block
-    (never the whole (B, N, N) prior), has a hand-written backward, and keeps the (B, H, N, N)
+    the fast path: PyTorch's ``scaled_dot_product_attention`` without a multiplicative prior (the
+    bias as a float mask); with one, :class:`BlockwisePriorAttention`, which builds ``M``'s rows from
+    the prior's state block by block (never the whole (B, N, N) prior), has a hand-written backward,
+    and keeps the (B, H, N, N)
     attention for the backward only up to :data:`SAVE_ATTENTION_ELEMENTS` (above, it recomputes it
     block by block: memory linear in N). See :func:`sdpa_attention`.
 
 Signature of every kernel::
 
-    fn(query, key, value, key_mask, prior=None, dropout_p=0.0, output_attentions=False)
+    fn(query, key, value, key_mask, prior=None, dropout_p=0.0, output_attentions=False, bias=None)
         -> (out (B, H, N, d_k), attentions (B, H, N, N) or None)
 
 ``query, key, value``: (B, H, N, d_k); ``key_mask``: (B, N) bool, True = real token (padding keys are
@@ -40,7 +43,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .constituent import ConstituentPrior, log_constituent_prior
+from .base import MultiplicativePrior
 
 
 def flush_denormals_on_cpu(device: torch.device) -> None:
@@ -120,22 +123,24 @@ def dropout_keep_mask(like: torch.Tensor, dropout_p: float) -> torch.Tensor:
     return torch.rand(like.shape, device=like.device) < 1.0 - dropout_p
 
 
-def eager_attention(query, key, value, key_mask, prior: ConstituentPrior | None = None,
-                    dropout_p: float = 0.0, output_attentions: bool = False):
-    """The literal reference: ``E = C ⊙ softmax(QKᵀ/√d_k)``, ``out = dropout(E) V``.
+def eager_attention(query, key, value, key_mask, prior: MultiplicativePrior | None = None,
+                    dropout_p: float = 0.0, output_attentions: bool = False, bias: torch.Tensor | None = None):
+    """The literal reference: ``E = M ⊙ softmax(QKᵀ/√d_k + B)``, ``out = dropout(E) V``.
 
-    Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``C``. Values of ``C`` below the
+    Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``M``. Values of ``M`` below the
     smallest normal float are 0 (:func:`exp_flushed`), and so are those of ``E``, explicitly unless
     the CPU already flushes (:func:`flush_to_zero_is_on`). See the module docstring for arguments
     and returns.
     """
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, N, N)
+    if bias is not None:
+        scores = scores + bias
     scores = scores + _padding_bias(key_mask, scores.dtype)
     attn = torch.softmax(scores, dim=-1)
     if prior is not None:
         flush = _flush_ if _needs_explicit_flush(query) else (lambda x: x)
-        constituent = exp_flushed(prior.log_prior())  # (B, N, N)
+        constituent = exp_flushed(prior.log_prior())  # (B, N, N) M
         # (B, H, N, N), no renormalisation; expand_as: the same product, but torch 2.13's CPU kernel
         # is ~4x slower on a (B, H, N, N) × (B, 1, N, N) product than on the expanded operand
         attn = flush(attn * constituent[:, None].expand_as(attn))  # in place on the fresh product
@@ -159,7 +164,7 @@ BLOCK_ELEMENTS = 1 << 22
 
 def query_blocks(batch: int, heads: int, n_query: int, n_key: int,
                  block_elements: int = BLOCK_ELEMENTS) -> list[tuple[int, int]]:
-    """The blocks of query rows of :class:`ConstituentAttentionFunction`'s recomputing mode.
+    """The blocks of query rows of :class:`BlockwisePriorAttention`'s recomputing mode.
 
     Args:
         batch, heads, n_query, n_key: the attention's (B, H, N_q, N_k) sizes.
@@ -173,69 +178,70 @@ def query_blocks(batch: int, heads: int, n_query: int, n_key: int,
     return [(start, min(start + rows, n_query)) for start in range(0, n_query, rows)]
 
 
-class ConstituentAttentionFunction(torch.autograd.Function):
-    """``out = dropout(C ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with a hand-written backward.
+class BlockwisePriorAttention(torch.autograd.Function):
+    """``out = dropout(M ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with a hand-written backward.
 
-    The same function as :func:`eager_attention` (eq. 2 of the paper with the prior of eqs. 3-4).
-    ``C`` never exists whole: its rows are computed from ``P`` block by block
-    (:func:`~syntaxformer.priors.constituent.log_constituent_prior` with ``rows=``), in the forward
-    and again in the backward, so the prior keeps only ``P`` (B, N) for the backward. Two modes:
+    The same function as :func:`eager_attention` for a multiplicative prior ``M`` (for the Tree
+    Transformer ``M = C``: eq. 2 of the paper with the prior of eqs. 3-4). ``M`` never exists whole:
+    its rows are computed from the prior's state block by block (``log_rows(state, (start, stop))``
+    of the :class:`~syntaxformer.priors.base.MultiplicativePrior`), in the forward and again in the
+    backward, so the prior keeps only its O(N) state for the backward. Two modes:
 
     ``block_elements=None`` (keep the attention)
         one block; saves ``A`` and ``E'`` (B, H, N, N) as PyTorch's eager/math attention saves its
-        softmax, and no scores, ``C``, ``log C`` or dropout mask. Fastest on CPU.
+        softmax, and no scores, ``M``, ``log M`` or dropout mask. Fastest on CPU.
     ``block_elements=k`` (recompute, as flash attention)
         blocks of query rows with at most ``k`` scores each (:func:`query_blocks`); saves nothing
         N×N: ``Q/√d_k, K, V, out`` (B, H, N, d_k), ``P`` and the padding mask. The backward
         recomputes each block's scores and softmax (one more ``Q Kᵀ`` product) and redraws its
         dropout mask from the generator state saved at the forward. Memory linear in N.
 
-    With ``A = softmax(S)``, ``E = C ⊙ A``, ``E'`` = E after dropout (mask ``m``, scale
-    ``1/(1-p)``, folded into ``C``) and ``dP = dO Vᵀ``:
+    With ``A = softmax(S)``, ``E = M ⊙ A``, ``E'`` = E after dropout (mask ``m``, scale
+    ``1/(1-p)``, folded into ``M``) and ``dP = dO Vᵀ``:
 
         G = E' ⊙ dP = E ⊙ dE,   dS = G - A ⊙ D,   D_i = rowsum(G)_i = dO_i · out_i   (as flash attention)
-        dV = E'ᵀ dO,   d(log C) = Σ_heads G   (then into ``P`` by autograd through the block's log C)
+        dV = E'ᵀ dO,   d(log M) = Σ_heads G   (then into the state by autograd through the block's log M)
 
     Dropout masks come from :func:`dropout_keep_mask` (the eager kernel draws its mask the same way,
-    so with one block the same seed gives the same mask). Values of ``C`` below the smallest normal
+    so with one block the same seed gives the same mask). Values of ``M`` below the smallest normal
     float are 0 (:func:`exp_flushed`), and those of ``E`` (and of ``G`` in the backward) when
-    ``flush`` is True, as in the eager kernel. Scores, softmax and ``C`` are float32 for half-precision inputs (the products run in the
+    ``flush`` is True, as in the eager kernel. Scores, softmax and ``M`` are float32 for half-precision inputs (the products run in the
     input dtype).
 
-    Inputs: ``query, key, value`` (B, H, N, d_k); ``cum_log_links`` (B, N) ``P`` (differentiable);
+    Inputs: ``query, key, value`` (B, H, N, d_k); ``state`` the prior's O(N) state (differentiable);
     ``pad`` (B, 1, 1, N) float32 additive padding mask; ``dropout_p`` float; ``flush`` bool;
-    ``variant`` and ``log_diagonal`` of the :class:`ConstituentPrior`; ``block_elements`` int or None.
-    Output: (B, H, N, d_k). Not twice differentiable.
+    ``log_rows`` the prior's row builder ``(state, (start, stop)) -> (B, b, N)``; ``block_elements``
+    int or None. Output: (B, H, N, d_k). Not twice differentiable.
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, cum_log_links, pad, dropout_p: float, flush: bool,
-                variant: str = "paper", log_diagonal: float | None = None, block_elements: int | None = None):
+    def forward(ctx, query, key, value, state, pad, dropout_p: float, flush: bool,
+                log_rows=None, block_elements: int | None = None):
         batch, heads, n, _ = query.shape
         scale = 1.0 / math.sqrt(query.shape[-1])
         query = query * scale  # (B, H, N, d_k); scaling Q is cheaper than scaling the N×N scores
         # the heads' views (B, N, H, d_k).transpose(1, 2) are not contiguous: every batched product
         # would copy them again (forward and backward); copy K and V once
         key, value = key.contiguous(), value.contiguous()
-        cum = cum_log_links.detach()
+        cum = state.detach()
         acc = _accumulation_dtype(query.dtype)
         rng_state = _rng_state(query.device) if dropout_p > 0 and block_elements is not None else None
         blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
         out = torch.empty_like(query)  # (B, H, N, d_k)
         for start, stop in blocks:
-            log_c = log_constituent_prior(cum.to(acc), variant, log_diagonal, rows=(start, stop))  # (B, b, N)
+            log_c = log_rows(cum.to(acc), (start, stop))  # (B, b, N)
             attn, used = _block_attention(query[:, :, start:stop], key, log_c, pad, dropout_p, flush)  # A, E'
             out[:, :, start:stop] = torch.matmul(used.to(value.dtype), value)
         saved = (attn, used) if block_elements is None else ()
         ctx.save_for_backward(query, key, value, cum, pad, out, *saved)
-        ctx.options = (scale, dropout_p, flush, variant, log_diagonal, block_elements, rng_state)
+        ctx.options = (scale, dropout_p, flush, log_rows, block_elements, rng_state)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
         query, key, value, cum, pad, out, *saved = ctx.saved_tensors
-        scale, dropout_p, flush, variant, log_diagonal, block_elements, rng_state = ctx.options
+        scale, dropout_p, flush, log_rows, block_elements, rng_state = ctx.options
         batch, heads, n, _ = query.shape
         acc = _accumulation_dtype(query.dtype)
         grad_out = grad_out.contiguous()  # (B, H, N, d_k)
@@ -257,7 +263,7 @@ class ConstituentAttentionFunction(torch.autograd.Function):
                 if ctx.needs_input_grad[3] or not saved:  # the block's log C, once; differentiable for d P
                     block_cum = cum.to(acc).detach().requires_grad_(ctx.needs_input_grad[3])
                     with torch.enable_grad():
-                        log_c = log_constituent_prior(block_cum, variant, log_diagonal, rows=(start, stop))
+                        log_c = log_rows(block_cum, (start, stop))
                 if saved:
                     attn, used = saved
                 else:
@@ -279,7 +285,7 @@ class ConstituentAttentionFunction(torch.autograd.Function):
                 _set_rng_state(query.device, restore_rng)
         grad_cum = grad_cum.to(cum.dtype) if grad_cum is not None else None
         return (grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), grad_cum,
-                None, None, None, None, None, None)
+                None, None, None, None, None)
 
 
 def _block_attention(query, key, log_c, pad, dropout_p, flush):
@@ -321,40 +327,42 @@ def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
         torch.set_rng_state(state)
 
 
-def sdpa_attention(query, key, value, key_mask, prior: ConstituentPrior | None = None,
-                   dropout_p: float = 0.0, output_attentions: bool = False):
-    """Fused path: PyTorch's fused attention without a prior, the blockwise kernel with one.
+def sdpa_attention(query, key, value, key_mask, prior: MultiplicativePrior | None = None,
+                   dropout_p: float = 0.0, output_attentions: bool = False, bias: torch.Tensor | None = None):
+    """Fused path: PyTorch's fused attention without a multiplicative prior, the blockwise kernel with one.
 
     What runs and what materialises, per layer (honest account; see benchmarks/README.md):
 
-    * ``prior=None`` (plain Transformer): ``F.scaled_dot_product_attention`` with a (B, 1, 1, N)
-      padding mask (PyTorch picks its backend: flash on CPU at evaluation and on CUDA; on CPU with
-      attention dropout its math backend, which materialises (B, H, N, N)).
-    * constituent prior, every device: :class:`ConstituentAttentionFunction`. ``C``'s rows are built
-      from ``P`` block by block, never the whole (B, N, N) prior. In training (grad enabled) it
+    * ``prior=None`` (plain Transformer, or an additive ``bias`` only): ``F.scaled_dot_product_attention``
+      with a (B, 1, 1, N) padding mask plus the bias as a float mask (PyTorch picks its backend: flash
+      on CPU at evaluation and on CUDA; its math backend, which materialises (B, H, N, N), on CPU with
+      attention dropout or a bias that requires grad).
+    * a multiplicative prior, every device: :class:`BlockwisePriorAttention`. ``M``'s rows are built
+      from the prior's state block by block, never the whole (B, N, N) prior. In training (grad enabled) it
       keeps ``A`` and ``E'`` for the backward while B·H·N² <= :data:`SAVE_ATTENTION_ELEMENTS` (as
       PyTorch's math backend keeps its softmax), and above that recomputes them block by block of
       :data:`BLOCK_ELEMENTS` scores (memory linear in N, as flash attention). Without gradients
       (evaluation, parsing, perplexity) it runs blockwise and keeps nothing.
-      Why not a fused library kernel: ``C ⊙ softmax(S)`` is ``softmax(S + log C)`` times a per-row
+      Why not a fused library kernel (the constituent prior): ``C ⊙ softmax(S)`` is ``softmax(S + log C)`` times a per-row
       ``exp(LSE(S + log C) - LSE(S))``, which needs gradients through two log-sum-exps, and in
       torch 2.13 no CPU kernel differentiates an attention bias (the flash kernel refuses a mask that
       requires grad; FlexAttention has no CPU backward).
 
-    ``output_attentions=True`` falls back to :func:`eager_attention`, as Hugging Face models do.
+    ``output_attentions=True``, and a multiplicative prior together with a bias, fall back to
+    :func:`eager_attention`, as Hugging Face models do for attentions.
     """
-    if output_attentions:
-        return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions=True)
+    if output_attentions or (prior is not None and bias is not None):
+        return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions, bias)
     pad = _padding_bias(key_mask, torch.float32)  # (B, 1, 1, N)
     if prior is None:
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=pad.to(query.dtype), dropout_p=dropout_p)
+        mask = pad.to(query.dtype) if bias is None else bias.to(query.dtype) + pad.to(query.dtype)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return out, None
     flush = _needs_explicit_flush(query)
     batch, heads, n, _ = query.shape
     keep_attention = torch.is_grad_enabled() and batch * heads * n * n <= SAVE_ATTENTION_ELEMENTS
-    out = ConstituentAttentionFunction.apply(query, key, value, prior.cum_log_links, pad, dropout_p, flush,
-                                             prior.variant, prior.log_diagonal,
-                                             None if keep_attention else BLOCK_ELEMENTS)
+    out = BlockwisePriorAttention.apply(query, key, value, prior.state, pad, dropout_p, flush, prior.log_rows,
+                                        None if keep_attention else BLOCK_ELEMENTS)
     return out, None
 
 

@@ -43,11 +43,12 @@ links between real words. (Real-padding entries are finite; the attention masks 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 
 VARIANTS = ("paper", "official")
 
@@ -295,30 +296,43 @@ def log_constituent_prior(cum_log_links: torch.Tensor, variant: str = "paper",
     return log_c.masked_fill(diagonal, log_diagonal)
 
 
-@dataclass
-class ConstituentPrior:
-    """The O(N) description of one layer's constituent prior, what attention kernels consume.
+class ConstituentPrior(MultiplicativePrior):
+    """The O(N) description of one layer's constituent prior ``C`` (what attention kernels consume).
 
-    Attributes:
+    A :class:`~syntaxformer.priors.base.MultiplicativePrior` whose state is ``P`` and whose rows are
+    :func:`log_constituent_prior`.
+
+    Args:
         cum_log_links: (B, N) ``P`` (see :func:`cumulative_log_links`).
         variant: "paper" or "official".
         log_diagonal: official variant's ``log C_ii`` (None for the paper variant, where it is 0).
     """
-    cum_log_links: torch.Tensor
-    variant: str = "paper"
-    log_diagonal: float | None = None
 
-    def log_prior(self, rows: tuple[int, int] | None = None) -> torch.Tensor:
-        """(B, N, N) ``log C``, or rows ``start:stop`` of it (B, stop - start, N) (:func:`log_constituent_prior`)."""
-        return log_constituent_prior(self.cum_log_links, self.variant, self.log_diagonal, rows)
+    def __init__(self, cum_log_links: torch.Tensor, variant: str = "paper", log_diagonal: float | None = None):
+        self.variant = variant
+        self.log_diagonal = log_diagonal
+        super().__init__(cum_log_links, self._log_rows)
+
+    @property
+    def cum_log_links(self) -> torch.Tensor:
+        """(B, N) ``P``: the prior's state."""
+        return self.state
+
+    def _log_rows(self, cum_log_links: torch.Tensor, rows: tuple[int, int] | None = None) -> torch.Tensor:
+        return log_constituent_prior(cum_log_links, self.variant, self.log_diagonal, rows)
 
 
 # ----------------------------------------------------------------------------------------------
 # The module
 # ----------------------------------------------------------------------------------------------
 
-class ConstituentAttention(nn.Module):
+class ConstituentAttention(StructuralPrior):
     """Tree Transformer constituent attention: link probabilities and the constituent prior of a layer.
+
+    The registry's ``"constituent"`` prior (:mod:`syntaxformer.priors`): its :meth:`forward` gets the
+    layer input, the padding mask and the link probabilities of the layer below, and returns the
+    multiplicative prior ``C`` (O(N) state ``P``), this layer's links as the next layer's state, and
+    ``record = {"link_probs": a}``.
 
     Submodules ``norm`` (LayerNorm of the module's input), ``query`` and ``key``
     (``nn.Linear(d_model, d_model)``, separate from the attention heads' projections).
@@ -371,14 +385,31 @@ class ConstituentAttention(nn.Module):
         a = hierarchical_constraint(prior, a_hat)
         return a, cumulative_log_links(a, gap_mask, self.variant)
 
+    record_names = ("link_probs",)
+
+    @classmethod
+    def from_config(cls, config, layer_index: int) -> ConstituentAttention:
+        """The module of 0-based layer ``layer_index`` (``hidden_size``, ``constituent_variant``,
+        ``layer_norm_eps`` of a :class:`~syntaxformer.models.tree_transformer.TreeTransformerConfig`)."""
+        return cls(config.hidden_size, getattr(config, "constituent_variant", "paper"), layer_index,
+                   config.layer_norm_eps)
+
     def prior_state(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
                     prior: torch.Tensor | None = None) -> tuple[ConstituentPrior, torch.Tensor]:
-        """Like :meth:`forward` without materialising C: ``(ConstituentPrior, a)``; O(N) per sentence."""
+        """Like :meth:`constituent_prior` without materialising C: ``(ConstituentPrior, a)``; O(N) per sentence."""
         a, cum = self.link_probabilities(hidden, mask, prior)
         return ConstituentPrior(cum, self.variant, self.log_diagonal), a
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
-                prior: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state: torch.Tensor | None = None
+                ) -> PriorOutput:
+        """The prior interface (:class:`~syntaxformer.priors.base.StructuralPrior`): hidden (B, N, d),
+        key_mask (B, N) bool, state = (B, N-1) links of the layer below or None -> the multiplicative
+        prior C, next state a^l (B, N-1) and ``record["link_probs"]`` = a^l."""
+        prior, a = self.prior_state(hidden, key_mask, state)
+        return PriorOutput(multiplicative=prior, state=a, record={"link_probs": a})
+
+    def constituent_prior(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
+                          prior: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Constituent prior and link probabilities of this layer.
 
         Args:

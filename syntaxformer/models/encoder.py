@@ -1,0 +1,287 @@
+"""The pre-LayerNorm Transformer encoder with a pluggable structural prior (one per model family).
+
+Bottom-up, as ``modeling_bert.py``: sinusoidal embeddings -> multi-head self-attention (the prior's
+:class:`~syntaxformer.priors.base.PriorOutput` unpacked into the kernel chosen by
+``config._attn_implementation``; ``head_mask``; ``prune_heads``) -> feed-forward -> one pre-LN layer
+-> the stack of layers (:class:`PreLNEncoder`). Used by the Tree Transformer (``prior="constituent"``)
+and the plain Transformer (``prior="none"``), and by every encoder-with-a-prior to come: the prior is
+resolved through the registry :data:`syntaxformer.priors.PRIORS` (``config.prior``).
+
+Each layer (the Tree Transformer's public code, DESIGN.md §1.2)::
+
+    prior^l = Prior(x, mask, state^{l-1})                       # on the block input (the prior's own LN)
+    x = x + Dropout(SelfAttention(LN(x), prior^l))              # E = M ⊙ softmax(QKᵀ/√d_k + B)
+    x = x + Dropout(FFN(LN(x)))                                 # Linear -> GELU -> Dropout -> Linear
+
+The config fields read: ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``,
+``intermediate_size``, ``hidden_dropout_prob``, ``attention_probs_dropout_prob``,
+``max_position_embeddings``, ``layer_norm_eps``, ``prior``, ``pruned_heads`` and whatever the prior reads.
+
+Heads (Michel et al. 2019's masking; Hugging Face's conventions): ``head_mask`` multiplies each head's
+output (so both kernels and their backward are untouched), indexed by the head's original number even
+after pruning; :meth:`MultiHeadSelfAttention.prune_heads` removes a head's rows of Q/K/V and its
+columns of the output projection.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.pytorch_utils import prune_linear_layer
+
+from ..priors import build_prior, prior_attribute
+from ..priors.attention import ATTENTION_FUNCTIONS
+from ..priors.base import PriorOutput
+
+
+def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
+    """(length, d_model) sinusoidal position encodings (Vaswani et al. 2017, §3.5)."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(length, d_model)
+    pe[:, 0::2] = torch.sin(position * div)
+    pe[:, 1::2] = torch.cos(position * div[: d_model // 2])
+    return pe
+
+
+class SinusoidalEmbeddings(nn.Module):
+    """Word embeddings × √d_model + sinusoidal positions, then dropout (the Tree Transformer's code)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.scale = math.sqrt(config.hidden_size)
+        self.register_buffer("positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size),
+                             persistent=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """(B, N) ids -> (B, N, d)."""
+        n = input_ids.shape[1]
+        positions = self.positions
+        if n > positions.shape[0]:  # sinusoids work at any length
+            positions = sinusoidal_positions(n, positions.shape[1]).to(positions.device)
+        x = self.word_embeddings(input_ids) * self.scale + positions[:n].to(self.word_embeddings.weight.dtype)
+        return self.dropout(x)
+
+
+def head_index(kept_positions: Iterable[int], head_dim: int) -> torch.Tensor:
+    """Rows (of Q/K/V) or columns (of the output projection) of the heads at ``kept_positions``:
+    (len(kept) · head_dim,) long tensor, in order."""
+    return torch.cat([torch.arange(p * head_dim, (p + 1) * head_dim) for p in kept_positions])
+
+
+def prune_head_projections(module: nn.Module, heads: Iterable[int], head_dim: int,
+                           names: tuple[str, ...] = ("query", "key", "value"), output: str = "output") -> list[int]:
+    """Remove heads (original numbers) from an attention module in place; returns the kept positions.
+
+    The module keeps ``head_ids`` (original numbers of the heads it has, in order) and ``num_heads``;
+    the rows of its ``names`` projections and the columns of ``output`` that belong to the heads go
+    (``transformers.pytorch_utils.prune_linear_layer``). Heads already pruned are ignored.
+
+    Raises:
+        ValueError: pruning would leave no head, or a head number the layer never had.
+    """
+    heads = set(int(h) for h in heads)
+    unknown = heads - set(module.head_ids) - set(module.pruned_heads)
+    if unknown:
+        raise ValueError(f"no head {sorted(unknown)} in a layer of {module.num_heads + len(module.pruned_heads)} heads")
+    heads &= set(module.head_ids)
+    if not heads:
+        return list(range(module.num_heads))
+    kept = [p for p, h in enumerate(module.head_ids) if h not in heads]
+    if not kept:
+        raise ValueError("pruning every head of a layer is not supported (keep at least one)")
+    index = head_index(kept, head_dim)
+    for name in names:
+        setattr(module, name, prune_linear_layer(getattr(module, name), index, dim=0))
+    setattr(module, output, prune_linear_layer(getattr(module, output), index, dim=1))
+    module.head_ids = [module.head_ids[p] for p in kept]
+    module.pruned_heads = set(module.pruned_heads) | heads
+    module.num_heads = len(kept)
+    return kept
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Multi-head self-attention with a structural prior; the kernel is
+    ``ATTENTION_FUNCTIONS[config._attn_implementation]`` ("eager" or "sdpa")."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.head_ids = list(range(self.num_heads))  # original numbers of the heads present
+        self.pruned_heads: set[int] = set()
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.output = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def prune_heads(self, heads: Iterable[int]) -> None:
+        """Remove ``heads`` (original 0-based numbers) for good (see :func:`prune_head_projections`)."""
+        prune_head_projections(self, heads, self.head_dim)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, prior: PriorOutput | None,
+                head_mask: torch.Tensor | None = None, output_attentions: bool = False):
+        """x (B, N, d), key_mask (B, N) bool, head_mask (H_original,) (1 keeps, 0 drops) or None
+        -> ((B, N, d), attentions (B, H, N, N) or None)."""
+        B, N, _ = x.shape
+        q, k, v = (lin(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
+                   for lin in (self.query, self.key, self.value))
+        attention = ATTENTION_FUNCTIONS[self.config._attn_implementation or "eager"]
+        multiplicative = prior.multiplicative if prior is not None else None
+        bias = prior.additive_bias(q) if prior is not None else None
+        out, attn = attention(q, k, v, key_mask, multiplicative, dropout_p=self.dropout_p if self.training else 0.0,
+                              output_attentions=output_attentions, bias=bias)  # (B, H, N, d_k)
+        if head_mask is not None:
+            keep = head_mask[self.head_ids].to(out.dtype)  # (H,) of the heads present
+            out = out * keep[None, :, None, None]
+            attn = attn * keep[None, :, None, None] if attn is not None else None
+        out = out.transpose(1, 2).reshape(B, N, self.num_heads * self.head_dim)  # (B, N, H·d_k)
+        return self.output(out), attn
+
+
+class FeedForward(nn.Module):
+    """Linear -> GELU -> Dropout -> Linear."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.fc_in = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.fc_out = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc_out(self.dropout(F.gelu(self.fc_in(x))))
+
+
+class PreLNLayer(nn.Module):
+    """One pre-LayerNorm block with the config's prior (module docstring).
+
+    The prior module is registered under its registry name (``layer.constituent`` for the
+    constituent prior) and is also :attr:`prior`; None for ``prior="none"``.
+    """
+
+    def __init__(self, config, layer_index: int):
+        super().__init__()
+        self.prior_name = prior_attribute(config.prior)
+        prior = build_prior(config, layer_index)
+        if prior is not None:
+            self.add_module(self.prior_name, prior)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.attention = MultiHeadSelfAttention(config)
+        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.ffn = FeedForward(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    @property
+    def prior(self) -> nn.Module | None:
+        """This layer's :class:`~syntaxformer.priors.base.StructuralPrior`, or None."""
+        return getattr(self, self.prior_name) if self.prior_name else None
+
+    def forward(self, x, key_mask, prior_state=None, head_mask=None, output_attentions=False):
+        """x (B, N, d), key_mask (B, N) bool, the prior's state from the layer below (or None),
+        head_mask (H_original,) or None -> ``(x, PriorOutput or None, attentions or None)``."""
+        prior = self.prior(x, key_mask, prior_state) if self.prior is not None else None
+        h, attn = self.attention(self.attention_norm(x), key_mask, prior, head_mask, output_attentions)
+        x = x + self.dropout(h)
+        x = x + self.dropout(self.ffn(self.ffn_norm(x)))
+        return x, prior, attn
+
+
+def layer_head_masks(head_mask: torch.Tensor | None, num_layers: int, num_heads: int) -> list:
+    """Hugging Face's ``head_mask`` as one (num_heads,) mask per layer (or None per layer).
+
+    Args:
+        head_mask: (num_heads,) for every layer, (num_layers, num_heads), or None; 1 keeps a head,
+            0 drops it (fractions scale it); indexed by original head number.
+    Raises:
+        ValueError: any other shape.
+    """
+    if head_mask is None:
+        return [None] * num_layers
+    if head_mask.dim() == 1 and head_mask.shape[0] == num_heads:
+        return [head_mask] * num_layers
+    if head_mask.shape == (num_layers, num_heads):
+        return list(head_mask.unbind(0))
+    raise ValueError(f"head_mask of shape {tuple(head_mask.shape)}: expected ({num_heads},) or "
+                     f"({num_layers}, {num_heads})")
+
+
+@dataclass
+class EncoderOutput:
+    """What :class:`PreLNEncoder` returns (tuples over layers; ``records`` by the prior's names)."""
+    hidden: torch.Tensor
+    records: dict[str, tuple] = field(default_factory=dict)
+    priors: tuple | None = None
+    attentions: tuple | None = None
+    hidden_states: tuple | None = None
+
+
+class PreLNEncoder(nn.ModuleList):
+    """The stack of :class:`PreLNLayer` (a ``ModuleList``, so a model's parameter names are
+    ``layers.{i}.…``), threading each prior's state to the layer above; the final LayerNorm is the
+    model's."""
+
+    def __init__(self, config):
+        super().__init__(PreLNLayer(config, i) for i in range(config.num_hidden_layers))
+        self.num_heads = config.num_attention_heads
+        for layer, heads in (getattr(config, "pruned_heads", None) or {}).items():
+            self[int(layer)].attention.prune_heads(heads)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, head_mask: torch.Tensor | None = None,
+                output_attentions: bool = False, output_priors: bool = False,
+                output_hidden_states: bool = False) -> EncoderOutput:
+        """x (B, N, d) embeddings, key_mask (B, N) bool (True = real), head_mask (H,) or (L, H) -> output."""
+        masks = layer_head_masks(head_mask, len(self), self.num_heads)
+        state, records = None, {}
+        priors, attentions, hidden_states = [], [], [x]
+        for layer, mask in zip(self, masks):
+            x, prior, attn = layer(x, key_mask, state, mask, output_attentions)
+            if prior is not None:
+                state = prior.state
+                for name, value in prior.record.items():
+                    records.setdefault(name, []).append(value)
+                if output_priors and prior.multiplicative is not None:
+                    priors.append(torch.exp(prior.multiplicative.log_prior()))  # (B, N, N)
+            attentions.append(attn)
+            hidden_states.append(x)
+        return EncoderOutput(hidden=x, records={k: tuple(v) for k, v in records.items()},
+                             priors=tuple(priors) if output_priors else None,
+                             attentions=tuple(attentions) if output_attentions else None,
+                             hidden_states=tuple(hidden_states) if output_hidden_states else None)
+
+
+class HeadPruningMixin:
+    """``prune_heads`` for a ``PreTrainedModel`` whose :meth:`attention_modules` lists its layers'
+    attention modules (each with ``prune_heads(heads)``), recorded in ``config.pruned_heads``.
+
+    The model's constructor builds its layers without the heads in ``config.pruned_heads``, so
+    ``from_pretrained`` restores a pruned model; pruning is idempotent (Hugging Face's
+    ``init_weights`` calls it again with the config's heads).
+    """
+
+    def attention_modules(self) -> list[nn.Module]:
+        raise NotImplementedError
+
+    def prune_heads(self, heads_to_prune: dict[int, Iterable[int]]) -> None:
+        """Remove heads for good: ``{layer: [heads]}``, 0-based layers and original head numbers.
+
+        Raises:
+            ValueError: a layer out of range, a head the layer never had, or every head of a layer.
+        """
+        modules = self.attention_modules()
+        for layer in heads_to_prune:
+            if not 0 <= int(layer) < len(modules):
+                raise ValueError(f"prune_heads: no layer {layer} in a model of {len(modules)} layers")
+        for layer, heads in heads_to_prune.items():
+            modules[int(layer)].prune_heads(heads)
+        merged = {int(k): set(v) for k, v in (self.config.pruned_heads or {}).items()}
+        for layer, heads in heads_to_prune.items():
+            merged.setdefault(int(layer), set()).update(int(h) for h in heads)
+        self.config.pruned_heads = {k: sorted(v) for k, v in sorted(merged.items()) if v}

@@ -1,0 +1,97 @@
+"""The prior interface: what a structural prior gives a layer's self-attention.
+
+A *structural prior* is one module per layer (``config.prior`` names it in the registry,
+:data:`syntaxformer.priors.PRIORS`). Before the layer's attention it receives the layer's input hidden
+states, the padding mask and its own state from the layer below, and returns a :class:`PriorOutput`:
+any of
+
+* ``score_bias`` -- an additive bias on the scores ``Q Kᵀ/√d_k`` (B, 1 or H, N, N) before the softmax:
+  fits PyTorch's fused attention as a float mask (e.g. a distance prior);
+* ``query_score_bias`` -- an additive bias that depends on the queries, a function
+  ``(B, H, N, d_k) -> (B, H, N, N)`` (e.g. relative-position keys ``q_i · r_ij``);
+* ``multiplicative`` -- a post-softmax prior ``E = M ⊙ softmax(S)`` (no renormalisation) described by
+  O(N) state: a :class:`MultiplicativePrior` whose ``log_rows`` builds any block of rows of ``log M``
+  from the state, so the blockwise kernel never materialises ``M`` (the Tree Transformer's constituent
+  prior, Wang et al. 2019 §3.1);
+* ``state`` -- what this layer's prior hands the layer above (e.g. link probabilities for the
+  hierarchical constraint), and ``record`` -- per-layer tensors the model returns (e.g.
+  ``{"link_probs": (B, N-1)}``).
+
+The attention kernels (:mod:`syntaxformer.priors.attention`) consume the fields; they know no prior by
+name. A new prior is one file defining a :class:`StructuralPrior` subclass, one line in the registry,
+and its tests (ARCHITECTURE.md, "How to add a prior").
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass
+class MultiplicativePrior:
+    """A post-softmax attention prior ``M`` (B, N, N), shared by the heads, kept as O(N) state.
+
+    Attributes:
+        state: (B, N) (or (B, N, k)) tensor from which every row of ``log M`` is computed; the
+            blockwise kernel differentiates ``log_rows`` with respect to it.
+        log_rows: ``log_rows(state, rows) -> (B, stop - start, N)``: rows ``start:stop`` of ``log M``
+            (nats, <= 0), or all rows (B, N, N) when ``rows`` is None. Must be a pure function of
+            ``state`` (the kernel calls it again in the backward).
+    """
+    state: torch.Tensor
+    log_rows: Callable[[torch.Tensor, tuple[int, int] | None], torch.Tensor]
+
+    def log_prior(self, rows: tuple[int, int] | None = None) -> torch.Tensor:
+        """(B, N, N) ``log M``, or rows ``start:stop`` of it (B, stop - start, N)."""
+        return self.log_rows(self.state, rows)
+
+
+@dataclass
+class PriorOutput:
+    """What a :class:`StructuralPrior` gives the attention of its layer (module docstring).
+
+    Attributes:
+        score_bias: (B, 1 or H, N, N) additive score bias, or None.
+        query_score_bias: function (B, H, N, d_k) queries -> (B, H, N, N) additive bias, or None.
+        multiplicative: :class:`MultiplicativePrior` (post-softmax, O(N) state), or None.
+        state: handed to the same prior of the layer above (None for the first layer's input).
+        record: per-layer outputs the model returns, by name (e.g. ``"link_probs"``).
+    """
+    score_bias: torch.Tensor | None = None
+    query_score_bias: Callable[[torch.Tensor], torch.Tensor] | None = None
+    multiplicative: MultiplicativePrior | None = None
+    state: object = None
+    record: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def additive_bias(self, query: torch.Tensor) -> torch.Tensor | None:
+        """The total additive score bias for ``query`` (B, H, N, d_k): ``score_bias`` plus
+        ``query_score_bias(query)``, (B, 1 or H, N, N); None when the prior has neither."""
+        bias = self.score_bias
+        if self.query_score_bias is not None:
+            extra = self.query_score_bias(query)
+            bias = extra if bias is None else bias + extra
+        return bias
+
+
+class StructuralPrior(nn.Module):
+    """Base class of the priors in the registry: one instance per layer.
+
+    Subclasses implement :meth:`from_config` and :meth:`forward`; ``record_names`` lists the names
+    their ``record`` uses (the model returns one tuple over layers per name).
+    """
+
+    #: names of the tensors this prior records per layer (see :class:`PriorOutput`)
+    record_names: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, config, layer_index: int) -> StructuralPrior:
+        """The prior of 0-based layer ``layer_index`` of a model with ``config``."""
+        raise NotImplementedError
+
+    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None) -> PriorOutput:
+        """hidden (B, N, d) layer input, key_mask (B, N) bool (True = real token), state from the layer
+        below (None at the first layer) -> :class:`PriorOutput`."""
+        raise NotImplementedError
