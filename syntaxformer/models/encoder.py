@@ -69,6 +69,12 @@ class SinusoidalEmbeddings(nn.Module):
         return self.dropout(x)
 
 
+def normalise_pruned_heads(pruned_heads) -> dict[int, list[int]]:
+    """A config's ``pruned_heads`` as ``{layer: heads}`` with int keys (JSON makes them strings) and
+    sorted unique heads."""
+    return {int(k): sorted(set(int(h) for h in v)) for k, v in (pruned_heads or {}).items() if v}
+
+
 def head_index(kept_positions: Iterable[int], head_dim: int) -> torch.Tensor:
     """Rows (of Q/K/V) or columns (of the output projection) of the heads at ``kept_positions``:
     (len(kept) · head_dim,) long tensor, in order."""

@@ -85,6 +85,8 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.utils import ModelOutput
 
+from .encoder import HeadPruningMixin, layer_head_masks, normalise_pruned_heads, prune_head_projections
+
 #: Finite stand-in for an infinite distance/height inside the computation (keeps gradients finite).
 _BIG = 1e9
 #: Height logits are clamped to +-_CLAMP around their per-sentence midpoint (float64: exp(350) ~ 1e152).
@@ -127,6 +129,7 @@ class StructFormerConfig(PretrainedConfig):
         weight_act: ``"softmax"`` (mixing weights of a head sum to 1, the paper) or ``"sigmoid"``.
         layer_norm_eps: epsilon of every LayerNorm.
         pad_token_id: padding token (used to find padding when no ``attention_mask`` is given).
+        pruned_heads: {layer: [heads]} removed by ``prune_heads`` (restored by ``from_pretrained``).
     """
 
     model_type = "structformer"
@@ -136,7 +139,7 @@ class StructFormerConfig(PretrainedConfig):
                  hidden_act: str = "leaky_relu", hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.0, n_parser_layers: int = 3,
                  conv_size: int = 9, relations=("head", "child"), weight_act: str = "softmax",
-                 layer_norm_eps: float = 1e-5, pad_token_id: int = 0, **kwargs):
+                 layer_norm_eps: float = 1e-5, pad_token_id: int = 0, pruned_heads=None, **kwargs):
         super().__init__(pad_token_id=pad_token_id, **kwargs)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
@@ -159,6 +162,7 @@ class StructFormerConfig(PretrainedConfig):
         self.relations = list(relations)
         self.weight_act = weight_act
         self.layer_norm_eps = layer_norm_eps
+        self.pruned_heads = normalise_pruned_heads(pruned_heads)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -481,12 +485,18 @@ def dependency_constrained_attention(q: torch.Tensor, k: torch.Tensor, v: torch.
 
 
 class StructFormerAttention(nn.Module):
-    """Multi-head dependency-constrained self-attention with per-head relation weights (§4.4)."""
+    """Multi-head dependency-constrained self-attention with per-head relation weights (§4.4).
+
+    Heads: ``head_mask`` multiplies each head's output; :meth:`prune_heads` removes heads (their
+    rows of Q/K/V, columns of the output projection and relation logits)."""
 
     def __init__(self, config: StructFormerConfig):
         super().__init__()
         d = config.hidden_size
         self.num_heads = config.num_attention_heads
+        self.head_dim = d // config.num_attention_heads
+        self.head_ids = list(range(self.num_heads))  # original numbers of the heads present
+        self.pruned_heads: set[int] = set()
         self.relations = list(config.relations)
         self.weight_act = config.weight_act
         self.query = nn.Linear(d, d)
@@ -496,18 +506,29 @@ class StructFormerAttention(nn.Module):
         self.relation_logits = nn.Parameter(torch.zeros(self.num_heads, len(self.relations)))
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x: torch.Tensor, p_dep: torch.Tensor, mask: torch.Tensor):
-        """x ``[B, N, d]``, p_dep ``[B, N, N]`` (in x's dtype), mask ``[B, N]`` bool.
+    def prune_heads(self, heads) -> None:
+        """Remove ``heads`` (original 0-based numbers) for good, relation logits included."""
+        kept = prune_head_projections(self, heads, self.head_dim)
+        if len(kept) != self.relation_logits.shape[0]:
+            self.relation_logits = nn.Parameter(self.relation_logits.data[kept].clone())
+
+    def forward(self, x: torch.Tensor, p_dep: torch.Tensor, mask: torch.Tensor,
+                head_mask: torch.Tensor | None = None):
+        """x ``[B, N, d]``, p_dep ``[B, N, N]`` (in x's dtype), mask ``[B, N]`` bool, head_mask
+        ``[H_original]`` (1 keeps, 0 drops) or None.
 
         Returns ``(output [B, N, d], weights [B, H, N, N])``.
         """
         b, n, d = x.shape
-        heads = lambda t: t.view(b, n, self.num_heads, d // self.num_heads).transpose(1, 2)
+        heads = lambda t: t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))   # (B, H, N, d_h)
         weights = relation_weights(self.relation_logits, self.weight_act)          # (H, R)
         structure = dependency_structure(p_dep, weights, self.relations)            # (B, H, N, N)
         out, attn = dependency_constrained_attention(q, k, v, structure, mask, self.dropout)
-        out = out.transpose(1, 2).reshape(b, n, d)                                  # (B, N, d)
+        if head_mask is not None:
+            keep = head_mask[self.head_ids].to(out.dtype)[None, :, None, None]      # (1, H, 1, 1)
+            out, attn = out * keep, attn * keep
+        out = out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)     # (B, N, H d_h)
         return self.output(out), attn
 
 
@@ -529,8 +550,8 @@ class StructFormerLayer(nn.Module):
         self.ffn_out = nn.Linear(config.intermediate_size, config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x, p_dep, mask):
-        attn_out, attn = self.attention(self.attention_norm(x), p_dep, mask)
+    def forward(self, x, p_dep, mask, head_mask=None):
+        attn_out, attn = self.attention(self.attention_norm(x), p_dep, mask, head_mask)
         x = x + self.dropout(attn_out)
         ffn = self.ffn_out(self.dropout(self.act(self.ffn_in(self.ffn_norm(x)))))
         return x + self.dropout(ffn), attn
@@ -543,11 +564,14 @@ class StructFormerEncoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(StructFormerLayer(config) for _ in range(config.num_hidden_layers))
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.num_heads = config.num_attention_heads
+        for layer, heads in config.pruned_heads.items():
+            self.layers[int(layer)].attention.prune_heads(heads)
 
-    def forward(self, x, p_dep, mask, output_attentions=False):
+    def forward(self, x, p_dep, mask, output_attentions=False, head_mask=None):
         attentions = []
-        for layer in self.layers:
-            x, attn = layer(x, p_dep, mask)
+        for layer, layer_mask in zip(self.layers, layer_head_masks(head_mask, len(self.layers), self.num_heads)):
+            x, attn = layer(x, p_dep, mask, layer_mask)
             if output_attentions:
                 attentions.append(attn)
         return self.norm(x), (tuple(attentions) if output_attentions else None)
@@ -596,13 +620,17 @@ class StructFormerMaskedLMOutput(ModelOutput):
     attentions: tuple[torch.FloatTensor, ...] | None = None
 
 
-class StructFormerPreTrainedModel(PreTrainedModel):
+class StructFormerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
     """Weight initialisation of the public code: embeddings U(-0.1, 0.1), attention projections
     Xavier-uniform with zero bias, relation logits N(0, 0.1), temperatures 1, output bias 0; every
     other layer keeps PyTorch's default initialisation."""
 
     config_class = StructFormerConfig
     base_model_prefix = "structformer"
+
+    def attention_modules(self) -> list[StructFormerAttention]:
+        """Each layer's attention, bottom-up (what ``prune_heads`` prunes)."""
+        return [layer.attention for layer in self.base_model.encoder.layers]
 
     def _init_weights(self, module):
         if isinstance(module, nn.Embedding):
@@ -640,9 +668,11 @@ class StructFormerModel(StructFormerPreTrainedModel):
         self.embeddings = value
 
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False, return_dict: bool = True) -> StructFormerOutput:
+                output_attentions: bool = False, return_dict: bool = True,
+                head_mask: torch.Tensor | None = None) -> StructFormerOutput:
         """Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = word, 0 = padding, right
-        padding), default ``input_ids != pad_token_id``. Returns :class:`StructFormerOutput`."""
+        padding), default ``input_ids != pad_token_id``; head_mask ``[H]`` or ``[L, H]`` (1 keeps a
+        head, 0 drops it; original head numbers). Returns :class:`StructFormerOutput`."""
         if attention_mask is None:
             pad = self.config.pad_token_id
             mask = input_ids != pad if pad is not None else torch.ones_like(input_ids, dtype=torch.bool)
@@ -655,7 +685,7 @@ class StructFormerModel(StructFormerPreTrainedModel):
                                                 self.parser.distance_scale,
                                                 self.parser.height_scale)
         p_attn = p_dep.masked_fill(p_dep < _TINY, 0.0).to(x.dtype)
-        hidden, attentions = self.encoder(x, p_attn, mask, output_attentions)
+        hidden, attentions = self.encoder(x, p_attn, mask, output_attentions, head_mask)
         out = StructFormerOutput(
             last_hidden_state=hidden,
             distances=distances.masked_fill(~_gap_mask(mask), torch.inf),
@@ -691,7 +721,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.LongTensor | None = None, output_attentions: bool = False,
                 output_dependency: bool = False, masked_only: bool = False,
-                return_dict: bool = True) -> StructFormerMaskedLMOutput:
+                return_dict: bool = True, head_mask: torch.Tensor | None = None) -> StructFormerMaskedLMOutput:
         """Masked-LM forward pass.
 
         Args:
@@ -703,13 +733,16 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
             output_dependency: also return ``dependency_probs`` and ``root_probs``.
             masked_only: compute logits only at labelled positions (``[M, V]``); needs ``labels``.
             return_dict: ``False`` returns the output's non-None fields as a tuple.
+            head_mask: ``[H]`` or ``[L, H]``: 1 keeps a head, 0 drops it (multiplies the head's
+                output; original head numbers after pruning); None keeps all.
 
         Raises:
             ValueError: ``masked_only`` without ``labels``.
         """
         if masked_only and labels is None:
             raise ValueError("masked_only=True needs labels (it keeps the labelled positions)")
-        base = self.structformer(input_ids, attention_mask, output_attentions=output_attentions)
+        base = self.structformer(input_ids, attention_mask, output_attentions=output_attentions,
+                                 head_mask=head_mask)
         hidden = self.dropout(base.last_hidden_state)                               # (B, N, d)
         loss = None
         if masked_only:

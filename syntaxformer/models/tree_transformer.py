@@ -35,7 +35,8 @@ from transformers.utils import ModelOutput
 
 from ..priors import check_prior
 from ..priors.constituent import VARIANTS
-from .encoder import HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings
+from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
+                      normalise_pruned_heads)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -95,11 +96,6 @@ class TreeTransformerConfig(PretrainedConfig):
         self.prior = prior
         self.constituent_variant = constituent_variant
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
-
-
-def normalise_pruned_heads(pruned_heads) -> dict[int, list[int]]:
-    """``{layer: heads}`` with int keys (JSON makes them strings) and sorted unique heads."""
-    return {int(k): sorted(set(int(h) for h in v)) for k, v in (pruned_heads or {}).items() if v}
 
 
 # ----------------------------------------------------------------------------------------------
