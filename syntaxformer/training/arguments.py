@@ -1,0 +1,155 @@
+"""The options of a training run: :class:`TrainArguments` (one field per ``syntaxformer train``
+option) and the masking rules :data:`MASK_REPLACE`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from syntaxformer.errors import InputError
+
+#: ``--mask-replace``: the (mask_prob, random_prob) of
+#: :func:`~syntaxformer.training.mlm.mask_tokens` for each rule.
+MASK_REPLACE = {"bert": dict(mask_prob=0.8, random_prob=0.1), "mask": dict(mask_prob=1.0, random_prob=0.0)}
+
+
+@dataclass
+class TrainArguments:
+    """Everything :func:`~syntaxformer.training.trainer.train` needs; field names are the
+    ``syntaxformer train`` options.
+
+    Attributes (defaults in brackets):
+        out: output folder (created).
+        model ["tree-transformer"], preset ["small"]: keys of ``syntaxformer.models``.
+        prior [None]: the config's ``prior`` (Tree Transformer: "constituent" or "none"); None
+            leaves the model's default ("constituent" for the Tree Transformer).
+        overrides [{}]: further config fields, e.g. ``{"hidden_size": 128}``.
+        corpus ["ptb-sample"]: a ``load_corpus`` spec (ptb-sample's words, or text files).
+        valid [None]: a ``load_corpus`` spec for validation; None holds out ``valid_fraction``.
+        valid_fraction [0.05]: fraction of the corpus held out when ``valid`` is None (0: none).
+        tokenizer ["word"]: "word", "wordpiece", or a folder holding a saved tokenizer.
+        min_freq [2]: word tokenizer: keep words seen at least this often (public code: > 1);
+            WordPiece: minimum piece frequency.
+        max_vocab [None]: word tokenizer: vocabulary cap (special tokens included).
+        wordpiece_vocab_size [16000]: WordPiece vocabulary size (the paper: 16k).
+        add_cls [False]: prepend ``[CLS]`` to every sentence (the public code does).
+        max_length [128]: tokens per sentence; longer ones are handled by ``overflow``.
+        overflow ["split"]: "split" or "skip" (logged and counted in ``training.json``).
+        batch_size [64]: sentences per batch (per process); or None with ``max_tokens``.
+        max_tokens [None]: a padded-token budget per batch instead of ``batch_size``.
+        bucket_batches [50]: batches' worth of sentences sorted by length together.
+        mask_rate [0.15]: BERT selection rate (public code: 1/7 = 0.142857).
+        mask_replace ["bert"]: what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
+            token, 10% kept (BERT; the Tree Transformer); "mask" = always ``[MASK]`` (the public
+            StructFormer code, with ``mask_rate`` 0.3).
+        lr [1e-4], betas [(0.9, 0.98)], eps [1e-9], weight_decay [0.0]: Adam (AdamW if decay > 0).
+        warmup_steps [0]: linear warm-up from lr/warmup_steps to lr.
+        schedule ["constant"]: after warm-up: "constant", "linear" or "cosine" decay to
+            ``final_lr_fraction × lr`` at ``schedule_steps`` (default ``max_steps``; one is needed).
+        final_lr_fraction [0.0]: see ``schedule``.
+        schedule_steps [None]: the step where linear/cosine decay ends, if not ``max_steps`` (e.g.
+            an estimate of the steps a ``max_minutes`` run will make; later steps keep the final lr).
+        clip [1.5]: gradient-norm clipping (public code 1.5); 0 disables.
+        max_steps [None], epochs [None], max_minutes [None]: stop conditions (at least one).
+        save_every [500]: checkpoint period in steps (0: only at the end).
+        eval_every [200]: validation period in steps (0: only at the start and the end); also the
+            period of the learning curve when ``eval_treebank`` is given.
+        eval_treebank [None]: a gold treebank (e.g. ``"ptb-sample:dev"``) parsed at step 0, every
+            ``eval_every`` steps and at the end: sentence/corpus F1 of every decoder
+            (:class:`~syntaxformer.evaluation.curve.ParseCurve`) with step, tokens seen, training
+            minutes (optimizer steps only, all runs of a resumed training) and wall minutes (this
+            process, evaluations included), into ``training.json`` (``parse_curve``) and
+            TensorBoard (``parse/...``).
+        log_every [20]: TensorBoard / progress-bar period in steps.
+        seed [0]: every random choice derives from it.
+        device [None]: "cpu", "cuda", "cuda:1"...; None: CUDA if available, else CPU.
+        bf16 [False]: bfloat16 autocast.
+        threads [None]: ``torch.set_num_threads``.
+        resume [False]: continue from ``OUT/checkpoint.pt`` if there is one.
+        quiet [False]: no progress bar.
+    """
+    out: str
+    model: str = "tree-transformer"
+    preset: str = "small"
+    prior: str | None = None
+    overrides: dict = field(default_factory=dict)
+    corpus: str = "ptb-sample"
+    valid: str | None = None
+    valid_fraction: float = 0.05
+    tokenizer: str = "word"
+    min_freq: int = 2
+    max_vocab: int | None = None
+    wordpiece_vocab_size: int = 16000
+    add_cls: bool = False
+    max_length: int = 128
+    overflow: str = "split"
+    batch_size: int | None = 64
+    max_tokens: int | None = None
+    bucket_batches: int = 50
+    mask_rate: float = 0.15
+    mask_replace: str = "bert"
+    lr: float = 1e-4
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    schedule: str = "constant"
+    final_lr_fraction: float = 0.0
+    schedule_steps: int | None = None
+    clip: float = 1.5
+    max_steps: int | None = None
+    epochs: int | None = None
+    max_minutes: float | None = None
+    save_every: int = 500
+    eval_every: int = 200
+    eval_treebank: str | None = None
+    log_every: int = 20
+    seed: int = 0
+    device: str | None = None
+    bf16: bool = False
+    threads: int | None = None
+    resume: bool = False
+    quiet: bool = False
+
+    def check(self) -> None:
+        """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option."""
+        def bad(msg):
+            raise InputError(msg)
+        if self.max_steps is None and self.epochs is None and self.max_minutes is None:
+            bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
+        if (self.batch_size is None) == (self.max_tokens is None):
+            bad("give exactly one of --batch-size and --max-tokens")
+        for name in ("batch_size", "max_tokens", "max_steps", "epochs", "max_length"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                bad(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            bad(f"--max-minutes must be positive, got {self.max_minutes}")
+        if self.mask_replace not in MASK_REPLACE:
+            bad(f"--mask-replace must be one of {sorted(MASK_REPLACE)}, got {self.mask_replace!r}")
+        if not 0.0 < self.mask_rate <= 1.0:
+            bad(f"--mask-rate must be in (0, 1], got {self.mask_rate}")
+        if not 0.0 <= self.valid_fraction < 1.0:
+            bad(f"--valid-fraction must be in [0, 1), got {self.valid_fraction}")
+        if self.lr <= 0:
+            bad(f"--lr must be positive, got {self.lr}")
+        for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq"):
+            if getattr(self, name) < 0:
+                bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+        if self.log_every < 1:
+            bad(f"--log-every must be at least 1, got {self.log_every}")
+        if self.schedule not in ("constant", "linear", "cosine"):
+            bad(f"--schedule must be constant, linear or cosine, got {self.schedule!r}")
+        if self.schedule != "constant" and self.max_steps is None and self.schedule_steps is None:
+            bad(f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one")
+        if self.schedule_steps is not None and self.schedule_steps < 1:
+            bad(f"--schedule-steps must be at least 1, got {self.schedule_steps}")
+        if self.overflow not in ("split", "skip"):
+            bad(f"--overflow must be split or skip, got {self.overflow!r}")
+        if self.tokenizer not in ("word", "wordpiece") and not Path(self.tokenizer, "tokenizer.json").is_file():
+            bad(f"--tokenizer must be word, wordpiece or a folder with tokenizer.json, got {self.tokenizer!r}")
+        if self.device is not None:
+            from syntaxformer.parsing import resolve_device
+            resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
+
+
+__all__ = ["TrainArguments", "MASK_REPLACE"]

@@ -1,0 +1,286 @@
+"""Callbacks of the :class:`~syntaxformer.training.trainer.Trainer`: what happens around the loop.
+
+The loop itself only takes optimizer steps; everything else is a :class:`TrainerCallback` (in the
+style of Hugging Face ``TrainerCallback``) that the trainer calls at fixed points:
+
+============================  ===================================================================
+hook                          called
+============================  ===================================================================
+``on_train_begin(t)``         once, after the model, data and output folder are ready, before the
+                              step-0 evaluation
+``on_step_end(t, output)``    after every optimizer step (``t.state.step`` already counts it);
+                              may set ``t.control`` flags (log / evaluate / save)
+``on_log(t, scalars)``        for every :meth:`Trainer.log` (``{tag: value}`` at ``t.state.step``)
+``on_evaluate(t, metrics)``   after each evaluation (step 0, the requested steps, the end);
+                              ``metrics`` holds ``"valid/loss"`` when there is validation data
+``on_save(t)``                after each checkpoint
+``on_train_end(t)``           once, after the final evaluation, checkpoint and ``training.json``
+``close(t)``                  once at the very end, also after an error: release resources
+============================  ===================================================================
+
+After every step the trainer runs, in this order: the ``on_step_end`` hooks, then the actions they
+requested (log the training loss, evaluate, save a checkpoint), then the stop conditions
+(:class:`StopCondition`; the first one reached names the stop in ``training.json``).
+
+Under ``torchrun`` every process has the same callbacks, except the writers (TensorBoard, progress
+and log lines, the learning curve), which only rank 0 has. Flags set in ``on_step_end`` must be the
+same on every process (they trigger collective operations); a :class:`StopCondition` whose answer
+may differ between processes sets ``per_process = True`` and the trainer stops all of them when any
+reaches it.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StepOutput:
+    """What one optimizer step did: ``loss`` (mean over this process's masked tokens), ``lr`` (the
+    learning rate the step used), ``tokens`` (real tokens in this process's batch), ``seconds``
+    (wall time of the step)."""
+    loss: float
+    lr: float
+    tokens: int
+    seconds: float
+
+
+@dataclass
+class TrainerControl:
+    """Actions requested for the end of the current step (reset after each step)."""
+    should_log: bool = False
+    should_evaluate: bool = False
+    should_save: bool = False
+
+    def reset(self) -> None:
+        self.should_log = self.should_evaluate = self.should_save = False
+
+
+class TrainerCallback:
+    """Base class: every hook does nothing (module docstring for when each is called)."""
+
+    def on_train_begin(self, trainer) -> None:
+        pass
+
+    def on_step_end(self, trainer, output: StepOutput) -> None:
+        pass
+
+    def on_log(self, trainer, scalars: dict[str, float]) -> None:
+        pass
+
+    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
+        pass
+
+    def on_save(self, trainer) -> None:
+        pass
+
+    def on_train_end(self, trainer) -> None:
+        pass
+
+    def close(self, trainer) -> None:
+        pass
+
+
+class Periodic(TrainerCallback):
+    """Requests ``action`` ("log", "evaluate" or "save") every ``every`` optimizer steps (0: never).
+
+    Raises:
+        ValueError: an unknown action.
+    """
+
+    def __init__(self, every: int, action: str):
+        if action not in ("log", "evaluate", "save"):
+            raise ValueError(f"unknown action {action!r}")
+        self.every, self.action = every, action
+
+    def on_step_end(self, trainer, output: StepOutput) -> None:
+        if self.every and trainer.state.step % self.every == 0:
+            setattr(trainer.control, f"should_{self.action}", True)
+
+
+# ------------------------------------------------------------------------------------ stop conditions
+
+class StopCondition(TrainerCallback):
+    """A reason to stop: :meth:`reached` is asked before the first step, after every step and at
+    every epoch end; the first condition reached (in callback order) stops the run cleanly (final
+    evaluation, checkpoint, model) and its ``reason`` is ``training.json``'s ``stopped``.
+
+    ``per_process`` is True for a condition whose answer may differ between data-parallel
+    processes (time, signals): the trainer then combines the answers of all processes.
+    """
+    reason: str = "stopped"
+    per_process: bool = False
+
+    def reached(self, trainer) -> bool:
+        raise NotImplementedError
+
+
+class MaxSteps(StopCondition):
+    """Stop at ``max_steps`` optimizer steps (all runs of a resumed training together)."""
+    reason = "max_steps"
+
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps
+
+    def reached(self, trainer) -> bool:
+        return trainer.state.step >= self.max_steps
+
+
+class MaxEpochs(StopCondition):
+    """Stop after ``epochs`` passes over the training batches."""
+    reason = "epochs"
+
+    def __init__(self, epochs: int):
+        self.epochs = epochs
+
+    def reached(self, trainer) -> bool:
+        return trainer.state.epoch >= self.epochs
+
+
+class MaxMinutes(StopCondition):
+    """Stop after ``minutes`` of this process's wall time (since :meth:`Trainer.train` started)."""
+    reason = "max_minutes"
+    per_process = True
+
+    def __init__(self, minutes: float):
+        self.minutes = minutes
+
+    def reached(self, trainer) -> bool:
+        return time.monotonic() - trainer.t_start >= 60 * self.minutes
+
+
+class StopOnSignal(StopCondition):
+    """Turns SIGTERM / SIGINT into a clean stop after the current step (a second signal raises
+    ``KeyboardInterrupt`` at once). Handlers are installed only from the main thread, and the
+    previous ones restored at :meth:`close`."""
+    reason = "signal"
+    per_process = True
+
+    def __init__(self):
+        self.received: str | None = None
+        self._old = {}
+
+    def on_train_begin(self, trainer) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        if self.received is not None:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        logger.warning("%s received: stopping after this step and saving", self.received)
+
+    def reached(self, trainer) -> bool:
+        return self.received is not None
+
+    def close(self, trainer) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+
+
+# ------------------------------------------------------------------------------------ writers (rank 0)
+
+class TensorBoardCallback(TrainerCallback):
+    """Writes every logged scalar to ``OUT/tensorboard`` at the current step; a resumed run purges
+    the events after its checkpoint's step (those of the killed run)."""
+
+    def __init__(self):
+        self.writer = None
+
+    def on_train_begin(self, trainer) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+        step = trainer.state.step
+        self.writer = SummaryWriter(str(trainer.out / "tensorboard"), purge_step=step + 1 if step else None)
+
+    def on_log(self, trainer, scalars: dict[str, float]) -> None:
+        for tag, value in scalars.items():
+            self.writer.add_scalar(tag, value, trainer.state.step)
+
+    def close(self, trainer) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class ProgressCallback(TrainerCallback):
+    """The progress bar (on a terminal, unless ``quiet``) and the log lines: training loss (debug),
+    validation loss, the stop."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.bar = None
+
+    def on_train_begin(self, trainer) -> None:
+        from tqdm.auto import tqdm
+        self.bar = tqdm(total=trainer.args.max_steps, initial=trainer.state.step, unit="step",
+                        dynamic_ncols=True, disable=self.quiet or not sys.stderr.isatty())
+
+    def on_step_end(self, trainer, output: StepOutput) -> None:
+        self.bar.update(1)
+
+    def on_log(self, trainer, scalars: dict[str, float]) -> None:
+        if "train/loss" not in scalars:
+            return
+        loss, lr, rate = scalars["train/loss"], scalars["train/lr"], scalars["train/tokens_per_second"]
+        self.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}")
+        logger.debug("step %d loss %.4f lr %.3g %.0f tokens/s", trainer.state.step, loss, lr, rate)
+
+    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
+        if "valid/loss" in metrics:
+            logger.info("step %d: validation loss %.4f", trainer.state.step, metrics["valid/loss"])
+
+    def on_train_end(self, trainer) -> None:
+        logger.info("stopped (%s) at step %d after %.1f minutes; saved to %s", trainer.stop_reason,
+                    trainer.state.step, (time.monotonic() - trainer.t_start) / 60, trainer.out)
+
+    def close(self, trainer) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class ParseCurveCallback(TrainerCallback):
+    """The learning curve: at every evaluation, parse a gold treebank with the model as it is and
+    record every decoder's F1 (:class:`~syntaxformer.evaluation.curve.ParseCurve`).
+
+    Each point ``{step, tokens_seen, train_minutes, wall_minutes, scores}`` is appended to
+    ``trainer.state.parse_curve`` (so it is in the checkpoint and ``training.json``; at most one per
+    step) and logged as ``parse/<decoder>/<sentence_f1|corpus_f1>``. ``train_minutes`` counts
+    optimizer steps only (all runs of a resumed training), ``wall_minutes`` this process's time.
+
+    Raises:
+        InputError: an unreadable treebank (at construction, before any training).
+    """
+
+    def __init__(self, treebank: str):
+        from syntaxformer.evaluation.curve import ParseCurve
+        self.curve = ParseCurve(treebank)
+
+    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
+        state = trainer.state
+        if state.parse_curve and state.parse_curve[-1]["step"] == state.step:
+            return
+        t0 = time.perf_counter()
+        scores = self.curve(trainer.model, trainer.tokenizer)
+        state.parse_curve.append(dict(step=state.step, tokens_seen=state.tokens_seen,
+                                      train_minutes=round(state.train_seconds / 60, 4),
+                                      wall_minutes=round((time.monotonic() - trainer.t_start) / 60, 4),
+                                      scores=scores))
+        trainer.log({f"parse/{name}/{key}": value for name, values in scores.items()
+                     for key, value in values.items()})
+        best = max(scores, key=lambda k: scores[k]["sentence_f1"])
+        logger.info("step %d: %s parsed in %.1f s; best decoder %s, sentence F1 %.2f", state.step,
+                    self.curve.treebank, time.perf_counter() - t0, best, scores[best]["sentence_f1"])
+
+
+__all__ = ["TrainerCallback", "TrainerControl", "StepOutput", "Periodic", "StopCondition", "MaxSteps",
+           "MaxEpochs", "MaxMinutes", "StopOnSignal", "TensorBoardCallback", "ProgressCallback",
+           "ParseCurveCallback"]
