@@ -10,15 +10,9 @@ Conventions used everywhere in the package:
 """
 __version__ = "0.1.0"
 
-from transformers import AutoConfig, AutoModelForMaskedLM
-
-from .models.structformer import StructFormerConfig, StructFormerForMaskedLM
-from .models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
+# `import syntaxformer` registers the models (syntaxformer.models: the registry, and the Auto classes, so
+# AutoConfig / AutoModelForMaskedLM.from_pretrained(folder) load saved models)
+from .models import (REGISTRY, StructFormerConfig, StructFormerForMaskedLM, TreeTransformerConfig,
+                     TreeTransformerForMaskedLM)
 from .priors.constituent import ConstituentAttention
 from .pretrained import load_pretrained
-
-# `import syntaxformer` makes AutoConfig / AutoModelForMaskedLM.from_pretrained(folder) load saved models
-AutoConfig.register(TreeTransformerConfig.model_type, TreeTransformerConfig, exist_ok=True)
-AutoModelForMaskedLM.register(TreeTransformerConfig, TreeTransformerForMaskedLM, exist_ok=True)
-AutoConfig.register(StructFormerConfig.model_type, StructFormerConfig, exist_ok=True)
-AutoModelForMaskedLM.register(StructFormerConfig, StructFormerForMaskedLM, exist_ok=True)

@@ -16,8 +16,8 @@ from syntaxformer.decoding.dependency import is_tree
 from syntaxformer.decoding.spans import brackets, labelled_spans, split_by_distance
 from syntaxformer.decoding.tree_transformer import algorithm1, single_layer
 from syntaxformer.errors import InputError
-from syntaxformer.parsing import (DecoderOptions, Structures, decode, decode_heads, decode_spans,
-                                  load_model, model_structures)
+from syntaxformer.parsing import DecoderOptions, Structures, decode, load_model, model_structures
+from syntaxformer.structures import SyntacticDistances
 
 torch.set_num_threads(1)
 
@@ -185,8 +185,8 @@ def test_decode_algorithm1_and_single_layer(tree_transformer, sentences):
     non_binary = 0
     for words, s, tree in zip(sentences, structures, trees):
         assert tree.leaves() == words and tree.label() == "S"
-        expected = algorithm1(s.link_probs, threshold=0.75, min_layer=1)
-        assert decode_spans(s, options) == expected
+        expected = algorithm1(s.constituency.probs, threshold=0.75, min_layer=1)
+        assert s.spans(options) == expected
         assert _spans(tree) == (expected if len(words) > 1 else set())
         non_binary += any(len(node) > 2 for node in tree.subtrees())
     # an untrained model's top layer links all exceed 0.8: the default decoder (min layer 2 = the
@@ -198,7 +198,7 @@ def test_decode_algorithm1_and_single_layer(tree_transformer, sentences):
     for layer in range(layers):
         trees, _ = decode(structures, DecoderOptions(layer=layer))
         for words, s, tree in zip(sentences, structures, trees):
-            assert _spans(tree) == (single_layer(s.link_probs[layer]) if len(words) > 1 else set())
+            assert _spans(tree) == (single_layer(s.constituency.probs[layer]) if len(words) > 1 else set())
             assert all(len(node) == 2 for node in tree.subtrees()) or len(words) == 1
 
 
@@ -223,24 +223,25 @@ def test_structformer_structures_shapes_and_batch_invariance(structformer, sente
     many = model_structures(model, tokenizer, sentences, batch_size=64)
     for words, a, b in zip(sentences, one, many):
         n = len(words)
-        assert b.words == words and b.link_probs is None
-        assert b.distances.shape == (n - 1,) and b.heights.shape == (n,)
-        assert b.dependency_probs.shape == (n, n + 1)
-        p = b.dependency_probs
+        assert b.words == words and isinstance(b.constituency, SyntacticDistances)
+        assert b.constituency.distances.shape == (n - 1,) and b.constituency.heights.shape == (n,)
+        assert b.dependency.probs.shape == (n, n + 1)
+        p = b.dependency.probs
         assert np.all(p >= 0) and np.all(p.sum(axis=1) <= 1 + 1e-6)
         assert np.all(np.diagonal(p[:, 1:]) < 1e-6)  # p_D(i | i) = 0: no word heads itself
-        for field in ("distances", "heights", "dependency_probs"):
-            np.testing.assert_allclose(getattr(b, field), getattr(a, field), rtol=0, atol=1e-6)
+        for x, y in ((b.constituency.distances, a.constituency.distances),
+                     (b.constituency.heights, a.constituency.heights), (b.dependency.probs, a.dependency.probs)):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
 
 
 def test_structformer_decode_trees_and_heads(structformer, sentences):
     model, tokenizer, _ = structformer
     structures = model_structures(model, tokenizer, sentences)
     trees, heads = decode(structures)
-    argmax = [decode_heads(s, DecoderOptions(dependency="argmax")) for s in structures]
+    argmax = [s.heads(DecoderOptions(dependency="argmax")) for s in structures]
     for words, s, tree, h, h_argmax in zip(sentences, structures, trees, heads, argmax):
         assert tree.leaves() == words
-        assert _spans(tree) == (split_by_distance(list(s.distances)) if len(words) > 1 else set())
+        assert _spans(tree) == (split_by_distance(list(s.constituency.distances)) if len(words) > 1 else set())
         assert all(len(node) == 2 for node in tree.subtrees()) or len(words) == 1
         assert len(h) == len(words) and is_tree(h, single_root=True)
         assert len(h_argmax) == len(words) and all(0 <= x <= len(words) for x in h_argmax)
@@ -264,7 +265,7 @@ def test_structformer_with_word_pieces_is_an_input_error(tiny_model):
 
 def test_structures_from_numbers_decode_without_a_model():
     """decode() is usable on hand-built structures: a known distance vector gives its tree."""
-    s = Structures(words=["a", "b", "c", "d"], distances=np.array([0.1, 0.9, 0.2]))
+    s = Structures(words=["a", "b", "c", "d"], items=[SyntacticDistances(np.array([0.1, 0.9, 0.2]))])
     trees, heads = decode([s])
     assert str(trees[0]) == "(S (X a b) (X c d))" and heads is None
 

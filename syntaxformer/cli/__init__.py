@@ -35,16 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def prepare_process() -> None:
-    """Process-wide CPU settings, before any tensor work: flush denormal floats to zero.
-
-    The constituent prior multiplies many probabilities, and CPU arithmetic on float32 denormals
-    (< 1.2e-38) is 10-100x slower (DESIGN.md §5). ``torch.set_flush_denormal`` is per thread and
-    PyTorch's intra-op worker threads inherit it only when it is set before they exist, so the
-    command line sets it here, first. The library itself never sets it at import.
-    """
-    import torch
-
-    torch.set_flush_denormal(True)
+    """Process-wide CPU settings before any tensor work (:func:`syntaxformer.runtime.prepare_process`)."""
+    from syntaxformer.runtime import prepare_process as prepare
+    prepare()
 
 
 def main(argv: list[str] | None = None) -> int:

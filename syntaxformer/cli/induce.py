@@ -17,6 +17,7 @@ docs/recipes.md); the report says so, and the test half is the headline.
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import time
 from dataclasses import asdict, replace
@@ -26,37 +27,16 @@ from syntaxformer.cli.baselines import N_SEEDS, BASELINE_NAMES, score_cell
 from syntaxformer.cli.parse import add_decoder_arguments, decoder_options, write_outputs
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.report import format_header, format_table, to_json
+from syntaxformer.models import REGISTRY
 
 logger = logging.getLogger(__name__)
 
-#: Named training recipes per model (TrainArguments fields; ``overrides`` = model config fields;
-#: ``min_layer`` = Algorithm 1's minimum layer). Chosen on ptb-sample:dev by the measured search of
-#: ``benchmarks/recipe_search.py`` (docs/recipes.md); the command-line flags override any field.
-#: ``default``: a fixed number of steps, <= 20 minutes on 2 idle CPU cores; ``long``: <= 150 minutes.
-RECIPES = {
-    "tree-transformer": {
-        # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps took
-        # 17.9 minutes of training on 2 idle cores (7,180 tokens/s; seed 0), 18.5 in all
-        "default": dict(preset="mini", max_steps=6000, max_minutes=19.0, batch_size=64, lr=1e-3,
-                        warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
-                        min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
-        # the same setting trained twice as long (~36 minutes on 2 idle cores; not searched at that
-        # length: the curves of docs/recipes.md flatten by 6,000 steps)
-        "long": dict(preset="mini", max_steps=12000, max_minutes=149.0, batch_size=64, lr=1e-3,
-                     warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
-                     min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
-    },
-    "structformer": {
-        # docs/recipes.md: sf-4x128; 5,400 steps: ~17 minutes on 2 idle cores, estimated from its
-        # measured 7,300 tokens/s (the README's runs of it were made on a GPU)
-        "default": dict(preset="mini", max_steps=5400, max_minutes=19.0, batch_size=64, lr=5e-4,
-                        warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
-                        mask_rate=0.3, mask_replace="mask", min_freq=2),
-        "long": dict(preset="mini", max_steps=12000, max_minutes=149.0, batch_size=64, lr=5e-4,
-                     warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
-                     mask_rate=0.3, mask_replace="mask", min_freq=2),
-    },
-}
+#: Named training recipes per model, from the model registry (each model file's ``RECIPES``: TrainArguments
+#: fields; ``overrides`` = model config fields; ``min_layer`` = Algorithm 1's minimum layer). Chosen on
+#: ptb-sample:dev by the measured search of ``benchmarks/recipe_search.py`` (docs/recipes.md); the
+#: command-line flags override any field. ``default``: a fixed number of steps, <= 20 minutes on 2 idle
+#: CPU cores; ``long``: <= 150 minutes.
+RECIPES = {name: entry.recipes for name, entry in REGISTRY.items() if entry.recipes}
 
 #: The learning curve's treebank when the gold treebank is ptb-sample: choices are made on dev.
 CURVE_TREEBANK = "ptb-sample:dev"
@@ -118,10 +98,24 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
         if getattr(args, flag) is not None:
             recipe[flag] = getattr(args, flag)
     if args.variant is not None:
-        if args.model != "tree-transformer":
-            raise InputError("--variant: only the Tree Transformer has a constituent variant")
+        if "constituent_variant" not in inspect.signature(REGISTRY[args.model].config_class.__init__).parameters:
+            raise InputError(f"--variant: {args.model} has no constituent variant")
         overrides["constituent_variant"] = args.variant
+    _check_induces_structure(args.model, recipe["preset"], args.prior, overrides)
     return recipe, overrides, min_layer
+
+
+def _check_induces_structure(model: str, preset: str, prior: str | None, overrides: dict) -> None:
+    """Refuse, before any training, a model that would induce no structure (e.g. ``--prior none``:
+    a plain Transformer) or an invalid configuration (InputError)."""
+    from syntaxformer.models import make_config
+    from syntaxformer.parsing import check_induces_structure
+    fields = dict(overrides, **({} if prior is None else {"prior": prior}))
+    try:
+        config = make_config(model, preset, 8, **fields)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    check_induces_structure(REGISTRY[model].model_class(config))
 
 
 def _parts(treebank: str) -> dict[str, str]:
@@ -137,12 +131,13 @@ def _decode_part(model, untrained, tokenizer, gold, options) -> dict:
     ``trees``, ``heads`` (or None), ``untrained_trees`` and ``layer_trees`` ({layer: trees}, the
     Tree Transformer's single-layer decoder), each a list over the sentences."""
     from syntaxformer.parsing import decode, model_structures
+    from syntaxformer.structures import LinkProbabilities
     sentences = [t.leaves() for t in gold]
     structures = model_structures(model, tokenizer, sentences)
     trees, heads = decode(structures, options)
     layer_trees = {}
-    if structures[0].link_probs is not None:
-        for layer in range(structures[0].link_probs.shape[0]):
+    if isinstance(structures[0].constituency, LinkProbabilities):
+        for layer in range(structures[0].constituency.num_layers):
             layer_trees[layer] = decode(structures, replace(options, layer=layer, min_layer=None))[0]
     return dict(structures=structures, trees=trees, heads=heads, layer_trees=layer_trees,
                 untrained_trees=decode(model_structures(untrained, tokenizer, sentences), options)[0])
@@ -200,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     model, tokenizer, info = load_model(out / "model", device=args.device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(model.parameters()).device).eval()
     options = decoder_options(args)
-    if args.model == "tree-transformer" and options.layer is None and options.min_layer is None:
+    if recipe_min_layer is not None and options.layer is None and options.min_layer is None:
         options = replace(options, min_layer=recipe_min_layer)
     dependencies = args.dependencies or (args.treebank if ptb_sample_part(args.treebank) else None)
     name = args.model.replace("-", "_")

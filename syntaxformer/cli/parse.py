@@ -106,19 +106,10 @@ def write_outputs(out: Path, trees, heads, structures, words_list) -> list[Path]
 
 
 def structures_json(structures) -> list[dict]:
-    """``structures.json`` rows: per sentence its words and, rounded to 6 decimals, the Tree
-    Transformer's link probabilities ``[L][n-1]`` (layer 0 lowest) or StructFormer's distances
-    ``[n-1]`` and heights ``[n]``."""
-    rows = []
-    for s in structures:
-        row = {"words": s.words}
-        if s.link_probs is not None:
-            row["link_probs"] = [[round(float(x), 6) for x in layer] for layer in s.link_probs]
-        if s.distances is not None:
-            row["distances"] = [round(float(x), 6) for x in s.distances]
-            row["heights"] = [round(float(x), 6) for x in s.heights]
-        rows.append(row)
-    return rows
+    """``structures.json`` rows: per sentence its words and its structures rounded to 6 decimals
+    (:meth:`syntaxformer.structures.Structures.to_json`: link probabilities ``[L][n-1]``, layer 0
+    lowest; or distances ``[n-1]`` and heights ``[n]``)."""
+    return [s.to_json() for s in structures]
 
 
 def run(args) -> int:

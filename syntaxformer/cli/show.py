@@ -121,8 +121,10 @@ def forward_one(model, tokenizer, words: list[str]) -> dict:
     ids, word_ids = encode(tokenizer, [words])
     ids, word_ids = ids[0], word_ids[0]
     input_ids = torch.tensor([ids], device=next(model.parameters()).device)
+    import inspect
+
     kwargs = {"output_attentions": True}
-    if getattr(model.config, "model_type", None) == "tree-transformer":
+    if "output_priors" in inspect.signature(model.forward).parameters:
         kwargs["output_priors"] = True
     with torch.no_grad():
         out = model(input_ids=input_ids, **kwargs)
@@ -175,12 +177,14 @@ def _sentences(args) -> list[tuple[str, list[str], object]]:
     return items
 
 
-def _decoder_description(kind: str, options, num_layers: int) -> str:
-    """One line naming the tree decoder, as the figures' captions and the report show it."""
-    from syntaxformer.parsing import min_layer_of
+def _decoder_description(structure, options) -> str:
+    """One line naming the tree decoder of a sentence's constituency ``structure``, as the figures'
+    captions and the report show it."""
+    from syntaxformer.structures import LinkProbabilities, min_layer_of
 
-    if kind != "tree-transformer":
+    if not isinstance(structure, LinkProbabilities):
         return "top-down split at the largest syntactic distance"
+    num_layers = structure.num_layers
     if options.layer is not None:
         return f"single layer {options.layer}, top-down greedy split (paper Figure 4(b))"
     rule = "official descend rule" if options.descend_threshold is not None else "paper rule"
@@ -197,33 +201,30 @@ def run(args: argparse.Namespace) -> int:
     from syntaxformer.figures import (plot_attention_heads, plot_constituent_priors,
                                       plot_link_probabilities, plot_tree, plot_trees, save_figure,
                                       write_index)
-    from syntaxformer.parsing import decode_spans, load_model, model_kind, model_structures
+    from syntaxformer.parsing import load_model, model_structures
     from syntaxformer.pretrained import model_or_pretrained
+    from syntaxformer.structures import LinkProbabilities
 
     start = time.perf_counter()
     torch.manual_seed(args.seed)
     items = _sentences(args)
     args.model, options = model_or_pretrained(args.model, decoder_options(args))  # default: shipped
     model, tokenizer, _ = load_model(args.model, args.device)
-    try:
-        kind = model_kind(model)
-    except ValueError as e:
-        raise InputError(str(e), path=args.model) from None
     config = model.config
+    kind = config.model_type
     num_layers = config.num_hidden_layers
     layers = parse_layers(args.layers, num_layers)
     prior = getattr(config, "prior", None)
-    has_prior = kind == "tree-transformer" and prior != "none"
     name = Path(args.model).resolve().name
     kind_text = f"{kind}, prior={prior}" if prior else kind
-    if prior == "none":
-        kind_text = f"plain Transformer: {kind_text}"
+    induces = callable(getattr(model, "induce", None)) and getattr(model, "induces_structure", False)
+    if not induces:
+        kind_text = f"induces no structure: {kind_text}"
     title_name = f"{name} ({kind_text})"
-    decoder = _decoder_description(kind, options, num_layers) if prior != "none" else None
-    # a plain Transformer (prior="none") induces no tree: nothing for the parsing path to do
-    structures = (model_structures(model, tokenizer, [words for _, words, _ in items],
-                                   normalise=False)
-                  if decoder is not None else [None] * len(items))
+    # a model that induces no structure (e.g. prior="none"): nothing for the parsing path to do
+    structures = (model_structures(model, tokenizer, [words for _, words, _ in items], normalise=False)
+                  if induces else [None] * len(items))
+    decoder = _decoder_description(structures[0].constituency, options) if induces else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -244,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
 
         predicted = None
         if decoder is not None:
-            predicted = spans_to_tree(words, decode_spans(structure, options))
+            predicted = spans_to_tree(words, structure.spans(options))
             entry["tree"] = to_bracketed(predicted)
             fig = (plot_trees(predicted, gold, title=f"{title_name} - sentence {number}")
                    if gold is not None
@@ -253,12 +254,12 @@ def run(args: argparse.Namespace) -> int:
                               + (", beside the gold tree" if gold is not None else ""))
         elif gold is not None:
             save(plot_tree(gold, title="gold tree"), "gold", "Gold tree (this model induces none)")
-        if has_prior and result["priors"] is not None:
+        if result["priors"] is not None:
             save(plot_constituent_priors(result["priors"], result["labels"], title_name),
                  "priors", "Constituent prior C of every layer")
-        if has_prior and structure.link_probs is not None:
+        if structure is not None and isinstance(structure.constituency, LinkProbabilities):
             if len(words) >= 2:
-                save(plot_link_probabilities(structure.link_probs, word_labels, title_name),
+                save(plot_link_probabilities(structure.constituency.probs, word_labels, title_name),
                      "links", "Link probabilities of every layer (between the words they link)")
             else:
                 notes.append(f"sentence {number} has one word: no link probability to draw")

@@ -16,8 +16,7 @@ minutes, in ``training.json`` (``parse_curve``) and TensorBoard (``parse/<decode
 from __future__ import annotations
 
 from syntaxformer.data import load_gold_trees
-from syntaxformer.decoding.spans import brackets, split_by_distance
-from syntaxformer.decoding.tree_transformer import algorithm1, single_layer
+from syntaxformer.decoding.spans import brackets
 from syntaxformer.evaluation.constituency import bracket_scores
 
 
@@ -59,17 +58,9 @@ class ParseCurve:
             structures = model_structures(model, tokenizer, self.sentences, batch_size=self.batch_size)
         finally:
             model.train(was_training)
-        decoders = {}
-        if structures[0].link_probs is not None:
-            n_layers = structures[0].link_probs.shape[0]
-            for m in range(n_layers):
-                decoders[f"algorithm1_m{m}"] = lambda s, m=m: algorithm1(s.link_probs, min_layer=m)
-            for layer in range(n_layers):
-                decoders[f"layer{layer}"] = lambda s, layer=layer: single_layer(s.link_probs[layer])
-        else:
-            decoders["distance"] = lambda s: split_by_distance(list(s.distances))
-        return {name: bracket_scores([decode(s) for s in structures], self.gold_brackets, self.lengths)
-                for name, decode in decoders.items()}
+        decoders = [s.constituency.decoders() for s in structures]  # every decoder the structure has
+        return {name: bracket_scores([d[name]() for d in decoders], self.gold_brackets, self.lengths)
+                for name in decoders[0]}
 
 
 __all__ = ["ParseCurve"]

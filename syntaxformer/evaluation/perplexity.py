@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from syntaxformer.data.tokenization import encode
 from syntaxformer.errors import InputError
+from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.batching import token_budget_batches
 
 logger = logging.getLogger(__name__)
@@ -195,8 +196,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     was_training = model.training
     model.eval()
     model.to(device)
-    if device.type == "cpu":
-        torch.set_flush_denormal(True)
+    flush_denormals_on_cpu(device)
     total = torch.zeros((), dtype=torch.float64)
     n_tokens = n_unk = 0
     vocab_size = None

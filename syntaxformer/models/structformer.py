@@ -78,6 +78,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -85,6 +86,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.utils import ModelOutput
 
+from ..structures import DependencyDistribution, SyntacticDistances
 from .encoder import HeadPruningMixin, layer_head_masks, normalise_pruned_heads, prune_head_projections
 
 #: Finite stand-in for an infinite distance/height inside the computation (keeps gradients finite).
@@ -96,6 +98,41 @@ _TINY = 1e-30
 
 RELATIONS = ("head", "child", "sibling")
 WEIGHT_ACTIVATIONS = ("softmax", "sigmoid")
+
+
+#: config fields of the named sizes (``make_config("structformer", preset, ...)``)
+PRESETS = {
+    # the public configuration (Shen et al. 2021, §5; DESIGN.md §2); train with mask rate 0.3,
+    # Adam lr 3e-4 (see StructFormerConfig)
+    "paper": dict(num_hidden_layers=8, hidden_size=512, num_attention_heads=8, intermediate_size=2048,
+                  n_parser_layers=3, conv_size=9, hidden_dropout_prob=0.1,
+                  attention_probs_dropout_prob=0.0),
+    # CPU, a <= 20-minute run on 2 cores: ~640 tokens/s per training step on one busy core
+    # (batch 64 x 25 words, vocabulary 10k, logits at masked positions only)
+    "small": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
+                  n_parser_layers=2, conv_size=9, hidden_dropout_prob=0.1,
+                  attention_probs_dropout_prob=0.0),
+    # the induce recipes' size (docs/recipes.md): ~7,300 tokens/s on 2 CPU cores
+    "mini": dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512,
+                 n_parser_layers=2, conv_size=9, hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.0),
+    # tests: seconds
+    "tiny": dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                 n_parser_layers=2, conv_size=3, hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.0),
+}
+
+#: ``induce`` recipes (TrainArguments fields), chosen on ptb-sample:dev (docs/recipes.md).
+RECIPES = {
+    # docs/recipes.md: sf-4x128; 5,400 steps: ~17 minutes on 2 idle cores, estimated from its
+    # measured 7,300 tokens/s (the README's runs of it were made on a GPU)
+    "default": dict(preset="mini", max_steps=5400, max_minutes=19.0, batch_size=64, lr=5e-4,
+                    warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
+                    mask_rate=0.3, mask_replace="mask", min_freq=2),
+    "long": dict(preset="mini", max_steps=12000, max_minutes=149.0, batch_size=64, lr=5e-4,
+                 warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
+                 mask_rate=0.3, mask_replace="mask", min_freq=2),
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -763,6 +800,26 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
             root_probs=base.root_probs if output_dependency else None,
             attentions=base.attentions)
         return out if return_dict else out.to_tuple()
+
+
+    def induce(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[list]:
+        """The structure interface (:mod:`syntaxformer.structures`): per sentence, its syntactic
+        distances (gaps ``[t-1]``, heights ``[t]``) and dependency distribution (``[t, t+1]``, column
+        0 = root), float64 numpy, over its t tokens.
+
+        Args: input_ids ``[B, N]`` unmasked; attention_mask ``[B, N]`` (1 = word, right padding).
+        """
+        out = self(input_ids=input_ids, attention_mask=attention_mask, output_dependency=True)
+        results = []
+        for row, t in enumerate(attention_mask.sum(-1).tolist()):
+            heights = out.heights[row, :t].double().cpu().numpy()
+            dep = out.dependency_probs[row, :t, :t].double().cpu().numpy()                # (t, t) p(j | i)
+            root = out.root_probs[row, :t].double().cpu().numpy()                         # (t,)
+            results.append([SyntacticDistances(out.distances[row, :t - 1].double().cpu().numpy(), heights),
+                            DependencyDistribution(np.concatenate([root[:, None], dep], axis=1), heights)])
+        return results
+
+    induces_structure = True
 
 
 __all__ = [

@@ -33,10 +33,48 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..priors import check_prior
+from ..errors import InputError
+from ..priors import PRIORS, check_prior
+from ..structures import LinkProbabilities
 from ..priors.constituent import VARIANTS
 from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
                       normalise_pruned_heads)
+
+
+#: config fields of the named sizes (``make_config("tree-transformer", preset, ...)``)
+PRESETS = {
+    # the paper's headline configuration (Wang et al. 2019, §4; DESIGN.md §1)
+    "paper": dict(num_hidden_layers=10, hidden_size=512, num_attention_heads=8, intermediate_size=2048,
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    # CPU default for a <= 20-minute run on 2 cores: the size DESIGN.md §5 measured to train
+    # (~2,000-2,700 tokens/s, loss leaving the unigram plateau after ~600 steps); 6 layers leave
+    # Algorithm 1 room for a minimum layer of 1-2.
+    "small": dict(num_hidden_layers=6, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    # the induce recipes' size (docs/recipes.md): on 2 CPU cores ~7,900 tokens/s, 3.4x the
+    # speed of `small`, and the best dev F1 per CPU minute of the sizes searched
+    "mini": dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512,
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    # tests: seconds
+    "tiny": dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+}
+
+#: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields; ``min_layer`` = Algorithm 1's
+#: minimum layer), chosen on ptb-sample:dev by benchmarks/recipe_search.py (docs/recipes.md).
+#: ``default``: a fixed number of steps, <= 20 minutes on 2 idle CPU cores; ``long``: <= 150 minutes.
+RECIPES = {
+    # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps took
+    # 17.9 minutes of training on 2 idle cores (7,180 tokens/s; seed 0), 18.5 in all
+    "default": dict(preset="mini", max_steps=6000, max_minutes=19.0, batch_size=64, lr=1e-3,
+                    warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
+                    min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
+    # the same setting trained twice as long (~36 minutes on 2 idle cores; not searched at that
+    # length: the curves of docs/recipes.md flatten by 6,000 steps)
+    "long": dict(preset="mini", max_steps=12000, max_minutes=149.0, batch_size=64, lr=1e-3,
+                 warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
+                 min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
+}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,3 +287,26 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
                                                priors=out.priors, attentions=out.attentions,
                                                hidden_states=out.hidden_states)
         return result if return_dict else result.to_tuple()
+
+    @property
+    def induces_structure(self) -> bool:
+        """Whether the prior records link probabilities (False for ``prior="none"``)."""
+        return "link_probs" in getattr(PRIORS[self.config.prior], "record_names", ())
+
+    def induce(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[list[LinkProbabilities]]:
+        """The structure interface (:mod:`syntaxformer.structures`): per sentence, its link probabilities.
+
+        Args:
+            input_ids: (B, N) unmasked token ids; attention_mask: (B, N), 1 = real (right padding).
+        Returns:
+            B lists, each ``[LinkProbabilities]`` of shape (L, t-1) over the sentence's t tokens (float64).
+        Raises:
+            InputError: the model induces no structure (``prior="none"``).
+        """
+        if not self.induces_structure:
+            raise InputError(f"this model has prior={self.config.prior!r}: it computes no link probabilities, "
+                             "so it induces no trees")
+        out = self(input_ids=input_ids, attention_mask=attention_mask)
+        links = torch.stack(out.link_probs, dim=1).double().cpu()  # (B, L, N-1)
+        lengths = attention_mask.sum(-1).tolist()
+        return [[LinkProbabilities(links[b, :, :t - 1].numpy())] for b, t in enumerate(lengths)]

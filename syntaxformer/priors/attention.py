@@ -30,9 +30,9 @@ masked; padding queries produce finite garbage that callers ignore); ``dropout_p
 (applied to ``E``, after the product, as the public code), 0 at evaluation.
 
 Denormal numbers: products of many link probabilities put entries of ``E`` in float32's denormal range,
-which is 10-100× slower on CPU. :func:`flush_denormals_on_cpu` sets the CPU's flush-to-zero flag
-(called by the model's forward); where it is not set (:func:`flush_to_zero_is_on`), or off CPU, the
-kernels flush values below the smallest normal float to 0 themselves (what flush-to-zero hardware does).
+which is 10-100× slower on CPU. :mod:`syntaxformer.runtime` owns the CPU's flush-to-zero flag; where it
+is not set (:func:`~syntaxformer.runtime.flush_to_zero_is_on`), or off CPU, the kernels flush values
+below the smallest normal float to 0 themselves (what flush-to-zero hardware does).
 
 benchmarks/README.md has the measured step times and peak memory.
 """
@@ -43,34 +43,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..runtime import flush_to_zero_is_on
 from .base import MultiplicativePrior
-
-
-def flush_denormals_on_cpu(device: torch.device) -> None:
-    """Set ``torch.set_flush_denormal(True)`` for the calling thread when running on CPU.
-
-    Denormal floats (< 1.2e-38 in float32) are produced by the constituent prior's products and make
-    CPU arithmetic 10-100× slower (DESIGN.md §5). Caveat, measured with torch 2.13: the flag is per
-    thread; PyTorch's intra-op (OpenMP) worker threads inherit it only if it was set before they were
-    created, i.e. before the first parallel operation of the process. The command line therefore sets
-    it first thing (:func:`syntaxformer.cli.prepare_process`); a script that runs models on several
-    CPU threads should call ``torch.set_flush_denormal(True)`` before any tensor work. Importing the
-    package changes nothing.
-    """
-    if device.type == "cpu":
-        torch.set_flush_denormal(True)
-
-
-
-def flush_to_zero_is_on() -> bool:
-    """Whether the calling thread's float arithmetic flushes denormals to zero on CPU.
-
-    True after ``torch.set_flush_denormal(True)`` (the models' forward and the command line set it,
-    see :func:`flush_denormals_on_cpu`). A one-element probe (``1e-30 · 1e-10`` is a float32 denormal),
-    a few microseconds. When it is True the explicit flush :func:`_flush_` is redundant on CPU: the
-    hardware already writes 0 for every result below the smallest normal float.
-    """
-    return (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
 
 
 def _needs_explicit_flush(x: torch.Tensor) -> bool:

@@ -1,0 +1,59 @@
+"""The runtime: device choice and float state, in one place.
+
+* :func:`resolve_device` -- the torch device a ``--device`` value names.
+* Denormal floats: the constituent prior multiplies many probabilities, and CPU arithmetic on float32
+  denormals (< 1.2e-38) is 10-100× slower (DESIGN.md §5). :func:`prepare_process` sets flush-to-zero
+  for the whole process before any tensor work (the command line calls it first thing: PyTorch's
+  intra-op worker threads inherit the flag only when it is set before they exist);
+  :func:`flush_denormals_on_cpu` sets it for the calling thread (the library's long CPU loops:
+  training, perplexity). Importing the package and running a model's ``forward`` change nothing: where
+  flush-to-zero is off (:func:`flush_to_zero_is_on`), the attention kernels flush the values they
+  produce themselves, so results agree either way.
+"""
+from __future__ import annotations
+
+import torch
+
+from syntaxformer.errors import InputError
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """The torch device a ``--device`` value names; ``None`` = CUDA if available, else CPU.
+
+    Raises:
+        InputError: not a device name (e.g. ``"gpu"``), or a CUDA device this machine lacks.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise InputError(f"--device {device!r} is not a torch device: {str(e).splitlines()[0]}") from None
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (resolved.index is not None and resolved.index >= count):
+            raise InputError(f"--device {device!r}: this machine has {count} CUDA device(s)")
+    return resolved
+
+
+def prepare_process() -> None:
+    """Process-wide CPU settings, before any tensor work: flush denormal floats to zero (module docstring)."""
+    torch.set_flush_denormal(True)
+
+
+def flush_denormals_on_cpu(device: torch.device) -> None:
+    """Set ``torch.set_flush_denormal(True)`` for the calling thread when ``device`` is a CPU.
+
+    The flag is per thread; worker threads created earlier keep theirs (module docstring). Called by
+    the library's long CPU loops (training, perplexity), never by a model's ``forward``.
+    """
+    if torch.device(device).type == "cpu":
+        torch.set_flush_denormal(True)
+
+
+def flush_to_zero_is_on() -> bool:
+    """Whether the calling thread's float arithmetic flushes denormals to zero on CPU.
+
+    A one-element probe (``1e-30 · 1e-10`` is a float32 denormal), a few microseconds.
+    """
+    return (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0

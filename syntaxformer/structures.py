@@ -1,0 +1,246 @@
+"""Typed structures a model induces over one sentence, each decoding itself (torch-struct's idea:
+small objects with documented shapes).
+
+A model that induces structure implements ``induce(input_ids, attention_mask)`` returning, per
+sentence of the batch, a list of these objects over its **tokens**; :meth:`to_words` maps them onto
+the sentence's words (the tokenizer's ``word_ids``). ``parse``, ``induce``, ``show`` and the learning
+curve dispatch on the structure's type, never on a model's name.
+
+* :class:`LinkProbabilities` (Tree Transformer): ``[L, n-1]`` link probabilities per layer;
+  decoders: Algorithm 1 (paper §4, with minimum layer and threshold) or one layer's top-down split.
+* :class:`SyntacticDistances` (StructFormer): ``[n-1]`` distances of the word gaps (``[n]`` heights);
+  decoder: top-down split at the largest distance.
+* :class:`DependencyDistribution` (StructFormer): ``[n, n+1]`` p(head | dependent), column 0 = root;
+  decoders: Chu-Liu-Edmonds (a tree) or the public code's argmax.
+
+All arrays are numpy float64 probabilities (not logs) or distances; spans are half-open word intervals
+(ARCHITECTURE.md). Decoder options are :class:`DecoderOptions`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head_scores
+from syntaxformer.decoding.spans import Span, split_by_distance
+from syntaxformer.decoding.tree_transformer import algorithm1, resolve_min_layer, single_layer
+from syntaxformer.errors import InputError
+
+
+@dataclass(frozen=True)
+class DecoderOptions:
+    """How structures become trees (``syntaxformer parse`` flags).
+
+    Attributes:
+        layer: None = Algorithm 1 over all layers (Tree Transformer paper, Algorithm 1); an int = the
+            single-layer top-down greedy split of that layer (0-based; paper Figure 4(b)).
+        threshold: Algorithm 1's break threshold (paper: 0.8).
+        min_layer: Algorithm 1's minimum layer (0-based), None = the decoder's default.
+        descend_threshold: None = the paper; 0.7 = the public code's extra descend rule.
+        dependency: "mst" (Chu-Liu-Edmonds, a well-formed tree) or "argmax" (the public StructFormer
+            code's rule; need not be a tree).
+    """
+
+    layer: int | None = None
+    threshold: float = 0.8
+    min_layer: int | None = None
+    descend_threshold: float | None = None
+    dependency: str = "mst"
+
+
+def _one_token_per_word(word_ids: Sequence[int | None], sentence: int | None, what: str) -> None:
+    if any(w is None for w in word_ids) or len(set(word_ids)) != len(word_ids):
+        raise InputError(f"{what} need one token per word: this tokenizer splits words or adds special "
+                         "tokens", sentence=sentence)
+
+
+@dataclass
+class LinkProbabilities:
+    """Tree Transformer link probabilities ``a^l_k`` (words k, k+1 in one constituent at layer l).
+
+    Attributes:
+        probs: ``[L, n-1]`` float64, layer 0 lowest (after the hierarchical constraint, eq. 8).
+    """
+    probs: np.ndarray
+
+    @property
+    def num_layers(self) -> int:
+        return self.probs.shape[0]
+
+    def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> LinkProbabilities:
+        """Token links -> word links (:func:`syntaxformer.data.tokenization.word_links`: a word's inner
+        pieces are linked, the links between words are the links between their boundary pieces)."""
+        import torch
+        from syntaxformer.data.tokenization import word_links
+        return LinkProbabilities(word_links(torch.as_tensor(self.probs), word_ids).numpy())
+
+    def spans(self, options: DecoderOptions = DecoderOptions()) -> set[Span]:
+        """Algorithm 1, or the single-layer split with ``options.layer``.
+
+        Raises:
+            InputError: ``--layer`` / ``--min-layer`` out of range (names the flag).
+        """
+        if options.layer is not None:
+            if not -self.num_layers <= options.layer < self.num_layers:
+                raise InputError(f"--layer {options.layer} out of range: the model has {self.num_layers} "
+                                 "layers (0-based)")
+            return single_layer(self.probs[options.layer])
+        min_layer_of(options, self.num_layers)
+        return algorithm1(self.probs, threshold=options.threshold, min_layer=options.min_layer,
+                          descend_threshold=options.descend_threshold)
+
+    def decoders(self) -> dict[str, Callable[[], set[Span]]]:
+        """Every decoder of the learning curve: ``algorithm1_m{m}`` for each minimum layer m, ``layer{l}``."""
+        found = {f"algorithm1_m{m}": (lambda m=m: algorithm1(self.probs, min_layer=m))
+                 for m in range(self.num_layers)}
+        found.update({f"layer{l}": (lambda l=l: single_layer(self.probs[l])) for l in range(self.num_layers)})
+        return found
+
+    def to_json(self) -> dict:
+        return {"link_probs": [[round(float(x), 6) for x in layer] for layer in self.probs]}
+
+
+@dataclass
+class SyntacticDistances:
+    """Syntactic distances of the word gaps (larger = split earlier) and heights of the words.
+
+    Attributes:
+        distances: ``[n-1]`` float64, gap k between words k and k+1.
+        heights: ``[n]`` float64 syntactic heights, or None.
+    """
+    distances: np.ndarray
+    heights: np.ndarray | None = None
+
+    def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> SyntacticDistances:
+        _one_token_per_word(word_ids, sentence, "syntactic distances")
+        return self
+
+    def spans(self, options: DecoderOptions = DecoderOptions()) -> set[Span]:
+        """Top-down split at the largest distance (leftmost on ties).
+
+        Raises:
+            InputError: Tree Transformer decoder options given (never ignored silently).
+        """
+        given = [flag for flag, value in (("--layer", options.layer), ("--min-layer", options.min_layer),
+                                          ("--descend-rule official", options.descend_threshold))
+                 if value is not None]
+        if given:
+            raise InputError(f"{', '.join(given)}: Tree Transformer decoder option(s) (link probabilities), "
+                             "but this model gives syntactic distances (top-down split at the largest)")
+        return split_by_distance(list(self.distances))
+
+    def decoders(self) -> dict[str, Callable[[], set[Span]]]:
+        """The learning curve's decoder: ``distance``."""
+        return {"distance": lambda: split_by_distance(list(self.distances))}
+
+    def to_json(self) -> dict:
+        row = {"distances": [round(float(x), 6) for x in self.distances]}
+        if self.heights is not None:
+            row["heights"] = [round(float(x), 6) for x in self.heights]
+        return row
+
+
+@dataclass
+class DependencyDistribution:
+    """p(head | dependent) over the words and the root.
+
+    Attributes:
+        probs: ``[n, n+1]`` float64: row i = dependent word i, column 0 = the root, column j = word j-1.
+        heights: ``[n]`` syntactic heights (the argmax decoder's tie rule), or None.
+    """
+    probs: np.ndarray
+    heights: np.ndarray | None = None
+
+    def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> DependencyDistribution:
+        _one_token_per_word(word_ids, sentence, "dependency distributions")
+        return self
+
+    def heads(self, options: DecoderOptions = DecoderOptions()) -> list[int]:
+        """Heads (1-based, 0 = root) by Chu-Liu-Edmonds or the argmax rule.
+
+        Raises:
+            InputError: an unknown ``options.dependency``.
+        """
+        if options.dependency == "argmax":
+            return argmax_heads(self.probs[:, 1:], self.heights)
+        if options.dependency != "mst":
+            raise InputError(f"unknown dependency decoder {options.dependency!r}: expected mst or argmax")
+        return chu_liu_edmonds(head_scores(self.probs[:, 1:], root_probs=self.probs[:, 0]))
+
+    def to_json(self) -> dict:
+        return {}
+
+
+CONSTITUENCY = (LinkProbabilities, SyntacticDistances)
+
+
+@dataclass
+class Structures:
+    """Everything a model induces over the words of one sentence.
+
+    Attributes:
+        words: the sentence's words, as given.
+        items: the structure objects (one constituency structure; at most one dependency distribution).
+    """
+    words: list[str]
+    items: list = field(default_factory=list)
+
+    @property
+    def constituency(self) -> LinkProbabilities | SyntacticDistances | None:
+        """The constituency structure (link probabilities or syntactic distances), or None."""
+        return next((s for s in self.items if isinstance(s, CONSTITUENCY)), None)
+
+    @property
+    def dependency(self) -> DependencyDistribution | None:
+        """The dependency distribution, or None."""
+        return next((s for s in self.items if isinstance(s, DependencyDistribution)), None)
+
+    # the arrays, for reading (None where the sentence has no such structure)
+    @property
+    def link_probs(self) -> np.ndarray | None:
+        """``[L, n-1]`` link probabilities, or None."""
+        return self.constituency.probs if isinstance(self.constituency, LinkProbabilities) else None
+
+    @property
+    def distances(self) -> np.ndarray | None:
+        """``[n-1]`` syntactic distances, or None."""
+        return self.constituency.distances if isinstance(self.constituency, SyntacticDistances) else None
+
+    @property
+    def heights(self) -> np.ndarray | None:
+        """``[n]`` syntactic heights, or None."""
+        return self.constituency.heights if isinstance(self.constituency, SyntacticDistances) else None
+
+    @property
+    def dependency_probs(self) -> np.ndarray | None:
+        """``[n, n+1]`` p(head | dependent) (column 0 = root), or None."""
+        return None if self.dependency is None else self.dependency.probs
+
+    def spans(self, options: DecoderOptions = DecoderOptions()) -> set[Span]:
+        """Constituency spans (half-open, whole sentence included) by the constituency structure."""
+        return self.constituency.spans(options)
+
+    def heads(self, options: DecoderOptions = DecoderOptions()) -> list[int] | None:
+        """Dependency heads (1-based, 0 = root), or None without a dependency distribution."""
+        return None if self.dependency is None else self.dependency.heads(options)
+
+    def to_json(self) -> dict:
+        row = {"words": self.words}
+        for item in self.items:
+            row.update(item.to_json())
+        return row
+
+
+def min_layer_of(options: DecoderOptions, num_layers: int) -> int:
+    """The 0-based minimum layer Algorithm 1 uses with ``options`` on a model of ``num_layers`` layers
+    (:func:`~syntaxformer.decoding.tree_transformer.resolve_min_layer`).
+
+    Raises:
+        InputError: ``options.min_layer`` outside ``0 .. num_layers - 1`` (the ``--min-layer`` flag).
+    """
+    try:
+        return resolve_min_layer(num_layers, options.min_layer)
+    except ValueError as e:
+        raise InputError(f"--min-layer {options.min_layer} out of range: {e}") from None
