@@ -1,4 +1,5 @@
-"""Training: BERT masking, length-bucketed batches, the trainer (resume after a kill, DDP, loss)."""
+"""Training: BERT masking, length-bucketed batches, the trainer (resume after a kill, loss); data
+parallel: tests/test_trainer_ddp.py."""
 from __future__ import annotations
 
 import json
@@ -269,25 +270,6 @@ def test_cli_input_errors(tmp_path, capsys, small_corpus):
     assert cli_main(["train", "--out", str(tmp_path / "c"), "--max-steps", "1", "--corpus", str(small_corpus),
                      "--preset", "tiny", "--set", "hiden_size=8"]) == 1
     assert "no config field hiden_size" in capsys.readouterr().err
-
-
-def test_torchrun_two_cpu_processes(tmp_path, small_corpus):
-    """The same command under torchrun (2 processes, gloo): completes, rank 0 writes the model."""
-    out = tmp_path / "ddp"
-    corpus = small_corpus
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "syntaxformer.cli", "train", "--out", str(out), "--preset", "tiny",
-               "--corpus", str(corpus), "--batch-size", "8", "--max-steps", "4", "--save-every", "2",
-               "--eval-every", "2", "--log-every", "2", "--threads", "1", "--quiet"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    record = _record(out)
-    assert record["world_size"] == 2 and record["steps"] == 4
-    assert (out / "model.safetensors").is_file()
-    assert record["data"]["train_sentences"] == 380 and record["data"]["valid_sentences"] == 20
-    # each step consumed one batch per process
-    assert record["tokens_seen"] > 0 and record["steps_this_run"] == 4
 
 
 def test_mask_replace_rules():

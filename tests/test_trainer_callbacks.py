@@ -1,0 +1,111 @@
+"""Things plug into the trainer without editing its loop: callbacks given to ``Trainer`` are called
+at the right steps, can request evaluations and stop the run; a subclass changes the objective."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from syntaxformer.training import StopCondition, TrainArguments, Trainer, TrainerCallback
+from syntaxformer.training.trainer import TRAINING_JSON, initial_model
+
+TINY = dict(preset="tiny", batch_size=16, lr=3e-3, log_every=5, eval_every=4, save_every=5, threads=1,
+            quiet=True, seed=2)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    from syntaxformer.data.corpus import load_corpus
+    path = tmp_path_factory.mktemp("corpus") / "dev-200.txt"
+    path.write_text("\n".join(" ".join(s) for s in load_corpus("ptb-sample:dev")[:200]) + "\n")
+    return path
+
+
+class Recorder(TrainerCallback):
+    """A custom evaluation: records the step of every hook call and, at each evaluation, the
+    validation loss and a number computed from the model (the norm of all its parameters)."""
+
+    def __init__(self):
+        self.calls = {name: [] for name in ("begin", "step_end", "log", "evaluate", "save", "end")}
+        self.evaluations = []
+
+    def on_train_begin(self, trainer):
+        self.calls["begin"].append(trainer.state.step)
+
+    def on_step_end(self, trainer, output):
+        self.calls["step_end"].append(trainer.state.step)
+        assert output.tokens > 0 and output.lr > 0
+
+    def on_log(self, trainer, scalars):
+        if "train/loss" in scalars:
+            self.calls["log"].append(trainer.state.step)
+
+    def on_evaluate(self, trainer, metrics):
+        self.calls["evaluate"].append(trainer.state.step)
+        norm = torch.cat([p.detach().flatten() for p in trainer.model.parameters()]).norm()
+        self.evaluations.append((trainer.state.step, metrics["valid/loss"], float(norm)))
+
+    def on_save(self, trainer):
+        self.calls["save"].append(trainer.state.step)
+
+    def on_train_end(self, trainer):
+        self.calls["end"].append(trainer.state.step)
+
+
+class EvaluateAt(TrainerCallback):
+    """Requests an evaluation at the given steps (besides the ``eval_every`` ones)."""
+
+    def __init__(self, steps):
+        self.steps = set(steps)
+
+    def on_step_end(self, trainer, output):
+        if trainer.state.step in self.steps:
+            trainer.control.should_evaluate = True
+
+
+class StopAt(StopCondition):
+    reason = "enough"
+
+    def __init__(self, step):
+        self.step = step
+
+    def reached(self, trainer):
+        return trainer.state.step >= self.step
+
+
+def test_callbacks_are_called_at_the_right_steps(tmp_path, corpus):
+    recorder = Recorder()
+    args = TrainArguments(out=str(tmp_path / "run"), corpus=str(corpus), max_steps=20, **TINY)
+    out = Trainer(args, callbacks=[recorder, EvaluateAt([3]), StopAt(11)]).train()
+    record = json.loads((out / TRAINING_JSON).read_text())
+    assert record["stopped"] == "enough" and record["steps"] == 11
+    assert recorder.calls == dict(begin=[0], step_end=list(range(1, 12)), log=[5, 10],
+                                  evaluate=[0, 3, 4, 8, 11], save=[5, 10, 11], end=[11])
+    # the custom evaluation saw the validation losses training.json records, and a changing model
+    assert [[step, loss] for step, loss, _ in recorder.evaluations] == record["valid_history"]
+    norms = [norm for _, _, norm in recorder.evaluations]
+    assert len(set(norms)) == len(norms)
+
+
+class FrozenObjective(Trainer):
+    """Another objective through the subclass hook: the masked-LM loss times zero (no gradient)."""
+
+    def compute_loss(self, model, inputs, attention_mask, labels):
+        return 0.0 * super().compute_loss(model, inputs, attention_mask, labels)
+
+
+def test_a_subclass_changes_the_objective_and_validation_stays_the_mlm_loss(tmp_path, corpus):
+    args = TrainArguments(out=str(tmp_path / "frozen"), corpus=str(corpus), max_steps=4, **TINY)
+    out = FrozenObjective(args).train()
+    record = json.loads((out / TRAINING_JSON).read_text())
+    assert record["final_train_loss"] == 0.0
+    # Adam with zero gradients never moves: the parameters are the initial ones
+    initial = initial_model(args, record["tokenizer"]["vocab_size"]).state_dict()
+    saved = load_file(str(out / "model.safetensors"))
+    assert all(torch.equal(saved[k], initial[k]) for k in saved)
+    # the validation loss is still the masked-LM loss, unchanged since the model is
+    losses = [loss for _, loss in record["valid_history"]]
+    assert losses[0] > 1 and losses == [losses[0]] * len(losses)
