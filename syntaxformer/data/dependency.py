@@ -26,7 +26,7 @@ from typing import TextIO
 from conllu.exceptions import ParseException
 from conllu.parser import parse_token_and_metadata
 
-from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members, ptb_sample_part
+from syntaxformer.data.embedded import ptb_sample_part, read_ptb_sample
 from syntaxformer.data.preprocess import WORD_TAGS
 from syntaxformer.data.treebank import _read_file, resolve_files
 from syntaxformer.errors import InputError
@@ -246,10 +246,7 @@ def read_dependencies(source: str | os.PathLike) -> list[DependencySentence]:
     """
     part = ptb_sample_part(os.fspath(source))
     if part is not None:
-        sentences = []
-        for name, text in ptb_sample_members("dependency", part):
-            sentences.extend(parse_ptb_dependency(text, path=f"{PTB_SAMPLE}:{name}"))
-        return sentences
+        return read_ptb_sample("dependency", part, parse_ptb_dependency)
     path = Path(source)
     if path.is_dir() and not any(path.glob("*.conllu")):
         files = resolve_files(source, "*.dp", "dependency")

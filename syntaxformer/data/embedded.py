@@ -106,3 +106,17 @@ def ptb_sample_members(kind: str, part: str = "all") -> list[tuple[str, str]]:
 def ptb_sample_readme() -> str:
     """NLTK's ``README`` of the treebank sample, as shipped in the archive."""
     return _archive_members()["README.nltk"]
+
+
+def read_ptb_sample(kind: str, part: str, parse) -> list:
+    """Every file of one part of the embedded sample parsed and concatenated, in file order.
+
+    Args:
+        kind, part: as :func:`ptb_sample_members`.
+        parse: the format's reader of one text, ``parse(text, path=NAME) -> list`` (NAME is
+            ``ptb-sample:MEMBER``, what its errors name).
+    """
+    items = []
+    for name, text in ptb_sample_members(kind, part):
+        items.extend(parse(text, path=f"{PTB_SAMPLE}:{name}"))
+    return items

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from nltk import Tree
 
-from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_members, ptb_sample_part
+from syntaxformer.data.embedded import ptb_sample_part, read_ptb_sample
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -166,10 +166,7 @@ def read_treebank(source: str | os.PathLike) -> list[Tree]:
     """
     part = ptb_sample_part(os.fspath(source))
     if part is not None:
-        trees = []
-        for name, text in ptb_sample_members("combined", part):
-            trees.extend(parse_bracketed(text, path=f"{PTB_SAMPLE}:{name}"))
-        return trees
+        return read_ptb_sample("combined", part, parse_bracketed)
     trees = []
     files = resolve_files(source, "*.mrg", "treebank")
     for path in files:
