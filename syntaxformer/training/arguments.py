@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from syntaxformer.errors import InputError
+from syntaxformer.runtime import resolve_device
 
 #: ``--mask-replace``: the (mask_prob, random_prob) of
 #: :func:`~syntaxformer.training.mlm.mask_tokens` for each rule.
@@ -148,7 +149,6 @@ class TrainArguments:
         if self.tokenizer not in ("word", "wordpiece") and not Path(self.tokenizer, "tokenizer.json").is_file():
             bad(f"--tokenizer must be word, wordpiece or a folder with tokenizer.json, got {self.tokenizer!r}")
         if self.device is not None:
-            from syntaxformer.parsing import resolve_device
             resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
 
 

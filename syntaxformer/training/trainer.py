@@ -14,7 +14,7 @@ given to ``Trainer(args, callbacks=[...])``; a new objective overrides
 What a run does, in order:
 
 1. seeds ``random``, ``torch`` (and CUDA) from ``seed``; on CPU flushes denormals
-   (``torch.set_flush_denormal(True)``, DESIGN.md §5);
+   (:func:`~syntaxformer.runtime.flush_denormals_on_cpu`, DESIGN.md §5);
 2. reads the corpus (:func:`~syntaxformer.data.corpus.load_corpus`) and holds out a validation slice:
    the ``valid`` corpus if given, else ``valid_fraction`` of the sentences chosen by a permutation
    with the fixed seed 0 (the same slice for every ``--seed``; excluded from training);
@@ -71,6 +71,7 @@ import torch.distributed as dist
 
 from syntaxformer.data.preprocess import PRPN
 from syntaxformer.errors import InputError
+from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
 from syntaxformer.training.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.callbacks import (MaxEpochs, MaxMinutes, MaxSteps, ParseCurveCallback, Periodic,
@@ -384,8 +385,7 @@ class Trainer:
         args = self.args
         if args.threads:
             torch.set_num_threads(args.threads)
-        if self.device.type == "cpu":
-            torch.set_flush_denormal(True)
+        flush_denormals_on_cpu(self.device)
         random.seed(args.seed)
         torch.manual_seed(args.seed)
         checkpoint = read_checkpoint(args, self.world)
