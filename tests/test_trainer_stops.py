@@ -50,12 +50,17 @@ def test_sigterm_saves_a_clean_checkpoint_and_resuming_equals_the_uninterrupted_
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(_cli(out, corpus, max_steps=100_000), cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (out / CHECKPOINT).exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert proc.poll() is None, proc.stderr.read()[-3000:]
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / CHECKPOINT).exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # never leave a 100,000-step run behind
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 0, err[-3000:]
     assert "SIGTERM received" in err
     # a clean stop: training.json, the model and a checkpoint of the same step, no partial file
