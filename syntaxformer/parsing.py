@@ -32,7 +32,7 @@ from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import resolve_device  # noqa: F401  (re-exported)
 from syntaxformer.structures import DecoderOptions, Structures, min_layer_of  # noqa: F401  (re-exported)
-from syntaxformer.training.batching import pad_batch
+from syntaxformer.data.batching import pad_batch
 
 logger = logging.getLogger(__name__)
 

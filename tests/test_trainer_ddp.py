@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from syntaxformer.errors import InputError
 from syntaxformer.training.arguments import MASK_REPLACE
-from syntaxformer.training.batching import LengthBucketSampler, pad_batch
+from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.mlm import mask_tokens
 from syntaxformer.training.trainer import TRAINING_JSON, Trainer, TrainArguments, _derived_seed, train
 

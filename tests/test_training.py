@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from syntaxformer.cli import main as cli_main
 from syntaxformer.errors import InputError
-from syntaxformer.training.batching import LengthBucketSampler, pad_batch
+from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
 from syntaxformer.training.trainer import lr_factor, train
 

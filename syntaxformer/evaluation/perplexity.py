@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from syntaxformer.data.tokenization import encode
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
-from syntaxformer.training.batching import token_budget_batches
+from syntaxformer.data.batching import token_budget_batches
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 (:class:`LengthBucketSampler`), and the trainer (:func:`train`, :class:`TrainArguments`,
 :class:`Trainer` with its :class:`TrainerCallback` hooks) with checkpoints, resume after a kill,
 TensorBoard logs and data parallelism under ``torchrun``."""
-from syntaxformer.training.batching import LengthBucketSampler, pad_batch
+from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.callbacks import StopCondition, TrainerCallback, TrainerControl
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
 from syntaxformer.training.trainer import TrainArguments, Trainer, lr_factor, train

@@ -23,7 +23,7 @@ What a run does, in order:
    (``overflow="split"``) or skipped (``"skip"``), counted in the log and in ``training.json``;
 4. builds the model from ``make_config(model, preset, vocab_size, prior=prior, **overrides)``;
 5. trains: length-bucketed shuffled batches
-   (:class:`~syntaxformer.training.batching.LengthBucketSampler`), BERT masking
+   (:class:`~syntaxformer.data.batching.LengthBucketSampler`), BERT masking
    (:func:`~syntaxformer.training.mlm.mask_tokens`), Adam (lr 1e-4, β (0.9, 0.98), eps 1e-9 as
    the public code), warm-up then a constant / linear / cosine schedule, gradient clipping
    (max norm 1.5 as the public code; 0 turns it off), the loss only at masked positions;
@@ -73,7 +73,7 @@ from syntaxformer.data.preprocess import PRPN
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
-from syntaxformer.training.batching import LengthBucketSampler, pad_batch
+from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.callbacks import (MaxEpochs, MaxMinutes, MaxSteps, ParseCurveCallback, Periodic,
                                              ProgressCallback, StepOutput, StopCondition, StopOnSignal,
                                              TensorBoardCallback, TrainerCallback, TrainerControl)
