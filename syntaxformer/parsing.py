@@ -61,7 +61,7 @@ def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
     Args:
         folder: holds ``config.json``, ``model.safetensors``, the tokenizer files and, when written
             by the trainer, ``training.json``.
-        device: where to put the model (evaluation mode); None = CUDA if available, else CPU
+        device: where to put the model (float32, evaluation mode); None = CUDA if available, else CPU
             (:func:`resolve_device`).
         attn_implementation: override the saved attention backend ("eager" or "sdpa").
 
@@ -81,7 +81,11 @@ def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
         raise InputError("not a model folder (no config.json)", path=folder)
     device = resolve_device(device)
     info = read_training_record(folder)
-    kwargs = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
+    # float32 whatever the saved dtype (the shipped model is float16): transformers 4 loaded in the
+    # default dtype, transformers 5 defaults to the checkpoint's dtype ("auto")
+    kwargs = {"dtype": torch.float32}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
     try:
         model = AutoModelForMaskedLM.from_pretrained(folder, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(folder)

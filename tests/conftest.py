@@ -4,6 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from transformers.utils import logging as hf_logging
+
+# transformers 5 draws tqdm bars on stderr when it saves or loads weights; a session fixture built
+# inside a test would put them in that test's captured stderr
+hf_logging.disable_progress_bar()
 
 #: ``../shared/data`` relative to the repository root (``/work/shared/data`` in development).
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

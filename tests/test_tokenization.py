@@ -6,7 +6,7 @@ import torch
 from transformers import AutoTokenizer
 
 from syntaxformer.data.tokenization import (SPECIAL_TOKENS, build_word_tokenizer, build_wordpiece_tokenizer,
-                                            encode, word_links)
+                                            encode, save_tokenizer, word_links)
 from syntaxformer.errors import InputError
 
 
@@ -45,6 +45,16 @@ def test_word_tokenizer_round_trip_and_autotokenizer(tmp_path):
     assert encode(loaded, [["the", "cat", "zebra", "<unk>", "sat"]]) == (ids, wids)
     assert loaded.mask_token_id == 2 and loaded.pad_token_id == 0
     assert "token_type_ids" not in loaded(["the"], is_split_into_words=True)
+
+
+def test_save_tokenizer_names_a_class_transformers_4_and_5_both_load(tmp_path):
+    import json
+    tok = build_word_tokenizer(CORPUS, add_cls=True)
+    save_tokenizer(tok, tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"  # v5 alone writes TokenizersBackend
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert encode(loaded, [["the", "cat"]]) == encode(tok, [["the", "cat"]])
 
 
 def test_add_cls_prepends_cls_with_word_id_none(tmp_path):

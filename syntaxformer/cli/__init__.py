@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    # transformers 5 draws tqdm bars on stderr when it loads or saves weights; an error must stay one line
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -2,7 +2,8 @@
 
 Both tokenizers are built with the ``tokenizers`` library and returned as a
 :class:`transformers.PreTrainedTokenizerFast`, so ``tok.save_pretrained(folder)`` writes them beside a
-model and ``AutoTokenizer.from_pretrained(folder)`` loads them back.
+model and ``AutoTokenizer.from_pretrained(folder)`` loads them back (:func:`save_tokenizer` writes
+a folder that ``transformers`` 4 and 5 both read).
 
 Special tokens, the same ids in every tokenizer built here::
 
@@ -27,9 +28,11 @@ training asks for ``overflow="split"`` (cut into consecutive pieces at word boun
 """
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -59,6 +62,21 @@ def _wrap(tok: Tokenizer, add_cls: bool) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token=PAD, unk_token=UNK, mask_token=MASK, cls_token=CLS,
         model_input_names=["input_ids", "attention_mask"], clean_up_tokenization_spaces=False)
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> None:
+    """``tokenizer.save_pretrained(folder)``, readable by ``transformers`` 4 and 5 alike.
+
+    ``transformers`` 5 records the class as ``"TokenizersBackend"``, a name 4.x cannot load; the
+    class is recorded as ``"PreTrainedTokenizerFast"`` instead, which both read (v5 maps it to
+    ``TokenizersBackend``).
+    """
+    tokenizer.save_pretrained(folder)
+    path = Path(folder) / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _check_sentences(sentences: Sequence[Sequence[str]]) -> None:

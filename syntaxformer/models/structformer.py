@@ -167,6 +167,9 @@ class StructFormerConfig(PretrainedConfig):
         layer_norm_eps: epsilon of every LayerNorm.
         pad_token_id: padding token (used to find padding when no ``attention_mask`` is given).
         pruned_heads: {layer: [heads]} removed by ``prune_heads`` (restored by ``from_pretrained``).
+        tie_word_embeddings: tie the MLM output layer to the word embeddings (the public code does).
+            Stated here because ``transformers`` 5 no longer gives every config this field (4.x
+            defaulted it to True), and v5 ties only when the config asks.
     """
 
     model_type = "structformer"
@@ -176,8 +179,9 @@ class StructFormerConfig(PretrainedConfig):
                  hidden_act: str = "leaky_relu", hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.0, n_parser_layers: int = 3,
                  conv_size: int = 9, relations=("head", "child"), weight_act: str = "softmax",
-                 layer_norm_eps: float = 1e-5, pad_token_id: int = 0, pruned_heads=None, **kwargs):
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
+                 layer_norm_eps: float = 1e-5, pad_token_id: int = 0, pruned_heads=None,
+                 tie_word_embeddings: bool = True, **kwargs):
+        super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
                              f"num_attention_heads {num_attention_heads}")
@@ -670,18 +674,22 @@ class StructFormerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
         return [layer.attention for layer in self.base_model.encoder.layers]
 
     def _init_weights(self, module):
+        # `nn.init` functions only: transformers 5 guards them so that they skip tensors already
+        # loaded from a checkpoint (in-place `.data` writes would overwrite loaded weights)
         if isinstance(module, nn.Embedding):
-            module.weight.data.uniform_(-0.1, 0.1)
+            nn.init.uniform_(module.weight, -0.1, 0.1)
         elif isinstance(module, StructFormerAttention):
             for linear in (module.query, module.key, module.value, module.output):
                 nn.init.xavier_uniform_(linear.weight)
                 nn.init.zeros_(linear.bias)
-            module.relation_logits.data.normal_(0.0, 0.1)
+            nn.init.normal_(module.relation_logits, 0.0, 0.1)
         elif isinstance(module, StructFormerParser):
-            module.log_distance_scale.data.zero_()
-            module.log_height_scale.data.zero_()
-        elif isinstance(module, StructFormerForMaskedLM):
-            module.lm_head.bias.data.zero_()
+            nn.init.zeros_(module.log_distance_scale)
+            nn.init.zeros_(module.log_height_scale)
+        elif isinstance(module, nn.Linear) and module is getattr(self, "lm_head", None):
+            # on the head itself, not on StructFormerForMaskedLM: transformers 5 skips `_init_weights`
+            # for custom-code modules with no parameters of their own
+            nn.init.zeros_(module.bias)
 
 
 class StructFormerModel(StructFormerPreTrainedModel):
@@ -734,7 +742,8 @@ class StructFormerModel(StructFormerPreTrainedModel):
 class StructFormerForMaskedLM(StructFormerPreTrainedModel):
     """StructFormer with its masked-LM head: dropout -> Linear tied to the word embeddings (+ bias)."""
 
-    _tied_weights_keys = ["lm_head.weight"]
+    # {tied: source}: transformers 5 needs the mapping; 4.x iterates it and so sees the key
+    _tied_weights_keys = {"lm_head.weight": "structformer.embeddings.weight"}
 
     def __init__(self, config: StructFormerConfig):
         super().__init__(config)

@@ -38,7 +38,7 @@ from ..priors import PRIORS, check_prior
 from ..structures import LinkProbabilities
 from ..priors.constituent import VARIANTS
 from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
-                      normalise_pruned_heads)
+                      normalise_pruned_heads, sinusoidal_positions)
 
 
 #: config fields of the named sizes (``make_config("tree-transformer", preset, ...)``)
@@ -203,6 +203,11 @@ class TreeTransformerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+        elif isinstance(module, SinusoidalEmbeddings):
+            # non-persistent buffer, not in checkpoints: transformers 5 builds the model on the meta
+            # device and leaves such buffers uninitialised (torch.empty) unless `_init_weights` fills them
+            with torch.no_grad():
+                module.positions.copy_(sinusoidal_positions(*module.positions.shape))
 
 
 class TreeTransformerModel(TreeTransformerPreTrainedModel):

@@ -93,6 +93,7 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     """
     import shutil
 
+    from syntaxformer.data.tokenization import save_tokenizer
     from syntaxformer.errors import InputError
     from syntaxformer.parsing import load_model
     induce_out, folder = Path(induce_out), Path(folder)
@@ -101,7 +102,7 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     model, tokenizer, _ = load_model(induce_out / "model")
     folder.mkdir(parents=True, exist_ok=True)
     model.half().save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
+    save_tokenizer(tokenizer, folder)
     for name in ("model/training.json", "report.json"):
         shutil.copy(induce_out / name, folder / Path(name).name)
     return folder

@@ -70,6 +70,7 @@ import torch
 import torch.distributed as dist
 
 from syntaxformer.data.preprocess import PRPN
+from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
@@ -306,7 +307,7 @@ class Trainer:
     def _begin(self) -> None:
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
-            self.tokenizer.save_pretrained(self.out)
+            save_tokenizer(self.tokenizer, self.out)
         self._start_step = self.state.step
         self._recent = deque(maxlen=self.args.log_every)  # the last steps' losses
         self._window = torch.zeros(3, dtype=torch.float64)  # loss sum, steps, tokens since the last log
@@ -352,7 +353,7 @@ class Trainer:
         if self.is_main:
             record = self.report()
             self.model.save_pretrained(self.out, safe_serialization=True)
-            self.tokenizer.save_pretrained(self.out)
+            save_tokenizer(self.tokenizer, self.out)
             (self.out / TRAINING_JSON).write_text(json.dumps(record, indent=2) + "\n")
         for callback in self.callbacks:
             callback.on_train_end(self)
