@@ -207,7 +207,7 @@ def test_cli_json_matches_the_library(trained_tiny, ptb_sentences, tmp_path, cap
 
 @pytest.mark.parametrize("preset", ["tiny", "small"])
 def test_control_has_the_fewest_layers_reaching_the_tree_transformers_parameters(preset):
-    from syntaxformer.cli.compare import control_layers, count_parameters
+    from syntaxformer.workflows.compare import control_layers, count_parameters
     from syntaxformer.models import PRESETS
     vocab = 10_004
     tree = count_parameters(preset, vocab, prior="constituent")
@@ -221,7 +221,7 @@ def test_control_has_the_fewest_layers_reaching_the_tree_transformers_parameters
 def test_compare_trains_three_models_with_the_same_steps_and_reuses_finished_runs(
         ptb_sentences, tmp_path):
     from syntaxformer.cli import main
-    from syntaxformer.cli.compare import compare
+    from syntaxformer.workflows.compare import compare
     train_file, test_file = tmp_path / "train.txt", tmp_path / "test.txt"
     train_file.write_text("\n".join(" ".join(s) for s in ptb_sentences[:150]) + "\n")
     test_file.write_text("\n".join(" ".join(s) for s in ptb_sentences[150:170]) + "\n")

@@ -2,21 +2,15 @@
 
 Left- and right-branching, random binary (mean and standard deviation over 5 seeds) and balanced
 binary trees; left and right dependency chains when the treebank has dependency trees (``ptb-sample``
-does; for another treebank pass ``--dependencies``). Definitions: :mod:`syntaxformer.evaluation.baselines`.
+does; for another treebank pass ``--dependencies``). Definitions: :mod:`syntaxformer.evaluation.baselines`;
+the work: :func:`syntaxformer.workflows.baselines.baselines_report`.
 """
 from __future__ import annotations
 
 import argparse
-import time
 
-from syntaxformer.evaluation.report import format_header, format_table, to_json
-
-#: Number of seeds of the random baseline: ``--seed S`` uses seeds S .. S + 4.
-N_SEEDS = 5
-
-#: Display names of the baselines, in table order.
-BASELINE_NAMES = {"left_branching": "left-branching", "right_branching": "right-branching",
-                  "random": "random binary", "balanced": "balanced binary"}
+from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
+from syntaxformer.workflows.baselines import N_SEEDS
 
 
 def add_parser(subparsers) -> None:
@@ -37,44 +31,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntaxformer.data import load_gold_trees, ptb_sample_part
-    from syntaxformer.evaluation.baselines import run_baselines
-    from syntaxformer.evaluation.constituency import PROTOCOL as CONSTITUENCY_PROTOCOL
-    from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
+    from syntaxformer.workflows.baselines import baselines_report
 
-    start = time.perf_counter()
-    gold_trees = load_gold_trees(args.treebank)
-    dependencies_source = args.dependencies
-    if dependencies_source is None and ptb_sample_part(args.treebank) is not None:
-        dependencies_source = args.treebank  # ptb-sample (or a half) has gold dependencies too
-    gold_dependencies = None
-    if dependencies_source is not None:
-        from syntaxformer.data.dependency import read_dependencies
-        gold_dependencies = read_dependencies(dependencies_source)
-    seeds = tuple(range(args.seed, args.seed + N_SEEDS))
-    result = run_baselines(gold_trees, seeds=seeds, gold_dependencies=gold_dependencies)
-    result["meta"] = {
-        "treebank": str(args.treebank), "dependencies": dependencies_source,
-        "n_sentences": len(gold_trees), "seed": args.seed, "seeds": list(seeds),
-        "protocol": CONSTITUENCY_PROTOCOL,
-        "dependency_protocol": DEPENDENCY_PROTOCOL if gold_dependencies is not None else None,
-        "seconds": round(time.perf_counter() - start, 3),
-    }
+    result = baselines_report(args.treebank, dependencies=args.dependencies, seed=args.seed)
     print(to_json(result) if args.json else format_baselines_report(result))
     return 0
 
 
-def score_cell(result: dict, key: str, label: str | None = None):
-    """A score, or ``mean ± std`` for the random baseline."""
-    value = result[key] if label is None else result[key][label]
-    if "std" not in result or value is None:
-        return value
-    std = result["std"][key] if label is None else result["std"][key][label]
-    return f"{value:.2f} ± {std:.2f}"
-
-
 def format_baselines_report(result: dict) -> str:
-    """The readable report of :func:`syntaxformer.evaluation.baselines.run_baselines` plus ``meta``."""
+    """The readable report of :func:`syntaxformer.workflows.baselines.baselines_report`."""
     meta = result["meta"]
     first = result["right_branching"]
     header = format_header("syntaxformer baselines", {

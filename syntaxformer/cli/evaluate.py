@@ -3,15 +3,13 @@
 Constituency: ``--pred`` holds bracketed trees, one per line, leaves = words (punctuation-free, as the
 preprocessed gold), aligned with the gold sentences by order. Dependency: a ``--pred`` ending in
 ``.conllu``, scored against ``ptb-sample``'s dependency trees, a ``.conllu`` file or ``.dp`` files.
-Protocols: :mod:`syntaxformer.evaluation.constituency`, :mod:`syntaxformer.evaluation.dependency`.
+Protocols: :mod:`syntaxformer.evaluation.constituency`, :mod:`syntaxformer.evaluation.dependency`;
+the work: :func:`syntaxformer.workflows.evaluate.evaluate_predictions`.
 """
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
-from syntaxformer.errors import InputError
 from syntaxformer.evaluation.report import format_header, format_table, to_json
 
 
@@ -32,51 +30,13 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _with_path(error: InputError, path: str) -> InputError:
-    """``error`` with the prediction file named, when it does not name a file already."""
-    return error if error.path is not None else InputError(str(error), path=path)
-
-
-def run_constituency(pred_path: str, gold: str) -> dict:
-    """Read, preprocess and score; the report dict of :func:`evaluate_constituency` plus the data."""
-    from syntaxformer.data import load_gold_trees, read_treebank
-    from syntaxformer.evaluation.constituency import evaluate_constituency
-
-    pred_trees = read_treebank(pred_path)  # first: a bad prediction file fails fast
-    gold_trees = load_gold_trees(gold)
-    try:
-        result = evaluate_constituency(pred_trees, gold_trees)
-    except InputError as e:
-        raise _with_path(e, pred_path) from None
-    skipped = list(getattr(gold_trees, "skipped", ()))
-    return {"task": "constituency", **result, "gold_skipped": skipped}
-
-
-def run_dependency(pred_path: str, gold: str) -> dict:
-    """Read and score a ``.conllu`` prediction; the dict of :func:`evaluate_dependency`."""
-    from syntaxformer.data.dependency import read_conllu, read_dependencies
-    from syntaxformer.evaluation.dependency import evaluate_dependency
-
-    pred_sentences = read_conllu(pred_path)
-    gold_sentences = read_dependencies(gold)
-    try:
-        result = evaluate_dependency(pred_sentences, gold_sentences)
-    except InputError as e:
-        raise _with_path(e, pred_path) from None
-    return {"task": "dependency", **result}
-
-
 def run(args: argparse.Namespace) -> int:
-    start = time.perf_counter()
-    if not Path(args.pred).is_file():
-        raise InputError("no such prediction file", path=args.pred)
-    dependency = str(args.pred).endswith(".conllu")
-    result = (run_dependency if dependency else run_constituency)(args.pred, args.gold)
-    result.update(pred=str(args.pred), gold=str(args.gold), seed=args.seed,
-                  seconds=round(time.perf_counter() - start, 3))
+    from syntaxformer.workflows.evaluate import evaluate_predictions
+
+    result = evaluate_predictions(args.pred, args.gold, seed=args.seed)
     if args.json:
         print(to_json(result))
-    elif dependency:
+    elif result["task"] == "dependency":
         print(format_dependency_report(result))
     else:
         print(format_constituency_report(result))

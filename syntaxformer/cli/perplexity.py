@@ -4,16 +4,12 @@ Every word of every sentence of ``--corpus`` is masked in turn (one ``[MASK]`` p
 perplexity is exp(mean cross-entropy over all words); see
 :mod:`syntaxformer.evaluation.perplexity`. Words are normalised as the model's training corpus was
 (the preprocessing recorded in the folder's ``training.json``, else the default: lower-case, digits
--> ``N``).
+-> ``N``). The work: :func:`syntaxformer.workflows.perplexity.evaluate_folder`.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import time
-from pathlib import Path
-
-import torch
 
 from syntaxformer.errors import InputError
 
@@ -42,43 +38,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
-                    skip_long: bool = False, device: str | None = None, seed: int = 0,
-                    progress: bool = False) -> dict:
-    """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
-
-    The folder is read by :func:`syntaxformer.parsing.load_model` (``device`` None = CUDA if
-    available, else CPU).
-
-    Returns:
-        :func:`~syntaxformer.evaluation.perplexity.masked_lm_perplexity`'s dict, plus ``model``,
-        ``data``, ``model_type``, ``preset``, ``n_parameters``, ``seed`` and ``minutes``.
-
-    Raises:
-        InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, or
-            any of ``masked_lm_perplexity``'s.
-    """
-    from syntaxformer.data.corpus import load_corpus
-    from syntaxformer.evaluation.perplexity import masked_lm_perplexity
-    from syntaxformer.parsing import load_model
-    torch.manual_seed(seed)
-    model, tokenizer, record = load_model(folder, device)
-    sentences = load_corpus(corpus)  # the trainer's preprocessing (PRPN words, recorded in training.json)
-    start = time.perf_counter()
-    result = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
-                                  too_long="skip" if skip_long else "error", progress=progress)
-    return {
-        "model": str(folder),
-        "model_type": getattr(model.config, "model_type", None),
-        "preset": record.get("preset"),
-        "n_parameters": sum(p.numel() for p in model.parameters()),
-        "data": corpus,
-        "seed": seed,
-        **result,
-        "minutes": (time.perf_counter() - start) / 60,
-    }
-
-
 def format_table(result: dict) -> str:
     """A plain-text report naming data, protocol, model, preset and seed
     (:func:`syntaxformer.evaluation.report.format_header`)."""
@@ -101,6 +60,8 @@ def format_table(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from syntaxformer.workflows.perplexity import evaluate_folder
+
     if args.batch_tokens < 1:
         raise InputError(f"--batch-tokens must be positive, got {args.batch_tokens}")
     result = evaluate_folder(args.model, args.corpus, batch_tokens=args.batch_tokens,

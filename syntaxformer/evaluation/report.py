@@ -82,3 +82,19 @@ def _nan_to_none(value):
     if isinstance(value, (list, tuple)):
         return [_nan_to_none(v) for v in value]
     return value
+
+
+#: Display names of the structure-free baselines (:mod:`syntaxformer.evaluation.baselines`), in
+#: table order.
+BASELINE_NAMES = {"left_branching": "left-branching", "right_branching": "right-branching",
+                  "random": "random binary", "balanced": "balanced binary"}
+
+
+def score_cell(result: dict, key: str, label: str | None = None):
+    """A table cell of a scores dict: ``result[key]`` (or ``result[key][label]``), or the string
+    ``mean ± std`` when ``result`` has a ``std`` (the random baseline: mean over seeds)."""
+    value = result[key] if label is None else result[key][label]
+    if "std" not in result or value is None:
+        return value
+    std = result["std"][key] if label is None else result["std"][key][label]
+    return f"{value:.2f} ± {std:.2f}"

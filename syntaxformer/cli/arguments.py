@@ -1,0 +1,40 @@
+"""Argument helpers shared by several commands (the only module other command modules import)."""
+from __future__ import annotations
+
+from syntaxformer.errors import InputError
+
+
+def add_decoder_arguments(parser) -> None:
+    """The decoder flags shared by ``parse``, ``induce`` and ``show``."""
+    g = parser.add_argument_group("decoding (Tree Transformer: paper Algorithm 1 unless --layer)")
+    g.add_argument("--threshold", type=float, default=0.8,
+                   help="Algorithm 1 break threshold: a weakest link below it splits the span (default 0.8)")
+    g.add_argument("--min-layer", type=int, default=None,
+                   help="Algorithm 1 minimum layer, 0-based: lower layers are never used (default: "
+                        "the decoder's, see syntaxformer.decoding.tree_transformer)")
+    g.add_argument("--descend-rule", choices=["paper", "official"], default="paper",
+                   help="official = also the public code's rule: a child span whose weakest link is "
+                        "> 0.7 descends one layer before recursing")
+    g.add_argument("--layer", type=int, default=None,
+                   help="parse from this single layer (0-based) with the top-down greedy split "
+                        "(paper Figure 4(b)) instead of Algorithm 1")
+    g.add_argument("--dependency", choices=["mst", "argmax"], default="mst",
+                   help="StructFormer dependency decoder: mst = Chu-Liu-Edmonds maximum spanning tree "
+                        "(always a tree), argmax = the public code's rule (default mst)")
+
+
+def decoder_options(args):
+    """The :class:`~syntaxformer.parsing.DecoderOptions` the decoder flags name.
+
+    Raises:
+        InputError: ``--layer`` together with ``--min-layer`` (two decoders' options).
+    """
+    from syntaxformer.decoding.tree_transformer import OFFICIAL_DESCEND_THRESHOLD
+    from syntaxformer.parsing import DecoderOptions
+
+    if args.layer is not None and args.min_layer is not None:
+        raise InputError("--layer (single-layer decoder) and --min-layer (Algorithm 1) exclude each other")
+    return DecoderOptions(
+        layer=args.layer, threshold=args.threshold, min_layer=args.min_layer,
+        descend_threshold=OFFICIAL_DESCEND_THRESHOLD if args.descend_rule == "official" else None,
+        dependency=args.dependency)

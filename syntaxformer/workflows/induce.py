@@ -1,0 +1,314 @@
+"""The main job (``syntaxformer induce``): train, parse, score against gold, compare with baselines.
+
+:func:`run_induce` trains a model of the registry (:data:`RECIPES`: a named recipe per model) on raw
+words, recording the learning curve (on ``ptb-sample:dev`` with ptb-sample, DESIGN.md §7); then it
+parses the gold treebank and scores it with the field's protocol -- on ptb-sample its test half, its
+dev half and all of it --, each beside the same model untrained (step 0: same seed, same decoder) and
+left-/right-branching, random and balanced trees. With ptb-sample as both corpus and treebank this is
+the transductive setting (the sentences parsed are in the training text, as the Tree Transformer
+paper's "WSJ-all"). It writes into ``out``: the model folder (``model/``), ``trees.txt`` (all
+sentences), (with dependency heads: ``dependencies.conllu``), ``report.json`` and ``curve.{png,svg}``.
+
+A recipe is a fixed number of steps (reproducible from the seed); ``max_minutes`` is a safety cap
+that stops training early. The recipes were chosen on the dev half (``benchmarks/recipe_search.py``,
+docs/recipes.md); the report says so, and the test half is the headline.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from syntaxformer.errors import InputError
+from syntaxformer.evaluation.report import to_json
+from syntaxformer.models import REGISTRY
+from syntaxformer.workflows.baselines import random_seeds
+
+logger = logging.getLogger(__name__)
+
+#: Named training recipes per model, from the model registry (each model file's ``RECIPES``: TrainArguments
+#: fields; ``overrides`` = model config fields; ``min_layer`` = Algorithm 1's minimum layer). Chosen on
+#: ptb-sample:dev by the measured search of ``benchmarks/recipe_search.py`` (docs/recipes.md); explicit
+#: training fields override any of them. ``default``: a fixed number of steps, <= 20 minutes on 2 idle
+#: CPU cores; ``long``: <= 150 minutes.
+RECIPES = {name: entry.recipes for name, entry in REGISTRY.items() if entry.recipes}
+
+#: The learning curve's treebank when the gold treebank is ptb-sample: choices are made on dev.
+CURVE_TREEBANK = "ptb-sample:dev"
+#: Learning-curve points per run (step 0 and the end included).
+CURVE_POINTS = 12
+
+
+def resolve_recipe(model: str, recipe: str = "default", train: dict | None = None,
+                   variant: str | None = None, prior: str | None = None) -> tuple[dict, dict, int | None]:
+    """The training of a named recipe with some fields replaced, checked before any work.
+
+    Args:
+        model: a registry name with recipes (a key of :data:`RECIPES`).
+        recipe: the recipe's name (``default``, ``long``).
+        train: TrainArguments fields replacing the recipe's (None values are ignored).
+        variant: the Tree Transformer's constituent variant (``paper``, ``official``), or None.
+        prior: the model's prior (None = the model's default).
+
+    Returns:
+        ``(TrainArguments fields, model config overrides, Algorithm 1 minimum layer or None)``.
+
+    Raises:
+        InputError: ``variant`` for a model without one; an invalid configuration; a configuration
+            that induces no structure (e.g. ``prior="none"``: a plain Transformer).
+    """
+    fields = dict(RECIPES[model][recipe])
+    overrides = dict(fields.pop("overrides", {}))
+    min_layer = fields.pop("min_layer", None)
+    fields.update({k: v for k, v in (train or {}).items() if v is not None})
+    if variant is not None:
+        if "constituent_variant" not in inspect.signature(REGISTRY[model].config_class.__init__).parameters:
+            raise InputError(f"--variant: {model} has no constituent variant")
+        overrides["constituent_variant"] = variant
+    _check_induces_structure(model, fields["preset"], prior, overrides)
+    return fields, overrides, min_layer
+
+
+def _check_induces_structure(model: str, preset: str, prior: str | None, overrides: dict) -> None:
+    """Refuse, before any training, a model that would induce no structure (e.g. ``--prior none``:
+    a plain Transformer) or an invalid configuration (InputError)."""
+    from syntaxformer.models import make_config
+    from syntaxformer.parsing import check_induces_structure
+    fields = dict(overrides, **({} if prior is None else {"prior": prior}))
+    try:
+        config = make_config(model, preset, 8, **fields)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    check_induces_structure(REGISTRY[model].model_class(config))
+
+
+def _parts(treebank: str) -> dict[str, str]:
+    """The gold sets scored: test, dev and all of ptb-sample, or the one treebank given."""
+    from syntaxformer.data import ptb_sample_part
+    if ptb_sample_part(treebank) == "all":
+        return {"test": "ptb-sample:test", "dev": "ptb-sample:dev", "all": "ptb-sample"}
+    return {"all": treebank}
+
+
+def _decode_part(model, untrained, tokenizer, gold, options) -> dict:
+    """One gold set's sentences parsed by the trained and the untrained model: ``structures``,
+    ``trees``, ``heads`` (or None), ``untrained_trees`` and ``layer_trees`` ({layer: trees}, the
+    Tree Transformer's single-layer decoder), each a list over the sentences."""
+    from syntaxformer.parsing import decode, model_structures
+    from syntaxformer.structures import LinkProbabilities
+    sentences = [t.leaves() for t in gold]
+    structures = model_structures(model, tokenizer, sentences)
+    trees, heads = decode(structures, options)
+    layer_trees = {}
+    if isinstance(structures[0].constituency, LinkProbabilities):
+        for layer in range(structures[0].constituency.num_layers):
+            layer_trees[layer] = decode(structures, replace(options, layer=layer, min_layer=None))[0]
+    return dict(structures=structures, trees=trees, heads=heads, layer_trees=layer_trees,
+                untrained_trees=decode(model_structures(untrained, tokenizer, sentences), options)[0])
+
+
+def _concatenate(first: dict, second: dict) -> dict:
+    """Two :func:`_decode_part` results joined: ptb-sample (all) is its dev half then its test half,
+    so its parses are theirs, in that order (no sentence is parsed twice)."""
+    def join(a, b):
+        return None if a is None else a + b
+    joined = {k: join(first[k], second[k]) for k in ("structures", "trees", "heads", "untrained_trees")}
+    joined["layer_trees"] = {layer: first["layer_trees"][layer] + second["layer_trees"][layer]
+                             for layer in first["layer_trees"]}
+    return joined
+
+
+def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None) -> dict:
+    """Scores of one gold set: the model, the untrained model, every single layer, the baselines."""
+    from syntaxformer.evaluation.baselines import run_baselines
+    from syntaxformer.evaluation.constituency import evaluate_constituency
+    part = {name: evaluate_constituency(decoded["trees"], gold),
+            "untrained": evaluate_constituency(decoded["untrained_trees"], gold)}
+    if decoded["layer_trees"]:
+        part["single_layer"] = {}
+        for layer, trees in decoded["layer_trees"].items():
+            r = evaluate_constituency(trees, gold)
+            part["single_layer"][str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1")}
+    baselines = run_baselines(gold, seeds=random_seeds(seed), gold_dependencies=gold_deps)
+    part.update({k: v for k, v in baselines.items() if v is not None})
+    return part
+
+
+def _gold_dependencies(dependencies, part, parts, heads):
+    """Gold dependencies of one part, or None: ptb-sample's own for each of its halves; a file given
+    with ``--dependencies`` covers the whole treebank, so it scores the part ``all`` only."""
+    from syntaxformer.data import ptb_sample_part
+    if heads is None:
+        return None
+    if dependencies is None:
+        logger.warning("no gold dependencies for %s: pass --dependencies to score UAS/UUAS", parts[part])
+        return None
+    from syntaxformer.data.dependency import read_dependencies
+    if ptb_sample_part(dependencies) == "all":
+        return read_dependencies(parts[part])
+    return read_dependencies(dependencies) if part == "all" else None
+
+
+def _dependency_scores(name: str, gold, heads, gold_deps, chains) -> dict:
+    """UAS/UUAS of the predicted heads beside the dependency-chain baselines (``chains``)."""
+    from syntaxformer.data.dependency import DependencySentence
+    from syntaxformer.evaluation.dependency import evaluate_dependency
+    pred = [DependencySentence(tuple(t.leaves()), ("X",) * len(h), tuple(h), (False,) * len(h))
+            for t, h in zip(gold, heads)]
+    return {name: evaluate_dependency(pred, gold_deps), **chains}
+
+
+def _decode_and_score(model_name: str, model, untrained, tokenizer, golds: dict, parts: dict, options,
+                      dependencies: str | None, seed: int) -> tuple[dict, dict]:
+    """Parse and score every gold set (``all`` of ptb-sample joins its halves' parses):
+    ``(scores, decoded)``, both keyed by part."""
+    name = model_name.replace("-", "_")
+    scores, decoded = {}, {}
+    for part, gold in golds.items():
+        if part == "all" and "dev" in decoded:
+            decoded[part] = _concatenate(decoded["dev"], decoded["test"])
+            assert [x.words for x in decoded[part]["structures"]] == [t.leaves() for t in gold]
+        else:
+            decoded[part] = _decode_part(model, untrained, tokenizer, gold, options)
+        heads = decoded[part]["heads"]
+        gold_deps = _gold_dependencies(dependencies, part, parts, heads)
+        scores[part] = _score_part(name, decoded[part], gold, seed, gold_deps)
+        if heads is not None and gold_deps:
+            scores[part]["dependency"] = _dependency_scores(name, gold, heads, gold_deps,
+                                                             scores[part].get("dependency") or {})
+    return scores, decoded
+
+
+def _report(job: dict, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes,
+            start, protocol) -> dict:
+    """report.json: data, protocol, recipe, how it was chosen, and the scores of every part
+    (``job``: ``model``, ``recipe``, ``treebank``, ``corpus``, ``seed``)."""
+    primary = "test" if "test" in scores else "all"
+    from syntaxformer.data import ptb_sample_part
+    corpus, treebank = job["corpus"], job["treebank"]
+    transductive = corpus == treebank or (ptb_sample_part(corpus) == "all"
+                                          and ptb_sample_part(treebank) is not None)
+    setting = ("transductive (the parsed sentences' words are in the training text)" if transductive
+               else "inductive (or unknown: check the corpus)")
+    keep = ("steps", "minutes", "tokens_per_second", "stopped", "initial_valid_loss", "final_train_loss",
+            "final_valid_loss", "parameters", "device")
+    return {
+        "data": {"train": corpus, "treebank": treebank, "n_sentences": len(golds[primary]),
+                 "parts": {p: {"source": s, "n_sentences": len(golds[p])} for p, s in parts.items()},
+                 "setting": setting},
+        "protocol": protocol, "model": job["model"], "preset": recipe["preset"], "seed": job["seed"],
+        "recipe": job["recipe"], "primary": primary,
+        "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/recipes.md); "
+                     "the test half was not used for any choice",
+        "training": {k: info.get(k) for k in keep if k in info} | {"recipe": recipe, "config": overrides},
+        "decoder": asdict(options),
+        "decoder_rules": "no tie-breaking toward either direction beyond Algorithm 1's leftmost weakest "
+                         "link (and the distance split's leftmost largest distance); no fallback to "
+                         "right-branching",
+        **scores[primary],
+        "parts": scores,
+        "curve": ({"treebank": curve, "points": info["parse_curve"]["points"]} if info.get("parse_curve")
+                  else None),
+        "minutes": {"train": round(train_minutes, 2), "total": round((time.monotonic() - start) / 60, 2)},
+    }
+
+
+def _curve_figure(out: Path, info: dict, report: dict) -> None:
+    """OUT/curve.{png,svg}: the dev F1 of the report's decoder and every single layer vs minutes."""
+    from syntaxformer.figures import plot_parse_curve, save_figure
+    points = info["parse_curve"]["points"]
+    decoders = list(points[0]["scores"])
+    decoder = report["decoder"]
+    main = ("distance" if "distance" in decoders else f"layer{decoder['layer']}" if decoder["layer"] is not None
+            else f"algorithm1_m{decoder['min_layer'] or 0}")
+    shown = [main] + [d for d in decoders if d.startswith("layer") and d != main][:6]
+    part = "dev" if "dev" in report["parts"] else "all"
+    baselines = {"right-branching": report["parts"][part]["right_branching"]["sentence_f1"],
+                 "balanced": report["parts"][part]["balanced"]["sentence_f1"],
+                 "random": report["parts"][part]["random"]["sentence_f1"]}
+    title = (f"{report['model']} (recipe {report['recipe']}, seed {report['seed']}): sentence F1 on "
+             f"{info['parse_curve']['treebank']}")
+    save_figure(plot_parse_curve(points, shown, baselines, title), out / "curve")
+
+
+def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "default",
+               train: dict | None = None, overrides: dict | None = None, min_layer: int | None = None,
+               treebank: str = "ptb-sample", corpus: str | None = None, curve_treebank: str | None = None,
+               dependencies: str | None = None, seed: int = 0, prior: str | None = None,
+               threads: int | None = None, device: str | None = None, quiet: bool = False,
+               resume: bool = False, options=None) -> dict:
+    """Train ``model`` on raw words, parse ``treebank``, score it beside the untrained model and the
+    baselines; write the model folder, ``trees.txt``, ``dependencies.conllu`` (with heads),
+    ``report.json`` and ``curve.{png,svg}`` (with a curve) into ``out``.
+
+    Args:
+        out: output folder; the model goes to ``OUT/model``.
+        model: a registry name with recipes (:data:`RECIPES`).
+        recipe: the recipe's name, recorded in the report.
+        train, overrides, min_layer: the TrainArguments fields, model config overrides and Algorithm 1
+            minimum layer, as :func:`resolve_recipe` returns them; ``train`` None = ``recipe``'s own
+            (then ``overrides`` and ``min_layer`` are the recipe's too).
+        treebank: gold trees to parse and score (``'ptb-sample'``: its test, dev and all; or a path).
+        corpus: training text (None = ``'ptb-sample'``).
+        curve_treebank: the learning curve's treebank (None: ptb-sample:dev with ptb-sample, else
+            ``treebank``; ``'none'``: no curve).
+        dependencies: gold dependencies for UAS/UUAS (None: ptb-sample's with ptb-sample, else none).
+        seed: the seed of training, the untrained model and the random baseline (seed .. seed + 4).
+        prior, threads, device, quiet, resume: TrainArguments fields (``resume``: continue
+            ``OUT/model``'s training from its checkpoint).
+        options: the :class:`~syntaxformer.structures.DecoderOptions` (None = the defaults); the
+            recipe's minimum layer applies unless they name a layer or a minimum layer.
+
+    Returns:
+        The report (``report.json``): data, protocol, model, preset, seed, recipe, primary part,
+        training, decoder, the primary part's scores at the top level, ``parts`` (every part's),
+        ``curve`` and ``minutes``.
+
+    Raises:
+        InputError: bad gold trees or dependencies, bad training options, a model inducing nothing.
+    """
+    from syntaxformer.data import load_gold_trees, ptb_sample_part
+    from syntaxformer.evaluation.constituency import PROTOCOL
+    from syntaxformer.parsing import DecoderOptions, load_model
+    from syntaxformer.training.trainer import TrainArguments, initial_model
+    from syntaxformer.training.trainer import train as train_model
+    from syntaxformer.workflows.outputs import write_outputs
+
+    start = time.monotonic()
+    if train is None:
+        train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
+    else:  # a model that induces nothing is refused before any training
+        _check_induces_structure(model, train["preset"], prior, overrides or {})
+    out, overrides, corpus = Path(out), dict(overrides or {}), corpus or "ptb-sample"
+    parts = _parts(treebank)
+    golds = {part: load_gold_trees(source) for part, source in parts.items()}  # bad input fails first
+    curve = curve_treebank or (CURVE_TREEBANK if "dev" in parts else treebank)
+    curve = None if curve == "none" else curve
+    steps = train.get("max_steps") or 1000
+    train_args = TrainArguments(out=str(out / "model"), model=model, corpus=corpus, seed=seed, prior=prior,
+                                threads=threads, quiet=quiet, overrides=overrides, eval_treebank=curve,
+                                eval_every=max(1, steps // (CURVE_POINTS - 1)), device=device,
+                                resume=resume, **train)
+    train_model(train_args)
+    train_minutes = (time.monotonic() - start) / 60
+
+    trained, tokenizer, info = load_model(out / "model", device=device)
+    untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
+    options = options or DecoderOptions()
+    if min_layer is not None and options.layer is None and options.min_layer is None:
+        options = replace(options, min_layer=min_layer)
+    dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
+    scores, decoded = _decode_and_score(model, trained, untrained, tokenizer, golds, parts, options,
+                                        dependencies, seed)
+    everything = decoded["all"]
+    write_outputs(out, everything["trees"], everything["heads"], everything["structures"],
+                  [t.leaves() for t in golds["all"]])
+    job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed)
+    report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes,
+                     start, PROTOCOL)
+    (out / "report.json").write_text(to_json(report) + "\n")
+    if info.get("parse_curve"):
+        _curve_figure(out, info, report)
+    return report
