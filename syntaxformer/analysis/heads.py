@@ -37,9 +37,11 @@ Definitions (exact; :data:`PROTOCOL` repeats them in every report):
   maximum falls on ``h``; *head→dependent* when ``h``'s maximum falls on ``d``. Accuracy (%) over
   the pairs; the baseline always predicts the most frequent relative position of the target for
   that relation and direction (ties: the smaller distance, then the left); ``gain = accuracy −
-  baseline`` (points); syntactic when ``gain ≥`` :data:`SYNTACTIC_MARGIN` on a group of at least
-  :data:`MIN_RELATION_PAIRS` pairs. Relation ``any``: every non-root pair (the unlabelled
-  "attends to its head" accuracy; the only relation of sources without labels, e.g. ptb-sample).
+  baseline`` (points). Every relation found is reported; a head is *syntactic* for a relation of
+  :data:`RELATIONS` (or ``any``) when ``gain ≥`` :data:`SYNTACTIC_MARGIN` on a group of at least
+  :data:`MIN_RELATION_PAIRS` pairs (rarer relations, e.g. ``vocative``, are too noisy to judge).
+  Relation ``any``: every non-root pair (the unlabelled "attends to its head" accuracy; the only
+  relation of sources without labels, e.g. ptb-sample).
 - Unknown words (``[UNK]``) and words split into pieces are kept and counted; sentences longer
   than the model's positions or empty after punctuation removal are skipped and counted.
 """
@@ -72,7 +74,7 @@ RELATIONS = ("nsubj", "obj", "amod", "advmod", "det", "case", "nmod")
 #: The two directions of a dependency pair.
 DIRECTIONS = ("dependent_to_head", "head_to_dependent")
 #: A relation group with fewer pairs is reported but never makes a head syntactic nor "best".
-MIN_RELATION_PAIRS = 20
+MIN_RELATION_PAIRS = 50
 #: The relation name of every non-root pair (unlabelled).
 ANY = "any"
 #: Default text when the model's own held-out text cannot be identified.
@@ -91,9 +93,9 @@ PROTOCOL = {
                  "word (ties: first); one-word sentences not counted",
     "syntactic": f"accuracy (%) of pairs whose dependent's (head's) maximum is on its head (dependent), "
                  f"punctuation removed and heads re-attached; baseline = most frequent relative "
-                 f"position per relation and direction; syntactic when gain >= {SYNTACTIC_MARGIN} "
-                 f"points on >= {MIN_RELATION_PAIRS} pairs; relation = UD label before ':'; 'any' = "
-                 f"every non-root pair",
+                 f"position per relation and direction; syntactic for a relation of {', '.join(RELATIONS)} "
+                 f"or 'any' when gain >= {SYNTACTIC_MARGIN} points on >= {MIN_RELATION_PAIRS} pairs; "
+                 f"relation = UD label before ':'; 'any' = every non-root pair",
 }
 
 
@@ -754,15 +756,15 @@ def _dependency_section(result: dict, data: DependencyData, encoded: EncodedSent
 
 
 def _syntactic_summary(sections: list[dict], layout: HeadLayout) -> tuple[list, list]:
-    """Per head: the groups it is syntactic for, and its best group (largest gain among groups of
-    at least :data:`MIN_RELATION_PAIRS` pairs; labelled relations only when a source has labels,
-    else relation ``any``)."""
+    """Per head: the groups (relations of :data:`RELATIONS` and ``any``, at least
+    :data:`MIN_RELATION_PAIRS` pairs) it is syntactic for, and its best group (the largest gain;
+    among :data:`RELATIONS` when a source has labels, else relation ``any``)."""
     labelled = any(s["labelled"] for s in sections)
     syntactic = [[[] for _ in range(layout.heads)] for _ in range(layout.layers)]
     best = [[None] * layout.heads for _ in range(layout.layers)]
     for section in sections:
         for g in section["groups"]:
-            if g["n"] < MIN_RELATION_PAIRS:
+            if g["n"] < MIN_RELATION_PAIRS or (g["relation"] != ANY and g["relation"] not in RELATIONS):
                 continue
             for layer in range(layout.layers):
                 for head in range(layout.heads):
@@ -821,6 +823,7 @@ def analyse_model(model, tokenizer, info: dict, text: str | None = None,
         raise InputError(f"--batch-size and --max-sentences must be at least 1, got {batch_size}, {max_sentences}")
     layout = head_layout(model)
     max_length = getattr(model.config, "max_position_embeddings", None)
+    gold = [load_dependency_data(source, max_sentences) for source in dependencies]  # bad input first
     choice = choose_text(info, text, max_sentences)
     encoded = encode_sentences(tokenizer, choice.sentences, max_length)
     if not encoded.ids:
@@ -833,8 +836,7 @@ def analyse_model(model, tokenizer, info: dict, text: str | None = None,
     logger.info("importance: %d sentences, %d masked tokens, loss %.4f", len(encoded.ids), n_masked, loss)
     roles = text_roles(model, tokenizer, encoded, choice.frequencies, layout, batch_size)
     sections = []
-    for source in dependencies:
-        data = load_dependency_data(source, max_sentences)
+    for data in gold:
         result, dep_encoded = dependency_roles(model, tokenizer, data, layout, batch_size, max_length)
         sections.append(_dependency_section(result, data, dep_encoded, layout))
     syntactic, best = _syntactic_summary(sections, layout)

@@ -57,8 +57,7 @@ def plot_head_map(values, title: str, colorbar_label: str = "", vmin: float | No
         raise ValueError(f"values must have shape (layers, heads), got {tuple(grid.shape)}")
     layers, heads = grid.shape
     norm = _norm(grid, vmin, vmax, center)
-    cmap = plt.get_cmap(DIVERGING_CMAP if center is not None else CMAP).copy()
-    cmap.set_bad(MISSING_COLOUR)
+    cmap = plt.get_cmap(DIVERGING_CMAP if center is not None else CMAP).with_extremes(bad=MISSING_COLOUR)
     fig, ax = plt.subplots(figsize=(max(3.5, 0.75 * heads + 2.2), max(2.5, 0.55 * layers + 1.4)),
                            layout="constrained")
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
