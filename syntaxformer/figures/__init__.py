@@ -2,7 +2,7 @@
 
 Every figure function takes plain arrays (``numpy`` or ``torch``, no batch dimension) or
 ``nltk.Tree`` objects and returns a :class:`matplotlib.figure.Figure`; :func:`save_figure` writes it
-as PNG and SVG. Nothing here loads a model: :mod:`syntaxformer.cli.show` does that and calls these.
+as PNG and SVG. Nothing here loads a model: :mod:`syntaxformer.workflows.show` does that and calls these.
 
 matplotlib's non-interactive ``Agg`` backend is selected here, before pyplot is imported, so the
 figures work without a display.

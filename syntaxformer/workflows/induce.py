@@ -42,7 +42,8 @@ CURVE_POINTS = 12
 
 
 def resolve_recipe(model: str, recipe: str = "default", train: dict | None = None,
-                   variant: str | None = None, prior: str | None = None) -> tuple[dict, dict, int | None]:
+                   variant: str | None = None, prior: str | None = None,
+                   options=None) -> tuple[dict, dict, int | None]:
     """The training of a named recipe with some fields replaced, checked before any work.
 
     Args:
@@ -51,13 +52,16 @@ def resolve_recipe(model: str, recipe: str = "default", train: dict | None = Non
         train: TrainArguments fields replacing the recipe's (None values are ignored).
         variant: the Tree Transformer's constituent variant (``paper``, ``official``), or None.
         prior: the model's prior (None = the model's default).
+        options: the decoder options (:class:`~syntaxformer.structures.DecoderOptions`) the run will
+            parse with, checked against the model's structure type (or None: not checked).
 
     Returns:
         ``(TrainArguments fields, model config overrides, Algorithm 1 minimum layer or None)``.
 
     Raises:
         InputError: ``variant`` for a model without one; an invalid configuration; a configuration
-            that induces no structure (e.g. ``prior="none"``: a plain Transformer).
+            that induces no structure (e.g. ``prior="none"``: a plain Transformer); decoder options
+            its structures do not take (e.g. ``--layer`` for syntactic distances).
     """
     fields = dict(RECIPES[model][recipe])
     overrides = dict(fields.pop("overrides", {}))
@@ -67,21 +71,32 @@ def resolve_recipe(model: str, recipe: str = "default", train: dict | None = Non
         if "constituent_variant" not in inspect.signature(REGISTRY[model].config_class.__init__).parameters:
             raise InputError(f"--variant: {model} has no constituent variant")
         overrides["constituent_variant"] = variant
-    _check_induces_structure(model, fields["preset"], prior, overrides)
+    _check_induces_structure(model, fields["preset"], prior, overrides, options)
     return fields, overrides, min_layer
 
 
-def _check_induces_structure(model: str, preset: str, prior: str | None, overrides: dict) -> None:
+def _check_induces_structure(model: str, preset: str, prior: str | None, overrides: dict, options=None) -> None:
     """Refuse, before any training, a model that would induce no structure (e.g. ``--prior none``:
-    a plain Transformer) or an invalid configuration (InputError)."""
+    a plain Transformer), an invalid configuration, or decoder options its structures do not take:
+    the untrained model (vocabulary of 8) parses a three-token sentence with ``options`` (InputError)."""
+    import torch
+
     from syntaxformer.models import make_config
     from syntaxformer.parsing import check_induces_structure
+    from syntaxformer.structures import Structures
     fields = dict(overrides, **({} if prior is None else {"prior": prior}))
     try:
         config = make_config(model, preset, 8, **fields)
     except ValueError as e:
         raise InputError(str(e)) from None
-    check_induces_structure(REGISTRY[model].model_class(config))
+    net = REGISTRY[model].model_class(config).eval()
+    check_induces_structure(net)
+    if options is not None:
+        with torch.no_grad():
+            induced = net.induce(torch.tensor([[4, 5, 6]]), torch.ones(1, 3, dtype=torch.long))[0]
+        sentence = Structures(["a", "b", "c"], induced)
+        sentence.spans(options)
+        sentence.heads(options)
 
 
 def _parts(treebank: str) -> dict[str, str]:
