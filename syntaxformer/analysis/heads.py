@@ -890,7 +890,7 @@ def heatmap_values(report: dict) -> list[tuple[str, str, dict]]:
     best = report["syntactic"]["best"]
     gains = [[None if b is None else b["gain"] for b in row] for row in best]
     names = [[None if b is None else f"{b['relation']} {'d→h' if b['direction'] == DIRECTIONS[0] else 'h→d'}\n"
-              f"{b['gain']:+.0f}" for b in row] for row in best]
+              f"{b['gain']:+.1f}" for b in row] for row in best]
     text = report["text"]["source"]
     return [
         ("importance", f"head importance (Michel et al.), ℓ2-normalised per layer; text: {text}",
