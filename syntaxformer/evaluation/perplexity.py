@@ -161,28 +161,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
         max_length = _model_max_length(model)
 
     ids, word_positions = encode_sentences(tokenizer, sentences)
-
-    # Which sentences are scored: not empty, not too long.
-    n_empty = n_skipped = n_skipped_words = 0
-    scored = []
-    for s, (sentence_ids, pos) in enumerate(zip(ids, word_positions)):
-        if not pos:
-            n_empty += 1
-            continue
-        if max_length is not None and len(sentence_ids) > max_length:
-            if too_long == "error":
-                raise InputError(f"{len(pos)} words make {len(sentence_ids)} tokens, more than the "
-                                 f"model's {max_length}; pass too_long='skip' (CLI: --skip-long) to "
-                                 "leave such sentences out, counted", sentence=s + 1)
-            n_skipped += 1
-            n_skipped_words += len(pos)
-            continue
-        scored.append(s)
-    if n_skipped:
-        logger.warning("%d sentences (%d words) longer than %d tokens were skipped", n_skipped,
-                       n_skipped_words, max_length)
-    if not scored:
-        raise InputError("no words to score")
+    scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(ids, word_positions, max_length, too_long)
 
     # One row per (sentence, masked word); rows sorted by length, cut into batches by token budget.
     scored.sort(key=lambda s: len(ids[s]))
@@ -204,34 +183,9 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     try:
         with torch.inference_mode():
             for rows in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
-                width = max(len(ids[s]) for s, _ in rows)
-                input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, N)
-                attention_mask = torch.zeros((len(rows), width), dtype=torch.long)    # (B, N)
-                masked_at = torch.tensor([p for _, p in rows], dtype=torch.long)      # (B,)
-                r = 0
-                while r < len(rows):  # consecutive rows of one sentence: build its copies at once
-                    s = rows[r][0]
-                    k = r
-                    while k < len(rows) and rows[k][0] == s:
-                        k += 1
-                    sentence_ids = torch.tensor(ids[s], dtype=torch.long)
-                    input_ids[r:k, :len(ids[s])] = one_mask_inputs(sentence_ids, mask_id,
-                                                                   masked_at[r:k])
-                    attention_mask[r:k, :len(ids[s])] = 1
-                    r = k
-                targets = torch.tensor([ids[s][p] for s, p in rows], dtype=torch.long)  # (B,)
-                rows_idx = torch.arange(len(rows))
-                if masked_only:  # the output layer only at the one masked position of each row
-                    labels = torch.full_like(input_ids, -100)
-                    labels[rows_idx, masked_at] = targets
-                    masked_logits = model(input_ids=input_ids.to(device),
-                                          attention_mask=attention_mask.to(device),
-                                          labels=labels.to(device), masked_only=True).logits  # (B, V)
-                else:
-                    logits = model(input_ids=input_ids.to(device),
-                                   attention_mask=attention_mask.to(device)).logits  # (B, N, V)
-                    masked_logits = logits[rows_idx.to(logits.device), masked_at.to(logits.device)]
-                masked_logits = masked_logits.float()  # (B, V)
+                input_ids, attention_mask, masked_at, targets = _one_mask_batch(rows, ids, pad_id, mask_id)
+                masked_logits = _masked_logits(model, input_ids, attention_mask, masked_at, targets, device,
+                                               masked_only)  # (B, V)
                 vocab_size = masked_logits.shape[-1]
                 total += F.cross_entropy(masked_logits, targets.to(masked_logits.device),
                                          reduction="sum").double().cpu()
@@ -255,3 +209,69 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
         "max_length": max_length,
         "protocol": PROTOCOL,
     }
+
+
+def _scored_sentences(ids, word_positions, max_length: int | None, too_long: str):
+    """Which sentences are scored: not empty, not too long. Returns ``(scored indices, n_empty,
+    n_skipped, n_skipped_words)``.
+
+    Raises:
+        InputError: a sentence too long with ``too_long="error"`` (naming it), or nothing to score.
+    """
+    n_empty = n_skipped = n_skipped_words = 0
+    scored = []
+    for s, (sentence_ids, pos) in enumerate(zip(ids, word_positions)):
+        if not pos:
+            n_empty += 1
+            continue
+        if max_length is not None and len(sentence_ids) > max_length:
+            if too_long == "error":
+                raise InputError(f"{len(pos)} words make {len(sentence_ids)} tokens, more than the "
+                                 f"model's {max_length}; pass too_long='skip' (CLI: --skip-long) to "
+                                 "leave such sentences out, counted", sentence=s + 1)
+            n_skipped += 1
+            n_skipped_words += len(pos)
+            continue
+        scored.append(s)
+    if n_skipped:
+        logger.warning("%d sentences (%d words) longer than %d tokens were skipped", n_skipped,
+                       n_skipped_words, max_length)
+    if not scored:
+        raise InputError("no words to score")
+    return scored, n_empty, n_skipped, n_skipped_words
+
+
+def _one_mask_batch(rows, ids, pad_id: int, mask_id: int):
+    """The inputs of one batch of (sentence, masked position) rows: ``input_ids`` (B, N) with one
+    ``[MASK]`` per row, ``attention_mask`` (B, N), ``masked_at`` (B,) and ``targets`` (B,)."""
+    width = max(len(ids[s]) for s, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, N)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)    # (B, N)
+    masked_at = torch.tensor([p for _, p in rows], dtype=torch.long)      # (B,)
+    r = 0
+    while r < len(rows):  # consecutive rows of one sentence: build its copies at once
+        s = rows[r][0]
+        k = r
+        while k < len(rows) and rows[k][0] == s:
+            k += 1
+        input_ids[r:k, :len(ids[s])] = one_mask_inputs(torch.tensor(ids[s], dtype=torch.long), mask_id,
+                                                       masked_at[r:k])
+        attention_mask[r:k, :len(ids[s])] = 1
+        r = k
+    targets = torch.tensor([ids[s][p] for s, p in rows], dtype=torch.long)  # (B,)
+    return input_ids, attention_mask, masked_at, targets
+
+
+def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device, masked_only: bool):
+    """(B, V) float32 logits at each row's masked position (the output layer only there when the
+    model supports ``masked_only``)."""
+    rows_idx = torch.arange(input_ids.shape[0])
+    if masked_only:  # the output layer only at the one masked position of each row
+        labels = torch.full_like(input_ids, -100)
+        labels[rows_idx, masked_at] = targets
+        masked_logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                              labels=labels.to(device), masked_only=True).logits  # (B, V)
+    else:
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits  # (B, N, V)
+        masked_logits = logits[rows_idx.to(logits.device), masked_at.to(logits.device)]
+    return masked_logits.float()
