@@ -526,7 +526,7 @@ def _training_text(info: dict) -> tuple[list[list[str]], list[list[str]], str] |
     ``valid_fraction``), or None when it names no readable corpus."""
     from syntaxformer.data.corpus import load_corpus
     from syntaxformer.data.preprocess import PRPN, Preprocessing
-    from syntaxformer.training.dataset import _held_out  # the trainer's own split rule
+    from syntaxformer.training.dataset import held_out_indices  # the trainer's own split rule
 
     args = info.get("arguments") or {}
     corpus = args.get("corpus")
@@ -544,7 +544,7 @@ def _training_text(info: dict) -> tuple[list[list[str]], list[list[str]], str] |
         logger.warning("the model's training corpus is not readable here (%s)", e)
         return None
     fraction = float(args.get("valid_fraction", 0.05))
-    held = _held_out(len(sentences), fraction)
+    held = held_out_indices(len(sentences), fraction)
     train = [s for i, s in enumerate(sentences) if i not in held]
     return train, [s for i, s in enumerate(sentences) if i in held], \
         f"held-out {fraction} of {corpus} (the trainer's seed-0 permutation)"
@@ -603,7 +603,7 @@ def read_relations(source: str | os.PathLike, sentences) -> list[list[str]] | No
         InputError: labels that do not line up with ``sentences`` (names the source).
     """
     from syntaxformer.data.embedded import ptb_sample_part
-    from syntaxformer.data.treebank import _read_file, resolve_files
+    from syntaxformer.data.treebank import read_text_file, resolve_files
 
     if ptb_sample_part(os.fspath(source)) is not None:
         return None
@@ -611,7 +611,7 @@ def read_relations(source: str | os.PathLike, sentences) -> list[list[str]] | No
     pattern = "*.dp" if path.is_dir() and not any(path.glob("*.conllu")) else "*.conllu"
     relations: list[list[str]] = []
     for file in resolve_files(source, pattern, "dependency"):
-        text = _read_file(file)
+        text = read_text_file(file)
         first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
         if file.suffix.lower() == ".dp" or len(first.split("\t")) != 10:
             return None

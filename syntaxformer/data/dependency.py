@@ -28,7 +28,7 @@ from conllu.parser import parse_token_and_metadata
 
 from syntaxformer.data.embedded import ptb_sample_part, read_ptb_sample
 from syntaxformer.data.preprocess import WORD_TAGS
-from syntaxformer.data.treebank import _read_file, resolve_files
+from syntaxformer.data.treebank import read_text_file, resolve_files
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ def read_conllu(path: str | os.PathLike) -> list[DependencySentence]:
             head, a head out of range ``0..n``, token ids out of sequence, a sentence with no
             token — naming the file and the 1-based line.
     """
-    return parse_conllu(_read_file(_existing(path)), str(path))
+    return parse_conllu(read_text_file(_existing(path)), str(path))
 
 
 def parse_ptb_dependency(text: str, path: str = "<string>") -> list[DependencySentence]:
@@ -204,7 +204,7 @@ def read_ptb_dependency(path: str | os.PathLike) -> list[DependencySentence]:
         InputError: missing/unreadable file, no sentence, a line without 3 fields, a non-integer
             head, a head out of range — naming the file and the 1-based line.
     """
-    return parse_ptb_dependency(_read_file(_existing(path)), str(path))
+    return parse_ptb_dependency(read_text_file(_existing(path)), str(path))
 
 
 def _existing(path: str | os.PathLike) -> Path:
@@ -223,7 +223,7 @@ def _sniff(text: str) -> str:
 
 
 def _read_any(path: Path) -> list[DependencySentence]:
-    text = _read_file(path)
+    text = read_text_file(path)
     suffix = path.suffix.lower()
     kind = {".conllu": "conllu", ".conll": "conllu", ".dp": "dp"}.get(suffix) or _sniff(text)
     return parse_conllu(text, str(path)) if kind == "conllu" else parse_ptb_dependency(text, str(path))

@@ -5,7 +5,7 @@ import logging
 import os
 from pathlib import Path
 
-from syntaxformer.data.treebank import _read_file
+from syntaxformer.data.treebank import read_text_file
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -38,4 +38,4 @@ def read_text(path: str | os.PathLike) -> list[list[str]]:
     """
     if not os.path.isfile(path):
         raise InputError("no such text file", path=os.fspath(path))
-    return parse_text(_read_file(Path(path)), os.fspath(path))
+    return parse_text(read_text_file(Path(path)), os.fspath(path))

@@ -101,7 +101,12 @@ def _from_string(bracketed: str, path: str, line: int) -> Tree:
         raise InputError(f"malformed tree: {e}", path=path, line=line) from None
 
 
-def _read_file(path: Path) -> str:
+def read_text_file(path: Path) -> str:
+    """The whole file as UTF-8 text (the one file reader of every format).
+
+    Raises:
+        InputError: unreadable (naming the file) or not UTF-8 (naming the file and line).
+    """
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -170,6 +175,6 @@ def read_treebank(source: str | os.PathLike) -> list[Tree]:
     trees = []
     files = resolve_files(source, "*.mrg", "treebank")
     for path in files:
-        trees.extend(parse_bracketed(_read_file(path), path=str(path)))
+        trees.extend(parse_bracketed(read_text_file(path), path=str(path)))
     logger.debug("read %d trees from %d file(s) of %s", len(trees), len(files), source)
     return trees

@@ -71,7 +71,7 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
         train_sents, valid_sents = sentences, load_corpus(args.valid)
         valid_desc = args.valid
     else:
-        held = _held_out(len(sentences), args.valid_fraction)
+        held = held_out_indices(len(sentences), args.valid_fraction)
         train_sents = [s for i, s in enumerate(sentences) if i not in held]
         valid_sents = [s for i, s in enumerate(sentences) if i in held]
         valid_desc = f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)"
@@ -90,7 +90,7 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
                         train_over, valid_over, valid_desc)
 
 
-def _held_out(n: int, fraction: float) -> set[int]:
+def held_out_indices(n: int, fraction: float) -> set[int]:
     """The indices of the validation slice: the first ``round(fraction·n)`` of a seed-0 permutation."""
     k = round(fraction * n)
     if fraction > 0 and n > 1:
