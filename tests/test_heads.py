@@ -7,6 +7,7 @@ from syntaxformer.models import MODELS, make_config
 CASES = [("tree-transformer", dict(constituent_variant="paper")),
          ("tree-transformer", dict(constituent_variant="official")),
          ("tree-transformer", dict(prior="none")),
+         ("tree-transformer", dict(prior="gaussian", gaussian_w_init=0.3, gaussian_b_init=-0.5)),
          ("structformer", dict())]
 PRUNE = {0: [1], 2: [0, 3]}  # mini preset: 4 layers x 4 heads
 

@@ -182,7 +182,7 @@ def test_command_line_sets_flush_to_zero_for_worker_threads():
 
 def test_config_and_registry_errors():
     with pytest.raises(ValueError):
-        TreeTransformerConfig(prior="gaussian")
+        TreeTransformerConfig(prior="nope")
     with pytest.raises(ValueError):
         TreeTransformerConfig(constituent_variant="x")
     with pytest.raises(ValueError):

@@ -38,7 +38,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     m.add_argument("--model", default=_D.model, help="model name (syntaxformer.models.MODELS)")
     m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, tiny")
     m.add_argument("--prior", default=None,
-                   help="structural prior: constituent, or none (plain Transformer); default: the model's")
+                   help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, or none "
+                        "(plain Transformer); default: the model's")
     m.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
                    help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable")
     d = p.add_argument_group("data")

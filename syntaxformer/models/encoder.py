@@ -142,7 +142,9 @@ class MultiHeadSelfAttention(nn.Module):
                    for lin in (self.query, self.key, self.value))
         attention = ATTENTION_FUNCTIONS[self.config._attn_implementation or "eager"]
         multiplicative = prior.multiplicative if prior is not None else None
-        bias = prior.additive_bias(q) if prior is not None else None
+        bias = prior.additive_bias(q) if prior is not None else None  # (B|1, H_original|H|1, N, N)
+        if bias is not None and bias.shape[1] > 1 and bias.shape[1] != self.num_heads:
+            bias = bias[:, self.head_ids]  # a per-head bias of the original heads: the ones present
         out, attn = attention(q, k, v, key_mask, multiplicative, dropout_p=self.dropout_p if self.training else 0.0,
                               output_attentions=output_attentions, bias=bias)  # (B, H, N, d_k)
         if head_mask is not None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from .attention import ATTENTION_FUNCTIONS
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 from .constituent import ConstituentAttention, ConstituentPrior
+from .gaussian import GaussianPrior
 
 #: ``config.prior`` -> the prior's class (None: no prior)
 PRIORS: dict[str, type[StructuralPrior] | None] = {
     "none": None,
     "constituent": ConstituentAttention,
+    "gaussian": GaussianPrior,
 }
 
 
@@ -42,5 +44,6 @@ def build_prior(config, layer_index: int) -> StructuralPrior | None:
     return None if cls is None else cls.from_config(config, layer_index)
 
 
-__all__ = ["ATTENTION_FUNCTIONS", "PRIORS", "ConstituentAttention", "ConstituentPrior", "MultiplicativePrior",
+__all__ = ["ATTENTION_FUNCTIONS", "PRIORS", "ConstituentAttention", "ConstituentPrior", "GaussianPrior",
+           "MultiplicativePrior",
            "PriorOutput", "StructuralPrior", "build_prior", "check_prior", "prior_attribute"]

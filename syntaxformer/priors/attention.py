@@ -42,6 +42,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..runtime import flush_to_zero_is_on
 from .base import MultiplicativePrior
@@ -330,7 +331,12 @@ def sdpa_attention(query, key, value, key_mask, prior: MultiplicativePrior | Non
     pad = _padding_bias(key_mask, torch.float32)  # (B, 1, 1, N)
     if prior is None:
         mask = pad.to(query.dtype) if bias is None else bias.to(query.dtype) + pad.to(query.dtype)
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+        if bias is not None and bias.requires_grad and torch.is_grad_enabled():
+            # the fused kernels do not differentiate a mask: PyTorch's math backend does
+            with sdpa_kernel(SDPBackend.MATH):
+                out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+        else:
+            out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
         return out, None
     flush = _needs_explicit_flush(query)
     batch, heads, n, _ = query.shape

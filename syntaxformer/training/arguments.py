@@ -21,7 +21,7 @@ class TrainArguments:
     Attributes (defaults in brackets):
         out: output folder (created).
         model ["tree-transformer"], preset ["small"]: keys of ``syntaxformer.models``.
-        prior [None]: the config's ``prior`` (Tree Transformer: "constituent" or "none"); None
+        prior [None]: the config's ``prior`` (a name in ``syntaxformer.priors.PRIORS``); None
             leaves the model's default ("constituent" for the Tree Transformer).
         overrides [{}]: further config fields, e.g. ``{"hidden_size": 128}``.
         corpus ["ptb-sample"]: a ``load_corpus`` spec (ptb-sample's words, or text files).
