@@ -79,15 +79,15 @@ def format_table(report: dict) -> str:
 def summary_lines(report: dict) -> list[str]:
     """What was measured: model, data, protocols, seeds."""
     data = report["data"]
-    text = data["text"]
+    text, importance = data["text"], data["importance"]
     lines = [f"model {report['model']} ({report['model_type']}, prior {report['prior']}, {report['layers']} layers "
              f"x {report['heads']} heads = {report['n_heads']}; at most {report['max_removable']} removable); "
              f"seed {report['seed']}, random seeds {report['random_seeds']}",
              f"perplexity: {report['protocol']['perplexity']}",
              f"  on {text['source']}: {text['n_sentences']} sentences, {text['n_words']} words "
              f"({text['n_unknown']} unknown, {text['n_skipped_too_long']} sentences skipped as too long)",
-             f"importance: {data['importance']['n_masked_tokens']} masked tokens (rate {data['importance']['mask_rate']},"
-             f" seed {data['importance']['seed']}), {'recomputed every step' if report['recompute'] else 'scored once'}"]
+             f"importance: {importance['n_masked_tokens']} masked tokens (rate {importance['mask_rate']}, "
+             f"seed {importance['seed']}), {'recomputed every step' if report['recompute'] else 'scored once'}"]
     if data["treebank"]:
         lines.append(f"F1: sentence-level, {data['treebank']} ({data['n_treebank_sentences']} sentences), "
                      f"decoder {report['decoder']}")

@@ -45,16 +45,18 @@ def check_arguments(orders, step: float, seeds: int, save_at: float | None, via:
     if seeds < 0 or ("random" in orders and seeds < 1):
         raise InputError(f"--seeds must be at least 1 for the random order (0 drops the control), got {seeds}")
     if save_at is not None and not any(abs(save_at - f) < 1e-9 for f in fractions):
-        raise InputError(f"--save-at {save_at} is not a fraction of the curve ({', '.join(f'{f:g}' for f in fractions)})")
+        shown = ", ".join(f"{f:g}" for f in fractions)
+        raise InputError(f"--save-at {save_at} is not a fraction of the curve ({shown})")
     if via not in ("prune", "mask"):
         raise InputError(f"via must be 'prune' or 'mask', not {via!r}")
     return fractions
 
 
 def prepare_data(model, tokenizer, info: dict, text: str | None, max_sentences: int | None, seed: int,
-                 options, batch_size: int, batch_tokens: int, via: str):
+                 options, batch_size: int, batch_tokens: int, via: str, treebank: str | None = F1_TREEBANK):
     """The :class:`~syntaxformer.analysis.pruning.PruneData` of a loaded model and a description of it
-    (text, importance masking, treebank) for the report.
+    (text, importance masking, treebank) for the report; F1 against ``treebank`` for models that
+    induce structure (None: no F1).
 
     Raises:
         InputError: an unreadable or empty text, no sentence that fits the model.
@@ -72,15 +74,16 @@ def prepare_data(model, tokenizer, info: dict, text: str | None, max_sentences: 
     device = next(model.parameters()).device
     batches = mlm_batches(tokenizer, encoded.ids, batch_size, rate, replace, seed, device)
     gold = None
-    if callable(getattr(model, "induce", None)) and getattr(model, "induces_structure", False):
+    induces = callable(getattr(model, "induce", None)) and getattr(model, "induces_structure", False)
+    if treebank is not None and induces:
         from syntaxformer.data import load_gold_trees
-        gold = load_gold_trees(F1_TREEBANK)
+        gold = load_gold_trees(treebank)
     data = PruneData(sentences=encoded.words, encoded=encoded, batches=batches, frequencies=choice.frequencies,
                      gold=gold, options=options, batch_tokens=batch_tokens, batch_size=batch_size, via=via)
     described = dict(text=dict(source=choice.source, **encoded.stats()),
                      importance=dict(n_masked_tokens=sum(int((b[2] != IGNORE_INDEX).sum()) for b in batches),
                                      mask_rate=rate, mask_replace=replace, batch_size=batch_size, seed=seed),
-                     treebank=F1_TREEBANK if gold is not None else None,
+                     treebank=treebank if gold is not None else None,
                      n_treebank_sentences=len(gold) if gold is not None else None)
     return data, described
 
