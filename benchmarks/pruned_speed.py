@@ -92,8 +92,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = parser.parse_args(argv)
     prepare_process()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from syntaxformer.analysis.heads import head_layout
     from syntaxformer.analysis.pruning import present_heads, removal_mask
     from syntaxformer.parsing import load_model
