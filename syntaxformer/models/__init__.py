@@ -6,7 +6,8 @@
 """
 from __future__ import annotations
 
-from . import structformer, tree_transformer
+from . import on_lstm, structformer, tree_transformer
+from .on_lstm import OnLstmConfig, OnLstmForCausalLM
 from .registry import MODELS, PRESETS, REGISTRY, ModelEntry, make_config, register_model, unregister_model
 from .structformer import StructFormerConfig, StructFormerForMaskedLM
 from .tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
@@ -15,6 +16,7 @@ register_model(ModelEntry("tree-transformer", TreeTransformerConfig, TreeTransfo
                           tree_transformer.PRESETS, tree_transformer.RECIPES))
 register_model(ModelEntry("structformer", StructFormerConfig, StructFormerForMaskedLM,
                           structformer.PRESETS, structformer.RECIPES))
+register_model(ModelEntry("on-lstm", OnLstmConfig, OnLstmForCausalLM, on_lstm.PRESETS, on_lstm.RECIPES))
 
 __all__ = ["MODELS", "PRESETS", "REGISTRY", "ModelEntry", "make_config", "register_model", "unregister_model",
            "TreeTransformerConfig", "TreeTransformerForMaskedLM", "StructFormerConfig", "StructFormerForMaskedLM"]
