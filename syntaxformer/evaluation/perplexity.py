@@ -149,6 +149,9 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     """
     if too_long not in ("error", "skip"):
         raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
+    objective = getattr(model, "objective", "masked-lm")
+    if objective != "masked-lm":
+        raise InputError(f"a {objective} model: masked-LM perplexity does not apply to it")
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
     mask_id, pad_id, unk_id = tokenizer.mask_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id

@@ -607,6 +607,8 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
     # {tied: source}: transformers 5 needs the mapping; 4.x iterates it and so sees the key
     _tied_weights_keys = {"lm_head.weight": "on_lstm.embeddings.weight"}
     induces_structure = True
+    #: what it is trained for: the trainer and the masked-LM perplexity refuse anything but "masked-lm"
+    objective = "causal-lm"
 
     def __init__(self, config: OnLstmConfig):
         super().__init__(config)

@@ -117,6 +117,10 @@ class TrainArguments:
             raise InputError(msg)
         if self.max_steps is None and self.epochs is None and self.max_minutes is None:
             bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
+        from syntaxformer.models import MODELS
+        objective = getattr(MODELS.get(self.model), "objective", "masked-lm")
+        if objective != "masked-lm":
+            bad(f"--model {self.model} is a {objective} model: the trainer trains masked language models only")
         if (self.batch_size is None) == (self.max_tokens is None):
             bad("give exactly one of --batch-size and --max-tokens")
         for name in ("batch_size", "max_tokens", "max_steps", "epochs", "max_length"):
