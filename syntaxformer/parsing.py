@@ -99,6 +99,12 @@ def _device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+def induces_structure(model) -> bool:
+    """Whether ``model`` induces structure: it has ``induce`` and its ``induces_structure`` is true
+    (a model of this package; False for ``prior="none"``, a BERT, an attention-less model)."""
+    return callable(getattr(model, "induce", None)) and bool(getattr(model, "induces_structure", False))
+
+
 def check_induces_structure(model) -> None:
     """Raises InputError unless ``model`` induces structure (has ``induce`` and ``induces_structure``;
     e.g. not a plain Transformer, ``prior="none"``, nor a BERT folder)."""
@@ -106,8 +112,9 @@ def check_induces_structure(model) -> None:
         raise InputError(f"cannot parse with a {type(model).__name__}: it has no induce() method "
                          "(a model of syntaxformer.models.MODELS that induces structure is needed)")
     if not getattr(model, "induces_structure", True):
-        raise InputError(f"this {type(model).__name__} induces no structure "
-                         f"(config.prior={getattr(model.config, 'prior', None)!r}: a plain Transformer)")
+        prior = getattr(model.config, "prior", None)
+        raise InputError(f"this {type(model).__name__} induces no structure"
+                         + (f" (config.prior={prior!r} records none; 'none' is a plain Transformer)" if prior else ""))
 
 
 @torch.inference_mode()

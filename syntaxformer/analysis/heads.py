@@ -61,6 +61,7 @@ import torch.nn.functional as F
 from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.tokenization import encode
 from syntaxformer.errors import InputError
+from syntaxformer.models.encoder import normalise_pruned_heads
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
 
 logger = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def head_layout(model) -> HeadLayout:
     if layers < 1 or heads < 1:
         raise InputError(f"{type(model).__name__} has no attention heads to score "
                          f"(num_hidden_layers={layers}, num_attention_heads={heads})")
-    pruned = {int(k): {int(h) for h in v} for k, v in (getattr(config, "pruned_heads", None) or {}).items()}
+    pruned = normalise_pruned_heads(getattr(config, "pruned_heads", None))
     present = tuple(tuple(h for h in range(heads) if h not in pruned.get(layer, ())) for layer in range(layers))
     return HeadLayout(layers, heads, present)
 
@@ -847,8 +848,8 @@ def analyse_model(model, tokenizer, info: dict, text: str | None = None,
     return dict(
         command="heads", model_type=getattr(config, "model_type", type(model).__name__),
         prior=getattr(config, "prior", None), preset=info.get("preset"), training_seed=info.get("seed"),
-        layers=layout.layers, heads=layout.heads, pruned_heads={str(k): sorted(v) for k, v in
-                                                                 (getattr(config, "pruned_heads", None) or {}).items()},
+        layers=layout.layers, heads=layout.heads, pruned_heads={str(k): v for k, v in
+                                                                 normalise_pruned_heads(getattr(config, "pruned_heads", None)).items()},
         seed=seed, protocol=PROTOCOL,
         text=dict(source=choice.source, **encoded.stats()), importance=importance,
         **_role_sections(roles, layout, choice), dependencies=sections,

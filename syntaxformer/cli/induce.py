@@ -73,7 +73,7 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
     """(TrainArguments fields, config overrides, Algorithm 1 minimum layer) of the recipe and flags
     (:func:`syntaxformer.workflows.induce.resolve_recipe`)."""
     return resolve_recipe(args.model, args.recipe, {flag: getattr(args, flag) for flag in _TRAIN_FLAGS},
-                          variant=args.variant, prior=args.prior, options=decoder_options(args))
+                          variant=args.variant, prior=args.prior)
 
 
 def run(args: argparse.Namespace) -> int:

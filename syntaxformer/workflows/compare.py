@@ -24,22 +24,23 @@ import json
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
 
 from syntaxformer.errors import InputError
+from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.checkpoint import RESUMABLE_CHANGES
 
 logger = logging.getLogger(__name__)
 
 MODEL = "tree-transformer"
 COMPARE_JSON = "compare.json"
-#: TrainArguments fields whose equality means a saved run can be reused.
-_REUSE_KEYS = ("model", "preset", "prior", "overrides", "corpus", "valid", "valid_fraction",
-               "tokenizer", "min_freq", "max_vocab", "add_cls", "max_length", "overflow",
-               "batch_size", "max_tokens", "mask_rate", "lr", "warmup_steps", "schedule", "clip",
-               "max_steps", "max_minutes", "seed")
+#: TrainArguments fields whose equality means a saved run can be reused: every field that shapes the
+#: training (those a resume may not change), plus its length.
+_REUSE_KEYS = tuple(sorted({f.name for f in fields(TrainArguments)} - RESUMABLE_CHANGES
+                           | {"max_steps", "max_minutes"}))
 
 
 def count_parameters(preset: str, vocab_size: int, **overrides) -> int:

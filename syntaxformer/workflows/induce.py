@@ -42,26 +42,22 @@ CURVE_POINTS = 12
 
 
 def resolve_recipe(model: str, recipe: str = "default", train: dict | None = None,
-                   variant: str | None = None, prior: str | None = None,
-                   options=None) -> tuple[dict, dict, int | None]:
-    """The training of a named recipe with some fields replaced, checked before any work.
+                   variant: str | None = None, prior: str | None = None) -> tuple[dict, dict, int | None]:
+    """The training of a named recipe with some fields replaced (:func:`run_induce` checks the
+    resulting model before any work).
 
     Args:
         model: a registry name with recipes (a key of :data:`RECIPES`).
         recipe: the recipe's name (``default``, ``long``).
         train: TrainArguments fields replacing the recipe's (None values are ignored).
         variant: the Tree Transformer's constituent variant (``paper``, ``official``), or None.
-        prior: the model's prior (None = the model's default).
-        options: the decoder options (:class:`~syntaxformer.structures.DecoderOptions`) the run will
-            parse with, checked against the model's structure type (or None: not checked).
+        prior: the model's prior (None = the model's default); only passed on to the config.
 
     Returns:
         ``(TrainArguments fields, model config overrides, Algorithm 1 minimum layer or None)``.
 
     Raises:
-        InputError: ``variant`` for a model without one; an invalid configuration; a configuration
-            that induces no structure (e.g. ``prior="none"``: a plain Transformer); decoder options
-            its structures do not take (e.g. ``--layer`` for syntactic distances).
+        InputError: ``variant`` for a model without one.
     """
     fields = dict(RECIPES[model][recipe])
     overrides = dict(fields.pop("overrides", {}))
@@ -71,7 +67,6 @@ def resolve_recipe(model: str, recipe: str = "default", train: dict | None = Non
         if "constituent_variant" not in inspect.signature(REGISTRY[model].config_class.__init__).parameters:
             raise InputError(f"--variant: {model} has no constituent variant")
         overrides["constituent_variant"] = variant
-    _check_induces_structure(model, fields["preset"], prior, overrides, options)
     return fields, overrides, min_layer
 
 
@@ -294,8 +289,8 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
     start = time.monotonic()
     if train is None:
         train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
-    else:  # a model that induces nothing is refused before any training
-        _check_induces_structure(model, train["preset"], prior, overrides or {})
+    # a model that induces nothing, or decoder options its structures do not take: refused before any work
+    _check_induces_structure(model, train["preset"], prior, overrides or {}, options)
     out, overrides, corpus = Path(out), dict(overrides or {}), corpus or "ptb-sample"
     parts = _parts(treebank)
     golds = {part: load_gold_trees(source) for part, source in parts.items()}  # bad input fails first
@@ -318,7 +313,7 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
     scores, decoded = _decode_and_score(model, trained, untrained, tokenizer, golds, parts, options,
                                         dependencies, seed)
     everything = decoded["all"]
-    write_outputs(out, everything["trees"], everything["heads"], everything["structures"],
+    write_outputs(out, everything["trees"], everything["heads"],
                   [t.leaves() for t in golds["all"]])
     job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed)
     report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes,

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 
-def write_outputs(out: Path, trees, heads, structures, words_list) -> list[Path]:
+def write_outputs(out: Path, trees, heads, words_list) -> list[Path]:
     """Write ``trees.txt`` (bracketed, one tree per line) and, when there are heads,
     ``dependencies.conllu`` into ``out`` (created if missing).
 
@@ -13,7 +13,6 @@ def write_outputs(out: Path, trees, heads, structures, words_list) -> list[Path]
         out: the output folder.
         trees: one ``nltk.Tree`` per sentence, leaves = words.
         heads: per sentence its 1-based heads (0 = root), or None (no dependencies).
-        structures: the sentences' structures (unused here; kept so that callers pass one bundle).
         words_list: per sentence its words (the CoNLL-U ``FORM`` column).
 
     Returns:

@@ -47,7 +47,7 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
     structures = model_structures(loaded, tokenizer, sentences, batch_size=batch_size)
     trees, heads = decode(structures, options)
     out = Path(out)
-    paths = write_outputs(out, trees, heads, structures, sentences)
+    paths = write_outputs(out, trees, heads, sentences)
     if write_json:
         paths.append(write_structures_json(out, structures))
     summary = {"model": str(model), "data": data, "n_sentences": len(trees), "decoder": asdict(options),

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from syntaxformer.errors import InputError
+from syntaxformer.parsing import induces_structure
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def prepare_data(model, tokenizer, info: dict, text: str | None, max_sentences: 
     device = next(model.parameters()).device
     batches = mlm_batches(tokenizer, encoded.ids, batch_size, rate, replace, seed, device)
     gold = None
-    induces = callable(getattr(model, "induce", None)) and getattr(model, "induces_structure", False)
+    induces = induces_structure(model)
     if treebank is not None and induces:
         from syntaxformer.data import load_gold_trees
         gold = load_gold_trees(treebank)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from syntaxformer.errors import InputError
+from syntaxformer.parsing import induces_structure
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ def _describe(model, folder) -> dict:
     ``kind_text``, ``induces``, ``name``, ``title_name``."""
     config = model.config
     prior = getattr(config, "prior", None)
-    induces = callable(getattr(model, "induce", None)) and getattr(model, "induces_structure", False)
+    induces = induces_structure(model)
     kind_text_ = kind_text(config.model_type, prior, induces)
     name = Path(folder).resolve().name
     return dict(kind=config.model_type, prior=prior, kind_text=kind_text_, induces=induces, name=name,
