@@ -18,6 +18,7 @@ from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.evaluation.constituency import evaluate_constituency
 from syntaxformer.models import MODELS
 from syntaxformer.parsing import load_model
+from syntaxformer.workflows.induce import resolve_recipe
 
 torch.set_num_threads(1)
 
@@ -115,6 +116,17 @@ def test_induce_bad_treebank_fails_before_training(capsys, tmp_path):
     code, _, err = _run(capsys, "induce", "--treebank", missing, "--out", tmp_path / "o", *TINY)
     assert code == 1 and str(missing) in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_induce_long_recipe_needs_its_text(capsys, tmp_path):
+    """The Tree Transformer's long recipe trains on the ptb-lm text, which is not shipped: without
+    --corpus it is a one-line error before any work, naming the text."""
+    code, _, err = _run(capsys, "induce", "--recipe", "long", "--out", tmp_path / "o", "--quiet")
+    assert code == 1 and "ptb-lm" in err and "--corpus" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+    fields, overrides, min_layer = resolve_recipe("tree-transformer", "long")
+    assert (fields["preset"], fields["corpus"], fields["max_steps"], min_layer) == ("small", "ptb-lm", 6000, 0)
+    assert overrides == {"constituent_variant": "official"}
 
 
 @pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")

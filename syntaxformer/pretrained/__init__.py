@@ -2,7 +2,7 @@
 
 ``syntaxformer/pretrained/tree-transformer-ptb/`` holds a model folder as ``syntaxformer train``
 writes it (``config.json``, ``model.safetensors`` in float16, the tokenizer, ``training.json``) and
-``report.json``, the ``induce --recipe long`` report it was trained by (test-half F1, the recipe, the
+``report.json``, the ``induce`` report it was trained by (test-half F1, the recipe, the
 seed). ``syntaxformer parse`` and ``show`` use it when ``--model`` is not given; in Python:
 
     model, tokenizer, info = syntaxformer.load_pretrained()

@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 #: fields; ``overrides`` = model config fields; ``min_layer`` = Algorithm 1's minimum layer). Chosen on
 #: ptb-sample:dev by the measured search of ``benchmarks/recipe_search.py`` (docs/recipes.md); explicit
 #: training fields override any of them. ``default``: a fixed number of steps, <= 20 minutes on 2 idle
-#: CPU cores; ``long``: <= 150 minutes.
+#: CPU cores; ``long``: <= 150 minutes. A recipe's ``corpus`` names the text it was measured on when that
+#: text is not shipped (the Tree Transformer's ``long``: ``ptb-lm``); the user gives its path.
 RECIPES = {name: entry.recipes for name, entry in REGISTRY.items() if entry.recipes}
 
 #: The learning curve's treebank when the gold treebank is ptb-sample: choices are made on dev.
@@ -194,18 +195,22 @@ def _decode_and_score(model_name: str, model, untrained, tokenizer, golds: dict,
 def _report(job: dict, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes,
             start, protocol) -> dict:
     """report.json: data, protocol, recipe, how it was chosen, and the scores of every part
-    (``job``: ``model``, ``recipe``, ``treebank``, ``corpus``, ``seed``)."""
+    (``job``: ``model``, ``recipe``, ``treebank``, ``corpus``, ``seed``, ``recipe_text``: the text the
+    recipe names, e.g. ``ptb-lm``, or None)."""
     primary = "test" if "test" in scores else "all"
     from syntaxformer.data import ptb_sample_part
     corpus, treebank = job["corpus"], job["treebank"]
-    transductive = corpus == treebank or (ptb_sample_part(corpus) == "all"
-                                          and ptb_sample_part(treebank) is not None)
+    on_sample = ptb_sample_part(treebank) is not None
+    transductive = corpus == treebank or (ptb_sample_part(corpus) == "all" and on_sample)
     setting = ("transductive (the parsed sentences' words are in the training text)" if transductive
+               else "transductive (the ptb-lm training text contains ptb-sample's sentences)"
+               if job.get("recipe_text") == "ptb-lm" and on_sample
                else "inductive (or unknown: check the corpus)")
     keep = ("steps", "minutes", "tokens_per_second", "stopped", "initial_valid_loss", "final_train_loss",
             "final_valid_loss", "parameters", "device")
     return {
-        "data": {"train": corpus, "treebank": treebank, "n_sentences": len(golds[primary]),
+        "data": {"train": corpus, "recipe_text": job.get("recipe_text"), "treebank": treebank,
+                 "n_sentences": len(golds[primary]),
                  "parts": {p: {"source": s, "n_sentences": len(golds[p])} for p, s in parts.items()},
                  "setting": setting},
         "protocol": protocol, "model": job["model"], "preset": recipe["preset"], "seed": job["seed"],
@@ -261,7 +266,8 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
             minimum layer, as :func:`resolve_recipe` returns them; ``train`` None = ``recipe``'s own
             (then ``overrides`` and ``min_layer`` are the recipe's too).
         treebank: gold trees to parse and score (``'ptb-sample'``: its test, dev and all; or a path).
-        corpus: training text (None = ``'ptb-sample'``).
+        corpus: training text (None = ``'ptb-sample'``; a recipe that names a text that is not shipped,
+            e.g. ``long``'s ``ptb-lm``, needs it).
         curve_treebank: the learning curve's treebank (None: ptb-sample:dev with ptb-sample, else
             ``treebank``; ``'none'``: no curve).
         dependencies: gold dependencies for UAS/UUAS (None: ptb-sample's with ptb-sample, else none).
@@ -277,7 +283,8 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
         ``curve`` and ``minutes``.
 
     Raises:
-        InputError: bad gold trees or dependencies, bad training options, a model inducing nothing.
+        InputError: bad gold trees or dependencies, bad training options, a model inducing nothing, a
+            recipe that names an unshipped text with no ``corpus``.
     """
     from syntaxformer.data import load_gold_trees, ptb_sample_part
     from syntaxformer.evaluation.constituency import PROTOCOL
@@ -289,6 +296,11 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
     start = time.monotonic()
     if train is None:
         train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
+    train = dict(train)
+    recipe_text = train.pop("corpus", None)
+    if recipe_text is not None and corpus is None:
+        raise InputError(f"the {recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
+                         f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)")
     # a model that induces nothing, or decoder options its structures do not take: refused before any work
     _check_induces_structure(model, train["preset"], prior, overrides or {}, options)
     out, overrides, corpus = Path(out), dict(overrides or {}), corpus or "ptb-sample"
@@ -315,7 +327,7 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
     everything = decoded["all"]
     write_outputs(out, everything["trees"], everything["heads"],
                   [t.leaves() for t in golds["all"]])
-    job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed)
+    job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed, recipe_text=recipe_text)
     report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes,
                      start, PROTOCOL)
     (out / "report.json").write_text(to_json(report) + "\n")
