@@ -609,13 +609,17 @@ class StructFormerEncoder(nn.Module):
         for layer, heads in config.pruned_heads.items():
             self.layers[int(layer)].attention.prune_heads(heads)
 
-    def forward(self, x, p_dep, mask, output_attentions=False, head_mask=None):
-        attentions = []
+    def forward(self, x, p_dep, mask, output_attentions=False, head_mask=None, output_hidden_states=False):
+        """Returns ``(normed output (B, N, d), attentions or None, hidden states or None)``; the hidden
+        states are the input then each layer's (B, N, d) output (before the final LayerNorm)."""
+        attentions, hidden_states = [], [x]
         for layer, layer_mask in zip(self.layers, layer_head_masks(head_mask, len(self.layers), self.num_heads)):
             x, attn = layer(x, p_dep, mask, layer_mask)
+            hidden_states.append(x)
             if output_attentions:
                 attentions.append(attn)
-        return self.norm(x), (tuple(attentions) if output_attentions else None)
+        return (self.norm(x), (tuple(attentions) if output_attentions else None),
+                tuple(hidden_states) if output_hidden_states else None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -632,6 +636,7 @@ class StructFormerOutput(ModelOutput):
     dependency_probs: torch.DoubleTensor | None = None
     root_probs: torch.DoubleTensor | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
 @dataclass
@@ -650,6 +655,8 @@ class StructFormerMaskedLMOutput(ModelOutput):
         root_probs: ``[B, N]`` float64 root mass ``1 - sum_j p_D(j | i)``, when ``output_dependency``.
         attentions: per layer ``[B, H, N, N]`` attention weights (before dropout), when
             ``output_attentions``.
+        hidden_states: the embeddings then each layer's ``[B, N, d]`` output, when
+            ``output_hidden_states``.
     """
 
     loss: torch.FloatTensor | None = None
@@ -714,10 +721,11 @@ class StructFormerModel(StructFormerPreTrainedModel):
 
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
                 output_attentions: bool = False, return_dict: bool = True,
-                head_mask: torch.Tensor | None = None) -> StructFormerOutput:
+                head_mask: torch.Tensor | None = None, output_hidden_states: bool = False) -> StructFormerOutput:
         """Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = word, 0 = padding, right
         padding), default ``input_ids != pad_token_id``; head_mask ``[H]`` or ``[L, H]`` (1 keeps a
-        head, 0 drops it; original head numbers). Returns :class:`StructFormerOutput`."""
+        head, 0 drops it; original head numbers); output_hidden_states: also return the embeddings
+        and each layer's ``[B, N, d]`` output. Returns :class:`StructFormerOutput`."""
         if attention_mask is None:
             pad = self.config.pad_token_id
             mask = input_ids != pad if pad is not None else torch.ones_like(input_ids, dtype=torch.bool)
@@ -730,12 +738,13 @@ class StructFormerModel(StructFormerPreTrainedModel):
                                                 self.parser.distance_scale,
                                                 self.parser.height_scale)
         p_attn = p_dep.masked_fill(p_dep < _TINY, 0.0).to(x.dtype)
-        hidden, attentions = self.encoder(x, p_attn, mask, output_attentions, head_mask)
+        hidden, attentions, hidden_states = self.encoder(x, p_attn, mask, output_attentions, head_mask,
+                                                         output_hidden_states)
         out = StructFormerOutput(
             last_hidden_state=hidden,
             distances=distances.masked_fill(~_gap_mask(mask), torch.inf),
             heights=heights.masked_fill(~mask, -torch.inf),
-            dependency_probs=p_dep, root_probs=p_root, attentions=attentions)
+            dependency_probs=p_dep, root_probs=p_root, attentions=attentions, hidden_states=hidden_states)
         return out if return_dict else out.to_tuple()
 
 
@@ -767,7 +776,8 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
     def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.LongTensor | None = None, output_attentions: bool = False,
                 output_dependency: bool = False, masked_only: bool = False,
-                return_dict: bool = True, head_mask: torch.Tensor | None = None) -> StructFormerMaskedLMOutput:
+                return_dict: bool = True, head_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = False) -> StructFormerMaskedLMOutput:
         """Masked-LM forward pass.
 
         Args:
@@ -781,6 +791,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
             return_dict: ``False`` returns the output's non-None fields as a tuple.
             head_mask: ``[H]`` or ``[L, H]``: 1 keeps a head, 0 drops it (multiplies the head's
                 output; original head numbers after pruning); None keeps all.
+            output_hidden_states: also return the embeddings and each layer's ``[B, N, d]`` output.
 
         Raises:
             ValueError: ``masked_only`` without ``labels``.
@@ -788,7 +799,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
         if masked_only and labels is None:
             raise ValueError("masked_only=True needs labels (it keeps the labelled positions)")
         base = self.structformer(input_ids, attention_mask, output_attentions=output_attentions,
-                                 head_mask=head_mask)
+                                 head_mask=head_mask, output_hidden_states=output_hidden_states)
         hidden = self.dropout(base.last_hidden_state)                               # (B, N, d)
         loss = None
         if masked_only:
@@ -807,7 +818,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
             loss=loss, logits=logits, distances=base.distances, heights=base.heights,
             dependency_probs=base.dependency_probs if output_dependency else None,
             root_probs=base.root_probs if output_dependency else None,
-            attentions=base.attentions)
+            attentions=base.attentions, hidden_states=base.hidden_states)
         return out if return_dict else out.to_tuple()
 
 

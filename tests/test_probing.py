@@ -1,0 +1,132 @@
+"""Probing tasks and the ``probe`` command (Conneau et al. 2018; DESIGN.md §6)."""
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from nltk import Tree
+
+from syntaxformer.cli import main
+from syntaxformer.data import load_gold_trees
+from syntaxformer.models import make_config, REGISTRY
+from syntaxformer.probing import build_tasks, write_task_files
+from syntaxformer.probing.classifiers import majority, probe
+from syntaxformer.probing.features import sentence_vectors
+from syntaxformer.probing.tasks import bigram_shift, splits, top_constituents, tree_depth
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def trees():
+    return load_gold_trees("ptb-sample")
+
+
+def test_depth_and_top_constituents_of_a_hand_tree():
+    tree = Tree.fromstring("(S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))))")
+    assert tree_depth(tree) == 5            # S -> VP -> PP -> NP -> NN -> mat
+    assert top_constituents(tree) == "NP VP"
+    assert top_constituents(Tree.fromstring("(S (S+VP (VB go)) (RB now))")) == "S RB"
+
+
+def test_tasks_on_ptb_sample(trees):
+    tasks = build_tasks(trees, seed=0)
+    assert set(tasks) == {"SentLen", "TreeDepth", "TopConst", "BShift"}
+    n = len(trees)
+    assert n == 3914 and all(len(tasks[t]) == n for t in ("SentLen", "TreeDepth", "TopConst"))
+    parts = Counter(it.split for it in tasks["SentLen"])
+    assert parts == {"train": 3131, "dev": 391, "test": 392}
+    # one-word sentences cannot be inverted: BShift leaves them out, and only them
+    singles = sum(len(set(t.leaves())) == 1 for t in trees)
+    assert len(tasks["BShift"]) == n - singles
+    inverted = [it for it in tasks["BShift"] if it.label == "I"]
+    assert 0.45 < len(inverted) / len(tasks["BShift"]) < 0.55
+    for it in inverted:                    # exactly one adjacent pair swapped
+        gold = trees[it.index].leaves()
+        diff = [k for k in range(len(gold)) if gold[k] != it.words[k]]
+        assert len(diff) == 2 and diff[1] == diff[0] + 1 and sorted(gold) == sorted(it.words)
+    assert len({it.label for it in tasks["TopConst"]}) == 20    # 19 sequences + OTHER
+    assert Counter(it.label for it in tasks["TopConst"]).most_common(1)[0][0] == "NP VP"
+
+
+def test_task_files_are_deterministic_and_splits_disjoint(trees, tmp_path):
+    a = write_task_files(build_tasks(trees, seed=3), tmp_path / "a")
+    b = write_task_files(build_tasks(trees, seed=3), tmp_path / "b")
+    c = write_task_files(build_tasks(trees, seed=4), tmp_path / "c")
+    assert [p.read_text() for p in a] == [p.read_text() for p in b]
+    assert a[0].read_text() != c[0].read_text()
+    for path in a:
+        split_of = {}
+        for line in path.read_text().splitlines():
+            index, split, _, _ = line.split("\t")
+            assert split_of.setdefault(index, split) == split
+    # the same cut for every task: a sentence is in one split whatever the task
+    assert splits(100, 0) == splits(100, 0) and set(splits(100, 0)) == {"train", "dev", "test"}
+
+
+def test_bigram_shift_keeps_or_swaps():
+    rng = random.Random(0)
+    draws = [bigram_shift(["a", "b", "c", "d"], rng) for _ in range(200)]
+    assert {label for _, label in draws} == {"O", "I"}
+    assert all(words == ("a", "b", "c", "d") for words, label in draws if label == "O")
+    assert bigram_shift(["x", "x"], rng) is None
+
+
+def test_probe_classifier_learns_a_separable_task_and_majority():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 5)).astype(np.float32)
+    labels = np.where(x[:, 0] > 0, "pos", "neg")
+    split = ["train"] * 200 + ["dev"] * 50 + ["test"] * 50
+    result = probe(x, labels, split, "logreg")
+    assert result["test"] >= 96.0 and result["strength"] in (0.01, 0.1, 1.0, 10.0)
+    noise = probe(rng.normal(size=(300, 5)).astype(np.float32), labels, split, "logreg")
+    assert noise["test"] < 75.0
+    top = majority(["a", "a", "b", "a", "b", "b"], ["train", "train", "train", "dev", "dev", "test"])
+    assert top == {"dev": 50.0, "test": 0.0, "class": "a"}
+
+
+def test_sentence_vectors_are_means_over_tokens_and_padding_free(tmp_path):
+    from syntaxformer.data.tokenization import build_word_tokenizer
+    sentences = [["the", "cat", "sat"], ["a", "dog"], ["the", "zebra", "ran", "far", "away"]]
+    tokenizer = build_word_tokenizer(sentences[:2])
+    config = make_config("tree-transformer", "tiny", len(tokenizer))
+    torch.manual_seed(0)
+    model = REGISTRY["tree-transformer"].model_class(config).eval()
+    layers, counts = sentence_vectors(model, tokenizer, sentences, batch_size=2)
+    assert len(layers) == config.num_hidden_layers + 1 and layers[0].shape == (3, config.hidden_size)
+    assert counts["unknown_words"] == 4       # zebra, ran, far, away
+    ids = torch.tensor([tokenizer.convert_tokens_to_ids(sentences[1])])
+    with torch.no_grad():
+        alone = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True).hidden_states
+    for layer, h in enumerate(alone):
+        np.testing.assert_allclose(layers[layer][1], h[0].mean(0).numpy(), atol=1e-5)
+
+
+def test_probe_command_on_ptb_sample(tmp_path, capsys):
+    """The shipped parser probed with logistic regression on SentLen and TreeDepth of the dev half's
+    first 600 sentences:
+    SentLen far above the majority class, every layer reported for both encoders, task files,
+    report and figure written."""
+    out = tmp_path / "probe"
+    code = main(["probe", "--out", str(out), "--treebank", "ptb-sample:dev", "--max-sentences", "600", "--task", "SentLen",
+                 "--task", "TreeDepth", "--classifier", "logreg", "--json"])
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    assert json.loads(capsys.readouterr().out) == report
+    sentlen = report["tasks"]["SentLen"]
+    assert sentlen["n_sentences"] == {"train": 480, "dev": 60, "test": 60}
+    assert len(sentlen["layers"]["trained"]) == len(sentlen["layers"]["untrained"]) == 5
+    assert sentlen["best_layer"]["trained"]["logreg"]["test"] > sentlen["majority"]["test"] + 15
+    assert sentlen["encoding"]["unknown_words"] > 0
+    assert set(report["tasks"]) == {"SentLen", "TreeDepth"}
+    assert {p.name for p in out.iterdir()} >= {"report.json", "probe.png", "probe.svg", "tasks"}
+
+
+def test_probe_bad_task_is_one_line(tmp_path, capsys):
+    code = main(["probe", "--out", str(tmp_path / "x"), "--task", "Nope"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Nope" in err and err.count("\n") == 1
