@@ -112,7 +112,7 @@ def format_induce_report(report: dict) -> str:
             ["trees", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1", "mean depth"],
             [[names[n]] + [score_cell(scores[n], k) for k in keys] for n in rows]))
         if scores.get("single_layer"):
-            parts.append("single-layer decoder (paper Fig. 4(b)), sentence F1 by layer: " + ", ".join(
+            parts.append("single-layer decoder (one layer's links or distances), sentence F1 by layer: " + ", ".join(
                 f"{layer}: {r['sentence_f1']:.2f}" for layer, r in scores["single_layer"].items()))
         if scores.get("dependency"):
             parts.append(format_table(["dependencies", "UAS", "UUAS"],
