@@ -76,6 +76,8 @@ class OnLstmSanConfig(PretrainedConfig):
         pad_token_id: padding token.
         prior: a name in :data:`syntaxformer.priors.PRIORS` for the self-attention layers ("none").
         pruned_heads: {layer: [heads]} removed by ``prune_heads`` (restored by ``from_pretrained``).
+        tie_word_embeddings: tie the output layer to the embeddings (default False: untied, as the
+            Tree Transformer's). Stated because ``transformers`` 5 no longer gives every config this field.
 
     Raises:
         ValueError: ``hidden_size`` not a multiple of ``chunk_size`` or of ``num_attention_heads``,
@@ -90,7 +92,8 @@ class OnLstmSanConfig(PretrainedConfig):
                  intermediate_size: int = 1024, hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
                  san_positions: bool = False, layer_norm_eps: float = 1e-6, init_range: float = 0.1,
-                 pad_token_id: int = 0, prior: str = "none", pruned_heads=None, **kwargs):
+                 pad_token_id: int = 0, prior: str = "none", pruned_heads=None, tie_word_embeddings: bool = False,
+                 **kwargs):
         check_prior(prior)
         if hidden_size % chunk_size or hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} must be a multiple of chunk_size {chunk_size} and of "
@@ -100,7 +103,7 @@ class OnLstmSanConfig(PretrainedConfig):
         for name, p in (("dropouti", dropouti), ("dropouth", dropouth), ("dropoute", dropoute), ("wdrop", wdrop)):
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"{name} must lie in [0, 1), got {p}")
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         self.vocab_size, self.hidden_size = vocab_size, hidden_size
         self.num_on_lstm_layers, self.chunk_size = num_on_lstm_layers, chunk_size
         self.dropouti, self.dropouth, self.dropoute, self.wdrop = dropouti, dropouth, dropoute, wdrop
