@@ -1,6 +1,6 @@
 """``syntaxformer induce``: the main job — train, parse, score against gold, compare with baselines.
 
-On the embedded default it trains a Tree Transformer (or ``--model structformer``) on ptb-sample's
+On the embedded default it trains a Tree Transformer (or ``--model structformer`` / ``on-lstm``) on ptb-sample's
 raw words with a named recipe (:data:`RECIPES`: ``default`` <= 20 minutes on 2 CPU cores, ``long``
 <= 150), recording the learning curve on ``ptb-sample:dev`` (DESIGN.md §7); then it parses
 ptb-sample and scores the test half, the dev half and all of it with the field's protocol, each
