@@ -147,7 +147,8 @@ class SyntacticDistances:
         if layer is None:
             return self.distances
         if self.layers is None:
-            raise InputError(f"--layer {layer}: this model gives one row of syntactic distances, not one per layer")
+            raise InputError(f"--layer {layer}: a Tree Transformer decoder option (one layer of several), but this "
+                             "model gives one row of syntactic distances (top-down split at the largest)")
         if not -self.num_layers <= layer < self.num_layers:
             raise InputError(f"--layer {layer} out of range: the model has {self.num_layers} layers (0-based)")
         return self.layers[layer]

@@ -248,3 +248,16 @@ def test_show_draws_the_distances_of_every_layer(tmp_path, capsys, tiny_model):
         "s1-distances.png", "s1-distances.svg", "s1-tree.png", "s1-tree.svg"]
     assert main(["show", "--model", str(folder), "--out", str(tmp_path / "b"), "--layers", "0", "a b"]) == 1
     assert "no attention heads" in capsys.readouterr().err
+
+
+def test_distance_figure_shapes(tmp_path):
+    from syntaxformer.figures import plot_syntactic_distances, save_figure
+    words = [f"w{i}" for i in range(40)]
+    rows = np.random.default_rng(0).random((3, 39))
+    paths = save_figure(plot_syntactic_distances(rows, words, "m", parsed=1), tmp_path / "d")
+    assert [p.name for p in paths] == ["d.png", "d.svg"] and all(p.stat().st_size > 0 for p in paths)
+    save_figure(plot_syntactic_distances(torch.tensor(rows[0]), words, parsed=0, layers=["distances"]),
+                tmp_path / "one")                                      # one row, a torch tensor
+    for bad, n_words, parsed in ((rows[:, :38], 40, None), (rows, 40, 3), (rows[:, :0], 1, None)):
+        with pytest.raises(ValueError):
+            plot_syntactic_distances(bad, words[:n_words], parsed=parsed)
