@@ -8,8 +8,9 @@ curve dispatch on the structure's type, never on a model's name.
 
 * :class:`LinkProbabilities` (Tree Transformer): ``[L, n-1]`` link probabilities per layer;
   decoders: Algorithm 1 (paper §4, with minimum layer and threshold) or one layer's top-down split.
-* :class:`SyntacticDistances` (StructFormer): ``[n-1]`` distances of the word gaps (``[n]`` heights);
-  decoder: top-down split at the largest distance.
+* :class:`SyntacticDistances` (StructFormer, ON-LSTM): ``[n-1]`` distances of the word gaps (``[n]``
+  heights; ON-LSTM: ``[L, n-1]`` per layer, one of them the default); decoder: top-down split at the
+  largest distance (of one layer, ``--layer``, when there are layers).
 * :class:`DependencyDistribution` (StructFormer): ``[n, n+1]`` p(head | dependent), column 0 = root;
   decoders: Chu-Liu-Edmonds (a tree) or the public code's argmax.
 
@@ -106,39 +107,80 @@ class LinkProbabilities:
 class SyntacticDistances:
     """Syntactic distances of the word gaps (larger = split earlier) and heights of the words.
 
+    A model with distances per layer (ON-LSTM) gives them all in ``layers`` and names the row its
+    decoder uses by default in ``layer``; ``distances`` is that row. ``--layer`` then picks another
+    row; for a model without layers (StructFormer) it is refused.
+
     Attributes:
-        distances: ``[n-1]`` float64, gap k between words k and k+1.
+        distances: ``[n-1]`` float64, gap k between words k and k+1 (the default decoder's).
         heights: ``[n]`` float64 syntactic heights, or None.
+        layers: ``[L, n-1]`` float64 distances of every layer (layer 0 lowest), or None.
+        layer: the row of ``layers`` that ``distances`` is (0-based), or None without layers.
     """
     distances: np.ndarray
     heights: np.ndarray | None = None
+    layers: np.ndarray | None = None
+    layer: int | None = None
+
+    @classmethod
+    def of_layers(cls, layers: np.ndarray, layer: int) -> SyntacticDistances:
+        """Distances ``[L, n-1]`` of every layer, ``layer`` (0-based; negative counts from the top)
+        the default row."""
+        layer = range(layers.shape[0])[layer]
+        return cls(layers[layer], layers=layers, layer=layer)
+
+    @property
+    def num_layers(self) -> int:
+        """Rows of ``layers`` (0 without layers)."""
+        return 0 if self.layers is None else self.layers.shape[0]
 
     def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> SyntacticDistances:
         _one_token_per_word(word_ids, sentence, "syntactic distances")
         return self
 
-    def spans(self, options: DecoderOptions = DecoderOptions()) -> set[Span]:
-        """Top-down split at the largest distance (leftmost on ties).
+    def layer_distances(self, layer: int | None) -> np.ndarray:
+        """``[n-1]`` distances of ``layer`` (None: the default ones).
 
         Raises:
-            InputError: Tree Transformer decoder options given (never ignored silently).
+            InputError: a layer for distances without layers, or out of range (names ``--layer``).
         """
-        given = [flag for flag, value in (("--layer", options.layer), ("--min-layer", options.min_layer),
+        if layer is None:
+            return self.distances
+        if self.layers is None:
+            raise InputError(f"--layer {layer}: a Tree Transformer decoder option (one layer of several), but this "
+                             "model gives one row of syntactic distances (top-down split at the largest)")
+        if not -self.num_layers <= layer < self.num_layers:
+            raise InputError(f"--layer {layer} out of range: the model has {self.num_layers} layers (0-based)")
+        return self.layers[layer]
+
+    def spans(self, options: DecoderOptions = DecoderOptions()) -> set[Span]:
+        """Top-down split at the largest distance (leftmost on ties), of ``options.layer`` when given.
+
+        Raises:
+            InputError: Tree Transformer decoder options given (never ignored silently); a bad layer.
+        """
+        given = [flag for flag, value in (("--min-layer", options.min_layer),
                                           ("--descend-rule official", options.descend_threshold))
                  if value is not None]
         if given:
             raise InputError(f"{', '.join(given)}: Tree Transformer decoder option(s) (link probabilities), "
                              "but this model gives syntactic distances (top-down split at the largest)")
-        return split_by_distance(list(self.distances))
+        return split_by_distance(list(self.layer_distances(options.layer)))
 
     def decoders(self) -> dict[str, Callable[[], set[Span]]]:
-        """The learning curve's decoder: ``distance``."""
-        return {"distance": lambda: split_by_distance(list(self.distances))}
+        """The learning curve's decoders: ``distance`` (the default), ``layer{l}`` for every layer."""
+        found = {"distance": lambda: split_by_distance(list(self.distances))}
+        found.update({f"layer{l}": (lambda l=l: split_by_distance(list(self.layers[l])))
+                      for l in range(self.num_layers)})
+        return found
 
     def to_json(self) -> dict:
         row = {"distances": [round(float(x), 6) for x in self.distances]}
         if self.heights is not None:
             row["heights"] = [round(float(x), 6) for x in self.heights]
+        if self.layers is not None:
+            row["layer_distances"] = [[round(float(x), 6) for x in layer] for layer in self.layers]
+            row["distance_layer"] = self.layer
         return row
 
 

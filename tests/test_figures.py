@@ -396,7 +396,7 @@ def test_show_structformer_tree_and_attention(tmp_path, capsys, tiny_models):
     (entry,) = result["sentences"]
     names = sorted(f.rsplit("/", 1)[-1] for f in entry["files"])
     assert names == sorted(f"s1-{kind}.{ext}" for kind in
-                           ("tree", "attention-layer0", "attention-layer1") for ext in ("png", "svg"))
+                           ("tree", "distances", "attention-layer0", "attention-layer1") for ext in ("png", "svg"))
     assert Tree.fromstring(entry["tree"]).leaves() == ["the", "cat", "sat", "on", "the", "mat"]
     _check_index(out, result)
 

@@ -394,14 +394,3 @@ def test_induce_and_parse_ptb_sample_sentences(tmp_path, ptb_gold):
         prefixed = torch.cat([torch.tensor([[tok.cls_token_id]]), ids], 1)
         depth = loaded(prefixed).distances[0, 1, 1:].double().numpy()
     assert np.allclose(item.distances, gap_distances(depth), atol=1e-6)
-
-
-def test_trainer_and_masked_lm_perplexity_refuse_a_causal_lm():
-    from syntaxformer.errors import InputError
-    from syntaxformer.evaluation.perplexity import masked_lm_perplexity
-    from syntaxformer.training import TrainArguments
-    with pytest.raises(InputError, match="causal-lm model"):
-        TrainArguments(out="x", model="on-lstm", preset="tiny", max_steps=1).check()
-    model = OnLstmForCausalLM(make_config("on-lstm", "tiny", 20))
-    with pytest.raises(InputError, match="masked-LM perplexity does not apply"):
-        masked_lm_perplexity(model, None, [["a"]])

@@ -69,7 +69,7 @@ def _one_process_taking_both_batches(args: TrainArguments, steps: int) -> tuple[
             generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, rank, 1))
             inputs, labels = mask_tokens(ids, am, tokenizer.mask_token_id, len(tokenizer), args.mask_rate,
                                          generator, data.special_ids, **MASK_REPLACE[args.mask_replace])
-            losses.append(trainer.mlm_loss(trainer.model, inputs, am, labels))
+            losses.append(trainer.model_loss(trainer.model, inputs, am, labels))
         trainer.optimizer.zero_grad()
         ((losses[0] + losses[1]) / 2).backward()
         torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), args.clip)

@@ -1,6 +1,6 @@
 """``syntaxformer induce``: the main job — train, parse, score against gold, compare with baselines.
 
-On the embedded default it trains a Tree Transformer (or ``--model structformer``) on ptb-sample's
+On the embedded default it trains a Tree Transformer (or ``--model structformer`` / ``on-lstm``) on ptb-sample's
 raw words with a named recipe (:data:`RECIPES`: ``default`` <= 20 minutes on 2 CPU cores, ``long``
 <= 150), recording the learning curve on ``ptb-sample:dev`` (DESIGN.md §7); then it parses
 ptb-sample and scores the test half, the dev half and all of it with the field's protocol, each
@@ -112,7 +112,7 @@ def format_induce_report(report: dict) -> str:
             ["trees", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1", "mean depth"],
             [[names[n]] + [score_cell(scores[n], k) for k in keys] for n in rows]))
         if scores.get("single_layer"):
-            parts.append("single-layer decoder (paper Fig. 4(b)), sentence F1 by layer: " + ", ".join(
+            parts.append("single-layer decoder (one layer's links or distances), sentence F1 by layer: " + ", ".join(
                 f"{layer}: {r['sentence_f1']:.2f}" for layer, r in scores["single_layer"].items()))
         if scores.get("dependency"):
             parts.append(format_table(["dependencies", "UAS", "UUAS"],

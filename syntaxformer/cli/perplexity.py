@@ -1,8 +1,9 @@
-"""``syntaxformer perplexity``: masked-LM perplexity of a trained model, the Tree Transformer protocol.
+"""``syntaxformer perplexity``: perplexity of a trained model with its objective's protocol.
 
-Every word of every sentence of ``--corpus`` is masked in turn (one ``[MASK]`` per input) and the
-perplexity is exp(mean cross-entropy over all words); see
-:mod:`syntaxformer.evaluation.perplexity`. Words are normalised as the model's training corpus was
+Masked LMs: every word of every sentence of ``--corpus`` is masked in turn (one ``[MASK]`` per
+input), the Tree Transformer protocol; causal LMs (ON-LSTM): next-word perplexity of each sentence
+framed as ``[CLS] w_1 .. w_n [CLS]``. The perplexity is exp(mean cross-entropy) and the report names
+the protocol; see :mod:`syntaxformer.evaluation.perplexity`. Words are normalised as the model's training corpus was
 (the preprocessing recorded in the folder's ``training.json``, else the default: lower-case, digits
 -> ``N``). The work: :func:`syntaxformer.workflows.perplexity.evaluate_folder`.
 """
@@ -16,10 +17,12 @@ from syntaxformer.errors import InputError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "perplexity", help="masked-LM perplexity (one [MASK] per input, every word in turn)",
-        description="Masked-LM perplexity with the Tree Transformer paper's protocol: every word of "
-                    "every sentence masked in turn, one [MASK] per input, perplexity = exp(mean "
-                    "cross-entropy over all words). Out-of-vocabulary words are scored as [UNK] "
+        "perplexity", help="perplexity: masked LM (one [MASK] per input) or next-word (causal LM)",
+        description="Perplexity with the model's protocol. Masked LMs: the Tree Transformer paper's "
+                    "protocol, every word of every sentence masked in turn, one [MASK] per input, "
+                    "perplexity = exp(mean cross-entropy over all words). Causal LMs (ON-LSTM): "
+                    "next-word perplexity of [CLS] w_1 .. w_n [CLS] (words and sentence ends; the "
+                    "words alone reported beside it). Out-of-vocabulary words are scored as [UNK] "
                     "targets and counted.")
     p.add_argument("--model", required=True, metavar="FOLDER",
                    help="a trained model folder (written by `syntaxformer train`)")
@@ -49,12 +52,15 @@ def format_table(result: dict) -> str:
                  f"{result.get('n_parameters', 0):,} parameters)",
         "seed": result["seed"],
         "sentences scored": result["n_sentences"],
-        "words scored": result["n_tokens"],
+        "words scored": result.get("n_words", result["n_tokens"]),
+        **({"sentence ends scored": result["n_tokens"] - result["n_words"]} if "n_words" in result else {}),
         "[UNK] targets": result["n_unk"],
         "skipped (too long)": f"{result['n_skipped']:,} sentences, {result['n_skipped_words']:,} "
                               f"words (limit {result['max_length']} tokens)",
-        "cross-entropy": f"{result['cross_entropy']:.4f} nats/word",
+        "cross-entropy": f"{result['cross_entropy']:.4f} nats per prediction",
         "perplexity": f"{result['perplexity']:.2f}",
+        **({"word perplexity (words only)": f"{result['word_perplexity']:.2f}"}
+           if "word_perplexity" in result else {}),
         "minutes": f"{result['minutes']:.2f}",
     })
 

@@ -5,6 +5,8 @@ forward pass of the model folder's masked-LM (``AutoModelForMaskedLM`` + ``AutoT
 
 * the constituent prior C of every layer, a grid of heatmaps (Tree Transformer paper, Figure 5);
 * the word-level link probabilities a^l of every layer, one layer-by-gap heatmap;
+* syntactic distances as bar charts between the words (ON-LSTM: every layer, the parsed one
+  highlighted, ``--layer`` picks it; StructFormer: its one row);
 * the attention of every head of the ``--layers`` chosen (Appendix A); for a plain Transformer
   (``prior="none"``) these are the only model figures, so the two kinds of model can be compared;
 * the induced tree, from :mod:`syntaxformer.parsing` with the decoder flags of
@@ -23,10 +25,11 @@ from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "show", help="draw constituent priors, link probabilities, attention heads and trees",
+        "show", help="draw constituent priors, link probabilities, distances, attention heads and trees",
         description="Run a model folder on a few sentences and write PNG and SVG figures (the "
-                    "constituent prior of every layer, link probabilities, the attention heads "
-                    "of chosen layers, the induced tree beside the gold tree) and an index.html.")
+                    "constituent prior of every layer, link probabilities or syntactic distances, "
+                    "the attention heads of chosen layers, the induced tree beside the gold tree) "
+                    "and an index.html.")
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE",
                         help="a sentence, words separated by spaces (quote it)")
     parser.add_argument("--model", default=None,

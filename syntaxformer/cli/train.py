@@ -1,4 +1,7 @@
-"""``syntaxformer train``: masked-LM training of a syntax-inducing Transformer.
+"""``syntaxformer train``: train a model of the registry with its own objective.
+
+Masked-LM models (Tree Transformer, StructFormer, ON-LSTM + self-attention) with BERT masking; the
+causal LM (ON-LSTM) with next-word prediction (:mod:`syntaxformer.training.objectives`).
 
 Writes into ``--out`` the model (``model.safetensors``, ``config.json``), the tokenizer,
 ``training.json`` (every option, the data, steps, minutes, losses), ``tensorboard/`` and
@@ -30,13 +33,14 @@ def _override(text: str) -> tuple[str, object]:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "train", help="train a model with masked language modelling",
-        description="Masked-LM training (BERT 80/10/10 masking, Adam, length-bucketed batches, "
-                    "checkpoints and --resume, TensorBoard). Runs data-parallel under torchrun.",
+        "train", help="train a model (masked LM, or next-word for ON-LSTM)",
+        description="Training with the model's objective: masked LM (BERT 80/10/10 masking) or, for "
+                    "ON-LSTM, next-word prediction; Adam, length-bucketed batches, checkpoints and "
+                    "--resume, TensorBoard. Runs data-parallel under torchrun.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     m = p.add_argument_group("model")
     m.add_argument("--model", default=_D.model, help="model name (syntaxformer.models.MODELS)")
-    m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, tiny")
+    m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, mini, tiny (per model)")
     m.add_argument("--prior", default=None,
                    help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, or none "
                         "(plain Transformer); default: the model's")
@@ -65,7 +69,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--bucket-batches", type=int, default=_D.bucket_batches,
                    help="batches' worth of sentences sorted by length together")
     b.add_argument("--mask-rate", type=float, default=_D.mask_rate,
-                   help="BERT selection rate (the public code: 0.142857)")
+                   help="BERT selection rate (the public code: 0.142857); masked-LM models only")
     b.add_argument("--mask-replace", choices=["bert", "mask"], default=_D.mask_replace,
                    help="a selected token becomes 80%% [MASK] / 10%% random / 10%% kept (bert, default) "
                         "or always [MASK] (mask: the public StructFormer code)")
@@ -129,11 +133,12 @@ def run(ns: argparse.Namespace) -> int:
         print(json.dumps(record, indent=2))
         return 0
     valid = record["final_valid_loss"]
-    print(f"syntaxformer train: {record['model']} preset {record['preset']} prior {record['prior']} "
+    print(f"syntaxformer train: {record['model']} ({record['objective']}) preset {record['preset']} prior {record['prior']} "
           f"seed {record['seed']} on {record['data']['corpus']}: {record['steps']} steps "
           f"({record['stopped']}), {record['minutes']:.1f} min"
           + (f", train loss {record['final_train_loss']:.3f}" if record["final_train_loss"] is not None else "")
-          + (f", valid loss {valid:.3f}" if valid is not None else "")
+          + (f", valid loss {valid:.3f} (perplexity {record['final_valid_perplexity']:.1f})"
+             if valid is not None else "")
           + (f", {record['tokens_per_second']:.0f} tokens/s" if record["tokens_per_second"] else "")
           + f" -> {out}")
     return 0

@@ -7,7 +7,9 @@ and scores every decoder the model offers, with the field's protocol
 
 * Tree Transformer: Algorithm 1 (threshold 0.8) with every minimum layer ``m = 0 .. L-1``
   (``"algorithm1_m{m}"``) and the single-layer top-down split of every layer (``"layer{l}"``);
-* StructFormer: the top-down split at the largest syntactic distance (``"distance"``).
+* StructFormer: the top-down split at the largest syntactic distance (``"distance"``);
+* ON-LSTM: the same split of the default layer's distances (``"distance"``) and of every layer
+  (``"layer{l}"``).
 
 Each decoder gets ``{"sentence_f1", "corpus_f1"}`` in percent (0-100). The trainer records one point
 per evaluation (step 0 included: the untrained model is the control) with the step, tokens seen and

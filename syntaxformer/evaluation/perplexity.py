@@ -1,9 +1,20 @@
-"""Masked-LM perplexity with the Tree Transformer paper's protocol.
+"""Perplexity, the one evaluator of both objectives: the protocol follows the model's ``objective``
+(:func:`perplexity`; :data:`PROTOCOLS`), and every report names it.
 
-Protocol (Wang, Lee & Chen, EMNLP 2019, Table 4; DESIGN.md §4): every word of every test sentence is
-masked in turn, **one** ``[MASK]`` per input, so a sentence of ``n`` words gives ``n`` inputs; the
-model's cross-entropy of the true word at the masked position is averaged over all words of the test
-set, and the perplexity is ``exp`` of that mean (natural log, so the cross-entropy is in nats).
+**Masked LM** (:func:`masked_lm_perplexity`, :data:`PROTOCOL`; Wang, Lee & Chen, EMNLP 2019,
+Table 4; DESIGN.md §4): every word of every test sentence is masked in turn, **one** ``[MASK]`` per
+input, so a sentence of ``n`` words gives ``n`` inputs; the model's cross-entropy of the true word at
+the masked position is averaged over all words of the test set, and the perplexity is ``exp`` of that
+mean (natural log, so the cross-entropy is in nats).
+
+**Causal LM** (:func:`next_word_perplexity`, :data:`NEXT_WORD_PROTOCOL`; ON-LSTM): standard next-word
+perplexity. Each sentence is read from a fresh state as the trainer frames it, ``[CLS] w_1 .. w_n
+[CLS]`` (:class:`~syntaxformer.training.objectives.CausalLM`; ``[CLS]`` is the sentence boundary, the
+public ON-LSTM code's ``<eos>``), and every word and the sentence end are predicted from the tokens
+before them: ``n + 1`` predictions per sentence, as Mikolov's PTB convention counts ``<eos>``. The
+report gives that perplexity and, beside it, ``word_perplexity`` over the ``n`` words only (the
+count the masked-LM protocol uses). Sentences are independent (no state carried across them, unlike
+the public code's running text), so the numbers are not comparable with running-text perplexities.
 
 Special tokens the tokenizer adds (``[CLS]``) are part of every input but are never masked or scored.
 A word outside the vocabulary becomes ``[UNK]`` in the input, and, when it is the masked word, the
@@ -33,9 +44,14 @@ from syntaxformer.data.batching import token_budget_batches
 
 logger = logging.getLogger(__name__)
 
-#: The protocol's name, as every report and JSON states it.
+#: The masked-LM protocol's name, as every report and JSON states it.
 PROTOCOL = ("one-mask-per-input masked-LM perplexity (Tree Transformer, Wang et al. 2019, Table 4): "
             "every word masked in turn, perplexity = exp(mean cross-entropy over all words, nats)")
+#: The causal-LM protocol's name, as every report and JSON states it.
+NEXT_WORD_PROTOCOL = ("next-word perplexity (causal LM): each sentence read from a fresh state as [CLS] w_1 .. "
+                      "w_n [CLS]; every word and the sentence end predicted from the tokens before it; "
+                      "perplexity = exp(mean cross-entropy over the n + 1 predictions per sentence, nats); "
+                      "word_perplexity: over the n words only")
 
 
 def one_mask_inputs(ids: torch.Tensor, mask_id: int, positions: torch.Tensor | None = None
@@ -80,20 +96,20 @@ def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]]
         of word ``w`` in ``ids[s]``.
 
     Raises:
-        InputError: a word that the tokenizer splits into several tokens (e.g. WordPiece): the
-            protocol scores one token per word (names the sentence, 1-based); a bad word (empty,
+        InputError: a word that the tokenizer splits into several tokens (e.g. WordPiece): both
+            protocols score one token per word (names the sentence, 1-based); a bad word (empty,
             white space inside).
     """
     if not getattr(tokenizer, "is_fast", False):
-        raise InputError("masked-LM perplexity needs a fast (tokenizers-backed) tokenizer")
+        raise InputError("perplexity needs a fast (tokenizers-backed) tokenizer")
     ids, word_ids = encode(tokenizer, sentences)
     positions = []
     for s, (words, wids) in enumerate(zip(sentences, word_ids)):
         pos = [p for p, w in enumerate(wids) if w is not None]
         if [wids[p] for p in pos] != list(range(len(words))):
             raise InputError("the tokenizer does not give exactly one token per word "
-                             f"({len(words)} words, {len(pos)} word tokens); the one-mask "
-                             "protocol scores one token per word", sentence=s + 1)
+                             f"({len(words)} words, {len(pos)} word tokens); the perplexity "
+                             "protocols score one token per word", sentence=s + 1)
         positions.append(pos)
     return ids, positions
 
@@ -151,7 +167,8 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
         raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
     objective = getattr(model, "objective", "masked-lm")
     if objective != "masked-lm":
-        raise InputError(f"a {objective} model: masked-LM perplexity does not apply to it")
+        raise InputError(f"a {objective} model: masked-LM perplexity does not apply to it "
+                         "(perplexity() chooses the model's protocol)")
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
     mask_id, pad_id, unk_id = tokenizer.mask_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id
@@ -278,3 +295,116 @@ def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device,
         logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits  # (B, N, V)
         masked_logits = logits[rows_idx.to(logits.device), masked_at.to(logits.device)]
     return masked_logits.float()
+
+
+def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], batch_tokens: int = 4096,
+                         device: str | torch.device | None = None, too_long: str = "error",
+                         max_length: int | None = None, progress: bool = False) -> dict:
+    """Next-word perplexity of a causal LM on ``sentences`` (:data:`NEXT_WORD_PROTOCOL`, module docstring).
+
+    Args:
+        model: a causal LM (``objective = "causal-lm"``) called as ``model(input_ids=(B, N),
+            attention_mask=(B, N))`` whose ``.logits`` ``(B, N, V)`` at t score token t + 1.
+        tokenizer: its fast tokenizer, one token per word, with ``[CLS]`` (the boundary) and
+            ``pad_token_id``.
+        sentences: words of each sentence, already normalised as the training corpus was.
+        batch_tokens: at most this many tokens (rows x padded length) per forward pass.
+        device: where to run; the model's device if None. The model is moved there.
+        too_long, max_length: as :func:`masked_lm_perplexity` (the limit counts the two boundaries;
+            None = the model's ``max_position_embeddings``, none for a recurrent model).
+        progress: show a tqdm progress bar.
+
+    Returns:
+        A dict: ``perplexity`` and ``cross_entropy`` (mean nats) over words and sentence ends;
+        ``word_perplexity`` and ``word_cross_entropy`` over the words only; ``n_tokens`` (predictions
+        scored: words + ends); ``n_words``; ``n_unk`` (word targets that are ``[UNK]``);
+        ``n_sentences``, ``n_empty``, ``n_skipped``, ``n_skipped_words``, ``vocab_size``,
+        ``max_length``; ``protocol`` (:data:`NEXT_WORD_PROTOCOL`).
+
+    Raises:
+        InputError: a model that is not a causal LM; no words to score; a sentence too long (with
+            ``too_long="error"``); a tokenizer without one token per word or whose ``[CLS]`` is not
+            the training boundary.
+    """
+    from syntaxformer.training.objectives import CausalLM
+    if too_long not in ("error", "skip"):
+        raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
+    objective = getattr(model, "objective", "masked-lm")
+    if objective != "causal-lm":
+        raise InputError(f"a {objective} model: next-word perplexity needs a causal LM "
+                         "(perplexity() chooses the model's protocol)")
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
+    if tokenizer.cls_token_id != CausalLM.BOUNDARY_ID:
+        raise InputError(f"next-word perplexity frames sentences with [CLS] = id {CausalLM.BOUNDARY_ID}; "
+                         f"this tokenizer has {tokenizer.cls_token_id}")
+    device = torch.device(device) if device is not None else _model_device(model)
+    if max_length is None:
+        max_length = _model_max_length(model)
+    ids, word_positions = encode_sentences(tokenizer, sentences)
+    framed = [CausalLM.frame(x) for x in ids]
+    scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(framed, word_positions, max_length, too_long)
+    scored.sort(key=lambda s: len(framed[s]))
+    batches = [[scored[j] for j in batch] for batch in
+               token_budget_batches([len(framed[s]) for s in scored], batch_tokens)]
+    was_training = model.training
+    model.eval()
+    model.to(device)
+    flush_denormals_on_cpu(device)
+    totals = torch.zeros(2, dtype=torch.float64)      # cross-entropy over words, over sentence ends
+    n_unk, vocab_size = 0, None
+    from tqdm.auto import tqdm
+    try:
+        with torch.inference_mode():
+            for rows in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
+                losses, is_end, targets, vocab_size = _next_word_losses(model, [framed[s] for s in rows],
+                                                                        tokenizer.pad_token_id, device)
+                totals += torch.stack([losses[~is_end].sum(), losses[is_end].sum()]).double()
+                if tokenizer.unk_token_id is not None:
+                    n_unk += int((targets[~is_end] == tokenizer.unk_token_id).sum())
+    finally:
+        model.train(was_training)
+    n_words = sum(len(word_positions[s]) for s in scored)
+    n_tokens = n_words + len(scored)
+    cross_entropy, word_cross_entropy = float(totals.sum()) / n_tokens, float(totals[0]) / n_words
+    return {
+        "perplexity": math.exp(cross_entropy), "cross_entropy": cross_entropy,
+        "word_perplexity": math.exp(word_cross_entropy), "word_cross_entropy": word_cross_entropy,
+        "n_tokens": n_tokens, "n_words": n_words, "n_unk": n_unk, "n_sentences": len(scored),
+        "n_empty": n_empty, "n_skipped": n_skipped, "n_skipped_words": n_skipped_words,
+        "vocab_size": vocab_size, "max_length": max_length, "protocol": NEXT_WORD_PROTOCOL,
+    }
+
+
+def _next_word_losses(model, sequences: list[list[int]], pad_id: int, device):
+    """One batch of framed sentences: per prediction (flattened, padding dropped) its cross-entropy
+    (nats, float64 on the CPU), whether it predicts the closing boundary, and its target id; and V."""
+    from syntaxformer.data.batching import pad_batch
+    input_ids, attention_mask = pad_batch(sequences, pad_id)                            # (B, N)
+    logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
+    targets = input_ids[:, 1:]                                                          # (B, N-1)
+    scored = attention_mask[:, 1:].bool()                                               # (B, N-1)
+    lengths = attention_mask.sum(-1)                                                    # (B,)
+    is_end = torch.arange(targets.shape[1])[None, :] == (lengths - 2)[:, None]          # (B, N-1)
+    losses = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets.to(logits.device),
+                             reduction="none").double().cpu()                           # (B, N-1)
+    return losses[scored], is_end[scored], targets[scored], logits.shape[-1]
+
+
+#: objective name -> the perplexity protocol of models trained for it
+PROTOCOLS = {"masked-lm": masked_lm_perplexity, "causal-lm": next_word_perplexity}
+
+
+def perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], **options) -> dict:
+    """The perplexity of ``model`` with its objective's protocol (:data:`PROTOCOLS`): masked-LM
+    models :func:`masked_lm_perplexity`, causal LMs :func:`next_word_perplexity`; the result's
+    ``protocol`` says which. ``options``: theirs (``batch_tokens``, ``device``, ``too_long``,
+    ``max_length``, ``progress``).
+
+    Raises:
+        InputError: an objective without a protocol here, and the protocol's own errors.
+    """
+    objective = getattr(model, "objective", "masked-lm")
+    if objective not in PROTOCOLS:
+        raise InputError(f"no perplexity protocol for a {objective} model (known: {', '.join(sorted(PROTOCOLS))})")
+    return PROTOCOLS[objective](model, tokenizer, sentences, **options)

@@ -1,4 +1,4 @@
-"""Figures: constituent-prior heatmaps, link probabilities, attention heads and induced trees.
+"""Figures: constituent-prior heatmaps, link probabilities, syntactic distances, attention heads and induced trees.
 
 Every figure function takes plain arrays (``numpy`` or ``torch``, no batch dimension) or
 ``nltk.Tree`` objects and returns a :class:`matplotlib.figure.Figure`; :func:`save_figure` writes it
@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from syntaxformer.figures.curves import plot_parse_curve  # noqa: E402
+from syntaxformer.figures.distances import plot_syntactic_distances  # noqa: E402
 from syntaxformer.figures.heatmaps import (  # noqa: E402
     plot_attention_heads,
     plot_constituent_priors,
@@ -37,6 +38,7 @@ __all__ = [
     "plot_constituent_priors",
     "plot_link_probabilities",
     "plot_parse_curve",
+    "plot_syntactic_distances",
     "plot_tree",
     "plot_trees",
     "save_figure",

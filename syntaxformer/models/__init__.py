@@ -6,8 +6,9 @@
 """
 from __future__ import annotations
 
-from . import on_lstm, structformer, tree_transformer
+from . import on_lstm, on_lstm_san, structformer, tree_transformer
 from .on_lstm import OnLstmConfig, OnLstmForCausalLM
+from .on_lstm_san import OnLstmSanConfig, OnLstmSanForMaskedLM
 from .registry import MODELS, PRESETS, REGISTRY, ModelEntry, make_config, register_model, unregister_model
 from .structformer import StructFormerConfig, StructFormerForMaskedLM
 from .tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
@@ -17,6 +18,9 @@ register_model(ModelEntry("tree-transformer", TreeTransformerConfig, TreeTransfo
 register_model(ModelEntry("structformer", StructFormerConfig, StructFormerForMaskedLM,
                           structformer.PRESETS, structformer.RECIPES))
 register_model(ModelEntry("on-lstm", OnLstmConfig, OnLstmForCausalLM, on_lstm.PRESETS, on_lstm.RECIPES))
+register_model(ModelEntry("on-lstm-san", OnLstmSanConfig, OnLstmSanForMaskedLM, on_lstm_san.PRESETS,
+                          on_lstm_san.RECIPES))
 
 __all__ = ["MODELS", "PRESETS", "REGISTRY", "ModelEntry", "make_config", "register_model", "unregister_model",
-           "TreeTransformerConfig", "TreeTransformerForMaskedLM", "StructFormerConfig", "StructFormerForMaskedLM"]
+           "TreeTransformerConfig", "TreeTransformerForMaskedLM", "StructFormerConfig", "StructFormerForMaskedLM",
+           "OnLstmConfig", "OnLstmForCausalLM", "OnLstmSanConfig", "OnLstmSanForMaskedLM"]

@@ -14,7 +14,8 @@ The file reads bottom-up::
     step / recurrence    on_lstm_step = addmm + on_lstm_cell (one time step); on_lstm_loop,
                          on_lstm_recurrence (the loop over time; _WeightGradientOnce)
     regularisation       locked_dropout, embedding_dropout, drop_connect (AWD-LSTM's, as the public code)
-    layer / model        OnLstmLayer, OnLstmModel (embeddings + stack), OnLstmForCausalLM (+ tied head)
+    layer / model        OnLstmLayer, OnLstmStack (the layers), OnLstmModel (embeddings + stack),
+                         OnLstmForCausalLM (+ tied head)
     parsing              gap_distances (per-word distances -> the n-1 gaps of the top-down split)
 
 Conventions
@@ -109,8 +110,20 @@ PRESETS = {
                  dropout=0.1, dropouth=0.1, dropouti=0.1, dropoute=0.0, wdrop=0.1),
 }
 
-#: ``induce`` recipes: none yet (issue 15 item 2).
-RECIPES: dict = {}
+#: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields): next-word training on
+#: ptb-sample's words (the causal-LM objective, sentences framed by ``[CLS]``), parsed from layer
+#: ``parse_layer`` (1, the public parser's) by the top-down split at the largest distance. Not searched
+#: (Adam with the trainer's schedule instead of the public SGD/NT-ASGD; clipping 0.25 as the public
+#: code). Steps from the measured speed: a ``mini`` training step (64 sentences) takes 1.6x the Tree
+#: Transformer ``mini`` step (interleaved on the same batches, 2 threads), whose 6,000 steps take 17.9
+#: minutes on 2 idle cores, so about 0.3 s: ``default`` = 2,500 steps, ~13-15 minutes of training on 2
+#: idle CPU cores; ``long`` = 7,500 steps, three times as many.
+RECIPES = {
+    "default": dict(preset="mini", max_steps=2500, max_minutes=19.0, batch_size=64, lr=2e-3,
+                    warmup_steps=100, schedule="linear", final_lr_fraction=0.1, clip=0.25, min_freq=2),
+    "long": dict(preset="mini", max_steps=7500, max_minutes=149.0, batch_size=64, lr=2e-3,
+                 warmup_steps=100, schedule="linear", final_lr_fraction=0.1, clip=0.25, min_freq=2),
+}
 
 _DROPOUTS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop")
 
@@ -489,6 +502,42 @@ class OnLstmLayer(nn.Module):
         return out, f_master, (h, c)
 
 
+class OnLstmStack(nn.ModuleList):
+    """Layers of :class:`OnLstmLayer` bottom-up with locked dropout (``dropouth``) between them; a
+    ``ModuleList``, so parameters are named ``{i}.ih`` / ``{i}.hh`` under the attribute holding it
+    (:class:`OnLstmModel` and the ON-LSTM + self-attention hybrid both use it).
+
+    Args:
+        sizes: ``[input width] + [width of each layer]``, bottom-up.
+        chunk_size, wdrop: as :class:`OnLstmConfig`; dropouth: locked dropout between layers.
+    """
+
+    def __init__(self, sizes: list[int], chunk_size: int, wdrop: float, dropouth: float):
+        super().__init__(OnLstmLayer(sizes[l], sizes[l + 1], chunk_size, wdrop) for l in range(len(sizes) - 1))
+        self.dropouth = dropouth
+
+    def forward(self, x: Tensor, mask: Tensor | None, state=None):
+        """x ``[B, N, in]``, mask ``[B, N]`` bool or None, state per layer ``(h, c)`` or None.
+
+        Returns:
+            ``(hiddens, distances, states)``: each layer's outputs ``[B, N, H_l]`` (before dropout),
+            the distances ``[B, L, N]`` (:func:`syntactic_distance`; 0 at padding) and each layer's
+            final ``(h, c)``.
+        """
+        masters, hiddens, states = [], [], []
+        for l, layer in enumerate(self):
+            x, f_master, layer_state = layer(x, mask, None if state is None else state[l])  # (B, N, H_l)
+            masters.append(f_master)
+            hiddens.append(x)
+            states.append(layer_state)
+            if l < len(self) - 1:
+                x = locked_dropout(x, self.dropouth, self.training)
+        distances = torch.stack([syntactic_distance(m) for m in masters], dim=1)         # (B, L, N)
+        if mask is not None:
+            distances = distances.masked_fill(~mask[:, None, :], 0.0)
+        return hiddens, distances, states
+
+
 @dataclass
 class OnLstmOutput(ModelOutput):
     """Output of :class:`OnLstmModel`.
@@ -563,9 +612,8 @@ class OnLstmModel(OnLstmPreTrainedModel):
     def __init__(self, config: OnLstmConfig):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_size)
-        sizes = [config.embedding_size] + config.layer_sizes
-        self.layers = nn.ModuleList(OnLstmLayer(sizes[l], sizes[l + 1], config.chunk_size, config.wdrop)
-                                    for l in range(config.num_layers))
+        self.layers = OnLstmStack([config.embedding_size] + config.layer_sizes, config.chunk_size, config.wdrop,
+                                  config.dropouth)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -583,17 +631,7 @@ class OnLstmModel(OnLstmPreTrainedModel):
         mask = _padding_mask(cfg, input_ids, attention_mask)
         x = embedding_dropout(self.embeddings.weight, input_ids, cfg.dropoute, self.training)  # (B, N, E)
         x = locked_dropout(x, cfg.dropouti, self.training)
-        masters, hiddens, states = [], [], []
-        for l, layer in enumerate(self.layers):
-            x, f_master, layer_state = layer(x, mask, None if state is None else state[l])  # (B, N, H_l)
-            masters.append(f_master)
-            hiddens.append(x)
-            states.append(layer_state)
-            if l < len(self.layers) - 1:
-                x = locked_dropout(x, cfg.dropouth, self.training)
-        distances = torch.stack([syntactic_distance(m) for m in masters], dim=1)         # (B, L, N)
-        if mask is not None:
-            distances = distances.masked_fill(~mask[:, None, :], 0.0)
+        hiddens, distances, states = self.layers(x, mask, state)                         # (B, L, N)
         out = OnLstmOutput(last_hidden_state=hiddens[-1], distances=distances,
                            hidden_states=tuple(hiddens) if output_hidden_states else None,
                            state=tuple(states))
@@ -607,7 +645,8 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
     # {tied: source}: transformers 5 needs the mapping; 4.x iterates it and so sees the key
     _tied_weights_keys = {"lm_head.weight": "on_lstm.embeddings.weight"}
     induces_structure = True
-    #: what it is trained for: the trainer and the masked-LM perplexity refuse anything but "masked-lm"
+    #: what it is trained for (syntaxformer.training.objectives: next-word prediction; the perplexity
+    #: evaluator's next-word protocol)
     objective = "causal-lm"
 
     def __init__(self, config: OnLstmConfig):
@@ -658,9 +697,11 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
     @torch.no_grad()
     def induce(self, input_ids: Tensor, attention_mask: Tensor) -> list[list[SyntacticDistances]]:
         """The structure interface (:mod:`syntaxformer.structures`): per sentence of t tokens, the
-        syntactic distances of its t-1 gaps from layer ``config.parse_layer`` (:func:`gap_distances`
-        of the per-word distances; float64 numpy). With ``config.parse_prefix_token_id`` that token
-        is fed first and its distance dropped (the public parser feeds ``<eos>``).
+        syntactic distances of its t-1 gaps in every layer (``layers`` ``[L, t-1]``,
+        :func:`gap_distances` of the per-word distances; float64 numpy), the default row being layer
+        ``config.parse_layer`` (``--layer`` picks another). With ``config.parse_prefix_token_id`` that
+        token is fed first and its distance dropped (the public parser feeds ``<eos>``; the causal-LM
+        trainer sets it to the sentence boundary ``[CLS]`` it trains with).
 
         Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = token, right padding).
         """
@@ -670,10 +711,11 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
             input_ids = torch.cat([torch.full_like(input_ids[:, :1], prefix), input_ids], dim=1)
             attention_mask = torch.cat([torch.ones_like(attention_mask[:, :1]), attention_mask], dim=1)
         out = self(input_ids=input_ids, attention_mask=attention_mask)
-        words = out.distances[:, self.config.parse_layer, skip:]                         # (B, N)
-        lengths = attention_mask.sum(-1) - skip
-        return [[SyntacticDistances(gap_distances(words[row, :t].double().cpu().numpy()))]
-                for row, t in enumerate(lengths.tolist())]
+        words = out.distances[:, :, skip:].double().cpu().numpy()                        # (B, L, N)
+        lengths = (attention_mask.sum(-1) - skip).tolist()
+        return [[SyntacticDistances.of_layers(np.stack([gap_distances(d[:t]) for d in words[row]]),
+                                              self.config.parse_layer)]
+                for row, t in enumerate(lengths)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -704,7 +746,7 @@ AutoModelForCausalLM.register(OnLstmConfig, OnLstmForCausalLM, exist_ok=True)
 
 
 __all__ = [
-    "PRESETS", "RECIPES", "OnLstmConfig", "OnLstmLayer", "OnLstmModel", "OnLstmForCausalLM",
+    "PRESETS", "RECIPES", "OnLstmConfig", "OnLstmLayer", "OnLstmStack", "OnLstmModel", "OnLstmForCausalLM",
     "OnLstmOutput", "OnLstmCausalLMOutput", "cumax", "expand_chunks", "master_forget_gate",
     "master_input_gate", "master_gates", "overlap", "forget_gate_hat", "input_gate_hat", "cell_state",
     "hidden_state", "syntactic_distance", "on_lstm_step", "on_lstm_cell", "on_lstm_loop",

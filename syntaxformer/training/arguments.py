@@ -38,8 +38,9 @@ class TrainArguments:
         batch_size [64]: sentences per batch (per process); or None with ``max_tokens``.
         max_tokens [None]: a padded-token budget per batch instead of ``batch_size``.
         bucket_batches [50]: batches' worth of sentences sorted by length together.
-        mask_rate [0.15]: BERT selection rate (public code: 1/7 = 0.142857).
-        mask_replace ["bert"]: what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
+        mask_rate [0.15]: BERT selection rate (public code: 1/7 = 0.142857); masked-LM models only
+            (the objective is the model's, :mod:`syntaxformer.training.objectives`).
+        mask_replace ["bert"]: masked-LM models only; what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
             token, 10% kept (BERT; the Tree Transformer); "mask" = always ``[MASK]`` (the public
             StructFormer code, with ``mask_rate`` 0.3).
         lr [1e-4], betas [(0.9, 0.98)], eps [1e-9], weight_decay [0.0]: Adam (AdamW if decay > 0).
@@ -118,9 +119,9 @@ class TrainArguments:
         if self.max_steps is None and self.epochs is None and self.max_minutes is None:
             bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
         from syntaxformer.models import MODELS
-        objective = getattr(MODELS.get(self.model), "objective", "masked-lm")
-        if objective != "masked-lm":
-            bad(f"--model {self.model} is a {objective} model: the trainer trains masked language models only")
+        if self.model in MODELS:
+            from syntaxformer.training.objectives import objective_class
+            objective_class(MODELS[self.model])  # an objective the trainer knows (InputError if not)
         if (self.batch_size is None) == (self.max_tokens is None):
             bad("give exactly one of --batch-size and --max-tokens")
         for name in ("batch_size", "max_tokens", "max_steps", "epochs", "max_length"):

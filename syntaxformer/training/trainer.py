@@ -1,4 +1,4 @@
-"""The masked-LM trainer: one loop for CPU, one GPU, or data-parallel under ``torchrun``.
+"""The trainer of every model of the registry: one loop for CPU, one GPU, or data-parallel under ``torchrun``.
 
 :func:`train` takes a :class:`TrainArguments` (the ``syntaxformer train`` options, one field each)
 and returns the output folder, which then holds everything ``AutoModelForMaskedLM`` /
@@ -8,8 +8,14 @@ optimizer steps (:meth:`Trainer.training_step`), and leaves everything around th
 callbacks (:mod:`syntaxformer.training.callbacks`): logging (TensorBoard, progress bar, log lines),
 the periods of logging, evaluation and checkpoints, the stop conditions, and the learning curve.
 A new evaluation or stop condition is a :class:`~syntaxformer.training.callbacks.TrainerCallback`
-given to ``Trainer(args, callbacks=[...])``; a new objective overrides
-:meth:`Trainer.compute_loss` in a subclass.
+given to ``Trainer(args, callbacks=[...])``; a new loss overrides :meth:`Trainer.compute_loss` in a
+subclass.
+
+**The objective is the model's** (its class attribute ``objective``; :mod:`syntaxformer.training.objectives`):
+``masked-lm`` (BERT masking, the default; Tree Transformer, StructFormer, ON-LSTM + self-attention) or
+``causal-lm`` (next-word prediction of ``[CLS] w_1 .. w_n [CLS]``, no masking; ON-LSTM). The objective
+builds the batches (inputs, attention mask, labels); the loss is the model's own
+(``model(...).loss``, :meth:`Trainer.model_loss`). Everything else below is the same for both.
 
 What a run does, in order:
 
@@ -23,12 +29,12 @@ What a run does, in order:
    (``overflow="split"``) or skipped (``"skip"``), counted in the log and in ``training.json``;
 4. builds the model from ``make_config(model, preset, vocab_size, prior=prior, **overrides)``;
 5. trains: length-bucketed shuffled batches
-   (:class:`~syntaxformer.data.batching.LengthBucketSampler`), BERT masking
-   (:func:`~syntaxformer.training.mlm.mask_tokens`), Adam (lr 1e-4, β (0.9, 0.98), eps 1e-9 as
-   the public code), warm-up then a constant / linear / cosine schedule, gradient clipping
-   (max norm 1.5 as the public code; 0 turns it off), the loss only at masked positions;
-   validation loss (fixed masks) and the learning curve at step 0, every ``eval_every`` steps and
-   at the end;
+   (:class:`~syntaxformer.data.batching.LengthBucketSampler`), the objective's inputs and labels
+   (masked LM: BERT masking, :func:`~syntaxformer.training.mlm.mask_tokens`, the loss only at masked
+   positions; causal LM: every next token), Adam (lr 1e-4, β (0.9, 0.98), eps 1e-9 as the public
+   Tree Transformer code), warm-up then a constant / linear / cosine schedule, gradient clipping
+   (max norm 1.5 as the public code; 0 turns it off); validation loss and perplexity (masked LM:
+   fixed masks) and the learning curve at step 0, every ``eval_every`` steps and at the end;
 6. stops at ``max_steps``, after ``epochs``, at ``max_minutes`` of this process's wall time, or at
    SIGTERM/SIGINT — each a clean stop that saves everything;
 7. saves ``model.safetensors`` + ``config.json`` (``save_pretrained``), the tokenizer, ``training.json``
@@ -49,7 +55,7 @@ time of this process, while ``training.json`` reports the total.
 **Data parallel.** Under ``torchrun --nproc_per_node=R`` (``WORLD_SIZE`` > 1) the process group is
 initialised (NCCL on GPU, gloo on CPU), the model is wrapped in ``DistributedDataParallel``, rank r
 takes every R-th batch, and only rank 0 writes logs, checkpoints and the model. Each rank's loss is the
-mean over its own masked tokens and DDP averages the gradients; a step consumes R batches, so
+mean over its own target tokens and DDP averages the gradients; a step consumes R batches, so
 ``max_steps`` counts optimizer steps. A resumed run must use the same number of processes.
 """
 from __future__ import annotations
@@ -74,13 +80,13 @@ from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
-from syntaxformer.data.batching import LengthBucketSampler, pad_batch
+from syntaxformer.data.batching import LengthBucketSampler
 from syntaxformer.training.callbacks import (MaxEpochs, MaxMinutes, MaxSteps, ParseCurveCallback, Periodic,
                                              ProgressCallback, StepOutput, StopCondition, StopOnSignal,
                                              TensorBoardCallback, TrainerCallback, TrainerControl)
 from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint, write_checkpoint
 from syntaxformer.training.dataset import TrainingData, prepare_data
-from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
+from syntaxformer.training.objectives import Objective, build_objective, objective_class
 
 logger = logging.getLogger(__name__)
 
@@ -119,12 +125,16 @@ def lr_factor(step: int, warmup_steps: int, schedule: str, max_steps: int | None
 
 
 def _build_model(args: TrainArguments, vocab_size: int):
+    """The model of ``args``: its preset, the overrides, and the config fields its objective sets
+    (:attr:`~syntaxformer.training.objectives.Objective.config_defaults`) unless overridden."""
     from syntaxformer.models import MODELS, make_config
     overrides = dict(args.overrides)
     if args.prior is not None:
         overrides.setdefault("prior", args.prior)
     try:
         known = make_config(args.model, args.preset, vocab_size).to_dict()
+        defaults = objective_class(MODELS[args.model]).config_defaults
+        overrides = {**{k: v for k, v in defaults.items() if k in known}, **overrides}
         if args.prior is not None and "prior" not in known:
             raise ValueError(f"--prior {args.prior}: this model has no structural-prior option")
         unknown = sorted(set(args.overrides) - set(known))
@@ -144,13 +154,18 @@ def initial_model(args: TrainArguments, vocab_size: int):
         args: the run's options (model, preset, prior, overrides, seed).
         vocab_size: the tokenizer's size.
     Returns:
-        The masked-LM module (on the CPU, training mode). Re-seeds torch's global generator with
+        The model (on the CPU, training mode). Re-seeds torch's global generator with
         ``args.seed``, as :func:`train` does before building its model.
     Raises:
         InputError: a model/preset/override that cannot be built.
     """
     torch.manual_seed(args.seed)
     return _build_model(args, vocab_size)
+
+
+def _perplexity(loss: float) -> float:
+    """exp(mean cross-entropy in nats); inf where it overflows."""
+    return math.exp(loss) if loss < 700 else math.inf
 
 
 def _jsonable(d: dict) -> dict:
@@ -175,7 +190,7 @@ def _choose_device(name: str | None, world: int) -> torch.device:
 
 
 def train(args: TrainArguments | None = None, **kwargs) -> Path:
-    """Train a masked LM as described in the module docstring; return the output folder.
+    """Train a model (its own objective) as described in the module docstring; return the output folder.
 
     ``Trainer(args).train()``; use :class:`Trainer` directly to add callbacks.
 
@@ -229,7 +244,7 @@ class TrainerState:
 
 
 class Trainer:
-    """A masked-LM training run: build it, take optimizer steps, and call the callbacks around them.
+    """A training run: build it, take optimizer steps, and call the callbacks around them.
 
     ``Trainer(args, callbacks).train()`` does what the module docstring describes and returns the
     output folder. The default callbacks (:meth:`default_callbacks`) come from ``args``; the
@@ -241,7 +256,8 @@ class Trainer:
             (from the constructor).
         state: a :class:`TrainerState`; control: the :class:`TrainerControl` of the current step.
         data: the :class:`~syntaxformer.training.dataset.TrainingData`; tokenizer: its tokenizer.
-        model: the masked LM (unwrapped); ddp_model: the module the training step calls
+        objective: the model's :class:`~syntaxformer.training.objectives.Objective` (batches).
+        model: the model (unwrapped); ddp_model: the module the training step calls
             (``DistributedDataParallel`` under torchrun, else ``model``).
         optimizer, scheduler, sampler: Adam(W), its ``LambdaLR`` (:func:`lr_factor`), the batches.
         callbacks: the callbacks, in calling order.
@@ -392,8 +408,8 @@ class Trainer:
         checkpoint = read_checkpoint(args, self.world)
         self.data: TrainingData = prepare_data(args, self.out if checkpoint is not None else None)
         self.tokenizer = self.data.tokenizer
-        self._special_ids = self.data.special_ids
         self._build_model()
+        self.objective: Objective = build_objective(type(self.model), args, self.tokenizer, self.data.special_ids)
         if checkpoint is not None:
             self.resume(checkpoint)
             checkpoint = None
@@ -444,18 +460,9 @@ class Trainer:
             callbacks += [TensorBoardCallback(), ProgressCallback(quiet=args.quiet)]
         return callbacks + ([curve] if curve is not None else [])
 
-    def _masked_batch(self, sequences: list[list[int]], generator: torch.Generator):
-        """Pad ``sequences`` and mask them (``mask_rate``, ``mask_replace``) with ``generator``:
-        ``(inputs, attention_mask, labels)``, each ``(batch, longest)``."""
-        ids, attention_mask = pad_batch(sequences, self.tokenizer.pad_token_id)
-        inputs, labels = mask_tokens(ids, attention_mask, self.tokenizer.mask_token_id, len(self.tokenizer),
-                                     self.args.mask_rate, generator, self._special_ids,
-                                     **MASK_REPLACE[self.args.mask_replace])
-        return inputs, attention_mask, labels
-
     def _validation_batches(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """The validation sentences in corpus order, masked once (a generator seeded by ``seed``);
-        this process's share (every ``world``-th batch)."""
+        """The validation sentences in corpus order as the objective's batches, built once (masks
+        from a generator seeded by ``seed``); this process's share (every ``world``-th batch)."""
         valid_ids = self.data.valid_ids
         if not valid_ids:
             return []
@@ -464,7 +471,7 @@ class Trainer:
         generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, 0, 0, 7))
         batches = []
         for b, idx in enumerate(sampler.all_batches(0)):
-            batch = self._masked_batch([valid_ids[i] for i in idx], generator)
+            batch = self.objective.batch([valid_ids[i] for i in idx], generator)
             if b % self.world == self.rank:
                 batches.append(batch)
         return batches
@@ -473,12 +480,13 @@ class Trainer:
 
     def training_step(self, batch: list[int]) -> StepOutput:
         """One optimizer step on the training sequences ``batch`` (indices into ``data.train_ids``):
-        mask (a generator seeded by ``(seed, step, rank)``), seed dropout likewise, forward
+        the objective's batch (masks from a generator seeded by ``(seed, step, rank)``), seed dropout
+        likewise, forward
         (:meth:`compute_loss`), backward, clip, Adam, schedule; advances :attr:`state`."""
         t0 = time.perf_counter()
         args, step = self.args, self.state.step
         generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, self.rank, 1))
-        inputs, attention_mask, labels = self._masked_batch([self.data.train_ids[i] for i in batch], generator)
+        inputs, attention_mask, labels = self.objective.batch([self.data.train_ids[i] for i in batch], generator)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
         self.optimizer.zero_grad(set_to_none=True)
@@ -501,21 +509,22 @@ class Trainer:
 
     def compute_loss(self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
                      labels: torch.Tensor) -> torch.Tensor:
-        """The training objective of one batch, a scalar to minimise: the masked-LM cross-entropy
-        (:meth:`mlm_loss`). Override it in a subclass for another objective (e.g. add a penalty);
-        the validation loss stays :meth:`mlm_loss`.
+        """The training loss of one batch, a scalar to minimise: the model's own loss for the
+        objective's labels (:meth:`model_loss`). Override it in a subclass for another loss (e.g.
+        add a penalty); the validation loss stays :meth:`model_loss`.
 
         Args:
             model: the module to call (``ddp_model``).
-            inputs, attention_mask, labels: ``(batch, length)`` on the CPU; labels are
-                ``IGNORE_INDEX`` except at masked positions.
+            inputs, attention_mask, labels: ``(batch, length)`` on the CPU, from the objective
+                (:meth:`~syntaxformer.training.objectives.Objective.batch`); -100 = not a target.
         """
-        return self.mlm_loss(model, inputs, attention_mask, labels)
+        return self.model_loss(model, inputs, attention_mask, labels)
 
-    def mlm_loss(self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
-                 labels: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy over the masked tokens (``model(...).loss``; the logits of masked
-        positions only where the model offers ``masked_only``), under bfloat16 autocast with ``bf16``."""
+    def model_loss(self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
+                   labels: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy (nats) over the batch's targets: ``model(...).loss`` (masked LM: the
+        logits of masked positions only where the model offers ``masked_only``; causal LM: the
+        model shifts the labels), under bfloat16 autocast with ``bf16``."""
         kw = dict(input_ids=inputs.to(self.device), attention_mask=attention_mask.to(self.device),
                   labels=labels.to(self.device))
         if self._takes_masked_only:
@@ -545,7 +554,7 @@ class Trainer:
         callback's ``on_evaluate``; once per step (a second call at the same step does nothing).
 
         Returns:
-            ``{"valid/loss": mean cross-entropy over the masked validation tokens}``, or ``{}``
+            ``{"valid/loss": mean cross-entropy over the validation targets (nats)}``, or ``{}``
             without validation data (or when this step was already evaluated).
         """
         state = self.state
@@ -560,23 +569,24 @@ class Trainer:
                 state.valid_history.append([state.step, loss])
                 if state.step == 0:
                     state.initial_valid_loss = loss
-                self.log({"valid/loss": loss})
+                self.log({"valid/loss": loss, "valid/perplexity": _perplexity(loss)})
         metrics = {} if loss is None else {"valid/loss": loss}
         for callback in self.callbacks:
             callback.on_evaluate(self, metrics)
         return metrics
 
     def validation_loss(self) -> float | None:
-        """Mean masked-LM cross-entropy over all masked validation tokens (all processes), or None
-        without validation data. Evaluation mode, no gradients; leaves the model in training mode."""
+        """Mean cross-entropy (nats) over all validation targets of the objective (all processes),
+        or None without validation data. Evaluation mode, no gradients; leaves the model in training
+        mode."""
         if not self.data.valid_ids:
             return None
         self.model.eval()
         total = torch.zeros(2, dtype=torch.float64)
         with torch.no_grad():
             for inputs, attention_mask, labels in self.valid_batches:
-                n = int((labels != IGNORE_INDEX).sum())
-                loss = float(self.mlm_loss(self.model, inputs, attention_mask, labels))
+                n = self.objective.n_targets(labels)
+                loss = float(self.model_loss(self.model, inputs, attention_mask, labels))
                 total += torch.tensor([loss * n, n], dtype=torch.float64)
         total = self._all_reduce(total)
         self.model.train()
@@ -605,6 +615,7 @@ class Trainer:
         return dict(
             arguments=_jsonable(asdict(args)),
             model=args.model, preset=args.preset, prior=getattr(self.model.config, "prior", args.prior),
+            objective=self.objective.name, objective_description=self.objective.description,
             seed=args.seed,
             preprocessing=asdict(PRPN),  # what load_corpus applied to the words
             data=self.data.record(args),
@@ -620,6 +631,7 @@ class Trainer:
             final_train_loss=(sum(recent) / len(recent) if recent else None),
             initial_valid_loss=state.initial_valid_loss,
             final_valid_loss=(state.valid_history[-1][1] if state.valid_history else None),
+            final_valid_perplexity=(_perplexity(state.valid_history[-1][1]) if state.valid_history else None),
             valid_history=state.valid_history,
             **curve,
             resumed_from_steps=state.resumed_from,

@@ -106,16 +106,15 @@ def _parts(treebank: str) -> dict[str, str]:
 def _decode_part(model, untrained, tokenizer, gold, options) -> dict:
     """One gold set's sentences parsed by the trained and the untrained model: ``structures``,
     ``trees``, ``heads`` (or None), ``untrained_trees`` and ``layer_trees`` ({layer: trees}, the
-    Tree Transformer's single-layer decoder), each a list over the sentences."""
+    single-layer decoder of a structure with layers: the Tree Transformer's link probabilities,
+    ON-LSTM's distances), each a list over the sentences."""
     from syntaxformer.parsing import decode, model_structures
-    from syntaxformer.structures import LinkProbabilities
     sentences = [t.leaves() for t in gold]
     structures = model_structures(model, tokenizer, sentences)
     trees, heads = decode(structures, options)
     layer_trees = {}
-    if isinstance(structures[0].constituency, LinkProbabilities):
-        for layer in range(structures[0].constituency.num_layers):
-            layer_trees[layer] = decode(structures, replace(options, layer=layer, min_layer=None))[0]
+    for layer in range(getattr(structures[0].constituency, "num_layers", 0)):
+        layer_trees[layer] = decode(structures, replace(options, layer=layer, min_layer=None))[0]
     return dict(structures=structures, trees=trees, heads=heads, layer_trees=layer_trees,
                 untrained_trees=decode(model_structures(untrained, tokenizer, sentences), options)[0])
 
@@ -236,7 +235,7 @@ def _curve_figure(out: Path, info: dict, report: dict) -> None:
     points = info["parse_curve"]["points"]
     decoders = list(points[0]["scores"])
     decoder = report["decoder"]
-    main = ("distance" if "distance" in decoders else f"layer{decoder['layer']}" if decoder["layer"] is not None
+    main = (f"layer{decoder['layer']}" if decoder["layer"] is not None else "distance" if "distance" in decoders
             else f"algorithm1_m{decoder['min_layer'] or 0}")
     shown = [main] + [d for d in decoders if d.startswith("layer") and d != main][:6]
     part = "dev" if "dev" in report["parts"] else "all"

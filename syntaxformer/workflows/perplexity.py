@@ -1,7 +1,9 @@
-"""Masked-LM perplexity of a model folder, the Tree Transformer protocol (``syntaxformer perplexity``).
+"""Perplexity of a model folder with its objective's protocol (``syntaxformer perplexity``).
 
-Every word of every sentence is masked in turn (one ``[MASK]`` per input) and the perplexity is
-exp(mean cross-entropy over all words); see :mod:`syntaxformer.evaluation.perplexity`. Words are
+Masked LMs: the Tree Transformer protocol (every word masked in turn, one ``[MASK]`` per input);
+causal LMs (ON-LSTM): next-word perplexity of ``[CLS] w_1 .. w_n [CLS]``; the perplexity is
+exp(mean cross-entropy) and the report names the protocol; see
+:mod:`syntaxformer.evaluation.perplexity`. Words are
 normalised as the model's training corpus was (the preprocessing recorded in the folder's
 ``training.json``, else the default: lower-case, digits -> ``N``).
 """
@@ -31,22 +33,22 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
         progress: show a progress bar.
 
     Returns:
-        :func:`~syntaxformer.evaluation.perplexity.masked_lm_perplexity`'s dict, plus ``model``,
+        :func:`~syntaxformer.evaluation.perplexity.perplexity`'s dict (``protocol`` names it), plus ``model``,
         ``data``, ``model_type``, ``preset``, ``n_parameters``, ``seed`` and ``minutes``.
 
     Raises:
         InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, or
-            any of ``masked_lm_perplexity``'s.
+            any of the protocol's.
     """
     from syntaxformer.data.corpus import load_corpus
-    from syntaxformer.evaluation.perplexity import masked_lm_perplexity
+    from syntaxformer.evaluation.perplexity import perplexity
     from syntaxformer.parsing import load_model
     torch.manual_seed(seed)
     model, tokenizer, record = load_model(folder, device)
     sentences = load_corpus(corpus)  # the trainer's preprocessing (PRPN words, recorded in training.json)
     start = time.perf_counter()
-    result = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
-                                  too_long="skip" if skip_long else "error", progress=progress)
+    result = perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
+                        too_long="skip" if skip_long else "error", progress=progress)
     return {
         "model": str(folder),
         "model_type": getattr(model.config, "model_type", None),

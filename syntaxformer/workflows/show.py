@@ -5,8 +5,11 @@ folder's masked-LM (``AutoModelForMaskedLM`` + ``AutoTokenizer``) gives:
 
 * the constituent prior C of every layer, a grid of heatmaps (Tree Transformer paper, Figure 5);
 * the word-level link probabilities a^l of every layer, one layer-by-gap heatmap;
+* the syntactic distances of a model that gives them (ON-LSTM: every layer, the parsed one
+  highlighted; StructFormer: its one row), bar charts between the words;
 * the attention of every head of the layers chosen (Appendix A); for a plain Transformer
-  (``prior="none"``) these are the only model figures, so the two kinds of model can be compared;
+  (``prior="none"``) these are the only model figures, so the two kinds of model can be compared
+  (a model without attention, ON-LSTM, has none);
 * the induced tree, from :mod:`syntaxformer.parsing` with the decoder options of
   ``syntaxformer parse`` (Algorithm 1 by default, ``layer`` for one layer; a StructFormer's
   syntactic distances), and on request the gold tree beside it;
@@ -79,7 +82,8 @@ def forward_one(model, tokenizer, words: list[str]) -> dict:
     Returns:
         dict with ``labels`` (token axis labels, see :func:`token_labels`), ``unknown`` (indices
         of the words the vocabulary lacks), ``priors`` (``[L, T, T]`` constituent priors, or None
-        for a model without them) and ``attentions`` (``[L, H, T, T]``), as numpy arrays.
+        for a model without them) and ``attentions`` (``[L, H, T, T]``, or None for a model
+        without attention), as numpy arrays.
     """
     import inspect
 
@@ -96,13 +100,14 @@ def forward_one(model, tokenizer, words: list[str]) -> dict:
     with torch.no_grad():
         out = model(input_ids=input_ids, **kwargs)
     priors = getattr(out, "priors", None)
+    attentions = getattr(out, "attentions", None)
     tokens = tokenizer.convert_ids_to_tokens(ids)
     return {
         "labels": token_labels(tokens, word_ids, words, tokenizer.unk_token),
         "unknown": {w for token, w in zip(tokens, word_ids)
                     if w is not None and token == tokenizer.unk_token},
         "priors": (torch.stack([c[0] for c in priors]).float().cpu().numpy() if priors else None),
-        "attentions": torch.stack([e[0] for e in out.attentions]).float().cpu().numpy(),
+        "attentions": (torch.stack([e[0] for e in attentions]).float().cpu().numpy() if attentions else None),
     }
 
 
@@ -159,7 +164,8 @@ def _decoder_description(structure, options) -> str:
     from syntaxformer.structures import LinkProbabilities, min_layer_of
 
     if not isinstance(structure, LinkProbabilities):
-        return "top-down split at the largest syntactic distance"
+        layer = options.layer if options.layer is not None else structure.layer
+        return "top-down split at the largest syntactic distance" + (f", layer {layer}" if layer is not None else "")
     num_layers = structure.num_layers
     if options.layer is not None:
         return f"single layer {options.layer}, top-down greedy split (paper Figure 4(b))"
@@ -174,7 +180,6 @@ def _draw_sentence(job: dict, number: int, item: tuple, structure, notes: list[s
     from syntaxformer.decoding.spans import spans_to_tree, to_bracketed
     from syntaxformer.figures import (plot_attention_heads, plot_constituent_priors,
                                       plot_link_probabilities, plot_tree, plot_trees, save_figure)
-    from syntaxformer.structures import LinkProbabilities
 
     heading, words, gold = item
     title_name, tokenizer = job["title_name"], job["tokenizer"]
@@ -203,12 +208,8 @@ def _draw_sentence(job: dict, number: int, item: tuple, structure, notes: list[s
     if result["priors"] is not None:
         save(plot_constituent_priors(result["priors"], result["labels"], title_name),
              "priors", "Constituent prior C of every layer")
-    if structure is not None and isinstance(structure.constituency, LinkProbabilities):
-        if len(words) >= 2:
-            save(plot_link_probabilities(structure.constituency.probs, word_labels, title_name),
-                 "links", "Link probabilities of every layer (between the words they link)")
-        else:
-            notes.append(f"sentence {number} has one word: no link probability to draw")
+    if structure is not None:
+        _draw_structure(structure.constituency, job["options"], word_labels, title_name, number, save, notes)
     for layer in job["layers"]:
         save(plot_attention_heads(result["attentions"][layer], result["labels"], layer, title_name),
              f"attention-layer{layer}", f"Attention of every head, layer {layer}")
@@ -216,6 +217,31 @@ def _draw_sentence(job: dict, number: int, item: tuple, structure, notes: list[s
         notes.append(f"sentence {number}: words marked * are not in the model's vocabulary "
                      f"(encoded as {tokenizer.unk_token})")
     return figures, entry
+
+
+def _draw_structure(constituency, options, word_labels: list[str], title_name: str, number: int, save,
+                    notes: list[str]) -> None:
+    """The figure of a sentence's constituency structure: link probabilities (Tree Transformer) or
+    syntactic distances (the decoder's row highlighted); a note instead for a one-word sentence."""
+    from syntaxformer.figures import plot_link_probabilities, plot_syntactic_distances
+    from syntaxformer.structures import LinkProbabilities, SyntacticDistances
+
+    if not isinstance(constituency, (LinkProbabilities, SyntacticDistances)):
+        return
+    what = "link probability" if isinstance(constituency, LinkProbabilities) else "distance"
+    if len(word_labels) < 2:
+        notes.append(f"sentence {number} has one word: no {what} to draw")
+    elif isinstance(constituency, LinkProbabilities):
+        save(plot_link_probabilities(constituency.probs, word_labels, title_name),
+             "links", "Link probabilities of every layer (between the words they link)")
+    elif constituency.layers is not None:
+        parsed = range(constituency.num_layers)[options.layer if options.layer is not None else constituency.layer]
+        save(plot_syntactic_distances(constituency.layers, word_labels, title_name, parsed=parsed),
+             "distances", f"Syntactic distances of every layer (layer {parsed} parsed; between the words of each gap)")
+    else:
+        save(plot_syntactic_distances(constituency.distances, word_labels, title_name, parsed=0,
+                                      layers=["distances"]),
+             "distances", "Syntactic distances (between the words of each gap)")
 
 
 def kind_text(model_type: str, prior: str | None, induces: bool) -> str:
@@ -273,7 +299,10 @@ def run_show(out: str | Path, sentences=(), treebank: str | None = None, indices
     folder, options = model_or_pretrained(model, options or DecoderOptions())  # default: shipped
     loaded, tokenizer, _ = load_model(folder, device)
     config = loaded.config
-    layers = parse_layers(layers, config.num_hidden_layers)
+    heads = getattr(config, "num_attention_heads", None)   # None: a model without attention (ON-LSTM)
+    if not heads and layers is not None:
+        raise InputError(f"--layers {layers!r}: this model ({config.model_type}) has no attention heads to draw")
+    layers = parse_layers(layers, config.num_hidden_layers) if heads else []
     about = _describe(loaded, folder)
     # a model that induces no structure (e.g. prior="none"): nothing for the parsing path to do
     structures = (model_structures(loaded, tokenizer, [words for _, words, _ in items], normalise=False)
@@ -290,12 +319,12 @@ def run_show(out: str | Path, sentences=(), treebank: str | None = None, indices
         report.append(entry)
     data = treebank or "command line"
     meta = (f"model {folder} ({about['kind_text']}, {config.num_hidden_layers} layers, "
-            f"{config.num_attention_heads} heads, hidden {config.hidden_size}); data: {data}; "
+            f"{heads or 'no attention'} heads, hidden {config.hidden_size}); data: {data}; "
             f"decoder: {decoder or 'none'}; seed {seed}")
     index = write_index(out, f"syntaxformer show - {about['name']}", sections, meta=meta, notes=notes)
     return {
         "model": str(folder), "model_type": about["kind"], "prior": about["prior"],
-        "layers": config.num_hidden_layers, "heads": config.num_attention_heads,
+        "layers": config.num_hidden_layers, "heads": heads,
         "hidden": config.hidden_size, "data": data, "seed": seed, "decoder": decoder,
         "attention_layers": layers, "index": str(index), "sentences": report, "notes": notes,
         "seconds": round(time.perf_counter() - start, 3)}

@@ -1,0 +1,154 @@
+"""Training objectives: how the trainer turns token sequences into a batch, keyed on the model.
+
+A model class states what it is trained for in its class attribute ``objective`` (absent =
+``"masked-lm"``); :data:`OBJECTIVES` maps that name to an :class:`Objective`, which the
+:class:`~syntaxformer.training.trainer.Trainer` builds once per run (:func:`build_objective`). The
+loss itself is the model's own (``model(input_ids, attention_mask, labels).loss``), so an objective
+only decides the inputs and the labels:
+
+* ``masked-lm`` (:class:`MaskedLM`; Tree Transformer, StructFormer, ON-LSTM + self-attention): BERT
+  masking (:func:`~syntaxformer.training.mlm.mask_tokens`, ``mask_rate`` / ``mask_replace``);
+  labels = the original ids at the selected positions, -100 elsewhere.
+* ``causal-lm`` (:class:`CausalLM`; ON-LSTM): next-word prediction. Each sentence is framed by the
+  sentence-boundary token, ``[CLS] w_1 ... w_n [CLS]`` (the public ON-LSTM code trains on running
+  text with ``<eos>`` between sentences, so every sentence is read after a boundary and its end is
+  predicted; ``[CLS]`` plays ``<eos>``), nothing is masked; labels = the input ids with padding set
+  to -100, shifted inside the model (Hugging Face's causal-LM convention: the logits at t are scored
+  against ``labels[t + 1]``), so the n words and the closing boundary are predicted. The model's
+  ``parse_prefix_token_id`` defaults to the boundary, so ``induce`` reads a sentence after it too.
+
+The validation loss is the same objective on the held-out sentences (fixed masks for the masked LM),
+mean cross-entropy in nats over :meth:`Objective.n_targets`; its exp is the validation perplexity
+(``training.json``: ``final_valid_perplexity``; TensorBoard ``valid/perplexity``).
+"""
+from __future__ import annotations
+
+import torch
+
+from syntaxformer.data.batching import pad_batch
+from syntaxformer.data.tokenization import CLS, SPECIAL_TOKENS
+from syntaxformer.errors import InputError
+from syntaxformer.training.arguments import MASK_REPLACE
+from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
+
+
+class Objective:
+    """What a run's batches are (base class; one subclass per objective name).
+
+    Attributes:
+        name: the objective's name (``model_class.objective``).
+        description: one line for reports (what is predicted, how).
+        config_defaults: model config fields the objective sets unless the run overrides them (only
+            fields the model's config has).
+    """
+    name = ""
+    description = ""
+    config_defaults: dict = {}
+
+    def __init__(self, args, tokenizer, special_ids: list[int]):
+        self.args, self.tokenizer, self.special_ids = args, tokenizer, special_ids
+
+    def batch(self, sequences: list[list[int]], generator: torch.Generator
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(input_ids, attention_mask, labels)``, each ``(B, N)`` long, from token ids per
+        sequence; any randomness from ``generator``."""
+        raise NotImplementedError
+
+    def n_targets(self, labels: torch.Tensor) -> int:
+        """How many tokens the model's loss averages over for ``labels`` ``(B, N)``."""
+        raise NotImplementedError
+
+
+class MaskedLM(Objective):
+    """BERT masking (module docstring); every selected token is a target.
+
+    Raises:
+        InputError: a tokenizer without ``[MASK]`` (at construction).
+    """
+    name = "masked-lm"
+    description = "masked LM: predict the selected tokens (BERT masking)"
+
+    def __init__(self, args, tokenizer, special_ids: list[int]):
+        super().__init__(args, tokenizer, special_ids)
+        if tokenizer.mask_token_id is None:
+            raise InputError("the masked-LM objective needs a tokenizer with a [MASK] token")
+
+    def batch(self, sequences, generator):
+        ids, attention_mask = pad_batch(sequences, self.tokenizer.pad_token_id)          # (B, N)
+        inputs, labels = mask_tokens(ids, attention_mask, self.tokenizer.mask_token_id, len(self.tokenizer),
+                                     self.args.mask_rate, generator, self.special_ids,
+                                     **MASK_REPLACE[self.args.mask_replace])
+        return inputs, attention_mask, labels
+
+    def n_targets(self, labels):
+        return int((labels != IGNORE_INDEX).sum())
+
+
+class CausalLM(Objective):
+    """Next-word prediction of sentences framed by the boundary token ``[CLS]`` (module docstring).
+
+    Raises:
+        InputError: a tokenizer whose ``[CLS]`` is not :attr:`BOUNDARY_ID` (every tokenizer this
+            package builds has it there), at construction.
+    """
+    name = "causal-lm"
+    description = "causal LM: predict every next token of [CLS] w_1 .. w_n [CLS] (no masking)"
+    #: the boundary token's id: ``[CLS]`` in every tokenizer of :mod:`syntaxformer.data.tokenization`
+    BOUNDARY_ID = SPECIAL_TOKENS.index(CLS)
+    config_defaults = {"parse_prefix_token_id": BOUNDARY_ID}
+
+    def __init__(self, args, tokenizer, special_ids: list[int]):
+        super().__init__(args, tokenizer, special_ids)
+        if tokenizer.cls_token_id != self.BOUNDARY_ID:
+            raise InputError(f"the causal-LM objective frames sentences with [CLS] = id {self.BOUNDARY_ID}; "
+                             f"this tokenizer has {tokenizer.cls_token_id}")
+
+    @classmethod
+    def frame(cls, ids: list[int]) -> list[int]:
+        """``[CLS] ids [CLS]`` (a sequence that already starts with ``[CLS]``, from a tokenizer with
+        ``add_cls``, is not given a second one)."""
+        start = [] if ids[:1] == [cls.BOUNDARY_ID] else [cls.BOUNDARY_ID]
+        return start + list(ids) + [cls.BOUNDARY_ID]
+
+    def batch(self, sequences, generator):
+        ids, attention_mask = pad_batch([self.frame(s) for s in sequences], self.tokenizer.pad_token_id)
+        labels = ids.masked_fill(attention_mask == 0, IGNORE_INDEX)                        # (B, N)
+        return ids, attention_mask, labels
+
+    def n_targets(self, labels):
+        return int((labels[:, 1:] != IGNORE_INDEX).sum())       # the model scores labels[:, 1:]
+
+
+#: objective name (a model class's ``objective``) -> :class:`Objective` subclass
+OBJECTIVES: dict[str, type[Objective]] = {"masked-lm": MaskedLM, "causal-lm": CausalLM}
+
+
+def objective_name(model_class) -> str:
+    """The objective a model class is trained for: its ``objective`` attribute, else ``"masked-lm"``."""
+    return getattr(model_class, "objective", "masked-lm")
+
+
+def objective_class(model_class) -> type[Objective]:
+    """The :class:`Objective` subclass of ``model_class``.
+
+    Raises:
+        InputError: an objective name not in :data:`OBJECTIVES`.
+    """
+    name = objective_name(model_class)
+    if name not in OBJECTIVES:
+        raise InputError(f"{model_class.__name__} is trained for {name!r}, which the trainer does not know "
+                         f"(objectives: {', '.join(sorted(OBJECTIVES))})")
+    return OBJECTIVES[name]
+
+
+def build_objective(model_class, args, tokenizer, special_ids: list[int]) -> Objective:
+    """The objective of a run: :func:`objective_class` of the model built with the run's options.
+
+    Raises:
+        InputError: an unknown objective, or a tokenizer the objective cannot use.
+    """
+    return objective_class(model_class)(args, tokenizer, special_ids)
+
+
+__all__ = ["Objective", "MaskedLM", "CausalLM", "OBJECTIVES", "objective_name",
+           "objective_class", "build_objective"]
