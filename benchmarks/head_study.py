@@ -52,10 +52,8 @@ STUDY = {
                         label="Transformer (no prior)"),
     "structformer": dict(model="structformer", recipe="default", prior=None, label="StructFormer"),
 }
-#: λ of the gate runs (nats per expected open head); 0 = fine-tuning with gates, no penalty.
-LAMBDAS = (0.0, 0.003, 0.01, 0.03, 0.1)
-#: Gate fine-tuning steps (the other settings: benchmarks/head_gates.py).
-GATE_STEPS = 1000
+#: λ of the gate runs and their steps: benchmarks/head_gates.py's (0 = fine-tuning with gates, no penalty).
+from head_gates import LAMBDAS, STEPS as GATE_STEPS  # noqa: E402
 UD_EWT_DEV = ROOT.parent / "shared" / "data" / "ud-ewt" / "en_ewt-ud-dev.conllu"
 F1_TREEBANK = "ptb-sample:dev"
 PRUNE_ORDERS = ("importance", "confidence")
