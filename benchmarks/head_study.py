@@ -351,6 +351,31 @@ def stage_report(work: Path, docs: Path, lambdas, args) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
+def run_parallel(argv: list[str], args, stages: list[str]) -> None:
+    """Each model's ``stages`` in its own process (this script with ``--models KEY --jobs 1``), at most
+    ``args.jobs`` at a time; logs in ``WORK/KEY.log``.
+
+    Raises:
+        RuntimeError: a process failed (its log names the error).
+    """
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    base = [a for a in argv]
+
+    def one(key: str) -> int:
+        command = [sys.executable, __file__, *base, "--models", key, "--jobs", "1", "--stages", *stages]
+        with open(args.work / f"{key}.log", "a") as log:
+            logger.info("%s: %s (log %s)", key, " ".join(command[2:]), log.name)
+            return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+    with ThreadPoolExecutor(args.jobs) as pool:
+        codes = dict(zip(args.models, pool.map(one, args.models)))
+    failed = [key for key, code in codes.items() if code]
+    if failed:
+        raise RuntimeError(f"failed: {', '.join(failed)} (see {args.work}/<model>.log)")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -370,6 +395,8 @@ def main(argv=None) -> int:
     p.add_argument("--stages", nargs="+", default=["train", "heads", "prune", "gates", "report"],
                    choices=["train", "heads", "prune", "gates", "report"])
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="run the models' stages in this many parallel processes (e.g. 3 on one GPU), then the report")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from syntaxformer.runtime import prepare_process
@@ -378,7 +405,11 @@ def main(argv=None) -> int:
         import torch
         torch.set_num_threads(args.threads)
     start = time.monotonic()
-    for key in args.models:
+    work_stages = [stage for stage in args.stages if stage != "report"]
+    if args.jobs > 1 and len(args.models) > 1 and work_stages:
+        run_parallel(argv if argv is not None else sys.argv[1:], args, work_stages)
+        work_stages = []
+    for key in (args.models if work_stages else []):
         if "train" in args.stages:
             stage_train(key, args.work, args.seed, args.device, args.max_steps, args.threads)
         if "heads" in args.stages:
