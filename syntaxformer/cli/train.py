@@ -3,6 +3,10 @@
 Masked-LM models (Tree Transformer, StructFormer, ON-LSTM + self-attention) with BERT masking; the
 causal LM (ON-LSTM) with next-word prediction (:mod:`syntaxformer.training.objectives`).
 
+``--init-from DIR`` fine-tunes a trained model; with ``--head-gates --gate-l0 LAMBDA`` every attention
+head gets a hard-concrete gate and the saved model is pruned of the closed heads
+(:mod:`syntaxformer.training.finetune`).
+
 Writes into ``--out`` the model (``model.safetensors``, ``config.json``), the tokenizer,
 ``training.json`` (every option, the data, steps, minutes, losses), ``tensorboard/`` and
 ``checkpoint.pt``. The same command runs data-parallel under ``torchrun --nproc_per_node=R``.
@@ -85,6 +89,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     o.add_argument("--schedule-steps", type=int, default=None,
                    help="where linear/cosine decay ends (default --max-steps)")
     o.add_argument("--clip", type=float, default=_D.clip, help="gradient-norm clipping; 0 disables")
+    f = p.add_argument_group("fine-tuning and head gates (Voita et al. 2019; DESIGN.md §3.5)")
+    f.add_argument("--init-from", default=None, metavar="DIR",
+                   help="start from this trained model folder (its weights, configuration and tokenizer; "
+                        "--model/--preset are then the folder's)")
+    f.add_argument("--head-gates", action="store_true",
+                   help="one hard-concrete gate per attention head (needs --init-from); at the end closed "
+                        "heads are pruned and OUT holds the pruned model and gates.json")
+    f.add_argument("--gate-l0", type=float, default=_D.gate_l0, metavar="LAMBDA",
+                   help="lambda of the penalty lambda * sum_h (1 - P(g_h = 0)) added to the MLM loss")
+    f.add_argument("--gate-temperature", type=float, default=_D.gate_temperature,
+                   help="hard-concrete temperature beta (0.33: the authors' code; Louizos et al.: 2/3)")
+    f.add_argument("--gate-lr", type=float, default=None, help="learning rate of the gates (default --lr)")
+    f.add_argument("--gate-init", type=float, default=_D.gate_init, help="initial log alpha of every gate")
     r = p.add_argument_group("run")
     r.add_argument("--out", required=True, help="output folder")
     r.add_argument("--seed", type=int, default=_D.seed)
@@ -141,6 +158,13 @@ def run(ns: argparse.Namespace) -> int:
              if valid is not None else "")
           + (f", {record['tokens_per_second']:.0f} tokens/s" if record["tokens_per_second"] else "")
           + f" -> {out}")
+    gates = record.get("head_gates")
+    if gates:
+        print(f"head gates (lambda {gates['gate_l0']:g}, beta {gates['temperature']:g}): {gates['n_kept']} of "
+              f"{gates['n_heads']} heads kept, per layer {gates['kept_per_layer']}"
+              + (f"; silenced {gates['silenced']}" if gates["silenced"] else "")
+              + (f"; pruned model's valid loss {gates['pruned_valid_loss']:.3f}"
+                 if gates["pruned_valid_loss"] is not None else ""))
     return 0
 
 

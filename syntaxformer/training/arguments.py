@@ -68,6 +68,18 @@ class TrainArguments:
         threads [None]: ``torch.set_num_threads``.
         resume [False]: continue from ``OUT/checkpoint.pt`` if there is one.
         quiet [False]: no progress bar.
+
+    Fine-tuning a trained model and hard-concrete head gates (:mod:`syntaxformer.training.finetune`,
+    :mod:`syntaxformer.training.hard_concrete`; Voita et al. 2019, DESIGN.md §3.5):
+        init_from [None]: a trained model folder to start from (its weights, configuration and
+            tokenizer; ``model``, ``preset`` and ``tokenizer`` are then the folder's, and ``prior``
+            and ``overrides`` must not be given).
+        head_gates [False]: one hard-concrete gate per attention head (needs ``init_from``); at the
+            end each gate becomes 0 or 1 and the closed heads are pruned from the saved model.
+        gate_l0 [0.0]: λ of the loss ``MLM + λ · Σ_h (1 − P(g_h = 0))`` (nats per expected open head).
+        gate_temperature [0.33]: β (the authors' code; Louizos et al. 2018 use 2/3).
+        gate_lr [None]: Adam learning rate of the gates' ``log α`` (None: ``lr``); never weight-decayed.
+        gate_init [3.0]: initial ``log α`` (every gate open at the start).
     """
     out: str
     model: str = "tree-transformer"
@@ -111,6 +123,13 @@ class TrainArguments:
     threads: int | None = None
     resume: bool = False
     quiet: bool = False
+    # fine-tuning a trained model, hard-concrete head gates (training/finetune.py)
+    init_from: str | None = None
+    head_gates: bool = False
+    gate_l0: float = 0.0
+    gate_temperature: float = 0.33
+    gate_lr: float | None = None
+    gate_init: float = 3.0
 
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option."""
@@ -155,6 +174,36 @@ class TrainArguments:
             bad(f"--tokenizer must be word, wordpiece or a folder with tokenizer.json, got {self.tokenizer!r}")
         if self.device is not None:
             resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
+        self.check_fine_tuning()
+
+    def check_fine_tuning(self) -> None:
+        """Raise :class:`InputError` (one line) for inconsistent ``init_from`` / head-gate options."""
+        def bad(msg):
+            raise InputError(msg)
+        if self.head_gates and self.init_from is None:
+            bad("--head-gates fine-tunes a trained model: give --init-from DIR")
+        if not self.head_gates:
+            given = [f"--{n.replace('_', '-')}" for n, default in (("gate_l0", 0.0), ("gate_lr", None))
+                     if getattr(self, n) != default]
+            if given:
+                bad(f"{', '.join(given)} without --head-gates")
+        if self.gate_l0 < 0:
+            bad(f"--gate-l0 must not be negative, got {self.gate_l0}")
+        if self.gate_temperature <= 0:
+            bad(f"--gate-temperature must be positive, got {self.gate_temperature}")
+        if self.gate_lr is not None and self.gate_lr <= 0:
+            bad(f"--gate-lr must be positive, got {self.gate_lr}")
+        if self.init_from is None:
+            return
+        if not Path(self.init_from, "config.json").is_file():
+            raise InputError("--init-from: not a model folder (no config.json)", path=self.init_from)
+        if self.prior is not None or self.overrides:
+            bad("--init-from: the model is the folder's; --prior and --set cannot change it")
+        if self.tokenizer not in ("word", str(self.init_from)):
+            bad("--init-from: the tokenizer is the folder's; do not give --tokenizer")
+        if self.head_gates and self.eval_treebank:
+            bad("--eval-treebank with --head-gates: the learning curve parses without the gates; "
+                "parse the saved (pruned) model instead")
 
 
 __all__ = ["TrainArguments", "MASK_REPLACE"]

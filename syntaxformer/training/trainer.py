@@ -192,7 +192,8 @@ def _choose_device(name: str | None, world: int) -> torch.device:
 def train(args: TrainArguments | None = None, **kwargs) -> Path:
     """Train a model (its own objective) as described in the module docstring; return the output folder.
 
-    ``Trainer(args).train()``; use :class:`Trainer` directly to add callbacks.
+    ``Trainer(args).train()`` (with ``init_from``:
+    :class:`~syntaxformer.training.finetune.FineTuneTrainer`); use a trainer directly to add callbacks.
 
     Args:
         args: the options; or give them as keyword arguments (``train(out=..., max_steps=...)``).
@@ -206,6 +207,9 @@ def train(args: TrainArguments | None = None, **kwargs) -> Path:
         args = TrainArguments(**kwargs)
     elif kwargs:
         raise TypeError("give TrainArguments or keyword arguments, not both")
+    if args.init_from is not None:  # fine-tuning a trained model (with head gates): training/finetune.py
+        from syntaxformer.training.finetune import FineTuneTrainer
+        return FineTuneTrainer(args).train()
     return Trainer(args).train()
 
 
@@ -426,15 +430,26 @@ class Trainer:
 
     def _build_model(self) -> None:
         args = self.args
-        self.model = initial_model(args, len(self.tokenizer)).to(self.device)
+        self.model = self.make_model().to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self._takes_masked_only = "masked_only" in inspect.signature(self.model.forward).parameters
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
-        self.optimizer = optimizer(self.model.parameters(), lr=args.lr, betas=tuple(args.betas), eps=args.eps,
+        self.optimizer = optimizer(self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps,
                                    weight_decay=args.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
                                                 args.schedule_steps or args.max_steps, args.final_lr_fraction))
+
+    def make_model(self) -> torch.nn.Module:
+        """The module to train, on the CPU (:meth:`build` moves it): :func:`initial_model`. Override
+        it in a subclass to start from elsewhere (e.g. a trained model,
+        :class:`~syntaxformer.training.finetune.FineTuneTrainer`)."""
+        return initial_model(self.args, len(self.tokenizer))
+
+    def parameter_groups(self) -> list:
+        """The optimizer's parameters (or parameter groups with their own options): all of
+        :attr:`model`'s. Override it in a subclass to give some parameters another learning rate."""
+        return list(self.model.parameters())
 
     def resume(self, checkpoint: dict) -> None:
         """Load a checkpoint (:mod:`~syntaxformer.training.checkpoint`) into the model, optimizer,

@@ -78,8 +78,10 @@ def _reusable(folder: Path, args) -> dict | None:
     record = read_training_record(folder)
     if not record:
         return None
-    saved = record.get("arguments", {})
     wanted = json.loads(json.dumps(asdict(args)))  # tuples -> lists, as saved
+    # an option added after the run was saved counts as its default (as a resume does)
+    defaults = json.loads(json.dumps(asdict(type(args)(out=args.out))))
+    saved = {**defaults, **record.get("arguments", {})}
     if any(saved.get(k) != wanted.get(k) for k in _REUSE_KEYS):
         return None
     if args.max_steps is not None and record.get("steps") != args.max_steps:
