@@ -130,3 +130,14 @@ def test_probe_bad_task_is_one_line(tmp_path, capsys):
     code = main(["probe", "--out", str(tmp_path / "x"), "--task", "Nope"])
     err = capsys.readouterr().err
     assert code == 1 and "Nope" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["structformer", "on-lstm"])
+def test_other_models_give_every_layer(name):
+    from syntaxformer.data.tokenization import build_word_tokenizer
+    tokenizer = build_word_tokenizer([["the", "cat", "sat"], ["a", "dog"]])
+    config = make_config(name, "tiny", len(tokenizer))
+    model = REGISTRY[name].model_class(config).eval()
+    layers, counts = sentence_vectors(model, tokenizer, [["the", "cat", "sat"], ["a", "dog"]])
+    expected = config.num_hidden_layers + 1 if name == "structformer" else config.num_layers
+    assert len(layers) == expected and counts == {"sentences": 2, "words": 5, "tokens": 5, "unknown_words": 0}

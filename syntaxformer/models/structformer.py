@@ -666,6 +666,7 @@ class StructFormerMaskedLMOutput(ModelOutput):
     dependency_probs: torch.DoubleTensor | None = None
     root_probs: torch.DoubleTensor | None = None
     attentions: tuple[torch.FloatTensor, ...] | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
 class StructFormerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
