@@ -16,6 +16,17 @@ from dataclasses import fields
 _DATA_HELP = "the propositional-logic folder (train0..train12, test0..test12), e.g. ../shared/data/propositional-logic"
 
 
+def _key_value(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` -> (key, JSON value, or the bare string)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
 def _defaults():
     from syntaxformer.tasks.logic import LogicArguments
     return LogicArguments(out="")
@@ -32,6 +43,8 @@ def _add_train(sub) -> None:
     p.add_argument("--out", required=True, help="output folder (model, best/, logic.json, logic.md, accuracy.png)")
     p.add_argument("--encoder", default=d.encoder, choices=sorted(ENCODERS), help="sentence encoder")
     p.add_argument("--preset", default=d.preset, help="encoder size: base (the study's) or tiny")
+    p.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                   help="override an encoder config field (JSON value), e.g. --set hidden_sizes=[256]; repeatable")
     p.add_argument("--pooling", default=None, choices=sorted(POOLINGS),
                    help="sentence vector (default: last for recurrent encoders, mean for attention encoders)")
     p.add_argument("--mlp-hidden", type=int, default=None, help="pair MLP width (default: the sentence-vector width)")
@@ -96,7 +109,9 @@ def arguments_from_namespace(ns: argparse.Namespace):
     """The :class:`~syntaxformer.tasks.logic.LogicArguments` of parsed ``logic train`` options."""
     from syntaxformer.tasks.logic import LogicArguments
     names = {f.name for f in fields(LogicArguments)}
-    return LogicArguments(**{k: v for k, v in vars(ns).items() if k in names})
+    values = {k: v for k, v in vars(ns).items() if k in names}
+    values["overrides"] = dict(ns.overrides or [])
+    return LogicArguments(**values)
 
 
 def _print(report: dict, as_json: bool) -> None:

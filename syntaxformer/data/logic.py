@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import accumulate, repeat
 from pathlib import Path
 
 from syntaxformer.errors import InputError
@@ -44,6 +45,8 @@ SYMBOLS = ("(", ")", "a", "b", "c", "d", "e", "f") + OPERATORS
 FILE_OPERATORS = tuple(range(13))
 
 _FILE_NAME = re.compile(r"^(train|test)(\d+)$")
+_SYMBOL_SET = frozenset(SYMBOLS)
+_DEPTH_STEP = {"(": 1, ")": -1}
 
 
 @dataclass(frozen=True)
@@ -73,23 +76,19 @@ class LogicPair:
 
 def count_operators(formula: tuple[str, ...] | list[str]) -> int:
     """How many of ``not``, ``and``, ``or`` a formula holds."""
-    return sum(token in OPERATORS for token in formula)
+    return formula.count("not") + formula.count("and") + formula.count("or")
 
 
 def _check_formula(tokens: list[str], which: str, path: Path, line: int) -> None:
     """Raise InputError for an empty formula, a token outside SYMBOLS or unbalanced brackets."""
     if not tokens:
         raise InputError(f"the {which} formula is empty", path, line)
-    unknown = sorted({t for t in tokens if t not in SYMBOLS})
+    unknown = sorted(set(tokens) - _SYMBOL_SET)
     if unknown:
         raise InputError(f"the {which} formula has unknown token(s) {' '.join(map(repr, unknown))}; "
                          f"expected {' '.join(SYMBOLS)}", path, line)
-    depth = 0
-    for token in tokens:
-        depth += (token == "(") - (token == ")")
-        if depth < 0:
-            break
-    if depth != 0:
+    depths = list(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))))          # bracket depth after each token
+    if depths[-1] != 0 or min(depths) < 0:
         raise InputError(f"the {which} formula has unbalanced brackets", path, line)
 
 

@@ -56,6 +56,8 @@ GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
 #: the study's recipe (benchmarks/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay
 RECIPE = dict(max_steps=6000, batch_size=128, lr=1e-3, schedule="linear", final_lr_fraction=0.1,
               warmup_steps=0, eval_every=500, save_every=500)
+#: the most frequent relation of train0-train6 (independence; 53% of train6): the majority-class baseline
+MAJORITY = "#"
 #: where the best-validation model is kept inside OUT
 BEST = "best"
 
@@ -73,6 +75,7 @@ class LogicArguments:
         data [None]: the propositional-logic folder (``../shared/data/propositional-logic``).
         encoder ["on-lstm"], preset ["base"]: an entry of :data:`~syntaxformer.tasks.encoders.ENCODERS`
             and one of its presets.
+        overrides [{}]: encoder config fields over the preset's, e.g. ``{"hidden_size": 64}``.
         pooling [None]: a key of :data:`~syntaxformer.tasks.encoders.POOLINGS`; None = the encoder's.
         mlp_hidden [None]: the pair MLP's hidden width; None = the sentence-vector width D.
         dropout [0.2]: the pair MLP's dropout (public 0.2).
@@ -93,6 +96,7 @@ class LogicArguments:
     data: str | None = None
     encoder: str = "on-lstm"
     preset: str = "base"
+    overrides: dict = field(default_factory=dict)
     pooling: str | None = None
     mlp_hidden: int | None = None
     dropout: float = 0.2
@@ -250,7 +254,7 @@ def build_classifier(args: LogicArguments, vocab_size: int, pad_token_id: int) -
     """
     entry = encoder_entry(args.encoder)
     try:
-        config = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id)
+        config = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id, **args.overrides)
     except (TypeError, ValueError) as e:
         raise InputError(f"cannot build encoder {args.encoder} / {args.preset}: {e}") from e
     width = entry.width(config)
@@ -280,14 +284,17 @@ def predict(model: PairClassifier, items: list[Item], pad_id: int, device, batch
 
 def accuracy_by_operators(model: PairClassifier, tokenizer, files: dict[int, list[LogicPair]], device,
                           batch_size: int = 256) -> dict[int, dict]:
-    """Accuracy on each file: ``{N: {"pairs", "correct", "accuracy" (percent, 0-100)}}``."""
+    """Accuracy on each file: ``{N: {"pairs", "correct", "accuracy", "majority"}}``: accuracy of the
+    model and of always answering :data:`MAJORITY` (the majority-class baseline), in percent (0-100)."""
     result = {}
     for n, pairs in files.items():
         items = encode_pairs(tokenizer, pairs)
         predicted = predict(model, items, tokenizer.pad_token_id, device, batch_size)
         correct = sum(int(p == it[2]) for p, it in zip(predicted, items))
+        majority = sum(p.relation == MAJORITY for p in pairs)
         result[n] = dict(pairs=len(items), correct=correct,
-                         accuracy=100.0 * correct / len(items) if items else float("nan"))
+                         accuracy=100.0 * correct / len(items) if items else float("nan"),
+                         majority=100.0 * majority / len(items) if items else float("nan"))
     return result
 
 
@@ -504,6 +511,6 @@ class LogicTrainer(Trainer):
             device=str(self.device), threads=torch.get_num_threads(), torch=torch.__version__)
 
 
-__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
+__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "MAJORITY", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
            "encode_pairs", "collate", "prepare_logic_data", "build_classifier", "predict", "accuracy_by_operators",
            "group_means", "LogicTrainerState", "KeepBest", "LogicTrainer"]

@@ -65,8 +65,8 @@ def score_test_files(model_dir: str | Path, data: str | Path, device=None, batch
 
 
 def format_table(report: dict) -> str:
-    """A markdown table: one row of test pairs and one of accuracy (%) per operator count, then the
-    group means."""
+    """A markdown table: per operator count the test pairs, the accuracy (%) and the majority-class
+    baseline's (%), then the group means of the accuracy."""
     test = {int(n): v for n, v in report["test"].items()}
     ns = sorted(test)
     groups = report["groups"]
@@ -75,7 +75,9 @@ def format_table(report: dict) -> str:
     pairs = "| test pairs | " + " | ".join(str(test[n]["pairs"]) for n in ns) + " |" + " |" * len(groups)
     accuracy = ("| accuracy % | " + " | ".join(f"{test[n]['accuracy']:.2f}" for n in ns) + " | "
                 + " | ".join(f"{v:.2f}" for v in groups.values()) + " |")
-    return "\n".join([head, rule, pairs, accuracy])
+    majority = ("| majority class (#) % | " + " | ".join(f"{test[n]['majority']:.2f}" for n in ns) + " |"
+                + " |" * len(groups))
+    return "\n".join([head, rule, pairs, accuracy, majority])
 
 
 def summary_line(report: dict) -> str:
