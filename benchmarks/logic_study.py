@@ -40,8 +40,7 @@ DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
 DOCS = ROOT / "docs"
 SEEDS = (0, 1, 2)
 CURVE_PAIRS = 300          # test pairs per file in the test curve
-CPU_THREADS = 2            # the project's CPU target
-MEASURE_STEPS = 40         # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
+MEASURE_STEPS = 30         # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
 
 #: per scale: the runs folder, the LogicArguments fields on top of the recipe, the test-pair cap
 SCALES = {
@@ -136,32 +135,35 @@ def train_all(runs: Path, encoders, seeds, scale: str, device: str | None, threa
     return failed
 
 
-def measure_cpu(encoders, rates_path: Path) -> dict:
-    """Steps/s of the recipe's training step for each encoder (``base``) on this CPU with 2 threads:
-    MEASURE_STEPS timed steps after 5 warm-up steps on the real training pairs. Written to ``rates_path``."""
+def measure_cpu(encoders, rates_path: Path, threads: int = 1) -> dict:
+    """CPU seconds per training step of the recipe for each encoder (``base``) on this machine: 5
+    warm-up steps, then MEASURE_STEPS timed steps on the first batches of epoch 0 (real pairs; mean
+    padded length about 22 tokens, as an epoch's), with ``threads`` torch threads. Records the process's
+    CPU time per step (what a shared machine distorts least) and the wall time. Written to ``rates_path``."""
     import torch
 
     from syntaxformer.tasks.logic import LogicArguments, LogicTrainer
 
-    torch.set_num_threads(CPU_THREADS)
     rates = json.loads(rates_path.read_text()) if rates_path.exists() else {}
     for encoder in encoders:
         with tempfile.TemporaryDirectory() as tmp:
             trainer = LogicTrainer(LogicArguments(out=tmp, data=str(DATA), encoder=encoder, device="cpu",
-                                                  threads=CPU_THREADS, quiet=True))
+                                                  threads=threads, quiet=True))
             trainer.build()
             batches = trainer.sampler.batches(0)
             for b in batches[:5]:
                 trainer.training_step(b)
-            t0 = time.perf_counter()
-            pairs = sum(len(b) for b in batches[5:5 + MEASURE_STEPS])
-            for b in batches[5:5 + MEASURE_STEPS]:
+            timed = batches[5:5 + MEASURE_STEPS]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for b in timed:
                 trainer.training_step(b)
-            seconds = time.perf_counter() - t0
-        rates[encoder] = dict(steps_per_second=MEASURE_STEPS / seconds, pairs_per_second=pairs / seconds,
-                              threads=CPU_THREADS, steps=MEASURE_STEPS, torch=torch.__version__,
-                              measured=time.strftime("%Y-%m-%d"))
-        logger.info("%s: %.2f steps/s on %d threads", encoder, rates[encoder]["steps_per_second"], CPU_THREADS)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        rates[encoder] = dict(cpu_seconds_per_step=cpu / len(timed), wall_seconds_per_step=wall / len(timed),
+                              threads=threads, steps=len(timed), pairs=sum(map(len, timed)),
+                              load_average=os.getloadavg()[0], torch=torch.__version__,
+                              measured=time.strftime("%Y-%m-%d %H:%M"))
+        logger.info("%s: %.3f CPU s/step, %.3f wall s/step on %d thread(s), load %.1f", encoder,
+                    cpu / len(timed), wall / len(timed), threads, rates[encoder]["load_average"])
     rates_path.parent.mkdir(parents=True, exist_ok=True)
     rates_path.write_text(json.dumps(rates, indent=2) + "\n")
     return rates
@@ -346,7 +348,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown encoder(s) {unknown}; registered: {list(ENCODERS)}")
     if args.measure_cpu:
-        measure_cpu(encoders, args.docs / "logic" / "cpu_rates.json")
+        measure_cpu(encoders, args.docs / "logic" / "cpu_rates.json", args.threads or 1)
     if not (args.train or args.report or args.measure_cpu):
         args.train = args.report = True
     failed = train_all(runs, encoders, args.seeds, args.scale, args.device, args.threads, args.jobs, overrides) \
