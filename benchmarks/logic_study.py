@@ -41,6 +41,10 @@ DOCS = ROOT / "docs"
 SEEDS = (0, 1, 2)
 CURVE_PAIRS = 300          # test pairs per file in the test curve
 MEASURE_STEPS = 30         # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
+#: forward+backward speed-up of 2 threads over 1 for the ON-LSTM ``base`` encoder (batch 256 x 18 tokens:
+#: 422 -> 260 ms a step), measured on this project's development CPU while it was idle; the CPU-minute
+#: estimates divide one thread's CPU time by it
+TWO_CORE_SPEEDUP = 1.6
 
 #: per scale: the runs folder, the LogicArguments fields on top of the recipe, the test-pair cap
 SCALES = {
@@ -228,6 +232,13 @@ def targets(summary: dict) -> dict:
     return {"on-lstm >= 90% at 7-9": at_7_9, "on-lstm > transformer at 10-12": ahead}
 
 
+def cpu_minutes(rates: dict, encoder: str, steps: int) -> float | None:
+    """Estimated minutes of ``steps`` training steps on 2 CPU cores: one thread's CPU seconds per step
+    (``--measure-cpu``) / :data:`TWO_CORE_SPEEDUP` (evaluations not counted); None if not measured."""
+    rate = rates.get(encoder, {}).get("cpu_seconds_per_step")
+    return None if rate is None else steps * rate / TWO_CORE_SPEEDUP / 60
+
+
 def table(summary: dict, rates: dict, recipe_steps: int) -> str:
     """The markdown table: one row per encoder, mean ± sd (seeds) per operator count and group."""
     from syntaxformer.tasks.logic import TEST_OPERATORS
@@ -236,13 +247,39 @@ def table(summary: dict, rates: dict, recipe_steps: int) -> str:
             + " | 7-9 | 10-12 | best valid | est. 2-core CPU min |")
     lines = [head, "|---|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
     for encoder, s in summary.items():
-        rate = rates.get(encoder, {}).get("steps_per_second")
-        cpu = f"{recipe_steps / rate / 60:.0f}" if rate else "not measured"
+        minutes = cpu_minutes(rates, encoder, recipe_steps)
         cells = [_cell(s["values"]["per_n"][n]) for n in TEST_OPERATORS]
         lines.append(f"| {encoder} ({s['pooling']}) | {', '.join(map(str, s['seeds']))} | {s['parameters']:,} | "
                      + " | ".join(cells) + f" | {_cell(s['values']['groups']['7-9'])} | "
-                     + f"{_cell(s['values']['groups']['10-12'])} | {_cell(s['best_valid_accuracy'])} | {cpu} |")
+                     + f"{_cell(s['values']['groups']['10-12'])} | {_cell(s['best_valid_accuracy'])} | "
+                     + (f"{minutes:.0f}" if minutes is not None else "not measured") + " |")
     return "\n".join(lines)
+
+
+def rates_table(rates: dict, recipe_steps: int) -> str:
+    """The CPU measurements: seconds per step and the recipe's estimated minutes on 2 cores."""
+    lines = ["| encoder | CPU s/step (1 thread) | wall s/step | load average | est. 2-core min for the recipe |",
+             "|---|--:|--:|--:|--:|"]
+    for encoder, r in rates.items():
+        lines.append(f"| {encoder} | {r['cpu_seconds_per_step']:.3f} | {r['wall_seconds_per_step']:.3f} | "
+                     f"{r['load_average']:.1f} | {cpu_minutes(rates, encoder, recipe_steps):.0f} |")
+    return "\n".join(lines)
+
+
+def curve_table(runs: dict) -> str:
+    """Accuracy at 7-9 and 10-12 operators (the first 300 test pairs per N) against steps, mean over
+    seeds: how far from converged the recipe stops (a diagnostic; nothing is chosen on it)."""
+    lines = []
+    for encoder, by_seed in runs.items():
+        curves = [r["curve"] for r in by_seed.values() if r["curve"]]
+        if not curves:
+            continue
+        steps = sorted(set.intersection(*(set(p["step"] for p in c) for c in curves)))
+        at = {step: [next(p for p in c if p["step"] == step) for c in curves] for step in steps}
+        lines.append(f"| {encoder} | " + "; ".join(
+            f"{step}: {statistics.fmean(p['groups']['7-9'] for p in at[step]):.1f} / "
+            f"{statistics.fmean(p['groups']['10-12'] for p in at[step]):.1f}" for step in steps) + " |")
+    return "\n".join(["| encoder | step: 7-9 / 10-12 accuracy (%) |", "|---|---|"] + lines) if lines else "(none)"
 
 
 def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> dict:
@@ -254,7 +291,8 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
     runs = collect(runs_folder, encoders, seeds)
     summary = summarise(runs)
     rates_path = docs / "logic" / "cpu_rates.json"
-    rates = json.loads(rates_path.read_text()) if rates_path.exists() else {}
+    # the measured rates are of the base presets: no estimate for another scale
+    rates = json.loads(rates_path.read_text()) if rates_path.exists() and scale == "full" else {}
     steps = SCALES[scale]["args"].get("max_steps", RECIPE["max_steps"])
     result = dict(data=str(DATA), scale=scale, recipe={**RECIPE, **SCALES[scale]["args"]}, seeds=list(seeds),
                   summary=summary, targets=targets(summary), cpu_rates=rates,
@@ -272,24 +310,38 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
 
 
 def markdown(result: dict, table_text: str) -> str:
-    """docs/logic.md: what was run, the table, the targets, what is missing."""
+    """docs/logic.md: what was run, the table, the targets, the CPU estimates, the test curves, what is
+    missing."""
     recipe = result["recipe"]
+    steps = recipe["max_steps"]
+    some = next((r["report"] for by in result["runs"].values() for r in by.values()), None)
+    epochs = (f"{steps * recipe['batch_size'] / some['training']['data']['train_pairs']:.1f} epochs of "
+              f"{some['training']['data']['train_pairs']:,} pairs" if some else "")
     targets_text = "\n".join(f"- {name}: " + {True: "**met**", False: "**not met**", None: "pending (runs missing)"}[v]
                              for name, v in result["targets"].items())
     missing = ", ".join(result["missing"]) or "none"
+    rates = rates_table(result["cpu_rates"], steps) if result["cpu_rates"] else "(not measured)"
     return f"""# Propositional-logic inference: encoders compared
 
-Generated by `benchmarks/logic_study.py --report` (scale `{result['scale']}`). Data: `{Path(result['data']).name}`
-(Bowman et al. 2015, as vendored in yikangshen/Ordered-Neurons). Protocol: train on train0-train6 (<= 6
-operators) less every 10th pair (validation, the public ON-LSTM code's split); keep the model of the best
-validation accuracy; accuracy (%) on each of test1-test12 (test12 = 12 or more operators). Cells: mean ±
-sample sd over seeds {', '.join(map(str, result['seeds']))}; 7-9 and 10-12 = mean of the per-N accuracies.
+Generated by `benchmarks/logic_study.py --report` (scale `{result['scale']}`); every number below is
+read from the runs' `logic.json`. Data: `propositional-logic` (Bowman et al. 2015, as vendored in
+yikangshen/Ordered-Neurons). Protocol (`syntaxformer.tasks.logic`): train on train0-train6 (<= 6
+operators) less every 10th pair in file order (validation: the public ON-LSTM code's split); keep the
+model of the best validation accuracy (evaluated every {recipe['eval_every']} steps); accuracy (%) on each
+of test1-test12 (test12 = 12 or more operators). Cells: mean ± sample sd over seeds
+{', '.join(map(str, result['seeds']))}; 7-9 and 10-12 = the mean of the per-N accuracies.
 
-Recipe (every encoder): {recipe['max_steps']} steps of {recipe['batch_size']} pairs, Adam lr {recipe['lr']}
-(eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to {recipe['final_lr_fraction']} x lr, clip 1.0, pair-MLP
-dropout 0.2, validation every {recipe['eval_every']} steps. CPU minutes are estimated: recipe steps / the
-steps per second measured on 2 threads of this project's development CPU (`--measure-cpu`;
-`docs/logic/cpu_rates.json`), a CPU shared with other jobs, so the estimate is an upper side.
+Model: each formula is encoded by the encoder (preset `{result['recipe']['preset']}`; `base`: ON-LSTM and LSTM as the
+public ON-LSTM logic code, embedding 128 and one layer of 400 units; Tree Transformer and plain
+Transformer with 4 pre-LN layers of d 128, 4 heads, d_ff 512), pooled to one vector (`last`: the output at the last
+token, for recurrent encoders, as the ON-LSTM paper; `mean` over tokens for attention encoders), and
+the pair is classified from [u; v; u*v; |u-v|] by Dropout-Linear(4D, D)-ELU-Dropout-Linear(D, 7).
+
+Recipe (every encoder the same): {steps} steps of {recipe['batch_size']} pairs ({epochs}), Adam lr
+{recipe['lr']} (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to {recipe['final_lr_fraction']} x lr, gradient
+clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and sizes; it trains 50 epochs with the
+learning rate halved on validation plateaus: a run here is a fixed number of steps so that it does not
+depend on the machine). The last column estimates the recipe's minutes on 2 CPU cores (below).
 
 {table_text}
 
@@ -299,6 +351,25 @@ Targets (issue 15, means over seeds):
 {targets_text}
 
 Runs missing: {missing}.
+
+## CPU time of the recipe
+
+One thread's CPU seconds per training step (`--measure-cpu`: 30 steps of real batches after 5 of
+warm-up), measured on this project's development machine, **a 2-core CPU shared with other jobs**
+(load average in the table): CPU time is what contention distorts least, but it still runs above an
+idle machine's (ON-LSTM: 0.72 s here, about 0.52 s on the idle machine, scaled from 0.42 s a step of 18
+tokens to the 22 of an average batch). The estimate for 2 cores divides it
+by {TWO_CORE_SPEEDUP} (ON-LSTM's 2-thread speed-up measured while the machine was idle), so it is on the high side;
+evaluations (a forward pass over the 13,552 validation pairs every {recipe['eval_every']} steps) add about 5%.
+
+{rates}
+
+## Accuracy against steps
+
+Each run also records the accuracy on the first 300 pairs of every test file at each evaluation
+(`test_curve.json`), never used to choose anything:
+
+{curve_table(result['runs'])}
 """
 
 
