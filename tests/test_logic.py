@@ -236,3 +236,6 @@ def test_command_errors_are_one_line(tmp_path, capsys, logic_data):
     assert f"{bad / 'train1'}:2: the second formula has unbalanced brackets" in err and "\n" not in err
     assert main(["logic", "train", "--data", str(logic_data), "--out", str(tmp_path / "o3"), "--preset", "huge"]) == 1
     assert "unknown --preset 'huge' for on-lstm" in capsys.readouterr().err
+    assert main(["logic", "train", "--data", str(bad), "--out", str(tmp_path / "o4"), "--max-train-operators", "0",
+                 "--encoder", "lstm", "--preset", "tiny", "--set", "hiden_size=64", "--device", "cpu"]) == 1
+    assert "cannot build encoder lstm / tiny: no config field hiden_size" in capsys.readouterr().err

@@ -98,7 +98,11 @@ def _add_evaluate(sub) -> None:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("logic", help="propositional-logic inference: train / evaluate a pair classifier",
-                              description=__doc__.split("\n\n")[1])
+                              description="Propositional-logic inference (Bowman et al. 2015): train encodes each "
+                                          "formula with --encoder, classifies the pair from [u; v; u*v; |u-v|] "
+                                          "with an MLP into the 7 relations, trains on <= 6 operators and tests "
+                                          "the best-validation model on 1-12 operators; evaluate tests a saved "
+                                          "model.")
     sub = p.add_subparsers(dest="logic_command", metavar="{train,evaluate}")
     _add_train(sub)
     _add_evaluate(sub)

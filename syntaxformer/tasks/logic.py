@@ -251,10 +251,15 @@ def build_classifier(args: LogicArguments, vocab_size: int, pad_token_id: int) -
     MLP width and dropout), initialised from torch's global generator.
 
     Raises:
-        InputError: an encoder / preset whose config cannot be built.
+        InputError: an encoder / preset whose config cannot be built, or an override that is no field
+            of its config.
     """
     entry = encoder_entry(args.encoder)
     try:
+        known = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id).to_dict()
+        unknown = sorted(set(args.overrides) - set(known))
+        if unknown:
+            raise ValueError(f"no config field {', '.join(unknown)}")
         config = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id, **args.overrides)
     except (TypeError, ValueError) as e:
         raise InputError(f"cannot build encoder {args.encoder} / {args.preset}: {e}") from e
