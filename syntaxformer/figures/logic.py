@@ -17,13 +17,14 @@ from matplotlib.figure import Figure  # noqa: E402
 
 
 def plot_accuracy_by_operators(curves: Mapping[str, Mapping[str, Sequence]], max_train_operators: int = 6,
-                               title: str = "") -> Figure:
+                               baseline: Mapping[int, float] | None = None, title: str = "") -> Figure:
     """Accuracy (%) of each curve against the number of operators.
 
     Args:
         curves: ``{label: {"operators": [N...], "accuracy": [percent...], "sd": [percent...] (optional)}}``;
             with ``sd`` the points get error bars (mean ± sd over seeds).
         max_train_operators: operator counts up to this one were trained on (shaded).
+        baseline: ``{N: percent}`` of the majority class, drawn grey and dashed (None: not drawn).
         title: the figure title (name the data, protocol and seeds).
     Returns:
         The figure (save it with :func:`syntaxformer.figures.save_figure`).
@@ -40,6 +41,10 @@ def plot_accuracy_by_operators(curves: Mapping[str, Mapping[str, Sequence]], max
             raise ValueError(f"curve {label!r}: operators, accuracy and sd must have the same length")
         ax.errorbar(xs, ys, yerr=sd, marker="o", markersize=4, capsize=3, label=label)
         lowest = min([lowest] + ys)
+    if baseline:
+        ns = sorted(baseline)
+        ax.plot(ns, [baseline[n] for n in ns], color="grey", linestyle="--", linewidth=1, label="majority class (#)")
+        lowest = min([lowest] + [baseline[n] for n in ns])
     ax.set_xlabel("logical operators (test12: 12 or more)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_xticks(range(1, 13))

@@ -103,6 +103,7 @@ def write_outputs(report: dict, out: str | Path) -> list[str]:
     ns = sorted(test)
     label = f"{report['encoder']} ({report['preset']}" + (f", seed {report['seed']})" if "seed" in report else ")")
     fig = plot_accuracy_by_operators({label: dict(operators=ns, accuracy=[test[n]["accuracy"] for n in ns])},
+                                     baseline={n: test[n]["majority"] for n in ns},
                                      title=f"propositional logic, {label}")
     paths = [str(p) for p in save_figure(fig, out / FIGURE)]
     table = f"{summary_line(report)}\n\nProtocol: {PROTOCOL}.\n\n{format_table(report)}\n"
