@@ -1,0 +1,471 @@
+"""The logic study: ON-LSTM, ON-LSTM + self-attention, Tree Transformer, plain Transformer and LSTM
+encoders on propositional-logic inference (Bowman et al. 2015; DESIGN.md §6; issue 15 item 4).
+
+Every (encoder, seed) is one independent process running ``syntaxformer logic train``'s workflow
+(:func:`syntaxformer.workflows.logic.run_logic_train`) with the study's recipe
+(:data:`syntaxformer.tasks.logic.RECIPE`: a fixed number of steps, so the result does not depend on
+the machine) into ``RUNS/<encoder>-seed<s>/``; ``--jobs`` of them run at once. Resumable: a finished
+run (``logic.json`` present) is skipped, an interrupted one resumes from its checkpoint. Each run also
+records a **test curve** (accuracy on the first 300 pairs of each of test1-test12 at every evaluation,
+``test_curve.json``): a diagnostic of how accuracy grows with steps, never used to choose anything
+(the model is chosen on validation accuracy).
+
+    python benchmarks/logic_study.py --measure-cpu                      # steps/s on 2 threads, this CPU
+    python benchmarks/logic_study.py --train --device cuda --jobs 15 --threads 1   # the 15 trainings
+    python benchmarks/logic_study.py --report                           # docs/logic.md + figure + JSON
+
+``--encoders`` (default: every registered encoder), ``--seeds`` (default 0 1 2), ``--scale tiny``
+(an end-to-end check, not the protocol: the ``tiny`` presets trained 300 steps on the pairs with <= 1
+operator, 100 test pairs per file, about a minute a run; written under ``runs/logic-tiny``, reported
+into ``--docs``).
+
+Outputs of ``--report``: ``docs/logic.md`` (the table: mean ± sample sd over seeds per operator
+count; the targets; CPU minutes estimated from ``--measure-cpu``'s rates), ``docs/logic/study.json``
+(every run's per-N accuracies, training record, test curve), ``docs/logic/accuracy.{png,svg}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
+DOCS = ROOT / "docs"
+SEEDS = (0, 1, 2)
+CURVE_PAIRS = 300          # test pairs per file in the test curve
+MEASURE_STEPS = 30         # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
+#: forward+backward speed-up of 2 threads over 1 for the ON-LSTM ``base`` encoder (batch 256 x 18 tokens:
+#: 422 -> 260 ms a step), measured on this project's development CPU while it was idle; the CPU-minute
+#: estimates divide one thread's CPU time by it
+TWO_CORE_SPEEDUP = 1.6
+
+#: per scale: the runs folder, the LogicArguments fields on top of the recipe, the test-pair cap
+SCALES = {
+    "full": dict(runs=ROOT / "runs" / "logic", args=dict(preset="base"), max_test_pairs=None),
+    # an end-to-end check, not the protocol: the tiny presets learn something in a minute only on the
+    # pairs with <= 1 operator
+    "tiny": dict(runs=ROOT / "runs" / "logic-tiny",
+                 args=dict(preset="tiny", max_train_operators=1, max_steps=300, batch_size=32, lr=1e-2, dropout=0.0,
+                           eval_every=100, save_every=100), max_test_pairs=100),
+}
+
+logger = logging.getLogger("logic_study")
+
+
+# ----------------------------------------------------------------------------------------------
+# One run (a process of its own)
+# ----------------------------------------------------------------------------------------------
+
+def _test_curve_callback(data: Path, out: Path):
+    """A trainer callback: at every evaluation, the accuracy on the first CURVE_PAIRS pairs of each
+    test file, appended to ``out/test_curve.json`` (a point per step; a resumed run rewrites its own)."""
+    from syntaxformer.data.logic import read_logic_split
+    from syntaxformer.tasks.logic import TEST_OPERATORS, accuracy_by_operators, group_means
+    from syntaxformer.training.callbacks import TrainerCallback
+
+    files = {n: pairs[:CURVE_PAIRS] for n, pairs in read_logic_split(data, "test", TEST_OPERATORS).items()}
+    path = out / "test_curve.json"
+
+    class TestCurve(TrainerCallback):
+        def on_evaluate(self, trainer, metrics):
+            step = trainer.state.step
+            points = json.loads(path.read_text()) if path.exists() else []
+            points = [p for p in points if p["step"] < step]
+            per_n = accuracy_by_operators(trainer.model, trainer.tokenizer, files, trainer.device)
+            points.append(dict(step=step, train_minutes=round(trainer.state.train_seconds / 60, 3),
+                               valid_accuracy=metrics.get("valid/accuracy"),
+                               accuracy={n: v["accuracy"] for n, v in per_n.items()}, groups=group_means(per_n)))
+            out.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(points) + "\n")
+
+    return TestCurve()
+
+
+def run_one(runs: Path, encoder: str, seed: int, scale: str, device: str | None, threads: int | None,
+            overrides: dict) -> None:
+    """Train and test one (encoder, seed) with the recipe into ``runs/<encoder>-seed<seed>``."""
+    from syntaxformer.tasks.logic import LogicArguments
+    from syntaxformer.workflows.logic import run_logic_train
+
+    spec = SCALES[scale]
+    out = run_folder(runs, encoder, seed)
+    args = LogicArguments(out=str(out), data=str(DATA), encoder=encoder, seed=seed, device=device, threads=threads,
+                          resume=True, quiet=True, **{**spec["args"], **overrides})
+    run_logic_train(args, callbacks=[_test_curve_callback(DATA, out)], max_test_pairs=spec["max_test_pairs"])
+
+
+def run_folder(runs: Path, encoder: str, seed: int) -> Path:
+    return runs / f"{encoder}-seed{seed}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Many runs
+# ----------------------------------------------------------------------------------------------
+
+def finished(folder: Path) -> bool:
+    """Whether the run in ``folder`` trained to the end of the recipe and was tested (a run stopped
+    early, by a signal or ``--max-minutes``, has a ``logic.json`` too, but is resumed, not reported)."""
+    path = folder / "logic.json"
+    return path.exists() and json.loads(path.read_text())["training"]["stopped"] == "max_steps"
+
+
+def _start(runs: Path, encoder: str, seed: int, scale: str, device, threads, overrides: dict):
+    """Start ``--one encoder seed`` as a process logging to its run folder; returns (name, process, log)."""
+    out = run_folder(runs, encoder, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, __file__, "--one", encoder, str(seed), "--scale", scale, "--runs", str(runs),
+               "--data", str(DATA)]
+    command += (["--device", device] if device else []) + (["--threads", str(threads)] if threads else [])
+    command += [f"--set={k}={json.dumps(v)}" for k, v in overrides.items()]
+    log = open(out / "log.txt", "a")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    logger.info("started %s-seed%d", encoder, seed)
+    return f"{encoder}-seed{seed}", subprocess.Popen(command, stdout=log, stderr=log, env=env), log
+
+
+def train_all(runs: Path, encoders, seeds, scale: str, device: str | None, threads: int | None, jobs: int,
+              overrides: dict) -> list[str]:
+    """Start one process per unfinished (encoder, seed), ``jobs`` at a time; returns the failures and
+    the runs stopped early. SIGTERM / SIGINT are passed on to the runs, which checkpoint and stop
+    (rerun the command to resume them)."""
+    todo = [(e, s) for e in encoders for s in seeds if not finished(run_folder(runs, e, s))]
+    logger.info("%d runs to do (%d finished)", len(todo), len(encoders) * len(seeds) - len(todo))
+    running: list[tuple[str, subprocess.Popen, object]] = []
+    failed = []
+
+    def stop(signum, frame):
+        todo.clear()
+        for _, process, _ in running:
+            process.send_signal(signal.SIGTERM)
+        logger.warning("signal %d: the runs checkpoint and stop; rerun to resume", signum)
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while todo or running:
+            while todo and len(running) < jobs:
+                running.append(_start(runs, *todo.pop(0), scale, device, threads, overrides))
+            time.sleep(2)
+            for item in list(running):
+                name, process, log = item
+                if process.poll() is None:
+                    continue
+                log.close()
+                running.remove(item)
+                logger.info("%s ended (exit %d)", name, process.returncode)
+                if process.returncode or not finished(runs / name):   # name = the run folder's
+                    failed.append(name)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return failed
+
+
+def measure_cpu(encoders, rates_path: Path, threads: int = 1) -> dict:
+    """CPU seconds per training step of the recipe for each encoder (``base``) on this machine: 5
+    warm-up steps, then MEASURE_STEPS timed steps on the first batches of epoch 0 (real pairs; mean
+    padded length about 22 tokens, as an epoch's), with ``threads`` torch threads. Records the process's
+    CPU time per step (what a shared machine distorts least) and the wall time. Written to ``rates_path``."""
+    import torch
+
+    from syntaxformer.tasks.logic import LogicArguments, LogicTrainer
+
+    rates = json.loads(rates_path.read_text()) if rates_path.exists() else {}
+    for encoder in encoders:
+        with tempfile.TemporaryDirectory() as tmp:
+            trainer = LogicTrainer(LogicArguments(out=tmp, data=str(DATA), encoder=encoder, device="cpu",
+                                                  threads=threads, quiet=True))
+            trainer.build()
+            batches = trainer.sampler.batches(0)
+            for b in batches[:5]:
+                trainer.training_step(b)
+            timed = batches[5:5 + MEASURE_STEPS]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for b in timed:
+                trainer.training_step(b)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        rates[encoder] = dict(cpu_seconds_per_step=cpu / len(timed), wall_seconds_per_step=wall / len(timed),
+                              threads=threads, steps=len(timed), pairs=sum(map(len, timed)),
+                              load_average=os.getloadavg()[0], torch=torch.__version__,
+                              measured=time.strftime("%Y-%m-%d %H:%M"))
+        logger.info("%s: %.3f CPU s/step, %.3f wall s/step on %d thread(s), load %.1f", encoder,
+                    cpu / len(timed), wall / len(timed), threads, rates[encoder]["load_average"])
+    rates_path.parent.mkdir(parents=True, exist_ok=True)
+    rates_path.write_text(json.dumps(rates, indent=2) + "\n")
+    return rates
+
+
+# ----------------------------------------------------------------------------------------------
+# Report
+# ----------------------------------------------------------------------------------------------
+
+def _mean_sd(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def _cell(values: list[float]) -> str:
+    mean, sd = _mean_sd(values)
+    return f"{mean:.1f}" if sd is None else f"{mean:.1f} ± {sd:.1f}"
+
+
+def collect(runs_folder: Path, encoders, seeds) -> dict:
+    """``{encoder: {seed: {"report": logic.json, "curve": test_curve.json or []}}}`` of the finished runs."""
+    runs = {}
+    for encoder in encoders:
+        for seed in seeds:
+            folder = run_folder(runs_folder, encoder, seed)
+            if finished(folder):
+                curve = folder / "test_curve.json"
+                runs.setdefault(encoder, {})[seed] = dict(
+                    report=json.loads((folder / "logic.json").read_text()),
+                    curve=json.loads(curve.read_text()) if curve.exists() else [])
+    return runs
+
+
+def summarise(runs: dict) -> dict:
+    """Per encoder: seeds, mean and sd per N and per group, parameters, steps, training minutes."""
+    from syntaxformer.tasks.logic import GROUPS, TEST_OPERATORS
+
+    summary = {}
+    for encoder, by_seed in runs.items():
+        reports = [r["report"] for r in by_seed.values()]
+        per_n = {n: [r["test"][str(n)]["accuracy"] for r in reports] for n in TEST_OPERATORS}
+        groups = {g: [r["groups"][g] for r in reports] for g in GROUPS}
+        summary[encoder] = dict(
+            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"],
+            parameters=reports[0]["parameters"], encoder_parameters=reports[0]["encoder_parameters"],
+            steps=[r["training"]["steps"] for r in reports],
+            train_minutes=[r["training"]["train_minutes_total"] for r in reports],
+            device=reports[0]["training"]["device"],
+            best_valid_accuracy=[r["training"]["best_valid_accuracy"] for r in reports],
+            accuracy={n: dict(zip(("mean", "sd"), _mean_sd(v))) for n, v in per_n.items()},
+            groups={g: dict(zip(("mean", "sd"), _mean_sd(v))) for g, v in groups.items()},
+            values=dict(per_n=per_n, groups=groups))
+    return summary
+
+
+def targets(summary: dict) -> dict:
+    """The issue's targets on the means over seeds: ON-LSTM >= 90% at each of 7, 8, 9 operators, and
+    ahead of the plain Transformer at each of 10, 11, 12 (None where a run is missing)."""
+    on, plain = summary.get("on-lstm"), summary.get("transformer")
+    at_7_9 = None if on is None else all(on["accuracy"][n]["mean"] >= 90.0 for n in (7, 8, 9))
+    ahead = None if on is None or plain is None else all(
+        on["accuracy"][n]["mean"] > plain["accuracy"][n]["mean"] for n in (10, 11, 12))
+    return {"on-lstm >= 90% at 7-9": at_7_9, "on-lstm > transformer at 10-12": ahead}
+
+
+def cpu_minutes(rates: dict, encoder: str, steps: int) -> float | None:
+    """Estimated minutes of ``steps`` training steps on 2 CPU cores: one thread's CPU seconds per step
+    (``--measure-cpu``) / :data:`TWO_CORE_SPEEDUP` (evaluations not counted); None if not measured."""
+    rate = rates.get(encoder, {}).get("cpu_seconds_per_step")
+    return None if rate is None else steps * rate / TWO_CORE_SPEEDUP / 60
+
+
+def table(summary: dict, rates: dict, recipe_steps: int) -> str:
+    """The markdown table: one row per encoder, mean ± sd (seeds) per operator count and group."""
+    from syntaxformer.tasks.logic import TEST_OPERATORS
+
+    head = ("| encoder (pooling) | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
+            + " | 7-9 | 10-12 | best valid | est. 2-core CPU min |")
+    lines = [head, "|---|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
+    for encoder, s in summary.items():
+        minutes = cpu_minutes(rates, encoder, recipe_steps)
+        cells = [_cell(s["values"]["per_n"][n]) for n in TEST_OPERATORS]
+        lines.append(f"| {encoder} ({s['pooling']}) | {', '.join(map(str, s['seeds']))} | {s['parameters']:,} | "
+                     + " | ".join(cells) + f" | {_cell(s['values']['groups']['7-9'])} | "
+                     + f"{_cell(s['values']['groups']['10-12'])} | {_cell(s['best_valid_accuracy'])} | "
+                     + (f"{minutes:.0f}" if minutes is not None else "not measured") + " |")
+    return "\n".join(lines)
+
+
+def rates_table(rates: dict, recipe_steps: int) -> str:
+    """The CPU measurements: seconds per step and the recipe's estimated minutes on 2 cores."""
+    lines = ["| encoder | CPU s/step (1 thread) | wall s/step | load average | est. 2-core min for the recipe |",
+             "|---|--:|--:|--:|--:|"]
+    for encoder, r in rates.items():
+        lines.append(f"| {encoder} | {r['cpu_seconds_per_step']:.3f} | {r['wall_seconds_per_step']:.3f} | "
+                     f"{r['load_average']:.1f} | {cpu_minutes(rates, encoder, recipe_steps):.0f} |")
+    return "\n".join(lines)
+
+
+def curve_table(runs: dict) -> str:
+    """Accuracy at 7-9 and 10-12 operators (the first 300 test pairs per N) against steps, mean over
+    seeds: how far from converged the recipe stops (a diagnostic; nothing is chosen on it)."""
+    lines = []
+    for encoder, by_seed in runs.items():
+        curves = [r["curve"] for r in by_seed.values() if r["curve"]]
+        if not curves:
+            continue
+        steps = sorted(set.intersection(*(set(p["step"] for p in c) for c in curves)))
+        at = {step: [next(p for p in c if p["step"] == step) for c in curves] for step in steps}
+        lines.append(f"| {encoder} | " + "; ".join(
+            f"{step}: {statistics.fmean(p['groups']['7-9'] for p in at[step]):.1f} / "
+            f"{statistics.fmean(p['groups']['10-12'] for p in at[step]):.1f}" for step in steps) + " |")
+    return "\n".join(["| encoder | step: 7-9 / 10-12 accuracy (%) |", "|---|---|"] + lines) if lines else "(none)"
+
+
+def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> dict:
+    """Write ``docs/logic.md``, ``docs/logic/study.json`` and ``docs/logic/accuracy.{png,svg}``."""
+    from syntaxformer.figures import save_figure
+    from syntaxformer.figures.logic import plot_accuracy_by_operators
+    from syntaxformer.tasks.logic import RECIPE, TEST_OPERATORS
+
+    runs = collect(runs_folder, encoders, seeds)
+    summary = summarise(runs)
+    rates_path = docs / "logic" / "cpu_rates.json"
+    # the measured rates are of the base presets: no estimate for another scale
+    rates = json.loads(rates_path.read_text()) if rates_path.exists() and scale == "full" else {}
+    steps = SCALES[scale]["args"].get("max_steps", RECIPE["max_steps"])
+    result = dict(data=str(DATA), scale=scale, recipe={**RECIPE, **SCALES[scale]["args"]}, seeds=list(seeds),
+                  summary=summary, targets=targets(summary), cpu_rates=rates,
+                  runs={e: {str(s): r for s, r in by.items()} for e, by in runs.items()},
+                  missing=[f"{e}-seed{s}" for e in encoders for s in seeds if s not in runs.get(e, {})])
+    (docs / "logic").mkdir(parents=True, exist_ok=True)
+    (docs / "logic" / "study.json").write_text(json.dumps(result, indent=1) + "\n")
+    curves = {f"{e} ({len(s['seeds'])} seeds)": dict(
+        operators=list(TEST_OPERATORS), accuracy=[s["accuracy"][n]["mean"] for n in TEST_OPERATORS],
+        sd=[s["accuracy"][n]["sd"] or 0.0 for n in TEST_OPERATORS]) for e, s in summary.items()}
+    some = next((r["report"] for by in runs.values() for r in by.values()), None)
+    baseline = {n: some["test"][str(n)]["majority"] for n in TEST_OPERATORS} if some else None
+    save_figure(plot_accuracy_by_operators(curves, baseline=baseline,
+                                           title="propositional logic: test accuracy, mean ± sd over seeds"),
+                docs / "logic" / "accuracy")
+    (docs / "logic.md").write_text(markdown(result, table(summary, rates, steps)))
+    return result
+
+
+def markdown(result: dict, table_text: str) -> str:
+    """docs/logic.md: what was run, the table, the targets, the CPU estimates, the test curves, what is
+    missing."""
+    recipe = result["recipe"]
+    steps = recipe["max_steps"]
+    some = next((r["report"] for by in result["runs"].values() for r in by.values()), None)
+    epochs = (f"{steps * recipe['batch_size'] / some['training']['data']['train_pairs']:.1f} epochs of "
+              f"{some['training']['data']['train_pairs']:,} pairs" if some else "")
+    targets_text = "\n".join(f"- {name}: " + {True: "**met**", False: "**not met**", None: "pending (runs missing)"}[v]
+                             for name, v in result["targets"].items())
+    missing = ", ".join(result["missing"]) or "none"
+    rates = rates_table(result["cpu_rates"], steps) if result["cpu_rates"] else "(not measured)"
+    return f"""# Propositional-logic inference: encoders compared
+
+Generated by `benchmarks/logic_study.py --report` (scale `{result['scale']}`); every number below is
+read from the runs' `logic.json`. Data: `propositional-logic` (Bowman et al. 2015, as vendored in
+yikangshen/Ordered-Neurons). Protocol (`syntaxformer.tasks.logic`): train on train0-train6 (<= 6
+operators) less every 10th pair in file order (validation: the public ON-LSTM code's split); keep the
+model of the best validation accuracy (evaluated every {recipe['eval_every']} steps); accuracy (%) on each
+of test1-test12 (test12 = 12 or more operators). Cells: mean ± sample sd over seeds
+{', '.join(map(str, result['seeds']))}; 7-9 and 10-12 = the mean of the per-N accuracies.
+
+Model: each formula is encoded by the encoder (preset `{result['recipe']['preset']}`; `base`: ON-LSTM and LSTM as the
+public ON-LSTM logic code, embedding 128 and one layer of 400 units; Tree Transformer and plain
+Transformer with 4 pre-LN layers of d 128, 4 heads, d_ff 512), pooled to one vector (`last`: the output at the last
+token, for recurrent encoders, as the ON-LSTM paper; `mean` over tokens for attention encoders), and
+the pair is classified from [u; v; u*v; |u-v|] by Dropout-Linear(4D, D)-ELU-Dropout-Linear(D, 7).
+
+Recipe (every encoder the same): {steps} steps of {recipe['batch_size']} pairs ({epochs}), Adam lr
+{recipe['lr']} (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to {recipe['final_lr_fraction']} x lr, gradient
+clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and sizes; it trains 50 epochs with the
+learning rate halved on validation plateaus: a run here is a fixed number of steps so that it does not
+depend on the machine). The last column estimates the recipe's minutes on 2 CPU cores (below).
+
+{table_text}
+
+![accuracy against operators](logic/accuracy.png)
+
+Targets (issue 15, means over seeds):
+{targets_text}
+
+Runs missing: {missing}.
+
+## CPU time of the recipe
+
+One thread's CPU seconds per training step (`--measure-cpu`: 30 steps of real batches after 5 of
+warm-up), measured on this project's development machine, **a 2-core CPU shared with other jobs**
+(load average in the table): CPU time is what contention distorts least, but it still runs above an
+idle machine's (ON-LSTM: 0.72 s here, about 0.52 s on the idle machine, scaled from 0.42 s a step of 18
+tokens to the 22 of an average batch). The estimate for 2 cores divides it
+by {TWO_CORE_SPEEDUP} (ON-LSTM's 2-thread speed-up measured while the machine was idle), so it is on the high side;
+evaluations (a forward pass over the 13,552 validation pairs every {recipe['eval_every']} steps) add about 5%.
+
+{rates}
+
+## Accuracy against steps
+
+Each run also records the accuracy on the first 300 pairs of every test file at each evaluation
+(`test_curve.json`), never used to choose anything:
+
+{curve_table(result['runs'])}
+"""
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _override(text: str) -> tuple[str, object]:
+    key, _, value = text.partition("=")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def main(argv=None) -> int:
+    global DATA
+    from syntaxformer.tasks.encoders import ENCODERS
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--train", action="store_true", help="train (and test) every unfinished run")
+    p.add_argument("--report", action="store_true", help="write docs/logic.md, docs/logic/ (JSON, figure)")
+    p.add_argument("--measure-cpu", action="store_true", help="steps/s of each encoder on 2 CPU threads")
+    p.add_argument("--encoders", nargs="+", default=None, help=f"default: all ({', '.join(ENCODERS)})")
+    p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    p.add_argument("--scale", choices=sorted(SCALES), default="full")
+    p.add_argument("--device", default=None, help="cpu, cuda (default: cuda if available)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per run")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once")
+    p.add_argument("--data", type=Path, default=DATA, help="the propositional-logic folder (default ../shared/data/...)")
+    p.add_argument("--runs", type=Path, default=None, help="runs folder (default runs/logic, runs/logic-tiny)")
+    p.add_argument("--docs", type=Path, default=DOCS, help="where --report writes (default docs/)")
+    p.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
+                   help="override a recipe field (JSON value) for these runs (exploration only)")
+    p.add_argument("--one", nargs=2, metavar=("ENCODER", "SEED"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from syntaxformer.runtime import prepare_process
+    prepare_process()
+    DATA = args.data.resolve()
+    overrides = dict(args.overrides)
+    runs = args.runs or SCALES[args.scale]["runs"]
+    if args.one:
+        run_one(runs, args.one[0], int(args.one[1]), args.scale, args.device, args.threads, overrides)
+        return 0
+    encoders = args.encoders or list(ENCODERS)
+    unknown = [e for e in encoders if e not in ENCODERS]
+    if unknown:
+        p.error(f"unknown encoder(s) {unknown}; registered: {list(ENCODERS)}")
+    if args.measure_cpu:
+        measure_cpu(encoders, args.docs / "logic" / "cpu_rates.json", args.threads or 1)
+    if not (args.train or args.report or args.measure_cpu):
+        args.train = args.report = True
+    failed = train_all(runs, encoders, args.seeds, args.scale, args.device, args.threads, args.jobs, overrides) \
+        if args.train else []
+    if args.report:
+        result = write_report(runs, encoders, args.seeds, args.scale, args.docs)
+        print(table(result["summary"], result["cpu_rates"], result["recipe"]["max_steps"]))
+        print(json.dumps(result["targets"]))
+    if failed:
+        print(f"runs failed or stopped early (see their log.txt; rerun to resume): {', '.join(failed)}",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

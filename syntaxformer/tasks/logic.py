@@ -1,0 +1,522 @@
+"""The logical-inference task (Bowman, Potts & Manning 2015): data, options, training, evaluation.
+
+Each pair of propositional-logic formulas is classified into one of 7 relations
+(:data:`~syntaxformer.data.logic.RELATIONS`) by a :class:`~syntaxformer.tasks.pair.PairClassifier`
+over a chosen sentence encoder (:mod:`syntaxformer.tasks.encoders`). The protocol (DESIGN.md §6; the
+ON-LSTM paper, Shen et al. 2019, §6.4, and its public code ``proplog.py``, read, not copied):
+
+* **train** on the pairs with at most 6 operators (``train0 .. train6``, 135,529 pairs), holding out
+  every 10th of them in file order for **validation** (13,552 pairs; 121,977 left to train on): the
+  public code's split, the same for every seed;
+* **select** the model of the best validation accuracy among the evaluations (every ``eval_every``
+  steps and at the end), as the public code keeps its best-validation model;
+* **test** on every ``testN``, N = 1 .. 12 operators, reported separately (``test12`` = 12 or more):
+  accuracy in percent (0-100) per N, and the mean over N of the groups 1-6 (seen lengths), 7-9 and
+  10-12 (length generalisation).
+
+Training goes through the project's :class:`~syntaxformer.training.trainer.Trainer` (its loop,
+stop conditions, signals, checkpoints and resume, TensorBoard) with :class:`LogicTrainer` replacing
+what is specific to masked LM: the data, the model and optimizer, the step (cross-entropy of a batch
+of pairs), the validation (loss and accuracy) and the report. One process (no ``torchrun``).
+
+Defaults (:class:`LogicArguments`) are the public code's optimisation: Adam lr 1e-3, eps 1e-9,
+L2 weight decay 1.2e-6 (``torch.optim.Adam``'s ``weight_decay``), gradient-norm clip 1.0, batch 128
+pairs, MLP dropout 0.2; but a fixed number of steps (:data:`RECIPE`) with a linear decay instead of
+50 epochs with learning-rate halving on a validation plateau, so that a run's length does not depend
+on the machine (docs/logic.md).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from syntaxformer.data.batching import LengthBucketSampler, pad_batch
+from syntaxformer.data.logic import RELATIONS, SYMBOLS, LogicPair, read_logic_split, split_train_valid
+from syntaxformer.data.tokenization import build_word_tokenizer
+from syntaxformer.errors import InputError
+from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
+from syntaxformer.tasks.encoders import ENCODERS, POOLINGS, encoder_config, encoder_entry
+from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
+from syntaxformer.training.callbacks import (MaxEpochs, MaxMinutes, MaxSteps, Periodic, ProgressCallback,
+                                             StepOutput, StopOnSignal, TensorBoardCallback, TrainerCallback)
+from syntaxformer.training.checkpoint import read_checkpoint
+from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, lr_factor
+
+logger = logging.getLogger(__name__)
+
+#: the operator counts reported (files ``test1 .. test12``; 12 = "12 or more")
+TEST_OPERATORS = tuple(range(1, 13))
+#: groups of operator counts summarised by the mean of their per-N accuracies
+GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
+#: the study's recipe (benchmarks/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay
+#: (4,000 steps = 4.2 epochs of the 121,977 training pairs; about 22-30 minutes of ON-LSTM on 2 CPU cores)
+RECIPE = dict(max_steps=4000, batch_size=128, lr=1e-3, schedule="linear", final_lr_fraction=0.1,
+              warmup_steps=0, eval_every=500, save_every=500)
+#: the most frequent relation of train0-train6 (independence; 53% of train6): the majority-class baseline
+MAJORITY = "#"
+#: where the best-validation model is kept inside OUT
+BEST = "best"
+
+
+# ----------------------------------------------------------------------------------------------
+# Options
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class LogicArguments:
+    """Everything :class:`LogicTrainer` needs; field names are the ``syntaxformer logic train`` options.
+
+    Attributes (defaults in brackets):
+        out: output folder (created).
+        data [None]: the propositional-logic folder (``../shared/data/propositional-logic``).
+        encoder ["on-lstm"], preset ["base"]: an entry of :data:`~syntaxformer.tasks.encoders.ENCODERS`
+            and one of its presets.
+        overrides [{}]: encoder config fields over the preset's, e.g. ``{"hidden_size": 64}``.
+        pooling [None]: a key of :data:`~syntaxformer.tasks.encoders.POOLINGS`; None = the encoder's.
+        mlp_hidden [None]: the pair MLP's hidden width; None = the sentence-vector width D.
+        dropout [0.2]: the pair MLP's dropout (public 0.2).
+        max_train_operators [6]: train on ``train0 .. trainK``.
+        valid_every [10]: every this-many-th training pair (file order) is validation (public 10).
+        max_train_pairs [None]: train on a fixed (seed 0) random subset of this many pairs (tests).
+        batch_size [128]: pairs per step; bucket_batches [50]: batches' worth sorted by length together.
+        lr [1e-3], betas [(0.9, 0.999)], eps [1e-9], weight_decay [1.2e-6]: Adam, L2 decay (public).
+        warmup_steps, schedule, final_lr_fraction, schedule_steps: as ``syntaxformer train``
+            (:func:`~syntaxformer.training.trainer.lr_factor`); the recipe's: linear to 0.1.
+        clip [1.0]: gradient-norm clipping (public 1.0); 0 disables.
+        max_steps [RECIPE], epochs [None], max_minutes [None]: stop conditions (at least one).
+        save_every, eval_every [RECIPE]: checkpoint / validation period (steps); log_every [50].
+        seed [0], device [None: CUDA if available], threads [None], resume [False], quiet [False]:
+            as ``syntaxformer train``.
+    """
+    out: str
+    data: str | None = None
+    encoder: str = "on-lstm"
+    preset: str = "base"
+    overrides: dict = field(default_factory=dict)
+    pooling: str | None = None
+    mlp_hidden: int | None = None
+    dropout: float = 0.2
+    max_train_operators: int = 6
+    valid_every: int = 10
+    max_train_pairs: int | None = None
+    batch_size: int = RECIPE["batch_size"]
+    bucket_batches: int = 50
+    lr: float = RECIPE["lr"]
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-9
+    weight_decay: float = 1.2e-6
+    warmup_steps: int = RECIPE["warmup_steps"]
+    schedule: str = RECIPE["schedule"]
+    final_lr_fraction: float = RECIPE["final_lr_fraction"]
+    schedule_steps: int | None = None
+    clip: float = 1.0
+    max_steps: int | None = RECIPE["max_steps"]
+    epochs: int | None = None
+    max_minutes: float | None = None
+    save_every: int = RECIPE["save_every"]
+    eval_every: int = RECIPE["eval_every"]
+    log_every: int = 50
+    seed: int = 0
+    device: str | None = None
+    threads: int | None = None
+    resume: bool = False
+    quiet: bool = False
+
+    def check(self) -> None:
+        """Raise :class:`InputError` (one line) for a missing, inconsistent or out-of-range option."""
+        def bad(msg):
+            raise InputError(msg)
+        if self.data is None:
+            bad("give --data, the propositional-logic folder (e.g. ../shared/data/propositional-logic)")
+        if self.encoder not in ENCODERS:
+            bad(f"unknown --encoder {self.encoder!r}; expected one of {', '.join(sorted(ENCODERS))}")
+        if self.preset not in ENCODERS[self.encoder].presets:
+            bad(f"unknown --preset {self.preset!r} for {self.encoder}; expected one of "
+                f"{', '.join(sorted(ENCODERS[self.encoder].presets))}")
+        if self.pooling is not None and self.pooling not in POOLINGS:
+            bad(f"unknown --pooling {self.pooling!r}; expected one of {', '.join(sorted(POOLINGS))}")
+        if self.max_steps is None and self.epochs is None and self.max_minutes is None:
+            bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
+        for name in ("batch_size", "max_steps", "epochs", "max_train_pairs", "mlp_hidden", "log_every"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                bad(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        if not 0 <= self.max_train_operators <= 12:
+            bad(f"--max-train-operators must be in 0..12, got {self.max_train_operators}")
+        if not 0.0 <= self.dropout < 1.0:
+            bad(f"--dropout must lie in [0, 1), got {self.dropout}")
+        if self.lr <= 0 or (self.max_minutes is not None and self.max_minutes <= 0):
+            bad("--lr and --max-minutes must be positive")
+        for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "valid_every"):
+            if getattr(self, name) < 0:
+                bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+        if self.schedule not in ("constant", "linear", "cosine"):
+            bad(f"--schedule must be constant, linear or cosine, got {self.schedule!r}")
+        if self.schedule != "constant" and self.max_steps is None and self.schedule_steps is None:
+            bad(f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one")
+        if self.device is not None:
+            resolve_device(self.device)
+
+
+# ----------------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------------
+
+#: one encoded pair: (left token ids, right token ids, label index)
+Item = tuple[list[int], list[int], int]
+
+
+def logic_tokenizer():
+    """The word tokenizer of the formulas' 11 symbols (:data:`~syntaxformer.data.logic.SYMBOLS`; ids
+    4-14 after the special tokens, in a fixed order), saved beside every model."""
+    return build_word_tokenizer([list(SYMBOLS)])
+
+
+def encode_pairs(tokenizer, pairs: list[LogicPair]) -> list[Item]:
+    """Token ids of both formulas and the label index of each pair."""
+    vocab = tokenizer.get_vocab()
+    return [([vocab[t] for t in p.left], [vocab[t] for t in p.right], p.label) for p in pairs]
+
+
+def collate(items: list[Item], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """B pairs -> ``(input_ids (2B, N), attention_mask (2B, N), labels (B,))``: the left formulas in
+    rows 0 .. B-1, the right ones in rows B .. 2B-1 (right padding)."""
+    ids, mask = pad_batch([it[0] for it in items] + [it[1] for it in items], pad_id)
+    return ids, mask, torch.tensor([it[2] for it in items], dtype=torch.long)
+
+
+@dataclass
+class LogicData:
+    """The training and validation pairs of a run, encoded.
+
+    Attributes:
+        tokenizer: :func:`logic_tokenizer`.
+        train, valid: the pairs; train_items, valid_items: encoded (:func:`encode_pairs`).
+        folder: the data folder; held_out_every: the validation rule; subset: ``max_train_pairs``.
+    """
+    tokenizer: object
+    train: list[LogicPair]
+    valid: list[LogicPair]
+    train_items: list[Item]
+    valid_items: list[Item]
+    folder: str
+    held_out_every: int
+    subset: int | None = None
+
+    def record(self) -> dict:
+        """What ``training.json`` says of the data: folder, files, pairs per operator count, split."""
+        def per_n(pairs):
+            counts: dict[int, int] = {}
+            for p in pairs:
+                counts[p.file_operators] = counts.get(p.file_operators, 0) + 1
+            return dict(sorted(counts.items()))
+        return dict(folder=self.folder, train_files=sorted({f"train{p.file_operators}" for p in self.train}),
+                    train_pairs=len(self.train), valid_pairs=len(self.valid),
+                    train_pairs_per_operators=per_n(self.train), valid_pairs_per_operators=per_n(self.valid),
+                    validation=f"every {self.held_out_every}th pair of the training files in file order "
+                               "(the public ON-LSTM code's split)",
+                    train_subset=self.subset)
+
+
+def prepare_logic_data(args: LogicArguments) -> LogicData:
+    """Read ``train0 .. trainK`` (K = ``max_train_operators``), split off validation
+    (:func:`~syntaxformer.data.logic.split_train_valid`), optionally keep a fixed random subset
+    (permutation seeded 0, file order kept), and encode.
+
+    Raises:
+        InputError: a missing folder or file, or a malformed line (naming file and line).
+    """
+    files = read_logic_split(args.data, "train", range(args.max_train_operators + 1))
+    train, valid = split_train_valid(files, args.valid_every)
+    if args.max_train_pairs is not None and args.max_train_pairs < len(train):
+        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))[:args.max_train_pairs]
+        train = [train[i] for i in sorted(keep.tolist())]
+    tokenizer = logic_tokenizer()
+    logger.info("logic data %s: %d training pairs, %d validation pairs", args.data, len(train), len(valid))
+    return LogicData(tokenizer, train, valid, encode_pairs(tokenizer, train), encode_pairs(tokenizer, valid),
+                     str(args.data), args.valid_every, args.max_train_pairs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Model and evaluation
+# ----------------------------------------------------------------------------------------------
+
+def build_classifier(args: LogicArguments, vocab_size: int, pad_token_id: int) -> PairClassifier:
+    """A fresh :class:`~syntaxformer.tasks.pair.PairClassifier` for ``args`` (encoder, preset, pooling,
+    MLP width and dropout), initialised from torch's global generator.
+
+    Raises:
+        InputError: an encoder / preset whose config cannot be built, or an override that is no field
+            of its config.
+    """
+    entry = encoder_entry(args.encoder)
+    try:
+        known = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id).to_dict()
+        unknown = sorted(set(args.overrides) - set(known))
+        if unknown:
+            raise ValueError(f"no config field {', '.join(unknown)}")
+        config = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id, **args.overrides)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"cannot build encoder {args.encoder} / {args.preset}: {e}") from e
+    width = entry.width(config)
+    return PairClassifier(PairClassifierConfig(
+        encoder=args.encoder, encoder_config=config.to_dict(), num_labels=len(RELATIONS),
+        pooling=args.pooling or entry.pooling, mlp_hidden=args.mlp_hidden or width, dropout=args.dropout,
+        preset=args.preset, labels=list(RELATIONS)))
+
+
+@torch.no_grad()
+def predict(model: PairClassifier, items: list[Item], pad_id: int, device, batch_size: int = 256) -> list[int]:
+    """The predicted class index of each pair, in ``items`` order (evaluation mode; batches of
+    similar length; the model is left in the mode it was in)."""
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(items)), key=lambda i: max(len(items[i][0]), len(items[i][1])))
+    predictions = [0] * len(items)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        ids, mask, _ = collate([items[i] for i in chunk], pad_id)
+        labels = model(ids.to(device), mask.to(device)).argmax(-1).tolist()
+        for i, label in zip(chunk, labels):
+            predictions[i] = label
+    model.train(was_training)
+    return predictions
+
+
+def accuracy_by_operators(model: PairClassifier, tokenizer, files: dict[int, list[LogicPair]], device,
+                          batch_size: int = 256) -> dict[int, dict]:
+    """Accuracy on each file: ``{N: {"pairs", "correct", "accuracy", "majority"}}``: accuracy of the
+    model and of always answering :data:`MAJORITY` (the majority-class baseline), in percent (0-100)."""
+    result = {}
+    for n, pairs in files.items():
+        items = encode_pairs(tokenizer, pairs)
+        predicted = predict(model, items, tokenizer.pad_token_id, device, batch_size)
+        correct = sum(int(p == it[2]) for p, it in zip(predicted, items))
+        majority = sum(p.relation == MAJORITY for p in pairs)
+        result[n] = dict(pairs=len(items), correct=correct,
+                         accuracy=100.0 * correct / len(items) if items else float("nan"),
+                         majority=100.0 * majority / len(items) if items else float("nan"))
+    return result
+
+
+def group_means(per_n: dict[int, dict]) -> dict[str, float]:
+    """The mean of the per-N accuracies (percent) of each group of :data:`GROUPS` present."""
+    return {name: sum(per_n[n]["accuracy"] for n in ns) / len(ns)
+            for name, ns in GROUPS.items() if all(n in per_n for n in ns)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class LogicTrainerState(TrainerState):
+    """:class:`~syntaxformer.training.trainer.TrainerState` plus the best validation accuracy so far
+    (percent) and its step; ``valid_history`` holds ``[step, loss, accuracy]``."""
+    pairs_seen: int = 0
+    best_valid_accuracy: float = -1.0
+    best_step: int | None = None
+
+
+class KeepBest(TrainerCallback):
+    """After each evaluation, when the validation accuracy beats the best so far, save the model to
+    ``OUT/best`` and record the step (the public code keeps its best-validation model). A run resumed
+    from an earlier checkpoint retakes the same steps and so rewrites the same model."""
+
+    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
+        accuracy = metrics.get("valid/accuracy")
+        state = trainer.state
+        if accuracy is None or accuracy <= state.best_valid_accuracy:
+            return
+        state.best_valid_accuracy, state.best_step = accuracy, state.step
+        trainer.model.save_pretrained(trainer.out / BEST)
+        logger.info("step %d: best validation accuracy so far, %.2f%%: saved to %s", state.step, accuracy,
+                    trainer.out / BEST)
+
+
+class LogicTrainer(Trainer):
+    """The project's :class:`~syntaxformer.training.trainer.Trainer` for the logic task: the same loop,
+    callbacks, checkpoints and resume (``OUT/checkpoint.pt``; the batches of an epoch come from
+    ``(seed, epoch)`` and a step's dropout from ``(seed, step)``, so a resumed run takes the same
+    steps), with the data, model, step, validation and report of this task. One process only.
+
+    Raises:
+        InputError: bad options (:meth:`LogicArguments.check`), unreadable data, a checkpoint in OUT
+            without ``resume`` or written with other options, or ``WORLD_SIZE`` > 1.
+    """
+
+    args: LogicArguments
+
+    def build(self) -> None:
+        """Seed; read the checkpoint (when resuming) and the data; build the classifier, Adam and the
+        schedule (and load the checkpoint into them); prepare the batches and the callbacks."""
+        args = self.args
+        if self.world > 1:
+            raise InputError("logic training runs in one process; start independent runs instead of torchrun")
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        flush_denormals_on_cpu(self.device)
+        random.seed(args.seed)
+        torch.manual_seed(args.seed)
+        self.state = LogicTrainerState()
+        checkpoint = read_checkpoint(args, self.world)
+        self.data = prepare_logic_data(args)
+        self.tokenizer = self.data.tokenizer
+        self._build_model()
+        if checkpoint is not None:
+            self.resume(checkpoint)
+        self.ddp_model = self.model
+        self.sampler = LengthBucketSampler([max(len(a), len(b)) for a, b, _ in self.data.train_items],
+                                           batch_size=args.batch_size, seed=args.seed,
+                                           bucket_batches=args.bucket_batches)
+        self.callbacks = self.default_callbacks() + self.extra_callbacks
+
+    def _build_model(self) -> None:
+        args = self.args
+        torch.manual_seed(args.seed)
+        self.model = build_classifier(args, len(self.tokenizer), self.tokenizer.pad_token_id).to(self.device)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        self.n_encoder_params = sum(p.numel() for p in self.model.encoder.parameters())
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=args.lr, betas=tuple(args.betas),
+                                          eps=args.eps, weight_decay=args.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
+                                                args.schedule_steps or args.max_steps, args.final_lr_fraction))
+
+    def resume(self, checkpoint: dict) -> None:
+        """Load a checkpoint into the model, optimizer, scheduler and :attr:`state`."""
+        self.model.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        self.state = LogicTrainerState.resumed(checkpoint["state"])
+
+    def default_callbacks(self) -> list[TrainerCallback]:
+        """The periods of logging, evaluation and checkpoints, the stop conditions (max_steps, epochs,
+        max_minutes, signals), TensorBoard, the progress bar and :class:`KeepBest`."""
+        args = self.args
+        callbacks = [Periodic(args.log_every, "log"), Periodic(args.eval_every, "evaluate"),
+                     Periodic(args.save_every, "save")]
+        callbacks += [MaxSteps(args.max_steps)] if args.max_steps is not None else []
+        callbacks += [MaxEpochs(args.epochs)] if args.epochs is not None else []
+        callbacks += [MaxMinutes(args.max_minutes)] if args.max_minutes is not None else []
+        return callbacks + [StopOnSignal(), TensorBoardCallback(), ProgressCallback(quiet=args.quiet), KeepBest()]
+
+    def training_step(self, batch: list[int]) -> StepOutput:
+        """One optimizer step on the training pairs ``batch`` (indices into ``data.train_items``):
+        dropout seeded by ``(seed, step)``, cross-entropy, backward, clip, Adam, schedule."""
+        t0 = time.perf_counter()
+        args, step = self.args, self.state.step
+        inputs, attention_mask, labels = collate([self.data.train_items[i] for i in batch],
+                                                 self.tokenizer.pad_token_id)
+        torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
+        loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        loss_value = loss.detach().item()
+        if not math.isfinite(loss_value):
+            logger.warning("step %d: loss is %s", step + 1, loss_value)
+        n_tokens = int(attention_mask.sum())
+        self.state.step += 1
+        self.state.batch_in_epoch += 1
+        self.state.tokens_seen += n_tokens
+        self.state.pairs_seen += len(batch)
+        seconds = time.perf_counter() - t0
+        self.state.train_seconds += seconds
+        return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
+
+    def compute_loss(self, model, inputs: torch.Tensor, attention_mask: torch.Tensor,
+                     labels: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy (nats) of the batch's relations. inputs, attention_mask ``(2B, N)`` (left
+        formulas, then right ones), labels ``(B,)``."""
+        return model.loss(inputs.to(self.device), attention_mask.to(self.device), labels.to(self.device))
+
+    def validation_metrics(self) -> tuple[float, float] | None:
+        """``(mean cross-entropy, accuracy in percent)`` over the validation pairs, or None without
+        them. Evaluation mode, no gradients; leaves the model in training mode."""
+        items = self.data.valid_items
+        if not items:
+            return None
+        self.model.eval()
+        loss_sum, correct = 0.0, 0
+        with torch.no_grad():
+            for start in range(0, len(items), 256):
+                ids, mask, labels = collate(items[start:start + 256], self.tokenizer.pad_token_id)
+                logits = self.model(ids.to(self.device), mask.to(self.device))
+                labels = labels.to(self.device)
+                loss_sum += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
+                correct += int((logits.argmax(-1) == labels).sum())
+        self.model.train()
+        return loss_sum / len(items), 100.0 * correct / len(items)
+
+    def evaluate(self) -> dict[str, float]:
+        """Validation loss and accuracy at the current step (into ``state.valid_history`` and the log),
+        then every callback's ``on_evaluate``; once per step.
+
+        Returns:
+            ``{"valid/loss", "valid/accuracy" (percent)}``, or ``{}`` without validation pairs (or when
+            this step was already evaluated).
+        """
+        state = self.state
+        if self._evaluated_at == state.step:
+            return {}
+        self._evaluated_at = state.step
+        if state.valid_history and state.valid_history[-1][0] == state.step:  # before a resume
+            loss, accuracy = state.valid_history[-1][1:]
+        else:
+            measured = self.validation_metrics()
+            if measured is None:
+                return {}
+            loss, accuracy = measured
+            state.valid_history.append([state.step, loss, accuracy])
+            if state.step == 0:
+                state.initial_valid_loss = loss
+            self.log({"valid/loss": loss, "valid/accuracy": accuracy})
+            logger.info("step %d: validation accuracy %.2f%%", state.step, accuracy)
+        metrics = {"valid/loss": loss, "valid/accuracy": accuracy}
+        for callback in self.callbacks:
+            callback.on_evaluate(self, metrics)
+        return metrics
+
+    def report(self) -> dict:
+        """The contents of ``training.json``: options, encoder, data, parameters, steps, epochs, pairs,
+        tokens, minutes (``train_minutes_total``: the optimizer steps of all runs), losses and
+        accuracies, the best validation step, resumes, the stop reason, device."""
+        args, state = self.args, self.state
+        recent = self._recent
+        rate = self.tokens_per_second
+        return dict(
+            task="propositional-logic inference (Bowman et al. 2015), 7 relations",
+            arguments={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(args).items()},
+            encoder=args.encoder, preset=args.preset, pooling=self.model.config.pooling, seed=args.seed,
+            data=self.data.record(),
+            parameters=self.n_params, encoder_parameters=self.n_encoder_params,
+            steps=state.step, steps_this_run=state.step - self._start_step,
+            epochs=state.epoch + state.batch_in_epoch / max(1, len(self.sampler.batches(state.epoch))),
+            pairs_seen=state.pairs_seen, tokens_seen=state.tokens_seen,
+            minutes=round((time.monotonic() - self.t_start) / 60, 3),
+            train_minutes_total=round(state.train_seconds / 60, 3),
+            tokens_per_second=(round(rate, 1) if rate is not None else None),
+            final_train_loss=(sum(recent) / len(recent) if recent else None),
+            initial_valid_loss=state.initial_valid_loss,
+            final_valid_loss=(state.valid_history[-1][1] if state.valid_history else None),
+            final_valid_accuracy=(state.valid_history[-1][2] if state.valid_history else None),
+            best_valid_accuracy=(state.best_valid_accuracy if state.best_step is not None else None),
+            best_step=state.best_step,
+            valid_history=state.valid_history,
+            resumed_from_steps=state.resumed_from, stopped=self.stop_reason,
+            device=str(self.device), threads=torch.get_num_threads(), torch=torch.__version__)
+
+
+__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "MAJORITY", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
+           "encode_pairs", "collate", "prepare_logic_data", "build_classifier", "predict", "accuracy_by_operators",
+           "group_means", "LogicTrainerState", "KeepBest", "LogicTrainer"]
