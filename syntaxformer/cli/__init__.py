@@ -14,7 +14,7 @@ import sys
 from syntaxformer.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ["induce", "train", "parse", "evaluate", "baselines", "perplexity", "compare", "show", "heads", "prune"]
+COMMANDS = ["induce", "train", "parse", "evaluate", "baselines", "perplexity", "compare", "show", "heads", "prune", "nli"]
 
 
 def build_parser() -> argparse.ArgumentParser:
