@@ -148,7 +148,10 @@ class GaussianTransformerConfig(PretrainedConfig):
 # ----------------------------------------------------------------------------------------------
 
 class PairEmbeddings(nn.Module):
-    """The embedding block: ``W [word(w); max-pooled char n-grams(w)] (+ sinusoidal positions)``.
+    """The embedding block: ``LN(W [word(w); max-pooled char n-grams(w)]) (+ sinusoidal positions)``.
+
+    The LayerNorm after the projection is ours (the paper does not say): it gives the projected
+    words unit scale beside the positions' (amplitude 1), whatever the word vectors' scale.
 
     Args:
         config: reads vocab_size, word_embedding_dim, char_embedding_dim, char_ngram_buckets,
@@ -164,6 +167,7 @@ class PairEmbeddings(nn.Module):
         self.word_embeddings.weight.requires_grad_(not config.freeze_word_embeddings)
         self.char_embeddings = nn.Embedding(config.char_ngram_buckets + 1, config.char_embedding_dim, padding_idx=0)
         self.projection = nn.Linear(config.word_embedding_dim + config.char_embedding_dim, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=getattr(config, "layer_norm_eps", 1e-6))
         self.use_positions = positions
         self.register_buffer("positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size),
                              persistent=False)
@@ -180,7 +184,7 @@ class PairEmbeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
         """input_ids (B, N), char_ids (B, N, K) -> (B, N, d)."""
         x = torch.cat([self.word_embeddings(input_ids), self.char_vectors(char_ids)], dim=-1)  # (B, N, w + c)
-        x = self.projection(x)  # (B, N, d)
+        x = self.norm(self.projection(x))  # (B, N, d), unit scale: neither words nor positions drown the other
         if self.use_positions:
             n = x.shape[1]
             positions = self.positions
@@ -264,6 +268,11 @@ class PairClassifier(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden, num_labels)
 
+    def reset_output(self) -> None:
+        """Zero the output layer: the untrained model predicts the uniform distribution (loss ln 3)."""
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """(B, k·d) -> (B, labels) logits."""
         return self.out(self.dropout(F.gelu(self.dense(self.dropout(features)))))
@@ -287,8 +296,9 @@ class PairClassifierOutput(ModelOutput):
 
 class PairClassifierPreTrainedModel(PreTrainedModel):
     """Initialisation and Hugging Face plumbing shared by the sentence-pair classifiers: Xavier-uniform
-    matrices, zero biases, LayerNorm (1, 0), embeddings N(0, initializer_range) (padding rows 0), and
-    :meth:`set_word_vectors` for pre-trained vectors."""
+    matrices, zero biases, LayerNorm (1, 0), embeddings N(0, initializer_range) (padding rows 0), the
+    classifier's output layer 0 (initial loss ln 3), and :meth:`set_word_vectors` for pre-trained
+    vectors."""
 
     _supports_sdpa = True
     main_input_name = "premise_ids"
@@ -310,6 +320,8 @@ class PairClassifierPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+        elif isinstance(module, PairClassifier):
+            module.reset_output()
         elif isinstance(module, PairEmbeddings):
             with torch.no_grad():  # non-persistent buffer (transformers 5 leaves it uninitialised)
                 module.positions.copy_(sinusoidal_positions(*module.positions.shape))
