@@ -21,14 +21,14 @@ can run as separate processes, e.g. 15 on a 16-core machine::
     for s in gaussian none constituent mean-pool; do for k in 0 1 2; do
         python benchmarks/nli_study.py run --out runs/nli-study --systems $s --seeds $k --threads 1 &
     done; done; wait
-    python benchmarks/nli_study.py summarise --out runs/nli-study --docs docs --threads 2
+    python benchmarks/nli_study.py summarise --out runs/nli-study --docs docs --inference-threads 2
 
 or all in one: ``python benchmarks/nli_study.py all --out runs/nli-study --jobs 12 --threads 1``.
 
 ``summarise`` reads every ``report.json`` and writes ``DOCS/nli-study.json`` and ``DOCS/nli.md``
 (accuracy mean ± sample sd on TEST over the seeds, per seed, TRIAL accuracy, parameters, training
 minutes and pairs/s as measured by each job on its device, and inference pairs/s measured again
-here on this machine's CPU, ``--threads`` threads, batch 64, for every model in turn, median of
+here on this machine's CPU, ``--inference-threads`` threads, batch 64, for every model in turn, median of
 ``--repeats`` passes over SICK TEST after one warm-up pass).
 """
 from __future__ import annotations
@@ -138,9 +138,9 @@ def summarise(args) -> dict:
         test = [r["scores"]["test"]["accuracy"] for r in reports.values()]
         first = next(iter(reports.values()))
         speed = None
-        if args.threads:
-            speed = statistics.median(measure_inference(Path(r["out"]) / "best", args.threads, args.repeats)
-                                      for r in reports.values())
+        if args.inference_threads:
+            speed = statistics.median(measure_inference(Path(r["out"]) / "best", args.inference_threads,
+                                                        args.repeats) for r in reports.values())
         rows[system] = dict(
             reports=reports, seeds=list(reports), test=test, accuracy=_mean_sd(test),
             trial=[r["scores"]["valid"]["accuracy"] for r in reports.values()],
@@ -154,7 +154,7 @@ def summarise(args) -> dict:
                 for label in first["scores"]["test"]["per_class"]})
     result = dict(study="SICK 3-way, issue 14 item 4", recipe=args.recipe, protocol="select on SICK TRIAL, report "
                   "SICK TEST (4,906 pairs); accuracy mean ± sample sd over seeds",
-                  inference=f"model forward, batch 64, SICK TEST sorted by length, CPU, {args.threads} threads, median "
+                  inference=f"model forward, batch 64, SICK TEST sorted by length, CPU, {args.inference_threads} threads, median "
                             f"of {args.repeats} passes (this machine)",
                   systems={s: {k: v for k, v in row.items() if k != "reports"} for s, row in rows.items()})
     docs = Path(args.docs)
@@ -196,7 +196,9 @@ def main(argv=None) -> None:
     p.add_argument("--epochs", type=int, default=None, help="replace the recipe's epochs (smoke runs only)")
     p.add_argument("--word-vectors", default=DEFAULT_VECTORS, help="a vectors file, or 'learned'")
     p.add_argument("--device", default=None, help="training device: cpu, cuda (default: cuda if available)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per job; summarise: inference threads")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per training job")
+    p.add_argument("--inference-threads", type=int, default=2,
+                   help="summarise: CPU threads of the inference measurement (0: no measurement)")
     p.add_argument("--jobs", type=int, default=1, help="run: parallel child processes")
     p.add_argument("--repeats", type=int, default=3, help="summarise: inference passes per model")
     p.add_argument("--docs", default="docs", help="summarise: where nli-study.json and nli.md go")
@@ -209,8 +211,6 @@ def main(argv=None) -> None:
     if args.action in ("run", "all"):
         run(args)
     if args.action in ("summarise", "all"):
-        if args.action == "all":
-            args.threads = 2
         summarise(args)
 
 

@@ -200,6 +200,22 @@ def test_pooling_and_shared_encoder():
     torch.testing.assert_close(x, y)  # one encoder for both sentences
 
 
+@pytest.mark.parametrize("name", ["gaussian-transformer", "mean-pool"])
+def test_untrained_model_predicts_uniform(name):
+    model, encoder = _model(name)
+    out = model(**encoder.batch(_pairs()))
+    torch.testing.assert_close(out.logits, torch.zeros_like(out.logits))
+    assert float(out.loss) == pytest.approx(math.log(3))
+
+
+def test_recipe_fields_follow_the_model():
+    from syntaxformer.workflows.nli import resolve_nli_recipe
+    fields = resolve_nli_recipe("default", 4439, "mean-pool", overrides={"hidden_size": 16}, lr=None)
+    assert fields["overrides"] == {"hidden_dropout_prob": 0.1, "hidden_size": 16}
+    assert fields["max_steps"] == 12 * 139 and fields["lr"] == 1e-3
+    assert resolve_nli_recipe("default", 4439)["overrides"]["classifier_features"] == "match"
+
+
 def test_save_load_and_auto_class(tmp_path):
     from transformers import AutoModelForSequenceClassification
     model, encoder = _model(prior="constituent", classifier_features="match")
@@ -267,6 +283,12 @@ def test_nli_command_train_and_evaluate(sick_file, tmp_path, capsys):
     assert main(["nli", "evaluate", "--model", str(out / "best"), "--data", str(sick_file), "--split", "trial"]) == 0
     text = capsys.readouterr().out
     assert "SICK TRIAL (official split), 3 pairs" in text and "gold \\ predicted" in text
+
+
+def test_nli_command_unknown_field(sick_file, tmp_path, capsys):
+    assert main(["nli", "train", "--data", str(sick_file), "--recipe", "tiny", "--model", "mean-pool", "--set",
+                 "classifier_features=\"match\"", "--out", str(tmp_path / "x")]) == 1
+    assert capsys.readouterr().err.strip() == "syntaxformer nli: error: mean-pool has no config field classifier_features"
 
 
 def test_nli_command_bad_input_is_one_line(sick_file, tmp_path, capsys):

@@ -22,7 +22,7 @@ from .gaussian_transformer import (PairClassifier, PairClassifierOutput, PairCla
 #: config fields of the named sizes (the same names as the Gaussian Transformer's)
 PRESETS = {
     "paper": dict(hidden_size=300, word_embedding_dim=300, char_embedding_dim=100),
-    "small": dict(hidden_size=128, word_embedding_dim=100, char_embedding_dim=50),
+    "small": dict(hidden_size=64, word_embedding_dim=100, char_embedding_dim=50),
     "tiny": dict(hidden_size=32, word_embedding_dim=16, char_embedding_dim=8, char_ngram_buckets=1000),
 }
 

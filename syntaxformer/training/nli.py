@@ -174,13 +174,14 @@ class NliTrainer(Trainer):
         if vectors is not None:
             fields.update(word_embedding_dim=vectors[1].shape[1], freeze_word_embeddings=True)
         fields.update(args.overrides)
+        known = set(entry.config_class().to_dict())
+        unknown = sorted(set(args.overrides) - known) + (["prior"] if args.prior and "prior" not in known else [])
+        if unknown:
+            raise InputError(f"{args.model} has no config field {', '.join(unknown)}")
         try:
             config = entry.config_class(vocab_size=len(self.tokenizer), **fields)
         except (ValueError, TypeError) as e:
             raise InputError(f"cannot build {args.model} / {args.preset}: {e}") from e
-        unknown = sorted(set(args.overrides) - set(config.to_dict()))
-        if unknown or (args.prior is not None and "prior" not in config.to_dict()):
-            raise InputError(f"{args.model} has no config field {', '.join(unknown or ['prior'])}")
         torch.manual_seed(args.seed)
         self.model = entry.model_class(config)
         if vectors is not None:

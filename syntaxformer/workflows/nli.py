@@ -31,11 +31,13 @@ PROTOCOL = ("3-way accuracy; the model of the best selection accuracy over the e
             "end; earliest on ties) is scored on the report split (SICK: select on TRIAL, report TEST)")
 
 #: training recipes (NliTrainArguments fields; ``epochs`` becomes max_steps = epochs × batches per epoch).
-#: ``default``: the study's one recipe for every system (docs/nli.md)
+#: ``default``: the study's one recipe for every system (docs/nli.md); ``overrides`` apply to the
+#: config fields a model has (the mean-pool baseline has no attention nor classifier_features)
 RECIPES = {
-    "default": dict(preset="small", epochs=20, batch_size=32, lr=1e-3, betas=(0.9, 0.98), eps=1e-9,
-                    warmup_steps=200, schedule="linear", final_lr_fraction=0.05, clip=1.0, eval_every=0,
-                    save_every=0, overrides=dict(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.1)),
+    "default": dict(preset="small", epochs=12, batch_size=32, lr=1e-3, betas=(0.9, 0.98), eps=1e-9,
+                    warmup_steps=50, schedule="linear", final_lr_fraction=0.05, clip=5.0, eval_every=0,
+                    save_every=0, overrides=dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0,
+                                                 classifier_features="match")),
     # tests and smoke runs: one epoch of the tiny preset
     "tiny": dict(preset="tiny", epochs=1, batch_size=32, lr=1e-3, warmup_steps=10, schedule="linear",
                  final_lr_fraction=0.1, clip=1.0, eval_every=0, save_every=0, overrides={}),
@@ -44,21 +46,25 @@ RECIPES = {
 REPORT_JSON = "report.json"
 
 
-def resolve_nli_recipe(recipe: str, n_train: int, **changes) -> dict:
-    """NliTrainArguments fields of ``recipe`` with ``changes`` applied (None values ignored; an
-    ``overrides`` dict is merged into the recipe's); ``max_steps`` = epochs × batches per epoch
-    unless given.
+def resolve_nli_recipe(recipe: str, n_train: int, model: str = "gaussian-transformer", **changes) -> dict:
+    """NliTrainArguments fields of ``recipe`` for ``model`` with ``changes`` applied (None values
+    ignored; an ``overrides`` dict is merged into the recipe's, whose fields the model's config lacks
+    are dropped); ``max_steps`` = epochs × batches per epoch unless given.
 
     Raises:
-        InputError: an unknown recipe.
+        InputError: an unknown recipe or model.
     """
+    from syntaxformer.models import PAIR_MODELS
     from syntaxformer.training.nli import steps_for_epochs
     if recipe not in RECIPES:
         raise InputError(f"unknown recipe {recipe!r}; expected one of {', '.join(RECIPES)}")
+    if model not in PAIR_MODELS:
+        raise InputError(f"--model {model}: expected one of {', '.join(PAIR_MODELS)}")
+    known = set(PAIR_MODELS[model].config_class().to_dict())
     fields = {k: (dict(v) if isinstance(v, dict) else v) for k, v in RECIPES[recipe].items()}
     overrides = changes.pop("overrides", None) or {}
     fields.update({k: v for k, v in changes.items() if v is not None})
-    fields["overrides"] = {**fields.get("overrides", {}), **overrides}
+    fields["overrides"] = {**{k: v for k, v in fields.get("overrides", {}).items() if k in known}, **overrides}
     if fields.get("max_steps") is None and fields.get("epochs") is not None:
         fields["max_steps"] = steps_for_epochs(n_train, fields["batch_size"], fields["epochs"])
     return fields
@@ -153,7 +159,7 @@ def run_nli_train(out: str | Path, data: str = "sick", model: str = "gaussian-tr
     from syntaxformer.data.nli import load_nli
     from syntaxformer.training.nli import BEST, NliTrainArguments, NliTrainer
     pairs = load_nli(data, valid, test)
-    fields = resolve_nli_recipe(recipe, len(pairs.train), **changes)
+    fields = resolve_nli_recipe(recipe, len(pairs.train), model, **changes)
     try:
         args = NliTrainArguments(out=str(out), model=model, data=data, valid_file=valid, test_file=test, seed=seed,
                                  **fields)
