@@ -167,7 +167,10 @@ def summarise(args) -> dict:
 
 def format_markdown(result: dict) -> str:
     """The study's table (README / docs/nli.md)."""
-    lines = [f"Recipe `{result['recipe']}`; {result['protocol']}; inference: {result['inference']}.", "",
+    lines = ["# The inference study (SICK), issue 14 item 4", "",
+             "Written by `python benchmarks/nli_study.py summarise` from the jobs' `report.json` "
+             "(`docs/nli-study.json` has every number); README.md discusses it.", "",
+             f"Recipe `{result['recipe']}`; {result['protocol']}; inference: {result['inference']}.", "",
              "| system | SICK TEST accuracy | per seed | TRIAL | parameters (trained) | training min | "
              "training pairs/s | inference pairs/s |",
              "|---|--:|---|--:|--:|--:|--:|--:|"]
@@ -178,7 +181,8 @@ def format_markdown(result: dict) -> str:
             continue
         minutes, rate = row["train_minutes"][0], row["train_pairs_per_second"][0]
         speed = row.get("inference_pairs_per_second")
-        lines.append(f"| {NAMES[system]} | **{mean:.2f} ± {sd:.2f}** | {', '.join(f'{a:.2f}' for a in row['test'])} | "
+        accuracy = f"**{mean:.2f} ± {sd:.2f}**" if len(row["test"]) > 1 else f"**{mean:.2f}** (1 seed)"
+        lines.append(f"| {NAMES[system]} | {accuracy} | {', '.join(f'{a:.2f}' for a in row['test'])} | "
                      f"{statistics.mean(row['trial']):.2f} | {row['parameters']:,} ({row['trainable_parameters']:,}) | "
                      f"{minutes:.1f} | {rate:,.0f} | {'-' if speed is None else f'{speed:,.0f}'} |")
     devices = sorted({d for row in result["systems"].values() for d in row.get("train_device", [])})
