@@ -14,7 +14,7 @@ import sys
 from syntaxformer.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ["induce", "train", "parse", "evaluate", "baselines", "perplexity", "compare", "show", "heads", "prune", "probe", "logic"]
+COMMANDS = ["induce", "train", "parse", "evaluate", "baselines", "perplexity", "compare", "show", "heads", "prune", "probe", "logic", "nli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

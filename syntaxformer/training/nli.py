@@ -1,0 +1,347 @@
+"""Training a sentence-pair classifier (natural-language inference) with the project's trainer.
+
+:class:`NliTrainer` is a :class:`~syntaxformer.training.trainer.Trainer` whose objective is the
+cross-entropy of the 3-way label (DESIGN.md §6): it reuses the trainer's loop, callbacks (progress
+bar, TensorBoard, stop conditions: steps, epochs, minutes, signals), Adam and the learning-rate
+schedule, atomic checkpoints and ``resume`` (the same rules: every random draw of a step comes from
+``(seed, step)`` and an epoch's batches from ``(seed, epoch)``, so a resumed run equals an
+uninterrupted one). What differs:
+
+* data: :class:`~syntaxformer.data.nli.NliData` (train / selection / report pairs) instead of a
+  corpus; a word tokenizer built from the training pairs (plus, with pre-trained vectors, every
+  word that has a vector) -- the vocabulary never depends on the selection or report pairs;
+* batches: length-bucketed batches of pairs (length = the longer sentence), encoded by
+  :class:`~syntaxformer.data.nli.PairEncoder`; no masking;
+* evaluation (step 0, every ``eval_every`` steps, the end of every epoch, the end): loss and
+  accuracy on the selection pairs; **model selection**: the model of the best selection accuracy
+  (earliest on ties) is written to ``OUT/best/`` (model + tokenizer + ``selection.json``) -- the one
+  reports score on the report split;
+* ``training.json``: the options, model, data, steps, epochs, pairs/s, minutes, the selection
+  history and the selected step.
+
+The model: :data:`syntaxformer.models.PAIR_MODELS` ``[model]`` at ``preset`` with ``prior`` and
+``overrides``; ``word_vectors`` (a file :func:`~syntaxformer.data.word_vectors.read_word_vectors`
+reads) sets the word embeddings' size and values, frozen unless ``overrides`` says
+``freeze_word_embeddings=False``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from syntaxformer.data.batching import LengthBucketSampler
+from syntaxformer.data.nli import LABELS, NliData, PairEncoder
+from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
+from syntaxformer.errors import InputError
+from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.callbacks import StepOutput, TrainerCallback
+from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, _jsonable, lr_factor
+
+logger = logging.getLogger(__name__)
+
+#: the selected model's folder inside OUT
+BEST = "best"
+
+
+@dataclass
+class NliTrainArguments(TrainArguments):
+    """:class:`~syntaxformer.training.arguments.TrainArguments` for a sentence-pair classifier.
+
+    The masked-LM fields (corpus, valid, tokenizer, masking, ...) are unused. Extra fields:
+        data ["sick"]: ``sick`` or a file (:func:`~syntaxformer.data.nli.load_nli`).
+        valid_file [None], test_file [None]: selection / report files for a generic ``data`` file.
+        word_vectors [None]: pre-trained word vectors (a gensim KeyedVectors file or word2vec text).
+        min_freq: words of the training pairs seen at least this often enter the vocabulary (1).
+    """
+    model: str = "gaussian-transformer"
+    data: str = "sick"
+    valid_file: str | None = None
+    test_file: str | None = None
+    word_vectors: str | None = None
+    min_freq: int = 1
+
+    def check(self) -> None:
+        """:meth:`TrainArguments.check`, and ``model`` must be a sentence-pair classifier."""
+        super().check()
+        from syntaxformer.models import PAIR_MODELS
+        if self.model not in PAIR_MODELS:
+            raise InputError(f"--model {self.model}: expected one of {', '.join(PAIR_MODELS)}")
+
+
+@dataclass
+class NliTrainerState(TrainerState):
+    """:class:`~syntaxformer.training.trainer.TrainerState` plus the selection: ``pairs_seen``,
+    ``selection`` (``[step, epoch, loss, accuracy]`` per evaluation; accuracy 0-100), ``best_step``
+    and ``best_accuracy`` (the selected model's)."""
+    pairs_seen: int = 0
+    selection: list = field(default_factory=list)
+    best_step: int | None = None
+    best_accuracy: float | None = None
+
+
+class EvaluateEachEpoch(TrainerCallback):
+    """Requests an evaluation and a checkpoint at the end of every epoch (``batches`` per epoch)."""
+
+    def __init__(self, batches: int):
+        self.batches = batches
+
+    def on_step_end(self, trainer, output: StepOutput) -> None:
+        if trainer.state.batch_in_epoch >= self.batches:
+            trainer.control.should_evaluate = trainer.control.should_save = True
+
+
+def build_vocabulary(data: NliData, min_freq: int, vector_words=()) -> object:
+    """The word tokenizer of a run: words of the training pairs seen at least ``min_freq`` times,
+    then the words of ``vector_words`` not among them (specials first; see
+    :func:`~syntaxformer.data.tokenization.build_word_tokenizer`)."""
+    sentences = [list(p.premise) + list(p.hypothesis) for p in data.train]
+    if not vector_words:
+        return build_word_tokenizer(sentences, min_freq=max(1, min_freq))
+    from collections import Counter
+    counts = Counter(w for s in sentences for w in s)
+    kept = {w for w, c in counts.items() if c >= min_freq}
+    extra = [w for w in vector_words if w not in kept and w.strip() and not any(ch.isspace() for ch in w)]
+    return build_word_tokenizer(sentences + [[w] * min_freq for w in extra], min_freq=max(1, min_freq))
+
+
+class NliTrainer(Trainer):
+    """The trainer for sentence-pair classification (module docstring).
+
+    Args:
+        args: the options.
+        data: the pairs (read by the caller, e.g. to derive ``max_steps`` from epochs); None reads
+            ``args.data`` / ``args.valid_file`` / ``args.test_file``.
+        callbacks: extra callbacks.
+    """
+
+    def __init__(self, args: NliTrainArguments, data: NliData | None = None, callbacks=()):
+        super().__init__(args, callbacks)
+        self.nli_data = data
+        self.state = NliTrainerState()
+
+    # ---------------------------------------------------------------------------------- building
+
+    def build(self) -> None:
+        """Seed; read the checkpoint, the pairs and the word vectors; build the vocabulary (or load
+        a resumed run's), the model, optimizer and schedule; the batches and the callbacks."""
+        from syntaxformer.data.nli import load_nli
+        from syntaxformer.runtime import flush_denormals_on_cpu
+        from syntaxformer.training.checkpoint import read_checkpoint
+        args = self.args
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        flush_denormals_on_cpu(self.device)
+        torch.manual_seed(args.seed)
+        checkpoint = read_checkpoint(args, self.world)
+        if self.nli_data is None:
+            self.nli_data = load_nli(args.data, args.valid_file, args.test_file)
+        vectors = None
+        if args.word_vectors:
+            from syntaxformer.data.word_vectors import read_word_vectors
+            vectors = read_word_vectors(args.word_vectors)
+        if checkpoint is not None and (self.out / "tokenizer.json").is_file():
+            from transformers import AutoTokenizer
+            self.tokenizer = AutoTokenizer.from_pretrained(self.out)
+        else:
+            self.tokenizer = build_vocabulary(self.nli_data, args.min_freq, vectors[0] if vectors else ())
+        self._build_model(vectors)
+        self.encoder = PairEncoder(self.tokenizer, self.model.config)
+        if checkpoint is not None:
+            self.resume(checkpoint)
+        self.ddp_model = self.model
+        self.sampler = LengthBucketSampler([max(len(p.premise), len(p.hypothesis)) for p in self.nli_data.train],
+                                           batch_size=args.batch_size, max_tokens=args.max_tokens, seed=args.seed,
+                                           bucket_batches=args.bucket_batches)
+        self.batches_per_epoch = len(self.sampler.batches(0))
+        self.valid_batches = [self.encoder.batch(self.nli_data.valid[i:i + 256])
+                              for i in range(0, len(self.nli_data.valid), 256)]
+        self.callbacks = self.default_callbacks() + [EvaluateEachEpoch(self.batches_per_epoch)] + self.extra_callbacks
+
+    def _build_model(self, vectors=None) -> None:
+        from syntaxformer.models import PAIR_MODELS
+        args = self.args
+        entry = PAIR_MODELS[args.model]
+        fields = dict(entry.presets.get(args.preset) or {})
+        if args.preset not in entry.presets:
+            raise InputError(f"unknown preset {args.preset!r} for {args.model}; expected one of {sorted(entry.presets)}")
+        if args.prior is not None:
+            fields["prior"] = args.prior
+        if vectors is not None:
+            fields.update(word_embedding_dim=vectors[1].shape[1], freeze_word_embeddings=True)
+        fields.update(args.overrides)
+        known = set(entry.config_class().to_dict())
+        unknown = sorted(set(args.overrides) - known) + (["prior"] if args.prior and "prior" not in known else [])
+        if unknown:
+            raise InputError(f"{args.model} has no config field {', '.join(unknown)}")
+        try:
+            config = entry.config_class(vocab_size=len(self.tokenizer), **fields)
+        except (ValueError, TypeError) as e:
+            raise InputError(f"cannot build {args.model} / {args.preset}: {e}") from e
+        torch.manual_seed(args.seed)
+        self.model = entry.model_class(config)
+        if vectors is not None:
+            self.model.set_word_vectors(*self._vector_rows(vectors))
+        self.model.to(self.device)
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        self.n_trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
+        self.optimizer = optimizer(trainable, lr=args.lr, betas=tuple(args.betas), eps=args.eps,
+                                   weight_decay=args.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
+                                                args.schedule_steps or args.max_steps, args.final_lr_fraction))
+
+    def _vector_rows(self, vectors) -> tuple[torch.Tensor, torch.Tensor]:
+        """(V, dim) rows of the pre-trained vectors by token id, and (V,) found."""
+        words, matrix = vectors
+        index = {w: i for i, w in enumerate(words)}
+        vocab = self.tokenizer.get_vocab()
+        rows = torch.zeros(len(vocab), matrix.shape[1])
+        found = torch.zeros(len(vocab), dtype=torch.bool)
+        for word, token_id in vocab.items():
+            if word in index:
+                rows[token_id] = torch.as_tensor(matrix[index[word]])
+                found[token_id] = True
+        self.vector_coverage = dict(vocabulary=len(vocab), with_vector=int(found.sum()))
+        return rows, found
+
+    def resume(self, checkpoint: dict) -> None:
+        """As :meth:`Trainer.resume`, with the selection state."""
+        self.model.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        self.state = NliTrainerState.resumed(checkpoint["state"])
+
+    # ---------------------------------------------------------------------------------- a step
+
+    def training_step(self, batch: list[int]) -> StepOutput:
+        """One optimizer step on the training pairs ``batch`` (indices): encode, seed dropout by
+        ``(seed, step, rank)``, cross-entropy, backward, clip, Adam, schedule; advances the state."""
+        t0 = time.perf_counter()
+        args, step = self.args, self.state.step
+        inputs = self.encoder.batch([self.nli_data.train[i] for i in batch])
+        torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
+        loss = self.compute_loss(self.ddp_model, inputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        loss_value = loss.detach().item()
+        n_tokens = int(inputs["premise_mask"].sum() + inputs["hypothesis_mask"].sum())
+        self.state.step += 1
+        self.state.batch_in_epoch += 1
+        self.state.tokens_seen += n_tokens
+        self.state.pairs_seen += len(batch)
+        seconds = time.perf_counter() - t0
+        self.state.train_seconds += seconds
+        return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
+
+    def compute_loss(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean cross-entropy of the labels of one batch (``inputs`` as
+        :meth:`~syntaxformer.data.nli.PairEncoder.batch`)."""
+        return model(**{k: v.to(self.device) for k, v in inputs.items()}).loss
+
+    # ---------------------------------------------------------------------------------- evaluation
+
+    def validation_scores(self) -> tuple[float, float]:
+        """(mean cross-entropy, accuracy 0-100) on the selection pairs; evaluation mode, no gradients."""
+        self.model.eval()
+        loss_sum, correct, n = 0.0, 0, 0
+        with torch.no_grad():
+            for inputs in self.valid_batches:
+                out = self.compute_loss_and_logits(inputs)
+                k = len(inputs["labels"])
+                loss_sum += float(out.loss) * k
+                correct += int((out.logits.argmax(-1).cpu() == inputs["labels"]).sum())
+                n += k
+        self.model.train()
+        return loss_sum / n, 100.0 * correct / n
+
+    def compute_loss_and_logits(self, inputs):
+        return self.model(**{k: v.to(self.device) for k, v in inputs.items()})
+
+    def validation_loss(self) -> float | None:
+        return self.validation_scores()[0]
+
+    def evaluate(self) -> dict[str, float]:
+        """Selection loss and accuracy at the current step (once per step), logged, recorded in
+        ``state.selection``; a new best accuracy writes ``OUT/best/``. Then every ``on_evaluate``."""
+        state = self.state
+        if self._evaluated_at == state.step:
+            return {}
+        self._evaluated_at = state.step
+        if state.selection and state.selection[-1][0] == state.step:  # evaluated before a resume
+            _, _, loss, accuracy = state.selection[-1]
+        else:
+            loss, accuracy = self.validation_scores()
+            epoch = state.epoch + state.batch_in_epoch / max(1, self.batches_per_epoch)
+            state.selection.append([state.step, round(epoch, 4), loss, accuracy])
+            state.valid_history.append([state.step, loss])
+            if state.step == 0:
+                state.initial_valid_loss = loss
+            self.log({"valid/loss": loss, "valid/accuracy": accuracy})
+            if state.best_accuracy is None or accuracy > state.best_accuracy:
+                state.best_step, state.best_accuracy = state.step, accuracy
+                self.save_best()
+        logger.info("step %d: selection loss %.4f, accuracy %.2f (best %.2f at step %d)", state.step, loss,
+                    accuracy, state.best_accuracy, state.best_step)
+        metrics = {"valid/loss": loss, "valid/accuracy": accuracy}
+        for callback in self.callbacks:
+            callback.on_evaluate(self, metrics)
+        return metrics
+
+    def save_best(self) -> None:
+        """Write the current model to ``OUT/best/`` with the tokenizer and ``selection.json``."""
+        best = self.out / BEST
+        best.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(best, safe_serialization=True)
+        save_tokenizer(self.tokenizer, best)
+        (best / "selection.json").write_text(json.dumps(dict(
+            step=self.state.step, selection_accuracy=self.state.best_accuracy,
+            selection=self.nli_data.valid_desc, seed=self.args.seed), indent=2) + "\n")
+
+    def _begin(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        super()._begin()
+
+    def report(self) -> dict:
+        """The contents of ``training.json`` (module docstring)."""
+        args, state = self.args, self.state
+        seconds = max(state.train_seconds, 1e-9)
+        return dict(
+            arguments=_jsonable(asdict(args)), task="nli", model=args.model, preset=args.preset,
+            prior=getattr(self.model.config, "prior", None), seed=args.seed, labels=list(LABELS),
+            data=self.nli_data.record(), vocabulary=len(self.tokenizer),
+            word_vectors=(dict(path=args.word_vectors, **self.vector_coverage,
+                               frozen=bool(self.model.config.freeze_word_embeddings))
+                          if args.word_vectors else "learned"),
+            parameters=self.n_params, trainable_parameters=self.n_trainable,
+            steps=state.step, steps_this_run=state.step - self._start_step,
+            epochs=state.epoch + state.batch_in_epoch / max(1, self.batches_per_epoch),
+            batches_per_epoch=self.batches_per_epoch, pairs_seen=state.pairs_seen,
+            train_minutes_total=round(state.train_seconds / 60, 3),
+            minutes=round((time.monotonic() - self.t_start) / 60, 3),
+            train_pairs_per_second=round(state.pairs_seen / seconds, 1),
+            final_train_loss=(sum(self._recent) / len(self._recent) if self._recent else None),
+            selection=dict(split=self.nli_data.valid_desc, history=state.selection, best_step=state.best_step,
+                           best_accuracy=state.best_accuracy, folder=str(self.out / BEST)),
+            resumed_from_steps=state.resumed_from, stopped=self.stop_reason,
+            device=str(self.device), threads=torch.get_num_threads(), torch=torch.__version__)
+
+
+def steps_for_epochs(n_pairs: int, batch_size: int, epochs: int) -> int:
+    """Optimizer steps of ``epochs`` passes over ``n_pairs`` in batches of ``batch_size``."""
+    return epochs * math.ceil(n_pairs / batch_size)
+
+
+__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "EvaluateEachEpoch", "build_vocabulary",
+           "steps_for_epochs", "BEST"]
