@@ -309,10 +309,6 @@ class NliTrainer(Trainer):
             step=self.state.step, selection_accuracy=self.state.best_accuracy,
             selection=self.nli_data.valid_desc, seed=self.args.seed), indent=2) + "\n")
 
-    def _begin(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        super()._begin()
-
     def report(self) -> dict:
         """The contents of ``training.json`` (module docstring)."""
         args, state = self.args, self.state
