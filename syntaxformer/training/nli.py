@@ -267,9 +267,11 @@ class NliTrainer(Trainer):
         return loss_sum / n, 100.0 * correct / n
 
     def compute_loss_and_logits(self, inputs):
+        """The model's output (``.loss``, ``.logits``) on one encoded batch, on the run's device."""
         return self.model(**{k: v.to(self.device) for k, v in inputs.items()})
 
     def validation_loss(self) -> float | None:
+        """Mean cross-entropy on the selection pairs (:meth:`validation_scores`)."""
         return self.validation_scores()[0]
 
     def evaluate(self) -> dict[str, float]:
