@@ -14,7 +14,8 @@ With a PATH that does not exist yet, ``prepare`` trains it (word2vec, ``syntaxfo
 defaults, seed 0) -- run ``prepare`` once before starting parallel ``run`` processes.
 
 Every (system, seed) is an independent, resumable job: ``OUT/<system>-seed<k>/`` (a finished job,
-one with ``report.json``, is skipped; an interrupted one resumes from its checkpoint). So the study
+one whose ``report.json`` says it stopped at its recipe's steps, is skipped; an interrupted one
+resumes from its checkpoint). So the study
 can run as separate processes, e.g. 15 on a 16-core machine::
 
     python benchmarks/nli_study.py prepare --out runs/nli-study
@@ -70,8 +71,10 @@ def run_job(args, system: str, seed: int) -> None:
     from syntaxformer.workflows.nli import run_nli_train
     spec = SYSTEMS[system]
     out = Path(args.out) / f"{system}-seed{seed}"
-    if spec is None or (out / "report.json").is_file():
+    if spec is None:
         return
+    if (out / "report.json").is_file() and json.loads((out / "report.json").read_text())["stopped"] == "max_steps":
+        return  # finished (a run cut by --max-minutes or a signal resumes)
     if args.word_vectors != "learned" and not Path(args.word_vectors).is_file():
         raise SystemExit(f"{args.word_vectors} is missing: run `nli_study.py prepare` first")
     t0 = time.time()

@@ -217,6 +217,28 @@ def test_recipe_fields_follow_the_model():
     assert resolve_nli_recipe("default", 4439)["overrides"]["classifier_features"] == "match"
 
 
+def test_interaction_sees_the_whole_other_sentence_and_predictions_keep_their_order():
+    from syntaxformer.workflows.nli import predict_pairs
+    model, encoder = _model()
+    p = _pairs()[0]
+    changed = NliPair(p.premise, p.hypothesis[:-1] + ("onion",), p.label)
+    with torch.no_grad():
+        def aligned(pair):
+            b = encoder.batch([pair])
+            x = model.encode(torch.cat([b["premise_ids"], b["hypothesis_ids"]]),
+                             torch.cat([b["premise_mask"], b["hypothesis_mask"]]).bool(),
+                             torch.cat([b["premise_char_ids"], b["hypothesis_char_ids"]]))
+            return model.interact(x[:1], x[1:], b["hypothesis_mask"].bool())[0, 0]  # the premise's first word
+        assert not torch.allclose(aligned(p), aligned(changed))  # no causal mask: the last word is seen
+    model.classifier.out.weight.data.normal_()
+    pairs = _pairs()
+    tokenizer = _Tokenizer({w for q in pairs for w in q.premise + q.hypothesis})  # _model's vocabulary
+    predictions, timing = predict_pairs(model, tokenizer, pairs, batch_size=2)
+    with torch.no_grad():
+        expected = [int(model(**encoder.batch([q])).logits.argmax()) for q in pairs]
+    assert predictions == expected and timing["pairs"] == 6
+
+
 def test_save_load_and_auto_class(tmp_path):
     from transformers import AutoModelForSequenceClassification
     model, encoder = _model(prior="constituent", classifier_features="match")

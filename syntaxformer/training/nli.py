@@ -267,9 +267,11 @@ class NliTrainer(Trainer):
         return loss_sum / n, 100.0 * correct / n
 
     def compute_loss_and_logits(self, inputs):
+        """The model's output (``.loss``, ``.logits``) on one encoded batch, on the run's device."""
         return self.model(**{k: v.to(self.device) for k, v in inputs.items()})
 
     def validation_loss(self) -> float | None:
+        """Mean cross-entropy on the selection pairs (:meth:`validation_scores`)."""
         return self.validation_scores()[0]
 
     def evaluate(self) -> dict[str, float]:
@@ -308,10 +310,6 @@ class NliTrainer(Trainer):
         (best / "selection.json").write_text(json.dumps(dict(
             step=self.state.step, selection_accuracy=self.state.best_accuracy,
             selection=self.nli_data.valid_desc, seed=self.args.seed), indent=2) + "\n")
-
-    def _begin(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        super()._begin()
 
     def report(self) -> dict:
         """The contents of ``training.json`` (module docstring)."""
