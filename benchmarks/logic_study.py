@@ -336,7 +336,7 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
         sd=[s["accuracy"][n]["sd"] or 0.0 for n in TEST_OPERATORS]) for e, s in summary.items()}
     some = next((r["report"] for by in runs.values() for r in by.values()), None)
     baseline = {n: some["test"][str(n)]["majority"] for n in TEST_OPERATORS} if some else None
-    save_figure(plot_accuracy_by_operators(curves, baseline=baseline,
+    save_figure(plot_accuracy_by_operators(curves, result["recipe"].get("max_train_operators", 6), baseline,
                                            title="propositional logic: test accuracy, mean ± sd over seeds"),
                 docs / "logic" / "accuracy")
     (docs / "logic.md").write_text(markdown(result, table(summary, rates, steps)))
