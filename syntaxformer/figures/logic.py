@@ -31,7 +31,7 @@ def plot_accuracy_by_operators(curves: Mapping[str, Mapping[str, Sequence]], max
     Raises:
         ValueError: a curve whose lists differ in length.
     """
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5))
     ax.axvspan(0.5, max_train_operators + 0.5, color="0.92", zorder=0, label=f"trained on (≤ {max_train_operators})")
     lowest = 100.0
     for label, curve in curves.items():
@@ -40,7 +40,7 @@ def plot_accuracy_by_operators(curves: Mapping[str, Mapping[str, Sequence]], max
         if len(xs) != len(ys) or (sd is not None and len(sd) != len(ys)):
             raise ValueError(f"curve {label!r}: operators, accuracy and sd must have the same length")
         ax.errorbar(xs, ys, yerr=sd, marker="o", markersize=4, capsize=3, label=label)
-        lowest = min([lowest] + ys)
+        lowest = min([lowest] + [y - (sd[i] if sd is not None else 0.0) for i, y in enumerate(ys)])
     if baseline:
         ns = sorted(baseline)
         ax.plot(ns, [baseline[n] for n in ns], color="grey", linestyle="--", linewidth=1, label="majority class (#)")
@@ -52,7 +52,7 @@ def plot_accuracy_by_operators(curves: Mapping[str, Mapping[str, Sequence]], max
     ax.set_ylim(max(0.0, min(lowest, 100.0) - 5.0), 100.5)
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     fig.tight_layout()
     return fig
 

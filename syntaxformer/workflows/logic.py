@@ -102,8 +102,9 @@ def write_outputs(report: dict, out: str | Path) -> list[str]:
     test = {int(n): v for n, v in report["test"].items()}
     ns = sorted(test)
     label = f"{report['encoder']} ({report['preset']}" + (f", seed {report['seed']})" if "seed" in report else ")")
+    trained = report.get("training", {}).get("arguments", {}).get("max_train_operators", 6)
     fig = plot_accuracy_by_operators({label: dict(operators=ns, accuracy=[test[n]["accuracy"] for n in ns])},
-                                     baseline={n: test[n]["majority"] for n in ns},
+                                     trained, baseline={n: test[n]["majority"] for n in ns},
                                      title=f"propositional logic, {label}")
     paths = [str(p) for p in save_figure(fig, out / FIGURE)]
     table = f"{summary_line(report)}\n\nProtocol: {PROTOCOL}.\n\n{format_table(report)}\n"
