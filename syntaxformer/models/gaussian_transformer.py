@@ -260,6 +260,11 @@ def pair_features(p: torch.Tensor, h: torch.Tensor, kind: str) -> torch.Tensor:
     return torch.cat([p, h, (p - h).abs(), p * h], dim=-1)
 
 
+class ZeroInitLinear(nn.Linear):
+    """A linear layer that :meth:`PairClassifierPreTrainedModel._init_weights` initialises to zero
+    (weights and bias), so the untrained classifier predicts the uniform distribution (loss ln 3)."""
+
+
 class PairClassifier(nn.Module):
     """``FFN(features)``: Linear(k·d, d) -> GELU -> Dropout -> Linear(d, labels)."""
 
@@ -267,12 +272,7 @@ class PairClassifier(nn.Module):
         super().__init__()
         self.dense = nn.Linear(in_features, hidden)
         self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(hidden, num_labels)
-
-    def reset_output(self) -> None:
-        """Zero the output layer: the untrained model predicts the uniform distribution (loss ln 3)."""
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
+        self.out = ZeroInitLinear(hidden, num_labels)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """(B, k·d) -> (B, labels) logits."""
@@ -309,7 +309,12 @@ class PairClassifierPreTrainedModel(PreTrainedModel):
         return True
 
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
+        # one rule per parameter, by the module that owns it: transformers 5 initialises each parameter
+        # once (a later init call on it is skipped), so no rule may overwrite a child's parameters
+        if isinstance(module, ZeroInitLinear):
+            nn.init.zeros_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
@@ -321,8 +326,6 @@ class PairClassifierPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
-        elif isinstance(module, PairClassifier):
-            module.reset_output()
         elif isinstance(module, PairEmbeddings):
             with torch.no_grad():  # non-persistent buffer (transformers 5 leaves it uninitialised)
                 module.positions.copy_(sinusoidal_positions(*module.positions.shape))
