@@ -304,7 +304,8 @@ CONLLU = """# sent_id = a
 def test_conllu_skips_ranges_and_empty_nodes():
     first, second = parse_conllu(CONLLU)
     assert first == DependencySentence(("Do", "n't", "go", "."), ("AUX", "PART", "VERB", "PUNCT"),
-                                       (3, 3, 0, 3), (False, False, False, True))
+                                       (3, 3, 0, 3), (False, False, False, True),
+                                       ("aux", "advmod", "root", "punct"))
     assert second.punct == (False,)  # SYM is scored; only PUNCT is punctuation
 
 

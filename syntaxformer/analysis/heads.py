@@ -580,46 +580,12 @@ def choose_text(info: dict, text: str | None = None, max_sentences: int | None =
                       "the analysed text (the training text is unknown)")
 
 
-def _conllu_relations(text: str) -> list[list[str]]:
-    """DEPREL of every token (integer ID) of each sentence block of CoNLL-U text."""
-    out, current = [], []
-    for line in text.splitlines() + [""]:
-        if not line.strip():
-            if current:
-                out.append(current)
-            current = []
-        elif not line.startswith("#"):
-            fields = line.split("\t")
-            if "-" not in fields[0] and "." not in fields[0]:
-                current.append(fields[7])
-    return out
-
-
-def read_relations(source: str | os.PathLike, sentences) -> list[list[str]] | None:
-    """The relation of every token of a dependency source (the UD label before ``:``), aligned
-    with ``sentences`` = :func:`~syntaxformer.data.dependency.read_dependencies` ``(source)``; None
-    for sources without labels (ptb-sample, ``.dp`` files).
-
-    Raises:
-        InputError: labels that do not line up with ``sentences`` (names the source).
-    """
-    from syntaxformer.data.embedded import ptb_sample_part
-    from syntaxformer.data.treebank import read_text_file, resolve_files
-
-    if ptb_sample_part(os.fspath(source)) is not None:
+def read_relations(sentences) -> list[list[str]] | None:
+    """The relation of every token of ``sentences`` (:func:`~syntaxformer.data.dependency.read_dependencies`
+    output), the UD label before ``:``; None when any sentence has no labels (ptb-sample, ``.dp``)."""
+    if any(s.relations is None for s in sentences):
         return None
-    path = Path(source)
-    pattern = "*.dp" if path.is_dir() and not any(path.glob("*.conllu")) else "*.conllu"
-    relations: list[list[str]] = []
-    for file in resolve_files(source, pattern, "dependency"):
-        text = read_text_file(file)
-        first = next((ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")), "")
-        if file.suffix.lower() == ".dp" or len(first.split("\t")) != 10:
-            return None
-        relations.extend(_conllu_relations(text))
-    if len(relations) != len(sentences) or any(len(r) != len(s) for r, s in zip(relations, sentences)):
-        raise InputError("relation labels do not line up with the tokens read", path=source)
-    return [[r.split(":")[0] for r in rels] for rels in relations]
+    return [[r.split(":")[0] for r in s.relations] for s in sentences]
 
 
 @dataclass
@@ -652,7 +618,7 @@ def load_dependency_data(source: str, max_sentences: int | None = None) -> Depen
     from syntaxformer.evaluation.dependency import reattach_heads
 
     sentences = read_dependencies(source)
-    relations = read_relations(source, sentences)
+    relations = read_relations(sentences)
     sentences = sentences[:max_sentences]
     data = DependencyData(str(source), [], [], [] if relations is not None else None, [], 0, 0)
     for number, sentence in enumerate(sentences, 1):

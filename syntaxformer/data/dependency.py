@@ -58,16 +58,20 @@ class DependencySentence:
         tags: UPOS for CoNLL-U input, the Penn Treebank tag for ``.dp`` input.
         heads: one per token, 1-based index of the head token, 0 = root.
         punct: one per token, True for punctuation (not scored; rule in the module docstring).
+        relations: one dependency relation (DEPREL) per token for CoNLL-U input, as in the file
+            (subtypes kept, e.g. ``nmod:poss``); None for ``.dp`` input, which has no labels.
     """
     words: tuple[str, ...]
     tags: tuple[str, ...]
     heads: tuple[int, ...]
     punct: tuple[bool, ...]
+    relations: tuple[str, ...] | None = None
 
     def __post_init__(self):
         n = len(self.words)
         assert len(self.tags) == n and len(self.heads) == n and len(self.punct) == n, \
             "words, tags, heads and punct must have one entry per token"
+        assert self.relations is None or len(self.relations) == n, "one relation per token"
 
     def __len__(self) -> int:
         return len(self.words)
@@ -130,7 +134,7 @@ def parse_conllu(text: str, path: str = "<string>") -> list[DependencySentence]:
                     raise InputError(f"malformed CoNLL-U token: {e}", path=path,
                                      line=number) from None
             raise
-        words, tags, heads, kept = [], [], [], []
+        words, tags, heads, relations, kept = [], [], [], [], []
         for token, (_, number) in zip(tokens, token_lines):
             if not isinstance(token["id"], int):
                 continue  # a multiword-token range (1-2) or an empty node (3.1): not a token
@@ -143,12 +147,13 @@ def parse_conllu(text: str, path: str = "<string>") -> list[DependencySentence]:
             words.append(token["form"])
             tags.append(token["upos"])
             heads.append(token["head"])
+            relations.append(token["deprel"] or "_")
             kept.append(number)
         if not words:
             raise InputError("sentence has no tokens", path=path, line=numbers[0])
         _check_heads(heads, path, kept)
         sentences.append(DependencySentence(tuple(words), tuple(tags), tuple(heads),
-                                            tuple(tag == "PUNCT" for tag in tags)))
+                                            tuple(tag == "PUNCT" for tag in tags), tuple(relations)))
     if not sentences:
         raise InputError("no sentences found", path=path)
     return sentences
@@ -262,8 +267,8 @@ def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os
                  ) -> None:
     """Write sentences as valid CoNLL-U, readable by ``conllu`` and by :func:`read_conllu`.
 
-    Columns: ID, FORM, LEMMA ``_``, UPOS, XPOS, FEATS ``_``, HEAD, DEPREL (``root`` for head 0,
-    else ``dep``), DEPS ``_``, MISC ``_``; each sentence starts with ``# sent_id = k`` and
+    Columns: ID, FORM, LEMMA ``_``, UPOS, XPOS, FEATS ``_``, HEAD, DEPREL (the sentence's relations
+    when it has them, else ``root`` for head 0 and ``dep`` otherwise), DEPS ``_``, MISC ``_``; each sentence starts with ``# sent_id = k`` and
     ``# text = ...``. UPOS is ``PUNCT`` for punctuation tokens, the tag itself when it is a UPOS tag,
     else the tag's :data:`PTB_TO_UPOS` mapping (``X`` if unknown); XPOS holds a non-UPOS tag. Reading
     the file back gives the same words, heads and punctuation flags (and the tags when they are UPOS).
@@ -275,8 +280,9 @@ def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os
     out = path_or_file
     for number, sentence in enumerate(sentences, start=1):
         out.write(f"# sent_id = {number}\n# text = {' '.join(sentence.words)}\n")
-        for i, (word, tag, head, punct) in enumerate(
-                zip(sentence.words, sentence.tags, sentence.heads, sentence.punct), start=1):
+        relations = sentence.relations or tuple("root" if h == 0 else "dep" for h in sentence.heads)
+        for i, (word, tag, head, punct, relation) in enumerate(
+                zip(sentence.words, sentence.tags, sentence.heads, sentence.punct, relations), start=1):
             if punct:
                 upos = "PUNCT"
             elif tag in UPOS_TAGS and tag != "PUNCT":
@@ -285,8 +291,7 @@ def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os
                 upos = PTB_TO_UPOS.get(tag, "X")
             xpos = "_" if tag in UPOS_TAGS or not tag else tag
             form = word.replace("\t", " ") or "_"
-            out.write(f"{i}\t{form}\t_\t{upos}\t{xpos}\t_\t{head}\t{'root' if head == 0 else 'dep'}"
-                      "\t_\t_\n")
+            out.write(f"{i}\t{form}\t_\t{upos}\t{xpos}\t_\t{head}\t{relation}\t_\t_\n")
         out.write("\n")
 
 
