@@ -90,6 +90,20 @@ def test_callbacks_are_called_at_the_right_steps(tmp_path, corpus):
     assert len(set(norms)) == len(norms)
 
 
+def test_the_final_checkpoint_is_written_once_when_current(tmp_path, corpus):
+    """Step 20 is evaluated (eval_every 4) and saved (save_every 5) in the loop: the end of the run
+    adds no second evaluation and no second checkpoint; a stop between periods saves at the end."""
+    recorder = Recorder()
+    args = TrainArguments(out=str(tmp_path / "run"), corpus=str(corpus), max_steps=20, **TINY)
+    Trainer(args, callbacks=[recorder]).train()
+    assert recorder.calls["save"] == [5, 10, 15, 20]
+    assert recorder.calls["evaluate"] == [0, 4, 8, 12, 16, 20]
+    recorder = Recorder()
+    args = TrainArguments(out=str(tmp_path / "stop"), corpus=str(corpus), max_steps=20, **TINY)
+    Trainer(args, callbacks=[recorder, StopAt(10)]).train()
+    assert recorder.calls["save"] == [5, 10, 10]  # step 10's final evaluation changed the state
+
+
 class FrozenObjective(Trainer):
     """Another objective through the subclass hook: the masked-LM loss times zero (no gradient)."""
 

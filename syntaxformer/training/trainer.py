@@ -288,6 +288,7 @@ class Trainer:
         self.tokens_per_second: float | None = None
         self.t_start = time.monotonic()
         self._evaluated_at: int | None = None
+        self._saved_at: int | None = None
 
     # ---------------------------------------------------------------------------------- the run
 
@@ -368,8 +369,10 @@ class Trainer:
         self.control.reset()
 
     def _finish(self) -> None:
+        evaluated_before = self._evaluated_at == self.state.step
         self.evaluate()
-        self.save()
+        if not evaluated_before or self._saved_at != self.state.step:  # else the checkpoint is current
+            self.save()
         if self.is_main:
             record = self.report()
             self.model.save_pretrained(self.out, safe_serialization=True)
@@ -615,6 +618,7 @@ class Trainer:
                         scheduler=self.scheduler.state_dict(), state=asdict(self.state), args=asdict(self.args),
                         world_size=self.world)
             write_checkpoint(self.out / CHECKPOINT, blob)
+        self._saved_at = self.state.step
         for callback in self.callbacks:
             callback.on_save(self)
 
