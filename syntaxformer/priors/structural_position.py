@@ -47,13 +47,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..data.trees import NO_TREE, ROOT  # head of the root (-1); of a token outside the tree (-100)
 from ..errors import InputError
 from .base import PriorOutput, StructuralPrior
-
-#: head value of the root word
-ROOT = -1
-#: head value of a token outside the tree (special tokens, padding)
-NO_TREE = -100
 #: default clipping distance K of the relative structural positions (Shaw et al. clip at 2-16)
 MAX_RELATIVE = 8
 #: default largest depth with its own absolute embedding (deeper words share the last one)
@@ -204,6 +200,8 @@ class StructuralPositionPrior(StructuralPrior):
 
     #: the keys of ``inputs`` (the model's ``structure_inputs``) this prior reads
     needs_inputs: tuple[str, ...] = ("heads",)
+    #: config fields this prior reads, with their defaults (``train --set`` accepts them)
+    config_fields = {"structural_max_relative": MAX_RELATIVE, "structural_max_depth": MAX_DEPTH}
 
     def __init__(self, head_dim: int, max_relative: int = MAX_RELATIVE):
         super().__init__()
