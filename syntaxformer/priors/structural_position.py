@@ -39,6 +39,9 @@ head, :data:`ROOT` (−1) for the root, :data:`NO_TREE` (−100) for a token out
 tokens, padding). The model hands it to every layer's prior (``structure_inputs`` of the Tree
 Transformer family). Without it the prior raises :class:`~syntaxformer.errors.InputError`.
 
+Cost: the tree positions are recomputed from the heads by the fusion and by each layer's prior
+(O(depth) pointer-jumping steps over (B, N, N) booleans each), small beside the attention itself.
+
 Config fields read (``getattr(config, name, default)``): ``num_attention_heads``, ``hidden_size``,
 ``structural_max_relative`` (:data:`MAX_RELATIVE`), ``structural_max_depth`` (:data:`MAX_DEPTH`).
 """

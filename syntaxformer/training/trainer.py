@@ -440,6 +440,9 @@ class Trainer:
         self.model = self.make_model().to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self._takes_masked_only = "masked_only" in inspect.signature(self.model.forward).parameters
+        if self.data.train_heads is not None and "structure_inputs" not in inspect.signature(self.model.forward).parameters:
+            raise InputError(f"--trees: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
+                             "family model with a prior that reads trees, e.g. --prior structural-position, does)")
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
         self.optimizer = optimizer(self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps,
                                    weight_decay=args.weight_decay)
