@@ -46,8 +46,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     m.add_argument("--model", default=_D.model, help="model name (syntaxformer.models.MODELS)")
     m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, mini, tiny (per model)")
     m.add_argument("--prior", default=None,
-                   help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, or none "
-                        "(plain Transformer); default: the model's")
+                   help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, "
+                        "structural-position (needs --trees), or none (plain Transformer); default: the model's")
     m.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
                    help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable")
     d = p.add_argument_group("data")
@@ -55,6 +55,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="ptb-sample (the embedded treebank's words) or text files, one sentence per line "
                         "(comma-separated paths / globs)")
     d.add_argument("--valid", default=None, help="validation corpus (same forms as --corpus)")
+    d.add_argument("--trees", default=None, metavar="gold|induced:MODEL_DIR",
+                   help="a dependency tree per sentence, for priors that read one (structural-position): "
+                        "gold = sentences and trees from the dependency source --corpus names (ptb-sample, "
+                        "a CoNLL-U or .dp file; punctuation removed); induced:MODEL_DIR = the maximum-"
+                        "spanning-tree heads of a trained StructFormer for the --corpus sentences")
     d.add_argument("--valid-fraction", type=float, default=_D.valid_fraction,
                    help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)")
     d.add_argument("--tokenizer", default=_D.tokenizer,

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.pytorch_utils import prune_linear_layer
 
-from ..priors import build_prior, prior_attribute
+from ..priors import build_position_fusion, build_prior, prior_attribute
 from ..priors.attention import ATTENTION_FUNCTIONS
 from ..priors.base import PriorOutput
 
@@ -49,24 +49,36 @@ def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
 
 
 class SinusoidalEmbeddings(nn.Module):
-    """Word embeddings × √d_model + sinusoidal positions, then dropout (the Tree Transformer's code)."""
+    """Word embeddings × √d_model + sinusoidal positions, then dropout (the Tree Transformer's code).
+
+    When ``config.prior``'s class offers a position fusion (``priors.build_position_fusion``, e.g. the
+    structural-position prior's depth fusion, DESIGN.md §3.2) it is kept as ``position_fusion`` and
+    turns the sinusoidal positions and the ``structure_inputs`` into per-sentence positions.
+    """
 
     def __init__(self, config):
         super().__init__()
+        fusion = build_position_fusion(config) if getattr(config, "prior", None) is not None else None
+        if fusion is not None:
+            self.position_fusion = fusion
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
         self.scale = math.sqrt(config.hidden_size)
         self.register_buffer("positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size),
                              persistent=False)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """(B, N) ids -> (B, N, d)."""
+    def forward(self, input_ids: torch.Tensor, structure_inputs: dict[str, torch.Tensor] | None = None
+                ) -> torch.Tensor:
+        """(B, N) ids (and the structure inputs, read by a position fusion only) -> (B, N, d)."""
         n = input_ids.shape[1]
         positions = self.positions
         if n > positions.shape[0]:  # sinusoids work at any length
             positions = sinusoidal_positions(n, positions.shape[1]).to(positions.device)
-        x = self.word_embeddings(input_ids) * self.scale + positions[:n].to(self.word_embeddings.weight.dtype)
-        return self.dropout(x)
+        words = self.word_embeddings(input_ids) * self.scale  # (B, N, d)
+        positions = positions[:n].to(words.dtype)  # (N, d)
+        if hasattr(self, "position_fusion"):
+            positions = self.position_fusion(positions, words, structure_inputs)  # (B, N, d)
+        return self.dropout(words + positions)
 
 
 def normalise_pruned_heads(pruned_heads) -> dict[int, list[int]]:
@@ -192,10 +204,14 @@ class PreLNLayer(nn.Module):
         """This layer's :class:`~syntaxformer.priors.base.StructuralPrior`, or None."""
         return getattr(self, self.prior_name) if self.prior_name else None
 
-    def forward(self, x, key_mask, prior_state=None, head_mask=None, output_attentions=False):
+    def forward(self, x, key_mask, prior_state=None, head_mask=None, output_attentions=False,
+                structure_inputs: dict[str, torch.Tensor] | None = None):
         """x (B, N, d), key_mask (B, N) bool, the prior's state from the layer below (or None),
-        head_mask (H_original,) or None -> ``(x, PriorOutput or None, attentions or None)``."""
-        prior = self.prior(x, key_mask, prior_state) if self.prior is not None else None
+        head_mask (H_original,) or None, structure_inputs (per-sentence structure handed to the prior
+        as ``inputs``, e.g. ``{"heads": (B, N)}``; or None) -> ``(x, PriorOutput or None, attentions
+        or None)``."""
+        prior = (self.prior(x, key_mask, prior_state, inputs=structure_inputs) if self.prior is not None
+                 else None)
         h, attn = self.attention(self.attention_norm(x), key_mask, prior, head_mask, output_attentions)
         x = x + self.dropout(h)
         x = x + self.dropout(self.ffn(self.ffn_norm(x)))
@@ -244,13 +260,15 @@ class PreLNEncoder(nn.ModuleList):
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor, head_mask: torch.Tensor | None = None,
                 output_attentions: bool = False, output_priors: bool = False,
-                output_hidden_states: bool = False) -> EncoderOutput:
-        """x (B, N, d) embeddings, key_mask (B, N) bool (True = real), head_mask (H,) or (L, H) -> output."""
+                output_hidden_states: bool = False,
+                structure_inputs: dict[str, torch.Tensor] | None = None) -> EncoderOutput:
+        """x (B, N, d) embeddings, key_mask (B, N) bool (True = real), head_mask (H,) or (L, H),
+        structure_inputs (the same dict to every layer's prior, ``inputs``; None: none) -> output."""
         masks = layer_head_masks(head_mask, len(self), self.num_heads)
         state, records = None, {}
         priors, attentions, hidden_states = [], [], [x]
         for layer, mask in zip(self, masks):
-            x, prior, attn = layer(x, key_mask, state, mask, output_attentions)
+            x, prior, attn = layer(x, key_mask, state, mask, output_attentions, structure_inputs)
             if prior is not None:
                 state = prior.state
                 for name, value in prior.record.items():

@@ -99,8 +99,8 @@ class TreeTransformerConfig(PretrainedConfig):
         layer_norm_eps: LayerNorm epsilon (1e-6 as the public code).
         pad_token_id: id of the padding token.
         initializer_range: std of the word-embedding initialisation (module docstring).
-        prior: a name in :data:`syntaxformer.priors.PRIORS`: "constituent" (Tree Transformer) or
-            "none" (plain Transformer).
+        prior: a name in :data:`syntaxformer.priors.PRIORS`: "constituent" (Tree Transformer),
+            "none" (plain Transformer), "gaussian", "structural-position" (needs ``structure_inputs``).
         constituent_variant: "paper" or "official" (see :mod:`syntaxformer.priors.constituent`).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
@@ -224,14 +224,19 @@ class TreeTransformerModel(TreeTransformerPreTrainedModel):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_priors: bool = False, output_hidden_states: bool = False) -> TreeTransformerOutput:
+                output_priors: bool = False, output_hidden_states: bool = False,
+                structure_inputs: dict[str, torch.Tensor] | None = None) -> TreeTransformerOutput:
         """input_ids (B, N), attention_mask (B, N) 1 = real / 0 = padding (None: all real), head_mask
-        (H,) or (L, H) (1 keeps a head, 0 drops it; original head numbers; None: all heads)."""
+        (H,) or (L, H) (1 keeps a head, 0 drops it; original head numbers; None: all heads),
+        structure_inputs: per-sentence structure in token positions for priors that read it (e.g.
+        ``{"heads": (B, N) long}``: 0-based head position, -1 root, -100 special token / padding, for
+        ``prior="structural-position"``), handed to the embeddings' position fusion and to every
+        layer's prior; None: none (priors that need it raise InputError)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         key_mask = attention_mask.bool()  # (B, N)
-        out = self.layers(self.embeddings(input_ids), key_mask, head_mask, output_attentions, output_priors,
-                          output_hidden_states)
+        out = self.layers(self.embeddings(input_ids, structure_inputs), key_mask, head_mask, output_attentions,
+                          output_priors, output_hidden_states, structure_inputs=structure_inputs)
         return TreeTransformerOutput(
             last_hidden_state=self.norm(out.hidden), link_probs=out.records.get("link_probs", ()),
             priors=out.priors, attentions=out.attentions, hidden_states=out.hidden_states)
@@ -249,7 +254,8 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, head_mask: torch.Tensor | None = None,
                 output_attentions: bool = False, output_priors: bool = False, output_hidden_states: bool = False,
-                masked_only: bool = False, return_dict: bool = True) -> TreeTransformerMaskedLMOutput | tuple:
+                masked_only: bool = False, return_dict: bool = True,
+                structure_inputs: dict[str, torch.Tensor] | None = None) -> TreeTransformerMaskedLMOutput | tuple:
         """Masked-LM forward pass.
 
         Args:
@@ -265,13 +271,17 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
             masked_only: compute logits only at labelled positions ((M, V)), the cheap training path;
                 requires ``labels``.
             return_dict: False returns a tuple of the non-None fields.
+            structure_inputs: per-sentence structure for priors that read it, e.g. ``{"heads": (B, N)
+                long}`` (token positions; -1 root, -100 special token or padding) for
+                ``prior="structural-position"`` (:meth:`TreeTransformerModel.forward`).
         Returns:
             :class:`TreeTransformerMaskedLMOutput`; ``link_probs`` always (empty for ``prior="none"``).
         Raises:
             ValueError: ``masked_only`` without ``labels``.
         """
         out = self.tree_transformer(input_ids, attention_mask, head_mask, output_attentions=output_attentions,
-                                    output_priors=output_priors, output_hidden_states=output_hidden_states)
+                                    output_priors=output_priors, output_hidden_states=output_hidden_states,
+                                    structure_inputs=structure_inputs)
         hidden = out.last_hidden_state
         loss = None
         if masked_only:

@@ -12,12 +12,14 @@ from .attention import ATTENTION_FUNCTIONS
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 from .constituent import ConstituentAttention, ConstituentPrior
 from .gaussian import GaussianPrior
+from .structural_position import StructuralPositionFusion, StructuralPositionPrior
 
 #: ``config.prior`` -> the prior's class (None: no prior)
 PRIORS: dict[str, type[StructuralPrior] | None] = {
     "none": None,
     "constituent": ConstituentAttention,
     "gaussian": GaussianPrior,
+    "structural-position": StructuralPositionPrior,
 }
 
 
@@ -44,6 +46,23 @@ def build_prior(config, layer_index: int) -> StructuralPrior | None:
     return None if cls is None else cls.from_config(config, layer_index)
 
 
+def build_position_fusion(config):
+    """The module the model's embeddings fuse positions with, when ``config.prior``'s class offers one
+    (a classmethod ``position_fusion(config) -> nn.Module``, e.g. the structural-position prior's
+    absolute-depth fusion); None otherwise. Its ``forward(positions (N, d), words (B, N, d), inputs)``
+    returns the (B, N, d) positions to add to the word embeddings."""
+    check_prior(config.prior)
+    factory = getattr(PRIORS[config.prior], "position_fusion", None)
+    return None if factory is None else factory(config)
+
+
+def needs_structure_inputs(name: str) -> bool:
+    """Whether the prior ``name`` reads per-sentence structure (its class sets ``needs_inputs``)."""
+    check_prior(name)
+    return bool(getattr(PRIORS[name], "needs_inputs", ()))
+
+
 __all__ = ["ATTENTION_FUNCTIONS", "PRIORS", "ConstituentAttention", "ConstituentPrior", "GaussianPrior",
            "MultiplicativePrior",
-           "PriorOutput", "StructuralPrior", "build_prior", "check_prior", "prior_attribute"]
+           "PriorOutput", "StructuralPositionFusion", "StructuralPositionPrior", "StructuralPrior", "build_position_fusion",
+           "build_prior", "check_prior", "needs_structure_inputs", "prior_attribute"]

@@ -18,7 +18,8 @@ any of
   ``{"link_probs": (B, N-1)}``).
 
 The attention kernels (:mod:`syntaxformer.priors.attention`) consume the fields; they know no prior by
-name. A new prior is one file defining a :class:`StructuralPrior` subclass, one line in the registry,
+name. Per-sentence structure given with the input (e.g. a dependency tree's heads) reaches every
+layer's prior as ``forward(..., inputs=dict)`` (the model's ``structure_inputs``). A new prior is one file defining a :class:`StructuralPrior` subclass, one line in the registry,
 and its tests (ARCHITECTURE.md, "How to add a prior").
 """
 from __future__ import annotations
@@ -91,7 +92,11 @@ class StructuralPrior(nn.Module):
         """The prior of 0-based layer ``layer_index`` of a model with ``config``."""
         raise NotImplementedError
 
-    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None) -> PriorOutput:
+    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None,
+                inputs: dict[str, torch.Tensor] | None = None) -> PriorOutput:
         """hidden (B, N, d) layer input, key_mask (B, N) bool (True = real token), state from the layer
-        below (None at the first layer) -> :class:`PriorOutput`."""
+        below (None at the first layer), ``inputs``: per-sentence structure the model was given
+        (``structure_inputs``, the same dict for every layer; e.g. ``{"heads": (B, N) long}`` in token
+        positions for the structural-position prior), None when none was given; a prior that needs
+        none ignores it -> :class:`PriorOutput`."""
         raise NotImplementedError

@@ -400,11 +400,12 @@ class ConstituentAttention(StructuralPrior):
         a, cum = self.link_probabilities(hidden, mask, prior)
         return ConstituentPrior(cum, self.variant, self.log_diagonal), a
 
-    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state: torch.Tensor | None = None
-                ) -> PriorOutput:
+    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state: torch.Tensor | None = None,
+                inputs=None) -> PriorOutput:
         """The prior interface (:class:`~syntaxformer.priors.base.StructuralPrior`): hidden (B, N, d),
-        key_mask (B, N) bool, state = (B, N-1) links of the layer below or None -> the multiplicative
-        prior C, next state a^l (B, N-1) and ``record["link_probs"]`` = a^l."""
+        key_mask (B, N) bool, state = (B, N-1) links of the layer below or None (``inputs``, the
+        structure inputs, ignored) -> the multiplicative prior C, next state a^l (B, N-1) and
+        ``record["link_probs"]`` = a^l."""
         prior, a = self.prior_state(hidden, key_mask, state)
         return PriorOutput(multiplicative=prior, state=a, record={"link_probs": a})
 

@@ -87,8 +87,9 @@ class GaussianPrior(StructuralPrior):
         """(H,) offsets, < 0."""
         return -F.softplus(self.b_raw)
 
-    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None) -> PriorOutput:
-        """hidden (B, N, d) (only its length and dtype are used) -> ``score_bias`` (1, H, N, N)."""
+    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None, inputs=None) -> PriorOutput:
+        """hidden (B, N, d) (only its length and dtype are used) -> ``score_bias`` (1, H, N, N);
+        ``inputs`` (structure inputs) is ignored."""
         bias = gaussian_bias(self.w, self.b, hidden.shape[1]).to(hidden.dtype)
         return PriorOutput(score_bias=bias)
 

@@ -26,6 +26,10 @@ class TrainArguments:
         overrides [{}]: further config fields, e.g. ``{"hidden_size": 128}``.
         corpus ["ptb-sample"]: a ``load_corpus`` spec (ptb-sample's words, or text files).
         valid [None]: a ``load_corpus`` spec for validation; None holds out ``valid_fraction``.
+        trees [None]: a dependency tree per sentence, for priors that read one (``structural-position``;
+            :mod:`syntaxformer.data.trees`): "gold" (sentences and trees from the dependency source
+            ``corpus`` names: ptb-sample, a CoNLL-U or ``.dp`` file) or "induced:MODEL_DIR" (the
+            maximum-spanning-tree heads of a trained StructFormer for the ``corpus`` sentences).
         valid_fraction [0.05]: fraction of the corpus held out when ``valid`` is None (0: none).
         tokenizer ["word"]: "word", "wordpiece", or a folder holding a saved tokenizer.
         min_freq [2]: word tokenizer: keep words seen at least this often (public code: > 1);
@@ -88,6 +92,7 @@ class TrainArguments:
     overrides: dict = field(default_factory=dict)
     corpus: str = "ptb-sample"
     valid: str | None = None
+    trees: str | None = None
     valid_fraction: float = 0.05
     tokenizer: str = "word"
     min_freq: int = 2
@@ -174,7 +179,20 @@ class TrainArguments:
             bad(f"--tokenizer must be word, wordpiece or a folder with tokenizer.json, got {self.tokenizer!r}")
         if self.device is not None:
             resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
+        self.check_trees()
         self.check_fine_tuning()
+
+    def check_trees(self) -> None:
+        """Raise :class:`InputError` (one line) when the prior reads trees and none are given, or for a
+        bad ``trees`` value."""
+        from syntaxformer.priors import PRIORS, needs_structure_inputs
+        prior = self.prior if self.prior is not None else self.overrides.get("prior")
+        if prior in PRIORS and needs_structure_inputs(prior) and self.trees is None:
+            raise InputError(f"--prior {prior} needs a dependency tree per sentence: give --trees gold "
+                             "or --trees induced:MODEL_DIR")
+        if self.trees is not None and not (self.trees == "gold" or
+                                           (self.trees.startswith("induced:") and len(self.trees) > 8)):
+            raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {self.trees!r}")
 
     def check_fine_tuning(self) -> None:
         """Raise :class:`InputError` (one line) for inconsistent ``init_from`` / head-gate options."""

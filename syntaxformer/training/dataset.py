@@ -27,6 +27,10 @@ class TrainingData:
         train_sentences, valid_sentences: sentences read before encoding.
         train_over, valid_over: sentences that had more than ``max_length`` tokens.
         valid_desc: where the validation sentences come from, in words.
+        train_heads, valid_heads: with ``--trees``, per sequence its tree over its tokens (0-based
+            head positions, -1 root, -100 special token; :func:`syntaxformer.data.trees.token_heads`),
+            parallel to ``train_ids`` / ``valid_ids``; None without trees.
+        trees: the ``--trees`` value, or None.
     """
     tokenizer: object
     train_ids: list[list[int]]
@@ -36,6 +40,17 @@ class TrainingData:
     train_over: int
     valid_over: int
     valid_desc: str
+    train_heads: list[list[int]] | None = None
+    valid_heads: list[list[int]] | None = None
+    trees: str | None = None
+
+    def structure_inputs(self, heads: list[list[int]] | None, indices: list[int]) -> dict | None:
+        """The model's ``structure_inputs`` for the sequences ``indices`` of ``heads`` (``train_heads``
+        or ``valid_heads``): ``{"heads": (B, N) long}``, padded with -100; None without trees."""
+        if heads is None:
+            return None
+        from syntaxformer.data.trees import pad_heads
+        return {"heads": pad_heads([heads[i] for i in indices])}
 
     @property
     def special_ids(self) -> list[int]:
@@ -50,7 +65,7 @@ class TrainingData:
                     train_tokens=sum(map(len, self.train_ids)), valid_sentences=self.valid_sentences,
                     valid_sequences=len(self.valid_ids), max_length=args.max_length,
                     overflow=args.overflow, train_over_max_length=self.train_over,
-                    valid_over_max_length=self.valid_over)
+                    valid_over_max_length=self.valid_over, trees=self.trees)
 
 
 def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> TrainingData:
@@ -64,6 +79,8 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
     Raises:
         InputError: an unreadable or empty corpus, or no training sentence left after encoding.
     """
+    if args.trees is not None:
+        return _prepare_tree_data(args, saved_tokenizer)
     sentences = load_corpus(args.corpus)
     if not sentences:
         raise InputError("the training corpus has no sentence", path=args.corpus)
@@ -88,6 +105,50 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
                 len(train_ids), sum(map(len, train_ids)), len(valid_ids), len(tokenizer))
     return TrainingData(tokenizer, train_ids, valid_ids, len(train_sents), len(valid_sents),
                         train_over, valid_over, valid_desc)
+
+
+def _prepare_tree_data(args: TrainArguments, saved_tokenizer: Path | None) -> TrainingData:
+    """:func:`prepare_data` with a tree per sentence (``args.trees``, :mod:`syntaxformer.data.trees`):
+    the same validation rule and tokenizer; sentences over ``max_length`` tokens are dropped whatever
+    ``overflow`` says (a tree cannot be split; counted), and each kept sequence gets its token heads."""
+    from syntaxformer.data.trees import load_tree_corpus
+    sentences, trees = load_tree_corpus(args.trees, args.corpus)
+    if not sentences:
+        raise InputError("the training corpus has no sentence", path=args.corpus)
+    if args.valid is not None:
+        train, (valid_sents, valid_trees) = (sentences, trees), load_tree_corpus(args.trees, args.valid)
+        valid, valid_desc = (valid_sents, valid_trees), args.valid
+    else:
+        held = held_out_indices(len(sentences), args.valid_fraction)
+        train = ([s for i, s in enumerate(sentences) if i not in held], [t for i, t in enumerate(trees) if i not in held])
+        valid = ([s for i, s in enumerate(sentences) if i in held], [t for i, t in enumerate(trees) if i in held])
+        valid_desc = f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)"
+    if saved_tokenizer is not None and (saved_tokenizer / "tokenizer.json").is_file():
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(saved_tokenizer)
+    else:
+        tokenizer = _build_tokenizer(args, train[0])
+    train_ids, train_heads, train_over = _encode_trees(tokenizer, *train, args.max_length)
+    valid_ids, valid_heads, valid_over = _encode_trees(tokenizer, *valid, args.max_length)
+    if not train_ids:
+        raise InputError("no training sentence left after encoding", path=args.corpus)
+    logger.info("training with %s trees: %d sentences (%d tokens), validation: %d sentences, vocabulary %d",
+                args.trees, len(train_ids), sum(map(len, train_ids)), len(valid_ids), len(tokenizer))
+    return TrainingData(tokenizer, train_ids, valid_ids, len(train[0]), len(valid[0]), train_over, valid_over,
+                        valid_desc, train_heads, valid_heads, args.trees)
+
+
+def _encode_trees(tokenizer, sentences, trees, max_length: int):
+    """Encode sentences with trees: ``(ids, token heads, number over max_length)``; the sentences over
+    ``max_length`` tokens are dropped (logged)."""
+    from syntaxformer.data.trees import token_heads
+    ids, word_ids = encode(tokenizer, sentences)
+    kept = [i for i, x in enumerate(ids) if len(x) <= max_length]
+    over = len(ids) - len(kept)
+    if over:
+        logger.warning("dropped %d of %d sentences longer than %d tokens (a tree cannot be split)", over,
+                       len(ids), max_length)
+    return [ids[i] for i in kept], [token_heads(trees[i], word_ids[i]) for i in kept], over
 
 
 def held_out_indices(n: int, fraction: float) -> set[int]:

@@ -137,6 +137,9 @@ def _build_model(args: TrainArguments, vocab_size: int):
         overrides = {**{k: v for k, v in defaults.items() if k in known}, **overrides}
         if args.prior is not None and "prior" not in known:
             raise ValueError(f"--prior {args.prior}: this model has no structural-prior option")
+        from syntaxformer.priors import PRIORS
+        prior_class = PRIORS.get(overrides.get("prior", known.get("prior")))
+        known = {**getattr(prior_class, "config_fields", {}), **known}  # fields the prior reads
         unknown = sorted(set(args.overrides) - set(known))
         if unknown:
             raise ValueError(f"no config field {', '.join(unknown)}")
@@ -267,6 +270,9 @@ class Trainer:
         callbacks: the callbacks, in calling order.
         t_start: ``time.monotonic()`` when :meth:`train` started; stop_reason: why it stopped.
         tokens_per_second: the throughput of the last logged window (all processes), or None.
+        structure_inputs: the current batch's per-sentence structure for the model (``--trees``:
+            ``{"heads": (B, N)}``), set before each training / validation loss; None without trees.
+        valid_structure: per validation batch, its ``structure_inputs`` (or None).
 
     Raises:
         InputError: from the constructor, options that ``TrainArguments.check`` refuses.
@@ -289,6 +295,7 @@ class Trainer:
         self.t_start = time.monotonic()
         self._evaluated_at: int | None = None
         self._saved_at: int | None = None
+        self.structure_inputs: dict | None = None
 
     # ---------------------------------------------------------------------------------- the run
 
@@ -436,6 +443,9 @@ class Trainer:
         self.model = self.make_model().to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self._takes_masked_only = "masked_only" in inspect.signature(self.model.forward).parameters
+        if self.data.train_heads is not None and "structure_inputs" not in inspect.signature(self.model.forward).parameters:
+            raise InputError(f"--trees: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
+                             "family model with a prior that reads trees, e.g. --prior structural-position, does)")
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
         self.optimizer = optimizer(self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps,
                                    weight_decay=args.weight_decay)
@@ -482,16 +492,18 @@ class Trainer:
         """The validation sentences in corpus order as the objective's batches, built once (masks
         from a generator seeded by ``seed``); this process's share (every ``world``-th batch)."""
         valid_ids = self.data.valid_ids
+        self.valid_structure = []  # per batch, its structure_inputs (None without --trees)
         if not valid_ids:
             return []
         sampler = LengthBucketSampler([len(x) for x in valid_ids], batch_size=self.args.batch_size,
                                       max_tokens=self.args.max_tokens, shuffle=False)
         generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, 0, 0, 7))
-        batches = []
+        batches, self.valid_structure = [], []
         for b, idx in enumerate(sampler.all_batches(0)):
             batch = self.objective.batch([valid_ids[i] for i in idx], generator)
             if b % self.world == self.rank:
                 batches.append(batch)
+                self.valid_structure.append(self.data.structure_inputs(self.data.valid_heads, idx))
         return batches
 
     # ---------------------------------------------------------------------------------- a step
@@ -505,6 +517,7 @@ class Trainer:
         args, step = self.args, self.state.step
         generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, self.rank, 1))
         inputs, attention_mask, labels = self.objective.batch([self.data.train_ids[i] for i in batch], generator)
+        self.structure_inputs = self.data.structure_inputs(self.data.train_heads, batch)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
         self.optimizer.zero_grad(set_to_none=True)
@@ -542,9 +555,14 @@ class Trainer:
                    labels: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy (nats) over the batch's targets: ``model(...).loss`` (masked LM: the
         logits of masked positions only where the model offers ``masked_only``; causal LM: the
-        model shifts the labels), under bfloat16 autocast with ``bf16``."""
+        model shifts the labels), under bfloat16 autocast with ``bf16``. With ``--trees`` the batch's
+        :attr:`structure_inputs` (set by :meth:`training_step` and :meth:`validation_loss` before the
+        loss; ``{"heads": (B, N)}``) go to the model as ``structure_inputs``."""
         kw = dict(input_ids=inputs.to(self.device), attention_mask=attention_mask.to(self.device),
                   labels=labels.to(self.device))
+        structure = getattr(self, "structure_inputs", None)
+        if structure is not None:
+            kw["structure_inputs"] = {k: v.to(self.device) for k, v in structure.items()}
         if self._takes_masked_only:
             kw["masked_only"] = True
         autocast = (torch.autocast(device_type=self.device.type, dtype=torch.bfloat16) if self.args.bf16
@@ -601,11 +619,14 @@ class Trainer:
             return None
         self.model.eval()
         total = torch.zeros(2, dtype=torch.float64)
+        structures = getattr(self, "valid_structure", None) or [None] * len(self.valid_batches)
         with torch.no_grad():
-            for inputs, attention_mask, labels in self.valid_batches:
+            for (inputs, attention_mask, labels), structure in zip(self.valid_batches, structures):
+                self.structure_inputs = structure
                 n = self.objective.n_targets(labels)
                 loss = float(self.model_loss(self.model, inputs, attention_mask, labels))
                 total += torch.tensor([loss * n, n], dtype=torch.float64)
+        self.structure_inputs = None
         total = self._all_reduce(total)
         self.model.train()
         return float(total[0] / total[1])
