@@ -153,12 +153,15 @@ class TreeTransformerOutput(ModelOutput):
         priors: tuple over layers of (B, N, N) constituent priors C^l, when asked.
         attentions: tuple over layers of (B, H, N, N) attention E = C ⊙ softmax, when asked.
         hidden_states: tuple of (B, N, d): embeddings, then each layer's output, when asked.
+        prior_loss: the priors' auxiliary loss (scalar, already weighted, e.g. the multi-granularity
+            prior's phrase-label NLL), or None.
     """
     last_hidden_state: torch.Tensor | None = None
     link_probs: tuple | None = None
     priors: tuple | None = None
     attentions: tuple | None = None
     hidden_states: tuple | None = None
+    prior_loss: torch.Tensor | None = None
 
 
 @dataclass
@@ -224,17 +227,19 @@ class TreeTransformerModel(TreeTransformerPreTrainedModel):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_priors: bool = False, output_hidden_states: bool = False) -> TreeTransformerOutput:
+                output_priors: bool = False, output_hidden_states: bool = False,
+                inputs: dict[str, torch.Tensor] | None = None) -> TreeTransformerOutput:
         """input_ids (B, N), attention_mask (B, N) 1 = real / 0 = padding (None: all real), head_mask
-        (H,) or (L, H) (1 keeps a head, 0 drops it; original head numbers; None: all heads)."""
+        (H,) or (L, H) (1 keeps a head, 0 drops it; original head numbers; None: all heads), inputs
+        (extra tensors the prior reads, e.g. ``"phrase_ids"`` (B, N); None: none)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         key_mask = attention_mask.bool()  # (B, N)
         out = self.layers(self.embeddings(input_ids), key_mask, head_mask, output_attentions, output_priors,
-                          output_hidden_states)
+                          output_hidden_states, inputs=inputs)
         return TreeTransformerOutput(
             last_hidden_state=self.norm(out.hidden), link_probs=out.records.get("link_probs", ()),
-            priors=out.priors, attentions=out.attentions, hidden_states=out.hidden_states)
+            priors=out.priors, attentions=out.attentions, hidden_states=out.hidden_states, prior_loss=out.loss)
 
 
 class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
@@ -249,7 +254,8 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, head_mask: torch.Tensor | None = None,
                 output_attentions: bool = False, output_priors: bool = False, output_hidden_states: bool = False,
-                masked_only: bool = False, return_dict: bool = True) -> TreeTransformerMaskedLMOutput | tuple:
+                masked_only: bool = False, return_dict: bool = True,
+                inputs: dict[str, torch.Tensor] | None = None) -> TreeTransformerMaskedLMOutput | tuple:
         """Masked-LM forward pass.
 
         Args:
@@ -265,13 +271,18 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
             masked_only: compute logits only at labelled positions ((M, V)), the cheap training path;
                 requires ``labels``.
             return_dict: False returns a tuple of the non-None fields.
+            inputs: extra tensors the prior reads (e.g. the multi-granularity prior's
+                ``"phrase_ids"`` (B, N) and ``"phrase_labels"`` (B, P)); None: none.
         Returns:
-            :class:`TreeTransformerMaskedLMOutput`; ``link_probs`` always (empty for ``prior="none"``).
+            :class:`TreeTransformerMaskedLMOutput`; ``link_probs`` always (empty for ``prior="none"``);
+            with labels, ``loss`` = masked-LM cross-entropy + the priors' auxiliary loss, if any
+            (e.g. ``mgsa_phrase_loss_weight × phrase-label NLL``, DESIGN.md §3.3).
         Raises:
             ValueError: ``masked_only`` without ``labels``.
         """
         out = self.tree_transformer(input_ids, attention_mask, head_mask, output_attentions=output_attentions,
-                                    output_priors=output_priors, output_hidden_states=output_hidden_states)
+                                    output_priors=output_priors, output_hidden_states=output_hidden_states,
+                                    inputs=inputs)
         hidden = out.last_hidden_state
         loss = None
         if masked_only:
@@ -290,6 +301,8 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
                 loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=-100)
             else:  # nothing to predict: a zero that keeps the graph
                 loss = flat_logits.sum() * 0.0
+            if out.prior_loss is not None:
+                loss = loss + out.prior_loss
         result = TreeTransformerMaskedLMOutput(loss=loss, logits=logits, link_probs=out.link_probs,
                                                priors=out.priors, attentions=out.attentions,
                                                hidden_states=out.hidden_states)

@@ -12,12 +12,14 @@ from .attention import ATTENTION_FUNCTIONS
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 from .constituent import ConstituentAttention, ConstituentPrior
 from .gaussian import GaussianPrior
+from .multi_granularity import MultiGranularityPrior
 
 #: ``config.prior`` -> the prior's class (None: no prior)
 PRIORS: dict[str, type[StructuralPrior] | None] = {
     "none": None,
     "constituent": ConstituentAttention,
     "gaussian": GaussianPrior,
+    "multi-granularity": MultiGranularityPrior,
 }
 
 
@@ -45,5 +47,5 @@ def build_prior(config, layer_index: int) -> StructuralPrior | None:
 
 
 __all__ = ["ATTENTION_FUNCTIONS", "PRIORS", "ConstituentAttention", "ConstituentPrior", "GaussianPrior",
-           "MultiplicativePrior",
+           "MultiGranularityPrior", "MultiplicativePrior",
            "PriorOutput", "StructuralPrior", "build_prior", "check_prior", "prior_attribute"]
