@@ -115,6 +115,9 @@ class StructuralPrior(nn.Module):
 
     #: names of the tensors this prior records per layer (see :class:`PriorOutput`)
     record_names: tuple[str, ...] = ()
+    #: config fields this prior reads beyond the model's own, with their defaults: the trainer
+    #: accepts them as ``--set`` overrides and writes them into the config of a model with this prior
+    config_defaults: dict[str, object] = {}
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> StructuralPrior:

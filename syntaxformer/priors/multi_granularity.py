@@ -359,6 +359,9 @@ class MultiGranularityPrior(StructuralPrior):
     """
 
     record_names = ("phrase_logits",)
+    config_defaults = {"mgsa_granularities": None, "mgsa_composition": "max-pool", "mgsa_interaction": "on-lstm",
+                       "mgsa_chunk_size": 8, "mgsa_num_phrase_labels": 0, "mgsa_phrase_loss_weight": 0.0,
+                       "mgsa_tree_level": 1}
 
     def __init__(self, hidden_size: int, granularities: Sequence[str], composition: str = "max-pool",
                  interaction: str = "on-lstm", chunk_size: int = 8, num_phrase_labels: int = 0,
@@ -380,11 +383,10 @@ class MultiGranularityPrior(StructuralPrior):
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> MultiGranularityPrior:
-        heads = config.num_attention_heads
-        return cls(config.hidden_size, parse_granularities(getattr(config, "mgsa_granularities", None), heads),
-                   getattr(config, "mgsa_composition", "max-pool"), getattr(config, "mgsa_interaction", "on-lstm"),
-                   getattr(config, "mgsa_chunk_size", 8), getattr(config, "mgsa_num_phrase_labels", 0),
-                   getattr(config, "mgsa_phrase_loss_weight", 0.0), config.num_hidden_layers,
+        field = {k: getattr(config, k, default) for k, default in cls.config_defaults.items()}
+        return cls(config.hidden_size, parse_granularities(field["mgsa_granularities"], config.num_attention_heads),
+                   field["mgsa_composition"], field["mgsa_interaction"], field["mgsa_chunk_size"],
+                   field["mgsa_num_phrase_labels"], field["mgsa_phrase_loss_weight"], config.num_hidden_layers,
                    getattr(config, "layer_norm_eps", 1e-6))
 
     def partition(self, name: str, key_mask: torch.Tensor, inputs: dict | None) -> torch.Tensor:
