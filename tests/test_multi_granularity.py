@@ -37,6 +37,8 @@ def test_tree_partition_is_hand_written():
     assert tree_partition(spans, 3, n_words=6) == [0, 1, 2, 3, 4, 4]
     # a unary chain is one span, labelled by its top node
     assert tree_phrases(Tree.fromstring("(S (NP (NN it)) (VP (VBZ rains)))"), 1) == [(0, 1, "NP"), (1, 2, "VP")]
+    with pytest.raises(ValueError, match="overlap"):
+        tree_partition([(0, 2), (1, 3)], 1, n_words=3)  # crossing brackets are no tree
     assert pad_phrase_ids([[0, 0, 1], [0]], 4).tolist() == [[0, 0, 1, -1], [0, -1, -1, -1]]
 
 
@@ -176,9 +178,10 @@ def test_head_mask_equals_pruning_with_mixed_granularities(tmp_path):
     real = mask.bool()
     assert torch.allclose(masked.logits[real], physical.logits[real], atol=1e-5)
     assert torch.allclose(masked.attentions[0][:, [0, 3]], physical.attentions[0], atol=1e-6)
-    # a memory head's attention is shown over words: rows of real queries sum to 1
-    assert torch.allclose(physical.attentions[0][real[:, None, :, None].expand(2, 2, 7, 1)[..., 0]].sum(-1),
-                          torch.ones(1), atol=1e-5)
+    # a memory head's attention is shown over words: rows of real queries sum to 1, padding keys get 0
+    rows = physical.attentions[0].sum(-1)  # (B, h, N)
+    assert torch.allclose(rows[real[:, None, :].expand(-1, 2, -1)], torch.ones(1), atol=1e-5)
+    assert (physical.attentions[0][1, :, :, 4:] == 0).all()
     pruned.save_pretrained(tmp_path)
     reloaded = MODELS["tree-transformer"].from_pretrained(tmp_path).eval()
     assert reloaded.config.mgsa_granularities == "word,2gram,word,3gram"
@@ -200,7 +203,8 @@ def test_phrase_label_loss_is_weight_times_nll():
     captured = []
     hooks = [layer.multi_granularity.register_forward_hook(lambda m, a, out: captured.append(out.record))
              for layer in model.tree_transformer.layers]
-    with_labels = model(ids, mask, labels=labels, inputs={**_tree_inputs(phrase_ids, 6), "phrase_labels": phrase_labels})
+    inputs = {**_tree_inputs(phrase_ids, 6), "phrase_labels": phrase_labels}
+    with_labels = model(ids, mask, labels=labels, inputs=inputs)
     for hook in hooks:
         hook.remove()
     without = model(ids, mask, labels=labels, inputs=_tree_inputs(phrase_ids, 6))
@@ -220,7 +224,7 @@ def test_phrase_label_loss_is_weight_times_nll():
     model.config.mgsa_phrase_loss_weight = 0.0
     for layer in model.tree_transformer.layers:
         layer.multi_granularity.phrase_loss_weight = 0.0
-    again = model(ids, mask, labels=labels, inputs={**_tree_inputs(phrase_ids, 6), "phrase_labels": phrase_labels})
+    again = model(ids, mask, labels=labels, inputs=inputs)
     assert torch.allclose(again.loss, without.loss)
     with pytest.raises(ValueError, match="phrase_ids"):
         model(ids, mask)

@@ -52,7 +52,6 @@ layer; the label loss is averaged over the layers (``weight × mean_l NLL_l``).
 """
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -63,7 +62,6 @@ from torch import nn
 
 from .base import KeyMemory, PriorOutput, StructuralPrior
 
-logger = logging.getLogger(__name__)
 
 #: the phrase compositions of :func:`compose_phrases`
 COMPOSITIONS = ("max-pool", "cnn", "attention")
@@ -171,6 +169,8 @@ def tree_phrases(tree_or_spans, level: int, n_words: int | None = None) -> list[
     chosen = sorted(s for s in spans if depth[s] == level and s[1] > s[0])
     phrases, word = [], 0
     for i, j in chosen + [(n, n)]:
+        if i < word or j > n:
+            raise ValueError(f"constituents {chosen} at level {level} overlap or leave a sentence of {n} words")
         phrases += [(w, w + 1, labels.get((w, w + 1))) for w in range(word, i)]  # uncovered words
         if j > i:
             phrases.append((i, j, labels.get((i, j))))
@@ -327,8 +327,11 @@ class PhraseMemory(nn.Module):
             raise ValueError(f"mgsa: composition {composition!r} (one of {COMPOSITIONS}), "
                              f"interaction {interaction!r} (one of {INTERACTIONS})")
         self.composition = composition
-        self.encoder = {"cnn": lambda: PhraseCNN(hidden_size), "attention": lambda: PhraseSelfAttention(hidden_size),
-                        "max-pool": lambda: None}[composition]()
+        self.encoder = None  # the word-level module of the composition
+        if composition == "cnn":
+            self.encoder = PhraseCNN(hidden_size)
+        elif composition == "attention":
+            self.encoder = PhraseSelfAttention(hidden_size)
         self.interaction = None
         if interaction == "on-lstm":
             from ..models.on_lstm import OnLstmStack  # the models package imports the priors
