@@ -35,7 +35,7 @@ from transformers.pytorch_utils import prune_linear_layer
 
 from ..priors import build_position_fusion, build_prior, prior_attribute
 from ..priors.attention import ATTENTION_FUNCTIONS
-from ..priors.base import PriorOutput
+from ..priors.base import KeyMemory, PriorOutput
 
 
 def sinusoidal_positions(length: int, d_model: int) -> torch.Tensor:
@@ -148,7 +148,11 @@ class MultiHeadSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor, prior: PriorOutput | None,
                 head_mask: torch.Tensor | None = None, output_attentions: bool = False):
         """x (B, N, d), key_mask (B, N) bool, head_mask (H_original,) (1 keeps, 0 drops) or None
-        -> ((B, N, d), attentions (B, H, N, N) or None)."""
+        -> ((B, N, d), attentions (B, H, N, N) or None).
+
+        Heads listed in the prior's ``key_memories`` take their keys and values from that memory
+        (:meth:`_grouped_attention`); the attentions of such a head are shown over words.
+        """
         B, N, _ = x.shape
         q, k, v = (lin(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
                    for lin in (self.query, self.key, self.value))
@@ -157,14 +161,85 @@ class MultiHeadSelfAttention(nn.Module):
         bias = prior.additive_bias(q) if prior is not None else None  # (B|1, H_original|H|1, N, N)
         if bias is not None and bias.shape[1] > 1 and bias.shape[1] != self.num_heads:
             bias = bias[:, self.head_ids]  # a per-head bias of the original heads: the ones present
-        out, attn = attention(q, k, v, key_mask, multiplicative, dropout_p=self.dropout_p if self.training else 0.0,
-                              output_attentions=output_attentions, bias=bias)  # (B, H, N, d_k)
+        dropout_p = self.dropout_p if self.training else 0.0
+        groups = self.head_groups(prior)
+        if len(groups) == 1 and groups[0][1] is None:
+            out, attn = attention(q, k, v, key_mask, multiplicative, dropout_p=dropout_p,
+                                  output_attentions=output_attentions, bias=bias)  # (B, H, N, d_k)
+        else:
+            out, attn = self._grouped_attention(attention, groups, q, (k, v), key_mask, multiplicative, bias,
+                                                dropout_p, output_attentions)
         if head_mask is not None:
             keep = head_mask[self.head_ids].to(out.dtype)  # (H,) of the heads present
             out = out * keep[None, :, None, None]
             attn = attn * keep[None, :, None, None] if attn is not None else None
         out = out.transpose(1, 2).reshape(B, N, self.num_heads * self.head_dim)  # (B, N, H·d_k)
         return self.output(out), attn
+
+    def head_groups(self, prior: PriorOutput | None) -> list[tuple[list[int], KeyMemory | None]]:
+        """The heads present grouped by where their keys come from: ``(positions, memory)`` with
+        positions among the heads present (after pruning) and memory None for the words; groups
+        without a head present are left out."""
+        memories = prior.key_memories if prior is not None else ()
+        owner = {head: memory for memory in memories for head in memory.heads}
+        groups = [([p for p, h in enumerate(self.head_ids) if h not in owner], None)]
+        groups += [([p for p, h in enumerate(self.head_ids) if h in memory.heads], memory) for memory in memories]
+        return [(positions, memory) for positions, memory in groups if positions]
+
+    def memory_projection(self, linear: nn.Linear, memory: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        """``memory`` (B, P, d) projected by the rows of ``linear`` (W_K or W_V) of the heads at
+        ``positions`` -> (B, h, P, d_k): the same weights those heads apply to words (Hao et al. 2019)."""
+        index = head_index(positions, self.head_dim).to(memory.device)
+        out = F.linear(memory, linear.weight[index], linear.bias[index] if linear.bias is not None else None)
+        return out.view(*memory.shape[:2], len(positions), self.head_dim).transpose(1, 2)
+
+    def _grouped_attention(self, attention, groups, q, word_kv, key_mask, multiplicative, bias, dropout_p,
+                           output_attentions):
+        """One kernel call per group of heads (a memory has its own key length P): word heads with
+        the prior's multiplicative prior and bias, memory heads over their memory (no bias). Returns
+        ``(out (B, H, N, d_k), attentions (B, H, N, N) or None)`` in head order."""
+        outs, attns, order = [], [], []
+        for positions, memory in groups:
+            index = torch.tensor(positions, device=q.device)
+            if memory is None:
+                k, v = (t.index_select(1, index) for t in word_kv)
+                group_bias = bias.index_select(1, index) if bias is not None and bias.shape[1] > 1 else bias
+                out, attn = attention(q.index_select(1, index), k, v, key_mask, multiplicative, dropout_p=dropout_p,
+                                      output_attentions=output_attentions, bias=group_bias)
+            else:
+                k, v = (self.memory_projection(lin, memory.hidden, positions) for lin in (self.key, self.value))
+                out, attn = attention(q.index_select(1, index), k, v, memory.mask, None, dropout_p=dropout_p,
+                                      output_attentions=output_attentions)  # (B, h, N, d_k), (B, h, N, P)
+                if attn is not None:
+                    attn = memory_attention_over_words(attn, memory.phrase_ids)
+            outs.append(out)
+            attns.append(attn)
+            order += positions
+        inverse = torch.argsort(torch.tensor(order, device=q.device))
+        out = torch.cat(outs, dim=1).index_select(1, inverse)
+        attn = torch.cat(attns, dim=1).index_select(1, inverse) if output_attentions else None
+        return out, attn
+
+
+def memory_attention_over_words(attn: torch.Tensor, phrase_ids: torch.Tensor | None) -> torch.Tensor:
+    """Attention over memory slots shown over words: each slot's weight split evenly over its words.
+
+    Args:
+        attn: (B, h, N, P) attention of word queries over memory slots.
+        phrase_ids: (B, N) long slot of each word, -1 at padding (None: the slots are the words, P = N).
+    Returns:
+        (B, h, N, N): ``attn[b, h, i, p(j)] / |p(j)|`` for word j of slot p(j), 0 at padding keys
+        (rows keep their sums).
+    """
+    if phrase_ids is None:
+        return attn
+    B, h, N, P = attn.shape
+    slot = phrase_ids.clamp_min(0)  # (B, N)
+    real = (phrase_ids >= 0).to(attn.dtype)
+    sizes = torch.zeros(B, P, dtype=attn.dtype, device=attn.device).scatter_add_(1, slot, real)  # words per slot
+    share = real / sizes.gather(1, slot).clamp_min(1.0)  # (B, N)
+    words = attn.gather(-1, slot[:, None, None, :].expand(B, h, N, N))  # (B, h, N, N)
+    return words * share[:, None, None, :]
 
 
 class FeedForward(nn.Module):
@@ -239,8 +314,10 @@ def layer_head_masks(head_mask: torch.Tensor | None, num_layers: int, num_heads:
 
 @dataclass
 class EncoderOutput:
-    """What :class:`PreLNEncoder` returns (tuples over layers; ``records`` by the prior's names)."""
+    """What :class:`PreLNEncoder` returns (tuples over layers; ``records`` by the prior's names;
+    ``loss`` the sum of the priors' auxiliary losses, or None)."""
     hidden: torch.Tensor
+    loss: torch.Tensor | None = None
     records: dict[str, tuple] = field(default_factory=dict)
     priors: tuple | None = None
     attentions: tuple | None = None
@@ -265,19 +342,21 @@ class PreLNEncoder(nn.ModuleList):
         """x (B, N, d) embeddings, key_mask (B, N) bool (True = real), head_mask (H,) or (L, H),
         structure_inputs (the same dict to every layer's prior, ``inputs``; None: none) -> output."""
         masks = layer_head_masks(head_mask, len(self), self.num_heads)
-        state, records = None, {}
+        state, records, loss = None, {}, None
         priors, attentions, hidden_states = [], [], [x]
         for layer, mask in zip(self, masks):
             x, prior, attn = layer(x, key_mask, state, mask, output_attentions, structure_inputs)
             if prior is not None:
                 state = prior.state
+                if prior.loss is not None:
+                    loss = prior.loss if loss is None else loss + prior.loss
                 for name, value in prior.record.items():
                     records.setdefault(name, []).append(value)
                 if output_priors and prior.multiplicative is not None:
                     priors.append(torch.exp(prior.multiplicative.log_prior()))  # (B, N, N)
             attentions.append(attn)
             hidden_states.append(x)
-        return EncoderOutput(hidden=x, records={k: tuple(v) for k, v in records.items()},
+        return EncoderOutput(hidden=x, loss=loss, records={k: tuple(v) for k, v in records.items()},
                              priors=tuple(priors) if output_priors else None,
                              attentions=tuple(attentions) if output_attentions else None,
                              hidden_states=tuple(hidden_states) if output_hidden_states else None)

@@ -153,12 +153,15 @@ class TreeTransformerOutput(ModelOutput):
         priors: tuple over layers of (B, N, N) constituent priors C^l, when asked.
         attentions: tuple over layers of (B, H, N, N) attention E = C ⊙ softmax, when asked.
         hidden_states: tuple of (B, N, d): embeddings, then each layer's output, when asked.
+        prior_loss: the priors' auxiliary loss (scalar, already weighted, e.g. the multi-granularity
+            prior's phrase-label NLL), or None.
     """
     last_hidden_state: torch.Tensor | None = None
     link_probs: tuple | None = None
     priors: tuple | None = None
     attentions: tuple | None = None
     hidden_states: tuple | None = None
+    prior_loss: torch.Tensor | None = None
 
 
 @dataclass
@@ -230,8 +233,8 @@ class TreeTransformerModel(TreeTransformerPreTrainedModel):
         (H,) or (L, H) (1 keeps a head, 0 drops it; original head numbers; None: all heads),
         structure_inputs: per-sentence structure in token positions for priors that read it (e.g.
         ``{"heads": (B, N) long}``: 0-based head position, -1 root, -100 special token / padding, for
-        ``prior="structural-position"``), handed to the embeddings' position fusion and to every
-        layer's prior; None: none (priors that need it raise InputError)."""
+        ``prior="structural-position"``; ``"phrase_ids"`` (B, N) for the multi-granularity prior's tree
+        heads), handed to the embeddings' position fusion and to every layer's prior; None: none (priors that need it raise InputError)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         key_mask = attention_mask.bool()  # (B, N)
@@ -239,7 +242,7 @@ class TreeTransformerModel(TreeTransformerPreTrainedModel):
                           output_priors, output_hidden_states, structure_inputs=structure_inputs)
         return TreeTransformerOutput(
             last_hidden_state=self.norm(out.hidden), link_probs=out.records.get("link_probs", ()),
-            priors=out.priors, attentions=out.attentions, hidden_states=out.hidden_states)
+            priors=out.priors, attentions=out.attentions, hidden_states=out.hidden_states, prior_loss=out.loss)
 
 
 class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
@@ -273,9 +276,12 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
             return_dict: False returns a tuple of the non-None fields.
             structure_inputs: per-sentence structure for priors that read it, e.g. ``{"heads": (B, N)
                 long}`` (token positions; -1 root, -100 special token or padding) for
-                ``prior="structural-position"`` (:meth:`TreeTransformerModel.forward`).
+                ``prior="structural-position"`` (:meth:`TreeTransformerModel.forward`), or the
+                multi-granularity prior's ``"phrase_ids"`` (B, N) and ``"phrase_labels"`` (B, P).
         Returns:
-            :class:`TreeTransformerMaskedLMOutput`; ``link_probs`` always (empty for ``prior="none"``).
+            :class:`TreeTransformerMaskedLMOutput`; ``link_probs`` always (empty for ``prior="none"``);
+            with labels, ``loss`` = masked-LM cross-entropy + the priors' auxiliary loss, if any
+            (e.g. ``mgsa_phrase_loss_weight × phrase-label NLL``, DESIGN.md §3.3).
         Raises:
             ValueError: ``masked_only`` without ``labels``.
         """
@@ -300,6 +306,8 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
                 loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=-100)
             else:  # nothing to predict: a zero that keeps the graph
                 loss = flat_logits.sum() * 0.0
+            if out.prior_loss is not None:
+                loss = loss + out.prior_loss
         result = TreeTransformerMaskedLMOutput(loss=loss, logits=logits, link_probs=out.link_probs,
                                                priors=out.priors, attentions=out.attentions,
                                                hidden_states=out.hidden_states)

@@ -12,6 +12,7 @@ from .attention import ATTENTION_FUNCTIONS
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 from .constituent import ConstituentAttention, ConstituentPrior
 from .gaussian import GaussianPrior
+from .multi_granularity import MultiGranularityPrior
 from .structural_position import StructuralPositionFusion, StructuralPositionPrior
 
 #: ``config.prior`` -> the prior's class (None: no prior)
@@ -20,6 +21,7 @@ PRIORS: dict[str, type[StructuralPrior] | None] = {
     "constituent": ConstituentAttention,
     "gaussian": GaussianPrior,
     "structural-position": StructuralPositionPrior,
+    "multi-granularity": MultiGranularityPrior,
 }
 
 
@@ -63,6 +65,6 @@ def needs_structure_inputs(name: str) -> bool:
 
 
 __all__ = ["ATTENTION_FUNCTIONS", "PRIORS", "ConstituentAttention", "ConstituentPrior", "GaussianPrior",
-           "MultiplicativePrior",
-           "PriorOutput", "StructuralPositionFusion", "StructuralPositionPrior", "StructuralPrior", "build_position_fusion",
-           "build_prior", "check_prior", "needs_structure_inputs", "prior_attribute"]
+           "MultiGranularityPrior", "MultiplicativePrior", "PriorOutput", "StructuralPositionFusion",
+           "StructuralPositionPrior", "StructuralPrior", "build_position_fusion", "build_prior", "check_prior",
+           "needs_structure_inputs", "prior_attribute"]

@@ -13,6 +13,10 @@ any of
   O(N) state: a :class:`MultiplicativePrior` whose ``log_rows`` builds any block of rows of ``log M``
   from the state, so the blockwise kernel never materialises ``M`` (the Tree Transformer's constituent
   prior, Wang et al. 2019 §3.1);
+* ``key_memories`` -- heads whose keys and values come from a memory instead of the words
+  (:class:`KeyMemory`, e.g. the phrase memories of multi-granularity self-attention, DESIGN.md §3.3):
+  the layer projects the memory with those heads' own ``W_K``, ``W_V``; ``loss`` -- an auxiliary
+  training loss (already weighted) that the model adds to its own (e.g. phrase-label supervision);
 * ``state`` -- what this layer's prior hands the layer above (e.g. link probabilities for the
   hierarchical constraint), and ``record`` -- per-layer tensors the model returns (e.g.
   ``{"link_probs": (B, N-1)}``).
@@ -51,6 +55,26 @@ class MultiplicativePrior:
 
 
 @dataclass
+class KeyMemory:
+    """Keys and values of some heads taken from a memory instead of the words (DESIGN.md §3.3).
+
+    The heads keep their word queries ``Q^h = H W_Q^h`` and attend over ``K^h = M W_K^h``,
+    ``V^h = M W_V^h`` (Hao et al., EMNLP 2019, multi-granularity self-attention).
+
+    Attributes:
+        hidden: (B, P, d) the memory (e.g. one vector per phrase).
+        mask: (B, P) bool, True = a real memory slot.
+        heads: original numbers of the heads that use this memory (pruned heads are skipped).
+        phrase_ids: (B, N) long, the slot of each word (-1 = padding), or None; used to show the
+            heads' attention over words (a slot's weight split evenly over its words).
+    """
+    hidden: torch.Tensor
+    mask: torch.Tensor
+    heads: tuple[int, ...]
+    phrase_ids: torch.Tensor | None = None
+
+
+@dataclass
 class PriorOutput:
     """What a :class:`StructuralPrior` gives the attention of its layer (module docstring).
 
@@ -60,12 +84,18 @@ class PriorOutput:
         multiplicative: :class:`MultiplicativePrior` (post-softmax, O(N) state), or None.
         state: handed to the same prior of the layer above (None for the first layer's input).
         record: per-layer outputs the model returns, by name (e.g. ``"link_probs"``).
+        key_memories: :class:`KeyMemory` per group of heads whose keys/values come from a memory;
+            heads in none of them attend over the words. Empty for most priors.
+        loss: auxiliary loss of this layer (scalar, nats, already weighted) that the model adds to
+            its training loss, or None.
     """
     score_bias: torch.Tensor | None = None
     query_score_bias: Callable[[torch.Tensor], torch.Tensor] | None = None
     multiplicative: MultiplicativePrior | None = None
     state: object = None
     record: dict[str, torch.Tensor] = field(default_factory=dict)
+    key_memories: tuple[KeyMemory, ...] = ()
+    loss: torch.Tensor | None = None
 
     def additive_bias(self, query: torch.Tensor) -> torch.Tensor | None:
         """The total additive score bias for ``query`` (B, H, N, d_k): ``score_bias`` plus
@@ -86,6 +116,9 @@ class StructuralPrior(nn.Module):
 
     #: names of the tensors this prior records per layer (see :class:`PriorOutput`)
     record_names: tuple[str, ...] = ()
+    #: config fields this prior reads beyond the model's own, with their defaults: the trainer
+    #: accepts them as ``--set`` overrides and writes them into the config of a model with this prior
+    config_defaults: dict[str, object] = {}
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> StructuralPrior:

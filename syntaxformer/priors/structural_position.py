@@ -204,7 +204,7 @@ class StructuralPositionPrior(StructuralPrior):
     #: the keys of ``inputs`` (the model's ``structure_inputs``) this prior reads
     needs_inputs: tuple[str, ...] = ("heads",)
     #: config fields this prior reads, with their defaults (``train --set`` accepts them)
-    config_fields = {"structural_max_relative": MAX_RELATIVE, "structural_max_depth": MAX_DEPTH}
+    config_defaults = {"structural_max_relative": MAX_RELATIVE, "structural_max_depth": MAX_DEPTH}
 
     def __init__(self, head_dim: int, max_relative: int = MAX_RELATIVE):
         super().__init__()

@@ -128,6 +128,7 @@ def _build_model(args: TrainArguments, vocab_size: int):
     """The model of ``args``: its preset, the overrides, and the config fields its objective sets
     (:attr:`~syntaxformer.training.objectives.Objective.config_defaults`) unless overridden."""
     from syntaxformer.models import MODELS, make_config
+    from syntaxformer.priors import PRIORS
     overrides = dict(args.overrides)
     if args.prior is not None:
         overrides.setdefault("prior", args.prior)
@@ -137,12 +138,12 @@ def _build_model(args: TrainArguments, vocab_size: int):
         overrides = {**{k: v for k, v in defaults.items() if k in known}, **overrides}
         if args.prior is not None and "prior" not in known:
             raise ValueError(f"--prior {args.prior}: this model has no structural-prior option")
-        from syntaxformer.priors import PRIORS
-        prior_class = PRIORS.get(overrides.get("prior", known.get("prior")))
-        known = {**getattr(prior_class, "config_fields", {}), **known}  # fields the prior reads
-        unknown = sorted(set(args.overrides) - set(known))
+        prior = PRIORS.get(overrides.get("prior", known.get("prior")))  # None: unknown (the config says so) or "none"
+        prior_fields = {k: v for k, v in getattr(prior, "config_defaults", {}).items() if k not in known}
+        unknown = sorted(set(args.overrides) - set(known) - set(prior_fields))
         if unknown:
             raise ValueError(f"no config field {', '.join(unknown)}")
+        overrides = {**prior_fields, **overrides}  # the prior's fields are written into the config
         config = make_config(args.model, args.preset, vocab_size, **overrides)
     except (ValueError, TypeError) as e:
         raise InputError(f"cannot build {args.model} / {args.preset}: {e}") from e
