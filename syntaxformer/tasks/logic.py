@@ -28,7 +28,6 @@ on the machine (docs/logic.md).
 from __future__ import annotations
 
 import logging
-import math
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -415,16 +414,7 @@ class LogicTrainer(Trainer):
                                                  self.tokenizer.pad_token_id)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
-        loss_value = loss.detach().item()
-        if not math.isfinite(loss_value):
-            logger.warning("step %d: loss is %s", step + 1, loss_value)
+        loss_value, lr = self.apply_gradients(loss)
         n_tokens = int(attention_mask.sum())
         self.state.step += 1
         self.state.batch_in_epoch += 1

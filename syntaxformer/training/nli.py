@@ -228,14 +228,7 @@ class NliTrainer(Trainer):
         inputs = self.encoder.batch([self.nli_data.train[i] for i in batch])
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
-        loss_value = loss.detach().item()
+        loss_value, lr = self.apply_gradients(loss)
         n_tokens = int(inputs["premise_mask"].sum() + inputs["hypothesis_mask"].sum())
         self.state.step += 1
         self.state.batch_in_epoch += 1

@@ -509,6 +509,22 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------- a step
 
+    def apply_gradients(self, loss: torch.Tensor) -> tuple[float, float]:
+        """Backward of ``loss``, gradient clipping (``args.clip`` > 0: global L2 norm), one optimizer
+        and one schedule step; returns ``(loss value, the learning rate the step used)``. A non-finite
+        loss is logged (the step is still taken, as in the reference code)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        loss_value = loss.detach().item()
+        if not math.isfinite(loss_value):
+            logger.warning("step %d: loss is %s", self.state.step + 1, loss_value)
+        return loss_value, lr
+
     def training_step(self, batch: list[int]) -> StepOutput:
         """One optimizer step on the training sequences ``batch`` (indices into ``data.train_ids``):
         the objective's batch (masks from a generator seeded by ``(seed, step, rank)``), seed dropout
@@ -521,16 +537,7 @@ class Trainer:
         self.structure_inputs = self.data.structure_inputs(self.data.train_heads, batch)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
-        loss_value = loss.detach().item()
-        if not math.isfinite(loss_value):
-            logger.warning("step %d: loss is %s", step + 1, loss_value)
+        loss_value, lr = self.apply_gradients(loss)
         n_tokens = int(attention_mask.sum())
         self.state.step += 1
         self.state.batch_in_epoch += 1
