@@ -69,6 +69,27 @@ class NliPair:
     pair_id: str = ""
 
 
+def tsv_rows(lines: list[str], path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and the rows of tab-separated text (``lines`` without their newlines; ``\r`` and
+    blank lines ignored): ``(header fields, [(1-based line number, fields)])``.
+
+    Raises:
+        InputError: a row with another number of fields than the header (naming ``path`` and line).
+    """
+    header = lines[0].rstrip("\r").split("\t")
+    rows = []
+    for number, raw in enumerate(lines[1:], 2):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != len(header):
+            raise InputError(f"{len(fields)} tab-separated fields, the header has {len(header)}", path=path,
+                             line=number)
+        rows.append((number, fields))
+    return header, rows
+
+
 def make_pair(premise: str, hypothesis: str, label: str, pair_id: str, path, line: int) -> NliPair | None:
     """An :class:`NliPair` from raw fields; None when the label is :data:`NO_LABEL` (to be counted).
 
@@ -326,6 +347,6 @@ class PairEncoder:
         return inputs
 
 
-__all__ = ["LABELS", "NO_LABEL", "NliPair", "NliData", "tokenize_sentence", "label_id", "make_pair", "sick_path",
+__all__ = ["LABELS", "NO_LABEL", "NliPair", "NliData", "tokenize_sentence", "label_id", "make_pair", "tsv_rows", "sick_path",
            "detect_format", "read_nli_file", "load_nli", "load_nli_split", "char_ngrams", "char_ngram_ids",
            "PairEncoder"]

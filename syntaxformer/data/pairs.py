@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from syntaxformer.data.nli import NliPair, make_pair
+from syntaxformer.data.nli import NliPair, make_pair, tsv_rows
 from syntaxformer.data.treebank import read_text_file
 from syntaxformer.errors import InputError
 
@@ -56,17 +56,10 @@ def read_jsonl_pairs(path: Path, lines: list[str]) -> tuple[list[NliPair], int]:
 
 def read_tsv_pairs(path: Path, lines: list[str]) -> tuple[list[NliPair], int]:
     """Pairs of TSV text with a header (module docstring): ``(pairs, skipped for the label "-")``."""
-    header = lines[0].rstrip("\r").split("\t")
+    header, rows = tsv_rows(lines, path)
     p, h, lab = (header.index(n) for n in _fields(header, path, 1))
     pairs, skipped = [], 0
-    for number, raw in enumerate(lines[1:], 2):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise InputError(f"{len(fields)} tab-separated fields, the header has {len(header)}", path=path,
-                             line=number)
+    for number, fields in rows:
         pair = make_pair(fields[p], fields[h], fields[lab], str(number), path, number)
         skipped += pair is None
         pairs += [pair] if pair is not None else []

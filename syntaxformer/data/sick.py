@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from syntaxformer.data.nli import NliPair, make_pair
+from syntaxformer.data.nli import NliPair, make_pair, tsv_rows
 from syntaxformer.data.treebank import read_text_file
 from syntaxformer.errors import InputError
 
@@ -37,19 +37,12 @@ def read_sick(path: str | Path) -> list[tuple[NliPair, str]]:
     """
     path = Path(path)
     lines = read_text_file(path).split("\n")
-    header = lines[0].rstrip("\r").split("\t")
     if not is_sick_header(lines[0]):
         raise InputError(f"not a SICK header: expected the columns {', '.join(SICK_COLUMNS)}", path=path, line=1)
+    header, rows = tsv_rows(lines, path)
     col = {name: header.index(name) for name in SICK_COLUMNS}
     pairs = []
-    for number, raw in enumerate(lines[1:], 2):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise InputError(f"{len(fields)} tab-separated fields, the header has {len(header)}", path=path,
-                             line=number)
+    for number, fields in rows:
         split = SICK_SPLITS.get(fields[col["SemEval_set"]].strip())
         if split is None:
             raise InputError(f"unknown SemEval_set {fields[col['SemEval_set']]!r}; expected TRAIN, TRIAL or TEST",
