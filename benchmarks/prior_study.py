@@ -1,0 +1,318 @@
+"""The prior study (issue 16 item 4): one masked-LM recipe, several structural priors, 3 seeds.
+
+**Recipe** (every encoder): the Tree Transformer's ``induce`` default training
+(``syntaxformer/workflows/induce.py: resolve_recipe("tree-transformer", "default")``: the ``mini``
+preset, 6,000 steps of 64 sentences, Adam lr 1e-3, 300 warm-up steps, linear decay to 0.1×, BERT
+masking 15%), only the prior changing; no minute cap, so every run makes its steps. StructFormer (the
+source of induced dependency trees, also scored) trains with its own default recipe on the same text.
+
+**Two blocks**, because gold trees exist only for ptb-sample (DESIGN.md §6-7):
+
+* ``ptb-lm`` — trained on the PTB language-modelling training text (``--ptb-lm DIR``:
+  ``ptb.train.txt``), masked-LM perplexity (the Tree Transformer protocol, every word masked in
+  turn) on the first ``--ppl-sentences`` sentences of ``ptb.test.txt``: ``transformer`` (prior none),
+  ``constituent``, ``gaussian``, ``structformer``, ``sp-induced`` (structural positions from the
+  same-seed StructFormer's maximum-spanning-tree heads), ``mgsa-ngram`` (heads: word, word, 2-gram,
+  3-gram) and ``mgsa-induced`` (heads: word, word, tree, 2-gram; the phrases of the same-seed Tree
+  Transformer's trees).
+* ``gold`` — trained on ptb-sample:dev (1,921 sentences with gold trees), perplexity on
+  ptb-sample:test with its gold trees: ``transformer-gold-block`` (the control, prior none),
+  ``sp-gold`` (gold dependencies) and ``mgsa-gold`` (gold constituents).
+
+**Per model**: ``train``; ``ppl``; ``probe`` (``syntaxformer probe``: SentLen, TreeDepth, TopConst,
+BShift on ptb-sample, logistic regression, best layer chosen on dev, test accuracy); ``f1`` for the
+models that induce trees (``parse`` + ``evaluate`` on ptb-sample:test, sentence F1; transductive for the
+ptb-lm block, whose text contains ptb-sample's sentences); then ``report``: ``docs/prior-study.md``
+and ``docs/prior-study.json`` (means ± sample sd over the seeds).
+
+Every stage skips what is done (a finished training, an existing result file) and training resumes
+from its checkpoint, so one command serves the first start and every restart::
+
+    python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --device cuda --jobs 6
+    python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --max-steps 20 --seeds 0 \\
+        --ppl-sentences 20 --probe-sentences 200 --work runs/prior-study-check --docs runs/prior-study-check/docs
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+logger = logging.getLogger("prior_study")
+
+#: the encoders: block, prior, config overrides, trees / phrases source ("<system>" = that system's
+#: same-seed model folder), and the registry model (default tree-transformer)
+SYSTEMS = {
+    "transformer": dict(block="ptb-lm", prior="none"),
+    "constituent": dict(block="ptb-lm", prior="constituent"),
+    "gaussian": dict(block="ptb-lm", prior="gaussian"),
+    "structformer": dict(block="ptb-lm", model="structformer", prior=None),
+    "sp-induced": dict(block="ptb-lm", prior="structural-position", trees="induced:<structformer>"),
+    "mgsa-ngram": dict(block="ptb-lm", prior="multi-granularity",
+                       overrides={"mgsa_granularities": "word*2,2gram,3gram"}),
+    "mgsa-induced": dict(block="ptb-lm", prior="multi-granularity", phrases="induced:<constituent>",
+                         overrides={"mgsa_granularities": "word*2,tree,2gram"}),
+    "transformer-gold-block": dict(block="gold", prior="none"),
+    "sp-gold": dict(block="gold", prior="structural-position", trees="gold"),
+    "mgsa-gold": dict(block="gold", prior="multi-granularity", phrases="gold",
+                      overrides={"mgsa_granularities": "word*2,tree,2gram"}),
+}
+GOLD_TRAIN, GOLD_TEST = "ptb-sample:dev", "ptb-sample:test"
+F1_TREEBANK = "ptb-sample:test"
+
+
+def folder(work: Path, key: str, seed: int) -> Path:
+    return work / f"{key}-seed{seed}"
+
+
+def resolve_source(spec: str | None, work: Path, seed: int) -> str | None:
+    """``induced:<system>`` -> ``induced:<that system's model folder>``; other values unchanged."""
+    if spec is None or "<" not in spec:
+        return spec
+    kind, name = spec.split(":<")
+    return f"{kind}:{folder(work, name.rstrip('>'), seed) / 'model'}"
+
+
+def training_fields(key: str, max_steps: int | None) -> tuple[dict, dict]:
+    """The run's TrainArguments fields (recipe) and config overrides."""
+    from syntaxformer.workflows.induce import resolve_recipe
+
+    spec = SYSTEMS[key]
+    model = spec.get("model", "tree-transformer")
+    fields, overrides, _ = resolve_recipe(model, "default", prior=spec["prior"])
+    fields.pop("max_minutes", None)
+    if spec["prior"] not in (None, "constituent"):
+        overrides.pop("constituent_variant", None)
+    overrides.update(spec.get("overrides", {}))
+    if max_steps is not None:
+        fields["max_steps"] = max_steps
+    return fields, overrides
+
+
+def train_corpus(key: str, ptb_lm: Path) -> str:
+    return GOLD_TRAIN if SYSTEMS[key]["block"] == "gold" else str(ptb_lm / "ptb.train.txt")
+
+
+def stage_train(key: str, work: Path, seed: int, args) -> None:
+    from syntaxformer.training.trainer import TrainArguments, train
+
+    out = folder(work, key, seed) / "model"
+    fields, overrides = training_fields(key, args.max_steps)
+    record = out / "training.json"
+    if record.is_file() and json.loads(record.read_text())["steps"] >= fields["max_steps"]:
+        return
+    spec = SYSTEMS[key]
+    extra = {name: resolve_source(spec.get(name), work, seed) for name in ("trees", "phrases") if spec.get(name)}
+    train_args = TrainArguments(out=str(out), model=spec.get("model", "tree-transformer"), prior=spec["prior"],
+                                overrides=overrides, corpus=train_corpus(key, args.ptb_lm), seed=seed,
+                                device=args.device, threads=args.threads, resume=True, quiet=True,
+                                save_every=500, eval_every=1000, **extra, **fields)
+    logger.info("%s seed %d: training %d steps -> %s", key, seed, fields["max_steps"], out)
+    train(train_args)
+
+
+def cli(*argv: str) -> None:
+    """``syntaxformer ARGV`` in a subprocess (its errors end the study with the command named)."""
+    command = [sys.executable, "-m", "syntaxformer.cli", *argv]
+    logger.info("%s", " ".join(command[2:]))
+    subprocess.run(command, check=True)
+
+
+def eval_trees(key: str, work: Path, seed: int, gold_source: str) -> list[str]:
+    """The evaluation's ``--trees`` / ``--phrases`` options for a model that reads structure."""
+    spec, options = SYSTEMS[key], []
+    for name in ("trees", "phrases"):
+        source = spec.get(name)
+        if source:
+            options += [f"--{name}", "gold" if source == "gold" else resolve_source(source, work, seed)]
+    return options
+
+
+def stage_ppl(key: str, work: Path, seed: int, args) -> None:
+    out = folder(work, key, seed) / "perplexity.json"
+    if out.is_file():
+        return
+    if SYSTEMS[key]["block"] == "gold":
+        corpus = GOLD_TEST
+    else:
+        corpus = str(folder(work, "_data", 0) / "ptb-test-head.txt")
+        Path(corpus).parent.mkdir(parents=True, exist_ok=True)
+        lines = (args.ptb_lm / "ptb.test.txt").read_text().splitlines()
+        Path(corpus).write_text("\n".join(lines[:args.ppl_sentences]) + "\n")
+    command = [sys.executable, "-m", "syntaxformer.cli", "perplexity", "--model", str(out.parent / "model"),
+               "--corpus", corpus, "--seed", str(seed), "--json", *eval_trees(key, work, seed, corpus)]
+    if args.device:
+        command += ["--device", args.device]
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    out.write_text(result.stdout)
+
+
+def stage_probe(key: str, work: Path, seed: int, args) -> None:
+    out = folder(work, key, seed) / "probe"
+    if (out / "report.json").is_file():
+        return
+    options = ["--max-sentences", str(args.probe_sentences)] if args.probe_sentences else []
+    cli("probe", "--model", str(out.parent / "model"), "--out", str(out), "--classifier", "logreg",
+        "--seed", str(seed), *options, *eval_trees(key, work, seed, "ptb-sample"),
+        *(["--device", args.device] if args.device else []))
+
+
+def stage_f1(key: str, work: Path, seed: int, args) -> None:
+    if SYSTEMS[key]["prior"] not in (None, "constituent"):
+        return  # induces no trees
+    out = folder(work, key, seed) / "parse"
+    if (out / "evaluation.json").is_file():
+        return
+    cli("parse", "--model", str(out.parent / "model"), "--treebank", F1_TREEBANK, "--out", str(out),
+        *(["--device", args.device] if args.device else []))
+    result = subprocess.run([sys.executable, "-m", "syntaxformer.cli", "evaluate", "--pred", str(out / "trees.txt"),
+                             "--gold", F1_TREEBANK, "--json"], check=True, capture_output=True, text=True)
+    (out / "evaluation.json").write_text(result.stdout)
+
+
+STAGES = {"train": stage_train, "ppl": stage_ppl, "probe": stage_probe, "f1": stage_f1}
+
+
+# --------------------------------------------------------------------------------------------------
+# the report
+
+def _read(path: Path):
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _mean_sd(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return dict(mean=statistics.fmean(values), sd=statistics.stdev(values) if len(values) > 1 else None,
+                n=len(values), values=values)
+
+
+def _find(record, *names):
+    """The first of ``names`` found (dotted paths allowed) in a JSON record, or None."""
+    for name in names:
+        value = record
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def summarise(work: Path, seeds: list[int]) -> dict:
+    rows = {}
+    for key in SYSTEMS:
+        ppl, f1, probes = [], [], {}
+        for seed in seeds:
+            base = folder(work, key, seed)
+            record = _read(base / "perplexity.json")
+            if record and (value := _find(record, "perplexity")) is not None:
+                ppl.append(value)
+            record = _read(base / "parse" / "evaluation.json")
+            if record and (value := _find(record, "sentence_f1", "constituency.sentence_f1")) is not None:
+                f1.append(value)
+            report = _read(base / "probe" / "report.json")
+            for task, result in (report or {}).get("tasks", {}).items():
+                best = result["best_layer"]["trained"]["logreg"]
+                probes.setdefault(task, []).append(best["test"])
+        rows[key] = dict(block=SYSTEMS[key]["block"], perplexity=_mean_sd(ppl), sentence_f1=_mean_sd(f1),
+                         probing={task: _mean_sd(values) for task, values in probes.items()})
+    return rows
+
+
+def markdown(rows: dict, args) -> str:
+    tasks = sorted({task for row in rows.values() for task in row["probing"]})
+
+    def fmt(cell):
+        if cell is None:
+            return "–"
+        sd = f" ± {cell['sd']:.2f}" if cell["sd"] is not None else ""
+        return f"{cell['mean']:.2f}{sd} (n={cell['n']})"
+    lines = ["# The prior study (issue 16)", "",
+             "Produced by `benchmarks/prior_study.py` (its docstring gives the recipe and the two blocks). "
+             f"Seeds {', '.join(map(str, args.seeds))}; mean ± sample sd (n = seeds measured).", "",
+             "| encoder | block | masked-LM ppl | sentence F1 (ptb-sample:test) | "
+             + " | ".join(f"{t} (best layer, test %)" for t in tasks) + " |",
+             "|---|---|---|---|" + "---|" * len(tasks)]
+    for key, row in rows.items():
+        lines.append(f"| {key} | {row['block']} | {fmt(row['perplexity'])} | {fmt(row['sentence_f1'])} | "
+                     + " | ".join(fmt(row["probing"].get(t)) for t in tasks) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def stage_report(work: Path, docs: Path, args) -> None:
+    rows = summarise(work, args.seeds)
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / "prior-study.json").write_text(json.dumps(dict(seeds=args.seeds, systems=rows), indent=2) + "\n")
+    (docs / "prior-study.md").write_text(markdown(rows, args))
+    logger.info("wrote %s and %s", docs / "prior-study.md", docs / "prior-study.json")
+
+
+# --------------------------------------------------------------------------------------------------
+
+def order(keys: list[str]) -> list[str]:
+    """Tree sources first (structformer, constituent), so the systems that read their trees find them."""
+    first = [k for k in ("structformer", "constituent") if k in keys]
+    return first + [k for k in keys if k not in first]
+
+
+def run_parallel(argv: list[str], args) -> None:
+    """Each seed's systems in one process per seed (the tree sources train before their readers)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    args.work.mkdir(parents=True, exist_ok=True)
+
+    def one(seed: int) -> int:
+        command = [sys.executable, __file__, *argv, "--seeds", str(seed), "--jobs", "1", "--no-report"]
+        with open(args.work / f"seed{seed}.log", "a") as log:
+            return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+    with ThreadPoolExecutor(args.jobs) as pool:
+        codes = list(pool.map(one, args.seeds))
+    if any(codes):
+        raise RuntimeError(f"a seed failed (see {args.work}/seed*.log)")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--ptb-lm", type=Path, default=ROOT.parent / "shared" / "data" / "ptb-lm",
+                   help="folder with ptb.train.txt and ptb.test.txt")
+    p.add_argument("--work", type=Path, default=ROOT / "runs" / "prior-study")
+    p.add_argument("--docs", type=Path, default=ROOT / "docs")
+    p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
+    p.add_argument("--max-steps", type=int, default=None, help="override the recipe's steps (a quick check)")
+    p.add_argument("--ppl-sentences", type=int, default=1000, help="sentences of ptb.test.txt scored")
+    p.add_argument("--probe-sentences", type=int, default=None, help="probe --max-sentences (a quick check)")
+    p.add_argument("--device", default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--jobs", type=int, default=1, help="seeds in parallel processes")
+    p.add_argument("--no-report", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not (args.ptb_lm / "ptb.train.txt").is_file():
+        p.error(f"{args.ptb_lm}/ptb.train.txt not found (--ptb-lm)")
+    start = time.monotonic()
+    if args.jobs > 1 and len(args.seeds) > 1:
+        run_parallel([a for a in (argv if argv is not None else sys.argv[1:])], args)
+    else:
+        for seed in args.seeds:
+            for key in order(args.systems):
+                for stage in args.stages:
+                    STAGES[stage](key, args.work, seed, args)
+    if not args.no_report:
+        stage_report(args.work, args.docs, args)
+    logger.info("done in %.1f minutes", (time.monotonic() - start) / 60)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
