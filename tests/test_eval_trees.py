@@ -106,3 +106,71 @@ def test_missing_and_unneeded_trees_are_one_line_errors(folders, capsys):
         code = main(args if model == "sp" else args + ["--trees", "gold"])
         err = capsys.readouterr().err
         assert code == 1 and "--trees" in err and err.count("\n") == 1
+
+
+def _probe_args(folders, out, *extra):
+    """The probe test's small settings (tests/test_probing.py) on the 40 training sentences."""
+    return ["probe", "--model", str(folders["sp"]), "--out", str(out), "--treebank", "ptb-sample:dev",
+            "--max-sentences", "40", "--task", "SentLen", "--task", "BShift", "--classifier", "logreg",
+            "--json", *extra]
+
+
+def test_probe_with_gold_trees(folders, tmp_path, capsys):
+    from syntaxformer.data import load_gold_trees
+    from syntaxformer.parsing import load_model
+    from syntaxformer.probing.features import sentence_vectors
+    from syntaxformer.workflows.probe import gold_dependency_heads
+    code = main(_probe_args(folders, tmp_path / "probe", "--trees", "gold"))
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["trees"] == "gold" and set(report["tasks"]) == {"SentLen", "BShift"}
+    layers = report["tasks"]["SentLen"]["layers"]
+    assert len(layers["untrained"]) == len(layers["trained"]) == 4  # embeddings and the tiny preset's 3 layers
+    # the vectors are the means of the layers' outputs with each sentence's own heads
+    gold = load_gold_trees("ptb-sample:dev")[:3]
+    heads = gold_dependency_heads("ptb-sample:dev", gold)
+    model, tokenizer, _ = load_model(folders["sp"], device="cpu")
+    words = [t.leaves() for t in gold]
+    layers, _ = sentence_vectors(model.eval(), tokenizer, words, batch_size=2, heads=heads)
+    for s in range(3):
+        enc = tokenizer([words[s]], is_split_into_words=True)
+        tree = torch.tensor([token_heads(heads[s], enc.word_ids(0))])
+        with torch.no_grad():
+            alone = model(torch.tensor(enc["input_ids"]), structure_inputs={"heads": tree},
+                          output_hidden_states=True).hidden_states
+        for layer, h in enumerate(alone):
+            assert torch.allclose(torch.from_numpy(layers[layer][s]), h[0].mean(0), atol=1e-5)
+
+
+def test_probe_with_induced_trees(folders, tmp_path):
+    from syntaxformer.workflows.probe import run_probe
+    trees = f"induced:{folders['sf']}"
+    report = run_probe(tmp_path / "probe", model=folders["sp"], treebank="ptb-sample:dev", tasks=["SentLen"],
+                       classifiers=["logreg"], max_sentences=40, trees=trees)
+    assert report["trees"] == trees and len(report["tasks"]["SentLen"]["layers"]["trained"]) == 4
+
+
+def test_probe_missing_unneeded_and_mismatched_trees(folders, tmp_path, capsys, monkeypatch):
+    import syntaxformer.data.trees as trees_module
+    from syntaxformer.workflows.probe import gold_dependency_heads, match_dependency_trees, run_probe
+    code = main(_probe_args(folders, tmp_path / "a"))
+    err = capsys.readouterr().err
+    assert code == 1 and "pass --trees" in err and err.count("\n") == 1
+    assert not (tmp_path / "a").exists()  # refused before any work
+    plain = _probe_args(folders, tmp_path / "b", "--trees", "gold")
+    plain[2] = str(folders["plain"])
+    code = main(plain)
+    err = capsys.readouterr().err
+    assert code == 1 and "reads no trees" in err and err.count("\n") == 1
+    with pytest.raises(InputError, match=r"^x\.dp, sentence 2: --trees gold: the dependency tree's words "
+                                         r"differ .* word 2: 'e' vs 'd'"):
+        match_dependency_trees("x.dp", [["a", "b"], ["c", "d"]], [["a", "b"], ["c", "e"]], [[2, 0], [2, 0]])
+    with pytest.raises(InputError, match="x.dp, sentence 2: --trees gold: no dependency tree"):
+        match_dependency_trees("x.dp", [["a", "b"], ["c", "d"]], [["a", "b"]], [[2, 0]])
+    with pytest.raises(InputError, match="ptb-sample only"):
+        gold_dependency_heads("trees.mrg", [])
+    # dependency files out of step with the constituency trees: the first sentence is named
+    real = trees_module.gold_tree_sentences
+    monkeypatch.setattr(trees_module, "gold_tree_sentences", lambda source: tuple(x[1:] for x in real(source)))
+    with pytest.raises(InputError, match="ptb-sample:dev, sentence 1: --trees gold: the dependency tree's words"):
+        run_probe(tmp_path / "c", model=folders["sp"], treebank="ptb-sample:dev", tasks=["SentLen"],
+                  classifiers=["logreg"], max_sentences=40, trees="gold")
