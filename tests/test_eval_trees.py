@@ -174,3 +174,15 @@ def test_probe_missing_unneeded_and_mismatched_trees(folders, tmp_path, capsys, 
     with pytest.raises(InputError, match="ptb-sample:dev, sentence 1: --trees gold: the dependency tree's words"):
         run_probe(tmp_path / "c", model=folders["sp"], treebank="ptb-sample:dev", tasks=["SentLen"],
                   classifiers=["logreg"], max_sentences=40, trees="gold")
+
+
+def test_probe_without_trees_and_bad_trees_value(folders, tmp_path, capsys):
+    from syntaxformer.workflows.probe import run_probe
+    report = run_probe(tmp_path / "plain", model=folders["plain"], treebank="ptb-sample:dev", tasks=["SentLen"],
+                       classifiers=["logreg"], max_sentences=20)
+    assert report["trees"] is None and len(report["tasks"]["SentLen"]["layers"]["trained"]) == 4
+    for command in ("probe", "perplexity"):
+        args = [command, "--model", "no-such-folder", "--trees", "silver"]
+        code = main(args + (["--out", str(tmp_path / "x")] if command == "probe" else ["--corpus", "x"]))
+        err = capsys.readouterr().err
+        assert code == 1 and "--trees must be gold or induced:MODEL_DIR" in err and err.count("\n") == 1

@@ -76,6 +76,8 @@ def format_table(result: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from syntaxformer.workflows.perplexity import evaluate_folder
 
+    from syntaxformer.data.trees import check_trees_option
+    check_trees_option(args.trees)  # a bad value before the model is loaded
     if args.batch_tokens < 1:
         raise InputError(f"--batch-tokens must be positive, got {args.batch_tokens}")
     result = evaluate_folder(args.model, args.corpus, batch_tokens=args.batch_tokens,

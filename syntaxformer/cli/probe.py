@@ -63,7 +63,9 @@ def format_probe_report(report: dict) -> str:
 
 def run(args) -> int:
     from syntaxformer.evaluation.report import to_json
+    from syntaxformer.data.trees import check_trees_option
     from syntaxformer.workflows.probe import run_probe
+    check_trees_option(args.trees)  # a bad value before the model is loaded
     report = run_probe(args.out, model=args.model, treebank=args.treebank, tasks=args.task,
                        classifiers=args.classifier or ["logreg", "mlp"], seed=args.seed,
                        batch_size=args.batch_size, device=args.device, max_sentences=args.max_sentences,
