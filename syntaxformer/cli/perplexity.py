@@ -5,7 +5,9 @@ input), the Tree Transformer protocol; causal LMs (ON-LSTM): next-word perplexit
 framed as ``[CLS] w_1 .. w_n [CLS]``. The perplexity is exp(mean cross-entropy) and the report names
 the protocol; see :mod:`syntaxformer.evaluation.perplexity`. Words are normalised as the model's training corpus was
 (the preprocessing recorded in the folder's ``training.json``, else the default: lower-case, digits
--> ``N``). The work: :func:`syntaxformer.workflows.perplexity.evaluate_folder`.
+-> ``N``). A model whose prior reads a dependency tree per sentence (``structural-position``) needs
+``--trees gold|induced:MODEL_DIR`` (as ``train --trees``). The work:
+:func:`syntaxformer.workflows.perplexity.evaluate_folder`.
 """
 from __future__ import annotations
 
@@ -29,6 +31,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--corpus", required=True, metavar="FILE|ptb-sample",
                    help="test sentences: raw text (one sentence per line; comma-separated files or "
                         "globs) or the embedded ptb-sample")
+    p.add_argument("--trees", default=None, metavar="gold|induced:MODEL_DIR",
+                   help="a dependency tree per sentence, for a model whose prior reads one (structural-"
+                        "position; required there, refused for other models), as in train: 'gold' = "
+                        "sentences and trees from the dependency source --corpus (ptb-sample:test, a "
+                        "CoNLL-U or .dp file); 'induced:MODEL_DIR' = the MST heads of a trained StructFormer")
     p.add_argument("--batch-tokens", type=int, default=4096,
                    help="tokens (rows x padded length) per forward pass (default 4096)")
     p.add_argument("--skip-long", action="store_true",
@@ -47,6 +54,7 @@ def format_table(result: dict) -> str:
     from syntaxformer.evaluation.report import format_header
     return format_header("syntaxformer perplexity", {
         "data": result["data"],
+        **({"trees": result["trees"]} if result.get("trees") else {}),
         "protocol": result["protocol"],
         "model": f"{result['model']} ({result.get('model_type')}, preset {result.get('preset')}, "
                  f"{result.get('n_parameters', 0):,} parameters)",
@@ -68,10 +76,12 @@ def format_table(result: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from syntaxformer.workflows.perplexity import evaluate_folder
 
+    from syntaxformer.data.trees import check_trees_option
+    check_trees_option(args.trees)  # a bad value before the model is loaded
     if args.batch_tokens < 1:
         raise InputError(f"--batch-tokens must be positive, got {args.batch_tokens}")
     result = evaluate_folder(args.model, args.corpus, batch_tokens=args.batch_tokens,
                              skip_long=args.skip_long, device=args.device, seed=args.seed,
-                             progress=not args.json)
+                             progress=not args.json, trees=args.trees)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0

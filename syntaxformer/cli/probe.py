@@ -16,6 +16,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--treebank", default="ptb-sample",
                    help="gold constituency trees: 'ptb-sample' (default), 'ptb-sample:dev', or a .mrg file")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--trees", default=None, metavar="gold|induced:MODEL_DIR",
+                   help="a dependency tree per sentence, for a model whose prior reads one (structural-"
+                        "position; required there, refused for other models; the untrained twin gets the "
+                        "same trees): 'gold' = ptb-sample's gold dependency trees of the probed sentences "
+                        "(BShift: the unswapped sentence's tree, by position); 'induced:MODEL_DIR' = the "
+                        "MST heads of a trained StructFormer for each sentence as read")
     p.add_argument("--task", action="append", default=None, metavar="NAME",
                    help="a task to run (repeatable; default all: SentLen, TreeDepth, TopConst, BShift)")
     p.add_argument("--classifier", action="append", default=None, choices=["logreg", "mlp"],
@@ -38,6 +44,7 @@ def format_probe_report(report: dict) -> str:
     header = format_header("syntaxformer probe", {
         "model": f"{report['model']} ({report['model_type']}, seed {report['seed']})",
         "data": f"{report['data']['treebank']} ({report['data']['n_sentences']:,} sentences)",
+        **({"trees": report["trees"]} if report.get("trees") else {}),
         "protocol": report["protocol"]})
     rows, layer_rows = [], []
     for name, task in report["tasks"].items():
@@ -56,9 +63,12 @@ def format_probe_report(report: dict) -> str:
 
 def run(args) -> int:
     from syntaxformer.evaluation.report import to_json
+    from syntaxformer.data.trees import check_trees_option
     from syntaxformer.workflows.probe import run_probe
+    check_trees_option(args.trees)  # a bad value before the model is loaded
     report = run_probe(args.out, model=args.model, treebank=args.treebank, tasks=args.task,
                        classifiers=args.classifier or ["logreg", "mlp"], seed=args.seed,
-                       batch_size=args.batch_size, device=args.device, max_sentences=args.max_sentences)
+                       batch_size=args.batch_size, device=args.device, max_sentences=args.max_sentences,
+                       trees=args.trees)
     print(to_json(report) if args.json else format_probe_report(report))
     return 0

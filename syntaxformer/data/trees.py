@@ -140,6 +140,42 @@ def load_tree_corpus(trees: str, corpus: str) -> tuple[list[list[str]], list[lis
     raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {trees!r}")
 
 
+def check_trees_option(trees: str | None) -> None:
+    """Raise :class:`InputError` (one line) unless ``trees`` is None, ``gold`` or ``induced:MODEL_DIR``."""
+    if trees is not None and not (trees == "gold" or (trees.startswith("induced:") and len(trees) > 8)):
+        raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {trees!r}")
+
+
+def model_reads_trees(model) -> bool:
+    """Whether ``model`` reads a dependency tree per sentence: its config's ``prior`` needs structure
+    inputs (:func:`syntaxformer.priors.needs_structure_inputs`) and its forward takes ``structure_inputs``."""
+    import inspect
+
+    from syntaxformer.priors import PRIORS, needs_structure_inputs
+    prior = getattr(getattr(model, "config", None), "prior", None)
+    return (isinstance(prior, str) and prior in PRIORS and needs_structure_inputs(prior)
+            and "structure_inputs" in inspect.signature(model.forward).parameters)
+
+
+def check_model_trees(model, trees: str | None) -> None:
+    """The evaluation commands' rule (``perplexity``, ``probe``): ``--trees`` is required exactly when
+    the model reads trees (:func:`model_reads_trees`). Checked before any work.
+
+    Raises:
+        InputError (one line): a model that reads trees without ``trees``; ``trees`` for a model that
+            reads none (the report would name trees the model never saw); a bad ``trees`` value.
+    """
+    check_trees_option(trees)
+    prior = getattr(getattr(model, "config", None), "prior", None)
+    reads = model_reads_trees(model)
+    if reads and trees is None:
+        raise InputError(f"this model's prior {prior} needs a dependency tree per sentence: pass --trees gold "
+                         "or --trees induced:MODEL_DIR")
+    if trees is not None and not reads:
+        raise InputError(f"--trees {trees}: this {type(model).__name__} (prior {prior}) reads no trees; "
+                         "leave --trees out (only a prior such as structural-position reads them)")
+
+
 def token_heads(word_heads: Sequence[int], word_ids: Sequence[int | None]) -> list[int]:
     """Map per-word heads (1-based, 0 = root) onto tokens (module docstring's rule).
 
@@ -176,4 +212,5 @@ def pad_heads(heads: Sequence[Sequence[int]], length: int | None = None) -> torc
 
 
 __all__ = ["ROOT", "NO_TREE", "check_tree", "drop_tokens", "gold_tree_sentences", "induced_heads",
-           "load_tree_corpus", "token_heads", "pad_heads"]
+           "load_tree_corpus", "check_trees_option", "model_reads_trees", "check_model_trees", "token_heads",
+           "pad_heads"]

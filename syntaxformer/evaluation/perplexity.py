@@ -16,6 +16,12 @@ report gives that perplexity and, beside it, ``word_perplexity`` over the ``n`` 
 count the masked-LM protocol uses). Sentences are independent (no state carried across them, unlike
 the public code's running text), so the numbers are not comparable with running-text perplexities.
 
+**Trees** (masked LM only; a model whose prior reads a dependency tree per sentence, e.g.
+``structural-position``, DESIGN.md §3.2): ``heads`` gives each sentence's per-word heads (1-based, 0 =
+root; :mod:`syntaxformer.data.trees`). They become token heads (:func:`~syntaxformer.data.trees.token_heads`)
+and every copy of a sentence carries its sentence's heads, unchanged by the masking (the masked word
+keeps its place in the tree), padded with -100 in the batch: ``structure_inputs={"heads": (B, N)}``.
+
 Special tokens the tokenizer adds (``[CLS]``) are part of every input but are never masked or scored.
 A word outside the vocabulary becomes ``[UNK]`` in the input, and, when it is the masked word, the
 target is ``[UNK]``: it is scored like any other word and counted in ``n_unk``.
@@ -129,7 +135,7 @@ def _model_device(model) -> torch.device:
 def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
                          batch_tokens: int = 4096, device: str | torch.device | None = None,
                          too_long: str = "error", max_length: int | None = None,
-                         progress: bool = False) -> dict:
+                         progress: bool = False, heads: Sequence[Sequence[int]] | None = None) -> dict:
     """Masked-LM perplexity of ``model`` on ``sentences``, the Tree Transformer paper's protocol.
 
     Every word of every sentence is masked in turn (one ``[MASK]`` per input); perplexity is
@@ -151,6 +157,9 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
             ``n_skipped`` / ``n_skipped_words`` (logged as a warning).
         max_length: the longest input (tokens, special tokens included); see ``too_long``.
         progress: show a tqdm progress bar.
+        heads: per sentence, its per-word heads (1-based, 0 = root), for a model that reads trees
+            (module docstring): every input of the sentence gets them as ``structure_inputs``.
+            None: the model is called without ``structure_inputs``.
 
     Returns:
         A dict: ``perplexity``; ``cross_entropy`` (mean, nats per word); ``n_tokens`` (words scored);
@@ -161,7 +170,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
 
     Raises:
         InputError: no words to score; a sentence too long (with ``too_long="error"``); a tokenizer
-            without one token per word or without ``[MASK]``.
+            without one token per word or without ``[MASK]``; ``heads`` not one per word of each sentence.
     """
     if too_long not in ("error", "skip"):
         raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
@@ -181,6 +190,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
         max_length = _model_max_length(model)
 
     ids, word_positions = encode_sentences(tokenizer, sentences)
+    tree_heads = None if heads is None else _sentence_token_heads(heads, ids, word_positions)
     scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(ids, word_positions, max_length, too_long)
 
     # One row per (sentence, masked word); rows sorted by length, cut into batches by token budget.
@@ -203,9 +213,10 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     try:
         with torch.inference_mode():
             for rows in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
-                input_ids, attention_mask, masked_at, targets = _one_mask_batch(rows, ids, pad_id, mask_id)
+                input_ids, attention_mask, masked_at, targets, batch_heads = _one_mask_batch(
+                    rows, ids, pad_id, mask_id, tree_heads)
                 masked_logits = _masked_logits(model, input_ids, attention_mask, masked_at, targets, device,
-                                               masked_only)  # (B, V)
+                                               masked_only, batch_heads)  # (B, V)
                 vocab_size = masked_logits.shape[-1]
                 total += F.cross_entropy(masked_logits, targets.to(masked_logits.device),
                                          reduction="sum").double().cpu()
@@ -261,9 +272,32 @@ def _scored_sentences(ids, word_positions, max_length: int | None, too_long: str
     return scored, n_empty, n_skipped, n_skipped_words
 
 
-def _one_mask_batch(rows, ids, pad_id: int, mask_id: int):
+def _sentence_token_heads(heads, ids, word_positions) -> list[list[int]]:
+    """Per sentence, its token heads (:func:`~syntaxformer.data.trees.token_heads`: 0-based positions,
+    -1 root, -100 special token) from its per-word ``heads`` (1-based, 0 = root).
+
+    Raises:
+        InputError: a number of sentences or of heads that does not match (naming the sentence).
+    """
+    from syntaxformer.data.trees import token_heads
+    if len(heads) != len(ids):
+        raise InputError(f"{len(heads)} trees for {len(ids)} sentences")
+    out = []
+    for s, (word_heads, pos) in enumerate(zip(heads, word_positions)):
+        if len(word_heads) != len(pos):
+            raise InputError(f"the tree has {len(word_heads)} heads for {len(pos)} words", sentence=s + 1)
+        word_ids: list[int | None] = [None] * len(ids[s])
+        for w, p in enumerate(pos):
+            word_ids[p] = w
+        out.append(token_heads(word_heads, word_ids))
+    return out
+
+
+def _one_mask_batch(rows, ids, pad_id: int, mask_id: int, tree_heads=None):
     """The inputs of one batch of (sentence, masked position) rows: ``input_ids`` (B, N) with one
-    ``[MASK]`` per row, ``attention_mask`` (B, N), ``masked_at`` (B,) and ``targets`` (B,)."""
+    ``[MASK]`` per row, ``attention_mask`` (B, N), ``masked_at`` (B,), ``targets`` (B,), and, with
+    ``tree_heads`` (per sentence, its token heads), each row's sentence's heads (B, N) padded with
+    -100 (None without)."""
     width = max(len(ids[s]) for s, _ in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, N)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)    # (B, N)
@@ -279,27 +313,34 @@ def _one_mask_batch(rows, ids, pad_id: int, mask_id: int):
         attention_mask[r:k, :len(ids[s])] = 1
         r = k
     targets = torch.tensor([ids[s][p] for s, p in rows], dtype=torch.long)  # (B,)
-    return input_ids, attention_mask, masked_at, targets
+    if tree_heads is None:
+        return input_ids, attention_mask, masked_at, targets, None
+    from syntaxformer.data.trees import pad_heads
+    heads = pad_heads([tree_heads[s] for s, _ in rows], width)  # (B, N): the sentence's, not the mask's
+    return input_ids, attention_mask, masked_at, targets, heads
 
 
-def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device, masked_only: bool):
+def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device, masked_only: bool,
+                   heads: torch.Tensor | None = None):
     """(B, V) float32 logits at each row's masked position (the output layer only there when the
-    model supports ``masked_only``)."""
+    model supports ``masked_only``); ``heads`` (B, N) go to the model as ``structure_inputs``."""
     rows_idx = torch.arange(input_ids.shape[0])
+    extra = {} if heads is None else {"structure_inputs": {"heads": heads.to(device)}}
     if masked_only:  # the output layer only at the one masked position of each row
         labels = torch.full_like(input_ids, -100)
         labels[rows_idx, masked_at] = targets
         masked_logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                              labels=labels.to(device), masked_only=True).logits  # (B, V)
+                              labels=labels.to(device), masked_only=True, **extra).logits  # (B, V)
     else:
-        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits  # (B, N, V)
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                       **extra).logits  # (B, N, V)
         masked_logits = logits[rows_idx.to(logits.device), masked_at.to(logits.device)]
     return masked_logits.float()
 
 
 def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], batch_tokens: int = 4096,
                          device: str | torch.device | None = None, too_long: str = "error",
-                         max_length: int | None = None, progress: bool = False) -> dict:
+                         max_length: int | None = None, progress: bool = False, heads=None) -> dict:
     """Next-word perplexity of a causal LM on ``sentences`` (:data:`NEXT_WORD_PROTOCOL`, module docstring).
 
     Args:
@@ -313,6 +354,7 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
         too_long, max_length: as :func:`masked_lm_perplexity` (the limit counts the two boundaries;
             None = the model's ``max_position_embeddings``, none for a recurrent model).
         progress: show a tqdm progress bar.
+        heads: must be None: next-word perplexity reads no trees (an :class:`InputError` otherwise).
 
     Returns:
         A dict: ``perplexity`` and ``cross_entropy`` (mean nats) over words and sentence ends;
@@ -333,6 +375,8 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
     if objective != "causal-lm":
         raise InputError(f"a {objective} model: next-word perplexity needs a causal LM "
                          "(perplexity() chooses the model's protocol)")
+    if heads is not None:
+        raise InputError("--trees: next-word perplexity (a causal LM) reads no trees")
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
     if tokenizer.cls_token_id != CausalLM.BOUNDARY_ID:
@@ -399,7 +443,7 @@ def perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], **options) 
     """The perplexity of ``model`` with its objective's protocol (:data:`PROTOCOLS`): masked-LM
     models :func:`masked_lm_perplexity`, causal LMs :func:`next_word_perplexity`; the result's
     ``protocol`` says which. ``options``: theirs (``batch_tokens``, ``device``, ``too_long``,
-    ``max_length``, ``progress``).
+    ``max_length``, ``progress``, ``heads``).
 
     Raises:
         InputError: an objective without a protocol here, and the protocol's own errors.

@@ -190,9 +190,8 @@ class TrainArguments:
         if prior in PRIORS and needs_structure_inputs(prior) and self.trees is None:
             raise InputError(f"--prior {prior} needs a dependency tree per sentence: give --trees gold "
                              "or --trees induced:MODEL_DIR")
-        if self.trees is not None and not (self.trees == "gold" or
-                                           (self.trees.startswith("induced:") and len(self.trees) > 8)):
-            raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {self.trees!r}")
+        from syntaxformer.data.trees import check_trees_option
+        check_trees_option(self.trees)
 
     def check_fine_tuning(self) -> None:
         """Raise :class:`InputError` (one line) for inconsistent ``init_from`` / head-gate options."""

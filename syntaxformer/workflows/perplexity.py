@@ -5,7 +5,9 @@ causal LMs (ON-LSTM): next-word perplexity of ``[CLS] w_1 .. w_n [CLS]``; the pe
 exp(mean cross-entropy) and the report names the protocol; see
 :mod:`syntaxformer.evaluation.perplexity`. Words are
 normalised as the model's training corpus was (the preprocessing recorded in the folder's
-``training.json``, else the default: lower-case, digits -> ``N``).
+``training.json``, else the default: lower-case, digits -> ``N``). A model whose prior reads a
+dependency tree per sentence (``structural-position``) is scored with ``trees`` (``gold`` or
+``induced:MODEL_DIR``, as ``train --trees``; :func:`syntaxformer.data.trees.load_tree_corpus`).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import torch
 
 def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
                     skip_long: bool = False, device: str | None = None, seed: int = 0,
-                    progress: bool = False) -> dict:
+                    progress: bool = False, trees: str | None = None) -> dict:
     """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
 
     The folder is read by :func:`syntaxformer.parsing.load_model` (``device`` None = CUDA if
@@ -31,30 +33,44 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
         device: torch device name, None = CUDA if available.
         seed: torch seed (the protocol is deterministic; recorded).
         progress: show a progress bar.
+        trees: for a model that reads trees (and only for one; checked before reading the corpus):
+            ``gold`` = sentences and trees from the dependency source ``corpus`` (e.g.
+            ``ptb-sample:test``, a CoNLL-U or ``.dp`` file); ``induced:MODEL_DIR`` = the sentences of
+            ``corpus``, their trees a trained StructFormer's MST heads.
 
     Returns:
         :func:`~syntaxformer.evaluation.perplexity.perplexity`'s dict (``protocol`` names it), plus ``model``,
-        ``data``, ``model_type``, ``preset``, ``n_parameters``, ``seed`` and ``minutes``.
+        ``data``, ``trees`` (the ``trees`` value or None), ``model_type``, ``preset``, ``n_parameters``,
+        ``seed`` and ``minutes``.
 
     Raises:
-        InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, or
-            any of the protocol's.
+        InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, a model
+            that reads trees without ``trees`` or ``trees`` for one that reads none
+            (:func:`~syntaxformer.data.trees.check_model_trees`), or any of the protocol's.
     """
     from syntaxformer.data.corpus import load_corpus
+    from syntaxformer.data.trees import check_model_trees, load_tree_corpus
     from syntaxformer.evaluation.perplexity import perplexity
     from syntaxformer.parsing import load_model
     torch.manual_seed(seed)
     model, tokenizer, record = load_model(folder, device)
-    sentences = load_corpus(corpus)  # the trainer's preprocessing (PRPN words, recorded in training.json)
+    check_model_trees(model, trees)
+    heads = None
+    if trees is None:
+        sentences = load_corpus(corpus)  # the trainer's preprocessing (PRPN words, recorded in training.json)
+    else:  # the same words and trees as train --trees would read from this corpus
+        sentences, heads = load_tree_corpus(trees, corpus)
     start = time.perf_counter()
     result = perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
-                        too_long="skip" if skip_long else "error", progress=progress)
+                        too_long="skip" if skip_long else "error", progress=progress,
+                        **({} if heads is None else {"heads": heads}))
     return {
         "model": str(folder),
         "model_type": getattr(model.config, "model_type", None),
         "preset": record.get("preset"),
         "n_parameters": sum(p.numel() for p in model.parameters()),
         "data": corpus,
+        "trees": trees,
         "seed": seed,
         **result,
         "minutes": (time.perf_counter() - start) / 60,

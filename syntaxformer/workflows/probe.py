@@ -5,6 +5,17 @@ mean-pools every layer's outputs of the trained model and of the same architectu
 config, initialised from the seed), fits a logistic-regression and a one-hidden-layer MLP probe per
 task, layer and encoder (L2 chosen on dev, accuracy on test), beside the majority class and a
 bag-of-words probe, and writes ``OUT/report.json``, ``OUT/probe.{png,svg}`` and ``OUT/tasks/*.tsv``.
+
+**Trees** (``trees``, ``probe --trees``): a model whose prior reads a dependency tree per sentence
+(``structural-position``) is probed with one, and its untrained twin with the same trees.
+``gold``: ptb-sample's gold dependency trees (:func:`syntaxformer.data.trees.gold_tree_sentences` of the
+treebank's own name, ``ptb-sample`` / ``ptb-sample:dev`` / ``:test``), aligned sentence by sentence with
+the constituency trees the tasks are built from; the words must be equal after preprocessing
+(:func:`gold_dependency_heads`). A BShift item whose two words were swapped keeps its sentence's tree by
+position (a swapped sentence has no gold tree, and a tree that moved with the words would itself reveal
+the swap): the trees of ``O`` and ``I`` items of a sentence are the same. ``induced:MODEL_DIR``: a trained
+StructFormer's maximum-spanning-tree heads of each sentence as the encoder reads it (BShift: after the
+swap; :func:`syntaxformer.data.trees.induced_heads`).
 """
 from __future__ import annotations
 
@@ -32,16 +43,69 @@ def _untrained_twin(model, seed: int):
     return twin.to(next(model.parameters()).device).eval()
 
 
-def _vectors(model, tokenizer, tasks, batch_size):
-    """Per task, every layer's sentence vectors; the tasks sharing their sentences share vectors."""
+def _vectors(model, tokenizer, tasks, batch_size, heads=None):
+    """Per task, every layer's sentence vectors; the tasks sharing their sentences (and trees) share
+    vectors. ``heads``: per task, per item, its per-word heads (1-based), or None without trees."""
     from syntaxformer.probing.features import sentence_vectors
     cache, out, counts = {}, {}, {}
     for name, items in tasks.items():
-        key = tuple(it.words for it in items)
+        task_heads = None if heads is None else tuple(tuple(h) for h in heads[name])
+        key = (tuple(it.words for it in items), task_heads)
         if key not in cache:
-            cache[key] = sentence_vectors(model, tokenizer, [list(w) for w in key], batch_size)
+            cache[key] = sentence_vectors(model, tokenizer, [list(w) for w in key[0]], batch_size,
+                                          heads=None if task_heads is None else [list(h) for h in task_heads])
         out[name], counts[name] = cache[key]
     return out, counts
+
+
+def gold_dependency_heads(treebank: str, gold_trees) -> list[list[int]]:
+    """Per constituency tree of ``gold_trees`` (read from ``treebank``, possibly cut to its first N),
+    the heads (1-based, 0 = root) of the same sentence's gold dependency tree.
+
+    The dependency trees are ``treebank``'s own (:func:`~syntaxformer.data.trees.gold_tree_sentences`:
+    ptb-sample's dependency files, punctuation removed as the constituency preprocessing removes it),
+    matched by order; the words of each pair must be equal.
+
+    Raises:
+        InputError (one line): a treebank other than ptb-sample (no dependency trees known for it); a
+            sentence without a dependency tree, or whose words differ (naming the treebank and the
+            1-based sentence, with the first differing word).
+    """
+    from syntaxformer.data.embedded import ptb_sample_part
+    from syntaxformer.data.trees import gold_tree_sentences
+    if ptb_sample_part(treebank) is None:
+        raise InputError(f"--trees gold: gold dependency trees are known for ptb-sample only, not {treebank} "
+                         "(use --trees induced:MODEL_DIR)")
+    return match_dependency_trees(treebank, [t.leaves() for t in gold_trees], *gold_tree_sentences(treebank))
+
+
+def match_dependency_trees(source: str, words, dep_words, dep_heads) -> list[list[int]]:
+    """``dep_heads`` for the sentences ``words`` (normalised), after checking that sentence i of the
+    dependency ``source`` has the words of sentence i (:func:`gold_dependency_heads`' rule)."""
+    for i, sentence in enumerate(words):
+        if i >= len(dep_words):
+            raise InputError(f"--trees gold: no dependency tree for this sentence ({len(dep_words)} trees)",
+                             path=source, sentence=i + 1)
+        if list(sentence) != list(dep_words[i]):
+            k = next((k for k, (a, b) in enumerate(zip(sentence, dep_words[i])) if a != b),
+                     min(len(sentence), len(dep_words[i])))
+            raise InputError(f"--trees gold: the dependency tree's words differ from the constituency tree's "
+                             f"({len(dep_words[i])} vs {len(sentence)} words; word {k + 1}: "
+                             f"{' '.join(dep_words[i][k:k + 1]) or '(none)'!r} vs "
+                             f"{' '.join(sentence[k:k + 1]) or '(none)'!r})", path=source, sentence=i + 1)
+    return [list(h) for h in dep_heads[:len(words)]]
+
+
+def _task_heads(trees: str | None, built, gold_heads) -> dict | None:
+    """Per task, per item, its per-word heads (module docstring's rule), or None without ``trees``."""
+    if trees is None:
+        return None
+    if trees == "gold":
+        return {name: [gold_heads[it.index] for it in items] for name, items in built.items()}
+    from syntaxformer.data.trees import induced_heads
+    distinct = list(dict.fromkeys(it.words for items in built.values() for it in items))
+    parsed = dict(zip(distinct, induced_heads(trees[len("induced:"):], [list(w) for w in distinct])))
+    return {name: [parsed[it.words] for it in items] for name, items in built.items()}
 
 
 def _probe_layers(layers, labels, split, classifiers, seed) -> list[dict]:
@@ -74,7 +138,7 @@ def _task_report(name, items, trained, untrained, counts, classifiers, seed) -> 
 def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = "ptb-sample",
               tasks: Sequence[str] | None = None, classifiers: Sequence[str] = ("logreg", "mlp"),
               seed: int = 0, batch_size: int = 64, device: str | None = "cpu",
-              max_sentences: int | None = None) -> dict:
+              max_sentences: int | None = None, trees: str | None = None) -> dict:
     """Probe every layer of ``model`` on the tasks of ``treebank``; write the report and the figure.
 
     Args:
@@ -87,16 +151,21 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
         batch_size: sentences per forward pass.
         device: where the encoder runs.
         max_sentences: use only the treebank's first N sentences (None = all).
+        trees: for a model that reads trees (and only for one; checked before any work): ``gold`` or
+            ``induced:MODEL_DIR`` (module docstring); the untrained twin gets the same trees.
 
     Returns:
-        The report: data, protocol, model, seed, and per task the split sizes, classes, majority
+        The report: data, protocol, model, seed, ``trees`` (the value or None), and per task the split sizes, classes, majority
         class, bag-of-words probe, per-layer probes of the trained and untrained encoder, and the
         best layer on dev with its test accuracy (accuracies in 0-100).
 
     Raises:
-        InputError: unreadable trees, an unknown task or classifier, a model without hidden states.
+        InputError: unreadable trees, an unknown task or classifier, a model without hidden states, a
+            model that reads trees without ``trees`` or ``trees`` for one that reads none, gold
+            dependency trees that do not match the treebank's sentences (naming the sentence).
     """
     from syntaxformer.data import load_gold_trees
+    from syntaxformer.data.trees import check_model_trees
     from syntaxformer.figures.probing import plot_probe
     from syntaxformer.figures import save_figure
     from syntaxformer.evaluation.report import to_json
@@ -110,21 +179,22 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
     if unknown:
         raise InputError(f"unknown task or classifier {unknown[0]!r}: tasks {sorted(TASKS)}, "
                          f"classifiers {list(CLASSIFIERS)}")
-    trees = load_gold_trees(treebank)
-    if max_sentences is not None:
-        if max_sentences < 10:
-            raise InputError(f"--max-sentences must be at least 10 (three splits), got {max_sentences}")
-        trees = trees[:max_sentences]
-    built = build_tasks(trees, seed, tasks)
-    out = Path(out)
-    write_task_files(built, out / "tasks")
+    if max_sentences is not None and max_sentences < 10:
+        raise InputError(f"--max-sentences must be at least 10 (three splits), got {max_sentences}")
     folder = model or pretrained_folder()
     trained, tokenizer, _ = load_model(folder, device=device)
+    check_model_trees(trained, trees)
+    gold = load_gold_trees(treebank)[:max_sentences]
+    gold_heads = gold_dependency_heads(treebank, gold) if trees == "gold" else None
+    built = build_tasks(gold, seed, tasks)
+    out = Path(out)
+    write_task_files(built, out / "tasks")
+    heads = _task_heads(trees, built, gold_heads)
     untrained = _untrained_twin(trained, seed)
-    vectors, counts = _vectors(trained, tokenizer, built, batch_size)
-    control, _ = _vectors(untrained, tokenizer, built, batch_size)
-    report = {"data": {"treebank": treebank, "n_sentences": len(trees)}, "protocol": PROTOCOL,
-              "model": str(folder), "model_type": trained.config.model_type, "seed": seed,
+    vectors, counts = _vectors(trained, tokenizer, built, batch_size, heads)
+    control, _ = _vectors(untrained, tokenizer, built, batch_size, heads)
+    report = {"data": {"treebank": treebank, "n_sentences": len(gold)}, "protocol": PROTOCOL,
+              "trees": trees, "model": str(folder), "model_type": trained.config.model_type, "seed": seed,
               "classifiers": list(classifiers), "tasks": {}}
     for name, items in built.items():
         logger.info("probing %s (%d sentences)", name, len(items))
