@@ -139,3 +139,16 @@ def test_option_errors_before_training(tmp_path, options, message):
     with pytest.raises(InputError, match=message):
         train(args)
     assert not (tmp_path / "x" / "training.json").exists()
+
+
+@pytest.mark.parametrize("model", ["tree-transformer", "structformer"])
+def test_induced_phrases_from_a_model_folder(tmp_path, tiny_model, model):
+    folder = tiny_model(model)
+    corpus = tmp_path / "two.txt"
+    corpus.write_text("The dog barked\nit ran away in 1990\n")
+    sentences, trees = load_phrase_trees(f"induced:{folder}", str(corpus))
+    assert sentences == [["the", "dog", "barked"], ["it", "ran", "away", "in", "N"]]  # load_corpus's words
+    assert [t.leaves() for t in trees] == sentences
+    for words, tree in zip(sentences, trees):
+        ids = word_phrase_ids(cut_tree(tree, 1))
+        assert len(ids) == len(words) and ids[0] == 0 and all(0 <= b - a <= 1 for a, b in zip(ids, ids[1:]))
