@@ -176,19 +176,11 @@ def pad_phrases(rows: Sequence[Sequence[int]], value: int = NO_PHRASE, length: i
     return out
 
 
-def tree_level(overrides: dict, init_from: str | None = None) -> int:
-    """The level ``--phrases`` cuts trees at: ``mgsa_tree_level`` of the overrides, else of the
-    ``init_from`` folder's config, else the prior's default (1)."""
+def tree_level(config: dict) -> int:
+    """The level ``--phrases`` cuts trees at: ``mgsa_tree_level`` of ``config`` (the run's overrides, or
+    a fine-tuned folder's ``config.json``), else the prior's default (1)."""
     from syntaxformer.priors.multi_granularity import MultiGranularityPrior
-    if "mgsa_tree_level" in overrides:
-        return int(overrides["mgsa_tree_level"])
-    if init_from is not None:
-        import json
-        from pathlib import Path
-        config = json.loads(Path(init_from, "config.json").read_text())
-        if "mgsa_tree_level" in config:
-            return int(config["mgsa_tree_level"])
-    return int(MultiGranularityPrior.config_defaults["mgsa_tree_level"])
+    return int(config.get("mgsa_tree_level", MultiGranularityPrior.config_defaults["mgsa_tree_level"]))
 
 
 def granularity_names(spec) -> list[str]:

@@ -229,7 +229,8 @@ class TrainArguments:
         if self.phrases is not None and not tree_heads:
             raise InputError("--phrases feeds the 'tree' heads of --prior multi-granularity: give that prior "
                              "with a tree head, e.g. --set mgsa_granularities='\"word*2,tree,2gram\"'")
-        if self.phrases is not None and self.phrases != "gold" and float(config.get("mgsa_phrase_loss_weight") or 0) > 0:
+        labelled = float(config.get("mgsa_phrase_loss_weight") or 0) > 0
+        if self.phrases is not None and self.phrases != "gold" and labelled:
             raise InputError("mgsa_phrase_loss_weight > 0 needs phrase labels, which only --phrases gold has")
 
     def check_fine_tuning(self) -> None:

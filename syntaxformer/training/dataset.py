@@ -216,7 +216,8 @@ def _fill(loaded):
 def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_words, train_trees,
                  valid_trees) -> None:
     """Cut the kept sentences' trees at the run's ``mgsa_tree_level`` into token phrase ids (and,
-    with ``mgsa_phrase_loss_weight > 0``, phrase labels in the training sentences' vocabulary);
+    with ``mgsa_phrase_loss_weight > 0``, phrase labels in the training sentences' vocabulary, or in
+    the ``mgsa_phrase_labels`` of an ``--init-from`` folder);
     ``train_words`` / ``valid_words``: per kept sequence, its sentence index and token word ids."""
     from syntaxformer.data import phrases as ph
     config = args._prior_config()
@@ -227,7 +228,8 @@ def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_wo
     data.train_phrases, data.valid_phrases = (
         [ph.token_phrase_ids(ph.word_phrase_ids(p), w) for p, w in cut[k]] for k in ("train", "valid"))
     if float(config.get("mgsa_phrase_loss_weight") or 0) > 0:
-        data.phrase_label_names = ph.label_vocabulary([p for p, _ in cut["train"]])
+        saved = config.get("mgsa_phrase_labels")  # an --init-from folder's vocabulary
+        data.phrase_label_names = list(saved) if saved else ph.label_vocabulary([p for p, _ in cut["train"]])
         data.train_phrase_labels, data.valid_phrase_labels = (
             [ph.phrase_label_ids(p, data.phrase_label_names) for p, _ in cut[k]] for k in ("train", "valid"))
     n_phrases = sum(len(p) for p, _ in cut["train"])
