@@ -47,7 +47,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, mini, tiny (per model)")
     m.add_argument("--prior", default=None,
                    help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, "
-                        "structural-position (needs --trees), or none (plain Transformer); default: the model's")
+                        "structural-position (needs --trees), multi-granularity ('tree' heads need --phrases), "
+                        "or none (plain Transformer); default: the model's")
     m.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
                    help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable")
     d = p.add_argument_group("data")
@@ -60,6 +61,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "gold = sentences and trees from the dependency source --corpus names (ptb-sample, "
                         "a CoNLL-U or .dp file; punctuation removed); induced:MODEL_DIR = the maximum-"
                         "spanning-tree heads of a trained StructFormer for the --corpus sentences")
+    d.add_argument("--phrases", default=None, metavar="gold|induced:MODEL_DIR",
+                   help="a constituency tree per sentence, cut at mgsa_tree_level into the phrases of the "
+                        "multi-granularity prior's 'tree' heads: gold = the gold trees of the treebank --corpus "
+                        "names (ptb-sample, a .mrg / bracketed file); induced:MODEL_DIR = the trees a trained "
+                        "Tree Transformer or StructFormer induces for the sentences (as parse decodes them)")
     d.add_argument("--valid-fraction", type=float, default=_D.valid_fraction,
                    help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)")
     d.add_argument("--tokenizer", default=_D.tokenizer,

@@ -30,6 +30,11 @@ class TrainArguments:
             :mod:`syntaxformer.data.trees`): "gold" (sentences and trees from the dependency source
             ``corpus`` names: ptb-sample, a CoNLL-U or ``.dp`` file) or "induced:MODEL_DIR" (the
             maximum-spanning-tree heads of a trained StructFormer for the ``corpus`` sentences).
+        phrases [None]: a constituency tree per sentence, cut at ``mgsa_tree_level`` into the phrases of
+            the multi-granularity prior's ``"tree"`` heads (:mod:`syntaxformer.data.phrases`): "gold"
+            (the gold trees of the treebank ``corpus`` names: ptb-sample, a ``.mrg`` / bracketed
+            file) or "induced:MODEL_DIR" (the trees a trained Tree Transformer or StructFormer
+            induces for the sentences). May be given with ``trees``.
         valid_fraction [0.05]: fraction of the corpus held out when ``valid`` is None (0: none).
         tokenizer ["word"]: "word", "wordpiece", or a folder holding a saved tokenizer.
         min_freq [2]: word tokenizer: keep words seen at least this often (public code: > 1);
@@ -93,6 +98,7 @@ class TrainArguments:
     corpus: str = "ptb-sample"
     valid: str | None = None
     trees: str | None = None
+    phrases: str | None = None
     valid_fraction: float = 0.05
     tokenizer: str = "word"
     min_freq: int = 2
@@ -180,6 +186,7 @@ class TrainArguments:
         if self.device is not None:
             resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
         self.check_trees()
+        self.check_phrases()
         self.check_fine_tuning()
 
     def check_trees(self) -> None:
@@ -192,6 +199,38 @@ class TrainArguments:
                              "or --trees induced:MODEL_DIR")
         from syntaxformer.data.trees import check_trees_option
         check_trees_option(self.trees)
+
+    def _prior_config(self) -> dict:
+        """The prior's config fields this run will have: ``prior`` and the overrides, or, with
+        ``init_from``, the folder's ``config.json`` ({} when unreadable: its own check reports it)."""
+        if self.init_from is not None:
+            import json
+            try:
+                return json.loads(Path(self.init_from, "config.json").read_text())
+            except (OSError, ValueError):
+                return {}
+        return {**self.overrides, **({"prior": self.prior} if self.prior is not None else {})}
+
+    def check_phrases(self) -> None:
+        """Raise :class:`InputError` (one line) for a bad ``phrases`` value, ``phrases`` without a
+        prior that has ``"tree"`` heads, ``"tree"`` heads without ``phrases``, or phrase labels
+        (``mgsa_phrase_loss_weight > 0``) from induced trees (which have no labels)."""
+        from syntaxformer.data.phrases import granularity_names
+        config = self._prior_config()
+        tree_heads = (config.get("prior") == "multi-granularity"
+                      and "tree" in granularity_names(config.get("mgsa_granularities")))
+        if self.phrases is not None and not (self.phrases == "gold" or
+                                             (self.phrases.startswith("induced:") and len(self.phrases) > 8)):
+            raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {self.phrases!r}")
+        if tree_heads and self.phrases is None:
+            raise InputError("a 'tree' granularity of --prior multi-granularity needs a phrase partition per "
+                             "sentence: give --phrases gold or --phrases induced:MODEL_DIR")
+        if self.phrases is not None and not tree_heads:
+            raise InputError("--phrases feeds the 'tree' heads of --prior multi-granularity: give that prior "
+                             "with a tree head, e.g. --set mgsa_granularities='\"word*2,tree,2gram\"'")
+        labelled = float(config.get("mgsa_phrase_loss_weight") or 0) > 0
+        if self.phrases is not None and self.phrases != "gold" and labelled:
+            raise InputError("mgsa_phrase_loss_weight > 0 needs phrase labels, which only --phrases gold has")
 
     def check_fine_tuning(self) -> None:
         """Raise :class:`InputError` (one line) for inconsistent ``init_from`` / head-gate options."""

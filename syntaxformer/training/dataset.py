@@ -31,6 +31,12 @@ class TrainingData:
             head positions, -1 root, -100 special token; :func:`syntaxformer.data.trees.token_heads`),
             parallel to ``train_ids`` / ``valid_ids``; None without trees.
         trees: the ``--trees`` value, or None.
+        train_phrases, valid_phrases: with ``--phrases``, per sequence its token phrase ids (-1 special
+            token; :func:`syntaxformer.data.phrases.token_phrase_ids`), parallel to the ids; else None.
+        train_phrase_labels, valid_phrase_labels: per sequence, per phrase its label index in
+            ``phrase_label_names`` (with ``mgsa_phrase_loss_weight > 0`` and gold trees); else None.
+        phrases: the ``--phrases`` value, or None; tree_level: the level the trees were cut at.
+        phrase_label_names: the phrase-label vocabulary (training labels sorted, then ``other``), or None.
     """
     tokenizer: object
     train_ids: list[list[int]]
@@ -43,14 +49,54 @@ class TrainingData:
     train_heads: list[list[int]] | None = None
     valid_heads: list[list[int]] | None = None
     trees: str | None = None
+    train_phrases: list[list[int]] | None = None
+    valid_phrases: list[list[int]] | None = None
+    train_phrase_labels: list[list[int]] | None = None
+    valid_phrase_labels: list[list[int]] | None = None
+    phrases: str | None = None
+    tree_level: int | None = None
+    phrase_label_names: list[str] | None = None
 
-    def structure_inputs(self, heads: list[list[int]] | None, indices: list[int]) -> dict | None:
-        """The model's ``structure_inputs`` for the sequences ``indices`` of ``heads`` (``train_heads``
-        or ``valid_heads``): ``{"heads": (B, N) long}``, padded with -100; None without trees."""
-        if heads is None:
-            return None
+    def structure_inputs(self, split: str, indices: list[int]) -> dict | None:
+        """The model's ``structure_inputs`` for the sequences ``indices`` of ``split`` (``"train"`` or
+        ``"valid"``), padded to the batch's longest sequence: ``"heads"`` (B, N) long (-100 padding)
+        with ``--trees``; ``"phrase_ids"`` (B, N) long (-1 padding) and, with labels,
+        ``"phrase_labels"`` (B, P) long (-100 padding) with ``--phrases``; None with neither."""
+        from syntaxformer.data.phrases import NO_LABEL, NO_PHRASE, pad_phrases
         from syntaxformer.data.trees import pad_heads
-        return {"heads": pad_heads([heads[i] for i in indices])}
+        out = {}
+        heads, phrase_ids, labels = (getattr(self, f"{split}_{k}") for k in ("heads", "phrases", "phrase_labels"))
+        if heads is not None:
+            out["heads"] = pad_heads([heads[i] for i in indices])
+        if phrase_ids is not None:
+            out["phrase_ids"] = pad_phrases([phrase_ids[i] for i in indices], NO_PHRASE)
+        if labels is not None:
+            out["phrase_labels"] = pad_phrases([labels[i] for i in indices], NO_LABEL)
+        return out or None
+
+    @property
+    def has_structure(self) -> bool:
+        """Whether the sequences carry per-sentence structure (``--trees`` or ``--phrases``)."""
+        return self.train_heads is not None or self.train_phrases is not None
+
+    def model_overrides(self, args: TrainArguments) -> TrainArguments:
+        """``args`` with ``mgsa_num_phrase_labels`` set to the size of the phrase-label vocabulary
+        (with phrase labels; ``args`` itself otherwise).
+
+        Raises:
+            InputError: ``--set mgsa_num_phrase_labels`` given with another value.
+        """
+        if not self.phrase_label_names:
+            return args
+        from dataclasses import replace
+        n = len(self.phrase_label_names)
+        given = args.overrides.get("mgsa_num_phrase_labels")
+        if given not in (None, 0, n):
+            raise InputError(f"mgsa_num_phrase_labels is {given}, the phrase labels of the training trees are "
+                             f"{n} ({', '.join(self.phrase_label_names)}): leave it unset")
+        if args.init_from is not None:
+            return args
+        return replace(args, overrides={**args.overrides, "mgsa_num_phrase_labels": n})
 
     @property
     def special_ids(self) -> list[int]:
@@ -65,7 +111,9 @@ class TrainingData:
                     train_tokens=sum(map(len, self.train_ids)), valid_sentences=self.valid_sentences,
                     valid_sequences=len(self.valid_ids), max_length=args.max_length,
                     overflow=args.overflow, train_over_max_length=self.train_over,
-                    valid_over_max_length=self.valid_over, trees=self.trees)
+                    valid_over_max_length=self.valid_over, trees=self.trees, phrases=self.phrases,
+                    **({"tree_level": self.tree_level} if self.phrases is not None else {}),
+                    **({"phrase_labels": self.phrase_label_names} if self.phrase_label_names else {}))
 
 
 def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> TrainingData:
@@ -79,7 +127,7 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
     Raises:
         InputError: an unreadable or empty corpus, or no training sentence left after encoding.
     """
-    if args.trees is not None:
+    if args.trees is not None or args.phrases is not None:
         return _prepare_tree_data(args, saved_tokenizer)
     sentences = load_corpus(args.corpus)
     if not sentences:
@@ -107,48 +155,102 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
                         train_over, valid_over, valid_desc)
 
 
+def _load_structured(args: TrainArguments, corpus: str):
+    """``(sentences, word heads or None, constituency trees or None)`` of ``corpus`` for ``--trees`` /
+    ``--phrases``: the sentences come from the dependency source (``--trees gold``), else the treebank
+    (``--phrases gold``), else :func:`load_corpus`; each structure is read or induced for them."""
+    from syntaxformer.data.phrases import load_phrase_trees
+    from syntaxformer.data.trees import induced_heads, load_tree_corpus
+    sentences = heads = trees = None
+    if args.trees == "gold" or (args.trees is not None and args.phrases is None):
+        sentences, heads = load_tree_corpus(args.trees, corpus)
+    if args.phrases is not None:
+        sentences, trees = load_phrase_trees(args.phrases, corpus, sentences)
+    if args.trees is not None and heads is None:
+        heads = induced_heads(args.trees[len("induced:"):], sentences)
+    return sentences, heads, trees
+
+
 def _prepare_tree_data(args: TrainArguments, saved_tokenizer: Path | None) -> TrainingData:
-    """:func:`prepare_data` with a tree per sentence (``args.trees``, :mod:`syntaxformer.data.trees`):
-    the same validation rule and tokenizer; sentences over ``max_length`` tokens are dropped whatever
-    ``overflow`` says (a tree cannot be split; counted), and each kept sequence gets its token heads."""
-    from syntaxformer.data.trees import load_tree_corpus
-    sentences, trees = load_tree_corpus(args.trees, args.corpus)
+    """:func:`prepare_data` with a tree per sentence (``args.trees``, :mod:`syntaxformer.data.trees`;
+    ``args.phrases``, :mod:`syntaxformer.data.phrases`): the same validation rule and tokenizer;
+    sentences over ``max_length`` tokens are dropped whatever ``overflow`` says (a tree cannot be split;
+    counted), and each kept sequence gets its token heads and / or token phrase ids (and labels)."""
+    sentences, heads, trees = _load_structured(args, args.corpus)
     if not sentences:
         raise InputError("the training corpus has no sentence", path=args.corpus)
+    rows = list(zip(sentences, heads or [None] * len(sentences), trees or [None] * len(sentences)))
     if args.valid is not None:
-        train, (valid_sents, valid_trees) = (sentences, trees), load_tree_corpus(args.trees, args.valid)
-        valid, valid_desc = (valid_sents, valid_trees), args.valid
+        train, valid, valid_desc = rows, list(zip(*_fill(_load_structured(args, args.valid)))), args.valid
     else:
-        held = held_out_indices(len(sentences), args.valid_fraction)
-        train = ([s for i, s in enumerate(sentences) if i not in held], [t for i, t in enumerate(trees) if i not in held])
-        valid = ([s for i, s in enumerate(sentences) if i in held], [t for i, t in enumerate(trees) if i in held])
+        held = held_out_indices(len(rows), args.valid_fraction)
+        train = [r for i, r in enumerate(rows) if i not in held]
+        valid = [r for i, r in enumerate(rows) if i in held]
         valid_desc = f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)"
     if saved_tokenizer is not None and (saved_tokenizer / "tokenizer.json").is_file():
         from transformers import AutoTokenizer
         tokenizer = AutoTokenizer.from_pretrained(saved_tokenizer)
     else:
-        tokenizer = _build_tokenizer(args, train[0])
-    train_ids, train_heads, train_over = _encode_trees(tokenizer, *train, args.max_length)
-    valid_ids, valid_heads, valid_over = _encode_trees(tokenizer, *valid, args.max_length)
-    if not train_ids:
+        tokenizer = _build_tokenizer(args, [r[0] for r in train])
+    train_enc = _encode_trees(tokenizer, train, args.max_length)
+    valid_enc = _encode_trees(tokenizer, valid, args.max_length)
+    if not train_enc["ids"]:
         raise InputError("no training sentence left after encoding", path=args.corpus)
-    logger.info("training with %s trees: %d sentences (%d tokens), validation: %d sentences, vocabulary %d",
-                args.trees, len(train_ids), sum(map(len, train_ids)), len(valid_ids), len(tokenizer))
-    return TrainingData(tokenizer, train_ids, valid_ids, len(train[0]), len(valid[0]), train_over, valid_over,
-                        valid_desc, train_heads, valid_heads, args.trees)
+    logger.info("training with %s: %d sentences (%d tokens), validation: %d sentences, vocabulary %d",
+                " and ".join(f"{k} {v}" for k, v in (("--trees", args.trees), ("--phrases", args.phrases)) if v),
+                len(train_enc["ids"]), sum(map(len, train_enc["ids"])), len(valid_enc["ids"]), len(tokenizer))
+    data = TrainingData(tokenizer, train_enc["ids"], valid_enc["ids"], len(train), len(valid), train_enc["over"],
+                        valid_enc["over"], valid_desc, train_enc["heads"], valid_enc["heads"], args.trees)
+    if trees is not None:
+        _add_phrases(data, args, train_enc["words"], valid_enc["words"], [r[2] for r in train], [r[2] for r in valid])
+    return data
 
 
-def _encode_trees(tokenizer, sentences, trees, max_length: int):
-    """Encode sentences with trees: ``(ids, token heads, number over max_length)``; the sentences over
-    ``max_length`` tokens are dropped (logged)."""
+def _fill(loaded):
+    """``(sentences, heads, trees)`` with None structures as lists of None, for zipping."""
+    sentences, heads, trees = loaded
+    none = [None] * len(sentences)
+    return sentences, heads or none, trees or none
+
+
+def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_words, train_trees,
+                 valid_trees) -> None:
+    """Cut the kept sentences' trees at the run's ``mgsa_tree_level`` into token phrase ids (and,
+    with ``mgsa_phrase_loss_weight > 0``, phrase labels in the training sentences' vocabulary, or in
+    the ``mgsa_phrase_labels`` of an ``--init-from`` folder);
+    ``train_words`` / ``valid_words``: per kept sequence, its sentence index and token word ids."""
+    from syntaxformer.data import phrases as ph
+    config = args._prior_config()
+    level = ph.tree_level(config)
+    cut = {"train": [(ph.cut_tree(train_trees[i], level), w) for i, w in train_words],
+           "valid": [(ph.cut_tree(valid_trees[i], level), w) for i, w in valid_words]}
+    data.phrases, data.tree_level = args.phrases, level
+    data.train_phrases, data.valid_phrases = (
+        [ph.token_phrase_ids(ph.word_phrase_ids(p), w) for p, w in cut[k]] for k in ("train", "valid"))
+    if float(config.get("mgsa_phrase_loss_weight") or 0) > 0:
+        saved = config.get("mgsa_phrase_labels")  # an --init-from folder's vocabulary
+        data.phrase_label_names = list(saved) if saved else ph.label_vocabulary([p for p, _ in cut["train"]])
+        data.train_phrase_labels, data.valid_phrase_labels = (
+            [ph.phrase_label_ids(p, data.phrase_label_names) for p, _ in cut[k]] for k in ("train", "valid"))
+    n_phrases = sum(len(p) for p, _ in cut["train"])
+    logger.info("phrases (%s) cut at level %d: %d phrases in training%s", args.phrases, level, n_phrases,
+                f", {len(data.phrase_label_names)} phrase labels" if data.phrase_label_names else "")
+
+
+def _encode_trees(tokenizer, rows, max_length: int) -> dict:
+    """Encode ``rows`` (sentence, word heads or None, tree or None): ``ids``, token ``heads`` (None
+    without heads), ``words`` (per kept sequence: its row index and token word ids) and ``over`` (the
+    number of rows over ``max_length`` tokens, dropped and logged)."""
     from syntaxformer.data.trees import token_heads
-    ids, word_ids = encode(tokenizer, sentences)
+    ids, word_ids = encode(tokenizer, [r[0] for r in rows]) if rows else ([], [])
     kept = [i for i, x in enumerate(ids) if len(x) <= max_length]
     over = len(ids) - len(kept)
     if over:
         logger.warning("dropped %d of %d sentences longer than %d tokens (a tree cannot be split)", over,
                        len(ids), max_length)
-    return [ids[i] for i in kept], [token_heads(trees[i], word_ids[i]) for i in kept], over
+    has_heads = bool(rows) and rows[0][1] is not None
+    return dict(ids=[ids[i] for i in kept], over=over, words=[(i, word_ids[i]) for i in kept],
+                heads=[token_heads(rows[i][1], word_ids[i]) for i in kept] if has_heads else None)
 
 
 def held_out_indices(n: int, fraction: float) -> set[int]:

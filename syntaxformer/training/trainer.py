@@ -272,7 +272,9 @@ class Trainer:
         t_start: ``time.monotonic()`` when :meth:`train` started; stop_reason: why it stopped.
         tokens_per_second: the throughput of the last logged window (all processes), or None.
         structure_inputs: the current batch's per-sentence structure for the model (``--trees``:
-            ``{"heads": (B, N)}``), set before each training / validation loss; None without trees.
+            ``{"heads": (B, N)}``; ``--phrases``: ``"phrase_ids"`` (B, N) and maybe ``"phrase_labels"``
+            (B, P); :meth:`TrainingData.structure_inputs`), set before each training / validation loss;
+            None without either.
         valid_structure: per validation batch, its ``structure_inputs`` (or None).
 
     Raises:
@@ -444,8 +446,9 @@ class Trainer:
         self.model = self.make_model().to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self._takes_masked_only = "masked_only" in inspect.signature(self.model.forward).parameters
-        if self.data.train_heads is not None and "structure_inputs" not in inspect.signature(self.model.forward).parameters:
-            raise InputError(f"--trees: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
+        if self.data.has_structure and "structure_inputs" not in inspect.signature(self.model.forward).parameters:
+            option = "--trees" if self.data.train_heads is not None else "--phrases"
+            raise InputError(f"{option}: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
                              "family model with a prior that reads trees, e.g. --prior structural-position, does)")
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
         self.optimizer = optimizer(self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps,
@@ -458,7 +461,10 @@ class Trainer:
         """The module to train, on the CPU (:meth:`build` moves it): :func:`initial_model`. Override
         it in a subclass to start from elsewhere (e.g. a trained model,
         :class:`~syntaxformer.training.finetune.FineTuneTrainer`)."""
-        return initial_model(self.args, len(self.tokenizer))
+        model = initial_model(self.data.model_overrides(self.args), len(self.tokenizer))
+        if self.data.phrase_label_names:
+            model.config.mgsa_phrase_labels = list(self.data.phrase_label_names)  # saved with the config
+        return model
 
     def parameter_groups(self) -> list:
         """The optimizer's parameters (or parameter groups with their own options): all of
@@ -504,7 +510,7 @@ class Trainer:
             batch = self.objective.batch([valid_ids[i] for i in idx], generator)
             if b % self.world == self.rank:
                 batches.append(batch)
-                self.valid_structure.append(self.data.structure_inputs(self.data.valid_heads, idx))
+                self.valid_structure.append(self.data.structure_inputs("valid", idx))
         return batches
 
     # ---------------------------------------------------------------------------------- a step
@@ -534,7 +540,7 @@ class Trainer:
         args, step = self.args, self.state.step
         generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, self.rank, 1))
         inputs, attention_mask, labels = self.objective.batch([self.data.train_ids[i] for i in batch], generator)
-        self.structure_inputs = self.data.structure_inputs(self.data.train_heads, batch)
+        self.structure_inputs = self.data.structure_inputs("train", batch)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
         loss_value, lr = self.apply_gradients(loss)
@@ -565,7 +571,8 @@ class Trainer:
         logits of masked positions only where the model offers ``masked_only``; causal LM: the
         model shifts the labels), under bfloat16 autocast with ``bf16``. With ``--trees`` the batch's
         :attr:`structure_inputs` (set by :meth:`training_step` and :meth:`validation_loss` before the
-        loss; ``{"heads": (B, N)}``) go to the model as ``structure_inputs``."""
+        loss; ``{"heads": (B, N)}``, ``"phrase_ids"``, ``"phrase_labels"``) go to the model as
+        ``structure_inputs``."""
         kw = dict(input_ids=inputs.to(self.device), attention_mask=attention_mask.to(self.device),
                   labels=labels.to(self.device))
         structure = getattr(self, "structure_inputs", None)
