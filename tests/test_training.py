@@ -300,3 +300,10 @@ def test_prior_on_a_model_without_one_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="no structural-prior option"):
         train(out=str(tmp_path / "run"), model="structformer", preset="tiny", prior="none",
               max_steps=1, quiet=True)
+
+
+def test_a_prior_config_the_model_refuses_is_an_input_error(tmp_path):
+    # the multi-granularity prior checks its per-head granularities when the layers are built
+    with pytest.raises(InputError, match="mgsa_granularities gives 3 heads, the layer has 2"):
+        train(out=str(tmp_path / "run"), preset="tiny", prior="multi-granularity",
+              overrides={"mgsa_granularities": "word*2,2gram"}, max_steps=1, quiet=True)

@@ -145,9 +145,9 @@ def _build_model(args: TrainArguments, vocab_size: int):
             raise ValueError(f"no config field {', '.join(unknown)}")
         overrides = {**prior_fields, **overrides}  # the prior's fields are written into the config
         config = make_config(args.model, args.preset, vocab_size, **overrides)
+        return MODELS[args.model](config)  # a prior checks its config fields when built
     except (ValueError, TypeError) as e:
         raise InputError(f"cannot build {args.model} / {args.preset}: {e}") from e
-    return MODELS[args.model](config)
 
 
 def initial_model(args: TrainArguments, vocab_size: int):
