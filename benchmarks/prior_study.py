@@ -171,8 +171,7 @@ def stage_f1(key: str, work: Path, seed: int, args) -> None:
     out = folder(work, key, seed) / "parse"
     if (out / "evaluation.json").is_file():
         return
-    cli("parse", "--model", str(out.parent / "model"), "--treebank", F1_TREEBANK, "--out", str(out),
-        *(["--device", args.device] if args.device else []))
+    cli("parse", "--model", str(out.parent / "model"), "--treebank", F1_TREEBANK, "--out", str(out))
     result = subprocess.run([sys.executable, "-m", "syntaxformer.cli", "evaluate", "--pred", str(out / "trees.txt"),
                              "--gold", F1_TREEBANK, "--json"], check=True, capture_output=True, text=True)
     (out / "evaluation.json").write_text(result.stdout)
