@@ -199,6 +199,30 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     batches = [[all_rows[j] for j in batch] for batch in
                token_budget_batches([len(ids[s]) for s, _ in all_rows], batch_tokens)]
 
+    total, n_tokens, n_unk, vocab_size = _one_mask_cross_entropy(
+        model, batches, ids, (pad_id, mask_id, unk_id), tree_heads, device, progress)
+    cross_entropy = float(total) / n_tokens
+    return {
+        "perplexity": math.exp(cross_entropy),
+        "cross_entropy": cross_entropy,
+        "n_tokens": n_tokens,
+        "n_unk": n_unk,
+        "n_sentences": len(scored),
+        "n_empty": n_empty,
+        "n_skipped": n_skipped,
+        "n_skipped_words": n_skipped_words,
+        "vocab_size": vocab_size,
+        "max_length": max_length,
+        "protocol": PROTOCOL,
+    }
+
+
+def _one_mask_cross_entropy(model, batches, ids, special_ids, tree_heads, device, progress: bool):
+    """Summed cross-entropy (nats, float64) of ``model`` over the one-mask ``batches`` of
+    :func:`masked_lm_perplexity`, with the number of words scored, of ``[UNK]`` targets and the
+    vocabulary size. ``special_ids``: (pad, mask, unk) ids. The model runs in evaluation mode on
+    ``device`` and is given back in its former mode."""
+    pad_id, mask_id, unk_id = special_ids
     # Models of this package can compute logits at labelled positions only (row-major order, so one
     # row per input here): much cheaper than (B, N, V) logits when V is large.
     masked_only = "masked_only" in inspect.signature(model.forward).parameters
@@ -226,20 +250,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     finally:
         model.train(was_training)
 
-    cross_entropy = float(total) / n_tokens
-    return {
-        "perplexity": math.exp(cross_entropy),
-        "cross_entropy": cross_entropy,
-        "n_tokens": n_tokens,
-        "n_unk": n_unk,
-        "n_sentences": len(scored),
-        "n_empty": n_empty,
-        "n_skipped": n_skipped,
-        "n_skipped_words": n_skipped_words,
-        "vocab_size": vocab_size,
-        "max_length": max_length,
-        "protocol": PROTOCOL,
-    }
+    return total, n_tokens, n_unk, vocab_size
 
 
 def _scored_sentences(ids, word_positions, max_length: int | None, too_long: str):
