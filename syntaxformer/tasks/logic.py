@@ -415,14 +415,7 @@ class LogicTrainer(Trainer):
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
         loss_value, lr = self.apply_gradients(loss)
-        n_tokens = int(attention_mask.sum())
-        self.state.step += 1
-        self.state.batch_in_epoch += 1
-        self.state.tokens_seen += n_tokens
-        self.state.pairs_seen += len(batch)
-        seconds = time.perf_counter() - t0
-        self.state.train_seconds += seconds
-        return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
+        return self.record_step(loss_value, lr, int(attention_mask.sum()), t0, pairs=len(batch))
 
     def compute_loss(self, model, inputs: torch.Tensor, attention_mask: torch.Tensor,
                      labels: torch.Tensor) -> torch.Tensor:

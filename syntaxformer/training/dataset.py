@@ -133,18 +133,10 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
     if not sentences:
         raise InputError("the training corpus has no sentence", path=args.corpus)
     if args.valid is not None:
-        train_sents, valid_sents = sentences, load_corpus(args.valid)
-        valid_desc = args.valid
+        train_sents, valid_sents, valid_desc = sentences, load_corpus(args.valid), args.valid
     else:
-        held = held_out_indices(len(sentences), args.valid_fraction)
-        train_sents = [s for i, s in enumerate(sentences) if i not in held]
-        valid_sents = [s for i, s in enumerate(sentences) if i in held]
-        valid_desc = f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)"
-    if saved_tokenizer is not None and (saved_tokenizer / "tokenizer.json").is_file():
-        from transformers import AutoTokenizer
-        tokenizer = AutoTokenizer.from_pretrained(saved_tokenizer)
-    else:
-        tokenizer = _build_tokenizer(args, train_sents)
+        train_sents, valid_sents, valid_desc = held_out_split(sentences, args)
+    tokenizer = _tokenizer(args, saved_tokenizer, train_sents)
     train_ids, train_over = _encode_counted(tokenizer, train_sents, args.max_length, args.overflow)
     valid_ids, valid_over = _encode_counted(tokenizer, valid_sents, args.max_length, args.overflow)
     if not train_ids:
@@ -183,15 +175,8 @@ def _prepare_tree_data(args: TrainArguments, saved_tokenizer: Path | None) -> Tr
     if args.valid is not None:
         train, valid, valid_desc = rows, list(zip(*_fill(_load_structured(args, args.valid)))), args.valid
     else:
-        held = held_out_indices(len(rows), args.valid_fraction)
-        train = [r for i, r in enumerate(rows) if i not in held]
-        valid = [r for i, r in enumerate(rows) if i in held]
-        valid_desc = f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)"
-    if saved_tokenizer is not None and (saved_tokenizer / "tokenizer.json").is_file():
-        from transformers import AutoTokenizer
-        tokenizer = AutoTokenizer.from_pretrained(saved_tokenizer)
-    else:
-        tokenizer = _build_tokenizer(args, [r[0] for r in train])
+        train, valid, valid_desc = held_out_split(rows, args)
+    tokenizer = _tokenizer(args, saved_tokenizer, [r[0] for r in train])
     train_enc = _encode_trees(tokenizer, train, args.max_length)
     valid_enc = _encode_trees(tokenizer, valid, args.max_length)
     if not train_enc["ids"]:
@@ -274,6 +259,22 @@ def _encode_counted(tokenizer, sentences, max_length: int, overflow: str):
     kept = [x for i, x in enumerate(ids) if i not in long]
     extra, _ = encode(tokenizer, [sentences[i] for i in over], max_length, overflow)
     return kept + extra, len(over)
+
+
+def held_out_split(items: list, args: TrainArguments) -> tuple[list, list, str]:
+    """``(training items, validation items, description)``: the validation slice is
+    :func:`held_out_indices` ``(len(items), args.valid_fraction)``, the rest trains (order kept)."""
+    held = held_out_indices(len(items), args.valid_fraction)
+    return ([x for i, x in enumerate(items) if i not in held], [x for i, x in enumerate(items) if i in held],
+            f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)")
+
+
+def _tokenizer(args: TrainArguments, saved_tokenizer, sentences):
+    """The tokenizer saved in ``saved_tokenizer`` (a resumed run), else one built on ``sentences``."""
+    if saved_tokenizer is not None and (saved_tokenizer / "tokenizer.json").is_file():
+        from transformers import AutoTokenizer
+        return AutoTokenizer.from_pretrained(saved_tokenizer)
+    return _build_tokenizer(args, sentences)
 
 
 def _build_tokenizer(args: TrainArguments, sentences):

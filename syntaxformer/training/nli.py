@@ -230,13 +230,7 @@ class NliTrainer(Trainer):
         loss = self.compute_loss(self.ddp_model, inputs)
         loss_value, lr = self.apply_gradients(loss)
         n_tokens = int(inputs["premise_mask"].sum() + inputs["hypothesis_mask"].sum())
-        self.state.step += 1
-        self.state.batch_in_epoch += 1
-        self.state.tokens_seen += n_tokens
-        self.state.pairs_seen += len(batch)
-        seconds = time.perf_counter() - t0
-        self.state.train_seconds += seconds
-        return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
+        return self.record_step(loss_value, lr, n_tokens, t0, pairs=len(batch))
 
     def compute_loss(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Mean cross-entropy of the labels of one batch (``inputs`` as

@@ -544,10 +544,18 @@ class Trainer:
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
         loss_value, lr = self.apply_gradients(loss)
-        n_tokens = int(attention_mask.sum())
+        return self.record_step(loss_value, lr, int(attention_mask.sum()), t0)
+
+    def record_step(self, loss_value: float, lr: float, n_tokens: int, t0: float,
+                    pairs: int | None = None) -> StepOutput:
+        """Advance :attr:`state` by one optimizer step that saw ``n_tokens`` tokens (and ``pairs``
+        examples, for the sentence-pair trainers) in this process, started at ``time.perf_counter()``
+        ``t0``; counts over all processes assume each saw as many. Returns the step's output."""
         self.state.step += 1
         self.state.batch_in_epoch += 1
         self.state.tokens_seen += n_tokens * self.world
+        if pairs is not None:
+            self.state.pairs_seen += pairs * self.world
         seconds = time.perf_counter() - t0
         self.state.train_seconds += seconds
         return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
