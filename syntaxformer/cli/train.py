@@ -42,6 +42,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "ON-LSTM, next-word prediction; Adam, length-bucketed batches, checkpoints and "
                     "--resume, TensorBoard. Runs data-parallel under torchrun.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _model_and_data_arguments(p)
+    _batch_and_optimisation_arguments(p)
+    _fine_tuning_and_run_arguments(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("model")
     m.add_argument("--model", default=_D.model, help="model name (syntaxformer.models.MODELS)")
     m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, mini, tiny (per model)")
@@ -77,6 +85,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--max-length", type=int, default=_D.max_length, help="tokens per sentence")
     d.add_argument("--overflow", choices=["split", "skip"], default=_D.overflow,
                    help="what to do with longer sentences (counted in training.json)")
+
+
+def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
     b = p.add_argument_group("batches and masking")
     b.add_argument("--batch-size", type=int, default=None,
                    help=f"sentences per batch and process (default {_D.batch_size} unless --max-tokens)")
@@ -100,6 +111,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     o.add_argument("--schedule-steps", type=int, default=None,
                    help="where linear/cosine decay ends (default --max-steps)")
     o.add_argument("--clip", type=float, default=_D.clip, help="gradient-norm clipping; 0 disables")
+
+
+def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
     f = p.add_argument_group("fine-tuning and head gates (Voita et al. 2019; DESIGN.md §3.5)")
     f.add_argument("--init-from", default=None, metavar="DIR",
                    help="start from this trained model folder (its weights, configuration and tokenizer; "
@@ -135,8 +149,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--json", action="store_true", help="print training.json at the end")
-    p.set_defaults(func=run)
-    return p
 
 
 def arguments_from_namespace(ns: argparse.Namespace) -> TrainArguments:
