@@ -12,16 +12,20 @@ from syntaxformer.errors import InputError
 
 torch.set_num_threads(1)
 
-#: a config whose third head reads the tree phrases (tests/test_phrases.py), cut at level 2 (not the default)
-TREE_HEADS = {"mgsa_granularities": "word*2,tree,2gram", "num_attention_heads": 4, "mgsa_tree_level": 2}
+#: a config whose third head reads the tree phrases (tests/test_phrases.py), cut at level 2 (not the
+#: default); no ON-LSTM phrase interaction (a recurrence per input: slow on one thread)
+TREE_HEADS = {"mgsa_granularities": "word*2,tree,2gram", "num_attention_heads": 4, "mgsa_tree_level": 2,
+              "mgsa_interaction": "none"}
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory, tiny_model):
+def folders(tmp_path_factory):
     """A tiny MG-SA model with a ``tree`` head trained 3 steps with gold phrases on 40 sentences of
     ptb-sample:dev (``train.mrg``), 6 further sentences (``test.mrg``), and an untrained tiny Tree
     Transformer (constituent prior: it reads no phrases, and induces trees)."""
+    from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
     from syntaxformer.data.treebank import read_treebank
+    from syntaxformer.models import MODELS, make_config
     from syntaxformer.training import train
     root = tmp_path_factory.mktemp("evalphrases")
     raw = list(read_treebank("ptb-sample:dev"))
@@ -30,7 +34,13 @@ def folders(tmp_path_factory, tiny_model):
     mg = train(out=str(root / "mg"), model="tree-transformer", preset="tiny", prior="multi-granularity",
                overrides=dict(TREE_HEADS), corpus=str(root / "train.mrg"), phrases="gold", add_cls=True,
                min_freq=1, max_steps=3, batch_size=8, eval_every=0, seed=0, quiet=True, threads=1)
-    return {"mg": mg, "tt": tiny_model("tree-transformer"), "test": root / "test.mrg"}
+    tokenizer = build_word_tokenizer([w for name in ("train", "test") for w in
+                                      gold_phrase_trees(str(root / f"{name}.mrg"))[0]], add_cls=True)
+    torch.manual_seed(0)
+    tt = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", len(tokenizer)))
+    tt.save_pretrained(root / "tt")
+    save_tokenizer(tokenizer, root / "tt")
+    return {"mg": mg, "tt": root / "tt", "test": root / "test.mrg"}
 
 
 def _hand_perplexity(folder, sentences, trees, level):
@@ -122,12 +132,12 @@ def test_probe_with_gold_phrases(folders, tmp_path, capsys):
     from syntaxformer.probing.tasks import build_tasks
     from syntaxformer.workflows.probe import _task_phrases
     code = main(["probe", "--model", str(folders["mg"]), "--out", str(tmp_path / "probe"), "--treebank",
-                 "ptb-sample:dev", "--max-sentences", "30", "--task", "SentLen", "--task", "BShift",
+                 "ptb-sample:dev", "--max-sentences", "20", "--task", "BShift",
                  "--classifier", "logreg", "--phrases", "gold", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["phrases"] == "gold" and report["tree_level"] == 2
     assert len(report["tasks"]["BShift"]["layers"]["untrained"]) == 4  # embeddings and 3 layers
-    gold = load_gold_trees("ptb-sample:dev")[:30]
+    gold = load_gold_trees("ptb-sample:dev")[:20]
     built = build_tasks(gold, 0, ["BShift"])
     phrases = _task_phrases("gold", built, gold, 2)["BShift"]
     for item, ids in zip(built["BShift"], phrases):  # swapped or not: the unswapped sentence's partition
