@@ -22,9 +22,9 @@ source of induced dependency trees, also scored) trains with its own default rec
 **Per model**: ``train``; ``ppl``; ``probe`` (``syntaxformer probe``: SentLen, TreeDepth, TopConst,
 BShift on ptb-sample, logistic regression, best layer chosen on dev, test accuracy); ``f1`` for the
 models that induce trees (``parse`` + ``evaluate`` on ptb-sample:test, sentence F1; transductive for the
-ptb-lm block, whose text contains ptb-sample's sentences); the models with MG-SA ``tree`` heads
-(``mgsa-induced``, ``mgsa-gold``) are trained but not yet measured by ``ppl`` and ``probe``, which take
-no ``--phrases``; then ``report``: ``docs/prior-study.md``
+ptb-lm block, whose text contains ptb-sample's sentences); ``ppl`` and ``probe`` give a model the
+``--trees`` / ``--phrases`` it was trained with (MG-SA ``tree`` heads: ``--phrases gold`` or the
+same-seed Tree Transformer's ``induced:`` phrases); then ``report``: ``docs/prior-study.md``
 and ``docs/prior-study.json`` (means ± sample sd over the seeds).
 
 Every stage skips what is done (a finished training, an existing result file) and training resumes
@@ -129,23 +129,19 @@ def cli(*argv: str) -> None:
 
 
 def eval_trees(key: str, work: Path, seed: int) -> list[str]:
-    """The evaluation's ``--trees`` option for a model that reads dependency trees."""
-    source = SYSTEMS[key].get("trees")
-    return ["--trees", "gold" if source == "gold" else resolve_source(source, work, seed)] if source else []
-
-
-def evaluable(key: str, stage: str) -> bool:
-    """False (and a warning) for a model with MG-SA ``tree`` heads: ``perplexity`` and ``probe`` take no
-    ``--phrases`` yet, so such a model is measured by its training's validation loss only."""
-    if SYSTEMS[key].get("phrases"):
-        logger.warning("%s: %s skipped (perplexity and probe take no --phrases yet)", key, stage)
-        return False
-    return True
+    """The evaluation's ``--trees`` / ``--phrases`` options for a model that reads dependency trees or
+    has MG-SA ``tree`` heads (the sources it was trained with)."""
+    options = []
+    for name in ("trees", "phrases"):
+        source = SYSTEMS[key].get(name)
+        if source:
+            options += [f"--{name}", "gold" if source == "gold" else resolve_source(source, work, seed)]
+    return options
 
 
 def stage_ppl(key: str, work: Path, seed: int, args) -> None:
     out = folder(work, key, seed) / "perplexity.json"
-    if out.is_file() or not evaluable(key, "ppl"):
+    if out.is_file():
         return
     if SYSTEMS[key]["block"] == "gold":
         corpus = GOLD_TEST
@@ -164,7 +160,7 @@ def stage_ppl(key: str, work: Path, seed: int, args) -> None:
 
 def stage_probe(key: str, work: Path, seed: int, args) -> None:
     out = folder(work, key, seed) / "probe"
-    if (out / "report.json").is_file() or not evaluable(key, "probe"):
+    if (out / "report.json").is_file():
         return
     options = ["--max-sentences", str(args.probe_sentences)] if args.probe_sentences else []
     cli("probe", "--model", str(out.parent / "model"), "--out", str(out), "--classifier", "logreg",

@@ -130,7 +130,8 @@ def test_probe_with_gold_trees(folders, tmp_path, capsys):
     heads = gold_dependency_heads("ptb-sample:dev", gold)
     model, tokenizer, _ = load_model(folders["sp"], device="cpu")
     words = [t.leaves() for t in gold]
-    layers, _ = sentence_vectors(model.eval(), tokenizer, words, batch_size=2, heads=heads)
+    layers, _ = sentence_vectors(model.eval(), tokenizer, words, batch_size=2,
+                                 structures=[{"heads": h} for h in heads])
     for s in range(3):
         enc = tokenizer([words[s]], is_split_into_words=True)
         tree = torch.tensor([token_heads(heads[s], enc.word_ids(0))])

@@ -6,7 +6,8 @@ framed as ``[CLS] w_1 .. w_n [CLS]``. The perplexity is exp(mean cross-entropy) 
 the protocol; see :mod:`syntaxformer.evaluation.perplexity`. Words are normalised as the model's training corpus was
 (the preprocessing recorded in the folder's ``training.json``, else the default: lower-case, digits
 -> ``N``). A model whose prior reads a dependency tree per sentence (``structural-position``) needs
-``--trees gold|induced:MODEL_DIR`` (as ``train --trees``). The work:
+``--trees gold|induced:MODEL_DIR`` (as ``train --trees``); a model whose multi-granularity prior has
+``tree`` heads needs ``--phrases gold|induced:MODEL_DIR`` (as ``train --phrases``). The work:
 :func:`syntaxformer.workflows.perplexity.evaluate_folder`.
 """
 from __future__ import annotations
@@ -36,6 +37,12 @@ def add_parser(subparsers) -> None:
                         "position; required there, refused for other models), as in train: 'gold' = "
                         "sentences and trees from the dependency source --corpus (ptb-sample:test, a "
                         "CoNLL-U or .dp file); 'induced:MODEL_DIR' = the MST heads of a trained StructFormer")
+    p.add_argument("--phrases", default=None, metavar="gold|induced:MODEL_DIR",
+                   help="a phrase partition per sentence, for a multi-granularity model with 'tree' heads "
+                        "(required there, refused for other models), cut at the model's mgsa_tree_level, as "
+                        "in train: 'gold' = sentences and gold trees of the treebank --corpus (ptb-sample, "
+                        "ptb-sample:test, a .mrg file); 'induced:MODEL_DIR' = the trees a trained Tree "
+                        "Transformer or StructFormer induces for the sentences of --corpus")
     p.add_argument("--batch-tokens", type=int, default=4096,
                    help="tokens (rows x padded length) per forward pass (default 4096)")
     p.add_argument("--skip-long", action="store_true",
@@ -55,6 +62,8 @@ def format_table(result: dict) -> str:
     return format_header("syntaxformer perplexity", {
         "data": result["data"],
         **({"trees": result["trees"]} if result.get("trees") else {}),
+        **({"phrases": f"{result['phrases']} (cut at level {result.get('tree_level')})"}
+           if result.get("phrases") else {}),
         "protocol": result["protocol"],
         "model": f"{result['model']} ({result.get('model_type')}, preset {result.get('preset')}, "
                  f"{result.get('n_parameters', 0):,} parameters)",
@@ -76,12 +85,15 @@ def format_table(result: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from syntaxformer.workflows.perplexity import evaluate_folder
 
+    from syntaxformer.data.phrases import check_phrases_option
     from syntaxformer.data.trees import check_trees_option
     check_trees_option(args.trees)  # a bad value before the model is loaded
+    check_phrases_option(args.phrases)
     if args.batch_tokens < 1:
         raise InputError(f"--batch-tokens must be positive, got {args.batch_tokens}")
     result = evaluate_folder(args.model, args.corpus, batch_tokens=args.batch_tokens,
                              skip_long=args.skip_long, device=args.device, seed=args.seed,
-                             progress=not args.json, trees=args.trees)
+                             progress=not args.json, trees=args.trees,
+                             phrases=args.phrases)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0

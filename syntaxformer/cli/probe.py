@@ -22,6 +22,12 @@ def add_parser(subparsers) -> None:
                         "same trees): 'gold' = ptb-sample's gold dependency trees of the probed sentences "
                         "(BShift: the unswapped sentence's tree, by position); 'induced:MODEL_DIR' = the "
                         "MST heads of a trained StructFormer for each sentence as read")
+    p.add_argument("--phrases", default=None, metavar="gold|induced:MODEL_DIR",
+                   help="a phrase partition per sentence, for a multi-granularity model with 'tree' heads "
+                        "(required there, refused for other models; the untrained twin gets the same), cut "
+                        "at the model's mgsa_tree_level: 'gold' = the probed sentences' own gold trees "
+                        "(BShift: the unswapped sentence's partition, by position); 'induced:MODEL_DIR' = "
+                        "the trees a trained Tree Transformer or StructFormer induces for each sentence as read")
     p.add_argument("--task", action="append", default=None, metavar="NAME",
                    help="a task to run (repeatable; default all: SentLen, TreeDepth, TopConst, BShift)")
     p.add_argument("--classifier", action="append", default=None, choices=["logreg", "mlp"],
@@ -45,6 +51,8 @@ def format_probe_report(report: dict) -> str:
         "model": f"{report['model']} ({report['model_type']}, seed {report['seed']})",
         "data": f"{report['data']['treebank']} ({report['data']['n_sentences']:,} sentences)",
         **({"trees": report["trees"]} if report.get("trees") else {}),
+        **({"phrases": f"{report['phrases']} (cut at level {report.get('tree_level')})"}
+           if report.get("phrases") else {}),
         "protocol": report["protocol"]})
     rows, layer_rows = [], []
     for name, task in report["tasks"].items():
@@ -63,12 +71,14 @@ def format_probe_report(report: dict) -> str:
 
 def run(args) -> int:
     from syntaxformer.evaluation.report import to_json
+    from syntaxformer.data.phrases import check_phrases_option
     from syntaxformer.data.trees import check_trees_option
     from syntaxformer.workflows.probe import run_probe
     check_trees_option(args.trees)  # a bad value before the model is loaded
+    check_phrases_option(args.phrases)
     report = run_probe(args.out, model=args.model, treebank=args.treebank, tasks=args.task,
                        classifiers=args.classifier or ["logreg", "mlp"], seed=args.seed,
                        batch_size=args.batch_size, device=args.device, max_sentences=args.max_sentences,
-                       trees=args.trees)
+                       trees=args.trees, phrases=args.phrases)
     print(to_json(report) if args.json else format_probe_report(report))
     return 0

@@ -196,6 +196,45 @@ def granularity_names(spec) -> list[str]:
     return names
 
 
+def check_phrases_option(phrases: str | None) -> None:
+    """Raise :class:`InputError` (one line) unless ``phrases`` is None, ``gold`` or ``induced:MODEL_DIR``."""
+    if phrases is not None and not (phrases == "gold" or (phrases.startswith("induced:") and len(phrases) > 8)):
+        raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {phrases!r}")
+
+
+def model_reads_phrases(model) -> bool:
+    """Whether ``model`` reads a phrase partition per sentence: its config's ``prior`` is
+    ``multi-granularity`` with at least one ``"tree"`` head (``mgsa_granularities``)."""
+    config = getattr(model, "config", None)
+    return (getattr(config, "prior", None) == "multi-granularity"
+            and "tree" in granularity_names(getattr(config, "mgsa_granularities", None)))
+
+
+def model_tree_level(model) -> int:
+    """The level the evaluation cuts trees at for ``model``: its config's ``mgsa_tree_level`` (:func:`tree_level`)."""
+    return tree_level(model.config.to_dict())
+
+
+def check_model_phrases(model, phrases: str | None) -> None:
+    """The evaluation commands' rule (``perplexity``, ``probe``): ``--phrases`` is required exactly when
+    the model reads phrases (:func:`model_reads_phrases`). Checked before any work.
+
+    Raises:
+        InputError (one line): a model with ``tree`` heads without ``phrases``; ``phrases`` for a model
+            without ``tree`` heads; a bad ``phrases`` value.
+    """
+    check_phrases_option(phrases)
+    reads = model_reads_phrases(model)
+    if reads and phrases is None:
+        raise InputError("this model's multi-granularity prior has 'tree' heads, which need a phrase partition "
+                         "per sentence: pass --phrases gold or --phrases induced:MODEL_DIR")
+    if phrases is not None and not reads:
+        prior = getattr(getattr(model, "config", None), "prior", None)
+        raise InputError(f"--phrases {phrases}: this {type(model).__name__} (prior {prior}) has no 'tree' heads "
+                         "and reads no phrases; leave --phrases out")
+
+
 __all__ = ["NO_PHRASE", "NO_LABEL", "OTHER", "check_tree_words", "gold_phrase_trees", "induced_phrase_trees",
            "load_phrase_trees", "cut_tree", "word_phrase_ids", "token_phrase_ids", "label_vocabulary",
-           "phrase_label_ids", "pad_phrases", "tree_level", "granularity_names"]
+           "phrase_label_ids", "pad_phrases", "tree_level", "granularity_names", "check_phrases_option",
+           "model_reads_phrases", "model_tree_level", "check_model_phrases"]

@@ -16,11 +16,15 @@ report gives that perplexity and, beside it, ``word_perplexity`` over the ``n`` 
 count the masked-LM protocol uses). Sentences are independent (no state carried across them, unlike
 the public code's running text), so the numbers are not comparable with running-text perplexities.
 
-**Trees** (masked LM only; a model whose prior reads a dependency tree per sentence, e.g.
-``structural-position``, DESIGN.md §3.2): ``heads`` gives each sentence's per-word heads (1-based, 0 =
-root; :mod:`syntaxformer.data.trees`). They become token heads (:func:`~syntaxformer.data.trees.token_heads`)
-and every copy of a sentence carries its sentence's heads, unchanged by the masking (the masked word
-keeps its place in the tree), padded with -100 in the batch: ``structure_inputs={"heads": (B, N)}``.
+**Trees and phrases** (masked LM only; a model that reads structure per sentence: a prior that reads a
+dependency tree, e.g. ``structural-position``, DESIGN.md §3.2; the multi-granularity prior's ``tree``
+heads, which read a phrase partition, §3.3): ``structures`` gives each sentence's structure, a dict of
+per-word lists (:mod:`syntaxformer.data.structure_inputs`): ``"heads"`` (1-based, 0 = root;
+:mod:`syntaxformer.data.trees`) and / or ``"phrase_ids"`` (0-based phrase of each word;
+:mod:`syntaxformer.data.phrases`). They are mapped onto tokens, and every copy of a sentence carries its
+sentence's structure, unchanged by the masking (the masked word keeps its place in the tree and its
+phrase), padded per batch (heads with -100, phrase ids with -1): ``structure_inputs={"heads": (B, N),
+"phrase_ids": (B, N)}`` (the keys given).
 
 Special tokens the tokenizer adds (``[CLS]``) are part of every input but are never masked or scored.
 A word outside the vocabulary becomes ``[UNK]`` in the input, and, when it is the masked word, the
@@ -135,7 +139,7 @@ def _model_device(model) -> torch.device:
 def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
                          batch_tokens: int = 4096, device: str | torch.device | None = None,
                          too_long: str = "error", max_length: int | None = None,
-                         progress: bool = False, heads: Sequence[Sequence[int]] | None = None) -> dict:
+                         progress: bool = False, structures: Sequence[dict] | None = None) -> dict:
     """Masked-LM perplexity of ``model`` on ``sentences``, the Tree Transformer paper's protocol.
 
     Every word of every sentence is masked in turn (one ``[MASK]`` per input); perplexity is
@@ -157,9 +161,9 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
             ``n_skipped`` / ``n_skipped_words`` (logged as a warning).
         max_length: the longest input (tokens, special tokens included); see ``too_long``.
         progress: show a tqdm progress bar.
-        heads: per sentence, its per-word heads (1-based, 0 = root), for a model that reads trees
-            (module docstring): every input of the sentence gets them as ``structure_inputs``.
-            None: the model is called without ``structure_inputs``.
+        structures: per sentence, its structure ``{"heads": [...], "phrase_ids": [...]}`` (per word;
+            either or both), for a model that reads trees or phrases (module docstring): every input
+            of the sentence gets it as ``structure_inputs``. None: no ``structure_inputs``.
 
     Returns:
         A dict: ``perplexity``; ``cross_entropy`` (mean, nats per word); ``n_tokens`` (words scored);
@@ -170,7 +174,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
 
     Raises:
         InputError: no words to score; a sentence too long (with ``too_long="error"``); a tokenizer
-            without one token per word or without ``[MASK]``; ``heads`` not one per word of each sentence.
+            without one token per word or without ``[MASK]``; ``structures`` not one entry per word of each sentence (naming it).
     """
     if too_long not in ("error", "skip"):
         raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
@@ -190,7 +194,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
         max_length = _model_max_length(model)
 
     ids, word_positions = encode_sentences(tokenizer, sentences)
-    tree_heads = None if heads is None else _sentence_token_heads(heads, ids, word_positions)
+    token_structure = None if structures is None else _sentence_token_structures(structures, ids, word_positions)
     scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(ids, word_positions, max_length, too_long)
 
     # One row per (sentence, masked word); rows sorted by length, cut into batches by token budget.
@@ -200,7 +204,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
                token_budget_batches([len(ids[s]) for s, _ in all_rows], batch_tokens)]
 
     total, n_tokens, n_unk, vocab_size = _one_mask_cross_entropy(
-        model, batches, ids, (pad_id, mask_id, unk_id), tree_heads, device, progress)
+        model, batches, ids, (pad_id, mask_id, unk_id), token_structure, device, progress)
     cross_entropy = float(total) / n_tokens
     return {
         "perplexity": math.exp(cross_entropy),
@@ -217,10 +221,11 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     }
 
 
-def _one_mask_cross_entropy(model, batches, ids, special_ids, tree_heads, device, progress: bool):
+def _one_mask_cross_entropy(model, batches, ids, special_ids, token_structure, device, progress: bool):
     """Summed cross-entropy (nats, float64) of ``model`` over the one-mask ``batches`` of
     :func:`masked_lm_perplexity`, with the number of words scored, of ``[UNK]`` targets and the
-    vocabulary size. ``special_ids``: (pad, mask, unk) ids. The model runs in evaluation mode on
+    vocabulary size. ``special_ids``: (pad, mask, unk) ids; ``token_structure``: per sentence, its token
+    structure dict, or None. The model runs in evaluation mode on
     ``device`` and is given back in its former mode."""
     pad_id, mask_id, unk_id = special_ids
     # Models of this package can compute logits at labelled positions only (row-major order, so one
@@ -237,10 +242,10 @@ def _one_mask_cross_entropy(model, batches, ids, special_ids, tree_heads, device
     try:
         with torch.inference_mode():
             for rows in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
-                input_ids, attention_mask, masked_at, targets, batch_heads = _one_mask_batch(
-                    rows, ids, pad_id, mask_id, tree_heads)
+                input_ids, attention_mask, masked_at, targets, batch_structure = _one_mask_batch(
+                    rows, ids, pad_id, mask_id, token_structure)
                 masked_logits = _masked_logits(model, input_ids, attention_mask, masked_at, targets, device,
-                                               masked_only, batch_heads)  # (B, V)
+                                               masked_only, batch_structure)  # (B, V)
                 vocab_size = masked_logits.shape[-1]
                 total += F.cross_entropy(masked_logits, targets.to(masked_logits.device),
                                          reduction="sum").double().cpu()
@@ -283,32 +288,29 @@ def _scored_sentences(ids, word_positions, max_length: int | None, too_long: str
     return scored, n_empty, n_skipped, n_skipped_words
 
 
-def _sentence_token_heads(heads, ids, word_positions) -> list[list[int]]:
-    """Per sentence, its token heads (:func:`~syntaxformer.data.trees.token_heads`: 0-based positions,
-    -1 root, -100 special token) from its per-word ``heads`` (1-based, 0 = root).
+def _sentence_token_structures(structures, ids, word_positions) -> list[dict]:
+    """Per sentence, its token structure (:func:`~syntaxformer.data.structure_inputs.token_structures`:
+    token heads, 0-based positions, -1 root, -100 special token; token phrase ids, -1 special token) from
+    its per-word ``structures``.
 
     Raises:
-        InputError: a number of sentences or of heads that does not match (naming the sentence).
+        InputError: a number of sentences or of per-word entries that does not match (naming the sentence).
     """
-    from syntaxformer.data.trees import token_heads
-    if len(heads) != len(ids):
-        raise InputError(f"{len(heads)} trees for {len(ids)} sentences")
-    out = []
-    for s, (word_heads, pos) in enumerate(zip(heads, word_positions)):
-        if len(word_heads) != len(pos):
-            raise InputError(f"the tree has {len(word_heads)} heads for {len(pos)} words", sentence=s + 1)
-        word_ids: list[int | None] = [None] * len(ids[s])
+    from syntaxformer.data.structure_inputs import token_structures
+    word_ids = []
+    for s, pos in enumerate(word_positions):
+        wids: list[int | None] = [None] * len(ids[s])
         for w, p in enumerate(pos):
-            word_ids[p] = w
-        out.append(token_heads(word_heads, word_ids))
-    return out
+            wids[p] = w
+        word_ids.append(wids)
+    return token_structures(structures, word_ids, [len(pos) for pos in word_positions])
 
 
-def _one_mask_batch(rows, ids, pad_id: int, mask_id: int, tree_heads=None):
+def _one_mask_batch(rows, ids, pad_id: int, mask_id: int, token_structure=None):
     """The inputs of one batch of (sentence, masked position) rows: ``input_ids`` (B, N) with one
     ``[MASK]`` per row, ``attention_mask`` (B, N), ``masked_at`` (B,), ``targets`` (B,), and, with
-    ``tree_heads`` (per sentence, its token heads), each row's sentence's heads (B, N) padded with
-    -100 (None without)."""
+    ``token_structure`` (per sentence, its token structure dict), each row's sentence's structure
+    ``{key: (B, N)}`` padded (heads -100, phrase ids -1; None without)."""
     width = max(len(ids[s]) for s, _ in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, N)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)    # (B, N)
@@ -324,19 +326,20 @@ def _one_mask_batch(rows, ids, pad_id: int, mask_id: int, tree_heads=None):
         attention_mask[r:k, :len(ids[s])] = 1
         r = k
     targets = torch.tensor([ids[s][p] for s, p in rows], dtype=torch.long)  # (B,)
-    if tree_heads is None:
+    if token_structure is None:
         return input_ids, attention_mask, masked_at, targets, None
-    from syntaxformer.data.trees import pad_heads
-    heads = pad_heads([tree_heads[s] for s, _ in rows], width)  # (B, N): the sentence's, not the mask's
-    return input_ids, attention_mask, masked_at, targets, heads
+    from syntaxformer.data.structure_inputs import pad_structures
+    structure = pad_structures([token_structure[s] for s, _ in rows], width)  # (B, N) each: the sentence's
+    return input_ids, attention_mask, masked_at, targets, structure
 
 
 def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device, masked_only: bool,
-                   heads: torch.Tensor | None = None):
+                   structure: dict | None = None):
     """(B, V) float32 logits at each row's masked position (the output layer only there when the
-    model supports ``masked_only``); ``heads`` (B, N) go to the model as ``structure_inputs``."""
+    model supports ``masked_only``); ``structure`` (``{key: (B, N)}``) goes to the model as
+    ``structure_inputs``."""
     rows_idx = torch.arange(input_ids.shape[0])
-    extra = {} if heads is None else {"structure_inputs": {"heads": heads.to(device)}}
+    extra = {} if structure is None else {"structure_inputs": {k: v.to(device) for k, v in structure.items()}}
     if masked_only:  # the output layer only at the one masked position of each row
         labels = torch.full_like(input_ids, -100)
         labels[rows_idx, masked_at] = targets
@@ -351,7 +354,7 @@ def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device,
 
 def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], batch_tokens: int = 4096,
                          device: str | torch.device | None = None, too_long: str = "error",
-                         max_length: int | None = None, progress: bool = False, heads=None) -> dict:
+                         max_length: int | None = None, progress: bool = False, structures=None) -> dict:
     """Next-word perplexity of a causal LM on ``sentences`` (:data:`NEXT_WORD_PROTOCOL`, module docstring).
 
     Args:
@@ -365,7 +368,8 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
         too_long, max_length: as :func:`masked_lm_perplexity` (the limit counts the two boundaries;
             None = the model's ``max_position_embeddings``, none for a recurrent model).
         progress: show a tqdm progress bar.
-        heads: must be None: next-word perplexity reads no trees (an :class:`InputError` otherwise).
+        structures: must be None: next-word perplexity reads no trees or phrases (an :class:`InputError`
+            otherwise).
 
     Returns:
         A dict: ``perplexity`` and ``cross_entropy`` (mean nats) over words and sentence ends;
@@ -386,8 +390,8 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
     if objective != "causal-lm":
         raise InputError(f"a {objective} model: next-word perplexity needs a causal LM "
                          "(perplexity() chooses the model's protocol)")
-    if heads is not None:
-        raise InputError("--trees: next-word perplexity (a causal LM) reads no trees")
+    if structures is not None:
+        raise InputError("--trees / --phrases: next-word perplexity (a causal LM) reads no trees or phrases")
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
     if tokenizer.cls_token_id != CausalLM.BOUNDARY_ID:
@@ -454,7 +458,7 @@ def perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], **options) 
     """The perplexity of ``model`` with its objective's protocol (:data:`PROTOCOLS`): masked-LM
     models :func:`masked_lm_perplexity`, causal LMs :func:`next_word_perplexity`; the result's
     ``protocol`` says which. ``options``: theirs (``batch_tokens``, ``device``, ``too_long``,
-    ``max_length``, ``progress``, ``heads``).
+    ``max_length``, ``progress``, ``structures``).
 
     Raises:
         InputError: an objective without a protocol here, and the protocol's own errors.

@@ -11,28 +11,28 @@ import torch
 
 from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.tokenization import encode
-from syntaxformer.data.trees import pad_heads, token_heads
+from syntaxformer.data.structure_inputs import pad_structures, token_structures
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
 
 
 def _hidden_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   heads: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+                   structure: dict | None = None) -> tuple[torch.Tensor, ...]:
     """Every layer's ``(B, N, d)`` output of a registry model (the embeddings first where the model
-    returns them), through its forward's ``output_hidden_states``; ``heads`` (B, N) token heads go to
-    the model as ``structure_inputs``."""
+    returns them), through its forward's ``output_hidden_states``; ``structure`` (``{"heads": (B, N),
+    "phrase_ids": (B, N)}``, token level, either or both) goes to the model as ``structure_inputs``."""
     if "output_hidden_states" not in inspect.signature(model.forward).parameters:
         raise InputError(f"{type(model).__name__} does not return its layers' outputs "
                          "(output_hidden_states): it cannot be probed")
-    extra = {} if heads is None else {"structure_inputs": {"heads": heads}}
+    extra = {} if structure is None else {"structure_inputs": structure}
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **extra)
     return tuple(out.hidden_states)
 
 
 @torch.no_grad()
 def sentence_vectors(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                     heads: Sequence[Sequence[int]] | None = None) -> tuple[list[np.ndarray], dict]:
+                     structures: Sequence[dict] | None = None) -> tuple[list[np.ndarray], dict]:
     """Mean-pooled sentence vectors of every layer of a frozen ``model``.
 
     Each sentence is encoded by the model's tokenizer (special tokens included, a word unknown to
@@ -44,9 +44,10 @@ def sentence_vectors(model, tokenizer, sentences: Sequence[Sequence[str]], batch
         tokenizer: its tokenizer.
         sentences: words of each sentence (normalised as the model's training text).
         batch_size: sentences per forward pass.
-        heads: per sentence, its per-word heads (1-based, 0 = root), for a model that reads a tree
-            (``structural-position``): mapped onto its tokens (:func:`syntaxformer.data.trees.token_heads`),
-            padded with -100, given as ``structure_inputs``. None: no ``structure_inputs``.
+        structures: per sentence, its structure ``{"heads": [...], "phrase_ids": [...]}`` (per word, either
+            or both; :mod:`syntaxformer.data.structure_inputs`), for a model that reads a dependency tree
+            (``structural-position``) or phrases (multi-granularity ``tree`` heads): mapped onto its tokens,
+            padded (heads -100, phrase ids -1), given as ``structure_inputs``. None: no ``structure_inputs``.
 
     Returns:
         ``(layers, counts)``: ``layers[l]`` is an ``(S, d_l)`` float32 array (layer 0 = the embeddings
@@ -54,10 +55,12 @@ def sentence_vectors(model, tokenizer, sentences: Sequence[Sequence[str]], batch
         ``unknown_words`` (words encoded as ``[UNK]``, counted, never dropped).
 
     Raises:
-        InputError: a model with no hidden states, an empty sentence or a bad word (naming it).
+        InputError: a model with no hidden states, an empty sentence or a bad word, a structure that is not
+            one entry per word (naming the sentence).
     """
     ids, word_ids = encode(tokenizer, sentences)
-    tree_heads = None if heads is None else _token_heads(heads, sentences, word_ids)
+    token_structure = None if structures is None else token_structures(structures, word_ids,
+                                                                       [len(w) for w in sentences])
     unk = tokenizer.unk_token_id
     counts = {"sentences": len(ids), "words": sum(map(len, sentences)), "tokens": sum(map(len, ids)),
               "unknown_words": sum(len({w for t, w in zip(s, ws) if t == unk and w is not None})
@@ -69,9 +72,9 @@ def sentence_vectors(model, tokenizer, sentences: Sequence[Sequence[str]], batch
     for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]
         input_ids, mask = pad_batch([ids[i] for i in batch], tokenizer.pad_token_id)  # (B, N), (B, N)
-        batch_heads = None if tree_heads is None else pad_heads([tree_heads[i] for i in batch],
-                                                                input_ids.shape[1]).to(device)  # (B, N)
-        states = _hidden_states(model, input_ids.to(device), mask.to(device), batch_heads)
+        structure = None if token_structure is None else {  # (B, N) each
+            k: v.to(device) for k, v in pad_structures([token_structure[i] for i in batch], input_ids.shape[1]).items()}
+        states = _hidden_states(model, input_ids.to(device), mask.to(device), structure)
         weights = mask.to(device).unsqueeze(-1).float()                              # (B, N, 1)
         means = [((h.float() * weights).sum(1) / weights.sum(1)).cpu().numpy() for h in states]  # (B, d)
         pooled = [[m] for m in means] if pooled is None else [p + [m] for p, m in zip(pooled, means)]
@@ -82,16 +85,3 @@ def sentence_vectors(model, tokenizer, sentences: Sequence[Sequence[str]], batch
                 counts["unknown_words"])
     return layers, counts
 
-
-def _token_heads(heads, sentences, word_ids) -> list[list[int]]:
-    """Per sentence, :func:`~syntaxformer.data.trees.token_heads` of its per-word ``heads``.
-
-    Raises:
-        InputError: not one tree per sentence, or not one head per word (naming the sentence, 1-based).
-    """
-    if len(heads) != len(sentences):
-        raise InputError(f"{len(heads)} trees for {len(sentences)} sentences")
-    for s, (h, words) in enumerate(zip(heads, sentences)):
-        if len(h) != len(words):
-            raise InputError(f"the tree has {len(h)} heads for {len(words)} words", sentence=s + 1)
-    return [token_heads(h, w) for h, w in zip(heads, word_ids)]

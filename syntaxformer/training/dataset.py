@@ -151,16 +151,8 @@ def _load_structured(args: TrainArguments, corpus: str):
     """``(sentences, word heads or None, constituency trees or None)`` of ``corpus`` for ``--trees`` /
     ``--phrases``: the sentences come from the dependency source (``--trees gold``), else the treebank
     (``--phrases gold``), else :func:`load_corpus`; each structure is read or induced for them."""
-    from syntaxformer.data.phrases import load_phrase_trees
-    from syntaxformer.data.trees import induced_heads, load_tree_corpus
-    sentences = heads = trees = None
-    if args.trees == "gold" or (args.trees is not None and args.phrases is None):
-        sentences, heads = load_tree_corpus(args.trees, corpus)
-    if args.phrases is not None:
-        sentences, trees = load_phrase_trees(args.phrases, corpus, sentences)
-    if args.trees is not None and heads is None:
-        heads = induced_heads(args.trees[len("induced:"):], sentences)
-    return sentences, heads, trees
+    from syntaxformer.data.structure_inputs import load_structured_corpus
+    return load_structured_corpus(corpus, args.trees, args.phrases)
 
 
 def _prepare_tree_data(args: TrainArguments, saved_tokenizer: Path | None) -> TrainingData:

@@ -7,7 +7,12 @@ exp(mean cross-entropy) and the report names the protocol; see
 normalised as the model's training corpus was (the preprocessing recorded in the folder's
 ``training.json``, else the default: lower-case, digits -> ``N``). A model whose prior reads a
 dependency tree per sentence (``structural-position``) is scored with ``trees`` (``gold`` or
-``induced:MODEL_DIR``, as ``train --trees``; :func:`syntaxformer.data.trees.load_tree_corpus`).
+``induced:MODEL_DIR``, as ``train --trees``; :func:`syntaxformer.data.trees.load_tree_corpus`); a model
+whose multi-granularity prior has ``tree`` heads with ``phrases`` (``gold``: the sentences and gold
+constituency trees of the treebank ``corpus``; ``induced:MODEL_DIR``: the sentences of ``corpus`` parsed
+by a trained Tree Transformer / StructFormer; as ``train --phrases``, :mod:`syntaxformer.data.phrases`),
+each tree cut at the model's ``config.mgsa_tree_level``. Both may be given
+(:func:`syntaxformer.data.structure_inputs.load_structured_corpus`).
 """
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ import torch
 
 def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
                     skip_long: bool = False, device: str | None = None, seed: int = 0,
-                    progress: bool = False, trees: str | None = None) -> dict:
+                    progress: bool = False, trees: str | None = None,
+                    phrases: str | None = None) -> dict:
     """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
 
     The folder is read by :func:`syntaxformer.parsing.load_model` (``device`` None = CUDA if
@@ -37,33 +43,41 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
             ``gold`` = sentences and trees from the dependency source ``corpus`` (e.g.
             ``ptb-sample:test``, a CoNLL-U or ``.dp`` file); ``induced:MODEL_DIR`` = the sentences of
             ``corpus``, their trees a trained StructFormer's MST heads.
+        phrases: for a model with ``tree`` heads (and only for one; checked before reading the corpus):
+            ``gold`` = sentences and gold constituency trees from the treebank ``corpus`` (ptb-sample,
+            ``ptb-sample:dev`` / ``:test``, a ``.mrg`` / bracketed file); ``induced:MODEL_DIR`` = the
+            sentences of ``corpus`` parsed by a trained Tree Transformer / StructFormer. Cut at the
+            model's ``mgsa_tree_level`` (phrase labels are not used).
 
     Returns:
         :func:`~syntaxformer.evaluation.perplexity.perplexity`'s dict (``protocol`` names it), plus ``model``,
-        ``data``, ``trees`` (the ``trees`` value or None), ``model_type``, ``preset``, ``n_parameters``,
+        ``data``, ``trees`` and ``phrases`` (the values or None), ``tree_level`` (with ``phrases``), ``model_type``, ``preset``, ``n_parameters``,
         ``seed`` and ``minutes``.
 
     Raises:
         InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, a model
             that reads trees without ``trees`` or ``trees`` for one that reads none
-            (:func:`~syntaxformer.data.trees.check_model_trees`), or any of the protocol's.
+            (:func:`~syntaxformer.data.trees.check_model_trees`), likewise for ``phrases``
+            (:func:`~syntaxformer.data.phrases.check_model_phrases`), a tree whose words do not match
+            its sentence (naming it), or any of the protocol's.
     """
-    from syntaxformer.data.corpus import load_corpus
-    from syntaxformer.data.trees import check_model_trees, load_tree_corpus
+    from syntaxformer.data.phrases import check_model_phrases, model_tree_level
+    from syntaxformer.data.structure_inputs import load_structured_corpus, sentence_structures
+    from syntaxformer.data.trees import check_model_trees
     from syntaxformer.evaluation.perplexity import perplexity
     from syntaxformer.parsing import load_model
     torch.manual_seed(seed)
     model, tokenizer, record = load_model(folder, device)
     check_model_trees(model, trees)
-    heads = None
-    if trees is None:
-        sentences = load_corpus(corpus)  # the trainer's preprocessing (PRPN words, recorded in training.json)
-    else:  # the same words and trees as train --trees would read from this corpus
-        sentences, heads = load_tree_corpus(trees, corpus)
+    check_model_phrases(model, phrases)
+    level = model_tree_level(model) if phrases is not None else None
+    # the trainer's preprocessing (PRPN words); the same words and structures train --trees / --phrases reads
+    sentences, heads, phrase_trees = load_structured_corpus(corpus, trees, phrases)
+    structures = sentence_structures(len(sentences), heads, phrase_trees, level or 1)
     start = time.perf_counter()
     result = perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
                         too_long="skip" if skip_long else "error", progress=progress,
-                        **({} if heads is None else {"heads": heads}))
+                        **({} if structures is None else {"structures": structures}))
     return {
         "model": str(folder),
         "model_type": getattr(model.config, "model_type", None),
@@ -71,6 +85,8 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
         "n_parameters": sum(p.numel() for p in model.parameters()),
         "data": corpus,
         "trees": trees,
+        "phrases": phrases,
+        **({"tree_level": level} if phrases is not None else {}),
         "seed": seed,
         **result,
         "minutes": (time.perf_counter() - start) / 60,

@@ -16,6 +16,15 @@ position (a swapped sentence has no gold tree, and a tree that moved with the wo
 the swap): the trees of ``O`` and ``I`` items of a sentence are the same. ``induced:MODEL_DIR``: a trained
 StructFormer's maximum-spanning-tree heads of each sentence as the encoder reads it (BShift: after the
 swap; :func:`syntaxformer.data.trees.induced_heads`).
+
+**Phrases** (``phrases``, ``probe --phrases``): a model whose multi-granularity prior has ``tree`` heads
+is probed with a phrase partition per sentence (and its untrained twin with the same), cut at the model's
+``mgsa_tree_level`` (:func:`syntaxformer.data.phrases.cut_tree`). ``gold``: the probed sentences' own
+gold constituency trees (those the tasks are built from); a BShift item keeps its unswapped sentence's
+partition by position, the rule of ``--trees gold``. ``induced:MODEL_DIR``: the trees a trained Tree
+Transformer / StructFormer induces for each sentence as the encoder reads it (BShift: after the swap;
+:func:`syntaxformer.data.phrases.induced_phrase_trees`). Each item's structure is a dict of per-word
+lists (``{"heads": ..., "phrase_ids": ...}``, :mod:`syntaxformer.data.structure_inputs`).
 """
 from __future__ import annotations
 
@@ -43,17 +52,20 @@ def _untrained_twin(model, seed: int):
     return twin.to(next(model.parameters()).device).eval()
 
 
-def _vectors(model, tokenizer, tasks, batch_size, heads=None):
-    """Per task, every layer's sentence vectors; the tasks sharing their sentences (and trees) share
-    vectors. ``heads``: per task, per item, its per-word heads (1-based), or None without trees."""
+def _vectors(model, tokenizer, tasks, batch_size, structures=None):
+    """Per task, every layer's sentence vectors; the tasks sharing their sentences (and structures)
+    share vectors. ``structures``: per task, per item, its structure dict (per-word ``heads`` and / or
+    ``phrase_ids``), or None without trees and phrases."""
     from syntaxformer.probing.features import sentence_vectors
     cache, out, counts = {}, {}, {}
     for name, items in tasks.items():
-        task_heads = None if heads is None else tuple(tuple(h) for h in heads[name])
-        key = (tuple(it.words for it in items), task_heads)
+        task_structures = None if structures is None else structures[name]
+        frozen = None if task_structures is None else tuple(
+            tuple(sorted((k, tuple(v)) for k, v in st.items())) for st in task_structures)
+        key = (tuple(it.words for it in items), frozen)
         if key not in cache:
             cache[key] = sentence_vectors(model, tokenizer, [list(w) for w in key[0]], batch_size,
-                                          heads=None if task_heads is None else [list(h) for h in task_heads])
+                                          structures=task_structures)
         out[name], counts[name] = cache[key]
     return out, counts
 
@@ -108,6 +120,31 @@ def _task_heads(trees: str | None, built, gold_heads) -> dict | None:
     return {name: [parsed[it.words] for it in items] for name, items in built.items()}
 
 
+def _task_phrases(phrases: str | None, built, gold, level: int) -> dict | None:
+    """Per task, per item, its per-word phrase ids cut at ``level`` (module docstring's rule), or None
+    without ``phrases``. ``gold``: the treebank's trees the tasks index (``item.index``)."""
+    from syntaxformer.data.phrases import cut_tree, induced_phrase_trees, word_phrase_ids
+    if phrases is None:
+        return None
+    if phrases == "gold":
+        return {name: [word_phrase_ids(cut_tree(gold[it.index], level)) for it in items]
+                for name, items in built.items()}
+    distinct = list(dict.fromkeys(it.words for items in built.values() for it in items))
+    trees = induced_phrase_trees(phrases[len("induced:"):], [list(w) for w in distinct])
+    parsed = {words: word_phrase_ids(cut_tree(tree, level)) for words, tree in zip(distinct, trees)}
+    return {name: [parsed[it.words] for it in items] for name, items in built.items()}
+
+
+def _task_structures(heads: dict | None, phrase_ids: dict | None) -> dict | None:
+    """Per task, per item, its structure dict (``"heads"`` and / or ``"phrase_ids"``), or None with neither."""
+    if heads is None and phrase_ids is None:
+        return None
+    names = (heads or phrase_ids).keys()
+    return {name: [{**({} if heads is None else {"heads": heads[name][i]}),
+                    **({} if phrase_ids is None else {"phrase_ids": phrase_ids[name][i]})}
+                   for i in range(len((heads or phrase_ids)[name]))] for name in names}
+
+
 def _probe_layers(layers, labels, split, classifiers, seed) -> list[dict]:
     from syntaxformer.probing.classifiers import probe
     return [{kind: probe(features, labels, split, kind, seed) for kind in classifiers} for features in layers]
@@ -138,7 +175,7 @@ def _task_report(name, items, trained, untrained, counts, classifiers, seed) -> 
 def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = "ptb-sample",
               tasks: Sequence[str] | None = None, classifiers: Sequence[str] = ("logreg", "mlp"),
               seed: int = 0, batch_size: int = 64, device: str | None = "cpu",
-              max_sentences: int | None = None, trees: str | None = None) -> dict:
+              max_sentences: int | None = None, trees: str | None = None, phrases: str | None = None) -> dict:
     """Probe every layer of ``model`` on the tasks of ``treebank``; write the report and the figure.
 
     Args:
@@ -153,18 +190,23 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
         max_sentences: use only the treebank's first N sentences (None = all).
         trees: for a model that reads trees (and only for one; checked before any work): ``gold`` or
             ``induced:MODEL_DIR`` (module docstring); the untrained twin gets the same trees.
+        phrases: for a model with multi-granularity ``tree`` heads (and only for one; checked before any
+            work): ``gold`` or ``induced:MODEL_DIR`` (module docstring); the twin gets the same phrases.
 
     Returns:
-        The report: data, protocol, model, seed, ``trees`` (the value or None), and per task the split sizes, classes, majority
+        The report: data, protocol, model, seed, ``trees`` and ``phrases`` (the values or None),
+        ``tree_level`` (with ``phrases``), and per task the split sizes, classes, majority
         class, bag-of-words probe, per-layer probes of the trained and untrained encoder, and the
         best layer on dev with its test accuracy (accuracies in 0-100).
 
     Raises:
         InputError: unreadable trees, an unknown task or classifier, a model without hidden states, a
-            model that reads trees without ``trees`` or ``trees`` for one that reads none, gold
+            model that reads trees without ``trees`` or ``trees`` for one that reads none (likewise
+            ``phrases``), induced trees whose words do not match (naming the sentence), gold
             dependency trees that do not match the treebank's sentences (naming the sentence).
     """
     from syntaxformer.data import load_gold_trees
+    from syntaxformer.data.phrases import check_model_phrases, model_tree_level
     from syntaxformer.data.trees import check_model_trees
     from syntaxformer.figures.probing import plot_probe
     from syntaxformer.figures import save_figure
@@ -184,17 +226,20 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
     folder = model or pretrained_folder()
     trained, tokenizer, _ = load_model(folder, device=device)
     check_model_trees(trained, trees)
+    check_model_phrases(trained, phrases)
+    level = model_tree_level(trained) if phrases is not None else None
     gold = load_gold_trees(treebank)[:max_sentences]
     gold_heads = gold_dependency_heads(treebank, gold) if trees == "gold" else None
     built = build_tasks(gold, seed, tasks)
     out = Path(out)
     write_task_files(built, out / "tasks")
-    heads = _task_heads(trees, built, gold_heads)
+    structures = _task_structures(_task_heads(trees, built, gold_heads), _task_phrases(phrases, built, gold, level))
     untrained = _untrained_twin(trained, seed)
-    vectors, counts = _vectors(trained, tokenizer, built, batch_size, heads)
-    control, _ = _vectors(untrained, tokenizer, built, batch_size, heads)
+    vectors, counts = _vectors(trained, tokenizer, built, batch_size, structures)
+    control, _ = _vectors(untrained, tokenizer, built, batch_size, structures)
     report = {"data": {"treebank": treebank, "n_sentences": len(gold)}, "protocol": PROTOCOL,
-              "trees": trees, "model": str(folder), "model_type": trained.config.model_type, "seed": seed,
+              "trees": trees, "phrases": phrases, **({"tree_level": level} if phrases is not None else {}),
+              "model": str(folder), "model_type": trained.config.model_type, "seed": seed,
               "classifiers": list(classifiers), "tasks": {}}
     for name, items in built.items():
         logger.info("probing %s (%d sentences)", name, len(items))
