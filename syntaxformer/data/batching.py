@@ -124,13 +124,19 @@ def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[i
     return batches
 
 
+def pad_rows(rows: Sequence[Sequence[int]], value: int, length: int | None = None) -> torch.Tensor:
+    """Right-pad integer lists with ``value`` into a (B, N) long tensor, N = ``length`` or the longest
+    row (0 for no rows): token ids, token heads, phrase ids, labels."""
+    n = length if length is not None else max((len(r) for r in rows), default=0)
+    out = torch.full((len(rows), n), value, dtype=torch.long)
+    for b, r in enumerate(rows):
+        out[b, :len(r)] = torch.as_tensor(list(r), dtype=torch.long)
+    return out
+
+
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad token-id lists into ``(input_ids [B, N], attention_mask [B, N])`` (long tensors;
     mask 1 at real tokens), N = the longest sequence."""
-    n = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), n), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), n), dtype=torch.long)
-    for b, s in enumerate(sequences):
-        ids[b, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[b, :len(s)] = 1
+    ids = pad_rows(sequences, pad_id)
+    mask = pad_rows([[1] * len(s) for s in sequences], 0, ids.shape[1])
     return ids, mask

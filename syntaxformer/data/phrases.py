@@ -169,11 +169,8 @@ def phrase_label_ids(phrases: Sequence[Phrase], vocabulary: Sequence[str]) -> li
 def pad_phrases(rows: Sequence[Sequence[int]], value: int = NO_PHRASE, length: int | None = None) -> torch.Tensor:
     """Right-pad per-sentence lists into a (B, N) long tensor with ``value`` (N = the longest, or
     ``length``): token phrase ids (pad :data:`NO_PHRASE`) or phrase labels (pad :data:`NO_LABEL`)."""
-    n = length if length is not None else max((len(r) for r in rows), default=0)
-    out = torch.full((len(rows), n), value, dtype=torch.long)
-    for b, r in enumerate(rows):
-        out[b, :len(r)] = torch.as_tensor(list(r), dtype=torch.long)
-    return out
+    from syntaxformer.data.batching import pad_rows
+    return pad_rows(rows, value, length)
 
 
 def tree_level(config: dict) -> int:
@@ -181,19 +178,6 @@ def tree_level(config: dict) -> int:
     a fine-tuned folder's ``config.json``), else the prior's default (1)."""
     from syntaxformer.priors.multi_granularity import MultiGranularityPrior
     return int(config.get("mgsa_tree_level", MultiGranularityPrior.config_defaults["mgsa_tree_level"]))
-
-
-def granularity_names(spec) -> list[str]:
-    """The granularity names a ``mgsa_granularities`` value gives (a list, or ``"word*2,tree"``), repeats
-    expanded; [] for None (the default has no ``"tree"`` head)."""
-    if spec is None:
-        return []
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
-    names = []
-    for item in (str(x).strip() for x in items):
-        name, _, count = item.partition("*")
-        names += [name.strip()] * (int(count) if count.strip().isdigit() else 1)
-    return names
 
 
 def check_phrases_option(phrases: str | None) -> None:
@@ -205,9 +189,11 @@ def check_phrases_option(phrases: str | None) -> None:
 def model_reads_phrases(model) -> bool:
     """Whether ``model`` reads a phrase partition per sentence: its config's ``prior`` is
     ``multi-granularity`` with at least one ``"tree"`` head (``mgsa_granularities``)."""
+    from syntaxformer.priors.multi_granularity import parse_granularities
     config = getattr(model, "config", None)
     return (getattr(config, "prior", None) == "multi-granularity"
-            and "tree" in granularity_names(getattr(config, "mgsa_granularities", None)))
+            and "tree" in parse_granularities(getattr(config, "mgsa_granularities", None),
+                                              config.num_attention_heads))
 
 
 def model_tree_level(model) -> int:
@@ -236,5 +222,5 @@ def check_model_phrases(model, phrases: str | None) -> None:
 
 __all__ = ["NO_PHRASE", "NO_LABEL", "OTHER", "check_tree_words", "gold_phrase_trees", "induced_phrase_trees",
            "load_phrase_trees", "cut_tree", "word_phrase_ids", "token_phrase_ids", "label_vocabulary",
-           "phrase_label_ids", "pad_phrases", "tree_level", "granularity_names", "check_phrases_option",
+           "phrase_label_ids", "pad_phrases", "tree_level", "check_phrases_option",
            "model_reads_phrases", "model_tree_level", "check_model_phrases"]

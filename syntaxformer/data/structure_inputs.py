@@ -112,14 +112,9 @@ def token_structures(structures: Sequence[dict], word_ids: Sequence[Sequence[int
 def pad_structures(rows: Sequence[dict], width: int) -> dict[str, torch.Tensor]:
     """Right-pad the token structures of a batch (one dict per row, the same keys) into
     ``{key: (B, width) long}``, each key with its padding value (module docstring)."""
+    from syntaxformer.data.batching import pad_rows
     mappers = _mappers()
-    out = {}
-    for key in (rows[0] if rows else {}):
-        tensor = torch.full((len(rows), width), mappers[key][1], dtype=torch.long)
-        for b, row in enumerate(rows):
-            tensor[b, :len(row[key])] = torch.as_tensor(list(row[key]), dtype=torch.long)
-        out[key] = tensor
-    return out
+    return {key: pad_rows([row[key] for row in rows], mappers[key][1], width) for key in (rows[0] if rows else {})}
 
 
 __all__ = ["load_structured_corpus", "sentence_structures", "token_structures", "pad_structures"]

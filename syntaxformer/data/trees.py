@@ -204,11 +204,8 @@ def token_heads(word_heads: Sequence[int], word_ids: Sequence[int | None]) -> li
 
 def pad_heads(heads: Sequence[Sequence[int]], length: int | None = None) -> torch.Tensor:
     """Right-pad token heads with :data:`NO_TREE` into a (B, N) long tensor (N = the longest, or ``length``)."""
-    n = length if length is not None else max(len(h) for h in heads)
-    out = torch.full((len(heads), n), NO_TREE, dtype=torch.long)
-    for b, h in enumerate(heads):
-        out[b, :len(h)] = torch.as_tensor(list(h), dtype=torch.long)
-    return out
+    from syntaxformer.data.batching import pad_rows
+    return pad_rows(heads, NO_TREE, length)
 
 
 __all__ = ["ROOT", "NO_TREE", "check_tree", "drop_tokens", "gold_tree_sentences", "induced_heads",

@@ -80,6 +80,23 @@ def default_granularities(num_heads: int) -> tuple[str, ...]:
     return ("word",) * words + tuple(("2gram", "3gram")[i % 2] for i in range(num_heads // 2))
 
 
+def expand_granularities(spec: str | Sequence[str]) -> list[str]:
+    """The granularity names of a ``mgsa_granularities`` value (a list, or ``"word*2,2gram,tree"``),
+    repetitions ``name*k`` expanded, in head order; the number of heads is not checked.
+
+    Raises:
+        ValueError: a name other than ``word``, ``<n>gram``, ``tree``, or a bad repetition.
+    """
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    names: list[str] = []
+    for item in items:
+        name, _, count = str(item).strip().partition("*")
+        if not _GRANULARITY.match(name) or (count and not count.isdigit()):
+            raise ValueError(f"mgsa_granularities: {item!r} is not 'word', '<n>gram' or 'tree' (optionally '*k')")
+        names += [name] * (int(count) if count else 1)
+    return names
+
+
 def parse_granularities(spec: str | Sequence[str] | None, num_heads: int) -> tuple[str, ...]:
     """One granularity per head from a list or a compact string (module docstring).
 
@@ -93,13 +110,7 @@ def parse_granularities(spec: str | Sequence[str] | None, num_heads: int) -> tup
     """
     if spec is None:
         return default_granularities(num_heads)
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
-    names: list[str] = []
-    for item in items:
-        name, _, count = str(item).strip().partition("*")
-        if not _GRANULARITY.match(name) or (count and not count.isdigit()):
-            raise ValueError(f"mgsa_granularities: {item!r} is not 'word', '<n>gram' or 'tree' (optionally '*k')")
-        names += [name] * (int(count) if count else 1)
+    names = expand_granularities(spec)
     if len(names) != num_heads:
         raise ValueError(f"mgsa_granularities gives {len(names)} heads, the layer has {num_heads}")
     return tuple(names)

@@ -39,8 +39,9 @@ head, :data:`ROOT` (−1) for the root, :data:`NO_TREE` (−100) for a token out
 tokens, padding). The model hands it to every layer's prior (``structure_inputs`` of the Tree
 Transformer family). Without it the prior raises :class:`~syntaxformer.errors.InputError`.
 
-Cost: the tree positions are recomputed from the heads by the fusion and by each layer's prior
-(O(depth) pointer-jumping steps over (B, N, N) booleans each), small beside the attention itself.
+Cost: the tree positions are computed from the heads twice per forward, by the fusion (depths) and by
+the first layer's prior (relative buckets, handed to the layers above as the prior's state), each
+O(depth) pointer-jumping steps over (B, N, N) booleans.
 
 Config fields read (``getattr(config, name, default)``): ``num_attention_heads``, ``hidden_size``,
 ``structural_max_relative`` (:data:`MAX_RELATIVE`), ``structural_max_depth`` (:data:`MAX_DEPTH`).
@@ -226,13 +227,17 @@ class StructuralPositionPrior(StructuralPrior):
 
     def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None,
                 inputs: dict[str, torch.Tensor] | None = None) -> PriorOutput:
-        """hidden (B, N, d), key_mask (B, N), ``inputs["heads"]`` (B, N) -> ``query_score_bias``:
-        queries (B, H, N, d_k) -> (B, H, N, N) ``q_i · r_{bucket(i, j)} / √d_k``.
+        """hidden (B, N, d), key_mask (B, N), ``inputs["heads"]`` (B, N), ``state``: the layer below's
+        (B, N, N) relative buckets (None at the first layer) -> ``query_score_bias``: queries
+        (B, H, N, d_k) -> (B, H, N, N) ``q_i · r_{bucket(i, j)} / √d_k``; the buckets go up as
+        ``state`` (every layer shares the tree and K, so they are computed once per forward).
 
         Raises:
             InputError: no ``inputs["heads"]`` (or a wrong shape).
         """
-        buckets = relative_buckets(required_heads(inputs, hidden), self.max_relative)  # (B, N, N)
+        if state is None:
+            state = relative_buckets(required_heads(inputs, hidden), self.max_relative)  # (B, N, N)
+        buckets = state
         table = self.relative_keys.weight
 
         def bias(query: torch.Tensor) -> torch.Tensor:
@@ -240,7 +245,7 @@ class StructuralPositionPrior(StructuralPrior):
             index = buckets[:, None].expand(-1, query.shape[1], -1, -1)  # (B, H, N, N)
             return scores.gather(-1, index)
 
-        return PriorOutput(query_score_bias=bias)
+        return PriorOutput(query_score_bias=bias, state=buckets)
 
     def extra_repr(self) -> str:
         return f"max_relative={self.max_relative}, head_dim={self.relative_keys.weight.shape[1]}"

@@ -215,10 +215,13 @@ class TrainArguments:
         """Raise :class:`InputError` (one line) for a bad ``phrases`` value, ``phrases`` without a
         prior that has ``"tree"`` heads, ``"tree"`` heads without ``phrases``, or phrase labels
         (``mgsa_phrase_loss_weight > 0``) from induced trees (which have no labels)."""
-        from syntaxformer.data.phrases import granularity_names
+        from syntaxformer.priors.multi_granularity import expand_granularities
         config = self._prior_config()
-        tree_heads = (config.get("prior") == "multi-granularity"
-                      and "tree" in granularity_names(config.get("mgsa_granularities")))
+        try:
+            tree_heads = (config.get("prior") == "multi-granularity" and config.get("mgsa_granularities") is not None
+                          and "tree" in expand_granularities(config["mgsa_granularities"]))
+        except ValueError as e:
+            raise InputError(str(e)) from None
         if self.phrases is not None and not (self.phrases == "gold" or
                                              (self.phrases.startswith("induced:") and len(self.phrases) > 8)):
             raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {self.phrases!r}")
