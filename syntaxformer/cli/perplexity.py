@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from syntaxformer.cli.arguments import add_structure_input_arguments
 from syntaxformer.errors import InputError
 
 
@@ -32,17 +33,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--corpus", required=True, metavar="FILE|ptb-sample",
                    help="test sentences: raw text (one sentence per line; comma-separated files or "
                         "globs) or the embedded ptb-sample")
-    p.add_argument("--trees", default=None, metavar="gold|induced:MODEL_DIR",
-                   help="a dependency tree per sentence, for a model whose prior reads one (structural-"
-                        "position; required there, refused for other models), as in train: 'gold' = "
-                        "sentences and trees from the dependency source --corpus (ptb-sample:test, a "
-                        "CoNLL-U or .dp file); 'induced:MODEL_DIR' = the MST heads of a trained StructFormer")
-    p.add_argument("--phrases", default=None, metavar="gold|induced:MODEL_DIR",
-                   help="a phrase partition per sentence, for a multi-granularity model with 'tree' heads "
-                        "(required there, refused for other models), cut at the model's mgsa_tree_level, as "
-                        "in train: 'gold' = sentences and gold trees of the treebank --corpus (ptb-sample, "
-                        "ptb-sample:test, a .mrg file); 'induced:MODEL_DIR' = the trees a trained Tree "
-                        "Transformer or StructFormer induces for the sentences of --corpus")
+    add_structure_input_arguments(
+        p, gold_trees="the sentences and trees of the dependency source --corpus (ptb-sample:test, a "
+                      "CoNLL-U or .dp file)",
+        gold_phrases="the sentences and gold trees of the treebank --corpus (ptb-sample, ptb-sample:test, "
+                     "a .mrg file)")
     p.add_argument("--batch-tokens", type=int, default=4096,
                    help="tokens (rows x padded length) per forward pass (default 4096)")
     p.add_argument("--skip-long", action="store_true",

@@ -3,6 +3,8 @@ DESIGN.md §6). The work is :func:`syntaxformer.workflows.probe.run_probe`; this
 arguments and prints."""
 from __future__ import annotations
 
+from syntaxformer.cli.arguments import add_structure_input_arguments
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -16,18 +18,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--treebank", default="ptb-sample",
                    help="gold constituency trees: 'ptb-sample' (default), 'ptb-sample:dev', or a .mrg file")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--trees", default=None, metavar="gold|induced:MODEL_DIR",
-                   help="a dependency tree per sentence, for a model whose prior reads one (structural-"
-                        "position; required there, refused for other models; the untrained twin gets the "
-                        "same trees): 'gold' = ptb-sample's gold dependency trees of the probed sentences "
-                        "(BShift: the unswapped sentence's tree, by position); 'induced:MODEL_DIR' = the "
-                        "MST heads of a trained StructFormer for each sentence as read")
-    p.add_argument("--phrases", default=None, metavar="gold|induced:MODEL_DIR",
-                   help="a phrase partition per sentence, for a multi-granularity model with 'tree' heads "
-                        "(required there, refused for other models; the untrained twin gets the same), cut "
-                        "at the model's mgsa_tree_level: 'gold' = the probed sentences' own gold trees "
-                        "(BShift: the unswapped sentence's partition, by position); 'induced:MODEL_DIR' = "
-                        "the trees a trained Tree Transformer or StructFormer induces for each sentence as read")
+    add_structure_input_arguments(
+        p, gold_trees="ptb-sample's gold dependency trees of the probed sentences (BShift: the unswapped "
+                      "sentence's tree, by position)",
+        gold_phrases="the probed sentences' own gold trees (BShift: the unswapped sentence's partition, "
+                     "by position)",
+        note="The untrained twin gets the same.")
     p.add_argument("--task", action="append", default=None, metavar="NAME",
                    help="a task to run (repeatable; default all: SentLen, TreeDepth, TopConst, BShift)")
     p.add_argument("--classifier", action="append", default=None, choices=["logreg", "mlp"],

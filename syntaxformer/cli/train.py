@@ -19,6 +19,7 @@ import json
 import os
 from dataclasses import fields
 
+from syntaxformer.cli.arguments import add_structure_input_arguments
 from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, train
 
 _D = TrainArguments(out="")  # defaults, for the help texts
@@ -64,16 +65,11 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
                    help="ptb-sample (the embedded treebank's words) or text files, one sentence per line "
                         "(comma-separated paths / globs)")
     d.add_argument("--valid", default=None, help="validation corpus (same forms as --corpus)")
-    d.add_argument("--trees", default=None, metavar="gold|induced:MODEL_DIR",
-                   help="a dependency tree per sentence, for priors that read one (structural-position): "
-                        "gold = sentences and trees from the dependency source --corpus names (ptb-sample, "
-                        "a CoNLL-U or .dp file; punctuation removed); induced:MODEL_DIR = the maximum-"
-                        "spanning-tree heads of a trained StructFormer for the --corpus sentences")
-    d.add_argument("--phrases", default=None, metavar="gold|induced:MODEL_DIR",
-                   help="a constituency tree per sentence, cut at mgsa_tree_level into the phrases of the "
-                        "multi-granularity prior's 'tree' heads: gold = the gold trees of the treebank --corpus "
-                        "names (ptb-sample, a .mrg / bracketed file); induced:MODEL_DIR = the trees a trained "
-                        "Tree Transformer or StructFormer induces for the sentences (as parse decodes them)")
+    add_structure_input_arguments(
+        d, gold_trees="the sentences and trees of the dependency source --corpus names (ptb-sample, a "
+                      "CoNLL-U or .dp file; punctuation removed)",
+        gold_phrases="the gold trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file)",
+        rule="required there")
     d.add_argument("--valid-fraction", type=float, default=_D.valid_fraction,
                    help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)")
     d.add_argument("--tokenizer", default=_D.tokenizer,
