@@ -160,6 +160,9 @@ def test_training_with_gold_trees(tmp_path):
     with pytest.raises(InputError, match="takes no structure_inputs"):
         train(out=str(tmp_path / "lstm"), model="on-lstm", preset="tiny", corpus=str(path), trees="gold",
               max_steps=1, quiet=True, threads=1)
+    with pytest.raises(InputError, match="^--trees: the prior 'none' reads no dependency trees"):
+        train(out=str(tmp_path / "plain"), model="tree-transformer", preset="tiny", prior="none", corpus=str(path),
+              trees="gold", max_steps=1, quiet=True, threads=1)
     out = train(out=str(tmp_path / "sp"), model="tree-transformer", preset="tiny", prior="structural-position",
                 corpus=str(path), trees="gold", add_cls=True, min_freq=1, max_steps=3, batch_size=8,
                 eval_every=0, seed=0, quiet=True, threads=1, overrides={"structural_max_relative": 4})

@@ -40,8 +40,7 @@ def decoder_options(args):
         dependency=args.dependency)
 
 
-def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, note: str = "",
-                                  rule: str = "required there, refused for other models") -> None:
+def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, note: str = "") -> None:
     """``--trees`` and ``--phrases``, the per-sentence structures some priors read (``train``,
     ``perplexity``, ``probe``; :mod:`syntaxformer.data.structure_inputs` resolves them).
 
@@ -50,17 +49,16 @@ def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, no
         gold_trees: what ``--trees gold`` reads in this command.
         gold_phrases: what ``--phrases gold`` reads in this command.
         note: a sentence added to both helps (e.g. what the untrained twin gets).
-        rule: when the command requires / refuses the option.
     """
     note = f" {note}" if note else ""
     parser.add_argument(
         "--trees", default=None, metavar="gold|induced:MODEL_DIR",
         help="a dependency tree per sentence, for a prior that reads one (structural-position; "
-             f"{rule}).{note} gold = {gold_trees}; induced:MODEL_DIR = the "
+             f"required there, refused for other models).{note} gold = {gold_trees}; induced:MODEL_DIR = the "
              "maximum-spanning-tree heads of a trained StructFormer for each sentence")
     parser.add_argument(
         "--phrases", default=None, metavar="gold|induced:MODEL_DIR",
         help="a constituency tree per sentence, cut at mgsa_tree_level into the phrases of the "
-             f"multi-granularity prior's 'tree' heads ({rule}).{note} gold = {gold_phrases}; "
+             f"multi-granularity prior's 'tree' heads (required there, refused for other models).{note} gold = {gold_phrases}; "
              "induced:MODEL_DIR = the trees a trained Tree Transformer or StructFormer induces for each "
              "sentence (as parse decodes them)")

@@ -68,8 +68,7 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
     add_structure_input_arguments(
         d, gold_trees="the sentences and trees of the dependency source --corpus names (ptb-sample, a "
                       "CoNLL-U or .dp file; punctuation removed)",
-        gold_phrases="the gold trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file)",
-        rule="required there")
+        gold_phrases="the gold trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file)")
     d.add_argument("--valid-fraction", type=float, default=_D.valid_fraction,
                    help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)")
     d.add_argument("--tokenizer", default=_D.tokenizer,

@@ -77,6 +77,7 @@ import torch.distributed as dist
 
 from syntaxformer.data.preprocess import PRPN
 from syntaxformer.data.tokenization import save_tokenizer
+from syntaxformer.data.trees import model_reads_trees
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
@@ -450,6 +451,9 @@ class Trainer:
             option = "--trees" if self.data.train_heads is not None else "--phrases"
             raise InputError(f"{option}: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
                              "family model with a prior that reads trees, e.g. --prior structural-position, does)")
+        if self.data.train_heads is not None and not model_reads_trees(self.model):
+            raise InputError(f"--trees: the prior {getattr(self.model.config, 'prior', None)!r} reads no dependency "
+                             "trees (--prior structural-position does)")
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
         self.optimizer = optimizer(self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps,
                                    weight_decay=args.weight_decay)
