@@ -239,3 +239,72 @@ def test_command_errors_are_one_line(tmp_path, capsys, logic_data):
     assert main(["logic", "train", "--data", str(bad), "--out", str(tmp_path / "o4"), "--max-train-operators", "0",
                  "--encoder", "lstm", "--preset", "tiny", "--set", "hiden_size=64", "--device", "cpu"]) == 1
     assert "cannot build encoder lstm / tiny: no config field hiden_size" in capsys.readouterr().err
+
+
+def test_plateau_schedule_follows_torch_rule_and_counts_a_replayed_evaluation_once():
+    from syntaxformer.training.plateau import PlateauSchedule
+
+    optimizer = torch.optim.Adam(torch.nn.Linear(2, 2).parameters(), lr=1e-3)
+    schedule = PlateauSchedule(optimizer, factor=0.5, patience=2)
+    rates = []
+    for step, score in enumerate([10.0, 50.0, 50.0, 50.0, 49.0, 60.0, 60.0, 60.0, 60.0]):
+        schedule.step()  # the per-optimizer-step call moves nothing
+        schedule.observe(step, score)
+        schedule.observe(step, 0.0)  # the same step again (an evaluation replayed after a resume): ignored
+        rates.append(schedule.get_last_lr()[0])
+    # three evaluations in a row without a better score halve the rate (patience 2, threshold 0)
+    assert rates == [1e-3, 1e-3, 1e-3, 1e-3, 5e-4, 5e-4, 5e-4, 5e-4, 2.5e-4]
+    copy = PlateauSchedule(torch.optim.Adam(torch.nn.Linear(2, 2).parameters(), lr=2.5e-4), 0.5, 2)
+    copy.load_state_dict(schedule.state_dict())
+    assert (copy.rule.best, copy.rule.num_bad_epochs, copy.last_step) == (60.0, 0, 8)
+    with pytest.raises(ValueError, match="factor must lie in"):
+        PlateauSchedule(optimizer, factor=1.5)
+
+
+def test_public_recipe_validates_each_epoch_halves_on_plateau_and_resumes_exactly(tmp_path, logic_data):
+    from safetensors.torch import load_file
+
+    from syntaxformer.tasks.logic import RECIPES, LogicArguments, LogicTrainer
+
+    public = {k: v for k, v in RECIPES["public"].items() if k not in ("batch_size", "lr")}  # QUICK's size
+    common = {**QUICK, **public, "recipe": "public", "data": str(logic_data), "max_train_pairs": 320,
+              "plateau_patience": 0, "save_every": 0, "epochs": 6}  # checkpoints only at the ends of epochs
+    LogicTrainer(LogicArguments(out=str(tmp_path / "straight"), **common)).train()
+    LogicTrainer(LogicArguments(out=str(tmp_path / "resumed"), **{**common, "epochs": 3})).train()
+    LogicTrainer(LogicArguments(out=str(tmp_path / "resumed"), **{**common, "resume": True})).train()
+    straight = json.loads((tmp_path / "straight" / "training.json").read_text())
+    resumed = json.loads((tmp_path / "resumed" / "training.json").read_text())
+    steps_per_epoch = 10  # 320 pairs in batches of 32
+    assert [row[0] for row in straight["valid_history"]] == [steps_per_epoch * e for e in range(7)]
+    assert straight["stopped"] == "epochs" and straight["steps"] == 60
+    assert resumed["valid_history"] == straight["valid_history"] and resumed["resumed_from_steps"] == [30]
+    # patience 0: the rate halves after every evaluation that does not beat the best so far
+    accuracies = [row[2] for row in straight["valid_history"]]
+    halvings = sum(a <= max(accuracies[:i]) for i, a in enumerate(accuracies) if i > 0)
+    state = torch.load(tmp_path / "straight" / "checkpoint.pt", map_location="cpu", weights_only=False)
+    assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(1e-2 * 0.5 ** halvings)
+    first = load_file(tmp_path / "straight" / "model.safetensors")
+    second = load_file(tmp_path / "resumed" / "model.safetensors")
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_recipe_option_sets_its_fields_and_given_options_win(tmp_path):
+    from syntaxformer.cli import build_parser
+    from syntaxformer.cli.logic import arguments_from_namespace
+
+    def parsed(*extra):
+        return arguments_from_namespace(build_parser().parse_args(
+            ["logic", "train", "--data", "d", "--out", str(tmp_path), *extra]))
+
+    default = parsed()
+    assert (default.recipe, default.max_steps, default.epochs, default.schedule, default.eval_every,
+            default.eval_each_epoch) == ("default", 4000, None, "linear", 500, False)
+    public = parsed("--recipe", "public")
+    assert (public.recipe, public.max_steps, public.epochs, public.schedule, public.eval_every,
+            public.eval_each_epoch, public.lr, public.batch_size) == ("public", None, 50, "plateau", 0, True, 1e-3, 128)
+    capped = parsed("--recipe", "public", "--epochs", "5", "--max-steps", "100", "--lr", "3e-3")
+    assert (capped.epochs, capped.max_steps, capped.lr, capped.schedule) == (5, 100, 3e-3, "plateau")
+    with pytest.raises(InputError, match="plateau has no warm-up"):
+        parsed("--recipe", "public", "--warmup-steps", "10").check()
+    with pytest.raises(InputError, match="plateau needs validations"):
+        parsed("--schedule", "plateau", "--eval-every", "0").check()

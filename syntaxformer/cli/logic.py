@@ -32,8 +32,15 @@ def _defaults():
     return LogicArguments(out="")
 
 
+def _recipe_help(name: str) -> str:
+    """What each recipe sets ``name`` to, for the help text."""
+    from syntaxformer.tasks.logic import RECIPES
+    return "; ".join(f"{recipe}: {fields[name]}" for recipe, fields in RECIPES.items())
+
+
 def _add_train(sub) -> None:
     from syntaxformer.tasks.encoders import ENCODERS, POOLINGS
+    from syntaxformer.tasks.logic import RECIPES, SCHEDULES
     d = _defaults()
     p = sub.add_parser("train", help="train a pair classifier on <= 6 operators, test on 1-12",
                        description="Train an encoder + pair MLP on train0-train6 (every 10th pair held out for "
@@ -55,23 +62,36 @@ def _add_train(sub) -> None:
                    help="train on a fixed random subset of this many pairs (quick checks)")
     p.add_argument("--max-test-pairs", type=int, default=None,
                    help="test on the first this-many pairs of each file (quick checks)")
-    o = p.add_argument_group("optimisation (defaults: the recipe of docs/logic.md)")
-    o.add_argument("--batch-size", type=int, default=d.batch_size, help="pairs per step")
-    o.add_argument("--lr", type=float, default=d.lr)
+    o = p.add_argument_group("optimisation (options marked 'recipe' default to --recipe's value)")
+    o.add_argument("--recipe", choices=sorted(RECIPES), default="default",
+                   help="default: the study's fixed 4,000 steps, linear decay (docs/logic.md); public: the public "
+                        "ON-LSTM code's 50 epochs, validation each epoch, lr halved after 3 epochs without a better "
+                        "validation accuracy")
+    o.add_argument("--batch-size", type=int, default=None, help=f"pairs per step (recipe: {_recipe_help('batch_size')})")
+    o.add_argument("--lr", type=float, default=None, help=f"peak learning rate (recipe: {_recipe_help('lr')})")
     o.add_argument("--weight-decay", type=float, default=d.weight_decay, help="Adam's L2 decay")
-    o.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
-    o.add_argument("--schedule", choices=["constant", "linear", "cosine"], default=d.schedule)
-    o.add_argument("--final-lr-fraction", type=float, default=d.final_lr_fraction)
+    o.add_argument("--warmup-steps", type=int, default=None, help=f"recipe: {_recipe_help('warmup_steps')}")
+    o.add_argument("--schedule", choices=SCHEDULES, default=None, help=f"recipe: {_recipe_help('schedule')}")
+    o.add_argument("--final-lr-fraction", type=float, default=None,
+                   help=f"where linear / cosine end (recipe: {_recipe_help('final_lr_fraction')})")
     o.add_argument("--schedule-steps", type=int, default=None, help="where the decay ends (default --max-steps)")
+    o.add_argument("--plateau-factor", type=float, default=d.plateau_factor,
+                   help="--schedule plateau: the learning rate's multiplier")
+    o.add_argument("--plateau-patience", type=int, default=d.plateau_patience,
+                   help="--schedule plateau: validations without improvement tolerated")
     o.add_argument("--clip", type=float, default=d.clip, help="gradient-norm clipping; 0 disables")
     r = p.add_argument_group("run")
     r.add_argument("--seed", type=int, default=d.seed)
-    r.add_argument("--max-steps", type=int, default=d.max_steps)
-    r.add_argument("--epochs", type=int, default=None)
+    r.add_argument("--max-steps", type=int, default=None, help=f"recipe: {_recipe_help('max_steps')}")
+    r.add_argument("--epochs", type=int, default=None, help=f"recipe: {_recipe_help('epochs')}")
     r.add_argument("--max-minutes", type=float, default=None,
                    help="stop cleanly (and save) after this many minutes of this process")
-    r.add_argument("--eval-every", type=int, default=d.eval_every, help="validation period (steps)")
-    r.add_argument("--save-every", type=int, default=d.save_every, help="checkpoint period (steps)")
+    r.add_argument("--eval-every", type=int, default=None,
+                   help=f"validation period in steps, 0 = none (recipe: {_recipe_help('eval_every')})")
+    r.add_argument("--eval-each-epoch", action="store_true", default=None,
+                   help=f"also validate at the end of every epoch (recipe: {_recipe_help('eval_each_epoch')})")
+    r.add_argument("--save-every", type=int, default=None,
+                   help=f"checkpoint period in steps (recipe: {_recipe_help('save_every')})")
     r.add_argument("--log-every", type=int, default=d.log_every)
     r.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
     r.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
@@ -110,10 +130,13 @@ def add_parser(subparsers) -> None:
 
 
 def arguments_from_namespace(ns: argparse.Namespace):
-    """The :class:`~syntaxformer.tasks.logic.LogicArguments` of parsed ``logic train`` options."""
-    from syntaxformer.tasks.logic import LogicArguments
+    """The :class:`~syntaxformer.tasks.logic.LogicArguments` of parsed ``logic train`` options: the
+    fields of ``ns.recipe`` (:data:`~syntaxformer.tasks.logic.RECIPES`), then the options given."""
+    from syntaxformer.tasks.logic import RECIPES, LogicArguments
     names = {f.name for f in fields(LogicArguments)}
+    recipe = RECIPES[getattr(ns, "recipe", None) or "default"]
     values = {k: v for k, v in vars(ns).items() if k in names}
+    values.update({k: v for k, v in recipe.items() if values.get(k) is None})
     values["overrides"] = dict(ns.overrides or [])
     return LogicArguments(**values)
 

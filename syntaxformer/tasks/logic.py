@@ -19,11 +19,17 @@ stop conditions, signals, checkpoints and resume, TensorBoard) with :class:`Logi
 what is specific to masked LM: the data, the model and optimizer, the step (cross-entropy of a batch
 of pairs), the validation (loss and accuracy) and the report. One process (no ``torchrun``).
 
-Defaults (:class:`LogicArguments`) are the public code's optimisation: Adam lr 1e-3, eps 1e-9,
-L2 weight decay 1.2e-6 (``torch.optim.Adam``'s ``weight_decay``), gradient-norm clip 1.0, batch 128
-pairs, MLP dropout 0.2; but a fixed number of steps (:data:`RECIPE`) with a linear decay instead of
-50 epochs with learning-rate halving on a validation plateau, so that a run's length does not depend
-on the machine (docs/logic.md).
+Two recipes (:data:`RECIPES`), both with the public code's optimiser: Adam lr 1e-3, eps 1e-9, L2
+weight decay 1.2e-6 (``torch.optim.Adam``'s ``weight_decay``), gradient-norm clip 1.0, batch 128
+pairs, MLP dropout 0.2.
+
+* ``default`` (:data:`RECIPE`, the defaults of :class:`LogicArguments` and the study's): a fixed
+  number of steps with a linear decay, so that a run's length does not depend on the machine
+  (docs/logic.md);
+* ``public``: the public code's schedule: 50 epochs, validation at the end of every epoch, the
+  learning rate halved when the validation accuracy has not improved for 3 epochs in a row
+  (``schedule="plateau"``, :class:`~syntaxformer.training.plateau.PlateauSchedule`). About 48,000
+  steps: a GPU's work.
 """
 from __future__ import annotations
 
@@ -41,9 +47,11 @@ from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.encoders import ENCODERS, POOLINGS, encoder_config, encoder_entry
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
-from syntaxformer.training.callbacks import (MaxEpochs, MaxMinutes, MaxSteps, Periodic, ProgressCallback,
-                                             StepOutput, StopOnSignal, TensorBoardCallback, TrainerCallback)
+from syntaxformer.training.callbacks import (EvaluateEachEpoch, MaxEpochs, MaxMinutes, MaxSteps, Periodic,
+                                             ProgressCallback, StepOutput, StopOnSignal, TensorBoardCallback,
+                                             TrainerCallback)
 from syntaxformer.training.checkpoint import read_checkpoint
+from syntaxformer.training.plateau import PlateauSchedule, ReduceOnPlateau
 from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, lr_factor
 
 logger = logging.getLogger(__name__)
@@ -54,8 +62,14 @@ TEST_OPERATORS = tuple(range(1, 13))
 GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
 #: the study's recipe (benchmarks/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay
 #: (4,000 steps = 4.2 epochs of the 121,977 training pairs; about 22-30 minutes of ON-LSTM on 2 CPU cores)
-RECIPE = dict(max_steps=4000, batch_size=128, lr=1e-3, schedule="linear", final_lr_fraction=0.1,
-              warmup_steps=0, eval_every=500, save_every=500)
+RECIPE = dict(max_steps=4000, epochs=None, batch_size=128, lr=1e-3, schedule="linear", final_lr_fraction=0.1,
+              warmup_steps=0, eval_every=500, eval_each_epoch=False, save_every=500)
+#: ``syntaxformer logic train --recipe NAME``: the fields each recipe sets (module docstring); options
+#: given on the command line win
+RECIPES = {"default": RECIPE,
+           "public": dict(RECIPE, max_steps=None, epochs=50, schedule="plateau", eval_every=0, eval_each_epoch=True)}
+#: the schedules of ``--schedule``: :func:`~syntaxformer.training.trainer.lr_factor`'s, and ``plateau``
+SCHEDULES = ("constant", "linear", "cosine", "plateau")
 #: the most frequent relation of train0-train6 (independence; 53% of train6): the majority-class baseline
 MAJORITY = "#"
 #: where the best-validation model is kept inside OUT
@@ -84,11 +98,16 @@ class LogicArguments:
         max_train_pairs [None]: train on a fixed (seed 0) random subset of this many pairs (tests).
         batch_size [128]: pairs per step; bucket_batches [50]: batches' worth sorted by length together.
         lr [1e-3], betas [(0.9, 0.999)], eps [1e-9], weight_decay [1.2e-6]: Adam, L2 decay (public).
+        recipe ["default"]: the name of the recipe the other fields came from (:data:`RECIPES`;
+            recorded in the report, read by nothing else).
         warmup_steps, schedule, final_lr_fraction, schedule_steps: as ``syntaxformer train``
-            (:func:`~syntaxformer.training.trainer.lr_factor`); the recipe's: linear to 0.1.
+            (:func:`~syntaxformer.training.trainer.lr_factor`); the recipe's: linear to 0.1. Or
+            ``schedule="plateau"``: the rate times ``plateau_factor`` [0.5] after more than
+            ``plateau_patience`` [2] evaluations without a better validation accuracy (no warm-up).
         clip [1.0]: gradient-norm clipping (public 1.0); 0 disables.
         max_steps [RECIPE], epochs [None], max_minutes [None]: stop conditions (at least one).
-        save_every, eval_every [RECIPE]: checkpoint / validation period (steps); log_every [50].
+        save_every, eval_every [RECIPE]: checkpoint / validation period (steps; 0 = none); log_every [50].
+        eval_each_epoch [False]: also validate (and checkpoint) at the end of every epoch.
         seed [0], device [None: CUDA if available], threads [None], resume [False], quiet [False]:
             as ``syntaxformer train``.
     """
@@ -109,8 +128,11 @@ class LogicArguments:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-9
     weight_decay: float = 1.2e-6
+    recipe: str = "default"
     warmup_steps: int = RECIPE["warmup_steps"]
     schedule: str = RECIPE["schedule"]
+    plateau_factor: float = 0.5
+    plateau_patience: int = 2
     final_lr_fraction: float = RECIPE["final_lr_fraction"]
     schedule_steps: int | None = None
     clip: float = 1.0
@@ -119,6 +141,7 @@ class LogicArguments:
     max_minutes: float | None = None
     save_every: int = RECIPE["save_every"]
     eval_every: int = RECIPE["eval_every"]
+    eval_each_epoch: bool = RECIPE["eval_each_epoch"]
     log_every: int = 50
     seed: int = 0
     device: str | None = None
@@ -154,9 +177,16 @@ class LogicArguments:
         for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "valid_every"):
             if getattr(self, name) < 0:
                 bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
-        if self.schedule not in ("constant", "linear", "cosine"):
-            bad(f"--schedule must be constant, linear or cosine, got {self.schedule!r}")
-        if self.schedule != "constant" and self.max_steps is None and self.schedule_steps is None:
+        if self.schedule not in SCHEDULES:
+            bad(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.schedule == "plateau" and self.warmup_steps:
+            bad("--schedule plateau has no warm-up: give --warmup-steps 0")
+        if self.schedule == "plateau" and not (0.0 < self.plateau_factor < 1.0 and self.plateau_patience >= 0):
+            bad(f"--plateau-factor must lie in (0, 1) and --plateau-patience be >= 0, got "
+                f"{self.plateau_factor} and {self.plateau_patience}")
+        if self.schedule == "plateau" and not (self.eval_every or self.eval_each_epoch):
+            bad("--schedule plateau needs validations: give --eval-every N or --eval-each-epoch")
+        if self.schedule in ("linear", "cosine") and self.max_steps is None and self.schedule_steps is None:
             bad(f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one")
         if self.device is not None:
             resolve_device(self.device)
@@ -383,9 +413,12 @@ class LogicTrainer(Trainer):
         self.n_encoder_params = sum(p.numel() for p in self.model.encoder.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=args.lr, betas=tuple(args.betas),
                                           eps=args.eps, weight_decay=args.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
-                                                args.schedule_steps or args.max_steps, args.final_lr_fraction))
+        if args.schedule == "plateau":
+            self.scheduler = PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience)
+        else:
+            self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+                self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
+                                                    args.schedule_steps or args.max_steps, args.final_lr_fraction))
 
     def resume(self, checkpoint: dict) -> None:
         """Load a checkpoint into the model, optimizer, scheduler and :attr:`state`."""
@@ -395,11 +428,14 @@ class LogicTrainer(Trainer):
         self.state = LogicTrainerState.resumed(checkpoint["state"])
 
     def default_callbacks(self) -> list[TrainerCallback]:
-        """The periods of logging, evaluation and checkpoints, the stop conditions (max_steps, epochs,
-        max_minutes, signals), TensorBoard, the progress bar and :class:`KeepBest`."""
+        """The periods of logging, evaluation and checkpoints (and the ends of epochs), the stop
+        conditions (max_steps, epochs, max_minutes, signals), TensorBoard, the progress bar,
+        :class:`KeepBest` and, for the plateau schedule, :class:`~syntaxformer.training.plateau.ReduceOnPlateau`."""
         args = self.args
         callbacks = [Periodic(args.log_every, "log"), Periodic(args.eval_every, "evaluate"),
                      Periodic(args.save_every, "save")]
+        callbacks += [EvaluateEachEpoch(len(self.sampler.batches(0)))] if args.eval_each_epoch else []
+        callbacks += [ReduceOnPlateau("valid/accuracy")] if args.schedule == "plateau" else []
         callbacks += [MaxSteps(args.max_steps)] if args.max_steps is not None else []
         callbacks += [MaxEpochs(args.epochs)] if args.epochs is not None else []
         callbacks += [MaxMinutes(args.max_minutes)] if args.max_minutes is not None else []
@@ -500,6 +536,6 @@ class LogicTrainer(Trainer):
             device=str(self.device), threads=torch.get_num_threads(), torch=torch.__version__)
 
 
-__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "MAJORITY", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
+__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "RECIPES", "SCHEDULES", "MAJORITY", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
            "encode_pairs", "collate", "prepare_logic_data", "build_classifier", "predict", "accuracy_by_operators",
            "group_means", "LogicTrainerState", "KeepBest", "LogicTrainer"]

@@ -104,6 +104,17 @@ class Periodic(TrainerCallback):
             setattr(trainer.control, f"should_{self.action}", True)
 
 
+class EvaluateEachEpoch(TrainerCallback):
+    """Requests an evaluation and a checkpoint at the end of every epoch (``batches`` per epoch)."""
+
+    def __init__(self, batches: int):
+        self.batches = batches
+
+    def on_step_end(self, trainer, output: StepOutput) -> None:
+        if trainer.state.batch_in_epoch >= self.batches:
+            trainer.control.should_evaluate = trainer.control.should_save = True
+
+
 # ------------------------------------------------------------------------------------ stop conditions
 
 class StopCondition(TrainerCallback):
@@ -281,6 +292,6 @@ class ParseCurveCallback(TrainerCallback):
                     self.curve.treebank, time.perf_counter() - t0, best, scores[best]["sentence_f1"])
 
 
-__all__ = ["TrainerCallback", "TrainerControl", "StepOutput", "Periodic", "StopCondition", "MaxSteps",
+__all__ = ["TrainerCallback", "TrainerControl", "StepOutput", "Periodic", "EvaluateEachEpoch", "StopCondition", "MaxSteps",
            "MaxEpochs", "MaxMinutes", "StopOnSignal", "TensorBoardCallback", "ProgressCallback",
            "ParseCurveCallback"]

@@ -62,7 +62,7 @@ def check_resume(args: TrainArguments, checkpoint: dict, world: int, path: Path)
     """Raise :class:`InputError` when ``checkpoint`` cannot be continued by a run with ``args`` on
     ``world`` processes: an option outside :data:`RESUMABLE_CHANGES` differs (an option added after
     the checkpoint was written counts as its default), or the number of processes differs."""
-    saved = {**asdict(TrainArguments(out=args.out)), **checkpoint["args"]}
+    saved = {**asdict(type(args)(out=args.out)), **checkpoint["args"]}  # the run's own options class
     current = asdict(args)
     diffs = [f"{k}: {saved[k]!r} -> {current[k]!r}" for k in current
              if k not in RESUMABLE_CHANGES and _norm(saved[k]) != _norm(current[k])]

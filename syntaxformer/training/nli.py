@@ -39,7 +39,7 @@ from syntaxformer.data.nli import LABELS, NliData, PairEncoder
 from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.training.callbacks import StepOutput, TrainerCallback
+from syntaxformer.training.callbacks import EvaluateEachEpoch, StepOutput
 from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, _jsonable, lr_factor
 
 logger = logging.getLogger(__name__)
@@ -82,17 +82,6 @@ class NliTrainerState(TrainerState):
     selection: list = field(default_factory=list)
     best_step: int | None = None
     best_accuracy: float | None = None
-
-
-class EvaluateEachEpoch(TrainerCallback):
-    """Requests an evaluation and a checkpoint at the end of every epoch (``batches`` per epoch)."""
-
-    def __init__(self, batches: int):
-        self.batches = batches
-
-    def on_step_end(self, trainer, output: StepOutput) -> None:
-        if trainer.state.batch_in_epoch >= self.batches:
-            trainer.control.should_evaluate = trainer.control.should_save = True
 
 
 def build_vocabulary(data: NliData, min_freq: int, vector_words=()) -> object:
@@ -328,5 +317,5 @@ def steps_for_epochs(n_pairs: int, batch_size: int, epochs: int) -> int:
     return epochs * math.ceil(n_pairs / batch_size)
 
 
-__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "EvaluateEachEpoch", "build_vocabulary",
+__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "build_vocabulary",
            "steps_for_epochs", "BEST"]
