@@ -308,3 +308,17 @@ def test_recipe_option_sets_its_fields_and_given_options_win(tmp_path):
         parsed("--recipe", "public", "--warmup-steps", "10").check()
     with pytest.raises(InputError, match="plateau needs validations"):
         parsed("--schedule", "plateau", "--eval-every", "0").check()
+
+
+def test_resume_check_takes_options_added_after_the_checkpoint_as_their_defaults(tmp_path):
+    from dataclasses import asdict
+
+    from syntaxformer.tasks.logic import LogicArguments
+    from syntaxformer.training.checkpoint import check_resume
+
+    args = LogicArguments(out=str(tmp_path), data="d", resume=True)
+    older = {k: v for k, v in asdict(args).items() if k not in ("recipe", "plateau_factor", "eval_each_epoch")}
+    check_resume(args, {"args": older, "world_size": 1}, 1, tmp_path / "checkpoint.pt")  # no error
+    with pytest.raises(InputError, match=r"other options \(plateau_patience: 2 -> 5\)"):
+        check_resume(LogicArguments(out=str(tmp_path), data="d", resume=True, plateau_patience=5),
+                     {"args": older, "world_size": 1}, 1, tmp_path / "checkpoint.pt")
