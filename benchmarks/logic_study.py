@@ -374,8 +374,8 @@ the pair is classified from [u; v; u*v; |u-v|] by Dropout-Linear(4D, D)-ELU-Drop
 Recipe (every encoder the same): {steps} steps of {recipe['batch_size']} pairs ({epochs}), Adam lr
 {recipe['lr']} (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to {recipe['final_lr_fraction']} x lr, gradient
 clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and sizes; it trains 50 epochs with the
-learning rate halved on validation plateaus: a run here is a fixed number of steps so that it does not
-depend on the machine). The last column estimates the recipe's minutes on 2 CPU cores (below).
+learning rate halved on validation plateaus, `syntaxformer logic train --recipe public`: a run here is
+a fixed number of steps so that it does not depend on the machine). The last column estimates the recipe's minutes on 2 CPU cores (below).
 
 {table_text}
 
