@@ -128,6 +128,11 @@ def build_wordpiece_tokenizer(sentences: Iterable[Sequence[str]], vocab_size: in
                               min_freq: int = 1, add_cls: bool = False) -> PreTrainedTokenizerFast:
     """WordPiece (``tokenizers`` WordPieceTrainer, ``##`` continuation prefix), the paper's option.
 
+    Not reproducible between processes: the trainer assigns ids to continuation pieces in hash-map
+    order and breaks equal merge counts by id, so two processes given the same sentences can learn
+    different vocabularies (huggingface/tokenizers#1794). A run saves its tokenizer; ``syntaxformer
+    train --tokenizer RUN_DIR`` reuses it.
+
     Pieces never cross a word (WhitespaceSplit pre-tokenizer on the given words), so every token
     belongs to exactly one word and :func:`word_links` can turn token links into word links.
 
@@ -149,7 +154,9 @@ def build_wordpiece_tokenizer(sentences: Iterable[Sequence[str]], vocab_size: in
     tok.train_from_iterator((" ".join(w for w in words if w not in skip) for words in sentences),
                             trainer=trainer)
     tok.decoder = decoders.WordPiece()
-    logger.info("WordPiece vocabulary: %d entries", tok.get_vocab_size())
+    logger.info("WordPiece vocabulary: %d entries (not reproducible by retraining: the tokenizers trainer breaks "
+                "count ties in hash-map order, huggingface/tokenizers#1794; reuse the saved tokenizer instead)",
+                tok.get_vocab_size())
     return _wrap(tok, add_cls)
 
 
