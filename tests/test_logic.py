@@ -187,6 +187,9 @@ def test_report_structure_and_files(quick_run):
     saved = json.loads((out / "logic.json").read_text())
     assert saved["test"]["7"]["correct"] == report["test"][7]["correct"]
     assert "| accuracy % |" in (out / "logic.md").read_text()
+    from syntaxformer.workflows.logic import summary_line
+    assert "lstm (preset tiny, pooling last, seed 3)" in summary_line(report)
+    assert ": recipe default, 400 steps (max_steps)" in summary_line(report)
 
 
 def test_evaluate_command_reproduces_the_training_report(quick_run, logic_data, tmp_path, capsys):

@@ -86,7 +86,8 @@ def summary_line(report: dict) -> str:
     line = (f"{report['encoder']} (preset {report['preset']}, pooling {report['pooling']}"
             + (f", seed {report['seed']}" if "seed" in report else "") + f") on {report['data']}")
     if training:
-        line += (f": {training['steps']} steps ({training['stopped']}), {training['train_minutes_total']:.1f} "
+        recipe = training.get("arguments", {}).get("recipe", "default")
+        line += (f": recipe {recipe}, {training['steps']} steps ({training['stopped']}), {training['train_minutes_total']:.1f} "
                  f"training minutes on {training['device']} ({training['threads']} threads); best validation "
                  f"accuracy {training['best_valid_accuracy']:.2f}% at step {training['best_step']}")
     return line
