@@ -254,7 +254,7 @@ def test_plateau_schedule_follows_torch_rule_and_counts_a_replayed_evaluation_on
         schedule.step()  # the per-optimizer-step call moves nothing
         schedule.observe(step, score)
         schedule.observe(step, 0.0)  # the same step again (an evaluation replayed after a resume): ignored
-        rates.append(schedule.get_last_lr()[0])
+        rates.append(optimizer.param_groups[0]["lr"])
     # three evaluations in a row without a better score halve the rate (patience 2, threshold 0)
     assert rates == [1e-3, 1e-3, 1e-3, 1e-3, 5e-4, 5e-4, 5e-4, 5e-4, 2.5e-4]
     copy = PlateauSchedule(torch.optim.Adam(torch.nn.Linear(2, 2).parameters(), lr=2.5e-4), 0.5, 2)

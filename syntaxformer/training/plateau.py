@@ -55,14 +55,10 @@ class PlateauSchedule:
             logger.info("step %d: no better validation score than %.4g in %d evaluation(s): learning rate %.3g -> %.3g",
                         step, self.rule.best, self.rule.patience + 1, before, after)
 
-    def get_last_lr(self) -> list[float]:
-        """The current learning rate of each parameter group."""
-        return [group["lr"] for group in self.rule.optimizer.param_groups]
-
     def state_dict(self) -> dict:
-        """What a checkpoint keeps: torch's rule state and the last step observed."""
-        rule = {k: v for k, v in self.rule.state_dict().items() if k != "optimizer"}
-        return dict(rule=rule, last_step=self.last_step)
+        """What a checkpoint keeps: torch's rule state (best score, evaluations without improvement,
+        ...; not the optimizer) and the last step observed."""
+        return dict(rule=self.rule.state_dict(), last_step=self.last_step)
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` (the learning rates themselves come with the optimizer's state)."""
