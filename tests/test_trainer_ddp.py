@@ -50,10 +50,11 @@ def _torchrun(out: Path, corpus: Path, max_steps: int, *extra: str) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-def _one_process_taking_both_batches(args: TrainArguments, steps: int) -> tuple[dict, dict, Trainer]:
+def _one_process_taking_both_batches(args: TrainArguments, steps: int) -> tuple[dict, dict, Trainer, dict]:
     """What 2 processes compute, in one: at step s, rank r's batch (every 2nd batch from r) masked
     with the generator of (seed, s, r); the loss is the mean of the two batch losses (DDP averages
-    the gradients). Returns the parameters after 3 and after ``steps`` steps, and the trainer."""
+    the gradients). Returns the parameters after 3 and after ``steps`` steps, the trainer, and the
+    real tokens of both ranks' batches up to each of those steps."""
     trainer = Trainer(args)
     trainer.build()
     tokenizer, data = trainer.tokenizer, trainer.data
@@ -61,11 +62,12 @@ def _one_process_taking_both_batches(args: TrainArguments, steps: int) -> tuple[
                                   bucket_batches=args.bucket_batches, num_replicas=2, rank=r).batches(0)
               for r in (0, 1)]
     assert len(shards[0]) >= steps
-    snapshots = {}
+    snapshots, tokens, seen = {}, {}, 0
     for step in range(steps):
         losses = []
         for rank in (0, 1):
             ids, am = pad_batch([data.train_ids[i] for i in shards[rank][step]], tokenizer.pad_token_id)
+            seen += int(am.sum())
             generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, rank, 1))
             inputs, labels = mask_tokens(ids, am, tokenizer.mask_token_id, len(tokenizer), args.mask_rate,
                                          generator, data.special_ids, **MASK_REPLACE[args.mask_replace])
@@ -77,7 +79,8 @@ def _one_process_taking_both_batches(args: TrainArguments, steps: int) -> tuple[
         trainer.scheduler.step()
         if step + 1 in (3, steps):
             snapshots[step + 1] = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-    return snapshots[3], snapshots[steps], trainer
+            tokens[step + 1] = seen
+    return snapshots[3], snapshots[steps], trainer, tokens
 
 
 def _assert_parameters_close(folder: Path, expected: dict) -> None:
@@ -95,14 +98,17 @@ def test_two_processes_equal_one_taking_the_same_batches_and_resume_under_torchr
     assert record["data"]["train_sentences"] == 190 and record["data"]["valid_sentences"] == 10
     args = TrainArguments(out=str(tmp_path / "one"), corpus=str(corpus), max_steps=6, overrides=NO_DROPOUT,
                           **OPTIONS)
-    after_3, after_6, one = _one_process_taking_both_batches(args, steps=6)
+    after_3, after_6, one, tokens = _one_process_taking_both_batches(args, steps=6)
     _assert_parameters_close(out, after_3)
+    # the two ranks' batches differ in length: the count is their sum, not rank 0's twice
+    assert record["tokens_seen"] == tokens[3]
 
     # resume under torchrun: continues at step 4 and ends where the one process does
     _torchrun(out, corpus, 6, "--resume")
     record = json.loads((out / TRAINING_JSON).read_text())
     assert record["steps"] == 6 and record["steps_this_run"] == 3 and record["resumed_from_steps"] == [3]
     _assert_parameters_close(out, after_6)
+    assert record["tokens_seen"] == tokens[6]
     # the validation loss over both processes' shares is the one-process validation loss
     assert [s for s, _ in record["valid_history"]] == [0, 3, 6]
     assert record["final_valid_loss"] == pytest.approx(one.validation_loss(), abs=1e-5)

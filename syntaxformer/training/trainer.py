@@ -554,12 +554,14 @@ class Trainer:
                     pairs: int | None = None) -> StepOutput:
         """Advance :attr:`state` by one optimizer step that saw ``n_tokens`` tokens (and ``pairs``
         examples, for the sentence-pair trainers) in this process, started at ``time.perf_counter()``
-        ``t0``; counts over all processes assume each saw as many. Returns the step's output."""
+        ``t0``; the counts in :attr:`state` are summed over all processes (one all-reduce of two
+        integers a step when there are several). Returns the step's output."""
         self.state.step += 1
         self.state.batch_in_epoch += 1
-        self.state.tokens_seen += n_tokens * self.world
+        tokens, examples = self._all_reduce(torch.tensor([n_tokens, pairs or 0])).tolist()
+        self.state.tokens_seen += tokens
         if pairs is not None:
-            self.state.pairs_seen += pairs * self.world
+            self.state.pairs_seen += examples
         seconds = time.perf_counter() - t0
         self.state.train_seconds += seconds
         return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
