@@ -200,6 +200,26 @@ def test_pooling_and_shared_encoder():
     torch.testing.assert_close(x, y)  # one encoder for both sentences
 
 
+def test_zero_residual_init_starts_as_the_embedding_and_comparison_path():
+    model, encoder = _model(residual_init="zero")
+    p = encoder.batch(_pairs()[:2])
+    mask = p["premise_mask"].bool()
+    e = model.embeddings(p["premise_ids"], p["premise_char_ids"])
+    x = model.encode(p["premise_ids"], mask, p["premise_char_ids"])
+    torch.testing.assert_close(x, model.encoder_norm(e))  # the encoding block passes its input through
+    other = model.encode(p["hypothesis_ids"], p["hypothesis_mask"].bool(), p["hypothesis_char_ids"])
+    torch.testing.assert_close(model.interact(x, other, p["hypothesis_mask"].bool()), model.interaction_norm(x))
+    # ... and it learns: the zeroed projections get gradients once the classifier is not zero
+    torch.nn.init.normal_(model.classifier.out.weight)
+    model(**encoder.batch(_pairs())).loss.backward()  # the batch carries the labels
+    for layer in (*model.encoder, *model.interaction):
+        assert layer.attention.output.weight.grad.abs().sum() > 0 and layer.ffn.fc_out.weight.grad.abs().sum() > 0
+    xavier, _ = _model()
+    assert xavier.encoder[0].attention.output.weight.abs().sum() > 0
+    with pytest.raises(ValueError, match="residual_init"):
+        _model(residual_init="ones")
+
+
 @pytest.mark.parametrize("name", ["gaussian-transformer", "mean-pool"])
 def test_untrained_model_predicts_uniform(name):
     model, encoder = _model(name)

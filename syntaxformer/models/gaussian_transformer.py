@@ -65,6 +65,10 @@ PRESETS = {
 }
 
 
+#: initialisations of the residual branches' output projections (GaussianTransformerConfig.residual_init)
+RESIDUAL_INITS = ("xavier", "zero")
+
+
 # ----------------------------------------------------------------------------------------------
 # Config
 # ----------------------------------------------------------------------------------------------
@@ -92,9 +96,14 @@ class GaussianTransformerConfig(PretrainedConfig):
         gaussian_w_init, gaussian_b_init: the Gaussian prior's initial w (> 0) and b (<= 0).
         constituent_variant: the constituent prior's variant ("paper" or "official").
         classifier_features: "concat" ([p̄; h̄], the paper) or "match" ([p̄; h̄; |p̄ − h̄|; p̄ ⊙ h̄]).
+        residual_init: the output projections of the encoding and interaction layers' residual
+            branches (attention output, FFN second linear): "xavier" like every other matrix, or
+            "zero", so the untrained blocks pass their input through (up to the blocks' final
+            LayerNorms) and the model starts as its embedding + comparison path (ours; the paper
+            does not say how it initialises).
         pruned_heads: {layer: [heads]} removed from the encoding block.
     Raises:
-        ValueError: unknown prior, variant or classifier_features, heads not dividing hidden_size,
+        ValueError: unknown prior, variant, classifier_features or residual_init, heads not dividing hidden_size,
             or a Gaussian initial value out of range.
     """
 
@@ -107,13 +116,15 @@ class GaussianTransformerConfig(PretrainedConfig):
                  attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 128,
                  layer_norm_eps: float = 1e-6, pad_token_id: int = 0, initializer_range: float = 0.1,
                  prior: str = "gaussian", gaussian_w_init: float = 0.01, gaussian_b_init: float = 0.0,
-                 constituent_variant: str = "paper", classifier_features: str = "concat", pruned_heads=None,
-                 **kwargs):
+                 constituent_variant: str = "paper", classifier_features: str = "concat",
+                 residual_init: str = "xavier", pruned_heads=None, **kwargs):
         check_prior(prior)
         if constituent_variant not in VARIANTS:
             raise ValueError(f"unknown constituent_variant {constituent_variant!r}; expected one of {VARIANTS}")
         if classifier_features not in ("concat", "match"):
             raise ValueError(f"classifier_features must be concat or match, got {classifier_features!r}")
+        if residual_init not in RESIDUAL_INITS:
+            raise ValueError(f"residual_init must be one of {RESIDUAL_INITS}, got {residual_init!r}")
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         if gaussian_w_init <= 0 or gaussian_b_init > 0:
@@ -141,6 +152,7 @@ class GaussianTransformerConfig(PretrainedConfig):
         self.gaussian_b_init = gaussian_b_init
         self.constituent_variant = constituent_variant
         self.classifier_features = classifier_features
+        self.residual_init = residual_init
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
 
 
@@ -262,7 +274,9 @@ def pair_features(p: torch.Tensor, h: torch.Tensor, kind: str) -> torch.Tensor:
 
 class ZeroInitLinear(nn.Linear):
     """A linear layer that :meth:`PairClassifierPreTrainedModel._init_weights` initialises to zero
-    (weights and bias), so the untrained classifier predicts the uniform distribution (loss ln 3)."""
+    (weights and bias), so the untrained classifier predicts the uniform distribution (loss ln 3).
+    (A plain ``nn.Linear`` with the attribute ``zero_init = True`` is initialised the same way:
+    ``residual_init="zero"``.)"""
 
 
 class PairClassifier(nn.Module):
@@ -311,7 +325,7 @@ class PairClassifierPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         # one rule per parameter, by the module that owns it: transformers 5 initialises each parameter
         # once (a later init call on it is skipped), so no rule may overwrite a child's parameters
-        if isinstance(module, ZeroInitLinear):
+        if isinstance(module, ZeroInitLinear) or getattr(module, "zero_init", False):
             nn.init.zeros_(module.weight)
             nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Linear):
@@ -378,6 +392,9 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
         k = 2 if config.classifier_features == "concat" else 4
         self.classifier = PairClassifier(k * config.hidden_size, config.hidden_size, config.num_labels,
                                          config.hidden_dropout_prob)
+        if config.residual_init == "zero":
+            for layer in (*self.encoder, *self.interaction):
+                layer.attention.output.zero_init = layer.ffn.fc_out.zero_init = True
         self.post_init()
 
     def encode(self, input_ids: torch.Tensor, mask: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
