@@ -233,7 +233,7 @@ def test_recipe_fields_follow_the_model():
     from syntaxformer.workflows.nli import resolve_nli_recipe
     fields = resolve_nli_recipe("default", 4439, "mean-pool", overrides={"hidden_size": 16}, lr=None)
     assert fields["overrides"] == {"hidden_dropout_prob": 0.1, "hidden_size": 16}
-    assert fields["max_steps"] == 12 * 139 and fields["lr"] == 1e-3
+    assert fields["max_steps"] == 36 * 139 and fields["lr"] == 1e-3
     assert resolve_nli_recipe("default", 4439)["overrides"]["classifier_features"] == "match"
 
 

@@ -34,10 +34,10 @@ PROTOCOL = ("3-way accuracy; the model of the best selection accuracy over the e
 #: ``default``: the study's one recipe for every system (docs/nli.md); ``overrides`` apply to the
 #: config fields a model has (the mean-pool baseline has no attention nor classifier_features)
 RECIPES = {
-    "default": dict(preset="small", epochs=12, batch_size=32, lr=1e-3, betas=(0.9, 0.98), eps=1e-9,
+    "default": dict(preset="small", epochs=36, batch_size=32, lr=1e-3, betas=(0.9, 0.98), eps=1e-9,
                     warmup_steps=50, schedule="linear", final_lr_fraction=0.05, clip=5.0, eval_every=0,
                     save_every=0, overrides=dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0,
-                                                 classifier_features="match")),
+                                                 classifier_features="match", residual_init="zero")),
     # tests and smoke runs: one epoch of the tiny preset
     "tiny": dict(preset="tiny", epochs=1, batch_size=32, lr=1e-3, warmup_steps=10, schedule="linear",
                  final_lr_fraction=0.1, clip=1.0, eval_every=0, save_every=0, overrides={}),
