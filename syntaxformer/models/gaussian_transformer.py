@@ -275,8 +275,10 @@ def pair_features(p: torch.Tensor, h: torch.Tensor, kind: str) -> torch.Tensor:
 class ZeroInitLinear(nn.Linear):
     """A linear layer that :meth:`PairClassifierPreTrainedModel._init_weights` initialises to zero
     (weights and bias), so the untrained classifier predicts the uniform distribution (loss ln 3).
-    (A plain ``nn.Linear`` with the attribute ``zero_init = True`` is initialised the same way:
-    ``residual_init="zero"``.)"""
+    The rule reads the attribute ``zero_init``, so a plain ``nn.Linear`` given ``zero_init = True``
+    (the residual branches under ``residual_init="zero"``) is initialised the same way."""
+
+    zero_init = True
 
 
 class PairClassifier(nn.Module):
@@ -325,7 +327,7 @@ class PairClassifierPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         # one rule per parameter, by the module that owns it: transformers 5 initialises each parameter
         # once (a later init call on it is skipped), so no rule may overwrite a child's parameters
-        if isinstance(module, ZeroInitLinear) or getattr(module, "zero_init", False):
+        if getattr(module, "zero_init", False):  # ZeroInitLinear, or a residual branch's output
             nn.init.zeros_(module.weight)
             nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Linear):
