@@ -268,3 +268,32 @@ def test_constituent_attention_function_flushes_denormals():
         grads.append([t.grad for t in leaves])
     for a, b in zip(*grads):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("prior", ["constituent", "none"])
+def test_zero_residual_init_starts_as_the_embeddings(prior, tmp_path):
+    model = tiny(prior=prior, residual_init="zero")
+    ids, mask = batch()
+    base = model.tree_transformer
+    with torch.no_grad():
+        out = base(ids, mask, output_hidden_states=True)
+        embedded = base.embeddings(ids)
+    # every untrained layer is the identity: all hidden states equal the embeddings
+    for h in out.hidden_states:
+        assert torch.equal(h, embedded)
+    torch.testing.assert_close(out.last_hidden_state, base.norm(embedded), rtol=0, atol=0)
+    # ... and it learns: every zeroed projection gets a gradient from the masked-LM loss
+    model.train()
+    labels = torch.where(mask.bool(), ids, torch.full_like(ids, -100))
+    model(ids, mask, labels=labels).loss.backward()
+    for layer in base.layers:
+        assert layer.attention.output.weight.grad.abs().sum() > 0
+        assert layer.ffn.fc_out.weight.grad.abs().sum() > 0
+    # the field survives save/load, and loading keeps the trained (here: zero) weights
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForMaskedLM.from_pretrained(tmp_path)
+    assert loaded.config.residual_init == "zero"
+    assert torch.equal(loaded.tree_transformer.layers[0].ffn.fc_out.weight, base.layers[0].ffn.fc_out.weight)
+    assert tiny(prior=prior).tree_transformer.layers[0].attention.output.weight.abs().sum() > 0  # xavier default
+    with pytest.raises(ValueError, match="residual_init"):
+        tiny(residual_init="ones")

@@ -255,6 +255,27 @@ class FeedForward(nn.Module):
         return self.fc_out(self.dropout(F.gelu(self.fc_in(x))))
 
 
+#: initialisations of the residual branches' output projections (``config.residual_init``)
+RESIDUAL_INITS = ("xavier", "zero")
+
+
+def check_residual_init(residual_init: str) -> None:
+    """Raises ValueError unless ``residual_init`` is one of :data:`RESIDUAL_INITS`."""
+    if residual_init not in RESIDUAL_INITS:
+        raise ValueError(f"residual_init must be one of {RESIDUAL_INITS}, got {residual_init!r}")
+
+
+def mark_zero_residual(layer: nn.Module, config) -> None:
+    """Under ``config.residual_init == "zero"`` mark the two output projections of a pre-LN layer's
+    residual branches (``layer.attention.output``, ``layer.ffn.fc_out``) with ``zero_init = True``:
+    the model's ``_init_weights`` then starts them at zero, so the untrained layer is the identity
+    ``x -> x`` and the model starts as its embeddings plus the final LayerNorm (the "zero-init
+    residual" of Goyal et al. 2017, §5.1; ReZero, Bachlechner et al. 2021, for Transformers).
+    ``"xavier"`` (or a config without the field) leaves them to the usual rule."""
+    if getattr(config, "residual_init", "xavier") == "zero":
+        layer.attention.output.zero_init = layer.ffn.fc_out.zero_init = True
+
+
 class PreLNLayer(nn.Module):
     """One pre-LayerNorm block with the config's prior (module docstring).
 
@@ -273,6 +294,7 @@ class PreLNLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.ffn = FeedForward(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        mark_zero_residual(self, config)
 
     @property
     def prior(self) -> nn.Module | None:

@@ -48,7 +48,8 @@ from ..data.nli import LABELS
 from ..priors import check_prior
 from ..priors.attention import ATTENTION_FUNCTIONS
 from ..priors.constituent import VARIANTS
-from .encoder import FeedForward, PreLNEncoder, normalise_pruned_heads, sinusoidal_positions
+from .encoder import (FeedForward, PreLNEncoder, check_residual_init, mark_zero_residual, normalise_pruned_heads,
+                      sinusoidal_positions)
 
 #: config fields of the named sizes
 PRESETS = {
@@ -65,8 +66,6 @@ PRESETS = {
 }
 
 
-#: initialisations of the residual branches' output projections (GaussianTransformerConfig.residual_init)
-RESIDUAL_INITS = ("xavier", "zero")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -123,8 +122,7 @@ class GaussianTransformerConfig(PretrainedConfig):
             raise ValueError(f"unknown constituent_variant {constituent_variant!r}; expected one of {VARIANTS}")
         if classifier_features not in ("concat", "match"):
             raise ValueError(f"classifier_features must be concat or match, got {classifier_features!r}")
-        if residual_init not in RESIDUAL_INITS:
-            raise ValueError(f"residual_init must be one of {RESIDUAL_INITS}, got {residual_init!r}")
+        check_residual_init(residual_init)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         if gaussian_w_init <= 0 or gaussian_b_init > 0:
@@ -246,6 +244,7 @@ class InteractionLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.ffn = FeedForward(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        mark_zero_residual(self, config)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
         """x (B, N, d), memory (B, N, d), memory_mask (B, N) bool -> (B, N, d)."""
@@ -394,9 +393,6 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
         k = 2 if config.classifier_features == "concat" else 4
         self.classifier = PairClassifier(k * config.hidden_size, config.hidden_size, config.num_labels,
                                          config.hidden_dropout_prob)
-        if config.residual_init == "zero":
-            for layer in (*self.encoder, *self.interaction):
-                layer.attention.output.zero_init = layer.ffn.fc_out.zero_init = True
         self.post_init()
 
     def encode(self, input_ids: torch.Tensor, mask: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ from ..priors import PRIORS, check_prior
 from ..structures import LinkProbabilities
 from ..priors.constituent import VARIANTS
 from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
-                      normalise_pruned_heads, sinusoidal_positions)
+                      check_residual_init, normalise_pruned_heads, sinusoidal_positions)
 
 
 #: config fields of the named sizes (``make_config("tree-transformer", preset, ...)``)
@@ -104,10 +104,15 @@ class TreeTransformerConfig(PretrainedConfig):
         constituent_variant: "paper" or "official" (see :mod:`syntaxformer.priors.constituent`).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
+        residual_init: how the output projections of each layer's two residual branches (attention
+            output, FFN second linear) start: "xavier" (as every other matrix; the public code) or
+            "zero" (:func:`~syntaxformer.models.encoder.mark_zero_residual`: every untrained layer is
+            the identity, so the model starts as its embeddings + final LayerNorm).
         pruned_heads: {layer: [heads]} removed by :meth:`TreeTransformerPreTrainedModel.prune_heads`
             (the model is built without them, so ``from_pretrained`` restores a pruned model).
     Raises:
-        ValueError: unknown ``prior`` or ``constituent_variant``, or heads not dividing hidden_size.
+        ValueError: unknown ``prior``, ``constituent_variant`` or ``residual_init``, or heads not
+            dividing hidden_size.
     """
 
     model_type = "tree-transformer"
@@ -116,8 +121,10 @@ class TreeTransformerConfig(PretrainedConfig):
                  num_attention_heads: int = 8, intermediate_size: int = 2048, hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
                  layer_norm_eps: float = 1e-6, pad_token_id: int = 0, initializer_range: float = 0.02,
-                 prior: str = "constituent", constituent_variant: str = "paper", pruned_heads=None, **kwargs):
+                 prior: str = "constituent", constituent_variant: str = "paper", residual_init: str = "xavier",
+                 pruned_heads=None, **kwargs):
         check_prior(prior)
+        check_residual_init(residual_init)
         if constituent_variant not in VARIANTS:
             raise ValueError(f"unknown constituent_variant {constituent_variant!r}; expected one of {VARIANTS}")
         if hidden_size % num_attention_heads:
@@ -135,6 +142,7 @@ class TreeTransformerConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.prior = prior
         self.constituent_variant = constituent_variant
+        self.residual_init = residual_init
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
 
 
@@ -198,8 +206,13 @@ class TreeTransformerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
         return [layer.attention for layer in self.base_model.layers]
 
     def _init_weights(self, module: nn.Module) -> None:
-        """Xavier-uniform matrices, zero biases, LayerNorm (1, 0), embeddings N(0, initializer_range)."""
-        if isinstance(module, nn.Linear):
+        """Xavier-uniform matrices, zero biases, LayerNorm (1, 0), embeddings N(0, initializer_range);
+        zeros for the residual branches' output projections under ``residual_init="zero"`` (their
+        ``zero_init`` attribute)."""
+        if getattr(module, "zero_init", False):
+            nn.init.zeros_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
