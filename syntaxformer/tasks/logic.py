@@ -511,7 +511,6 @@ class LogicTrainer(Trainer):
         tokens, minutes (``train_minutes_total``: the optimizer steps of all runs), losses and
         accuracies, the best validation step, resumes, the stop reason, device."""
         args, state = self.args, self.state
-        recent = self._recent
         rate = self.tokens_per_second
         return dict(
             task="propositional-logic inference (Bowman et al. 2015), 7 relations",
@@ -519,13 +518,13 @@ class LogicTrainer(Trainer):
             encoder=args.encoder, preset=args.preset, pooling=self.model.config.pooling, seed=args.seed,
             data=self.data.record(),
             parameters=self.n_params, encoder_parameters=self.n_encoder_params,
-            steps=state.step, steps_this_run=state.step - self._start_step,
+            steps=state.step, steps_this_run=self.steps_this_run,
             epochs=state.epoch + state.batch_in_epoch / max(1, len(self.sampler.batches(state.epoch))),
             pairs_seen=state.pairs_seen, tokens_seen=state.tokens_seen,
             minutes=round((time.monotonic() - self.t_start) / 60, 3),
             train_minutes_total=round(state.train_seconds / 60, 3),
             tokens_per_second=(round(rate, 1) if rate is not None else None),
-            final_train_loss=(sum(recent) / len(recent) if recent else None),
+            final_train_loss=self.recent_train_loss,
             initial_valid_loss=state.initial_valid_loss,
             final_valid_loss=(state.valid_history[-1][1] if state.valid_history else None),
             final_valid_accuracy=(state.valid_history[-1][2] if state.valid_history else None),

@@ -672,12 +672,21 @@ class Trainer:
         for callback in self.callbacks:
             callback.on_save(self)
 
+    @property
+    def steps_this_run(self) -> int:
+        """Optimizer steps made by this process's run (the total minus the steps it resumed from)."""
+        return self.state.step - self._start_step
+
+    @property
+    def recent_train_loss(self) -> float | None:
+        """Mean training loss of the last ``log_every`` steps (None before the first step)."""
+        return sum(self._recent) / len(self._recent) if self._recent else None
+
     def report(self) -> dict:
         """The contents of ``training.json``: the options, model, data, tokenizer, steps, epochs,
         tokens, minutes (this process; ``train_minutes_total``: the optimizer steps of all runs),
         losses, the learning curve, resumes, the stop reason, device and processes."""
         args, state = self.args, self.state
-        recent = self._recent
         curve = ({"parse_curve": dict(treebank=args.eval_treebank, every=args.eval_every,
                                       points=state.parse_curve)} if args.eval_treebank else {})
         rate = self.tokens_per_second
@@ -691,13 +700,13 @@ class Trainer:
             tokenizer=dict(kind=args.tokenizer, vocab_size=len(self.tokenizer), add_cls=args.add_cls,
                            min_freq=args.min_freq),
             parameters=self.n_params,
-            steps=state.step, steps_this_run=state.step - self._start_step,
+            steps=state.step, steps_this_run=self.steps_this_run,
             epochs=state.epoch + state.batch_in_epoch / max(1, len(self.sampler.batches(state.epoch))),
             tokens_seen=state.tokens_seen,
             minutes=round((time.monotonic() - self.t_start) / 60, 3),
             train_minutes_total=round(state.train_seconds / 60, 3),
             tokens_per_second=(round(rate, 1) if rate is not None else None),
-            final_train_loss=(sum(recent) / len(recent) if recent else None),
+            final_train_loss=self.recent_train_loss,
             initial_valid_loss=state.initial_valid_loss,
             final_valid_loss=(state.valid_history[-1][1] if state.valid_history else None),
             final_valid_perplexity=(_perplexity(state.valid_history[-1][1]) if state.valid_history else None),
