@@ -325,3 +325,19 @@ def test_resume_check_takes_options_added_after_the_checkpoint_as_their_defaults
     with pytest.raises(InputError, match=r"other options \(plateau_patience: 2 -> 5\)"):
         check_resume(LogicArguments(out=str(tmp_path), data="d", resume=True, plateau_patience=5),
                      {"args": older, "world_size": 1}, 1, tmp_path / "checkpoint.pt")
+
+
+@pytest.mark.parametrize("encoder", ["transformer", "tree-transformer"])
+def test_zero_residual_init_reaches_the_logic_encoder(encoder):
+    """``--set residual_init=zero`` builds an attention encoder whose residual branches start at zero
+    inside the pair classifier (its own initialisation does not overwrite them)."""
+    from syntaxformer.tasks.logic import LogicArguments, build_classifier
+    torch.manual_seed(0)
+    projections = lambda m: [mod.weight for name, mod in m.named_modules()  # noqa: E731
+                             if name.endswith(("attention.output", "ffn.fc_out"))]
+    zero = build_classifier(LogicArguments(out="-", data="-", encoder=encoder, preset="tiny",
+                                           overrides={"residual_init": "zero"}), 15, 0)
+    plain = build_classifier(LogicArguments(out="-", data="-", encoder=encoder, preset="tiny"), 15, 0)
+    assert len(projections(zero)) == 2 * zero.config.encoder_config["num_hidden_layers"]
+    assert all(int(w.count_nonzero()) == 0 for w in projections(zero))
+    assert all(int(w.count_nonzero()) > 0 for w in projections(plain))
