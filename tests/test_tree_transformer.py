@@ -289,7 +289,9 @@ def test_zero_residual_init_starts_as_the_embeddings(prior, tmp_path):
     for layer in base.layers:
         assert layer.attention.output.weight.grad.abs().sum() > 0
         assert layer.ffn.fc_out.weight.grad.abs().sum() > 0
-    # the field survives save/load, and loading keeps the trained (here: zero) weights
+    # the field survives save/load, and loading keeps the trained weights (not re-zeroed)
+    with torch.no_grad():
+        base.layers[0].ffn.fc_out.weight.fill_(0.5)
     model.save_pretrained(tmp_path)
     loaded = AutoModelForMaskedLM.from_pretrained(tmp_path)
     assert loaded.config.residual_init == "zero"

@@ -270,10 +270,21 @@ def mark_zero_residual(layer: nn.Module, config) -> None:
     residual branches (``layer.attention.output``, ``layer.ffn.fc_out``) with ``zero_init = True``:
     the model's ``_init_weights`` then starts them at zero, so the untrained layer is the identity
     ``x -> x`` and the model starts as its embeddings plus the final LayerNorm (the "zero-init
-    residual" of Goyal et al. 2017, §5.1; ReZero, Bachlechner et al. 2021, for Transformers).
+    residual" idea of Goyal et al. 2017 and, for Transformers, ReZero, Bachlechner et al. 2021).
     ``"xavier"`` (or a config without the field) leaves them to the usual rule."""
     if getattr(config, "residual_init", "xavier") == "zero":
         layer.attention.output.zero_init = layer.ffn.fc_out.zero_init = True
+
+
+def zero_init_if_marked(module: nn.Module) -> bool:
+    """The models' ``_init_weights`` rule for a module marked ``zero_init = True`` (by
+    :func:`mark_zero_residual`, or a class attribute such as the pair classifier's output layer):
+    weight and bias set to zero. Returns whether the module was marked (then no other rule applies)."""
+    if not getattr(module, "zero_init", False):
+        return False
+    nn.init.zeros_(module.weight)
+    nn.init.zeros_(module.bias)
+    return True
 
 
 class PreLNLayer(nn.Module):

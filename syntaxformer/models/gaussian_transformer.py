@@ -49,7 +49,7 @@ from ..priors import check_prior
 from ..priors.attention import ATTENTION_FUNCTIONS
 from ..priors.constituent import VARIANTS
 from .encoder import (FeedForward, PreLNEncoder, check_residual_init, mark_zero_residual, normalise_pruned_heads,
-                      sinusoidal_positions)
+                      sinusoidal_positions, zero_init_if_marked)
 
 #: config fields of the named sizes
 PRESETS = {
@@ -64,8 +64,6 @@ PRESETS = {
     "tiny": dict(hidden_size=32, num_hidden_layers=3, num_interaction_layers=1, num_attention_heads=2,
                  intermediate_size=64, word_embedding_dim=16, char_embedding_dim=8, char_ngram_buckets=1000),
 }
-
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -326,10 +324,9 @@ class PairClassifierPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         # one rule per parameter, by the module that owns it: transformers 5 initialises each parameter
         # once (a later init call on it is skipped), so no rule may overwrite a child's parameters
-        if getattr(module, "zero_init", False):  # ZeroInitLinear, or a residual branch's output
-            nn.init.zeros_(module.weight)
-            nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Linear):
+        if zero_init_if_marked(module):  # ZeroInitLinear, or a residual branch's output
+            return
+        if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)

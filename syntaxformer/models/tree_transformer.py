@@ -38,7 +38,7 @@ from ..priors import PRIORS, check_prior
 from ..structures import LinkProbabilities
 from ..priors.constituent import VARIANTS
 from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
-                      check_residual_init, normalise_pruned_heads, sinusoidal_positions)
+                      check_residual_init, normalise_pruned_heads, sinusoidal_positions, zero_init_if_marked)
 
 
 #: config fields of the named sizes (``make_config("tree-transformer", preset, ...)``)
@@ -209,10 +209,9 @@ class TreeTransformerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
         """Xavier-uniform matrices, zero biases, LayerNorm (1, 0), embeddings N(0, initializer_range);
         zeros for the residual branches' output projections under ``residual_init="zero"`` (their
         ``zero_init`` attribute)."""
-        if getattr(module, "zero_init", False):
-            nn.init.zeros_(module.weight)
-            nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Linear):
+        if zero_init_if_marked(module):
+            return
+        if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
