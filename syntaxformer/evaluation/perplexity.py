@@ -136,6 +136,25 @@ def _model_device(model) -> torch.device:
         return torch.device("cpu")
 
 
+def _checked_options(model, objective: str, refusal: str, too_long: str, batch_tokens: int,
+                     device, max_length: int | None) -> tuple[torch.device, int | None]:
+    """The shared argument checks of the two perplexity protocols; returns (device, max_length).
+
+    Raises:
+        ValueError: ``too_long`` not ``"error"`` / ``"skip"``; ``batch_tokens`` < 1.
+        InputError: the model's objective is not ``objective`` (the message says ``refusal``).
+    """
+    if too_long not in ("error", "skip"):
+        raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
+    found = getattr(model, "objective", "masked-lm")
+    if found != objective:
+        raise InputError(f"a {found} model: {refusal} (perplexity() chooses the model's protocol)")
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
+    device = torch.device(device) if device is not None else _model_device(model)
+    return device, (_model_max_length(model) if max_length is None else max_length)
+
+
 def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
                          batch_tokens: int = 4096, device: str | torch.device | None = None,
                          too_long: str = "error", max_length: int | None = None,
@@ -176,22 +195,13 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
         InputError: no words to score; a sentence too long (with ``too_long="error"``); a tokenizer
             without one token per word or without ``[MASK]``; ``structures`` not one entry per word of each sentence (naming it).
     """
-    if too_long not in ("error", "skip"):
-        raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
-    objective = getattr(model, "objective", "masked-lm")
-    if objective != "masked-lm":
-        raise InputError(f"a {objective} model: masked-LM perplexity does not apply to it "
-                         "(perplexity() chooses the model's protocol)")
-    if batch_tokens < 1:
-        raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
+    device, max_length = _checked_options(model, "masked-lm", "masked-LM perplexity does not apply to it",
+                                          too_long, batch_tokens, device, max_length)
     mask_id, pad_id, unk_id = tokenizer.mask_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id
     if mask_id is None:
         raise InputError("the tokenizer has no [MASK] token")
     if pad_id is None:
         pad_id = mask_id  # padded positions are masked out of attention; the id does not matter
-    device = torch.device(device) if device is not None else _model_device(model)
-    if max_length is None:
-        max_length = _model_max_length(model)
 
     ids, word_positions = encode_sentences(tokenizer, sentences)
     token_structure = None if structures is None else _sentence_token_structures(structures, ids, word_positions)
@@ -384,45 +394,21 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
             the training boundary.
     """
     from syntaxformer.training.objectives import CausalLM
-    if too_long not in ("error", "skip"):
-        raise ValueError(f"too_long must be 'error' or 'skip', not {too_long!r}")
-    objective = getattr(model, "objective", "masked-lm")
-    if objective != "causal-lm":
-        raise InputError(f"a {objective} model: next-word perplexity needs a causal LM "
-                         "(perplexity() chooses the model's protocol)")
+    device, max_length = _checked_options(model, "causal-lm", "next-word perplexity needs a causal LM",
+                                          too_long, batch_tokens, device, max_length)
     if structures is not None:
         raise InputError("--trees / --phrases: next-word perplexity (a causal LM) reads no trees or phrases")
-    if batch_tokens < 1:
-        raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
     if tokenizer.cls_token_id != CausalLM.BOUNDARY_ID:
         raise InputError(f"next-word perplexity frames sentences with [CLS] = id {CausalLM.BOUNDARY_ID}; "
                          f"this tokenizer has {tokenizer.cls_token_id}")
-    device = torch.device(device) if device is not None else _model_device(model)
-    if max_length is None:
-        max_length = _model_max_length(model)
     ids, word_positions = encode_sentences(tokenizer, sentences)
     framed = [CausalLM.frame(x) for x in ids]
     scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(framed, word_positions, max_length, too_long)
     scored.sort(key=lambda s: len(framed[s]))
     batches = [[scored[j] for j in batch] for batch in
                token_budget_batches([len(framed[s]) for s in scored], batch_tokens)]
-    was_training = model.training
-    model.eval()
-    model.to(device)
-    flush_denormals_on_cpu(device)
-    totals = torch.zeros(2, dtype=torch.float64)      # cross-entropy over words, over sentence ends
-    n_unk, vocab_size = 0, None
-    from tqdm.auto import tqdm
-    try:
-        with torch.inference_mode():
-            for rows in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
-                losses, is_end, targets, vocab_size = _next_word_losses(model, [framed[s] for s in rows],
-                                                                        tokenizer.pad_token_id, device)
-                totals += torch.stack([losses[~is_end].sum(), losses[is_end].sum()]).double()
-                if tokenizer.unk_token_id is not None:
-                    n_unk += int((targets[~is_end] == tokenizer.unk_token_id).sum())
-    finally:
-        model.train(was_training)
+    totals, n_unk, vocab_size = _next_word_cross_entropy(model, [[framed[s] for s in rows] for rows in batches],
+                                                         tokenizer, device, progress)
     n_words = sum(len(word_positions[s]) for s in scored)
     n_tokens = n_words + len(scored)
     cross_entropy, word_cross_entropy = float(totals.sum()) / n_tokens, float(totals[0]) / n_words
@@ -433,6 +419,30 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
         "n_empty": n_empty, "n_skipped": n_skipped, "n_skipped_words": n_skipped_words,
         "vocab_size": vocab_size, "max_length": max_length, "protocol": NEXT_WORD_PROTOCOL,
     }
+
+
+def _next_word_cross_entropy(model, batches: list[list[list[int]]], tokenizer, device, progress: bool):
+    """Summed next-word cross-entropy (nats) over ``batches`` of framed sentences, the model in eval
+    mode (its training mode restored after). Returns ``(totals, n_unk, vocab_size)``: ``totals`` a
+    float64 ``(2,)`` tensor (over words, over sentence ends), ``n_unk`` word targets that are ``[UNK]``."""
+    from tqdm.auto import tqdm
+    was_training = model.training
+    model.eval()
+    model.to(device)
+    flush_denormals_on_cpu(device)
+    totals = torch.zeros(2, dtype=torch.float64)      # cross-entropy over words, over sentence ends
+    n_unk, vocab_size = 0, None
+    try:
+        with torch.inference_mode():
+            for sequences in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
+                losses, is_end, targets, vocab_size = _next_word_losses(model, sequences, tokenizer.pad_token_id,
+                                                                        device)
+                totals += torch.stack([losses[~is_end].sum(), losses[is_end].sum()]).double()
+                if tokenizer.unk_token_id is not None:
+                    n_unk += int((targets[~is_end] == tokenizer.unk_token_id).sum())
+    finally:
+        model.train(was_training)
+    return totals, n_unk, vocab_size
 
 
 def _next_word_losses(model, sequences: list[list[int]], pad_id: int, device):

@@ -247,6 +247,43 @@ def _curve_figure(out: Path, info: dict, report: dict) -> None:
     save_figure(plot_parse_curve(points, shown, baselines, title), out / "curve")
 
 
+def _recipe_text(train: dict, corpus: str | None, model: str, recipe: str) -> str | None:
+    """Pops the recipe's named training text from ``train`` (e.g. ``long``'s ``ptb-lm``) and returns it.
+
+    Raises:
+        InputError: the recipe names a text that is not shipped and no ``corpus`` gives it.
+    """
+    recipe_text = train.pop("corpus", None)
+    if recipe_text is not None and corpus is None:
+        raise InputError(f"the {recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
+                         f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)")
+    return recipe_text
+
+
+def _train(out: Path, curve: str | None, train: dict, **fields):
+    """Trains the model into ``OUT/model`` (TrainArguments ``fields`` and the recipe's ``train``), recording
+    the learning curve on ``curve`` at :data:`CURVE_POINTS` points; returns the TrainArguments."""
+    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.training.trainer import train as train_model
+
+    steps = train.get("max_steps") or 1000
+    train_args = TrainArguments(out=str(out / "model"), eval_treebank=curve,
+                                eval_every=max(1, steps // (CURVE_POINTS - 1)), **fields, **train)
+    train_model(train_args)
+    return train_args
+
+
+def _with_recipe_min_layer(options, min_layer: int | None):
+    """The decoder options (None = the defaults) with the recipe's Algorithm 1 minimum layer, unless the
+    options already name a layer or a minimum layer."""
+    from syntaxformer.parsing import DecoderOptions
+
+    options = options or DecoderOptions()
+    if min_layer is not None and options.layer is None and options.min_layer is None:
+        options = replace(options, min_layer=min_layer)
+    return options
+
+
 def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "default",
                train: dict | None = None, overrides: dict | None = None, min_layer: int | None = None,
                treebank: str = "ptb-sample", corpus: str | None = None, curve_treebank: str | None = None,
@@ -287,19 +324,15 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
     """
     from syntaxformer.data import load_gold_trees, ptb_sample_part
     from syntaxformer.evaluation.constituency import PROTOCOL
-    from syntaxformer.parsing import DecoderOptions, load_model
-    from syntaxformer.training.trainer import TrainArguments, initial_model
-    from syntaxformer.training.trainer import train as train_model
+    from syntaxformer.parsing import load_model
+    from syntaxformer.training.trainer import initial_model
     from syntaxformer.workflows.outputs import write_outputs
 
     start = time.monotonic()
     if train is None:
         train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
     train = dict(train)
-    recipe_text = train.pop("corpus", None)
-    if recipe_text is not None and corpus is None:
-        raise InputError(f"the {recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
-                         f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)")
+    recipe_text = _recipe_text(train, corpus, model, recipe)
     # a model that induces nothing, or decoder options its structures do not take: refused before any work
     _check_induces_structure(model, train["preset"], prior, overrides or {}, options)
     out, overrides, corpus = Path(out), dict(overrides or {}), corpus or "ptb-sample"
@@ -307,19 +340,13 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
     golds = {part: load_gold_trees(source) for part, source in parts.items()}  # bad input fails first
     curve = curve_treebank or (CURVE_TREEBANK if "dev" in parts else treebank)
     curve = None if curve == "none" else curve
-    steps = train.get("max_steps") or 1000
-    train_args = TrainArguments(out=str(out / "model"), model=model, corpus=corpus, seed=seed, prior=prior,
-                                threads=threads, quiet=quiet, overrides=overrides, eval_treebank=curve,
-                                eval_every=max(1, steps // (CURVE_POINTS - 1)), device=device,
-                                resume=resume, **train)
-    train_model(train_args)
+    train_args = _train(out, curve, train, model=model, corpus=corpus, seed=seed, prior=prior, threads=threads,
+                        quiet=quiet, overrides=overrides, device=device, resume=resume)
     train_minutes = (time.monotonic() - start) / 60
 
     trained, tokenizer, info = load_model(out / "model", device=device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
-    options = options or DecoderOptions()
-    if min_layer is not None and options.layer is None and options.min_layer is None:
-        options = replace(options, min_layer=min_layer)
+    options = _with_recipe_min_layer(options, min_layer)
     dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
     scores, decoded = _decode_and_score(model, trained, untrained, tokenizer, golds, parts, options,
                                         dependencies, seed)
