@@ -154,8 +154,7 @@ class MultiHeadSelfAttention(nn.Module):
         (:meth:`_grouped_attention`); the attentions of such a head are shown over words.
         """
         B, N, _ = x.shape
-        q, k, v = (lin(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
-                   for lin in (self.query, self.key, self.value))
+        q = self.query(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
         attention = ATTENTION_FUNCTIONS[self.config._attn_implementation or "eager"]
         multiplicative = prior.multiplicative if prior is not None else None
         bias = prior.additive_bias(q) if prior is not None else None  # (B|1, H_original|H|1, N, N)
@@ -164,10 +163,12 @@ class MultiHeadSelfAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         groups = self.head_groups(prior)
         if len(groups) == 1 and groups[0][1] is None:
+            k, v = (lin(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
+                    for lin in (self.key, self.value))
             out, attn = attention(q, k, v, key_mask, multiplicative, dropout_p=dropout_p,
                                   output_attentions=output_attentions, bias=bias)  # (B, H, N, d_k)
         else:
-            out, attn = self._grouped_attention(attention, groups, q, (k, v), key_mask, multiplicative, bias,
+            out, attn = self._grouped_attention(attention, groups, q, x, key_mask, multiplicative, bias,
                                                 dropout_p, output_attentions)
         if head_mask is not None:
             keep = head_mask[self.head_ids].to(out.dtype)  # (H,) of the heads present
@@ -186,28 +187,30 @@ class MultiHeadSelfAttention(nn.Module):
         groups += [([p for p, h in enumerate(self.head_ids) if h in memory.heads], memory) for memory in memories]
         return [(positions, memory) for positions, memory in groups if positions]
 
-    def memory_projection(self, linear: nn.Linear, memory: torch.Tensor, positions: list[int]) -> torch.Tensor:
-        """``memory`` (B, P, d) projected by the rows of ``linear`` (W_K or W_V) of the heads at
-        ``positions`` -> (B, h, P, d_k): the same weights those heads apply to words (Hao et al. 2019)."""
+    def head_projection(self, linear: nn.Linear, memory: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        """``memory`` (B, P, d) (phrases, or the words themselves) projected by the rows of ``linear``
+        (W_K or W_V) of the heads at ``positions`` -> (B, h, P, d_k): a memory head applies the same
+        weights to phrases as to words (Hao et al. 2019), and only the heads that read it are computed."""
         index = head_index(positions, self.head_dim).to(memory.device)
         out = F.linear(memory, linear.weight[index], linear.bias[index] if linear.bias is not None else None)
         return out.view(*memory.shape[:2], len(positions), self.head_dim).transpose(1, 2)
 
-    def _grouped_attention(self, attention, groups, q, word_kv, key_mask, multiplicative, bias, dropout_p,
+    def _grouped_attention(self, attention, groups, q, x, key_mask, multiplicative, bias, dropout_p,
                            output_attentions):
         """One kernel call per group of heads (a memory has its own key length P): word heads with
-        the prior's multiplicative prior and bias, memory heads over their memory (no bias). Returns
-        ``(out (B, H, N, d_k), attentions (B, H, N, N) or None)`` in head order."""
+        the prior's multiplicative prior and bias, keys and values from ``x`` (B, N, d); memory heads
+        over their memory (no bias). Returns ``(out (B, H, N, d_k), attentions (B, H, N, N) or None)``
+        in head order."""
         outs, attns, order = [], [], []
         for positions, memory in groups:
             index = torch.tensor(positions, device=q.device)
             if memory is None:
-                k, v = (t.index_select(1, index) for t in word_kv)
+                k, v = (self.head_projection(lin, x, positions) for lin in (self.key, self.value))
                 group_bias = bias.index_select(1, index) if bias is not None and bias.shape[1] > 1 else bias
                 out, attn = attention(q.index_select(1, index), k, v, key_mask, multiplicative, dropout_p=dropout_p,
                                       output_attentions=output_attentions, bias=group_bias)
             else:
-                k, v = (self.memory_projection(lin, memory.hidden, positions) for lin in (self.key, self.value))
+                k, v = (self.head_projection(lin, memory.hidden, positions) for lin in (self.key, self.value))
                 out, attn = attention(q.index_select(1, index), k, v, memory.mask, None, dropout_p=dropout_p,
                                       output_attentions=output_attentions)  # (B, h, N, d_k), (B, h, N, P)
                 if attn is not None:
