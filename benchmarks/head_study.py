@@ -54,6 +54,7 @@ STUDY = {
 }
 #: λ of the gate runs and their steps: benchmarks/head_gates.py's (0 = fine-tuning with gates, no penalty).
 from head_gates import LAMBDAS, STEPS as GATE_STEPS  # noqa: E402
+from portable import portable  # noqa: E402
 UD_EWT_DEV = ROOT.parent / "shared" / "data" / "ud-ewt" / "en_ewt-ud-dev.conllu"
 F1_TREEBANK = "ptb-sample:dev"
 PRUNE_ORDERS = ("importance", "confidence")
@@ -339,7 +340,7 @@ def figure(summary: dict):
 def stage_report(work: Path, docs: Path, lambdas, args) -> dict:
     from syntaxformer.figures import save_figure
 
-    summary = summarise(work, lambdas, args)
+    summary = portable(summarise(work, lambdas, args))
     (docs / "heads").mkdir(parents=True, exist_ok=True)
     (docs / "figures").mkdir(parents=True, exist_ok=True)
     (docs / "heads" / "head-study.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")

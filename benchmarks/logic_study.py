@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from portable import portable  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
 DOCS = ROOT / "docs"
 SEEDS = (0, 1, 2)
@@ -330,7 +333,7 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
                   runs={e: {str(s): r for s, r in by.items()} for e, by in runs.items()},
                   missing=[f"{e}-seed{s}" for e in encoders for s in seeds if s not in runs.get(e, {})])
     (docs / "logic").mkdir(parents=True, exist_ok=True)
-    (docs / "logic" / "study.json").write_text(json.dumps(result, indent=1) + "\n")
+    (docs / "logic" / "study.json").write_text(json.dumps(portable(result), indent=1) + "\n")
     curves = {f"{e} ({len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''})": dict(
         operators=list(TEST_OPERATORS), accuracy=[s["accuracy"][n]["mean"] for n in TEST_OPERATORS],
         sd=[s["accuracy"][n]["sd"] or 0.0 for n in TEST_OPERATORS]) for e, s in summary.items()}

@@ -131,6 +131,17 @@ def test_link_probabilities_40_words(tmp_path, synthetic_40):
     assert_valid_images(save_figure(fig, tmp_path / "links"))
 
 
+def test_save_figure_same_figure_same_bytes(tmp_path, synthetic_40):
+    """Redrawing the same numbers rewrites the same files (no date, fixed SVG ids): a regenerated
+    study report changes in git only where its numbers do."""
+    links, _, _ = synthetic_40
+    first = save_figure(plot_link_probabilities(links, WORDS_40), tmp_path / "a" / "links")
+    second = save_figure(plot_link_probabilities(links, WORDS_40), tmp_path / "b" / "links")
+    for one, two in zip(first, second):
+        assert one.read_bytes() == two.read_bytes(), one.name
+    assert b"<dc:date>" not in first[1].read_bytes()
+
+
 def test_link_probabilities_short_sentence_annotated():
     fig = plot_link_probabilities([[0.25, 0.5], [0.75, 1.0]], ["a", "b", "c"])
     assert sorted(t.get_text() for t in fig.axes[0].texts) == ["0.25", "0.50", "0.75", "1.00"]

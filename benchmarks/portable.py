@@ -1,0 +1,28 @@
+"""Machine-independent paths in the studies' JSON records (``docs/``).
+
+A study records the folders it read (``--data``, ``--ud-ewt``, run folders) as the absolute paths of
+the machine that ran it. :func:`portable` rewrites every absolute path below the folder that holds
+the repository (where ``../shared/data`` lives, DESIGN.md §6) relative to the repository root, so
+a record reads ``../shared/data/ud-ewt/en_ewt-ud-dev.conllu`` or ``runs/logic/on-lstm-seed0`` on any
+clone. Other strings are unchanged.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def portable(record, root: Path = ROOT):
+    """``record`` (JSON-like: dicts, lists, strings, numbers) with every string (keys included) that
+    is an absolute path under ``root.parent`` made relative to ``root``."""
+    base = str(root.parent.resolve()) + os.sep
+
+    def path(text):
+        return os.path.relpath(text, root) if isinstance(text, str) and text.startswith(base) else text
+    if isinstance(record, dict):
+        return {path(key): portable(value, root) for key, value in record.items()}
+    if isinstance(record, (list, tuple)):
+        return [portable(value, root) for value in record]
+    return path(record)
