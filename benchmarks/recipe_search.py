@@ -40,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RATES = ROOT / "docs" / "recipes" / "cpu_rates.json"
 CURVES = ROOT / "docs" / "recipes" / "curves.json"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from portable import portable  # noqa: E402
 THRESHOLDS_JSON = ROOT / "docs" / "recipes" / "thresholds.json"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.01)
 RUNS = ROOT / "runs" / "recipes"
@@ -285,7 +287,7 @@ def pack_curves() -> dict:
                 "initial_valid_loss", "valid_history", "parse_curve", "stopped")
         curves[path.parent.name] = {k: record.get(k) for k in keep}
     CURVES.parent.mkdir(parents=True, exist_ok=True)
-    CURVES.write_text(json.dumps(curves, indent=None, separators=(",", ":")) + "\n")
+    CURVES.write_text(json.dumps(portable(curves), indent=None, separators=(",", ":")) + "\n")
     return curves
 
 
