@@ -25,7 +25,9 @@ models that induce trees (``parse`` + ``evaluate`` on ptb-sample:test, sentence 
 ptb-lm block, whose text contains ptb-sample's sentences); ``ppl`` and ``probe`` give a model the
 ``--trees`` / ``--phrases`` it was trained with (MG-SA ``tree`` heads: ``--phrases gold`` or the
 same-seed Tree Transformer's ``induced:`` phrases); then ``report``: ``docs/prior-study.md``
-and ``docs/prior-study.json`` (means ± sample sd over the seeds).
+and ``docs/prior-study.json`` (means ± sample sd over the seeds): one table of perplexity, F1 and
+the best-layer probing accuracy beside the untrained twin's, and per task a table of every layer's
+accuracy beside the majority class and the bag-of-words control.
 
 Every stage skips what is done (a finished training, an existing result file) and training resumes
 from its checkpoint, so one command serves the first start and every restart::
@@ -208,6 +210,25 @@ def _find(record, *names):
     return None
 
 
+def _probe_results(report: dict | None, probes: dict) -> None:
+    """Adds one probe report's test accuracies to ``probes[task]``: ``best`` (the trained encoder's
+    layer chosen on dev), ``untrained`` (the same for its untrained twin), ``layers`` (per layer),
+    ``majority`` and ``bag_of_words``."""
+    for task, result in (report or {}).get("tasks", {}).items():
+        entry = probes.setdefault(task, dict(best=[], untrained=[], layers=[], majority=[], bag_of_words=[]))
+        entry["best"].append(result["best_layer"]["trained"]["logreg"]["test"])
+        entry["untrained"].append(result["best_layer"]["untrained"]["logreg"]["test"])
+        entry["layers"].append([layer["logreg"]["test"] for layer in result["layers"]["trained"]])
+        entry["majority"].append(result["majority"]["test"])
+        entry["bag_of_words"].append(result["bag_of_words"]["logreg"]["test"])
+
+
+def _probe_summary(entry: dict) -> dict:
+    layers = [_mean_sd(list(values)) for values in zip(*entry["layers"])]
+    return {name: _mean_sd(entry[name]) for name in ("best", "untrained", "majority", "bag_of_words")} | dict(
+        layers=layers)
+
+
 def summarise(work: Path, seeds: list[int]) -> dict:
     rows = {}
     for key in SYSTEMS:
@@ -220,32 +241,52 @@ def summarise(work: Path, seeds: list[int]) -> dict:
             record = _read(base / "parse" / "evaluation.json")
             if record and (value := _find(record, "sentence_f1", "constituency.sentence_f1")) is not None:
                 f1.append(value)
-            report = _read(base / "probe" / "report.json")
-            for task, result in (report or {}).get("tasks", {}).items():
-                best = result["best_layer"]["trained"]["logreg"]
-                probes.setdefault(task, []).append(best["test"])
-        rows[key] = dict(block=SYSTEMS[key]["block"], perplexity=_mean_sd(ppl), sentence_f1=_mean_sd(f1),
-                         probing={task: _mean_sd(values) for task, values in probes.items()})
+            _probe_results(_read(base / "probe" / "report.json"), probes)
+        rows[key] = dict(block=SYSTEMS[key]["block"], seeds_trained=[s for s in seeds if _trained(work, key, s)],
+                         perplexity=_mean_sd(ppl), sentence_f1=_mean_sd(f1),
+                         probing={task: _probe_summary(entry) for task, entry in probes.items()})
     return rows
+
+
+def _trained(work: Path, key: str, seed: int) -> bool:
+    record = _read(folder(work, key, seed) / "model" / "training.json")
+    return bool(record) and record.get("stopped") in ("max_steps", "epochs")
+
+
+def _fmt(cell, digits: int = 2, show_n: bool = True) -> str:
+    """``mean ± sd (n=k)``, ``–`` for no measurement."""
+    if cell is None:
+        return "–"
+    sd = f" ± {cell['sd']:.{digits}f}" if cell["sd"] is not None else ""
+    return f"{cell['mean']:.{digits}f}{sd}" + (f" (n={cell['n']})" if show_n else "")
 
 
 def markdown(rows: dict, args) -> str:
     tasks = sorted({task for row in rows.values() for task in row["probing"]})
-
-    def fmt(cell):
-        if cell is None:
-            return "–"
-        sd = f" ± {cell['sd']:.2f}" if cell["sd"] is not None else ""
-        return f"{cell['mean']:.2f}{sd} (n={cell['n']})"
+    probed = {key: row for key, row in rows.items() if row["probing"]}
     lines = ["# The prior study (issue 16)", "",
              "Produced by `benchmarks/prior_study.py` (its docstring gives the recipe and the two blocks). "
-             f"Seeds {', '.join(map(str, args.seeds))}; mean ± sample sd (n = seeds measured).", "",
-             "| encoder | block | masked-LM ppl | sentence F1 (ptb-sample:test) | "
-             + " | ".join(f"{t} (best layer, test %)" for t in tasks) + " |",
-             "|---|---|---|---|" + "---|" * len(tasks)]
+             f"Seeds {', '.join(map(str, args.seeds))}; mean ± sample sd (n = seeds measured). Probing: "
+             "logistic regression, test accuracy (%) at the layer chosen on dev, mean over the seeds probed; "
+             "in brackets the same architecture untrained.", "",
+             "| encoder | block | seeds trained | masked-LM ppl | sentence F1 (ptb-sample:test) | "
+             + " | ".join(f"{t} (%)" for t in tasks) + " |",
+             "|---|---|---|---|---|" + "---|" * len(tasks)]
     for key, row in rows.items():
-        lines.append(f"| {key} | {row['block']} | {fmt(row['perplexity'])} | {fmt(row['sentence_f1'])} | "
-                     + " | ".join(fmt(row["probing"].get(t)) for t in tasks) + " |")
+        cells = [f"{_fmt(row['probing'][t]['best'], 1, False)} [{_fmt(row['probing'][t]['untrained'], 1, False)}]"
+                 if t in row["probing"] else "–" for t in tasks]
+        lines.append(f"| {key} | {row['block']} | {', '.join(map(str, row['seeds_trained'])) or '–'} | "
+                     f"{_fmt(row['perplexity'])} | {_fmt(row['sentence_f1'])} | " + " | ".join(cells) + " |")
+    for task in tasks:
+        rows_of = {key: row["probing"][task] for key, row in probed.items() if task in row["probing"]}
+        n_layers = max(len(entry["layers"]) for entry in rows_of.values())
+        lines += ["", f"## {task}: test accuracy (%) per layer (0 = embeddings)", "",
+                  "| encoder | majority | bag of words | " + " | ".join(f"layer {i}" for i in range(n_layers)) + " |",
+                  "|---|---|---|" + "---|" * n_layers]
+        for key, entry in rows_of.items():
+            layers = [_fmt(cell, 1, False) for cell in entry["layers"]] + ["–"] * (n_layers - len(entry["layers"]))
+            lines.append(f"| {key} | {_fmt(entry['majority'], 1, False)} | {_fmt(entry['bag_of_words'], 1, False)} | "
+                         + " | ".join(layers) + " |")
     return "\n".join(lines) + "\n"
 
 
