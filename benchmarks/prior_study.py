@@ -121,6 +121,10 @@ def stage_train(key: str, work: Path, seed: int, args) -> None:
                                 save_every=500, eval_every=1000, **extra, **fields)
     logger.info("%s seed %d: training %d steps -> %s", key, seed, fields["max_steps"], out)
     train(train_args)
+    steps = json.loads(record.read_text())["steps"]
+    if steps < fields["max_steps"]:  # stopped by a signal or a cap: nothing may be measured on it
+        raise SystemExit(f"{key} seed {seed}: training stopped at step {steps} of {fields['max_steps']}; "
+                         "run the study again to resume it")
 
 
 def cli(*argv: str) -> None:
@@ -350,6 +354,9 @@ def main(argv=None) -> int:
         for seed in args.seeds:
             for key in order(args.systems):
                 for stage in args.stages:
+                    if stage != "train" and not _trained(args.work, key, seed):
+                        logger.warning("%s seed %d: %s skipped (training not finished)", key, seed, stage)
+                        continue
                     STAGES[stage](key, args.work, seed, args)
     if not args.no_report:
         stage_report(args.work, args.docs, args)
