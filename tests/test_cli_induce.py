@@ -130,6 +130,21 @@ def test_induce_long_recipe_needs_its_text(capsys, tmp_path):
 
 
 @pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")
+def test_induce_structformer_long_recipe_needs_its_text(capsys, tmp_path):
+    """StructFormer's long recipe is its default setting on the ptb-lm text (docs/recipes.md): without
+    --corpus a one-line error before any work; with it, the default's fields but the text."""
+    code, _, err = _run(capsys, "induce", "--model", "structformer", "--recipe", "long", "--out", tmp_path / "o",
+                        "--quiet")
+    assert code == 1 and "ptb-lm" in err and "--corpus" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+    long, _, _ = resolve_recipe("structformer", "long")
+    default, _, _ = resolve_recipe("structformer", "default")
+    assert long.pop("corpus") == "ptb-lm" and "corpus" not in default
+    assert {k: v for k, v in long.items() if k != "max_minutes"} == {
+        k: v for k, v in default.items() if k != "max_minutes"}
+
+
+@pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")
 def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
     code, out, err = _run(capsys, "induce", "--model", "structformer", "--out", tmp_path, "--json", *TINY)
     assert code == 0, err

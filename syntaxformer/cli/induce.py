@@ -36,7 +36,9 @@ def add_parser(subparsers) -> None:
                     "trees. On ptb-sample: scores on the test half, the dev half and all of it.")
     p.add_argument("--model", default="tree-transformer", choices=sorted(RECIPES))
     p.add_argument("--recipe", default="default", choices=["default", "long"],
-                   help="default: <= 20 min on 2 CPU cores; long: <= 150 min (syntaxformer.cli.induce.RECIPES)")
+                   help="default: <= 20 min on 2 CPU cores; long: <= 150 min, on the ptb-lm training text "
+                        "(Tree Transformer, StructFormer: give its path with --corpus) "
+                        "(syntaxformer.cli.induce.RECIPES)")
     p.add_argument("--treebank", default="ptb-sample",
                    help="gold treebank to parse and score ('ptb-sample', 'ptb-sample:dev|test' or a path)")
     p.add_argument("--dependencies", default=None,
