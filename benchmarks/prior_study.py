@@ -105,14 +105,25 @@ def train_corpus(key: str, ptb_lm: Path) -> str:
     return GOLD_TRAIN if SYSTEMS[key]["block"] == "gold" else str(ptb_lm / "ptb.train.txt")
 
 
+def steps_trained(work: Path, key: str, seed: int) -> int:
+    """Optimizer steps the system's model has made (its ``training.json``; 0 before any)."""
+    record = _read(folder(work, key, seed) / "model" / "training.json")
+    return record["steps"] if record else 0
+
+
+def finished(work: Path, key: str, seed: int, max_steps: int | None) -> bool:
+    """Whether the model has made its recipe's steps (``max_steps``: the ``--max-steps`` override):
+    the one rule for "trained", so no stage measures a model whose training was cut short."""
+    return steps_trained(work, key, seed) >= training_fields(key, max_steps)[0]["max_steps"]
+
+
 def stage_train(key: str, work: Path, seed: int, args) -> None:
     from syntaxformer.training.trainer import TrainArguments, train
 
+    if finished(work, key, seed, args.max_steps):
+        return
     out = folder(work, key, seed) / "model"
     fields, overrides = training_fields(key, args.max_steps)
-    record = out / "training.json"
-    if record.is_file() and json.loads(record.read_text())["steps"] >= fields["max_steps"]:
-        return
     spec = SYSTEMS[key]
     extra = {name: resolve_source(spec.get(name), work, seed) for name in ("trees", "phrases") if spec.get(name)}
     train_args = TrainArguments(out=str(out), model=spec.get("model", "tree-transformer"), prior=spec["prior"],
@@ -121,10 +132,9 @@ def stage_train(key: str, work: Path, seed: int, args) -> None:
                                 save_every=500, eval_every=1000, **extra, **fields)
     logger.info("%s seed %d: training %d steps -> %s", key, seed, fields["max_steps"], out)
     train(train_args)
-    steps = json.loads(record.read_text())["steps"]
-    if steps < fields["max_steps"]:  # stopped by a signal or a cap: nothing may be measured on it
-        raise SystemExit(f"{key} seed {seed}: training stopped at step {steps} of {fields['max_steps']}; "
-                         "run the study again to resume it")
+    if not finished(work, key, seed, args.max_steps):  # stopped by a signal or a cap: nothing may be measured
+        raise SystemExit(f"{key} seed {seed}: training stopped at step {steps_trained(work, key, seed)} of "
+                         f"{fields['max_steps']}; run the study again to resume it")
 
 
 def cli(*argv: str) -> None:
@@ -233,7 +243,7 @@ def _probe_summary(entry: dict) -> dict:
         layers=layers)
 
 
-def summarise(work: Path, seeds: list[int]) -> dict:
+def summarise(work: Path, seeds: list[int], max_steps: int | None = None) -> dict:
     rows = {}
     for key in SYSTEMS:
         ppl, f1, probes = [], [], {}
@@ -246,15 +256,11 @@ def summarise(work: Path, seeds: list[int]) -> dict:
             if record and (value := _find(record, "sentence_f1", "constituency.sentence_f1")) is not None:
                 f1.append(value)
             _probe_results(_read(base / "probe" / "report.json"), probes)
-        rows[key] = dict(block=SYSTEMS[key]["block"], seeds_trained=[s for s in seeds if _trained(work, key, s)],
+        rows[key] = dict(block=SYSTEMS[key]["block"],
+                         seeds_trained=[s for s in seeds if finished(work, key, s, max_steps)],
                          perplexity=_mean_sd(ppl), sentence_f1=_mean_sd(f1),
                          probing={task: _probe_summary(entry) for task, entry in probes.items()})
     return rows
-
-
-def _trained(work: Path, key: str, seed: int) -> bool:
-    record = _read(folder(work, key, seed) / "model" / "training.json")
-    return bool(record) and record.get("stopped") in ("max_steps", "epochs")
 
 
 def _fmt(cell, digits: int = 2, show_n: bool = True) -> str:
@@ -295,7 +301,7 @@ def markdown(rows: dict, args) -> str:
 
 
 def stage_report(work: Path, docs: Path, args) -> None:
-    rows = summarise(work, args.seeds)
+    rows = summarise(work, args.seeds, args.max_steps)
     docs.mkdir(parents=True, exist_ok=True)
     (docs / "prior-study.json").write_text(json.dumps(dict(seeds=args.seeds, systems=rows), indent=2) + "\n")
     (docs / "prior-study.md").write_text(markdown(rows, args))
@@ -354,7 +360,7 @@ def main(argv=None) -> int:
         for seed in args.seeds:
             for key in order(args.systems):
                 for stage in args.stages:
-                    if stage != "train" and not _trained(args.work, key, seed):
+                    if stage != "train" and not finished(args.work, key, seed, args.max_steps):
                         logger.warning("%s seed %d: %s skipped (training not finished)", key, seed, stage)
                         continue
                     STAGES[stage](key, args.work, seed, args)

@@ -38,10 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RATES = ROOT / "docs" / "recipes" / "cpu_rates.json"
-CURVES = ROOT / "docs" / "recipes" / "curves.json"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from portable import portable  # noqa: E402
+
+RATES = ROOT / "docs" / "recipes" / "cpu_rates.json"
+CURVES = ROOT / "docs" / "recipes" / "curves.json"
 THRESHOLDS_JSON = ROOT / "docs" / "recipes" / "thresholds.json"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.01)
 RUNS = ROOT / "runs" / "recipes"
