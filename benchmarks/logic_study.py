@@ -14,6 +14,9 @@ records a **test curve** (accuracy on the first 300 pairs of each of test1-test1
     python benchmarks/logic_study.py --train --device cuda --jobs 15 --threads 1   # the 15 trainings
     python benchmarks/logic_study.py --report                           # docs/logic.md + figure + JSON
 
+The report keeps the runs an earlier report recorded in ``docs/logic/study.json`` when their folders
+are gone (the runs folder is not in git), so runs trained on different machines add up.
+
 ``--encoders`` (default: every registered encoder), ``--seeds`` (default 0 1 2), ``--scale tiny``
 (an end-to-end check, not the protocol: the ``tiny`` presets trained 300 steps on the pairs with <= 1
 operator, 100 test pairs per file, about a minute a run; written under ``runs/logic-tiny``, reported
@@ -219,8 +222,22 @@ def _cell(values: list[float]) -> str:
     return f"{mean:.1f}" if sd is None else f"{mean:.1f} ± {sd:.1f}"
 
 
-def collect(runs_folder: Path, encoders, seeds) -> dict:
-    """``{encoder: {seed: {"report": logic.json, "curve": test_curve.json or []}}}`` of the finished runs."""
+def recorded(docs: Path, scale: str) -> dict:
+    """The runs an earlier report recorded (``docs/logic/study.json``'s ``runs``, same scale), as
+    ``{encoder: {seed: run}}``: run folders are not kept in git, so a report written on another machine
+    keeps the runs trained there."""
+    path = docs / "logic" / "study.json"
+    if not path.is_file():
+        return {}
+    study = json.loads(path.read_text())
+    if study.get("scale") != scale:
+        return {}
+    return {e: {int(s): run for s, run in by.items()} for e, by in study.get("runs", {}).items()}
+
+
+def collect(runs_folder: Path, encoders, seeds, earlier: dict | None = None) -> dict:
+    """``{encoder: {seed: {"report": logic.json, "curve": test_curve.json or []}}}`` of the finished runs:
+    read from the run folder, else from ``earlier`` (:func:`recorded`) when it holds that run."""
     runs = {}
     for encoder in encoders:
         for seed in seeds:
@@ -230,6 +247,10 @@ def collect(runs_folder: Path, encoders, seeds) -> dict:
                 runs.setdefault(encoder, {})[seed] = dict(
                     report=json.loads((folder / "logic.json").read_text()),
                     curve=json.loads(curve.read_text()) if curve.exists() else [])
+            elif seed in (earlier or {}).get(encoder, {}):
+                logger.info("%s seed %d: taken from the earlier report (no finished run in %s)",
+                            encoder, seed, runs_folder)
+                runs.setdefault(encoder, {})[seed] = earlier[encoder][seed]
     return runs
 
 
@@ -322,7 +343,7 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
     from syntaxformer.figures.logic import plot_accuracy_by_operators
     from syntaxformer.tasks.logic import RECIPE, TEST_OPERATORS
 
-    runs = collect(runs_folder, encoders, seeds)
+    runs = collect(runs_folder, encoders, seeds, recorded(docs, scale))
     summary = summarise(runs)
     rates_path = docs / "logic" / "cpu_rates.json"
     # the measured rates are of the base presets: no estimate for another scale

@@ -30,7 +30,10 @@ the best-layer probing accuracy beside the untrained twin's, and per task a tabl
 accuracy beside the majority class and the bag-of-words control.
 
 Every stage skips what is done (a finished training, an existing result file) and training resumes
-from its checkpoint, so one command serves the first start and every restart::
+from its checkpoint, so one command serves the first start and every restart. The report also keeps
+every model's measurements in ``docs/prior-study.json`` (``measurements``) and reads them back for the
+models whose folders are not in ``--work`` (which is not in git), so models trained on different
+machines add up::
 
     python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --device cuda --jobs 6
     python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --max-steps 20 --seeds 0 \\
@@ -224,42 +227,72 @@ def _find(record, *names):
     return None
 
 
-def _probe_results(report: dict | None, probes: dict) -> None:
-    """Adds one probe report's test accuracies to ``probes[task]``: ``best`` (the trained encoder's
-    layer chosen on dev), ``untrained`` (the same for its untrained twin), ``layers`` (per layer),
-    ``majority`` and ``bag_of_words``."""
-    for task, result in (report or {}).get("tasks", {}).items():
-        entry = probes.setdefault(task, dict(best=[], untrained=[], layers=[], majority=[], bag_of_words=[]))
-        entry["best"].append(result["best_layer"]["trained"]["logreg"]["test"])
-        entry["untrained"].append(result["best_layer"]["untrained"]["logreg"]["test"])
-        entry["layers"].append([layer["logreg"]["test"] for layer in result["layers"]["trained"]])
-        entry["majority"].append(result["majority"]["test"])
-        entry["bag_of_words"].append(result["bag_of_words"]["logreg"]["test"])
+def _probe_results(report: dict | None) -> dict:
+    """One probe report's test accuracies per task: ``best`` (the trained encoder's layer chosen on dev),
+    ``untrained`` (the same for its untrained twin), ``layers`` (per layer), ``majority`` and
+    ``bag_of_words``."""
+    return {task: dict(best=result["best_layer"]["trained"]["logreg"]["test"],
+                       untrained=result["best_layer"]["untrained"]["logreg"]["test"],
+                       layers=[layer["logreg"]["test"] for layer in result["layers"]["trained"]],
+                       majority=result["majority"]["test"],
+                       bag_of_words=result["bag_of_words"]["logreg"]["test"])
+            for task, result in (report or {}).get("tasks", {}).items()}
 
 
-def _probe_summary(entry: dict) -> dict:
-    layers = [_mean_sd(list(values)) for values in zip(*entry["layers"])]
-    return {name: _mean_sd(entry[name]) for name in ("best", "untrained", "majority", "bag_of_words")} | dict(
-        layers=layers)
+def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict | None:
+    """One trained model's results read from its folder, or None before its training has finished:
+    ``steps``, ``perplexity`` and ``sentence_f1`` (None until measured), ``probing`` (task -> accuracies,
+    :func:`_probe_results`)."""
+    if not finished(work, key, seed, max_steps):
+        return None
+    base = folder(work, key, seed)
+    ppl, f1 = _read(base / "perplexity.json"), _read(base / "parse" / "evaluation.json")
+    return dict(steps=steps_trained(work, key, seed),
+                perplexity=_find(ppl, "perplexity") if ppl else None,
+                sentence_f1=_find(f1, "sentence_f1", "constituency.sentence_f1") if f1 else None,
+                probing=_probe_results(_read(base / "probe" / "report.json")))
 
 
-def summarise(work: Path, seeds: list[int], max_steps: int | None = None) -> dict:
+def recorded(docs: Path) -> dict:
+    """The measurements an earlier report recorded (``docs/prior-study.json``), ``{system: {seed:
+    measurement}}``: the work folder is not kept in git, so a report written on another machine keeps
+    the models trained and measured there."""
+    study = _read(docs / "prior-study.json") or {}
+    return {key: {int(seed): m for seed, m in by.items()} for key, by in study.get("measurements", {}).items()}
+
+
+def gather(work: Path, seeds: list[int], max_steps: int | None, earlier: dict) -> dict:
+    """``{system: {seed: measurement}}``: from the work folder, else from ``earlier`` (:func:`recorded`)."""
+    found = {}
+    for key in SYSTEMS:
+        for seed in seeds:
+            here = measurement(work, key, seed, max_steps)
+            if here is None and seed in earlier.get(key, {}):
+                logger.info("%s seed %d: taken from the earlier report (not trained in %s)", key, seed, work)
+                here = earlier[key][seed]
+            if here is not None:
+                found.setdefault(key, {})[seed] = here
+    return found
+
+
+def _probe_summary(entries: list[dict]) -> dict:
+    layers = [_mean_sd(list(values)) for values in zip(*(e["layers"] for e in entries))]
+    return {name: _mean_sd([e[name] for e in entries]) for name in ("best", "untrained", "majority", "bag_of_words")
+            } | dict(layers=layers)
+
+
+def summarise(measurements: dict) -> dict:
+    """Per system: the seeds trained, and mean ± sd over the seeds measured of perplexity, F1 and probing."""
     rows = {}
     for key in SYSTEMS:
-        ppl, f1, probes = [], [], {}
-        for seed in seeds:
-            base = folder(work, key, seed)
-            record = _read(base / "perplexity.json")
-            if record and (value := _find(record, "perplexity")) is not None:
-                ppl.append(value)
-            record = _read(base / "parse" / "evaluation.json")
-            if record and (value := _find(record, "sentence_f1", "constituency.sentence_f1")) is not None:
-                f1.append(value)
-            _probe_results(_read(base / "probe" / "report.json"), probes)
-        rows[key] = dict(block=SYSTEMS[key]["block"],
-                         seeds_trained=[s for s in seeds if finished(work, key, s, max_steps)],
-                         perplexity=_mean_sd(ppl), sentence_f1=_mean_sd(f1),
-                         probing={task: _probe_summary(entry) for task, entry in probes.items()})
+        by_seed = measurements.get(key, {})
+        done = [by_seed[s] for s in sorted(by_seed)]
+        tasks = sorted({task for m in done for task in m["probing"]})
+        rows[key] = dict(block=SYSTEMS[key]["block"], seeds_trained=sorted(by_seed),
+                         perplexity=_mean_sd([m["perplexity"] for m in done if m["perplexity"] is not None]),
+                         sentence_f1=_mean_sd([m["sentence_f1"] for m in done if m["sentence_f1"] is not None]),
+                         probing={task: _probe_summary([m["probing"][task] for m in done if task in m["probing"]])
+                                  for task in tasks})
     return rows
 
 
@@ -301,9 +334,12 @@ def markdown(rows: dict, args) -> str:
 
 
 def stage_report(work: Path, docs: Path, args) -> None:
-    rows = summarise(work, args.seeds, args.max_steps)
+    measurements = gather(work, args.seeds, args.max_steps, recorded(docs))
+    rows = summarise(measurements)
     docs.mkdir(parents=True, exist_ok=True)
-    (docs / "prior-study.json").write_text(json.dumps(dict(seeds=args.seeds, systems=rows), indent=2) + "\n")
+    record = dict(seeds=args.seeds, systems=rows,
+                  measurements={key: {str(s): m for s, m in by.items()} for key, by in measurements.items()})
+    (docs / "prior-study.json").write_text(json.dumps(record, indent=2) + "\n")
     (docs / "prior-study.md").write_text(markdown(rows, args))
     logger.info("wrote %s and %s", docs / "prior-study.md", docs / "prior-study.json")
 

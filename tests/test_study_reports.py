@@ -1,0 +1,48 @@
+"""The study reports in ``benchmarks/`` keep what an earlier report recorded: run folders are not kept in
+git, so runs trained on different machines must add up in ``docs/`` (logic study, prior study)."""
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import logic_study  # noqa: E402
+import prior_study  # noqa: E402
+
+
+def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
+    shutil.copytree(ROOT / "docs" / "logic", tmp_path / "logic")
+    before = json.loads((tmp_path / "logic" / "study.json").read_text())
+    seeds = [int(s) for s in before["seeds"]]
+    logic_study.write_report(tmp_path / "no-runs", list(before["runs"]), seeds, before["scale"], tmp_path)
+    after = json.loads((tmp_path / "logic" / "study.json").read_text())
+    assert after == before
+    assert before["runs"], "the shipped study records runs"
+
+
+def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
+    docs, work = tmp_path / "docs", tmp_path / "work"
+    docs.mkdir()
+    probe = dict(best=50.0, untrained=40.0, layers=[40.0, 50.0], majority=30.0, bag_of_words=45.0)
+    earlier = dict(measurements=dict(constituent={"0": dict(steps=6000, perplexity=100.0, sentence_f1=40.0,
+                                                            probing=dict(TreeDepth=probe))}))
+    (docs / "prior-study.json").write_text(json.dumps(earlier))
+    # seed 1 trained here, perplexity measured, nothing else yet
+    model = work / "constituent-seed1" / "model"
+    model.mkdir(parents=True)
+    (model / "training.json").write_text(json.dumps(dict(steps=6000)))
+    (work / "constituent-seed1" / "perplexity.json").write_text(json.dumps(dict(perplexity=110.0)))
+    args = SimpleNamespace(seeds=[0, 1, 2], max_steps=None)
+    prior_study.stage_report(work, docs, args)
+    study = json.loads((docs / "prior-study.json").read_text())
+    row = study["systems"]["constituent"]
+    assert row["seeds_trained"] == [0, 1]
+    assert row["perplexity"]["values"] == [100.0, 110.0] and row["perplexity"]["mean"] == 105.0
+    assert row["sentence_f1"]["values"] == [40.0]
+    assert row["probing"]["TreeDepth"]["best"]["values"] == [50.0]
+    assert study["measurements"]["constituent"]["1"]["perplexity"] == 110.0
+    assert "| constituent | ptb-lm | 0, 1 | 105.00 ± 7.07 (n=2) | 40.00 (n=1) | 50.0 [40.0] |" in \
+        (docs / "prior-study.md").read_text()
