@@ -110,7 +110,7 @@ def peak_memory_mib(step, device: torch.device) -> float:
     return max([0] + totals) / 2**20
 
 
-def main(argv=None):
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="small")
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 1024, 2048])
@@ -133,16 +133,11 @@ def main(argv=None):
                         help="override the preset's attention dropout (0: PyTorch's CPU flash kernel, "
                              "O(N) memory, serves plain/sdpa in training)")
     parser.add_argument("--json", help="also write the results to this JSON file")
-    args = parser.parse_args(argv)
-    attention.SAVE_ATTENTION_ELEMENTS, attention.BLOCK_ELEMENTS = args.save_attention_elements, args.block_elements
-    # flush denormals before any tensor work, so PyTorch's worker threads inherit it (DESIGN.md §5;
-    # the library no longer sets it at import, and the model's forward sets it for the calling thread only)
-    prepare_process()
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    dtype = getattr(torch, args.dtype)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    return parser.parse_args(argv)
 
+
+def build_models(args, device: torch.device) -> dict:
+    """``{"prior/impl": model}`` in training mode, each initialised from ``args.seed``."""
     models = {}
     for name in args.models:
         prior_name, impl = name.split("/")
@@ -156,46 +151,66 @@ def main(argv=None):
         if impl == "cubic":
             use_cubic_prior(model)
         models[name] = model
+    return models
 
+
+def measure_length(args, models: dict, n: int, device: torch.device, dtype: torch.dtype) -> list[dict]:
+    """One row per model for sequences of ``n`` tokens: median step time, its ratio to the plain model
+    of the same kernel, peak memory (MiB) and its excess over that plain model."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    batch = max(1, args.tokens // n)
+    g = torch.Generator().manual_seed(args.seed)
+    ids = torch.randint(5, args.vocab, (batch, n), generator=g)
+    labels = torch.where(torch.rand(batch, n, generator=g) < 0.15, ids, torch.full_like(ids, -100))
+    ids, labels = ids.to(device), labels.to(device)
+    active = [m for m in models if not (m == "tree/cubic" and n > args.skip_cubic_above)]
+
+    def step(name):
+        model = models[name]
+        model.zero_grad(set_to_none=True)
+        with recompute_always(name == "tree/blocks"), \
+                torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = model(ids, labels=labels, masked_only=True).loss
+        loss.backward()
+
+    for name in active:  # warm-up (and kernels' first-call costs), then the memory step
+        step(name)
+    memory = {}
+    for name in active:
+        models[name].zero_grad(set_to_none=True)
+        memory[name] = peak_memory_mib(lambda: step(name), device)
+    times = {name: [] for name in active}
+    for _ in range(args.repeats):
+        for name in active:  # alternating the models
+            sync()
+            t0 = time.perf_counter()
+            step(name)
+            sync()
+            times[name].append(time.perf_counter() - t0)
+    median = {name: statistics.median(ts) for name, ts in times.items()}
+    rows = []
+    for name in active:
+        impl = name.split("/")[1]
+        base = {"cubic": "plain/eager", "blocks": "plain/sdpa"}.get(impl, f"plain/{impl}")
+        rows.append(dict(N=n, batch=batch, model=name, step_ms=1000 * median[name],
+                         ratio=median[name] / median[base] if base in median else None,
+                         peak_mib=memory[name],
+                         peak_over_plain_mib=memory[name] - memory[base] if base in memory else None))
+    return rows
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    attention.SAVE_ATTENTION_ELEMENTS, attention.BLOCK_ELEMENTS = args.save_attention_elements, args.block_elements
+    # flush denormals before any tensor work, so PyTorch's worker threads inherit it (DESIGN.md §5;
+    # the library no longer sets it at import, and the model's forward sets it for the calling thread only)
+    prepare_process()
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    models = build_models(args, device)
     rows = []
     for n in args.lengths:
-        batch = max(1, args.tokens // n)
-        g = torch.Generator().manual_seed(args.seed)
-        ids = torch.randint(5, args.vocab, (batch, n), generator=g)
-        labels = torch.where(torch.rand(batch, n, generator=g) < 0.15, ids, torch.full_like(ids, -100))
-        ids, labels = ids.to(device), labels.to(device)
-        active = [m for m in models if not (m == "tree/cubic" and n > args.skip_cubic_above)]
-
-        def step(name):
-            model = models[name]
-            model.zero_grad(set_to_none=True)
-            with recompute_always(name == "tree/blocks"), \
-                    torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-                loss = model(ids, labels=labels, masked_only=True).loss
-            loss.backward()
-
-        for name in active:  # warm-up (and kernels' first-call costs), then the memory step
-            step(name)
-        memory = {}
-        for name in active:
-            models[name].zero_grad(set_to_none=True)
-            memory[name] = peak_memory_mib(lambda: step(name), device)
-        times = {name: [] for name in active}
-        for _ in range(args.repeats):
-            for name in active:  # alternating the models
-                sync()
-                t0 = time.perf_counter()
-                step(name)
-                sync()
-                times[name].append(time.perf_counter() - t0)
-        median = {name: statistics.median(ts) for name, ts in times.items()}
-        for name in active:
-            impl = name.split("/")[1]
-            base = {"cubic": "plain/eager", "blocks": "plain/sdpa"}.get(impl, f"plain/{impl}")
-            rows.append(dict(N=n, batch=batch, model=name, step_ms=1000 * median[name],
-                             ratio=median[name] / median[base] if base in median else None,
-                             peak_mib=memory[name],
-                             peak_over_plain_mib=memory[name] - memory[base] if base in memory else None))
+        rows += measure_length(args, models, n, device, getattr(torch, args.dtype))
         if args.json:  # after each length: a long run keeps what it measured
             write_json(args, rows)
     print_table(args, rows)
