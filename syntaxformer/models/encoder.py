@@ -187,13 +187,14 @@ class MultiHeadSelfAttention(nn.Module):
         groups += [([p for p, h in enumerate(self.head_ids) if h in memory.heads], memory) for memory in memories]
         return [(positions, memory) for positions, memory in groups if positions]
 
-    def head_projection(self, linear: nn.Linear, memory: torch.Tensor, positions: list[int]) -> torch.Tensor:
-        """``memory`` (B, P, d) (phrases, or the words themselves) projected by the rows of ``linear``
-        (W_K or W_V) of the heads at ``positions`` -> (B, h, P, d_k): a memory head applies the same
-        weights to phrases as to words (Hao et al. 2019), and only the heads that read it are computed."""
-        index = head_index(positions, self.head_dim).to(memory.device)
-        out = F.linear(memory, linear.weight[index], linear.bias[index] if linear.bias is not None else None)
-        return out.view(*memory.shape[:2], len(positions), self.head_dim).transpose(1, 2)
+    def head_projection(self, linear: nn.Linear, source: torch.Tensor, positions: list[int]) -> torch.Tensor:
+        """``source`` (B, P, d): the words themselves (P = N) or a memory's phrases, projected by the rows
+        of ``linear`` (W_K or W_V) of the heads at ``positions`` -> (B, h, P, d_k): a memory head applies
+        the same weights to phrases as to words (Hao et al. 2019), and only the heads that read
+        ``source`` are computed."""
+        index = head_index(positions, self.head_dim).to(source.device)
+        out = F.linear(source, linear.weight[index], linear.bias[index] if linear.bias is not None else None)
+        return out.view(*source.shape[:2], len(positions), self.head_dim).transpose(1, 2)
 
     def _grouped_attention(self, attention, groups, q, x, key_mask, multiplicative, bias, dropout_p,
                            output_attentions):
