@@ -123,3 +123,27 @@ def test_a_subclass_changes_the_objective_and_validation_stays_the_mlm_loss(tmp_
     # the validation loss is still the masked-LM loss, unchanged since the model is
     losses = [loss for _, loss in record["valid_history"]]
     assert losses[0] > 1 and losses == [losses[0]] * len(losses)
+
+
+def test_keep_best_writes_the_model_of_the_lowest_validation_loss(tmp_path, corpus):
+    from transformers import AutoModelForMaskedLM
+
+    from syntaxformer.errors import InputError
+
+    with pytest.raises(InputError, match="--keep-best needs validation data"):
+        TrainArguments(out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, keep_best=True, valid_fraction=0,
+                       **TINY).check()
+    # a high learning rate on 200 sentences: the validation loss falls, then rises (overfitting)
+    args = TrainArguments(out=str(tmp_path / "run"), corpus=str(corpus), max_steps=60, keep_best=True,
+                          **{**TINY, "lr": 1e-2})
+    trainer = Trainer(args)
+    out = trainer.train()
+    history = json.loads((out / TRAINING_JSON).read_text())["valid_history"]
+    step, loss = min(history, key=lambda point: point[1])
+    best = json.loads((out / "best" / "best.json").read_text())
+    assert best == dict(step=step, valid_loss=loss)
+    assert 0 < step < 60, "this run's lowest validation loss is before its last step"
+    # the model in best/ has that validation loss; the last model (OUT/) has the last one
+    trainer.model.load_state_dict(AutoModelForMaskedLM.from_pretrained(out / "best").state_dict())
+    assert trainer.validation_loss() == pytest.approx(loss, abs=1e-6)
+    assert (out / "best" / "tokenizer.json").is_file()

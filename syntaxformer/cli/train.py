@@ -136,6 +136,9 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="learning curve: parse this gold treebank (e.g. ptb-sample:dev) at step 0, every "
                         "--eval-every steps and at the end; F1 of every decoder into training.json and "
                         "TensorBoard")
+    r.add_argument("--keep-best", action="store_true",
+                   help="also write the model of the lowest validation loss (every --eval-every steps) "
+                        "to OUT/best/ with best.json (step, loss)")
     r.add_argument("--log-every", type=int, default=_D.log_every, help="logging period (steps)")
     r.add_argument("--resume", action="store_true",
                    help="continue from OUT/checkpoint.pt if present (else start afresh)")

@@ -70,6 +70,9 @@ class TrainArguments:
             minutes (optimizer steps only, all runs of a resumed training) and wall minutes (this
             process, evaluations included), into ``training.json`` (``parse_curve``) and
             TensorBoard (``parse/...``).
+        keep_best [False]: also write the model of the lowest validation loss (evaluated every
+            ``eval_every`` steps) to ``OUT/best/`` with ``best.json`` (step, loss)
+            (:class:`~syntaxformer.training.callbacks.KeepBestModel`); needs validation data.
         log_every [20]: TensorBoard / progress-bar period in steps.
         seed [0]: every random choice derives from it.
         device [None]: "cpu", "cuda", "cuda:1"...; None: CUDA if available, else CPU.
@@ -127,6 +130,7 @@ class TrainArguments:
     save_every: int = 500
     eval_every: int = 200
     eval_treebank: str | None = None
+    keep_best: bool = False
     log_every: int = 20
     seed: int = 0
     device: str | None = None
@@ -166,6 +170,8 @@ class TrainArguments:
             bad(f"--mask-rate must be in (0, 1], got {self.mask_rate}")
         if not 0.0 <= self.valid_fraction < 1.0:
             bad(f"--valid-fraction must be in [0, 1), got {self.valid_fraction}")
+        if self.keep_best and self.valid is None and self.valid_fraction == 0:
+            bad("--keep-best needs validation data (--valid or --valid-fraction > 0)")
         if self.lr <= 0:
             bad(f"--lr must be positive, got {self.lr}")
         for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq"):

@@ -30,6 +30,7 @@ reaches it.
 """
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
@@ -256,6 +257,39 @@ class ProgressCallback(TrainerCallback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+#: where ``keep_best`` writes the model of the lowest validation loss, inside the output folder
+BEST = "best"
+
+
+class KeepBestModel(TrainerCallback):
+    """``keep_best``: after every evaluation whose validation loss is the lowest so far, write the model
+    and its tokenizer to ``OUT/best/`` with ``best.json`` (``step``, ``valid_loss`` in nats): the model
+    selection of early stopping, without stopping (the run still makes all its steps, and ``OUT/`` holds
+    the last model). A resumed run reads the lowest loss back from ``best.json``. Rank 0 only."""
+
+    def __init__(self):
+        self.best: float | None = None
+
+    def on_train_begin(self, trainer) -> None:
+        record = trainer.out / BEST / "best.json"
+        self.best = json.loads(record.read_text())["valid_loss"] if record.is_file() else None
+
+    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
+        from syntaxformer.data.tokenization import save_tokenizer
+
+        loss = metrics.get("valid/loss")
+        if loss is None or (self.best is not None and loss >= self.best):
+            return
+        self.best = loss
+        folder = trainer.out / BEST
+        folder.mkdir(parents=True, exist_ok=True)
+        trainer.model.save_pretrained(folder, safe_serialization=True)
+        save_tokenizer(trainer.tokenizer, folder)
+        (folder / "best.json").write_text(json.dumps(dict(step=trainer.state.step, valid_loss=loss)) + "\n")
+        logger.info("step %d: lowest validation loss so far (%.4f): model written to %s", trainer.state.step,
+                    loss, folder)
 
 
 class ParseCurveCallback(TrainerCallback):

@@ -82,8 +82,8 @@ from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
 from syntaxformer.data.batching import LengthBucketSampler
-from syntaxformer.training.callbacks import (MaxEpochs, MaxMinutes, MaxSteps, ParseCurveCallback, Periodic,
-                                             ProgressCallback, StepOutput, StopCondition, StopOnSignal,
+from syntaxformer.training.callbacks import (KeepBestModel, MaxEpochs, MaxMinutes, MaxSteps, ParseCurveCallback,
+                                             Periodic, ProgressCallback, StepOutput, StopCondition, StopOnSignal,
                                              TensorBoardCallback, TrainerCallback, TrainerControl)
 from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint, write_checkpoint
 from syntaxformer.training.dataset import TrainingData, prepare_data
@@ -486,7 +486,8 @@ class Trainer:
     def default_callbacks(self) -> list[TrainerCallback]:
         """The callbacks ``args`` asks for: the periods of logging, evaluation and checkpoints, the
         stop conditions (max_steps, epochs, max_minutes, signals), and on rank 0 TensorBoard, the
-        progress bar and log lines, and the learning curve (``eval_treebank``)."""
+        progress bar and log lines, the best-model writer (``keep_best``) and the learning curve
+        (``eval_treebank``)."""
         args = self.args
         curve = ParseCurveCallback(args.eval_treebank) if self.is_main and args.eval_treebank else None
         callbacks = [Periodic(args.log_every, "log"), Periodic(args.eval_every, "evaluate"),
@@ -497,6 +498,7 @@ class Trainer:
         callbacks.append(StopOnSignal())
         if self.is_main:
             callbacks += [TensorBoardCallback(), ProgressCallback(quiet=args.quiet)]
+            callbacks += [KeepBestModel()] if args.keep_best else []
         return callbacks + ([curve] if curve is not None else [])
 
     def _validation_batches(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
