@@ -133,6 +133,9 @@ def test_keep_best_writes_the_model_of_the_lowest_validation_loss(tmp_path, corp
     with pytest.raises(InputError, match="--keep-best needs validation data"):
         TrainArguments(out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, keep_best=True, valid_fraction=0,
                        **TINY).check()
+    with pytest.raises(InputError, match="--keep-best with --head-gates"):
+        TrainArguments(out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, keep_best=True, head_gates=True,
+                       init_from=str(tmp_path), **TINY).check()
     # a high learning rate on 200 sentences: the validation loss falls, then rises (overfitting)
     args = TrainArguments(out=str(tmp_path / "run"), corpus=str(corpus), max_steps=60, keep_best=True,
                           **{**TINY, "lr": 1e-2})

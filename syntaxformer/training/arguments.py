@@ -72,7 +72,8 @@ class TrainArguments:
             TensorBoard (``parse/...``).
         keep_best [False]: also write the model of the lowest validation loss (evaluated every
             ``eval_every`` steps) to ``OUT/best/`` with ``best.json`` (step, loss)
-            (:class:`~syntaxformer.training.callbacks.KeepBestModel`); needs validation data.
+            (:class:`~syntaxformer.training.callbacks.KeepBestModel`); needs validation data; not with
+            ``head_gates``.
         log_every [20]: TensorBoard / progress-bar period in steps.
         seed [0]: every random choice derives from it.
         device [None]: "cpu", "cuda", "cuda:1"...; None: CUDA if available, else CPU.
@@ -247,6 +248,8 @@ class TrainArguments:
             raise InputError(msg)
         if self.head_gates and self.init_from is None:
             bad("--head-gates fine-tunes a trained model: give --init-from DIR")
+        if self.head_gates and self.keep_best:
+            bad("--keep-best with --head-gates: the gated model's validation loss is not its pruned model's")
         if not self.head_gates:
             given = [f"--{n.replace('_', '-')}" for n, default in (("gate_l0", 0.0), ("gate_lr", None))
                      if getattr(self, n) != default]
