@@ -42,11 +42,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from portable import portable  # noqa: E402
+from portable import code_version, portable  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
 DOCS = ROOT / "docs"
 SEEDS = (0, 1, 2)
+CODE_JSON = "code.json"  # in a run folder: the commit that finished the run (portable.code_version)
 CURVE_PAIRS = 300          # test pairs per file in the test curve
 MEASURE_STEPS = 30         # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
 #: forward+backward speed-up of 2 threads over 1 for the ON-LSTM ``base`` encoder (batch 256 x 18 tokens:
@@ -107,6 +108,8 @@ def run_one(runs: Path, encoder: str, seed: int, scale: str, device: str | None,
     args = LogicArguments(out=str(out), data=str(DATA), encoder=encoder, seed=seed, device=device, threads=threads,
                           resume=True, quiet=True, **{**spec["args"], **overrides})
     run_logic_train(args, callbacks=[_test_curve_callback(DATA, out)], max_test_pairs=spec["max_test_pairs"])
+    if finished(out):
+        (out / CODE_JSON).write_text(json.dumps(code_version()) + "\n")
 
 
 def run_folder(runs: Path, encoder: str, seed: int) -> Path:
@@ -236,17 +239,19 @@ def recorded(docs: Path, scale: str) -> dict:
 
 
 def collect(runs_folder: Path, encoders, seeds, earlier: dict | None = None) -> dict:
-    """``{encoder: {seed: {"report": logic.json, "curve": test_curve.json or []}}}`` of the finished runs:
+    """``{encoder: {seed: {"report": logic.json, "curve": test_curve.json or [], "code": code.json or None}}}``
+    of the finished runs:
     read from the run folder, else from ``earlier`` (:func:`recorded`) when it holds that run."""
     runs = {}
     for encoder in encoders:
         for seed in seeds:
             folder = run_folder(runs_folder, encoder, seed)
             if finished(folder):
-                curve = folder / "test_curve.json"
+                curve, code = folder / "test_curve.json", folder / CODE_JSON
                 runs.setdefault(encoder, {})[seed] = dict(
                     report=json.loads((folder / "logic.json").read_text()),
-                    curve=json.loads(curve.read_text()) if curve.exists() else [])
+                    curve=json.loads(curve.read_text()) if curve.exists() else [],
+                    code=json.loads(code.read_text()) if code.exists() else None)
             elif seed in (earlier or {}).get(encoder, {}):
                 logger.info("%s seed %d: taken from the earlier report (no finished run in %s)",
                             encoder, seed, runs_folder)

@@ -26,3 +26,17 @@ def portable(record, root: Path = ROOT):
     if isinstance(record, (list, tuple)):
         return [portable(value, root) for value in record]
     return path(record)
+
+
+def code_version(root: Path = ROOT) -> dict | None:
+    """The code a study ran: ``{"commit": full hash, "modified": tracked files differ from it}`` of the
+    repository at ``root``, or None outside a git checkout (or without git)."""
+    import subprocess
+
+    def git(*argv):
+        return subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True, check=True).stdout
+    try:
+        return dict(commit=git("rev-parse", "HEAD").strip(),
+                    modified=bool(git("status", "--porcelain", "--untracked-files=no").strip()))
+    except (OSError, subprocess.CalledProcessError):
+        return None

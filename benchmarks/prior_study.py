@@ -55,6 +55,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from portable import code_version  # noqa: E402
 
 logger = logging.getLogger("prior_study")
 
@@ -78,6 +80,8 @@ SYSTEMS = {
 GOLD_TRAIN, GOLD_TEST = "ptb-sample:dev", "ptb-sample:test"
 #: the gold block's validation period (steps): the candidates of its model selection
 GOLD_EVAL_EVERY = 250
+#: in a model's folder: the commit that finished its training (portable.code_version)
+CODE_JSON = "code.json"
 F1_TREEBANK = "ptb-sample:test"
 
 
@@ -155,6 +159,7 @@ def stage_train(key: str, work: Path, seed: int, args) -> None:
     if not finished(work, key, seed, args.max_steps):  # stopped by a signal or a cap: nothing may be measured
         raise SystemExit(f"{key} seed {seed}: training stopped at step {steps_trained(work, key, seed)} of "
                          f"{fields['max_steps']}; run the study again to resume it")
+    (folder(work, key, seed) / CODE_JSON).write_text(json.dumps(code_version()) + "\n")
 
 
 def cli(*argv: str) -> None:
@@ -258,7 +263,8 @@ def _probe_results(report: dict | None) -> dict:
 
 def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict | None:
     """One trained model's results read from its folder, or None before its training has finished:
-    ``steps``, ``measured_step`` (the gold block's model of the lowest validation loss; None: the last),
+    ``steps``, ``trained_by`` (the commit that finished its training, :data:`CODE_JSON`; None if not
+    recorded), ``measured_step`` (the gold block's model of the lowest validation loss; None: the last),
     ``perplexity`` and ``sentence_f1`` (None until measured), ``probing`` (task -> accuracies,
     :func:`_probe_results`)."""
     if not finished(work, key, seed, max_steps):
@@ -266,7 +272,8 @@ def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict 
     base = folder(work, key, seed)
     ppl, f1 = _read(base / "perplexity.json"), _read(base / "parse" / "evaluation.json")
     best = _read(measured_model(work, key, seed) / "best.json")
-    return dict(steps=steps_trained(work, key, seed), measured_step=best["step"] if best else None,
+    return dict(steps=steps_trained(work, key, seed), trained_by=_read(base / CODE_JSON),
+                measured_step=best["step"] if best else None,
                 perplexity=_find(ppl, "perplexity") if ppl else None,
                 sentence_f1=_find(f1, "sentence_f1", "constituency.sentence_f1") if f1 else None,
                 probing=_probe_results(_read(base / "probe" / "report.json")))
