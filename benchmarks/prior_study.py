@@ -257,7 +257,8 @@ def _probe_results(report: dict | None) -> dict:
                        untrained=result["best_layer"]["untrained"]["logreg"]["test"],
                        layers=[layer["logreg"]["test"] for layer in result["layers"]["trained"]],
                        majority=result["majority"]["test"],
-                       bag_of_words=result["bag_of_words"]["logreg"]["test"])
+                       bag_of_words=result["bag_of_words"]["logreg"]["test"],
+                       n_test=result["n_sentences"]["test"])
             for task, result in (report or {}).get("tasks", {}).items()}
 
 
@@ -303,8 +304,8 @@ def gather(work: Path, seeds: list[int], max_steps: int | None, earlier: dict) -
 
 def _probe_summary(entries: list[dict]) -> dict:
     layers = [_mean_sd(list(values)) for values in zip(*(e["layers"] for e in entries))]
-    return {name: _mean_sd([e[name] for e in entries]) for name in ("best", "untrained", "majority", "bag_of_words")
-            } | dict(layers=layers)
+    return {name: _mean_sd([e[name] for e in entries if name in e])
+            for name in ("best", "untrained", "majority", "bag_of_words", "n_test")} | dict(layers=layers)
 
 
 def summarise(measurements: dict) -> dict:
@@ -330,6 +331,20 @@ def _fmt(cell, digits: int = 2, show_n: bool = True) -> str:
     return f"{cell['mean']:.{digits}f}{sd}" + (f" (n={cell['n']})" if show_n else "")
 
 
+def _resolution(rows: dict) -> str:
+    """What one probing accuracy resolves: the binomial standard error at 50% on the test sentences."""
+    sizes = {n for row in rows.values() for entry in row["probing"].values() for n in (entry["n_test"] or {}).get(
+        "values", [])}
+    if not sizes:
+        return ""
+    n = min(sizes)
+    se = 100 * (0.25 / n) ** 0.5
+    return (f" A probing test split has {n} sentences (ptb-sample, 80/10/10 split): one accuracy near 50% has a "
+            f"standard error of {se:.1f} points, the difference of two independent ones {2 ** 0.5 * se:.1f} "
+            f"(95% interval ± {1.96 * 2 ** 0.5 * se:.1f}): smaller differences between two single measurements "
+            "are not resolved.")
+
+
 def markdown(rows: dict, args) -> str:
     tasks = sorted({task for row in rows.values() for task in row["probing"]})
     probed = {key: row for key, row in rows.items() if row["probing"]}
@@ -339,7 +354,7 @@ def markdown(rows: dict, args) -> str:
              "logistic regression, test accuracy (%) at the layer chosen on dev, mean over the seeds probed; "
              "in brackets the same architecture untrained. The ptb-lm block is measured at the recipe's last step, "
              f"the gold block at each model's lowest validation loss (every {GOLD_EVAL_EVERY} steps; the step is "
-             "`measured_step` in `docs/prior-study.json`).", "",
+             "`measured_step` in `docs/prior-study.json`)." + _resolution(rows), "",
              "| encoder | block | seeds trained | masked-LM ppl | sentence F1 (ptb-sample:test) | "
              + " | ".join(f"{t} (%)" for t in tasks) + " |",
              "|---|---|---|---|---|" + "---|" * len(tasks)]
