@@ -20,7 +20,8 @@ source of induced dependency trees, also scored) trains with its own default rec
   ``sp-gold`` (gold dependencies) and ``mgsa-gold`` (gold constituents). The recipe's 6,000 steps
   overfit its 1,826 training sentences (the plain Transformer: perplexity 192.7 after 1,500 steps,
   286.7 after 6,000), so this block measures each model at its lowest validation loss (``train
-  --keep-best``, evaluated every 250 steps on the 95 sentences held out), not at its last step.
+  --keep-best``, evaluated every 250 steps on the 95 sentences held out), not at its last step, and
+  stops 4 evaluations (1,000 steps) after it (``--early-stopping 4``; the schedule is still the recipe's).
 
 **Per model**: ``train``; ``ppl``; ``probe`` (``syntaxformer probe``: SentLen, TreeDepth, TopConst,
 BShift on ptb-sample, logistic regression, best layer chosen on dev, test accuracy); ``f1`` for the
@@ -80,6 +81,8 @@ SYSTEMS = {
 GOLD_TRAIN, GOLD_TEST = "ptb-sample:dev", "ptb-sample:test"
 #: the gold block's validation period (steps): the candidates of its model selection
 GOLD_EVAL_EVERY = 250
+#: the gold block stops after this many evaluations without a lower validation loss (1,000 steps)
+GOLD_PATIENCE = 4
 #: in a model's folder: the commit that finished its training (portable.code_version)
 CODE_JSON = "code.json"
 F1_TREEBANK = "ptb-sample:test"
@@ -134,9 +137,12 @@ def steps_trained(work: Path, key: str, seed: int) -> int:
 
 
 def finished(work: Path, key: str, seed: int, max_steps: int | None) -> bool:
-    """Whether the model has made its recipe's steps (``max_steps``: the ``--max-steps`` override):
-    the one rule for "trained", so no stage measures a model whose training was cut short."""
-    return steps_trained(work, key, seed) >= training_fields(key, max_steps)[0]["max_steps"]
+    """Whether the model has made its recipe's steps (``max_steps``: the ``--max-steps`` override) or,
+    in the gold block, stopped early: the one rule for "trained", so no stage measures a model whose
+    training was cut short."""
+    record = _read(folder(work, key, seed) / "model" / "training.json") or {}
+    return (record.get("steps", 0) >= training_fields(key, max_steps)[0]["max_steps"]
+            or record.get("stopped") == "early_stopping")
 
 
 def stage_train(key: str, work: Path, seed: int, args) -> None:
@@ -153,7 +159,7 @@ def stage_train(key: str, work: Path, seed: int, args) -> None:
                                 overrides=overrides, corpus=train_corpus(key, args.ptb_lm), seed=seed,
                                 device=args.device, threads=args.threads, resume=True, quiet=True,
                                 save_every=250 if gold else 500, eval_every=GOLD_EVAL_EVERY if gold else 1000,
-                                keep_best=gold, **extra, **fields)
+                                keep_best=gold, early_stopping=GOLD_PATIENCE if gold else 0, **extra, **fields)
     logger.info("%s seed %d: training %d steps -> %s", key, seed, fields["max_steps"], out)
     train(train_args)
     if not finished(work, key, seed, args.max_steps):  # stopped by a signal or a cap: nothing may be measured

@@ -150,3 +150,21 @@ def test_keep_best_writes_the_model_of_the_lowest_validation_loss(tmp_path, corp
     trainer.model.load_state_dict(AutoModelForMaskedLM.from_pretrained(out / "best").state_dict())
     assert trainer.validation_loss() == pytest.approx(loss, abs=1e-6)
     assert (out / "best" / "tokenizer.json").is_file()
+
+
+def test_early_stopping_stops_after_patience_evaluations_without_a_lower_loss(tmp_path, corpus):
+    from syntaxformer.errors import InputError
+
+    with pytest.raises(InputError, match="--early-stopping needs validation data"):
+        TrainArguments(out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, early_stopping=2, valid_fraction=0,
+                       **TINY).check()
+    # the overfitting run of the keep-best test, with patience 2 evaluations (eval_every 4)
+    args = TrainArguments(out=str(tmp_path / "run"), corpus=str(corpus), max_steps=60, keep_best=True,
+                          early_stopping=2, **{**TINY, "lr": 1e-2})
+    out = Trainer(args).train()
+    record = json.loads((out / TRAINING_JSON).read_text())
+    history = record["valid_history"]
+    best_step, _ = min(history, key=lambda point: point[1])
+    assert record["stopped"] == "early_stopping"
+    assert record["steps"] == best_step + 2 * TINY["eval_every"] < 60
+    assert json.loads((out / "best" / "best.json").read_text())["step"] == best_step

@@ -139,6 +139,9 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--keep-best", action="store_true",
                    help="also write the model of the lowest validation loss (every --eval-every steps) "
                         "to OUT/best/ with best.json (step, loss)")
+    r.add_argument("--early-stopping", type=int, default=_D.early_stopping, metavar="PATIENCE",
+                   help="stop when this many evaluations in a row have not lowered the validation loss "
+                        "(0: never)")
     r.add_argument("--log-every", type=int, default=_D.log_every, help="logging period (steps)")
     r.add_argument("--resume", action="store_true",
                    help="continue from OUT/checkpoint.pt if present (else start afresh)")

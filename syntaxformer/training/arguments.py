@@ -74,6 +74,9 @@ class TrainArguments:
             ``eval_every`` steps) to ``OUT/best/`` with ``best.json`` (step, loss)
             (:class:`~syntaxformer.training.callbacks.KeepBestModel`); needs validation data; not with
             ``head_gates``.
+        early_stopping [0]: stop when this many evaluations in a row have not lowered the validation
+            loss below the lowest before them (0: never;
+            :class:`~syntaxformer.training.callbacks.EarlyStopping`); needs validation data.
         log_every [20]: TensorBoard / progress-bar period in steps.
         seed [0]: every random choice derives from it.
         device [None]: "cpu", "cuda", "cuda:1"...; None: CUDA if available, else CPU.
@@ -132,6 +135,7 @@ class TrainArguments:
     eval_every: int = 200
     eval_treebank: str | None = None
     keep_best: bool = False
+    early_stopping: int = 0
     log_every: int = 20
     seed: int = 0
     device: str | None = None
@@ -171,11 +175,12 @@ class TrainArguments:
             bad(f"--mask-rate must be in (0, 1], got {self.mask_rate}")
         if not 0.0 <= self.valid_fraction < 1.0:
             bad(f"--valid-fraction must be in [0, 1), got {self.valid_fraction}")
-        if self.keep_best and self.valid is None and self.valid_fraction == 0:
-            bad("--keep-best needs validation data (--valid or --valid-fraction > 0)")
+        for name in ("keep_best", "early_stopping"):
+            if getattr(self, name) and self.valid is None and self.valid_fraction == 0:
+                bad(f"--{name.replace('_', '-')} needs validation data (--valid or --valid-fraction > 0)")
         if self.lr <= 0:
             bad(f"--lr must be positive, got {self.lr}")
-        for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq"):
+        for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq", "early_stopping"):
             if getattr(self, name) < 0:
                 bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
         if self.log_every < 1:

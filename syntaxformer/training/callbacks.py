@@ -155,6 +155,22 @@ class MaxEpochs(StopCondition):
         return trainer.state.epoch >= self.epochs
 
 
+class EarlyStopping(StopCondition):
+    """Stop when the last ``patience`` evaluations have all failed to lower the validation loss below
+    the lowest before them (``state.valid_history``; the same on every process, as the loss is
+    all-reduced). With ``keep_best`` the model of that lowest loss is in ``OUT/best/``."""
+    reason = "early_stopping"
+
+    def __init__(self, patience: int):
+        self.patience = patience
+
+    def reached(self, trainer) -> bool:
+        losses = [loss for _, loss in trainer.state.valid_history]
+        if len(losses) <= self.patience:
+            return False
+        return min(losses[-self.patience:]) >= min(losses[:-self.patience])
+
+
 class MaxMinutes(StopCondition):
     """Stop after ``minutes`` of this process's wall time (since :meth:`Trainer.train` started)."""
     reason = "max_minutes"

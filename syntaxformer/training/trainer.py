@@ -82,9 +82,10 @@ from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
 from syntaxformer.data.batching import LengthBucketSampler
-from syntaxformer.training.callbacks import (KeepBestModel, MaxEpochs, MaxMinutes, MaxSteps, ParseCurveCallback,
-                                             Periodic, ProgressCallback, StepOutput, StopCondition, StopOnSignal,
-                                             TensorBoardCallback, TrainerCallback, TrainerControl)
+from syntaxformer.training.callbacks import (EarlyStopping, KeepBestModel, MaxEpochs, MaxMinutes, MaxSteps,
+                                             ParseCurveCallback, Periodic, ProgressCallback, StepOutput,
+                                             StopCondition, StopOnSignal, TensorBoardCallback, TrainerCallback,
+                                             TrainerControl)
 from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint, write_checkpoint
 from syntaxformer.training.dataset import TrainingData, prepare_data
 from syntaxformer.training.objectives import Objective, build_objective, objective_class
@@ -485,7 +486,7 @@ class Trainer:
 
     def default_callbacks(self) -> list[TrainerCallback]:
         """The callbacks ``args`` asks for: the periods of logging, evaluation and checkpoints, the
-        stop conditions (max_steps, epochs, max_minutes, signals), and on rank 0 TensorBoard, the
+        stop conditions (max_steps, epochs, max_minutes, early_stopping, signals), and on rank 0 TensorBoard, the
         progress bar and log lines, the best-model writer (``keep_best``) and the learning curve
         (``eval_treebank``)."""
         args = self.args
@@ -495,6 +496,7 @@ class Trainer:
         callbacks += [MaxSteps(args.max_steps)] if args.max_steps is not None else []
         callbacks += [MaxEpochs(args.epochs)] if args.epochs is not None else []
         callbacks += [MaxMinutes(args.max_minutes)] if args.max_minutes is not None else []
+        callbacks += [EarlyStopping(args.early_stopping)] if args.early_stopping else []
         callbacks.append(StopOnSignal())
         if self.is_main:
             callbacks += [TensorBoardCallback(), ProgressCallback(quiet=args.quiet)]
