@@ -21,9 +21,11 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint.pt"
 
-#: Options that may differ between a checkpoint and the run resuming it.
+#: Options that may differ between a checkpoint and the run resuming it (stop conditions, periods, where and
+#: how it runs, what it writes besides the model: none changes the steps taken).
 RESUMABLE_CHANGES = frozenset({"out", "resume", "max_steps", "max_minutes", "epochs", "save_every",
-                               "eval_every", "log_every", "quiet", "threads", "device", "eval_treebank"})
+                               "eval_every", "log_every", "quiet", "threads", "device", "eval_treebank",
+                               "keep_best", "early_stopping"})
 
 
 def read_checkpoint(args: TrainArguments, world: int) -> dict | None:
