@@ -282,8 +282,9 @@ BEST = "best"
 class KeepBestModel(TrainerCallback):
     """``keep_best``: after every evaluation whose validation loss is the lowest so far, write the model
     and its tokenizer to ``OUT/best/`` with ``best.json`` (``step``, ``valid_loss`` in nats): the model
-    selection of early stopping, without stopping (the run still makes all its steps, and ``OUT/`` holds
-    the last model). A resumed run reads the lowest loss back from ``best.json``. Rank 0 only."""
+    selection of early stopping (the run stops only with ``early_stopping``, :class:`EarlyStopping`, or
+    another condition; ``OUT/`` holds the last model). A resumed run reads the lowest loss back from
+    ``best.json``. Rank 0 only."""
 
     def __init__(self):
         self.best: float | None = None

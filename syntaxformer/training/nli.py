@@ -66,11 +66,15 @@ class NliTrainArguments(TrainArguments):
     min_freq: int = 1
 
     def check(self) -> None:
-        """:meth:`TrainArguments.check`, and ``model`` must be a sentence-pair classifier."""
+        """:meth:`TrainArguments.check`, ``model`` must be a sentence-pair classifier, and the masked-LM
+        ``keep_best`` / ``early_stopping`` are refused (this trainer selects on accuracy into ``OUT/best/``)."""
         super().check()
         from syntaxformer.models import PAIR_MODELS
         if self.model not in PAIR_MODELS:
             raise InputError(f"--model {self.model}: expected one of {', '.join(PAIR_MODELS)}")
+        if self.keep_best or self.early_stopping:
+            raise InputError("keep_best / early_stopping are masked-LM options: NLI training keeps the model of the "
+                             "best selection accuracy in OUT/best/")
 
 
 @dataclass
