@@ -240,8 +240,8 @@ def recorded(docs: Path, scale: str) -> dict:
 
 def collect(runs_folder: Path, encoders, seeds, earlier: dict | None = None) -> dict:
     """``{encoder: {seed: {"report": logic.json, "curve": test_curve.json or [], "code": code.json or None}}}``
-    of the finished runs:
-    read from the run folder, else from ``earlier`` (:func:`recorded`) when it holds that run."""
+    of the finished runs, read from the run folder, else from ``earlier`` (:func:`recorded`) when it
+    holds that run."""
     runs = {}
     for encoder in encoders:
         for seed in seeds:

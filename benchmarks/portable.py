@@ -1,10 +1,11 @@
-"""Machine-independent paths in the studies' JSON records (``docs/``).
+"""Machine-independent study records (``docs/``): paths, and the code that ran.
 
 A study records the folders it read (``--data``, ``--ud-ewt``, run folders) as the absolute paths of
 the machine that ran it. :func:`portable` rewrites every absolute path below the folder that holds
 the repository (where ``../shared/data`` lives, DESIGN.md §6) relative to the repository root, so
 a record reads ``../shared/data/ud-ewt/en_ewt-ud-dev.conllu`` or ``runs/logic/on-lstm-seed0`` on any
-clone. Other strings are unchanged.
+clone. Other strings are unchanged. :func:`code_version` names the commit a run was made by, so a
+record written on one machine still says which code produced it.
 """
 from __future__ import annotations
 
