@@ -42,12 +42,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from portable import code_version, portable  # noqa: E402
+from portable import CODE_JSON, portable, record_code_version  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
 DOCS = ROOT / "docs"
 SEEDS = (0, 1, 2)
-CODE_JSON = "code.json"  # in a run folder: the commit that finished the run (portable.code_version)
 CURVE_PAIRS = 300          # test pairs per file in the test curve
 MEASURE_STEPS = 30         # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
 #: forward+backward speed-up of 2 threads over 1 for the ON-LSTM ``base`` encoder (batch 256 x 18 tokens:
@@ -109,7 +108,7 @@ def run_one(runs: Path, encoder: str, seed: int, scale: str, device: str | None,
                           resume=True, quiet=True, **{**spec["args"], **overrides})
     run_logic_train(args, callbacks=[_test_curve_callback(DATA, out)], max_test_pairs=spec["max_test_pairs"])
     if finished(out):
-        (out / CODE_JSON).write_text(json.dumps(code_version()) + "\n")
+        record_code_version(out)
 
 
 def run_folder(runs: Path, encoder: str, seed: int) -> Path:

@@ -41,3 +41,14 @@ def code_version(root: Path = ROOT) -> dict | None:
                     modified=bool(git("status", "--porcelain", "--untracked-files=no").strip()))
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+#: in a run folder: the commit that finished the run (:func:`record_code_version`)
+CODE_JSON = "code.json"
+
+
+def record_code_version(folder: Path, root: Path = ROOT) -> None:
+    """Write :func:`code_version` to ``folder / CODE_JSON`` (called when a study's run finishes)."""
+    import json
+
+    (Path(folder) / CODE_JSON).write_text(json.dumps(code_version(root)) + "\n")

@@ -57,7 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from portable import code_version  # noqa: E402
+from portable import CODE_JSON, record_code_version  # noqa: E402
 
 logger = logging.getLogger("prior_study")
 
@@ -83,8 +83,6 @@ GOLD_TRAIN, GOLD_TEST = "ptb-sample:dev", "ptb-sample:test"
 GOLD_EVAL_EVERY = 250
 #: the gold block stops after this many evaluations without a lower validation loss (1,000 steps)
 GOLD_PATIENCE = 4
-#: in a model's folder: the commit that finished its training (portable.code_version)
-CODE_JSON = "code.json"
 F1_TREEBANK = "ptb-sample:test"
 
 
@@ -165,7 +163,7 @@ def stage_train(key: str, work: Path, seed: int, args) -> None:
     if not finished(work, key, seed, args.max_steps):  # stopped by a signal or a cap: nothing may be measured
         raise SystemExit(f"{key} seed {seed}: training stopped at step {steps_trained(work, key, seed)} of "
                          f"{fields['max_steps']}; run the study again to resume it")
-    (folder(work, key, seed) / CODE_JSON).write_text(json.dumps(code_version()) + "\n")
+    record_code_version(folder(work, key, seed))
 
 
 def cli(*argv: str) -> None:
