@@ -60,22 +60,22 @@ PRESETS = {
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
 }
 
+# docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps took
+# 17.9 minutes of training on 2 idle cores (7,180 tokens/s; seed 0), 18.5 in all
+_DEFAULT_RECIPE = dict(preset="mini", max_steps=6000, max_minutes=19.0, batch_size=64, lr=1e-3,
+                       warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
+                       min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0)
 #: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields; ``min_layer`` = Algorithm 1's
 #: minimum layer), chosen on ptb-sample:dev by benchmarks/recipe_search.py (docs/recipes.md).
 #: ``default``: a fixed number of steps, <= 20 minutes on 2 idle CPU cores; ``long``: <= 150 minutes.
 RECIPES = {
-    # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps took
-    # 17.9 minutes of training on 2 idle cores (7,180 tokens/s; seed 0), 18.5 in all
-    "default": dict(preset="mini", max_steps=6000, max_minutes=19.0, batch_size=64, lr=1e-3,
-                    warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
-                    min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
+    "default": _DEFAULT_RECIPE,
     # docs/recipes.md, "The long recipe": the small model (6 x 256) on the ptb-lm training text (ten
     # times ptb-sample, and containing it: transductive); 6,000 steps = 8.1M tokens, about 55 minutes
     # of training on 2 idle cores at the measured 2,555 tokens/s. The text is not shipped: run_induce
     # refuses this recipe without --corpus
-    "long": dict(preset="small", corpus="ptb-lm", max_steps=6000, max_minutes=149.0, batch_size=64,
-                 lr=1e-3, warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
-                 min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0),
+    "long": dict(_DEFAULT_RECIPE, preset="small", corpus="ptb-lm", max_minutes=149.0,
+                 overrides=dict(constituent_variant="official")),
 }
 
 
