@@ -40,6 +40,7 @@ models whose folders are not in ``--work`` (which is not in git), so models trai
 machines add up::
 
     python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --device cuda --jobs 6
+    python benchmarks/prior_study.py --report-only      # the report alone, from --work and docs/
     python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --max-steps 20 --seeds 0 \\
         --ppl-sentences 20 --probe-sentences 200 --work runs/prior-study-check --docs runs/prior-study-check/docs
 """
@@ -128,17 +129,21 @@ def train_corpus(key: str, ptb_lm: Path) -> str:
     return GOLD_TRAIN if SYSTEMS[key]["block"] == "gold" else str(ptb_lm / "ptb.train.txt")
 
 
+def training_record(work: Path, key: str, seed: int) -> dict:
+    """The system's ``model/training.json`` (steps made, stop reason; ``{}`` before any step)."""
+    return _read(folder(work, key, seed) / "model" / "training.json") or {}
+
+
 def steps_trained(work: Path, key: str, seed: int) -> int:
-    """Optimizer steps the system's model has made (its ``training.json``; 0 before any)."""
-    record = _read(folder(work, key, seed) / "model" / "training.json")
-    return record["steps"] if record else 0
+    """Optimizer steps the system's model has made (0 before any)."""
+    return training_record(work, key, seed).get("steps", 0)
 
 
 def finished(work: Path, key: str, seed: int, max_steps: int | None) -> bool:
     """Whether the model has made its recipe's steps (``max_steps``: the ``--max-steps`` override) or,
     in the gold block, stopped early: the one rule for "trained", so no stage measures a model whose
     training was cut short."""
-    record = _read(folder(work, key, seed) / "model" / "training.json") or {}
+    record = training_record(work, key, seed)
     return (record.get("steps", 0) >= training_fields(key, max_steps)[0]["max_steps"]
             or record.get("stopped") == "early_stopping")
 
@@ -415,6 +420,20 @@ def run_parallel(argv: list[str], args) -> None:
         raise RuntimeError(f"a seed failed (see {args.work}/seed*.log)")
 
 
+def run_stages(argv: list[str] | None, args) -> None:
+    """The chosen stages of the chosen systems and seeds (seeds in parallel processes with ``--jobs``)."""
+    if args.jobs > 1 and len(args.seeds) > 1:
+        run_parallel([a for a in (argv if argv is not None else sys.argv[1:])], args)
+        return
+    for seed in args.seeds:
+        for key in order(args.systems):
+            for stage in args.stages:
+                if stage != "train" and not finished(args.work, key, seed, args.max_steps):
+                    logger.warning("%s seed %d: %s skipped (training not finished)", key, seed, stage)
+                    continue
+                STAGES[stage](key, args.work, seed, args)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -432,21 +451,18 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--jobs", type=int, default=1, help="seeds in parallel processes")
     p.add_argument("--no-report", action="store_true")
+    p.add_argument("--report-only", action="store_true",
+                   help="run no stage; write the report from the finished models in --work and the "
+                        "measurements recorded in --docs")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not (args.ptb_lm / "ptb.train.txt").is_file():
+    if args.report_only and args.no_report:
+        p.error("--report-only and --no-report together do nothing")
+    if not args.report_only and not (args.ptb_lm / "ptb.train.txt").is_file():
         p.error(f"{args.ptb_lm}/ptb.train.txt not found (--ptb-lm)")
     start = time.monotonic()
-    if args.jobs > 1 and len(args.seeds) > 1:
-        run_parallel([a for a in (argv if argv is not None else sys.argv[1:])], args)
-    else:
-        for seed in args.seeds:
-            for key in order(args.systems):
-                for stage in args.stages:
-                    if stage != "train" and not finished(args.work, key, seed, args.max_steps):
-                        logger.warning("%s seed %d: %s skipped (training not finished)", key, seed, stage)
-                        continue
-                    STAGES[stage](key, args.work, seed, args)
+    if not args.report_only:
+        run_stages(argv, args)
     if not args.no_report:
         stage_report(args.work, args.docs, args)
     logger.info("done in %.1f minutes", (time.monotonic() - start) / 60)

@@ -48,3 +48,19 @@ def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
     assert study["measurements"]["constituent"]["1"]["perplexity"] == 110.0
     assert "| constituent | ptb-lm | 0, 1 | 105.00 ± 7.07 (n=2) | 40.00 (n=1) | 50.0 [40.0] |" in \
         (docs / "prior-study.md").read_text()
+
+
+def test_prior_study_report_only_runs_no_stage(tmp_path, monkeypatch):
+    docs, work = tmp_path / "docs", tmp_path / "work"
+    docs.mkdir()
+    earlier = dict(measurements=dict(gaussian={"0": dict(steps=6000, perplexity=112.0, sentence_f1=None, probing={})}))
+    (docs / "prior-study.json").write_text(json.dumps(earlier))
+    ran = []
+    monkeypatch.setitem(prior_study.STAGES, "train", lambda *a: ran.append(a))
+    # no --ptb-lm text is needed: nothing is trained or measured
+    assert prior_study.main(["--report-only", "--ptb-lm", str(tmp_path / "absent"), "--work", str(work),
+                             "--docs", str(docs)]) == 0
+    assert ran == []
+    study = json.loads((docs / "prior-study.json").read_text())
+    assert study["systems"]["gaussian"]["perplexity"]["values"] == [112.0]
+    assert "| gaussian | ptb-lm | 0 | 112.00 (n=1) |" in (docs / "prior-study.md").read_text()
