@@ -68,6 +68,7 @@ class LinkProbabilities:
 
     @property
     def num_layers(self) -> int:
+        """Layers ``L`` of ``probs``."""
         return self.probs.shape[0]
 
     def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> LinkProbabilities:
@@ -100,6 +101,7 @@ class LinkProbabilities:
         return found
 
     def to_json(self) -> dict:
+        """``{"link_probs": [[a^l_k] per layer]}``, probabilities rounded to 6 places."""
         return {"link_probs": [[round(float(x), 6) for x in layer] for layer in self.probs]}
 
 
@@ -135,6 +137,7 @@ class SyntacticDistances:
         return 0 if self.layers is None else self.layers.shape[0]
 
     def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> SyntacticDistances:
+        """Itself: distances come one per word (raises InputError, naming ``sentence``, otherwise)."""
         _one_token_per_word(word_ids, sentence, "syntactic distances")
         return self
 
@@ -175,6 +178,7 @@ class SyntacticDistances:
         return found
 
     def to_json(self) -> dict:
+        """``distances`` (and ``heights``, per-layer rows where present), rounded to 6 places."""
         row = {"distances": [round(float(x), 6) for x in self.distances]}
         if self.heights is not None:
             row["heights"] = [round(float(x), 6) for x in self.heights]
@@ -196,6 +200,7 @@ class DependencyDistribution:
     heights: np.ndarray | None = None
 
     def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> DependencyDistribution:
+        """Itself: one row per word (raises InputError, naming ``sentence``, otherwise)."""
         _one_token_per_word(word_ids, sentence, "dependency distributions")
         return self
 
@@ -212,6 +217,7 @@ class DependencyDistribution:
         return chu_liu_edmonds(head_scores(self.probs[:, 1:], root_probs=self.probs[:, 0]))
 
     def to_json(self) -> dict:
+        """Nothing: the heads are written to CoNLL-U, not to ``structures.json``."""
         return {}
 
 
@@ -269,6 +275,7 @@ class Structures:
         return None if self.dependency is None else self.dependency.heads(options)
 
     def to_json(self) -> dict:
+        """One ``structures.json`` row: the words and every structure's own fields."""
         row = {"words": self.words}
         for item in self.items:
             row.update(item.to_json())

@@ -114,6 +114,7 @@ class HeadLayout:
 
     @property
     def size(self) -> int:
+        """Heads of the unpruned model, ``layers * heads``."""
         return self.layers * self.heads
 
     def kept(self) -> torch.Tensor:
@@ -174,6 +175,7 @@ class EncodedSentences:
     n_empty: int = 0
 
     def stats(self) -> dict:
+        """Counts for the report: sentences, words, tokens, unknown and split words, skipped sentences."""
         return dict(n_sentences=len(self.ids), n_words=sum(map(len, self.words)),
                     n_tokens=sum(map(len, self.ids)), n_unknown=self.n_unknown,
                     n_split_words=self.n_split_words, n_skipped_too_long=self.n_too_long,

@@ -52,6 +52,7 @@ class LengthBucketSampler:
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
+        """Reshuffle for ``epoch`` (the order is a function of the seed and the epoch alone)."""
         self.epoch = epoch
 
     def _generator(self, epoch: int) -> torch.Generator:

@@ -409,6 +409,7 @@ class HeadPruningMixin:
     """
 
     def attention_modules(self) -> list[nn.Module]:
+        """Each layer's self-attention, bottom-up (what :meth:`prune_heads` prunes); each model names its own."""
         raise NotImplementedError
 
     def prune_heads(self, heads_to_prune: dict[int, Iterable[int]]) -> None:

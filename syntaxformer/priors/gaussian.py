@@ -74,6 +74,7 @@ class GaussianPrior(StructuralPrior):
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> GaussianPrior:
+        """The prior of any layer (``num_attention_heads``, ``gaussian_w_init``, ``gaussian_b_init``)."""
         return cls(config.num_attention_heads, getattr(config, "gaussian_w_init", W_INIT),
                    getattr(config, "gaussian_b_init", B_INIT))
 

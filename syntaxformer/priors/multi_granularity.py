@@ -397,6 +397,7 @@ class MultiGranularityPrior(StructuralPrior):
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> MultiGranularityPrior:
+        """The prior of any layer (``hidden_size``, the ``mgsa_*`` fields of ``config_defaults``)."""
         field = {k: getattr(config, k, default) for k, default in cls.config_defaults.items()}
         return cls(config.hidden_size, parse_granularities(field["mgsa_granularities"], config.num_attention_heads),
                    field["mgsa_composition"], field["mgsa_interaction"], field["mgsa_chunk_size"],

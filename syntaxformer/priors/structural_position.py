@@ -217,6 +217,8 @@ class StructuralPositionPrior(StructuralPrior):
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> StructuralPositionPrior:
+        """The prior of any layer (head width ``hidden_size / num_attention_heads``,
+        ``structural_max_relative``)."""
         return cls(config.hidden_size // config.num_attention_heads,
                    getattr(config, "structural_max_relative", MAX_RELATIVE))
 
