@@ -178,7 +178,8 @@ class SyntacticDistances:
         return found
 
     def to_json(self) -> dict:
-        """``distances`` (and ``heights``, per-layer rows where present), rounded to 6 places."""
+        """``distances``, and where present ``heights`` and the per-layer ``layer_distances`` with the
+        default row's index ``distance_layer``; values rounded to 6 places."""
         row = {"distances": [round(float(x), 6) for x in self.distances]}
         if self.heights is not None:
             row["heights"] = [round(float(x), 6) for x in self.heights]
