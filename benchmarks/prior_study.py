@@ -23,7 +23,10 @@ source of induced dependency trees, also scored) trains with its own default rec
   --keep-best``, evaluated every 250 steps on the 95 sentences held out), not at its last step, and
   stops 4 evaluations (1,000 steps) after it (``--early-stopping 4``; the schedule is still the recipe's).
 
-**Per model**: ``train``; ``ppl``; ``probe`` (``syntaxformer probe``: SentLen, TreeDepth, TopConst,
+**Per model**: ``train``; ``ppl``; ``ppl-copy`` for the systems that read an induced structure
+(perplexity again, each masked copy given the structure its source model induces from that copy,
+``[MASK]`` included: ``ppl`` gives every copy the unmasked sentence's structure, as training does,
+so its source has seen the masked word); ``probe`` (``syntaxformer probe``: SentLen, TreeDepth, TopConst,
 BShift on ptb-sample, logistic regression, best layer chosen on dev, test accuracy); ``f1`` for the
 models that induce trees (``parse`` + ``evaluate`` on ptb-sample:test, sentence F1; transductive for the
 ptb-lm block, whose text contains ptb-sample's sentences); ``ppl`` and ``probe`` give a model the
@@ -189,23 +192,49 @@ def eval_trees(key: str, work: Path, seed: int) -> list[str]:
     return options
 
 
-def stage_ppl(key: str, work: Path, seed: int, args) -> None:
-    out = folder(work, key, seed) / "perplexity.json"
-    if out.is_file():
-        return
+def reads_induced(key: str) -> bool:
+    """Whether the system reads a structure another model induces (``sp-induced``, ``mgsa-induced``)."""
+    return any(str(SYSTEMS[key].get(name, "")).startswith("induced:") for name in ("trees", "phrases"))
+
+
+def ppl_corpus(key: str, work: Path, args) -> str:
+    """The perplexity test set: ptb-sample:test (gold block), else the first ``--ppl-sentences``
+    sentences of ``ptb.test.txt`` (written once into the work folder)."""
     if SYSTEMS[key]["block"] == "gold":
-        corpus = GOLD_TEST
-    else:
-        corpus = str(folder(work, "_data", 0) / "ptb-test-head.txt")
-        Path(corpus).parent.mkdir(parents=True, exist_ok=True)
-        lines = (args.ptb_lm / "ptb.test.txt").read_text().splitlines()
-        Path(corpus).write_text("\n".join(lines[:args.ppl_sentences]) + "\n")
+        return GOLD_TEST
+    corpus = folder(work, "_data", 0) / "ptb-test-head.txt"
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join((args.ptb_lm / "ptb.test.txt").read_text().splitlines()[:args.ppl_sentences]) + "\n"
+    if not corpus.is_file() or corpus.read_text() != text:  # another process may be reading it
+        corpus.write_text(text)
+    return str(corpus)
+
+
+def _perplexity(key: str, work: Path, seed: int, args, out: Path, *options: str) -> None:
+    """``syntaxformer perplexity`` of the measured model, its JSON report written to ``out``."""
     command = [sys.executable, "-m", "syntaxformer.cli", "perplexity", "--model", str(measured_model(work, key, seed)),
-               "--corpus", corpus, "--seed", str(seed), "--json", *eval_trees(key, work, seed)]
-    if args.device:
-        command += ["--device", args.device]
+               "--corpus", ppl_corpus(key, work, args), "--seed", str(seed), "--json", *eval_trees(key, work, seed),
+               *options, *(["--device", args.device] if args.device else [])]
+    logger.info("%s", " ".join(command[2:]))
     result = subprocess.run(command, check=True, capture_output=True, text=True)
     out.write_text(result.stdout)
+
+
+def stage_ppl(key: str, work: Path, seed: int, args) -> None:
+    """Masked-LM perplexity (``perplexity.json``); an induced structure is the unmasked sentence's, as
+    in training (``--induced-from sentence``)."""
+    out = folder(work, key, seed) / "perplexity.json"
+    if not out.is_file():
+        _perplexity(key, work, seed, args, out, *(["--induced-from", "sentence"] if reads_induced(key) else []))
+
+
+def stage_ppl_copy(key: str, work: Path, seed: int, args) -> None:
+    """For a system that reads an induced structure: the perplexity with the structure the source model
+    induces from each masked copy (``--induced-from copy``, ``perplexity-copy.json``), in which no
+    structure carries information about the masked word."""
+    out = folder(work, key, seed) / "perplexity-copy.json"
+    if reads_induced(key) and not out.is_file():
+        _perplexity(key, work, seed, args, out, "--induced-from", "copy")
 
 
 def stage_probe(key: str, work: Path, seed: int, args) -> None:
@@ -230,7 +259,7 @@ def stage_f1(key: str, work: Path, seed: int, args) -> None:
     (out / "evaluation.json").write_text(result.stdout)
 
 
-STAGES = {"train": stage_train, "ppl": stage_ppl, "probe": stage_probe, "f1": stage_f1}
+STAGES = {"train": stage_train, "ppl": stage_ppl, "ppl-copy": stage_ppl_copy, "probe": stage_probe, "f1": stage_f1}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -275,16 +304,18 @@ def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict 
     """One trained model's results read from its folder, or None before its training has finished:
     ``steps``, ``trained_by`` (the commit that finished its training, :data:`CODE_JSON`; None if not
     recorded), ``measured_step`` (the gold block's model of the lowest validation loss; None: the last),
-    ``perplexity`` and ``sentence_f1`` (None until measured), ``probing`` (task -> accuracies,
-    :func:`_probe_results`)."""
+    ``perplexity``, ``perplexity_masked_copy`` (:func:`stage_ppl_copy`) and ``sentence_f1`` (None until
+    measured, or where they do not apply), ``probing`` (task -> accuracies, :func:`_probe_results`)."""
     if not finished(work, key, seed, max_steps):
         return None
     base = folder(work, key, seed)
     ppl, f1 = _read(base / "perplexity.json"), _read(base / "parse" / "evaluation.json")
+    ppl_copy = _read(base / "perplexity-copy.json")
     best = _read(measured_model(work, key, seed) / "best.json")
     return dict(steps=steps_trained(work, key, seed), trained_by=_read(base / CODE_JSON),
                 measured_step=best["step"] if best else None,
                 perplexity=_find(ppl, "perplexity") if ppl else None,
+                perplexity_masked_copy=_find(ppl_copy, "perplexity") if ppl_copy else None,
                 sentence_f1=_find(f1, "sentence_f1", "constituency.sentence_f1") if f1 else None,
                 probing=_probe_results(_read(base / "probe" / "report.json")))
 
@@ -326,6 +357,8 @@ def summarise(measurements: dict) -> dict:
         tasks = sorted({task for m in done for task in m["probing"]})
         rows[key] = dict(block=SYSTEMS[key]["block"], seeds_trained=sorted(by_seed),
                          perplexity=_mean_sd([m["perplexity"] for m in done if m["perplexity"] is not None]),
+                         perplexity_masked_copy=_mean_sd([m["perplexity_masked_copy"] for m in done
+                                                          if m.get("perplexity_masked_copy") is not None]),
                          sentence_f1=_mean_sd([m["sentence_f1"] for m in done if m["sentence_f1"] is not None]),
                          probing={task: _probe_summary([m["probing"][task] for m in done if task in m["probing"]])
                                   for task in tasks})
@@ -364,14 +397,19 @@ def markdown(rows: dict, args) -> str:
              "in brackets the same architecture untrained. The ptb-lm block is measured at the recipe's last step, "
              f"the gold block at each model's lowest validation loss (every {GOLD_EVAL_EVERY} steps; the step is "
              "`measured_step` in `docs/prior-study.json`)." + _resolution(rows), "",
-             "| encoder | block | seeds trained | masked-LM ppl | sentence F1 (ptb-sample:test) | "
-             + " | ".join(f"{t} (%)" for t in tasks) + " |",
-             "|---|---|---|---|---|" + "---|" * len(tasks)]
+             "The systems that read a structure another model induces are scored twice: `masked-LM ppl` gives "
+             "every masked copy the structure of the unmasked sentence, as in training (the structure's source "
+             "has seen the masked word); `ppl, structure of each masked copy` parses each copy, the source "
+             "model seeing the `[MASK]` the scored model sees (`perplexity --induced-from copy`).", "",
+             "| encoder | block | seeds trained | masked-LM ppl | ppl, structure of each masked copy | "
+             "sentence F1 (ptb-sample:test) | " + " | ".join(f"{t} (%)" for t in tasks) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(tasks)]
     for key, row in rows.items():
         cells = [f"{_fmt(row['probing'][t]['best'], 1, False)} [{_fmt(row['probing'][t]['untrained'], 1, False)}]"
                  if t in row["probing"] else "–" for t in tasks]
         lines.append(f"| {key} | {row['block']} | {', '.join(map(str, row['seeds_trained'])) or '–'} | "
-                     f"{_fmt(row['perplexity'])} | {_fmt(row['sentence_f1'])} | " + " | ".join(cells) + " |")
+                     f"{_fmt(row['perplexity'])} | {_fmt(row.get('perplexity_masked_copy'))} | "
+                     f"{_fmt(row['sentence_f1'])} | " + " | ".join(cells) + " |")
     for task in tasks:
         rows_of = {key: row["probing"][task] for key, row in probed.items() if task in row["probing"]}
         n_layers = max(len(entry["layers"]) for entry in rows_of.values())

@@ -119,8 +119,8 @@ def check_induces_structure(model) -> None:
 
 @torch.inference_mode()
 def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                     normalise: bool = True) -> list[Structures]:
-    """Run ``model.induce`` on ``sentences`` (unmasked) and collect its structures per sentence, over words.
+                     normalise: bool = True, masked: Sequence[int | None] | None = None) -> list[Structures]:
+    """Run ``model.induce`` on ``sentences`` and collect its structures per sentence, over words.
 
     Sentences are sorted by length into batches (little padding) and returned in input order. The
     structures' own ``to_words`` maps them from tokens to words.
@@ -131,13 +131,18 @@ def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch
         sentences: lists of words (at least one word each).
         batch_size: sentences per forward pass.
         normalise: apply :func:`normalise_word` before tokenisation (the training corpora's rule).
+        masked: per sentence, the 0-based word the model sees as ``[MASK]`` (every token of it), or None
+            for none; None (default): every sentence unmasked. The structures still cover every word.
+            This is how a structure is induced for one masked copy of the masked-LM perplexity protocol
+            (:func:`syntaxformer.data.structure_inputs.masked_copy_structures`).
 
     Returns:
         One :class:`~syntaxformer.structures.Structures` per sentence, in input order.
 
     Raises:
         InputError: a model that induces no structure, an empty sentence (naming its 1-based number),
-            a tokenizer the structure cannot map to words, or a batch size below 1.
+            a tokenizer the structure cannot map to words, a batch size below 1, or ``masked`` with a
+            tokenizer without ``[MASK]``, not one entry per sentence, or naming no word of its sentence.
     """
     check_induces_structure(model)
     if batch_size < 1:
@@ -147,6 +152,8 @@ def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch
             raise InputError("empty sentence: nothing to parse", sentence=i + 1)
     inputs = [[normalise_word(w) for w in words] if normalise else list(words) for words in sentences]
     ids, word_ids = encode(tokenizer, inputs)
+    if masked is not None:
+        ids = _mask_words(ids, word_ids, masked, tokenizer)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     results: list[Structures | None] = [None] * len(ids)
     device = _device(model)
@@ -158,6 +165,23 @@ def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch
             results[i] = Structures(list(sentences[i]), [s.to_words(word_ids[i], sentence=i + 1)
                                                          for s in induced[row]])
     return results  # type: ignore[return-value]
+
+
+def _mask_words(ids: list[list[int]], word_ids: list[list[int | None]], masked: Sequence[int | None],
+                tokenizer) -> list[list[int]]:
+    """``ids`` with every token of word ``masked[i]`` of sentence ``i`` replaced by ``[MASK]``
+    (:func:`model_structures`'s ``masked``)."""
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    if mask_id is None:
+        raise InputError("the tokenizer has no [MASK] token: a masked word cannot be shown to the model")
+    if len(masked) != len(ids):
+        raise InputError(f"{len(masked)} masked words for {len(ids)} sentences")
+    out = []
+    for i, (sentence_ids, wids, w) in enumerate(zip(ids, word_ids, masked)):
+        if w is not None and w not in wids:
+            raise InputError(f"word {w + 1} is not in the sentence to be masked", sentence=i + 1)
+        out.append([mask_id if w is not None and word == w else t for t, word in zip(sentence_ids, wids)])
+    return out
 
 
 def decode(structures: Sequence[Structures], options: DecoderOptions = DecoderOptions()

@@ -44,17 +44,19 @@ def folders(tmp_path_factory):
 
 
 def _hand_perplexity(folder, sentences, trees, level):
-    """exp(mean cross-entropy) with one call per masked word, the sentence's own phrase ids at ``level``."""
+    """exp(mean cross-entropy) with one call per masked word, phrase ids at ``level`` of ``trees``: per
+    sentence its tree, or a function ``(sentence, word) -> tree`` of the copy masking that word."""
     from syntaxformer.parsing import load_model
     model, tokenizer, _ = load_model(folder, device="cpu")
     model.eval()
     total, n = 0.0, 0
     with torch.no_grad():
-        for words, tree in zip(sentences, trees):
+        for s, words in enumerate(sentences):
             enc = tokenizer([words], is_split_into_words=True)
             ids = torch.tensor(enc["input_ids"][0])
-            phrase_ids = torch.tensor([token_phrase_ids(word_phrase_ids(cut_tree(tree, level)), enc.word_ids(0))])
-            for p in [t for t, w in enumerate(enc.word_ids(0)) if w is not None]:
+            for w, p in enumerate([t for t, x in enumerate(enc.word_ids(0)) if x is not None]):
+                tree = trees(s, w) if callable(trees) else trees[s]
+                phrase_ids = torch.tensor([token_phrase_ids(word_phrase_ids(cut_tree(tree, level)), enc.word_ids(0))])
                 masked = ids.clone()
                 masked[p] = tokenizer.mask_token_id
                 logits = model(masked[None], structure_inputs={"phrase_ids": phrase_ids}).logits[0, p]
@@ -81,14 +83,22 @@ def test_perplexity_with_gold_phrases_is_the_hand_loop(folders, capsys):
 
 
 def test_perplexity_with_induced_phrases(folders):
+    """``induced_from="sentence"``: every copy reads the unmasked sentence's phrases; the default
+    ``"copy"``: copy w reads the phrases of the tree induced with word w shown as [MASK]."""
     from syntaxformer.data.phrases import induced_phrase_trees
     from syntaxformer.workflows.perplexity import evaluate_folder
     phrases = f"induced:{folders['tt']}"
-    result = evaluate_folder(folders["mg"], str(folders["test"]), device="cpu", phrases=phrases)
+    result = evaluate_folder(folders["mg"], str(folders["test"]), device="cpu", phrases=phrases,
+                             induced_from="sentence")
     from syntaxformer.data.corpus import load_corpus
     words = load_corpus(str(folders["test"]))
     expected, _ = _hand_perplexity(folders["mg"], words, induced_phrase_trees(str(folders["tt"]), words), 2)
     assert result["phrases"] == phrases and abs(result["perplexity"] - expected) <= 1e-6 * expected
+    copy = evaluate_folder(folders["mg"], str(folders["test"]), batch_tokens=64, device="cpu", phrases=phrases)
+    expected_copy, n = _hand_perplexity(
+        folders["mg"], words, lambda s, w: induced_phrase_trees(str(folders["tt"]), [words[s]], masked=[w])[0], 2)
+    assert copy["induced_from"] == "copy" and copy["n_tokens"] == n
+    assert abs(copy["perplexity"] - expected_copy) <= 1e-6 * expected_copy
 
 
 def test_missing_unneeded_and_mismatched_phrases_are_one_line_errors(folders, capsys, monkeypatch):
@@ -123,6 +133,13 @@ def test_missing_unneeded_and_mismatched_phrases_are_one_line_errors(folders, ca
     with pytest.raises(InputError, match=r"sentence 2: the phrase partition has 1 phrase ids for 3 words"):
         masked_lm_perplexity(model, tokenizer, [["the", "dog"], ["a", "b", "c"]],
                              structures=[{"phrase_ids": [0, 0]}, {"phrase_ids": [0]}])
+    # one structure per masked copy: one per word, each one entry per word
+    with pytest.raises(InputError, match=r"sentence 2: 2 masked-copy structures for 3 words"):
+        masked_lm_perplexity(model, tokenizer, [["the", "dog"], ["a", "b", "c"]],
+                             structures=[{"phrase_ids": [0, 0]}, [{"phrase_ids": [0, 0, 0]}] * 2])
+    with pytest.raises(InputError, match=r"sentence 1: the phrase partition has 1 phrase ids for 2 words"):
+        masked_lm_perplexity(model, tokenizer, [["the", "dog"]],
+                             structures=[[{"phrase_ids": [0, 0]}, {"phrase_ids": [0]}]])
 
 
 def test_probe_with_gold_phrases(folders, tmp_path, capsys):

@@ -48,18 +48,20 @@ def folders(tmp_path_factory):
 
 
 def _hand_perplexity(folder, sentences, heads):
-    """exp(mean cross-entropy) with one call per sentence (all its one-mask copies), its own heads."""
+    """exp(mean cross-entropy) with one call per masked word; ``heads``: per sentence its heads, or a
+    function ``(sentence, word) -> heads`` of the copy masking that word."""
     from syntaxformer.parsing import load_model
     model, tokenizer, _ = load_model(folder, device="cpu")
     model.eval()
     total, n = 0.0, 0
     with torch.no_grad():
-        for words, word_heads in zip(sentences, heads):
+        for s, words in enumerate(sentences):
             enc = tokenizer([words], is_split_into_words=True)
             ids = torch.tensor(enc["input_ids"][0])
-            tree = torch.tensor(token_heads(word_heads, enc.word_ids(0)))
             positions = [t for t, w in enumerate(enc.word_ids(0)) if w is not None]
-            for p in positions:
+            for w, p in enumerate(positions):
+                word_heads = heads(s, w) if callable(heads) else heads[s]
+                tree = torch.tensor(token_heads(word_heads, enc.word_ids(0)))
                 masked = ids.clone()
                 masked[p] = tokenizer.mask_token_id
                 logits = model(masked[None], structure_inputs={"heads": tree[None]}).logits[0, p]
@@ -82,17 +84,40 @@ def test_perplexity_with_gold_trees_is_the_hand_loop(folders, capsys):
     assert code == 0 and report["trees"] == "gold" and abs(report["perplexity"] - expected) <= 1e-6 * expected
 
 
-def test_perplexity_with_induced_trees(folders):
+def test_perplexity_with_induced_trees_of_the_sentence(folders):
     from syntaxformer.data.trees import induced_heads
     from syntaxformer.workflows.perplexity import evaluate_folder
     trees = f"induced:{folders['sf']}"
-    result = evaluate_folder(folders["sp"], str(folders["text"]), device="cpu", trees=trees)
+    result = evaluate_folder(folders["sp"], str(folders["text"]), device="cpu", trees=trees,
+                             induced_from="sentence")
     words, gold = gold_tree_sentences(str(folders["test"]))
     induced = induced_heads(str(folders["sf"]), words)
     expected, _ = _hand_perplexity(folders["sp"], words, induced)
-    assert result["trees"] == trees and abs(result["perplexity"] - expected) <= 1e-6 * expected
+    assert result["trees"] == trees and result["induced_from"] == "sentence"
+    assert abs(result["perplexity"] - expected) <= 1e-6 * expected
     if induced != gold:  # other trees, another perplexity: the heads are read
         assert result["perplexity"] != _hand_perplexity(folders["sp"], words, gold)[0]
+
+
+def test_perplexity_with_induced_trees_of_each_masked_copy(folders, capsys):
+    """The default: copy w of a sentence reads the StructFormer's heads of that sentence with word w
+    shown as [MASK] (one sentence, one masked word per call here; batched and flattened there)."""
+    from syntaxformer.data.trees import induced_heads
+    from syntaxformer.workflows.perplexity import evaluate_folder
+    trees = f"induced:{folders['sf']}"
+    result = evaluate_folder(folders["sp"], str(folders["text"]), batch_tokens=64, device="cpu", trees=trees)
+    words, _ = gold_tree_sentences(str(folders["test"]))
+    expected, n = _hand_perplexity(folders["sp"], words,
+                                   lambda s, w: induced_heads(str(folders["sf"]), [words[s]], masked=[w])[0])
+    assert result["induced_from"] == "copy" and result["n_tokens"] == n
+    assert abs(result["perplexity"] - expected) <= 1e-6 * expected
+    unmasked = induced_heads(str(folders["sf"]), words)
+    copies = [induced_heads(str(folders["sf"]), [words[0]], masked=[w])[0] for w in range(len(words[0]))]
+    assert any(c != unmasked[0] for c in copies)  # masking a word changes the induced tree
+    assert abs(result["perplexity"] - _hand_perplexity(folders["sp"], words, unmasked)[0]) > 1e-6 * expected
+    code = main(["perplexity", "--model", str(folders["sp"]), "--corpus", str(folders["text"]), "--trees", trees,
+                 "--device", "cpu"])
+    assert code == 0 and "of each masked copy ([MASK] included)" in capsys.readouterr().out
 
 
 def test_missing_and_unneeded_trees_are_one_line_errors(folders, capsys):

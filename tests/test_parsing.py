@@ -164,6 +164,45 @@ def test_wordpiece_links_are_the_word_boundary_token_links(tiny_model, sentences
     assert split_words > 100  # the 300-entry vocabulary really splits words into pieces
 
 
+def test_masked_word_is_the_mask_token_in_its_place(tree_transformer, structformer, tiny_model, sentences):
+    """``masked=[w, ...]``: word w is read as [MASK] (the same numbers as the word ``[MASK]`` written
+    in its place; every piece of it under WordPiece), the structure still covers every word, and None
+    leaves a sentence unmasked."""
+    some = [[normalise_word(w) for w in s] for s in sentences[:12]]
+    masked = [len(s) // 2 for s in some[:-1]] + [None]
+    for model, tokenizer, _ in (tree_transformer, structformer):
+        by_option = model_structures(model, tokenizer, some, batch_size=5, normalise=False, masked=masked)
+        written = [s if w is None else s[:w] + [tokenizer.mask_token] + s[w + 1:] for s, w in zip(some, masked)]
+        by_word = model_structures(model, tokenizer, written, batch_size=5, normalise=False)
+        plain = model_structures(model, tokenizer, some, batch_size=5, normalise=False)
+        def numbers(s):  # the Tree Transformer's link probabilities, StructFormer's distances
+            return s.link_probs if s.link_probs is not None else s.distances
+        for a, b, words in zip(by_option, by_word, some):
+            assert a.words == words
+            np.testing.assert_allclose(numbers(a), numbers(b), atol=1e-6)
+        assert not np.allclose(numbers(by_option[0]), numbers(plain[0]))  # the mask is read
+        np.testing.assert_allclose(numbers(by_option[-1]), numbers(plain[-1]), atol=1e-6)
+    model, tokenizer, _ = load_model(tiny_model("tree-transformer", "wordpiece"))
+    ids, word_ids = encode(tokenizer, some)
+    long_word = next((w for w in range(len(some[0])) if word_ids[0].count(w) > 1), None)
+    assert long_word is not None  # a word of several pieces
+    a = model_structures(model, tokenizer, [some[0]], normalise=False, masked=[long_word])[0]
+    tok = [tokenizer.mask_token_id if w == long_word else t for t, w in zip(ids[0], word_ids[0])]
+    with torch.inference_mode():
+        links = torch.stack(model(input_ids=torch.tensor([tok])).link_probs, dim=1)[0].double().numpy()
+    boundaries = [t for t in range(len(tok) - 1) if word_ids[0][t] != word_ids[0][t + 1]]
+    np.testing.assert_allclose(a.link_probs, links[:, boundaries], atol=1e-6)
+
+
+def test_bad_masked_words_are_input_errors(tree_transformer):
+    model, tokenizer, _ = tree_transformer
+    with pytest.raises(InputError, match="2 masked words for 1 sentences"):
+        model_structures(model, tokenizer, [["a", "b"]], masked=[0, 1])
+    with pytest.raises(InputError, match="word 3 is not in the sentence") as e:
+        model_structures(model, tokenizer, [["a", "b"], ["c", "d"]], masked=[0, 2])
+    assert e.value.sentence == 2
+
+
 def test_empty_sentence_is_an_input_error_naming_it(tree_transformer):
     model, tokenizer, _ = tree_transformer
     with pytest.raises(InputError) as e:

@@ -46,8 +46,30 @@ def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
     assert row["sentence_f1"]["values"] == [40.0]
     assert row["probing"]["TreeDepth"]["best"]["values"] == [50.0]
     assert study["measurements"]["constituent"]["1"]["perplexity"] == 110.0
-    assert "| constituent | ptb-lm | 0, 1 | 105.00 ± 7.07 (n=2) | 40.00 (n=1) | 50.0 [40.0] |" in \
+    assert "| constituent | ptb-lm | 0, 1 | 105.00 ± 7.07 (n=2) | – | 40.00 (n=1) | 50.0 [40.0] |" in \
         (docs / "prior-study.md").read_text()
+
+
+def test_prior_study_masked_copy_perplexity_beside_the_sentence_one(tmp_path):
+    """A system reading induced trees: the perplexity with each masked copy's trees is its own column;
+    a recorded measurement from before that column existed still counts."""
+    docs, work = tmp_path / "docs", tmp_path / "work"
+    docs.mkdir()
+    earlier = dict(measurements={"sp-induced": {"1": dict(steps=6000, perplexity=93.0, sentence_f1=None, probing={})}})
+    (docs / "prior-study.json").write_text(json.dumps(earlier))
+    base = work / "sp-induced-seed2"
+    (base / "model").mkdir(parents=True)
+    (base / "model" / "training.json").write_text(json.dumps(dict(steps=6000)))
+    (base / "perplexity.json").write_text(json.dumps(dict(perplexity=92.0, induced_from="sentence")))
+    (base / "perplexity-copy.json").write_text(json.dumps(dict(perplexity=210.0, induced_from="copy")))
+    prior_study.stage_report(work, docs, SimpleNamespace(seeds=[0, 1, 2], max_steps=None))
+    study = json.loads((docs / "prior-study.json").read_text())
+    row = study["systems"]["sp-induced"]
+    assert row["perplexity"]["values"] == [93.0, 92.0] and row["perplexity_masked_copy"]["values"] == [210.0]
+    assert study["measurements"]["sp-induced"]["2"]["perplexity_masked_copy"] == 210.0
+    assert "| sp-induced | ptb-lm | 1, 2 | 92.50 ± 0.71 (n=2) | 210.00 (n=1) | – |" in (docs / "prior-study.md").read_text()
+    assert prior_study.reads_induced("sp-induced") and prior_study.reads_induced("mgsa-induced")
+    assert not any(prior_study.reads_induced(k) for k in ("sp-gold", "mgsa-gold", "constituent", "mgsa-ngram"))
 
 
 def test_prior_study_report_only_runs_no_stage(tmp_path, monkeypatch):
@@ -63,4 +85,4 @@ def test_prior_study_report_only_runs_no_stage(tmp_path, monkeypatch):
     assert ran == []
     study = json.loads((docs / "prior-study.json").read_text())
     assert study["systems"]["gaussian"]["perplexity"]["values"] == [112.0]
-    assert "| gaussian | ptb-lm | 0 | 112.00 (n=1) |" in (docs / "prior-study.md").read_text()
+    assert "| gaussian | ptb-lm | 0 | 112.00 (n=1) | – |" in (docs / "prior-study.md").read_text()

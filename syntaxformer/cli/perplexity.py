@@ -7,7 +7,8 @@ the protocol; see :mod:`syntaxformer.evaluation.perplexity`. Words are normalise
 (the preprocessing recorded in the folder's ``training.json``, else the default: lower-case, digits
 -> ``N``). A model whose prior reads a dependency tree per sentence (``structural-position``) needs
 ``--trees gold|induced:MODEL_DIR`` (as ``train --trees``); a model whose multi-granularity prior has
-``tree`` heads needs ``--phrases gold|induced:MODEL_DIR`` (as ``train --phrases``). The work:
+``tree`` heads needs ``--phrases gold|induced:MODEL_DIR`` (as ``train --phrases``); an induced structure
+is induced from each masked copy unless ``--induced-from sentence``. The work:
 :func:`syntaxformer.workflows.perplexity.evaluate_folder`.
 """
 from __future__ import annotations
@@ -38,6 +39,12 @@ def add_parser(subparsers) -> None:
                       "CoNLL-U or .dp file)",
         gold_phrases="the sentences and gold trees of the treebank --corpus (ptb-sample, ptb-sample:test, "
                      "a .mrg file)")
+    p.add_argument("--induced-from", choices=["copy", "sentence"], default="copy",
+                   help="for --trees / --phrases induced:MODEL_DIR: 'copy' (default) parses each masked copy, "
+                        "so the source model sees the [MASK] the scored model sees and no structure carries "
+                        "information about the masked word (a sentence of n words costs n parses); 'sentence' "
+                        "gives every copy the unmasked sentence's structure, as in training (the number then "
+                        "belongs to the pair of models, the source having seen the masked word)")
     p.add_argument("--batch-tokens", type=int, default=4096,
                    help="tokens (rows x padded length) per forward pass (default 4096)")
     p.add_argument("--skip-long", action="store_true",
@@ -59,6 +66,9 @@ def format_table(result: dict) -> str:
         **({"trees": result["trees"]} if result.get("trees") else {}),
         **({"phrases": f"{result['phrases']} (cut at level {result.get('tree_level')})"}
            if result.get("phrases") else {}),
+        **({"induced structure": ("of each masked copy ([MASK] included)" if result["induced_from"] == "copy"
+                                  else "of the unmasked sentence, for every copy")}
+           if result.get("induced_from") else {}),
         "protocol": result["protocol"],
         "model": f"{result['model']} ({result.get('model_type')}, preset {result.get('preset')}, "
                  f"{result.get('n_parameters', 0):,} parameters)",
@@ -89,6 +99,6 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate_folder(args.model, args.corpus, batch_tokens=args.batch_tokens,
                              skip_long=args.skip_long, device=args.device, seed=args.seed,
                              progress=not args.json, trees=args.trees,
-                             phrases=args.phrases)
+                             phrases=args.phrases, induced_from=args.induced_from)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0

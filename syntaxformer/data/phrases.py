@@ -82,10 +82,12 @@ def gold_phrase_trees(source: str, sentences: Sequence[Sequence[str]] | None = N
     return [list(s) for s in sentences], trees
 
 
-def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64) -> list:
+def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64,
+                         masked: Sequence[int | None] | None = None) -> list:
     """The trees (``nltk.Tree``, leaves = the words) a trained model induces for ``sentences``
     (normalised words), decoded with the default decoder options as ``parse`` does; once, in
-    evaluation mode on the CPU.
+    evaluation mode on the CPU. ``masked``: per sentence, the 0-based word the model sees as ``[MASK]``
+    (or None), as :func:`syntaxformer.parsing.model_structures` takes it; the tree keeps every word.
 
     Raises:
         InputError: not a model folder, a model that induces no structure, or a tree whose words do
@@ -93,7 +95,8 @@ def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], bat
     """
     from syntaxformer.parsing import DecoderOptions, decode, load_model, model_structures
     model, tokenizer, _ = load_model(model_dir, device="cpu")
-    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False)
+    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
+                                  masked=masked)
     trees, _ = decode(structures, DecoderOptions())
     for number, (tree, words) in enumerate(zip(trees, sentences), start=1):
         check_tree_words(tree, words, model_dir, number)

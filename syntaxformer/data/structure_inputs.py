@@ -77,6 +77,51 @@ def sentence_structures(n: int, heads: Sequence[Sequence[int]] | None = None,
     return out
 
 
+def is_induced(source: str | None) -> bool:
+    """Whether a ``--trees`` / ``--phrases`` value is ``induced:MODEL_DIR`` (a model parses the sentences)."""
+    return source is not None and source.startswith("induced:")
+
+
+def masked_copy_structures(sentences: Sequence[Sequence[str]], trees: str | None = None,
+                           phrases: str | None = None, heads: Sequence[Sequence[int]] | None = None,
+                           phrase_trees: Sequence | None = None, level: int = 1) -> list[list[dict]]:
+    """Per sentence, per word ``w``, the structure of the masked-LM protocol's copy in which ``w`` is
+    masked: an induced source (``trees`` / ``phrases`` = ``induced:MODEL_DIR``) parses that copy, so the
+    source model sees ``[MASK]`` where the scored model does and no structure carries information about
+    the masked word; a gold source gives every copy its sentence's structure (``heads`` per word,
+    ``phrase_trees`` cut at ``level``, as :func:`sentence_structures`).
+
+    A sentence of ``n`` words costs ``n`` parses: the source model reads every copy of every sentence.
+
+    Returns:
+        ``out[s][w]``: a structure dict (``"heads"`` and / or ``"phrase_ids"``, per word).
+    Raises:
+        InputError: a gold source without its ``heads`` / ``phrase_trees``, or as
+            :func:`~syntaxformer.data.trees.induced_heads` / :func:`~syntaxformer.data.phrases.induced_phrase_trees`.
+    """
+    from syntaxformer.data.phrases import cut_tree, induced_phrase_trees, word_phrase_ids
+    from syntaxformer.data.trees import induced_heads
+    copies = [(s, w) for s, words in enumerate(sentences) for w in range(len(words))]
+    copy_sentences, masked = [list(sentences[s]) for s, _ in copies], [w for _, w in copies]
+    if (trees is not None and not is_induced(trees) and heads is None) or (
+            phrases is not None and not is_induced(phrases) and phrase_trees is None):
+        raise InputError("a gold structure source needs its trees")
+    copy_heads = induced_heads(trees[len("induced:"):], copy_sentences, masked=masked) if is_induced(trees) else None
+    copy_trees = (induced_phrase_trees(phrases[len("induced:"):], copy_sentences, masked=masked)
+                  if is_induced(phrases) else None)
+    out: list[list[dict]] = [[{} for _ in words] for words in sentences]
+    for k, (s, w) in enumerate(copies):
+        structure = out[s][w]
+        if trees is not None:
+            structure["heads"] = list(copy_heads[k] if copy_heads is not None else heads[s])
+        if phrases is not None:
+            tree = copy_trees[k] if copy_trees is not None else phrase_trees[s]
+            structure["phrase_ids"] = word_phrase_ids(cut_tree(tree, level))
+    logger.info("structures of %d masked copies (%s)", len(copies),
+                ", ".join(f"{name} {src}" for name, src in (("trees", trees), ("phrases", phrases)) if src))
+    return out
+
+
 def token_structures(structures: Sequence[dict], word_ids: Sequence[Sequence[int | None]],
                      n_words: Sequence[int]) -> list[dict]:
     """Map each sentence's per-word structure onto its tokens.
@@ -91,22 +136,30 @@ def token_structures(structures: Sequence[dict], word_ids: Sequence[Sequence[int
         InputError: not one structure per sentence, an unknown key, or a list that is not one entry per
             word (naming the 1-based sentence).
     """
-    mappers = _mappers()
     if len(structures) != len(word_ids):
         raise InputError(f"{len(structures)} structures (trees / phrases) for {len(word_ids)} sentences")
-    out = []
-    for s, (structure, wids, n) in enumerate(zip(structures, word_ids, n_words)):
-        row = {}
-        for key, values in structure.items():
-            if key not in mappers:
-                raise InputError(f"unknown structure input {key!r} (known: {', '.join(mappers)})")
-            if len(values) != n:
-                what = "heads" if key == "heads" else "phrase ids"
-                raise InputError(f"the {'tree' if key == 'heads' else 'phrase partition'} has {len(values)} "
-                                 f"{what} for {n} words", sentence=s + 1)
-            row[key] = mappers[key][0](values, wids)
-        out.append(row)
-    return out
+    return [token_structure(structure, wids, n, s + 1)
+            for s, (structure, wids, n) in enumerate(zip(structures, word_ids, n_words))]
+
+
+def token_structure(structure: dict, word_ids: Sequence[int | None], n_words: int, sentence: int) -> dict:
+    """One sentence's :func:`token_structures`: ``structure``'s per-word lists mapped onto the tokens
+    ``word_ids`` (per token, its 0-based word or None).
+
+    Raises:
+        InputError: an unknown key, or a list that is not one entry per word (naming the 1-based ``sentence``).
+    """
+    mappers = _mappers()
+    row = {}
+    for key, values in structure.items():
+        if key not in mappers:
+            raise InputError(f"unknown structure input {key!r} (known: {', '.join(mappers)})")
+        if len(values) != n_words:
+            what = "heads" if key == "heads" else "phrase ids"
+            raise InputError(f"the {'tree' if key == 'heads' else 'phrase partition'} has {len(values)} "
+                             f"{what} for {n_words} words", sentence=sentence)
+        row[key] = mappers[key][0](values, word_ids)
+    return row
 
 
 def pad_structures(rows: Sequence[dict], width: int) -> dict[str, torch.Tensor]:
@@ -117,4 +170,5 @@ def pad_structures(rows: Sequence[dict], width: int) -> dict[str, torch.Tensor]:
     return {key: pad_rows([row[key] for row in rows], mappers[key][1], width) for key in (rows[0] if rows else {})}
 
 
-__all__ = ["load_structured_corpus", "sentence_structures", "token_structures", "pad_structures"]
+__all__ = ["load_structured_corpus", "sentence_structures", "is_induced", "masked_copy_structures",
+           "token_structures", "token_structure", "pad_structures"]

@@ -102,9 +102,12 @@ def gold_tree_sentences(source: str) -> tuple[list[list[str]], list[list[int]]]:
     return sentences, trees
 
 
-def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64) -> list[list[int]]:
+def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64,
+                  masked: Sequence[int | None] | None = None) -> list[list[int]]:
     """Maximum-spanning-tree heads (1-based, 0 = root) of a trained model for ``sentences``
-    (normalised words, as the training corpora), once, in evaluation mode on the CPU.
+    (normalised words, as the training corpora), once, in evaluation mode on the CPU. ``masked``: per
+    sentence, the 0-based word the model sees as ``[MASK]`` (or None), as
+    :func:`syntaxformer.parsing.model_structures` takes it; the heads still cover every word.
 
     Raises:
         InputError: not a model folder, a model without a dependency distribution (only StructFormer-like
@@ -112,7 +115,8 @@ def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size
     """
     from syntaxformer.parsing import load_model, model_structures
     model, tokenizer, _ = load_model(model_dir)
-    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False)
+    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
+                                  masked=masked)
     trees = []
     for number, (words, s) in enumerate(zip(sentences, structures), start=1):
         heads = s.heads()

@@ -24,7 +24,11 @@ per-word lists (:mod:`syntaxformer.data.structure_inputs`): ``"heads"`` (1-based
 :mod:`syntaxformer.data.phrases`). They are mapped onto tokens, and every copy of a sentence carries its
 sentence's structure, unchanged by the masking (the masked word keeps its place in the tree and its
 phrase), padded per batch (heads with -100, phrase ids with -1): ``structure_inputs={"heads": (B, N),
-"phrase_ids": (B, N)}`` (the keys given).
+"phrase_ids": (B, N)}`` (the keys given). A structure induced from the unmasked sentence carries
+information about the masked word (its depth, its distances, its phrase), so ``structures`` may instead
+give one structure per masked copy: the structure a model induces from that copy, ``[MASK]`` included
+(:func:`~syntaxformer.data.structure_inputs.masked_copy_structures`); the pair of models is then a masked
+LM that reads nothing of the masked word.
 
 Special tokens the tokenizer adds (``[CLS]``) are part of every input but are never masked or scored.
 A word outside the vocabulary becomes ``[UNK]`` in the input, and, when it is the masked word, the
@@ -182,7 +186,10 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
         progress: show a tqdm progress bar.
         structures: per sentence, its structure ``{"heads": [...], "phrase_ids": [...]}`` (per word;
             either or both), for a model that reads trees or phrases (module docstring): every input
-            of the sentence gets it as ``structure_inputs``. None: no ``structure_inputs``.
+            of the sentence gets it as ``structure_inputs``; or, per sentence, a list of one such dict
+            per word: the input masking word ``w`` gets entry ``w`` (the structure of that masked copy,
+            :func:`~syntaxformer.data.structure_inputs.masked_copy_structures`). None: no
+            ``structure_inputs``.
 
     Returns:
         A dict: ``perplexity``; ``cross_entropy`` (mean, nats per word); ``n_tokens`` (words scored);
@@ -193,7 +200,8 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
 
     Raises:
         InputError: no words to score; a sentence too long (with ``too_long="error"``); a tokenizer
-            without one token per word or without ``[MASK]``; ``structures`` not one entry per word of each sentence (naming it).
+            without one token per word or without ``[MASK]``; ``structures`` not one entry per word
+            (or per masked copy) of each sentence (naming it).
     """
     device, max_length = _checked_options(model, "masked-lm", "masked-LM perplexity does not apply to it",
                                           too_long, batch_tokens, device, max_length)
@@ -298,29 +306,43 @@ def _scored_sentences(ids, word_positions, max_length: int | None, too_long: str
     return scored, n_empty, n_skipped, n_skipped_words
 
 
-def _sentence_token_structures(structures, ids, word_positions) -> list[dict]:
-    """Per sentence, its token structure (:func:`~syntaxformer.data.structure_inputs.token_structures`:
+def _sentence_token_structures(structures, ids, word_positions) -> list:
+    """Per sentence, its token structure (:func:`~syntaxformer.data.structure_inputs.token_structure`:
     token heads, 0-based positions, -1 root, -100 special token; token phrase ids, -1 special token) from
-    its per-word ``structures``.
+    its per-word ``structures`` entry: a dict (every copy of the sentence reads it), or a list of one
+    dict per word (the copy masking that word reads it), which becomes a list over token positions
+    (the entry at each word's position, None elsewhere).
 
     Raises:
-        InputError: a number of sentences or of per-word entries that does not match (naming the sentence).
+        InputError: a number of sentences, of copies or of per-word entries that does not match (naming the sentence).
     """
-    from syntaxformer.data.structure_inputs import token_structures
-    word_ids = []
+    from syntaxformer.data.structure_inputs import token_structure
+    if len(structures) != len(ids):
+        raise InputError(f"{len(structures)} structures (trees / phrases) for {len(ids)} sentences")
+    out: list = []
     for s, pos in enumerate(word_positions):
         wids: list[int | None] = [None] * len(ids[s])
         for w, p in enumerate(pos):
             wids[p] = w
-        word_ids.append(wids)
-    return token_structures(structures, word_ids, [len(pos) for pos in word_positions])
+        entry = structures[s]
+        if isinstance(entry, dict):
+            out.append(token_structure(entry, wids, len(pos), s + 1))
+            continue
+        if len(entry) != len(pos):
+            raise InputError(f"{len(entry)} masked-copy structures for {len(pos)} words", sentence=s + 1)
+        per_position: list[dict | None] = [None] * len(ids[s])
+        for w, p in enumerate(pos):
+            per_position[p] = token_structure(entry[w], wids, len(pos), s + 1)
+        out.append(per_position)
+    return out
 
 
 def _one_mask_batch(rows, ids, pad_id: int, mask_id: int, token_structure=None):
     """The inputs of one batch of (sentence, masked position) rows: ``input_ids`` (B, N) with one
     ``[MASK]`` per row, ``attention_mask`` (B, N), ``masked_at`` (B,), ``targets`` (B,), and, with
-    ``token_structure`` (per sentence, its token structure dict), each row's sentence's structure
-    ``{key: (B, N)}`` padded (heads -100, phrase ids -1; None without)."""
+    ``token_structure`` (per sentence, its token structure dict, or a list over token positions of
+    each masked copy's), each row's structure ``{key: (B, N)}`` padded (heads -100, phrase ids -1; None
+    without)."""
     width = max(len(ids[s]) for s, _ in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, N)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)    # (B, N)
@@ -339,7 +361,9 @@ def _one_mask_batch(rows, ids, pad_id: int, mask_id: int, token_structure=None):
     if token_structure is None:
         return input_ids, attention_mask, masked_at, targets, None
     from syntaxformer.data.structure_inputs import pad_structures
-    structure = pad_structures([token_structure[s] for s, _ in rows], width)  # (B, N) each: the sentence's
+    rows_structure = [token_structure[s] if isinstance(token_structure[s], dict) else token_structure[s][p]
+                      for s, p in rows]  # the sentence's structure, or its masked copy's
+    structure = pad_structures(rows_structure, width)  # (B, N) each
     return input_ids, attention_mask, masked_at, targets, structure
 
 

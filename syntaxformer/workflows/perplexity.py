@@ -12,7 +12,11 @@ whose multi-granularity prior has ``tree`` heads with ``phrases`` (``gold``: the
 constituency trees of the treebank ``corpus``; ``induced:MODEL_DIR``: the sentences of ``corpus`` parsed
 by a trained Tree Transformer / StructFormer; as ``train --phrases``, :mod:`syntaxformer.data.phrases`),
 each tree cut at the model's ``config.mgsa_tree_level``. Both may be given
-(:func:`syntaxformer.data.structure_inputs.load_structured_corpus`).
+(:func:`syntaxformer.data.structure_inputs.load_structured_corpus`). An induced structure is by default
+induced from each masked copy (``induced_from="copy"``: the source model sees the ``[MASK]`` the scored
+model sees, :func:`syntaxformer.data.structure_inputs.masked_copy_structures`), so no structure
+carries information about the masked word; ``induced_from="sentence"`` gives every copy the structure
+of the unmasked sentence, as the model was trained (the number is then not a masked LM's alone).
 """
 from __future__ import annotations
 
@@ -21,11 +25,16 @@ from pathlib import Path
 
 import torch
 
+from syntaxformer.errors import InputError
+
+#: where an induced structure comes from (``evaluate_folder``'s ``induced_from``; ``perplexity --induced-from``)
+INDUCED_FROM = ("copy", "sentence")
+
 
 def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
                     skip_long: bool = False, device: str | None = None, seed: int = 0,
                     progress: bool = False, trees: str | None = None,
-                    phrases: str | None = None) -> dict:
+                    phrases: str | None = None, induced_from: str = "copy") -> dict:
     """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
 
     The folder is read by :func:`syntaxformer.parsing.load_model` (``device`` None = CUDA if
@@ -48,24 +57,31 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
             ``ptb-sample:dev`` / ``:test``, a ``.mrg`` / bracketed file); ``induced:MODEL_DIR`` = the
             sentences of ``corpus`` parsed by a trained Tree Transformer / StructFormer. Cut at the
             model's ``mgsa_tree_level`` (phrase labels are not used).
+        induced_from: for an ``induced:`` source, ``"copy"`` (default: each masked copy is parsed, the
+            source model seeing its ``[MASK]``) or ``"sentence"`` (the unmasked sentence's structure
+            for every copy); gold structures are the sentence's either way.
 
     Returns:
         :func:`~syntaxformer.evaluation.perplexity.perplexity`'s dict (``protocol`` names it), plus ``model``,
-        ``data``, ``trees`` and ``phrases`` (the values or None), ``tree_level`` (with ``phrases``), ``model_type``, ``preset``, ``n_parameters``,
-        ``seed`` and ``minutes``.
+        ``data``, ``trees`` and ``phrases`` (the values or None), ``tree_level`` (with ``phrases``),
+        ``induced_from`` (with an induced source), ``model_type``, ``preset``, ``n_parameters``, ``seed``
+        and ``minutes`` (scoring, the masked copies' parsing included).
 
     Raises:
         InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, a model
             that reads trees without ``trees`` or ``trees`` for one that reads none
             (:func:`~syntaxformer.data.trees.check_model_trees`), likewise for ``phrases``
             (:func:`~syntaxformer.data.phrases.check_model_phrases`), a tree whose words do not match
-            its sentence (naming it), or any of the protocol's.
+            its sentence (naming it), an unknown ``induced_from``, or any of the protocol's.
     """
     from syntaxformer.data.phrases import check_model_phrases, model_tree_level
-    from syntaxformer.data.structure_inputs import load_structured_corpus, sentence_structures
+    from syntaxformer.data.structure_inputs import (is_induced, load_structured_corpus, masked_copy_structures,
+                                                    sentence_structures)
     from syntaxformer.data.trees import check_model_trees
     from syntaxformer.evaluation.perplexity import perplexity
     from syntaxformer.parsing import load_model
+    if induced_from not in INDUCED_FROM:
+        raise InputError(f"--induced-from must be {' or '.join(INDUCED_FROM)}, got {induced_from!r}")
     torch.manual_seed(seed)
     model, tokenizer, record = load_model(folder, device)
     check_model_trees(model, trees)
@@ -73,8 +89,12 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
     level = model_tree_level(model) if phrases is not None else None
     # the trainer's preprocessing (PRPN words); the same words and structures train --trees / --phrases reads
     sentences, heads, phrase_trees = load_structured_corpus(corpus, trees, phrases)
-    structures = sentence_structures(len(sentences), heads, phrase_trees, level or 1)
+    induced = is_induced(trees) or is_induced(phrases)
     start = time.perf_counter()
+    if induced and induced_from == "copy":
+        structures = masked_copy_structures(sentences, trees, phrases, heads, phrase_trees, level or 1)
+    else:
+        structures = sentence_structures(len(sentences), heads, phrase_trees, level or 1)
     result = perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
                         too_long="skip" if skip_long else "error", progress=progress,
                         **({} if structures is None else {"structures": structures}))
@@ -87,6 +107,7 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
         "trees": trees,
         "phrases": phrases,
         **({"tree_level": level} if phrases is not None else {}),
+        **({"induced_from": induced_from} if induced else {}),
         "seed": seed,
         **result,
         "minutes": (time.perf_counter() - start) / 60,
