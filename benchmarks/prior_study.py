@@ -12,9 +12,11 @@ source of induced dependency trees, also scored) trains with its own default rec
   ``ptb.train.txt``), masked-LM perplexity (the Tree Transformer protocol, every word masked in
   turn) on the first ``--ppl-sentences`` sentences of ``ptb.test.txt``: ``transformer`` (prior none),
   ``constituent``, ``gaussian``, ``structformer``, ``sp-induced`` (structural positions from the
-  same-seed StructFormer's maximum-spanning-tree heads), ``mgsa-ngram`` (heads: word, word, 2-gram,
-  3-gram) and ``mgsa-induced`` (heads: word, word, tree, 2-gram; the phrases of the same-seed Tree
-  Transformer's trees).
+  same-seed StructFormer's maximum-spanning-tree heads of each unmasked sentence),
+  ``sp-induced-masked`` (the same source, its trees parsed from every training batch as the model
+  reads it, masks included: ``train --induced-from masked``), ``mgsa-ngram`` (heads: word, word,
+  2-gram, 3-gram) and ``mgsa-induced`` (heads: word, word, tree, 2-gram; the phrases of the same-seed
+  Tree Transformer's trees of each unmasked sentence).
 * ``gold`` — trained on ptb-sample:dev (1,921 sentences with gold trees), perplexity on
   ptb-sample:test with its gold trees: ``transformer-gold-block`` (the control, prior none),
   ``sp-gold`` (gold dependencies) and ``mgsa-gold`` (gold constituents). The recipe's 6,000 steps
@@ -23,10 +25,11 @@ source of induced dependency trees, also scored) trains with its own default rec
   --keep-best``, evaluated every 250 steps on the 95 sentences held out), not at its last step, and
   stops 4 evaluations (1,000 steps) after it (``--early-stopping 4``; the schedule is still the recipe's).
 
-**Per model**: ``train``; ``ppl``; ``ppl-copy`` for the systems that read an induced structure
-(perplexity again, each masked copy given the structure its source model induces from that copy,
-``[MASK]`` included: ``ppl`` gives every copy the unmasked sentence's structure, as training does,
-so its source has seen the masked word); ``probe`` (``syntaxformer probe``: SentLen, TreeDepth, TopConst,
+**Per model**: ``train``; ``ppl`` (an induced structure taken as the system's training took it);
+``ppl-masked`` for the systems trained with the unmasked sentence's induced structure (perplexity
+again, each masked copy given the structure its source model induces from that copy, ``[MASK]``
+included; ``ppl`` gives every copy the unmasked sentence's structure, whose source has seen the
+masked word); ``probe`` (``syntaxformer probe``: SentLen, TreeDepth, TopConst,
 BShift on ptb-sample, logistic regression, best layer chosen on dev, test accuracy); ``f1`` for the
 models that induce trees (``parse`` + ``evaluate`` on ptb-sample:test, sentence F1; transductive for the
 ptb-lm block, whose text contains ptb-sample's sentences); ``ppl`` and ``probe`` give a model the
@@ -66,17 +69,22 @@ from portable import CODE_JSON, record_code_version  # noqa: E402
 logger = logging.getLogger("prior_study")
 
 #: the encoders: block, prior, config overrides, trees / phrases source ("<system>" = that system's
-#: same-seed model folder), and the registry model (default tree-transformer)
+#: same-seed model folder) and, for an induced source, ``induced_from`` (``train --induced-from``: the
+#: unmasked sentence's structure, or each training batch's as the model reads it), and the registry
+#: model (default tree-transformer)
 SYSTEMS = {
     "transformer": dict(block="ptb-lm", prior="none"),
     "constituent": dict(block="ptb-lm", prior="constituent"),
     "gaussian": dict(block="ptb-lm", prior="gaussian"),
     "structformer": dict(block="ptb-lm", model="structformer", prior=None),
-    "sp-induced": dict(block="ptb-lm", prior="structural-position", trees="induced:<structformer>"),
+    "sp-induced": dict(block="ptb-lm", prior="structural-position", trees="induced:<structformer>",
+                       induced_from="sentence"),
+    "sp-induced-masked": dict(block="ptb-lm", prior="structural-position", trees="induced:<structformer>",
+                              induced_from="masked"),
     "mgsa-ngram": dict(block="ptb-lm", prior="multi-granularity",
                        overrides={"mgsa_granularities": "word*2,2gram,3gram"}),
     "mgsa-induced": dict(block="ptb-lm", prior="multi-granularity", phrases="induced:<constituent>",
-                         overrides={"mgsa_granularities": "word*2,tree,2gram"}),
+                         induced_from="sentence", overrides={"mgsa_granularities": "word*2,tree,2gram"}),
     "transformer-gold-block": dict(block="gold", prior="none"),
     "sp-gold": dict(block="gold", prior="structural-position", trees="gold"),
     "mgsa-gold": dict(block="gold", prior="multi-granularity", phrases="gold",
@@ -160,6 +168,8 @@ def stage_train(key: str, work: Path, seed: int, args) -> None:
     fields, overrides = training_fields(key, args.max_steps)
     spec = SYSTEMS[key]
     extra = {name: resolve_source(spec.get(name), work, seed) for name in ("trees", "phrases") if spec.get(name)}
+    if "induced_from" in spec:
+        extra["induced_from"] = spec["induced_from"]
     gold = spec["block"] == "gold"  # the model of the lowest validation loss is the one measured
     train_args = TrainArguments(out=str(out), model=spec.get("model", "tree-transformer"), prior=spec["prior"],
                                 overrides=overrides, corpus=train_corpus(key, args.ptb_lm), seed=seed,
@@ -221,20 +231,21 @@ def _perplexity(key: str, work: Path, seed: int, args, out: Path, *options: str)
 
 
 def stage_ppl(key: str, work: Path, seed: int, args) -> None:
-    """Masked-LM perplexity (``perplexity.json``); an induced structure is the unmasked sentence's, as
-    in training (``--induced-from sentence``)."""
+    """Masked-LM perplexity (``perplexity.json``); an induced structure comes from where the system's
+    training took it (``induced_from``: the unmasked sentence, or each masked copy)."""
     out = folder(work, key, seed) / "perplexity.json"
     if not out.is_file():
-        _perplexity(key, work, seed, args, out, *(["--induced-from", "sentence"] if reads_induced(key) else []))
+        _perplexity(key, work, seed, args, out,
+                    *(["--induced-from", SYSTEMS[key]["induced_from"]] if reads_induced(key) else []))
 
 
-def stage_ppl_copy(key: str, work: Path, seed: int, args) -> None:
-    """For a system that reads an induced structure: the perplexity with the structure the source model
-    induces from each masked copy (``--induced-from copy``, ``perplexity-copy.json``), in which no
-    structure carries information about the masked word."""
-    out = folder(work, key, seed) / "perplexity-copy.json"
-    if reads_induced(key) and not out.is_file():
-        _perplexity(key, work, seed, args, out, "--induced-from", "copy")
+def stage_ppl_masked(key: str, work: Path, seed: int, args) -> None:
+    """For a system trained with the unmasked sentence's induced structure: the perplexity with the
+    structure the source model induces from each masked copy (``--induced-from masked``,
+    ``perplexity-masked.json``), in which no structure carries information about the masked word."""
+    out = folder(work, key, seed) / "perplexity-masked.json"
+    if reads_induced(key) and SYSTEMS[key]["induced_from"] == "sentence" and not out.is_file():
+        _perplexity(key, work, seed, args, out, "--induced-from", "masked")
 
 
 def stage_probe(key: str, work: Path, seed: int, args) -> None:
@@ -259,7 +270,7 @@ def stage_f1(key: str, work: Path, seed: int, args) -> None:
     (out / "evaluation.json").write_text(result.stdout)
 
 
-STAGES = {"train": stage_train, "ppl": stage_ppl, "ppl-copy": stage_ppl_copy, "probe": stage_probe, "f1": stage_f1}
+STAGES = {"train": stage_train, "ppl": stage_ppl, "ppl-masked": stage_ppl_masked, "probe": stage_probe, "f1": stage_f1}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,18 +315,19 @@ def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict 
     """One trained model's results read from its folder, or None before its training has finished:
     ``steps``, ``trained_by`` (the commit that finished its training, :data:`CODE_JSON`; None if not
     recorded), ``measured_step`` (the gold block's model of the lowest validation loss; None: the last),
-    ``perplexity``, ``perplexity_masked_copy`` (:func:`stage_ppl_copy`) and ``sentence_f1`` (None until
+    ``perplexity``, ``perplexity_masked_copy`` (:func:`stage_ppl_masked`) and ``sentence_f1`` (None until
     measured, or where they do not apply), ``probing`` (task -> accuracies, :func:`_probe_results`)."""
     if not finished(work, key, seed, max_steps):
         return None
     base = folder(work, key, seed)
     ppl, f1 = _read(base / "perplexity.json"), _read(base / "parse" / "evaluation.json")
-    ppl_copy = _read(base / "perplexity-copy.json")
+    ppl_masked = _read(base / ("perplexity.json" if SYSTEMS[key].get("induced_from") == "masked"
+                               else "perplexity-masked.json"))
     best = _read(measured_model(work, key, seed) / "best.json")
     return dict(steps=steps_trained(work, key, seed), trained_by=_read(base / CODE_JSON),
                 measured_step=best["step"] if best else None,
                 perplexity=_find(ppl, "perplexity") if ppl else None,
-                perplexity_masked_copy=_find(ppl_copy, "perplexity") if ppl_copy else None,
+                perplexity_masked_copy=_find(ppl_masked, "perplexity") if ppl_masked else None,
                 sentence_f1=_find(f1, "sentence_f1", "constituency.sentence_f1") if f1 else None,
                 probing=_probe_results(_read(base / "probe" / "report.json")))
 
@@ -397,10 +409,12 @@ def markdown(rows: dict, args) -> str:
              "in brackets the same architecture untrained. The ptb-lm block is measured at the recipe's last step, "
              f"the gold block at each model's lowest validation loss (every {GOLD_EVAL_EVERY} steps; the step is "
              "`measured_step` in `docs/prior-study.json`)." + _resolution(rows), "",
-             "The systems that read a structure another model induces are scored twice: `masked-LM ppl` gives "
-             "every masked copy the structure of the unmasked sentence, as in training (the structure's source "
-             "has seen the masked word); `ppl, structure of each masked copy` parses each copy, the source "
-             "model seeing the `[MASK]` the scored model sees (`perplexity --induced-from copy`).", "",
+             "A system that reads a structure another model induces is scored with the structure its training "
+             "read (`masked-LM ppl`: the unmasked sentence's, whose source has seen the masked word, for "
+             "`sp-induced` and `mgsa-induced`; each masked input's for `sp-induced-masked`) and, in `ppl, "
+             "structure of each masked copy`, with the structure the source model induces from each one-mask "
+             "copy, `[MASK]` included (`perplexity --induced-from masked`): no structure then carries "
+             "information about the masked word.", "",
              "| encoder | block | seeds trained | masked-LM ppl | ppl, structure of each masked copy | "
              "sentence F1 (ptb-sample:test) | " + " | ".join(f"{t} (%)" for t in tasks) + " |",
              "|---|---|---|---|---|---|" + "---|" * len(tasks)]

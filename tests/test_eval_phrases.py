@@ -84,7 +84,7 @@ def test_perplexity_with_gold_phrases_is_the_hand_loop(folders, capsys):
 
 def test_perplexity_with_induced_phrases(folders):
     """``induced_from="sentence"``: every copy reads the unmasked sentence's phrases; the default
-    ``"copy"``: copy w reads the phrases of the tree induced with word w shown as [MASK]."""
+    ``"masked"``: copy w reads the phrases of the tree induced with word w shown as [MASK]."""
     from syntaxformer.data.phrases import induced_phrase_trees
     from syntaxformer.workflows.perplexity import evaluate_folder
     phrases = f"induced:{folders['tt']}"
@@ -97,7 +97,7 @@ def test_perplexity_with_induced_phrases(folders):
     copy = evaluate_folder(folders["mg"], str(folders["test"]), batch_tokens=64, device="cpu", phrases=phrases)
     expected_copy, n = _hand_perplexity(
         folders["mg"], words, lambda s, w: induced_phrase_trees(str(folders["tt"]), [words[s]], masked=[w])[0], 2)
-    assert copy["induced_from"] == "copy" and copy["n_tokens"] == n
+    assert copy["induced_from"] == "masked" and copy["n_tokens"] == n
     assert abs(copy["perplexity"] - expected_copy) <= 1e-6 * expected_copy
 
 

@@ -109,7 +109,7 @@ def test_perplexity_with_induced_trees_of_each_masked_copy(folders, capsys):
     words, _ = gold_tree_sentences(str(folders["test"]))
     expected, n = _hand_perplexity(folders["sp"], words,
                                    lambda s, w: induced_heads(str(folders["sf"]), [words[s]], masked=[w])[0])
-    assert result["induced_from"] == "copy" and result["n_tokens"] == n
+    assert result["induced_from"] == "masked" and result["n_tokens"] == n
     assert abs(result["perplexity"] - expected) <= 1e-6 * expected
     unmasked = induced_heads(str(folders["sf"]), words)
     copies = [induced_heads(str(folders["sf"]), [words[0]], masked=[w])[0] for w in range(len(words[0]))]
@@ -212,3 +212,71 @@ def test_probe_without_trees_and_bad_trees_value(folders, tmp_path, capsys):
         code = main(args + (["--out", str(tmp_path / "x")] if command == "probe" else ["--corpus", "x"]))
         err = capsys.readouterr().err
         assert code == 1 and "--trees must be gold or induced:MODEL_DIR" in err and err.count("\n") == 1
+
+
+def test_masked_input_inducer_parses_the_inputs_as_the_model_reads_them(folders):
+    """Rows with one [MASK] each: the inducer's token heads are the StructFormer's heads of the sentence
+    as the model reads it (a word outside its vocabulary is [UNK]) with that word masked
+    (``induced_heads(masked=...)``, another tokenizer: no [CLS]); padding and [CLS] get no head; the
+    row without a mask gets the unmasked sentence's tree."""
+    from syntaxformer.data.structure_inputs import MaskedInputInducer
+    from syntaxformer.data.trees import NO_TREE, induced_heads, token_heads
+    from syntaxformer.parsing import load_model
+    _, tokenizer, _ = load_model(folders["sp"], device="cpu")
+    words, _ = gold_tree_sentences(str(folders["test"]))
+    inducer = MaskedInputInducer(tokenizer, trees=f"induced:{folders['sf']}")
+    enc = tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids, mask = enc["input_ids"].clone(), enc["attention_mask"]
+    masked = [w % len(s) for w, s in zip([1, 3, 0, 5, 2], words)] + [None]
+    for row, w in enumerate(masked):
+        if w is not None:
+            ids[row, enc.word_ids(row).index(w)] = tokenizer.mask_token_id
+    heads = inducer(ids, mask)["heads"]
+    assert heads.shape == ids.shape and heads.dtype == torch.long
+    unknown = 0
+    for row, (sentence, w) in enumerate(zip(words, masked)):
+        read = tokenizer.convert_ids_to_tokens([i for i, x in zip(enc["input_ids"][row].tolist(), enc.word_ids(row))
+                                                if x is not None])  # the words as the model reads them
+        unknown += read.count(tokenizer.unk_token)
+        expected = token_heads(induced_heads(str(folders["sf"]), [read], masked=[w])[0], enc.word_ids(row))
+        assert heads[row].tolist() == expected + [NO_TREE] * (ids.shape[1] - len(expected)), f"row {row}"
+    assert enc.word_ids(0)[0] is None and heads[0, 0] == NO_TREE  # [CLS]
+    assert unknown > 0  # some test words are outside the trained model's vocabulary
+    from syntaxformer.data.tokenization import build_wordpiece_tokenizer
+    with pytest.raises(InputError, match="one token per word"):
+        MaskedInputInducer(build_wordpiece_tokenizer(words * 20, vocab_size=200), trees=f"induced:{folders['sf']}")
+    with pytest.raises(InputError, match="needs --trees or --phrases induced"):
+        MaskedInputInducer(tokenizer, trees="gold")
+
+
+def test_training_with_trees_of_the_masked_inputs(folders, tmp_path, monkeypatch):
+    """``induced_from="masked"`` (the default): every step's and every validation batch's trees are the
+    source's parse of that batch's inputs; recorded in training.json. ``"sentence"``: the trees read
+    once from the unmasked sentences."""
+    from syntaxformer.data.structure_inputs import MaskedInputInducer
+    from syntaxformer.training import train
+    from syntaxformer.training.trainer import Trainer
+    seen = []
+    real = Trainer.model_loss
+
+    def spy(self, model, inputs, attention_mask, labels):
+        seen.append((inputs.clone(), attention_mask.clone(), self.structure_inputs["heads"].clone()))
+        return real(self, model, inputs, attention_mask, labels)
+    monkeypatch.setattr(Trainer, "model_loss", spy)
+    common = dict(model="tree-transformer", preset="tiny", prior="structural-position", corpus=str(folders["text"]),
+                  add_cls=True, min_freq=1, max_steps=2, batch_size=4, valid_fraction=0.34, eval_every=0, seed=0,
+                  quiet=True, threads=1, trees=f"induced:{folders['sf']}", overrides={"structural_max_relative": 4})
+    out = train(out=str(tmp_path / "masked"), **common)
+    record = json.loads((out / "training.json").read_text())
+    assert record["data"]["induced_from"] == "masked" and record["data"]["trees"] == f"induced:{folders['sf']}"
+    from syntaxformer.parsing import load_model
+    _, tokenizer, _ = load_model(out, device="cpu")
+    inducer = MaskedInputInducer(tokenizer, trees=f"induced:{folders['sf']}")
+    assert len(seen) >= 3  # two training steps and the validation batch(es)
+    assert any((inputs == tokenizer.mask_token_id).any() for inputs, _, _ in seen)
+    for inputs, attention_mask, heads in seen:
+        assert torch.equal(heads, inducer(inputs, attention_mask)["heads"])
+    seen.clear()
+    out = train(out=str(tmp_path / "sentence"), induced_from="sentence", **common)
+    assert json.loads((out / "training.json").read_text())["data"]["induced_from"] == "sentence"
+    assert any(not torch.equal(heads, inducer(inputs, attention_mask)["heads"]) for inputs, attention_mask, heads in seen)

@@ -61,7 +61,7 @@ def test_prior_study_masked_copy_perplexity_beside_the_sentence_one(tmp_path):
     (base / "model").mkdir(parents=True)
     (base / "model" / "training.json").write_text(json.dumps(dict(steps=6000)))
     (base / "perplexity.json").write_text(json.dumps(dict(perplexity=92.0, induced_from="sentence")))
-    (base / "perplexity-copy.json").write_text(json.dumps(dict(perplexity=210.0, induced_from="copy")))
+    (base / "perplexity-masked.json").write_text(json.dumps(dict(perplexity=210.0, induced_from="masked")))
     prior_study.stage_report(work, docs, SimpleNamespace(seeds=[0, 1, 2], max_steps=None))
     study = json.loads((docs / "prior-study.json").read_text())
     row = study["systems"]["sp-induced"]

@@ -39,8 +39,8 @@ def add_parser(subparsers) -> None:
                       "CoNLL-U or .dp file)",
         gold_phrases="the sentences and gold trees of the treebank --corpus (ptb-sample, ptb-sample:test, "
                      "a .mrg file)")
-    p.add_argument("--induced-from", choices=["copy", "sentence"], default="copy",
-                   help="for --trees / --phrases induced:MODEL_DIR: 'copy' (default) parses each masked copy, "
+    p.add_argument("--induced-from", choices=["masked", "sentence"], default="masked",
+                   help="for --trees / --phrases induced:MODEL_DIR: 'masked' (default) parses each masked copy, "
                         "so the source model sees the [MASK] the scored model sees and no structure carries "
                         "information about the masked word (a sentence of n words costs n parses); 'sentence' "
                         "gives every copy the unmasked sentence's structure, as in training (the number then "
@@ -66,7 +66,7 @@ def format_table(result: dict) -> str:
         **({"trees": result["trees"]} if result.get("trees") else {}),
         **({"phrases": f"{result['phrases']} (cut at level {result.get('tree_level')})"}
            if result.get("phrases") else {}),
-        **({"induced structure": ("of each masked copy ([MASK] included)" if result["induced_from"] == "copy"
+        **({"induced structure": ("of each masked copy ([MASK] included)" if result["induced_from"] == "masked"
                                   else "of the unmasked sentence, for every copy")}
            if result.get("induced_from") else {}),
         "protocol": result["protocol"],

@@ -69,6 +69,11 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
         d, gold_trees="the sentences and trees of the dependency source --corpus names (ptb-sample, a "
                       "CoNLL-U or .dp file; punctuation removed)",
         gold_phrases="the gold trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file)")
+    d.add_argument("--induced-from", choices=["masked", "sentence"], default=_D.induced_from,
+                   help="for --trees / --phrases induced:MODEL_DIR: 'masked' (default) parses every training "
+                        "batch as the model reads it, masks included, so no tree carries information about a "
+                        "masked word (the source model runs at every step; needs --tokenizer word); 'sentence' "
+                        "parses each unmasked sentence once before training")
     d.add_argument("--valid-fraction", type=float, default=_D.valid_fraction,
                    help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)")
     d.add_argument("--tokenizer", default=_D.tokenizer,

@@ -93,14 +93,27 @@ def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], bat
         InputError: not a model folder, a model that induces no structure, or a tree whose words do
             not match its sentence (naming ``model_dir`` and the 1-based sentence).
     """
-    from syntaxformer.parsing import DecoderOptions, decode, load_model, model_structures
+    from syntaxformer.parsing import load_model
     model, tokenizer, _ = load_model(model_dir, device="cpu")
+    trees = model_phrase_trees(model, tokenizer, sentences, batch_size, masked, source=model_dir)
+    logger.info("induced the constituency trees of %d sentences with %s", len(trees), model_dir)
+    return trees
+
+
+def model_phrase_trees(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
+                       masked: Sequence[int | None] | None = None, source: str | None = None) -> list:
+    """:func:`induced_phrase_trees` with a loaded ``model`` (evaluation mode) and its ``tokenizer``;
+    ``source`` names the model in errors.
+
+    Raises:
+        InputError: as :func:`induced_phrase_trees`.
+    """
+    from syntaxformer.parsing import DecoderOptions, decode, model_structures
     structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
                                   masked=masked)
     trees, _ = decode(structures, DecoderOptions())
     for number, (tree, words) in enumerate(zip(trees, sentences), start=1):
-        check_tree_words(tree, words, model_dir, number)
-    logger.info("induced the constituency trees of %d sentences with %s", len(trees), model_dir)
+        check_tree_words(tree, words, source, number)
     return trees
 
 
@@ -224,6 +237,6 @@ def check_model_phrases(model, phrases: str | None) -> None:
 
 
 __all__ = ["NO_PHRASE", "NO_LABEL", "OTHER", "check_tree_words", "gold_phrase_trees", "induced_phrase_trees",
-           "load_phrase_trees", "cut_tree", "word_phrase_ids", "token_phrase_ids", "label_vocabulary",
+           "model_phrase_trees", "load_phrase_trees", "cut_tree", "word_phrase_ids", "token_phrase_ids", "label_vocabulary",
            "phrase_label_ids", "pad_phrases", "tree_level", "check_phrases_option",
            "model_reads_phrases", "model_tree_level", "check_model_phrases"]

@@ -113,8 +113,22 @@ def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size
         InputError: not a model folder, a model without a dependency distribution (only StructFormer-like
             models induce heads), or a tree that does not match its sentence.
     """
-    from syntaxformer.parsing import load_model, model_structures
+    from syntaxformer.parsing import load_model
     model, tokenizer, _ = load_model(model_dir)
+    trees = model_heads(model, tokenizer, sentences, batch_size, masked, source=model_dir)
+    logger.info("induced the trees of %d sentences with %s", len(trees), model_dir)
+    return trees
+
+
+def model_heads(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
+                masked: Sequence[int | None] | None = None, source: str | None = None) -> list[list[int]]:
+    """:func:`induced_heads` with a loaded ``model`` (evaluation mode) and its ``tokenizer``; ``source``
+    names the model in errors.
+
+    Raises:
+        InputError: as :func:`induced_heads`.
+    """
+    from syntaxformer.parsing import model_structures
     structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
                                   masked=masked)
     trees = []
@@ -122,10 +136,9 @@ def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size
         heads = s.heads()
         if heads is None:
             raise InputError("--trees induced: this model induces no dependency heads (a StructFormer is "
-                             "needed)", path=model_dir)
-        check_tree(heads, len(words), model_dir, number)
+                             "needed)", path=source)
+        check_tree(heads, len(words), source, number)
         trees.append(list(heads))
-    logger.info("induced the trees of %d sentences with %s", len(trees), model_dir)
     return trees
 
 
@@ -213,5 +226,5 @@ def pad_heads(heads: Sequence[Sequence[int]], length: int | None = None) -> torc
 
 
 __all__ = ["ROOT", "NO_TREE", "check_tree", "drop_tokens", "gold_tree_sentences", "induced_heads",
-           "load_tree_corpus", "check_trees_option", "model_reads_trees", "check_model_trees", "token_heads",
+           "model_heads", "load_tree_corpus", "check_trees_option", "model_reads_trees", "check_model_trees", "token_heads",
            "pad_heads"]

@@ -833,7 +833,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
 
         Args: input_ids ``[B, N]`` unmasked; attention_mask ``[B, N]`` (1 = word, right padding).
         """
-        out = self(input_ids=input_ids, attention_mask=attention_mask, output_dependency=True)
+        out = self.structformer(input_ids, attention_mask)  # the encoder alone: no output layer
         results = []
         for row, t in enumerate(attention_mask.sum(-1).tolist()):
             heights = out.heights[row, :t].double().cpu().numpy()

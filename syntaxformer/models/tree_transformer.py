@@ -342,7 +342,7 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
         if not self.induces_structure:
             raise InputError(f"this model has prior={self.config.prior!r}: it computes no link probabilities, "
                              "so it induces no trees")
-        out = self(input_ids=input_ids, attention_mask=attention_mask)
+        out = self.tree_transformer(input_ids, attention_mask)  # the encoder alone: no output layer
         links = torch.stack(out.link_probs, dim=1).double().cpu()  # (B, L, N-1)
         lengths = attention_mask.sum(-1).tolist()
         return [[LinkProbabilities(links[b, :, :t - 1].numpy())] for b, t in enumerate(lengths)]

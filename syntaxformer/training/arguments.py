@@ -35,6 +35,11 @@ class TrainArguments:
             (the gold trees of the treebank ``corpus`` names: ptb-sample, a ``.mrg`` / bracketed
             file) or "induced:MODEL_DIR" (the trees a trained Tree Transformer or StructFormer
             induces for the sentences). May be given with ``trees``.
+        induced_from ["masked"]: where an ``induced:`` tree or phrase partition comes from: "masked"
+            (each training batch parsed as the model reads it, masks included, so no structure carries
+            information about a masked word; :class:`~syntaxformer.data.structure_inputs.MaskedInputInducer`;
+            needs a word-level tokenizer; the source models run at every step) or "sentence" (each
+            sentence parsed once, unmasked, before training). Gold structures are the sentence's.
         valid_fraction [0.05]: fraction of the corpus held out when ``valid`` is None (0: none).
         tokenizer ["word"]: "word", "wordpiece", or a folder holding a saved tokenizer.
         min_freq [2]: word tokenizer: keep words seen at least this often (public code: > 1);
@@ -106,6 +111,7 @@ class TrainArguments:
     valid: str | None = None
     trees: str | None = None
     phrases: str | None = None
+    induced_from: str = "masked"
     valid_fraction: float = 0.05
     tokenizer: str = "word"
     min_freq: int = 2
@@ -199,6 +205,8 @@ class TrainArguments:
             resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
         self.check_trees()
         self.check_phrases()
+        if self.induced_from not in ("masked", "sentence"):
+            bad(f"--induced-from must be masked or sentence, got {self.induced_from!r}")
         self.check_fine_tuning()
 
     def check_trees(self) -> None:
@@ -211,6 +219,13 @@ class TrainArguments:
                              "or --trees induced:MODEL_DIR")
         from syntaxformer.data.trees import check_trees_option
         check_trees_option(self.trees)
+
+    @property
+    def induces_from_masked_inputs(self) -> bool:
+        """Whether the run parses its masked inputs at every step (``induced_from="masked"`` with an
+        ``induced:`` ``trees`` or ``phrases``)."""
+        from syntaxformer.data.structure_inputs import is_induced
+        return self.induced_from == "masked" and (is_induced(self.trees) or is_induced(self.phrases))
 
     def _prior_config(self) -> dict:
         """The prior's config fields this run will have: ``prior`` and the overrides, or, with

@@ -104,6 +104,11 @@ class TrainingData:
         t = self.tokenizer
         return sorted({i for i in (t.pad_token_id, t.cls_token_id, t.mask_token_id) if i is not None})
 
+    @staticmethod
+    def _induced(args: TrainArguments) -> bool:
+        from syntaxformer.data.structure_inputs import is_induced
+        return is_induced(args.trees) or is_induced(args.phrases)
+
     def record(self, args: TrainArguments) -> dict:
         """The ``data`` section of ``training.json``."""
         return dict(corpus=args.corpus, valid=self.valid_desc,
@@ -112,6 +117,7 @@ class TrainingData:
                     valid_sequences=len(self.valid_ids), max_length=args.max_length,
                     overflow=args.overflow, train_over_max_length=self.train_over,
                     valid_over_max_length=self.valid_over, trees=self.trees, phrases=self.phrases,
+                    **({"induced_from": args.induced_from} if self._induced(args) else {}),
                     **({"tree_level": self.tree_level} if self.phrases is not None else {}),
                     **({"phrase_labels": self.phrase_label_names} if self.phrase_label_names else {}))
 

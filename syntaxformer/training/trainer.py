@@ -429,6 +429,7 @@ class Trainer:
         self.tokenizer = self.data.tokenizer
         self._build_model()
         self.objective: Objective = build_objective(type(self.model), args, self.tokenizer, self.data.special_ids)
+        self.inducer = self._masked_input_inducer()
         if checkpoint is not None:
             self.resume(checkpoint)
             checkpoint = None
@@ -461,6 +462,25 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
                                                 args.schedule_steps or args.max_steps, args.final_lr_fraction))
+
+    def _masked_input_inducer(self):
+        """The :class:`~syntaxformer.data.structure_inputs.MaskedInputInducer` of a run that parses its
+        masked inputs (``induced_from="masked"`` with an induced source), else None."""
+        if not self.args.induces_from_masked_inputs:
+            return None
+        from syntaxformer.data.structure_inputs import MaskedInputInducer
+        return MaskedInputInducer(self.tokenizer, self.args.trees, self.args.phrases,
+                                  self.data.tree_level or 1, self.device)
+
+    def batch_structure(self, split: str, indices: list[int], inputs: torch.Tensor,
+                        attention_mask: torch.Tensor) -> dict | None:
+        """The ``structure_inputs`` of one batch: the sequences' own (:meth:`TrainingData.structure_inputs`),
+        the induced ones replaced by the structures of ``inputs`` (B, N) as the model reads them when the
+        run parses its masked inputs (:attr:`inducer`)."""
+        structure = self.data.structure_inputs(split, indices)
+        if self.inducer is not None:
+            structure = {**(structure or {}), **self.inducer(inputs, attention_mask)}
+        return structure
 
     def make_model(self) -> torch.nn.Module:
         """The module to train, on the CPU (:meth:`build` moves it): :func:`initial_model`. Override
@@ -518,7 +538,7 @@ class Trainer:
             batch = self.objective.batch([valid_ids[i] for i in idx], generator)
             if b % self.world == self.rank:
                 batches.append(batch)
-                self.valid_structure.append(self.data.structure_inputs("valid", idx))
+                self.valid_structure.append(self.batch_structure("valid", idx, batch[0], batch[1]))
         return batches
 
     # ---------------------------------------------------------------------------------- a step
@@ -548,7 +568,7 @@ class Trainer:
         args, step = self.args, self.state.step
         generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, self.rank, 1))
         inputs, attention_mask, labels = self.objective.batch([self.data.train_ids[i] for i in batch], generator)
-        self.structure_inputs = self.data.structure_inputs("train", batch)
+        self.structure_inputs = self.batch_structure("train", batch, inputs, attention_mask)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
         loss_value, lr = self.apply_gradients(loss)

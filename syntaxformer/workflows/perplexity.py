@@ -13,7 +13,7 @@ constituency trees of the treebank ``corpus``; ``induced:MODEL_DIR``: the senten
 by a trained Tree Transformer / StructFormer; as ``train --phrases``, :mod:`syntaxformer.data.phrases`),
 each tree cut at the model's ``config.mgsa_tree_level``. Both may be given
 (:func:`syntaxformer.data.structure_inputs.load_structured_corpus`). An induced structure is by default
-induced from each masked copy (``induced_from="copy"``: the source model sees the ``[MASK]`` the scored
+induced from each masked copy (``induced_from="masked"``: the source model sees the ``[MASK]`` the scored
 model sees, :func:`syntaxformer.data.structure_inputs.masked_copy_structures`), so no structure
 carries information about the masked word; ``induced_from="sentence"`` gives every copy the structure
 of the unmasked sentence, as the model was trained (the number is then not a masked LM's alone).
@@ -28,13 +28,13 @@ import torch
 from syntaxformer.errors import InputError
 
 #: where an induced structure comes from (``evaluate_folder``'s ``induced_from``; ``perplexity --induced-from``)
-INDUCED_FROM = ("copy", "sentence")
+INDUCED_FROM = ("masked", "sentence")
 
 
 def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
                     skip_long: bool = False, device: str | None = None, seed: int = 0,
                     progress: bool = False, trees: str | None = None,
-                    phrases: str | None = None, induced_from: str = "copy") -> dict:
+                    phrases: str | None = None, induced_from: str = "masked") -> dict:
     """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
 
     The folder is read by :func:`syntaxformer.parsing.load_model` (``device`` None = CUDA if
@@ -57,7 +57,7 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
             ``ptb-sample:dev`` / ``:test``, a ``.mrg`` / bracketed file); ``induced:MODEL_DIR`` = the
             sentences of ``corpus`` parsed by a trained Tree Transformer / StructFormer. Cut at the
             model's ``mgsa_tree_level`` (phrase labels are not used).
-        induced_from: for an ``induced:`` source, ``"copy"`` (default: each masked copy is parsed, the
+        induced_from: for an ``induced:`` source, ``"masked"`` (default: each masked copy is parsed, the
             source model seeing its ``[MASK]``) or ``"sentence"`` (the unmasked sentence's structure
             for every copy); gold structures are the sentence's either way.
 
@@ -91,7 +91,7 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
     sentences, heads, phrase_trees = load_structured_corpus(corpus, trees, phrases)
     induced = is_induced(trees) or is_induced(phrases)
     start = time.perf_counter()
-    if induced and induced_from == "copy":
+    if induced and induced_from == "masked":
         structures = masked_copy_structures(sentences, trees, phrases, heads, phrase_trees, level or 1)
     else:
         structures = sentence_structures(len(sentences), heads, phrase_trees, level or 1)
