@@ -111,13 +111,13 @@ def _max_arborescence(s: np.ndarray) -> np.ndarray:
     k = len(rest)                    # the contracted node gets index k in the smaller graph
     kept = s[heads[cyc], cyc]        # (|C|,) score of each cycle node's cycle arc
 
-    enter = s[np.ix_(rest, cyc)] - kept  # (k, |C|) gain of entering the cycle at v from u
+    enter = s[rest[:, None], cyc] - kept  # (k, |C|) gain of entering the cycle at v from u
     enter_at = enter.argmax(axis=1)      # (k,) best v for every u
-    leave = s[np.ix_(cyc, rest)]         # (|C|, k) arcs from the cycle to the others
+    leave = s[cyc[:, None], rest]         # (|C|, k) arcs from the cycle to the others
     leave_from = leave.argmax(axis=0)    # (k,) best cycle node as head of every w
 
     sub = np.full((k + 1, k + 1), -np.inf)
-    sub[:k, :k] = s[np.ix_(rest, rest)]
+    sub[:k, :k] = s[rest[:, None], rest]
     sub[:k, k] = enter[np.arange(k), enter_at]
     sub[k, :k] = leave[leave_from, np.arange(k)]
     sub[:, 0] = -np.inf
