@@ -13,6 +13,12 @@ model reads:
 :func:`load_structured_corpus` reads the sentences and their structures exactly as ``train --trees /
 --phrases`` reads a corpus; :func:`token_structures` maps them onto tokens; :func:`pad_structures`
 batches them into ``structure_inputs={"heads": (B, N), "phrase_ids": (B, N)}`` (long).
+
+A structure a model induces from the whole sentence carries information about a masked word (its
+depth, its tree distances, its phrase). So an induced structure can instead come from the input as the
+masked LM reads it: :func:`masked_copy_structures` parses each one-mask copy of the perplexity protocol
+(``perplexity --induced-from masked``), :class:`MaskedInputInducer` each training batch (``train
+--induced-from masked``).
 """
 from __future__ import annotations
 
@@ -170,7 +176,7 @@ class MaskedInputInducer:
         for ids, keep in zip(input_ids.tolist(), attention_mask.tolist()):
             wids: list[int | None] = []
             positions = []
-            for t, (i, k) in enumerate(zip(ids, keep)):
+            for i, k in zip(ids, keep):
                 is_word = bool(k) and i not in self.not_words
                 wids.append(len(positions) if is_word else None)
                 if is_word:
