@@ -43,8 +43,9 @@ def add_parser(subparsers) -> None:
                    help="for --trees / --phrases induced:MODEL_DIR: 'masked' (default) parses each masked copy, "
                         "so the source model sees the [MASK] the scored model sees and no structure carries "
                         "information about the masked word (a sentence of n words costs n parses); 'sentence' "
-                        "gives every copy the unmasked sentence's structure, as in training (the number then "
-                        "belongs to the pair of models, the source having seen the masked word)")
+                        "gives every copy the unmasked sentence's structure, as train --induced-from sentence "
+                        "trains (the number then belongs to the pair of models, the source having seen the "
+                        "masked word)")
     p.add_argument("--batch-tokens", type=int, default=4096,
                    help="tokens (rows x padded length) per forward pass (default 4096)")
     p.add_argument("--skip-long", action="store_true",

@@ -16,7 +16,8 @@ each tree cut at the model's ``config.mgsa_tree_level``. Both may be given
 induced from each masked copy (``induced_from="masked"``: the source model sees the ``[MASK]`` the scored
 model sees, :func:`syntaxformer.data.structure_inputs.masked_copy_structures`), so no structure
 carries information about the masked word; ``induced_from="sentence"`` gives every copy the structure
-of the unmasked sentence, as the model was trained (the number is then not a masked LM's alone).
+of the unmasked sentence, as ``train --induced-from sentence`` trains (the number is then not a masked
+LM's alone).
 """
 from __future__ import annotations
 
