@@ -279,4 +279,5 @@ def test_training_with_trees_of_the_masked_inputs(folders, tmp_path, monkeypatch
     seen.clear()
     out = train(out=str(tmp_path / "sentence"), induced_from="sentence", **common)
     assert json.loads((out / "training.json").read_text())["data"]["induced_from"] == "sentence"
-    assert any(not torch.equal(heads, inducer(inputs, attention_mask)["heads"]) for inputs, attention_mask, heads in seen)
+    assert any(not torch.equal(heads, inducer(inputs, attention_mask)["heads"])
+               for inputs, attention_mask, heads in seen)

@@ -67,7 +67,8 @@ def test_prior_study_masked_copy_perplexity_beside_the_sentence_one(tmp_path):
     row = study["systems"]["sp-induced"]
     assert row["perplexity"]["values"] == [93.0, 92.0] and row["perplexity_masked_copy"]["values"] == [210.0]
     assert study["measurements"]["sp-induced"]["2"]["perplexity_masked_copy"] == 210.0
-    assert "| sp-induced | ptb-lm | 1, 2 | 92.50 ± 0.71 (n=2) | 210.00 (n=1) | – |" in (docs / "prior-study.md").read_text()
+    table = (docs / "prior-study.md").read_text()
+    assert "| sp-induced | ptb-lm | 1, 2 | 92.50 ± 0.71 (n=2) | 210.00 (n=1) | – |" in table
     assert prior_study.reads_induced("sp-induced") and prior_study.reads_induced("mgsa-induced")
     assert not any(prior_study.reads_induced(k) for k in ("sp-gold", "mgsa-gold", "constituent", "mgsa-ngram"))
 

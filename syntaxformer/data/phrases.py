@@ -237,6 +237,7 @@ def check_model_phrases(model, phrases: str | None) -> None:
 
 
 __all__ = ["NO_PHRASE", "NO_LABEL", "OTHER", "check_tree_words", "gold_phrase_trees", "induced_phrase_trees",
-           "model_phrase_trees", "load_phrase_trees", "cut_tree", "word_phrase_ids", "token_phrase_ids", "label_vocabulary",
+           "model_phrase_trees", "load_phrase_trees", "cut_tree", "word_phrase_ids", "token_phrase_ids",
+           "label_vocabulary",
            "phrase_label_ids", "pad_phrases", "tree_level", "check_phrases_option",
            "model_reads_phrases", "model_tree_level", "check_model_phrases"]

@@ -226,5 +226,5 @@ def pad_heads(heads: Sequence[Sequence[int]], length: int | None = None) -> torc
 
 
 __all__ = ["ROOT", "NO_TREE", "check_tree", "drop_tokens", "gold_tree_sentences", "induced_heads",
-           "model_heads", "load_tree_corpus", "check_trees_option", "model_reads_trees", "check_model_trees", "token_heads",
-           "pad_heads"]
+           "model_heads", "load_tree_corpus", "check_trees_option", "model_reads_trees", "check_model_trees",
+           "token_heads", "pad_heads"]
