@@ -141,3 +141,45 @@ def test_other_models_give_every_layer(name):
     layers, counts = sentence_vectors(model, tokenizer, [["the", "cat", "sat"], ["a", "dog"]])
     expected = config.num_hidden_layers + 1 if name == "structformer" else config.num_layers
     assert len(layers) == expected and counts == {"sentences": 2, "words": 5, "tokens": 5, "unknown_words": 0}
+
+
+def test_word_tasks_from_words_alone_equal_those_from_trees(trees):
+    """SentLen and BShift built from the sentences alone (a dependency treebank's case) are the items
+    built from the trees whose leaves they are; without trees only they are built, and a constituency
+    task is refused."""
+    from syntaxformer.probing import WORD_TASKS
+    part = trees[:300]
+    words = [t.leaves() for t in part]
+    assert build_tasks(None, 3, words=words) == build_tasks(part, 3, list(WORD_TASKS))
+    assert list(build_tasks(None, 3, words=words)) == ["SentLen", "BShift"]
+    with pytest.raises(ValueError, match="TreeDepth needs constituency trees"):
+        build_tasks(None, 3, ["SentLen", "TreeDepth"], words=words)
+
+
+def test_probe_command_on_ud_ewt(shared_data, tmp_path, capsys):
+    """A CoNLL-U treebank (UD English-EWT dev, first 400 sentences): SentLen and BShift from its
+    words (punctuation removed, normalised as the training corpora), SentLen far above the majority
+    class; its own heads for ``--trees gold``; a constituency task or ``--phrases gold`` is a one-line
+    error naming the file."""
+    from syntaxformer.data.trees import gold_tree_sentences
+    from syntaxformer.workflows.probe import load_probe_treebank
+    conllu = str(shared_data / "ud-ewt" / "en_ewt-ud-dev.conllu")
+    out = tmp_path / "probe"
+    assert main(["probe", "--out", str(out), "--treebank", conllu, "--max-sentences", "400",
+                 "--classifier", "logreg", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["tasks"]) == {"SentLen", "BShift"} and report["data"]["n_sentences"] == 400
+    sentlen = report["tasks"]["SentLen"]
+    assert sentlen["n_sentences"] == {"train": 320, "dev": 40, "test": 40}
+    assert sentlen["best_layer"]["trained"]["logreg"]["test"] > sentlen["majority"]["test"] + 15
+    words, heads = gold_tree_sentences(conllu)
+    rows = [line.split("\t") for line in (out / "tasks" / "SentLen.tsv").read_text().splitlines()]
+    assert [r[3].split(" ") for r in rows] == words[:400]
+    gold, probed, gold_heads = load_probe_treebank(conllu, None, "gold", None, 400)
+    assert gold is None and probed == words[:400] and gold_heads == heads[:400]
+    code = main(["probe", "--out", str(tmp_path / "x"), "--treebank", conllu, "--task", "TreeDepth"])
+    err = capsys.readouterr().err
+    assert code == 1 and "TreeDepth needs constituency trees" in err and conllu in err and err.count("\n") == 1
+    from syntaxformer.errors import InputError
+    with pytest.raises(InputError, match="--phrases gold needs constituency trees"):
+        load_probe_treebank(conllu, None, None, "gold", None)

@@ -16,7 +16,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", default=None,
                    help="model folder (default: the pretrained Tree Transformer shipped in the package)")
     p.add_argument("--treebank", default="ptb-sample",
-                   help="gold constituency trees: 'ptb-sample' (default), 'ptb-sample:dev', or a .mrg file")
+                   help="gold trees: 'ptb-sample' (default), 'ptb-sample:dev', a .mrg file (all four tasks), or a "
+                        "CoNLL-U file such as UD English-EWT's (SentLen and BShift, from its words)")
     p.add_argument("--out", required=True, help="output folder")
     add_structure_input_arguments(
         p, gold_trees="ptb-sample's gold dependency trees of the probed sentences (BShift: the unswapped "

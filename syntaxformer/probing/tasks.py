@@ -1,4 +1,4 @@
-"""Probing tasks built from a gold constituency treebank (Conneau et al., ACL 2018; DESIGN.md §6).
+"""Probing tasks built from a gold treebank (Conneau et al., ACL 2018; DESIGN.md §6).
 
 Each task labels sentences of the treebank; a classifier on frozen sentence vectors then says how
 much of that property an encoder's layers hold (:mod:`syntaxformer.probing.classifiers`):
@@ -10,6 +10,9 @@ much of that property an encoder's layers hold (:mod:`syntaxformer.probing.class
   label of a chain kept), the :data:`TOPCONST_CLASSES` most frequent sequences of the treebank as
   classes and ``OTHER`` for the rest (syntax);
 - **BShift**: whether two adjacent words were swapped (``I``) or not (``O``) (word order).
+
+SentLen and BShift need only the words (:data:`WORD_TASKS`), so they are also built from a dependency
+treebank (UD English-EWT's CoNLL-U); TreeDepth and TopConst need the constituency trees.
 
 The trees are the evaluation's gold trees (:func:`~syntaxformer.data.preprocess.load_gold_trees`:
 punctuation removed, words normalised as the training corpora), so a model sees the words it was
@@ -88,22 +91,20 @@ def splits(n: int, seed: int) -> list[str]:
     return names
 
 
-def _sentlen(trees, parts, seed):
-    return [ProbeItem(i, parts[i], tuple(t.leaves()), _bin(len(t.leaves()), SENTLEN_BINS))
-            for i, t in enumerate(trees)]
+def _sentlen(words, trees, parts, seed):
+    return [ProbeItem(i, parts[i], tuple(w), _bin(len(w), SENTLEN_BINS)) for i, w in enumerate(words)]
 
 
-def _treedepth(trees, parts, seed):
-    return [ProbeItem(i, parts[i], tuple(t.leaves()), _bin(tree_depth(t), TREEDEPTH_BINS))
-            for i, t in enumerate(trees)]
+def _treedepth(words, trees, parts, seed):
+    return [ProbeItem(i, parts[i], tuple(w), _bin(tree_depth(t), TREEDEPTH_BINS))
+            for i, (w, t) in enumerate(zip(words, trees))]
 
 
-def _topconst(trees, parts, seed):
+def _topconst(words, trees, parts, seed):
     counts = Counter(top_constituents(t) for i, t in enumerate(trees) if parts[i] == "train")
     kept = {label for label, _ in counts.most_common(TOPCONST_CLASSES)}
-    return [ProbeItem(i, parts[i], tuple(t.leaves()),
-                      top_constituents(t) if top_constituents(t) in kept else "OTHER")
-            for i, t in enumerate(trees)]
+    return [ProbeItem(i, parts[i], tuple(w), top_constituents(t) if top_constituents(t) in kept else "OTHER")
+            for i, (w, t) in enumerate(zip(words, trees))]
 
 
 def bigram_shift(words: Sequence[str], rng: random.Random) -> tuple[tuple[str, ...], str] | None:
@@ -121,28 +122,32 @@ def bigram_shift(words: Sequence[str], rng: random.Random) -> tuple[tuple[str, .
     return tuple(out), "I"
 
 
-def _bshift(trees, parts, seed):
+def _bshift(words, trees, parts, seed):
     items = []
-    for i, t in enumerate(trees):
-        shifted = bigram_shift(t.leaves(), random.Random(f"{seed}-bshift-{i}"))
+    for i, w in enumerate(words):
+        shifted = bigram_shift(w, random.Random(f"{seed}-bshift-{i}"))
         if shifted is not None:
             items.append(ProbeItem(i, parts[i], *shifted))
     return items
 
 
-#: name -> builder(trees, splits, seed) -> items. A new task is one function and one line here.
+#: name -> builder(words, trees, splits, seed) -> items. A new task is one function and one line here.
 TASKS: dict[str, Callable] = {"SentLen": _sentlen, "TreeDepth": _treedepth, "TopConst": _topconst,
                               "BShift": _bshift}
+#: The tasks built from the words alone (no constituency tree): those of a dependency treebank.
+WORD_TASKS = ("SentLen", "BShift")
 
 
-def build_tasks(trees: Sequence[Tree], seed: int = 0, names: Sequence[str] | None = None
-                ) -> dict[str, list[ProbeItem]]:
-    """The probing tasks of ``trees`` (gold trees with normalised words).
+def build_tasks(trees: Sequence[Tree] | None, seed: int = 0, names: Sequence[str] | None = None,
+                words: Sequence[Sequence[str]] | None = None) -> dict[str, list[ProbeItem]]:
+    """The probing tasks of ``trees`` (gold trees with normalised words), or of the sentences ``words``.
 
     Args:
-        trees: gold constituency trees, e.g. ``load_gold_trees("ptb-sample")``.
+        trees: gold constituency trees, e.g. ``load_gold_trees("ptb-sample")``; None with ``words``.
         seed: the split and BShift's draws.
-        names: tasks to build (default: all of :data:`TASKS`).
+        names: tasks to build (default: all of :data:`TASKS` with trees, :data:`WORD_TASKS` without).
+        words: the sentences (normalised words; default the trees' leaves), e.g. a dependency
+            treebank's; without ``trees`` only :data:`WORD_TASKS` can be built.
 
     Returns:
         ``{task: [ProbeItem]}`` in treebank order; BShift leaves out sentences with no two adjacent
@@ -150,9 +155,17 @@ def build_tasks(trees: Sequence[Tree], seed: int = 0, names: Sequence[str] | Non
 
     Raises:
         KeyError: an unknown task name.
+        ValueError: neither ``trees`` nor ``words``, or a task other than :data:`WORD_TASKS` without ``trees``.
     """
-    parts = splits(len(trees), seed)
-    return {name: TASKS[name](trees, parts, seed) for name in (names or list(TASKS))}
+    if trees is None and words is None:
+        raise ValueError("build_tasks needs trees or words")
+    words = [t.leaves() for t in trees] if words is None else [list(w) for w in words]
+    names = list(names or (TASKS if trees is not None else WORD_TASKS))
+    needs_trees = [n for n in names if n in TASKS and n not in WORD_TASKS]
+    if trees is None and needs_trees:
+        raise ValueError(f"{needs_trees[0]} needs constituency trees (without them: {', '.join(WORD_TASKS)})")
+    parts = splits(len(words), seed)
+    return {name: TASKS[name](words, trees, parts, seed) for name in names}
 
 
 def write_task_files(tasks: dict[str, list[ProbeItem]], folder: str | Path) -> list[Path]:

@@ -1,6 +1,8 @@
 """Probing a frozen encoder's layers (``syntaxformer probe``; Conneau et al., ACL 2018; DESIGN.md §6).
 
-:func:`run_probe` builds the probing tasks from a gold treebank (:mod:`syntaxformer.probing.tasks`),
+:func:`run_probe` builds the probing tasks from a gold treebank (:mod:`syntaxformer.probing.tasks`):
+a constituency treebank (ptb-sample, a ``.mrg`` file) gives all four tasks, a dependency treebank (a
+CoNLL-U file such as UD English-EWT's) the tasks built from the words alone, SentLen and BShift;
 mean-pools every layer's outputs of the trained model and of the same architecture untrained (same
 config, initialised from the seed), fits a logistic-regression and a one-hidden-layer MLP probe per
 task, layer and encoder (L2 chosen on dev, accuracy on test), beside the majority class and a
@@ -108,6 +110,42 @@ def match_dependency_trees(source: str, words, dep_words, dep_heads) -> list[lis
     return [list(h) for h in dep_heads[:len(words)]]
 
 
+def is_dependency_treebank(treebank: str | Path) -> bool:
+    """Whether ``treebank`` names a CoNLL-U file (``.conllu`` / ``.conll``): a dependency treebank."""
+    return Path(str(treebank)).suffix.lower() in (".conllu", ".conll")
+
+
+def load_probe_treebank(treebank: str, tasks: Sequence[str] | None, trees: str | None, phrases: str | None,
+                        max_sentences: int | None) -> tuple[list | None, list[list[str]], list[list[int]] | None]:
+    """The probed sentences of ``treebank``: its constituency trees (None for a dependency treebank),
+    its sentences (normalised words) and, with ``trees == "gold"``, their gold dependency heads (1-based).
+
+    A constituency treebank's trees are preprocessed as the evaluation's
+    (:func:`~syntaxformer.data.preprocess.load_gold_trees`), its heads ptb-sample's
+    (:func:`gold_dependency_heads`). A CoNLL-U file's sentences and heads are its own, punctuation
+    removed (:func:`~syntaxformer.data.trees.gold_tree_sentences`); it has no constituency tree, so it
+    gives only :data:`~syntaxformer.probing.tasks.WORD_TASKS` and no ``--phrases gold``.
+
+    Raises:
+        InputError: as the readers; a constituency task or ``phrases == "gold"`` with a dependency treebank.
+    """
+    from syntaxformer.data import load_gold_trees
+    from syntaxformer.data.trees import gold_tree_sentences
+    from syntaxformer.probing.tasks import WORD_TASKS
+    if not is_dependency_treebank(treebank):
+        gold = load_gold_trees(treebank)[:max_sentences]
+        return gold, [t.leaves() for t in gold], gold_dependency_heads(treebank, gold) if trees == "gold" else None
+    needs_trees = [name for name in (tasks or []) if name not in WORD_TASKS]
+    if needs_trees:
+        raise InputError(f"{needs_trees[0]} needs constituency trees, which the dependency treebank has not: "
+                         f"probe it with --task {' --task '.join(WORD_TASKS)}", path=treebank)
+    if phrases == "gold":
+        raise InputError("--phrases gold needs constituency trees, which the dependency treebank has not "
+                         "(use --phrases induced:MODEL_DIR)", path=treebank)
+    words, heads = gold_tree_sentences(treebank)
+    return None, words[:max_sentences], heads[:max_sentences] if trees == "gold" else None
+
+
 def _task_heads(trees: str | None, built, gold_heads) -> dict | None:
     """Per task, per item, its per-word heads (module docstring's rule), or None without ``trees``."""
     if trees is None:
@@ -181,15 +219,18 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
     Args:
         out: output folder (``report.json``, ``probe.{png,svg}``, ``tasks/TASK.tsv``).
         model: a model folder; None = the pretrained Tree Transformer shipped in the package.
-        treebank: gold constituency trees (``ptb-sample``, ``ptb-sample:dev``, or a .mrg path).
-        tasks: task names (default all: SentLen, TreeDepth, TopConst, BShift).
+        treebank: gold constituency trees (``ptb-sample``, ``ptb-sample:dev``, or a .mrg path), or a
+            dependency treebank (a CoNLL-U file: SentLen and BShift; :func:`load_probe_treebank`).
+        tasks: task names (default all: SentLen, TreeDepth, TopConst, BShift; SentLen and BShift for a
+            dependency treebank).
         classifiers: ``logreg`` and/or ``mlp``.
         seed: splits, BShift's draws, the untrained twin's initialisation and the MLP's.
         batch_size: sentences per forward pass.
         device: where the encoder runs.
         max_sentences: use only the treebank's first N sentences (None = all).
         trees: for a model that reads trees (and only for one; checked before any work): ``gold`` or
-            ``induced:MODEL_DIR`` (module docstring); the untrained twin gets the same trees.
+            ``induced:MODEL_DIR`` (module docstring; ``gold`` with a CoNLL-U treebank: its own heads);
+            the untrained twin gets the same trees.
         phrases: for a model with multi-granularity ``tree`` heads (and only for one; checked before any
             work): ``gold`` or ``induced:MODEL_DIR`` (module docstring); the twin gets the same phrases.
 
@@ -203,9 +244,9 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
         InputError: unreadable trees, an unknown task or classifier, a model without hidden states, a
             model that reads trees without ``trees`` or ``trees`` for one that reads none (likewise
             ``phrases``), induced trees whose words do not match (naming the sentence), gold
-            dependency trees that do not match the treebank's sentences (naming the sentence).
+            dependency trees that do not match the treebank's sentences (naming the sentence), a
+            constituency task or ``--phrases gold`` with a dependency treebank.
     """
-    from syntaxformer.data import load_gold_trees
     from syntaxformer.data.phrases import check_model_phrases, model_tree_level
     from syntaxformer.data.trees import check_model_trees
     from syntaxformer.figures.probing import plot_probe
@@ -228,16 +269,15 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
     check_model_trees(trained, trees)
     check_model_phrases(trained, phrases)
     level = model_tree_level(trained) if phrases is not None else None
-    gold = load_gold_trees(treebank)[:max_sentences]
-    gold_heads = gold_dependency_heads(treebank, gold) if trees == "gold" else None
-    built = build_tasks(gold, seed, tasks)
+    gold, words, gold_heads = load_probe_treebank(treebank, tasks, trees, phrases, max_sentences)
+    built = build_tasks(gold, seed, tasks, words=words)
     out = Path(out)
     write_task_files(built, out / "tasks")
     structures = _task_structures(_task_heads(trees, built, gold_heads), _task_phrases(phrases, built, gold, level))
     untrained = _untrained_twin(trained, seed)
     vectors, counts = _vectors(trained, tokenizer, built, batch_size, structures)
     control, _ = _vectors(untrained, tokenizer, built, batch_size, structures)
-    report = {"data": {"treebank": treebank, "n_sentences": len(gold)}, "protocol": PROTOCOL,
+    report = {"data": {"treebank": treebank, "n_sentences": len(words)}, "protocol": PROTOCOL,
               "trees": trees, "phrases": phrases, **({"tree_level": level} if phrases is not None else {}),
               "model": str(folder), "model_type": trained.config.model_type, "seed": seed,
               "classifiers": list(classifiers), "tasks": {}}
