@@ -15,7 +15,8 @@ treebank's own name, ``ptb-sample`` / ``ptb-sample:dev`` / ``:test``), aligned s
 the constituency trees the tasks are built from; the words must be equal after preprocessing
 (:func:`gold_dependency_heads`); with a CoNLL-U treebank, the file's own trees. A BShift item whose
 two words were swapped keeps its sentence's tree by position (a swapped sentence has no gold tree, and a
-tree that moved with the words would itself reveal the swap): the trees of ``O`` and ``I`` items of a sentence are the same. ``induced:MODEL_DIR``: a trained
+tree that moved with the words would itself reveal the swap): the trees of ``O`` and ``I`` items of a
+sentence are the same. ``induced:MODEL_DIR``: a trained
 StructFormer's maximum-spanning-tree heads of each sentence as the encoder reads it (BShift: after the
 swap; :func:`syntaxformer.data.trees.induced_heads`).
 
