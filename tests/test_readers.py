@@ -17,7 +17,7 @@ from syntaxformer.data import (PRPN, WORD_TAGS, DependencySentence, Preprocessin
                                preprocess_tree, ptb_sample_members, read_conllu, read_dependencies,
                                read_ptb_dependency, read_text, read_treebank, split_label,
                                strip_function_tag, write_conllu)
-from syntaxformer.data.dependency import parse_conllu
+from syntaxformer.data.dependency import is_conllu_file, parse_conllu
 from syntaxformer.decoding.spans import brackets, to_bracketed
 from syntaxformer.errors import InputError
 
@@ -355,6 +355,13 @@ def test_format_sniffed_for_other_extensions(tmp_path):
     assert read_dependencies(tmp_path / "x.txt") == parse_conllu(CONLLU)
     (tmp_path / "y.txt").write_text("a\tDT\t2\nb\tNN\t0\n")
     assert read_dependencies(tmp_path / "y.txt")[0].heads == (2, 0)
+    # the same guess answers is_conllu_file (the probe's choice of reader); a .dp file, a folder,
+    # a constituency treebank and a corpus name are not CoNLL-U
+    (tmp_path / "z.dp").write_text(CONLLU)
+    (tmp_path / "t.mrg").write_text("( (S (NP (DT a)) (VP (VBZ b))) )\n")
+    assert is_conllu_file(tmp_path / "x.txt") and is_conllu_file(tmp_path / "missing.conllu")
+    assert not any(is_conllu_file(p) for p in (tmp_path / "y.txt", tmp_path / "z.dp", tmp_path / "t.mrg",
+                                               tmp_path, "ptb-sample:dev"))
 
 
 def test_write_conllu_round_trips(ptb_dep, tmp_path):

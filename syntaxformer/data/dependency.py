@@ -219,18 +219,32 @@ def _existing(path: str | os.PathLike) -> Path:
     return p
 
 
-def _sniff(text: str) -> str:
+def _sniff(lines: Iterable[str]) -> str:
     """``"conllu"`` or ``"dp"`` from the first token line (10 or 3 tab-separated fields)."""
-    for line in text.splitlines():
+    for line in lines:
         if line.strip() and not line.startswith("#"):
-            return "conllu" if len(line.split("\t")) == 10 else "dp"
+            return "conllu" if len(line.rstrip("\r\n").split("\t")) == 10 else "dp"
     return "dp"
+
+
+def is_conllu_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a CoNLL-U file: a ``.conllu`` / ``.conll`` suffix, else (an existing file
+    with another suffix than ``.dp``) a first token line of 10 tab-separated fields, the guess
+    :func:`read_dependencies` makes. False for a folder, a missing path or a corpus name."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".conllu", ".conll"):
+        return True
+    if suffix == ".dp" or not path.is_file():
+        return False
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        return _sniff(lines) == "conllu"
 
 
 def _read_any(path: Path) -> list[DependencySentence]:
     text = read_text_file(path)
     suffix = path.suffix.lower()
-    kind = {".conllu": "conllu", ".conll": "conllu", ".dp": "dp"}.get(suffix) or _sniff(text)
+    kind = {".conllu": "conllu", ".conll": "conllu", ".dp": "dp"}.get(suffix) or _sniff(text.splitlines())
     return parse_conllu(text, str(path)) if kind == "conllu" else parse_ptb_dependency(text, str(path))
 
 

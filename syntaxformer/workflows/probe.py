@@ -112,8 +112,10 @@ def match_dependency_trees(source: str, words, dep_words, dep_heads) -> list[lis
 
 
 def is_dependency_treebank(treebank: str | Path) -> bool:
-    """Whether ``treebank`` names a CoNLL-U file (``.conllu`` / ``.conll``): a dependency treebank."""
-    return Path(str(treebank)).suffix.lower() in (".conllu", ".conll")
+    """Whether ``treebank`` names a CoNLL-U file, a dependency treebank: by its suffix (``.conllu`` /
+    ``.conll``), else by its first token line (:func:`~syntaxformer.data.dependency.is_conllu_file`)."""
+    from syntaxformer.data.dependency import is_conllu_file
+    return is_conllu_file(str(treebank))
 
 
 def load_probe_treebank(treebank: str, tasks: Sequence[str] | None, trees: str | None, phrases: str | None,
