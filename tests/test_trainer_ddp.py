@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +46,16 @@ def _torchrun(out: Path, corpus: Path, max_steps: int, *extra: str) -> None:
         command += [flag] if value is True else [flag, str(value)]
     for key, value in NO_DROPOUT.items():
         command += ["--set", f"{key}={value}"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert result.returncode == 0, result.stderr[-3000:]
+    # its own session, so that a timeout kills the workers too (not only torchrun)
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True) as process:
+        try:
+            _, stderr = process.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            _, stderr = process.communicate()
+            pytest.fail(f"torchrun still running after 300 s:\n{stderr[-3000:]}")
+    assert process.returncode == 0, stderr[-3000:]
 
 
 def _one_process_taking_both_batches(args: TrainArguments, steps: int) -> tuple[dict, dict, Trainer, dict]:
