@@ -227,24 +227,26 @@ def _sniff(lines: Iterable[str]) -> str:
     return "dp"
 
 
+#: The format a file's suffix names; a file with another suffix is sniffed (:func:`_sniff`).
+_FORMAT_OF_SUFFIX = {".conllu": "conllu", ".conll": "conllu", ".dp": "dp"}
+
+
 def is_conllu_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a CoNLL-U file: a ``.conllu`` / ``.conll`` suffix, else (an existing file
     with another suffix than ``.dp``) a first token line of 10 tab-separated fields, the guess
-    :func:`read_dependencies` makes. False for a folder, a missing path or a corpus name."""
+    :func:`read_dependencies` makes. False for a missing path, a folder or a corpus name without
+    such a suffix."""
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix in (".conllu", ".conll"):
-        return True
-    if suffix == ".dp" or not path.is_file():
-        return False
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        return _sniff(lines) == "conllu"
+    kind = _FORMAT_OF_SUFFIX.get(path.suffix.lower())
+    if kind is None and path.is_file():
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            kind = _sniff(lines)
+    return kind == "conllu"
 
 
 def _read_any(path: Path) -> list[DependencySentence]:
     text = read_text_file(path)
-    suffix = path.suffix.lower()
-    kind = {".conllu": "conllu", ".conll": "conllu", ".dp": "dp"}.get(suffix) or _sniff(text.splitlines())
+    kind = _FORMAT_OF_SUFFIX.get(path.suffix.lower()) or _sniff(text.splitlines())
     return parse_conllu(text, str(path)) if kind == "conllu" else parse_ptb_dependency(text, str(path))
 
 

@@ -111,13 +111,6 @@ def match_dependency_trees(source: str, words, dep_words, dep_heads) -> list[lis
     return [list(h) for h in dep_heads[:len(words)]]
 
 
-def is_dependency_treebank(treebank: str | Path) -> bool:
-    """Whether ``treebank`` names a CoNLL-U file, a dependency treebank: by its suffix (``.conllu`` /
-    ``.conll``), else by its first token line (:func:`~syntaxformer.data.dependency.is_conllu_file`)."""
-    from syntaxformer.data.dependency import is_conllu_file
-    return is_conllu_file(str(treebank))
-
-
 def load_probe_treebank(treebank: str, tasks: Sequence[str] | None, trees: str | None, phrases: str | None,
                         max_sentences: int | None) -> tuple[list | None, list[list[str]], list[list[int]] | None]:
     """The probed sentences of ``treebank``: its constituency trees (None for a dependency treebank),
@@ -125,7 +118,8 @@ def load_probe_treebank(treebank: str, tasks: Sequence[str] | None, trees: str |
 
     A constituency treebank's trees are preprocessed as the evaluation's
     (:func:`~syntaxformer.data.preprocess.load_gold_trees`), its heads ptb-sample's
-    (:func:`gold_dependency_heads`). A CoNLL-U file's sentences and heads are its own, punctuation
+    (:func:`gold_dependency_heads`). A CoNLL-U file (:func:`~syntaxformer.data.dependency.is_conllu_file`:
+    by suffix, else by its first token line) gives its own sentences and heads, punctuation
     removed (:func:`~syntaxformer.data.trees.gold_tree_sentences`); it has no constituency tree, so it
     gives only :data:`~syntaxformer.probing.tasks.WORD_TASKS` and no ``--phrases gold``.
 
@@ -133,9 +127,10 @@ def load_probe_treebank(treebank: str, tasks: Sequence[str] | None, trees: str |
         InputError: as the readers; a constituency task or ``phrases == "gold"`` with a dependency treebank.
     """
     from syntaxformer.data import load_gold_trees
+    from syntaxformer.data.dependency import is_conllu_file
     from syntaxformer.data.trees import gold_tree_sentences
     from syntaxformer.probing.tasks import WORD_TASKS
-    if not is_dependency_treebank(treebank):
+    if not is_conllu_file(treebank):
         gold = load_gold_trees(treebank)[:max_sentences]
         return gold, [t.leaves() for t in gold], gold_dependency_heads(treebank, gold) if trees == "gold" else None
     needs_trees = [name for name in (tasks or []) if name not in WORD_TASKS]
