@@ -135,6 +135,46 @@ def test_gradients_reach_the_module():
 def test_unknown_variant():
     with pytest.raises(ValueError):
         ConstituentAttention(8, "nope")
+    with pytest.raises(ValueError, match="diagonal"):
+        ConstituentAttention(8, "paper", diagonal="zero")
+    with pytest.raises(ValueError, match="scale"):
+        ConstituentAttention(8, "paper", scale=0.0)
+
+
+def test_scale_and_diagonal_separate_the_official_variant():
+    """``scale`` and ``diagonal`` change exactly one part of a variant each (docs/recipes.md ablation)."""
+    torch.manual_seed(6)
+    hidden = torch.randn(2, 7, 32, dtype=torch.float64)
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+
+    def prior(variant, **kw):
+        module = ConstituentAttention(32, variant, layer_index=1, **kw).double()
+        torch.manual_seed(7)  # the same weights in every module
+        for p in module.parameters():
+            torch.nn.init.normal_(p)
+        return module.constituent_prior(hidden, mask)
+
+    eye = torch.eye(7, dtype=torch.bool).expand(2, 7, 7)
+    paper_c, paper_a = prior("paper")
+    official_c, official_a = prior("official")
+    # the default of each variant is its own diagonal and scale
+    assert torch.equal(prior("paper", diagonal="one", scale=16.0)[0], paper_c)
+    assert torch.equal(prior("official", diagonal="official", scale=256.0)[0], official_c)
+    # the paper's equations with the public code's diagonal: off the diagonal unchanged, on it 3.16e-5 x 2
+    c, a = prior("paper", diagonal="official")
+    assert torch.equal(a, paper_a) and torch.equal(c[~eye], paper_c[~eye])
+    assert torch.allclose(c[eye], torch.full((14,), math.exp(official_log_diagonal(1)), dtype=torch.float64),
+                          rtol=1e-12, atol=0)
+    # the public code with the paper's unit diagonal: off the diagonal unchanged
+    c, a = prior("official", diagonal="one")
+    assert torch.equal(a, official_a) and torch.equal(c[~eye], official_c[~eye])
+    assert torch.equal(c[eye], torch.ones(14, dtype=torch.float64))
+    # the scale: the paper's links with the public code's 256 equal the public code's up to its 1e-9
+    _, a = prior("paper", scale=256.0)
+    gap = mask[:, :-1] & mask[:, 1:]
+    assert not torch.allclose(paper_a[gap], official_a[gap], atol=1e-3)
+    assert torch.allclose(a[gap], official_a[gap], atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("variant", ["paper", "official"])

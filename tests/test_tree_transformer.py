@@ -9,7 +9,7 @@ import syntaxformer  # noqa: F401  (registers the Auto classes)
 from syntaxformer import TreeTransformerConfig, TreeTransformerForMaskedLM
 from syntaxformer.models import MODELS, PRESETS, make_config
 from syntaxformer.priors.attention import ATTENTION_FUNCTIONS, eager_attention
-from syntaxformer.priors.constituent import ConstituentPrior
+from syntaxformer.priors.constituent import ConstituentAttention, ConstituentPrior
 
 torch.set_num_threads(1)
 V = 37
@@ -132,14 +132,18 @@ def test_prior_none_is_plain_attention():
     assert model(ids, mask).link_probs == ()
 
 
-def test_save_load_round_trip(tmp_path):
-    model = tiny(constituent_variant="official")
+@pytest.mark.parametrize("parts", [{}, dict(constituent_diagonal="one", constituent_scale=32.0)])
+def test_save_load_round_trip(tmp_path, parts):
+    model = tiny(constituent_variant="official", **parts)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
     loaded = AutoModelForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
     assert isinstance(loaded, TreeTransformerForMaskedLM)
     assert loaded.config._attn_implementation == "eager"
     assert loaded.config.constituent_variant == "official"
+    priors = [m for m in loaded.modules() if isinstance(m, ConstituentAttention)]
+    assert len(priors) == 3
+    assert {(m.scale, m.diagonal) for m in priors} == ({(32.0, "one")} if parts else {(256.0, "official")})
     ids, mask = batch()
     model.config._attn_implementation = "eager"
     with torch.no_grad():
@@ -185,6 +189,10 @@ def test_config_and_registry_errors():
         TreeTransformerConfig(prior="nope")
     with pytest.raises(ValueError):
         TreeTransformerConfig(constituent_variant="x")
+    with pytest.raises(ValueError, match="constituent_diagonal"):
+        TreeTransformerConfig(constituent_diagonal="zero")
+    with pytest.raises(ValueError, match="constituent_scale"):
+        TreeTransformerConfig(constituent_scale=-1.0)
     with pytest.raises(ValueError):
         make_config("nope", "tiny", 10)
     with pytest.raises(ValueError):

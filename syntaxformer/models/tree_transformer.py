@@ -36,7 +36,7 @@ from transformers.utils import ModelOutput
 from ..errors import InputError
 from ..priors import PRIORS, check_prior
 from ..structures import LinkProbabilities
-from ..priors.constituent import VARIANTS
+from ..priors.constituent import DIAGONALS, VARIANTS
 from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
                       check_residual_init, normalise_pruned_heads, sinusoidal_positions, zero_init_if_marked)
 
@@ -101,6 +101,11 @@ class TreeTransformerConfig(PretrainedConfig):
         prior: a name in :data:`syntaxformer.priors.PRIORS`: "constituent" (Tree Transformer),
             "none" (plain Transformer), "gaussian", "structural-position" (needs ``structure_inputs``).
         constituent_variant: "paper" or "official" (see :mod:`syntaxformer.priors.constituent`).
+        constituent_scale: the divisor of the neighbour scores (paper eq. 5); None = the variant's
+            (paper ``hidden_size / 2``, official 256).
+        constituent_diagonal: the constituent prior's diagonal ``C_ii``: "one" (the paper) or
+            "official" (the public code's tiny value); None = the variant's. With ``constituent_scale``
+            it separates the parts of the official variant (docs/recipes.md).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
         residual_init: how the output projections of each layer's two residual branches (attention
@@ -110,7 +115,8 @@ class TreeTransformerConfig(PretrainedConfig):
         pruned_heads: {layer: [heads]} removed by :meth:`TreeTransformerPreTrainedModel.prune_heads`
             (the model is built without them, so ``from_pretrained`` restores a pruned model).
     Raises:
-        ValueError: unknown ``prior``, ``constituent_variant`` or ``residual_init``, or heads not
+        ValueError: unknown ``prior``, ``constituent_variant``, ``constituent_diagonal`` or
+            ``residual_init``, a ``constituent_scale`` <= 0, or heads not
             dividing hidden_size.
     """
 
@@ -121,11 +127,16 @@ class TreeTransformerConfig(PretrainedConfig):
                  attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
                  layer_norm_eps: float = 1e-6, pad_token_id: int = 0, initializer_range: float = 0.02,
                  prior: str = "constituent", constituent_variant: str = "paper", residual_init: str = "xavier",
-                 pruned_heads=None, **kwargs):
+                 pruned_heads=None, constituent_scale: float | None = None, constituent_diagonal: str | None = None,
+                 **kwargs):
         check_prior(prior)
         check_residual_init(residual_init)
         if constituent_variant not in VARIANTS:
             raise ValueError(f"unknown constituent_variant {constituent_variant!r}; expected one of {VARIANTS}")
+        if constituent_diagonal is not None and constituent_diagonal not in DIAGONALS:
+            raise ValueError(f"unknown constituent_diagonal {constituent_diagonal!r}; expected one of {DIAGONALS}")
+        if constituent_scale is not None and not constituent_scale > 0:
+            raise ValueError(f"constituent_scale must be > 0, got {constituent_scale}")
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         super().__init__(pad_token_id=pad_token_id, **kwargs)
@@ -141,6 +152,8 @@ class TreeTransformerConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.prior = prior
         self.constituent_variant = constituent_variant
+        self.constituent_scale = constituent_scale
+        self.constituent_diagonal = constituent_diagonal
         self.residual_init = residual_init
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
 

@@ -51,6 +51,9 @@ from torch import nn
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 
 VARIANTS = ("paper", "official")
+#: ``diagonal=`` choices for the diagonal of ``C``: "one" (the paper's ``C_ii = 1``) or "official" (the
+#: public code's tiny value, :func:`official_log_diagonal`); by default each variant's own.
+DIAGONALS = ("one", "official")
 
 #: the public code's epsilon in ``sqrt(p·p + eps)``, ``log(a + eps)`` and ``C + eps``.
 OFFICIAL_EPS = 1e-9
@@ -271,7 +274,9 @@ def log_constituent_prior(cum_log_links: torch.Tensor, variant: str = "paper",
     """``log C`` from the cumulative log links (paper §3.1, eqs. 3-4).
 
     Paper: ``log C_ij = -|P_i - P_j|`` (so ``C_ij = prod_{k=i}^{j-1} a_k``, symmetric, ``C_ii = 1``).
-    Official: ``log C_ij = log(exp(-|P_i - P_j|) + 1e-9)`` off the diagonal and ``log_diagonal`` on it.
+    Official: ``log C_ij = log(exp(-|P_i - P_j|) + 1e-9)`` off the diagonal, 0 on it. In both, a
+    ``log_diagonal`` given replaces the diagonal (the official variant's own is
+    :func:`official_log_diagonal`).
 
     Materialises the rows asked for; the fused attention kernel
     (:class:`syntaxformer.priors.attention.ConstituentAttentionFunction`) asks for one block of rows
@@ -280,7 +285,7 @@ def log_constituent_prior(cum_log_links: torch.Tensor, variant: str = "paper",
     Args:
         cum_log_links: (B, N) from :func:`cumulative_log_links`.
         variant: "paper" or "official".
-        log_diagonal: official variant only: ``log C_ii`` (see :func:`official_log_diagonal`).
+        log_diagonal: ``log C_ii`` (nats, <= 0), or None for the variant's formula (0 in both).
         rows: ``(start, stop)``: only rows ``start:stop`` (half-open; query words), or None for all.
     Returns:
         (B, N, N), or (B, stop - start, N) with ``rows``: log prior (nats, <= 0).
@@ -288,9 +293,11 @@ def log_constituent_prior(cum_log_links: torch.Tensor, variant: str = "paper",
     n = cum_log_links.shape[-1]
     start, stop = rows if rows is not None else (0, n)
     log_c = -(cum_log_links[:, start:stop, None] - cum_log_links[:, None, :]).abs()  # (B, rows, N)
-    if variant == "paper":
+    if variant == "official":
+        log_c = torch.logaddexp(log_c, torch.full_like(log_c, math.log(OFFICIAL_EPS)))
+        log_diagonal = 0.0 if log_diagonal is None else log_diagonal
+    if log_diagonal is None:
         return log_c
-    log_c = torch.logaddexp(log_c, torch.full_like(log_c, math.log(OFFICIAL_EPS)))
     positions = torch.arange(n, device=log_c.device)
     diagonal = positions[start:stop, None] == positions[None, :]  # (rows, N)
     return log_c.masked_fill(diagonal, log_diagonal)
@@ -305,7 +312,7 @@ class ConstituentPrior(MultiplicativePrior):
     Args:
         cum_log_links: (B, N) ``P`` (see :func:`cumulative_log_links`).
         variant: "paper" or "official".
-        log_diagonal: official variant's ``log C_ii`` (None for the paper variant, where it is 0).
+        log_diagonal: ``log C_ii`` (None: 0, the paper's ``C_ii = 1``).
     """
 
     def __init__(self, cum_log_links: torch.Tensor, variant: str = "paper", log_diagonal: float | None = None):
@@ -340,21 +347,32 @@ class ConstituentAttention(StructuralPrior):
     Args:
         d_model: hidden size.
         variant: "paper" (the equations) or "official" (the authors' public code; module docstring).
-        layer_index: 0-based layer of this module; only the official variant's diagonal uses it.
+        layer_index: 0-based layer of this module; only the official diagonal uses it.
         layer_norm_eps: epsilon of ``norm``.
+        scale: the divisor of the neighbour scores (eq. 5); None = the variant's (paper ``d_model / 2``,
+            official 256). With ``diagonal`` it separates the two parts of the official variant that
+            change the prior (docs/recipes.md, "Which part of the official variant matters").
+        diagonal: ``C_ii``: "one" (the paper) or "official" (the public code's tiny value, so a word
+            barely attends to itself); None = the variant's.
     Raises:
-        ValueError: unknown ``variant``.
+        ValueError: unknown ``variant`` or ``diagonal``, or ``scale`` <= 0.
     """
 
-    def __init__(self, d_model: int, variant: str = "paper", layer_index: int = 0, layer_norm_eps: float = 1e-5):
+    def __init__(self, d_model: int, variant: str = "paper", layer_index: int = 0, layer_norm_eps: float = 1e-5,
+                 scale: float | None = None, diagonal: str | None = None):
         super().__init__()
         if variant not in VARIANTS:
             raise ValueError(f"unknown constituent attention variant {variant!r}; expected one of {VARIANTS}")
+        if diagonal is not None and diagonal not in DIAGONALS:
+            raise ValueError(f"unknown constituent prior diagonal {diagonal!r}; expected one of {DIAGONALS}")
+        if scale is not None and not scale > 0:
+            raise ValueError(f"the neighbour-score scale must be > 0, got {scale}")
         self.d_model = d_model
         self.variant = variant
         self.layer_index = layer_index
-        self.scale = d_model / 2.0 if variant == "paper" else OFFICIAL_SCALE
-        self.log_diagonal = official_log_diagonal(layer_index) if variant == "official" else None
+        self.scale = float(scale) if scale is not None else d_model / 2.0 if variant == "paper" else OFFICIAL_SCALE
+        self.diagonal = diagonal or ("official" if variant == "official" else "one")
+        self.log_diagonal = official_log_diagonal(layer_index) if self.diagonal == "official" else None
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
@@ -390,9 +408,11 @@ class ConstituentAttention(StructuralPrior):
     @classmethod
     def from_config(cls, config, layer_index: int) -> ConstituentAttention:
         """The module of 0-based layer ``layer_index`` (``hidden_size``, ``constituent_variant``,
-        ``layer_norm_eps`` of a :class:`~syntaxformer.models.tree_transformer.TreeTransformerConfig`)."""
+        ``layer_norm_eps``, ``constituent_scale``, ``constituent_diagonal`` of a
+        :class:`~syntaxformer.models.tree_transformer.TreeTransformerConfig`)."""
         return cls(config.hidden_size, getattr(config, "constituent_variant", "paper"), layer_index,
-                   config.layer_norm_eps)
+                   config.layer_norm_eps, getattr(config, "constituent_scale", None),
+                   getattr(config, "constituent_diagonal", None))
 
     def prior_state(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
                     prior: torch.Tensor | None = None) -> tuple[ConstituentPrior, torch.Tensor]:
@@ -425,4 +445,5 @@ class ConstituentAttention(StructuralPrior):
         return torch.exp(state.log_prior()), a
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, layer_index={self.layer_index}"
+        return (f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, "
+                f"diagonal={self.diagonal!r}, layer_index={self.layer_index}")
