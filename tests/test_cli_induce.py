@@ -67,10 +67,15 @@ def _check_report(report: dict, name: str, n_sentences: int) -> None:
 def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp_path):
     mrg, text = small_treebank
     gold = load_gold_trees(mrg)
-    code, out, err = _run(capsys, "induce", "--treebank", mrg, "--corpus", text, "--out", tmp_path, *TINY)
+    code, out, err = _run(capsys, "induce", "--treebank", mrg, "--corpus", text, "--out", tmp_path, *TINY,
+                          "--set", 'constituent_diagonal="one"', "--set", "constituent_scale=8")
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
     _check_report(report, "tree_transformer", len(gold))
+    # --set: config fields after the recipe's (its official variant kept), in the trained model
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert (config["constituent_variant"], config["constituent_diagonal"], config["constituent_scale"]) == (
+        "official", "one", 8)
     assert report["model"] == "tree-transformer" and "dependency" not in report
     assert report["data"]["treebank"] == str(mrg) and report["data"]["train"] == str(text)
     assert list(report["parts"]) == ["all"] and report["primary"] == "all"
@@ -127,6 +132,9 @@ def test_induce_long_recipe_needs_its_text(capsys, tmp_path):
     fields, overrides, min_layer = resolve_recipe("tree-transformer", "long")
     assert (fields["preset"], fields["corpus"], fields["max_steps"], min_layer) == ("small", "ptb-lm", 6000, 0)
     assert overrides == {"constituent_variant": "official"}
+    _, overrides, _ = resolve_recipe("tree-transformer", "default", variant="paper",
+                                     config=dict(constituent_variant="official", constituent_scale=64.0))
+    assert overrides == {"constituent_variant": "official", "constituent_scale": 64.0}  # --set comes last
 
 
 @pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")

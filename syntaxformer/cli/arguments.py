@@ -1,6 +1,9 @@
 """Argument helpers shared by several commands (the only module other command modules import)."""
 from __future__ import annotations
 
+import argparse
+import json
+
 from syntaxformer.errors import InputError
 
 
@@ -62,3 +65,20 @@ def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, no
              f"multi-granularity prior's 'tree' heads (required there, refused for other models).{note} gold = {gold_phrases}; "
              "induced:MODEL_DIR = the trees a trained Tree Transformer or StructFormer induces for each "
              "sentence (as parse decodes them)")
+
+
+def config_override(text: str) -> tuple[str, object]:
+    """``--set KEY=VALUE``: a model config field and its value, read as JSON (``128``, ``0.2``,
+    ``"official"``, ``null``); a value that is not JSON is kept as the bare string.
+
+    Raises:
+        argparse.ArgumentTypeError: no ``=`` in ``text``.
+    """
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value  # a bare string
+    return key.strip(), parsed

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
+from syntaxformer.cli.arguments import add_decoder_arguments, config_override, decoder_options
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
 from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 
@@ -60,6 +60,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--prior", default=None, help="Tree Transformer prior: constituent (default) or none")
     p.add_argument("--variant", default=None, choices=["paper", "official"],
                    help="Tree Transformer constituent variant (default: the recipe's)")
+    p.add_argument("--set", dest="config", action="append", type=config_override, default=[],
+                   metavar="KEY=VALUE", help="override a model config field (JSON value) after the recipe's, "
+                                             "e.g. --set constituent_diagonal='\"one\"'; repeatable")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     p.add_argument("--resume", action="store_true",
@@ -75,7 +78,7 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
     """(TrainArguments fields, config overrides, Algorithm 1 minimum layer) of the recipe and flags
     (:func:`syntaxformer.workflows.induce.resolve_recipe`)."""
     return resolve_recipe(args.model, args.recipe, {flag: getattr(args, flag) for flag in _TRAIN_FLAGS},
-                          variant=args.variant, prior=args.prior)
+                          variant=args.variant, prior=args.prior, config=dict(args.config))
 
 
 def run(args: argparse.Namespace) -> int:

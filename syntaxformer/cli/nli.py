@@ -16,7 +16,7 @@ from syntaxformer.evaluation.report import format_header, format_table, to_json
 
 
 def _add_train(sub) -> None:
-    from syntaxformer.cli.train import _override
+    from syntaxformer.cli.arguments import config_override
     from syntaxformer.models import PAIR_MODELS
     from syntaxformer.workflows.nli import RECIPES
     p = sub.add_parser("train", help="train a sentence-pair classifier, select on TRIAL, report TEST",
@@ -36,7 +36,7 @@ def _add_train(sub) -> None:
     p.add_argument("--word-vectors", default=None, metavar="PATH",
                    help="pre-trained word vectors (gensim KeyedVectors or word2vec text; `nli vectors` makes "
                         "them), frozen; default: learned word vectors")
-    p.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
+    p.add_argument("--set", dest="overrides", action="append", type=config_override, default=[], metavar="KEY=VALUE",
                    help="override a config field (JSON value), e.g. --set classifier_features=\"match\"")
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--max-steps", type=int, default=None)

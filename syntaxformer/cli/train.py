@@ -19,21 +19,10 @@ import json
 import os
 from dataclasses import fields
 
-from syntaxformer.cli.arguments import add_structure_input_arguments
+from syntaxformer.cli.arguments import add_structure_input_arguments, config_override
 from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, train
 
 _D = TrainArguments(out="")  # defaults, for the help texts
-
-
-def _override(text: str) -> tuple[str, object]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError:
-        parsed = value  # a bare string
-    return key.strip(), parsed
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -58,7 +47,7 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
                    help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, "
                         "structural-position (needs --trees), multi-granularity ('tree' heads need --phrases), "
                         "or none (plain Transformer); default: the model's")
-    m.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
+    m.add_argument("--set", dest="overrides", action="append", type=config_override, default=[], metavar="KEY=VALUE",
                    help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable")
     d = p.add_argument_group("data")
     d.add_argument("--corpus", default=_D.corpus,

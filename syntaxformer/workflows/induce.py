@@ -43,7 +43,8 @@ CURVE_POINTS = 12
 
 
 def resolve_recipe(model: str, recipe: str = "default", train: dict | None = None,
-                   variant: str | None = None, prior: str | None = None) -> tuple[dict, dict, int | None]:
+                   variant: str | None = None, prior: str | None = None,
+                   config: dict | None = None) -> tuple[dict, dict, int | None]:
     """The training of a named recipe with some fields replaced (:func:`run_induce` checks the
     resulting model before any work).
 
@@ -53,6 +54,7 @@ def resolve_recipe(model: str, recipe: str = "default", train: dict | None = Non
         train: TrainArguments fields replacing the recipe's (None values are ignored).
         variant: the Tree Transformer's constituent variant (``paper``, ``official``), or None.
         prior: the model's prior (None = the model's default); only passed on to the config.
+        config: further model config fields (``induce --set``), applied last.
 
     Returns:
         ``(TrainArguments fields, model config overrides, Algorithm 1 minimum layer or None)``.
@@ -68,6 +70,7 @@ def resolve_recipe(model: str, recipe: str = "default", train: dict | None = Non
         if "constituent_variant" not in inspect.signature(REGISTRY[model].config_class.__init__).parameters:
             raise InputError(f"--variant: {model} has no constituent variant")
         overrides["constituent_variant"] = variant
+    overrides.update(config or {})
     return fields, overrides, min_layer
 
 
