@@ -71,59 +71,63 @@ def train_setting(name: str, seed: int, threads: int | None) -> Path:
 
 
 def _curve(record: dict) -> list[dict]:
-    return record.get("parse_curve") or []
+    """The learning-curve points of a ``training.json`` record (``parse_curve.points``)."""
+    return (record.get("parse_curve") or {}).get("points", [])
 
 
-def summarise(seed: int) -> list[dict]:
-    """One row per trained setting: its scale and diagonal, dev F1 (Algorithm 1 from layer 0) at every
-    curve point, the best decoder at the last point, and the validation loss."""
-    from syntaxformer.models import make_config
+def _row(name: str, seed: int, record: dict) -> dict:
+    """The table row of one finished run (its ``training.json`` record)."""
+    overrides = SETTINGS[name]
+    curve = _curve(record)
+    last = {k: v["sentence_f1"] for k, v in curve[-1]["scores"].items()}
+    best = max(last, key=last.get)
+    divisor = {"paper": 128.0, "official": 256.0}[overrides["constituent_variant"]]  # small: d_model 256
+    return dict(setting=name, seed=seed, divisor=divisor, diagonal=overrides["constituent_diagonal"],
+                steps=[p["step"] for p in curve],
+                algorithm1_m0=[p["scores"]["algorithm1_m0"]["sentence_f1"] for p in curve],
+                train_minutes=[p["train_minutes"] for p in curve], best_decoder=best, best_f1=last[best],
+                valid_loss=record["final_valid_loss"], tokens_per_second=record["tokens_per_second"])
+
+
+def summarise(seeds) -> list[dict]:
+    """One row per finished (setting, seed): its divisor and diagonal, dev F1 (Algorithm 1 from layer 0)
+    at every curve point, the best decoder at the last point, and the validation loss."""
     rows = []
-    for name, overrides in SETTINGS.items():
-        path = RUNS / f"{name}-seed{seed}" / "training.json"
-        if not path.is_file():
-            continue
-        record = json.loads(path.read_text())
-        curve = _curve(record)
-        last = {k: v["sentence_f1"] for k, v in curve[-1]["scores"].items()} if curve else {}
-        best = max(last, key=last.get) if last else None
-        config = make_config("tree-transformer", "small", 100, **overrides)
-        scale = config.constituent_scale or (config.hidden_size / 2 if overrides["constituent_variant"] == "paper"
-                                              else 256.0)
-        rows.append(dict(setting=name, seed=seed, scale=scale, diagonal=overrides["constituent_diagonal"],
-                         steps=[p["step"] for p in curve],
-                         algorithm1_m0=[p["scores"]["algorithm1_m0"]["sentence_f1"] for p in curve],
-                         train_minutes=[p["train_minutes"] for p in curve],
-                         best_decoder=best, best_f1=last.get(best) if best else None,
-                         valid_loss=record.get("final_valid_loss"), tokens_per_second=record.get("tokens_per_second")))
+    for name in SETTINGS:
+        for seed in seeds:
+            path = RUNS / f"{name}-seed{seed}" / "training.json"
+            record = json.loads(path.read_text()) if path.is_file() else {}
+            if record.get("stopped") == "max_steps":
+                rows.append(_row(name, seed, record))
     return rows
 
 
 def table(rows: list[dict]) -> str:
     """The markdown table of docs/recipes.md."""
     steps = rows[0]["steps"] if rows else []
-    head = ("| setting | divisor | diagonal of C | " + " | ".join(f"step {s:,}" for s in steps)
+    head = ("| setting | divisor | diagonal of C | seed | " + " | ".join(f"step {s:,}" for s in steps)
             + " | best decoder at the end | valid loss |")
-    lines = [head, "|" + "---|" * (5 + len(steps))]
+    lines = [head, "|" + "---|" * (6 + len(steps))]
     for r in rows:
-        f1 = " | ".join("-" if v is None else f"{v:.2f}" for v in r["algorithm1_m0"])
+        f1 = " | ".join(f"{v:.2f}" for v in r["algorithm1_m0"])
         diag = "1" if r["diagonal"] == "one" else "public code's"
-        lines.append(f"| {r['setting']} | {r['scale']:g} | {diag} | {f1} | {r['best_decoder']}: {r['best_f1']:.2f} "
-                     f"| {r['valid_loss']:.3f} |")
+        lines.append(f"| {r['setting']} | {r['divisor']:g} | {diag} | {r['seed']} | {f1} | "
+                     f"{r['best_decoder']}: {r['best_f1']:.2f} | {r['valid_loss']:.3f} |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", choices=sorted(SETTINGS), help="train this setting")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the seed to train")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the seeds to report")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--report", action="store_true", help="print the table, write the JSON")
     args = parser.parse_args(argv)
     if args.train:
         train_setting(args.train, args.seed, args.threads)
     if args.report:
-        rows = summarise(args.seed)
+        rows = summarise(args.seeds)
         REPORT.write_text(json.dumps(portable(dict(protocol=__doc__, train=TRAIN, settings=SETTINGS, rows=rows)),
                                      indent=1) + "\n")
         print(table(rows))
