@@ -332,8 +332,13 @@ def summarise(curves: dict) -> list[dict]:
     return rows
 
 
+#: docs/recipes.md: what follows this line was written by hand (later studies) and is kept by --report
+HAND_WRITTEN = "<!-- sections below: not written by benchmarks/recipe_search.py --report, which keeps them -->"
+
+
 def write_report(rows: list[dict], curves: dict) -> None:
-    """docs/recipes.md (table) and docs/recipes/recipes.{png,svg} (dev F1 against CPU minutes)."""
+    """docs/recipes.md (table) and docs/recipes/recipes.{png,svg} (dev F1 against CPU minutes); the
+    file's sections after :data:`HAND_WRITTEN` are kept."""
     from syntaxformer.evaluation.report import format_table
     header = ["setting", "params", "CPU tok/s", "steps run / of the run", "CPU min", "valid loss",
               "step 0"] + [f"{m} min" for m in MARKS] + ["last", "best decoder at the last point", "its F1",
@@ -369,7 +374,10 @@ def write_report(rows: list[dict], curves: dict) -> None:
         "```", format_table(header, table), "```", "",
         "Settings:", ""] + [f"- `{n}`: {s['description']}" for n, s in SETTINGS.items()] + [
         "", "![dev F1 against CPU minutes](recipes/recipes.png)", ""] + _threshold_lines()
-    (ROOT / "docs" / "recipes.md").write_text("\n".join(lines))
+    path = ROOT / "docs" / "recipes.md"
+    old = path.read_text() if path.is_file() else ""
+    kept = old[old.index(HAND_WRITTEN):] if HAND_WRITTEN in old else HAND_WRITTEN + "\n"
+    path.write_text("\n".join(lines) + "\n" + kept)
     _figure(rows, curves)
 
 
