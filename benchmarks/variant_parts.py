@@ -70,18 +70,16 @@ def train_setting(name: str, seed: int, threads: int | None) -> Path:
     return out
 
 
-def _curve(record: dict) -> list[dict]:
-    """The learning-curve points of a ``training.json`` record (``parse_curve.points``)."""
-    return (record.get("parse_curve") or {}).get("points", [])
-
-
 def _row(name: str, seed: int, record: dict) -> dict:
     """The table row of one finished run (its ``training.json`` record)."""
+    from syntaxformer.models import make_config
+    from syntaxformer.priors import ConstituentAttention
     overrides = SETTINGS[name]
-    curve = _curve(record)
+    curve = record["parse_curve"]["points"]
     last = {k: v["sentence_f1"] for k, v in curve[-1]["scores"].items()}
     best = max(last, key=last.get)
-    divisor = {"paper": 128.0, "official": 256.0}[overrides["constituent_variant"]]  # small: d_model 256
+    config = make_config(TRAIN["model"], TRAIN["preset"], 10, **overrides)
+    divisor = ConstituentAttention.from_config(config, 0).scale  # the module's own rule
     return dict(setting=name, seed=seed, divisor=divisor, diagonal=overrides["constituent_diagonal"],
                 steps=[p["step"] for p in curve],
                 algorithm1_m0=[p["scores"]["algorithm1_m0"]["sentence_f1"] for p in curve],

@@ -47,7 +47,7 @@ from transformers.utils import ModelOutput
 from ..data.nli import LABELS
 from ..priors import check_prior
 from ..priors.attention import ATTENTION_FUNCTIONS
-from ..priors.constituent import VARIANTS
+from ..priors.constituent import check_constituent_options
 from .encoder import (FeedForward, PreLNEncoder, check_residual_init, mark_zero_residual, normalise_pruned_heads,
                       sinusoidal_positions, zero_init_if_marked)
 
@@ -116,8 +116,7 @@ class GaussianTransformerConfig(PretrainedConfig):
                  constituent_variant: str = "paper", classifier_features: str = "concat",
                  residual_init: str = "xavier", pruned_heads=None, **kwargs):
         check_prior(prior)
-        if constituent_variant not in VARIANTS:
-            raise ValueError(f"unknown constituent_variant {constituent_variant!r}; expected one of {VARIANTS}")
+        check_constituent_options(constituent_variant)
         if classifier_features not in ("concat", "match"):
             raise ValueError(f"classifier_features must be concat or match, got {classifier_features!r}")
         check_residual_init(residual_init)

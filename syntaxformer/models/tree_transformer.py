@@ -36,7 +36,7 @@ from transformers.utils import ModelOutput
 from ..errors import InputError
 from ..priors import PRIORS, check_prior
 from ..structures import LinkProbabilities
-from ..priors.constituent import DIAGONALS, VARIANTS
+from ..priors.constituent import check_constituent_options
 from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
                       check_residual_init, normalise_pruned_heads, sinusoidal_positions, zero_init_if_marked)
 
@@ -131,12 +131,7 @@ class TreeTransformerConfig(PretrainedConfig):
                  **kwargs):
         check_prior(prior)
         check_residual_init(residual_init)
-        if constituent_variant not in VARIANTS:
-            raise ValueError(f"unknown constituent_variant {constituent_variant!r}; expected one of {VARIANTS}")
-        if constituent_diagonal is not None and constituent_diagonal not in DIAGONALS:
-            raise ValueError(f"unknown constituent_diagonal {constituent_diagonal!r}; expected one of {DIAGONALS}")
-        if constituent_scale is not None and not constituent_scale > 0:
-            raise ValueError(f"constituent_scale must be > 0, got {constituent_scale}")
+        check_constituent_options(constituent_variant, constituent_scale, constituent_diagonal)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         super().__init__(pad_token_id=pad_token_id, **kwargs)

@@ -55,6 +55,24 @@ VARIANTS = ("paper", "official")
 #: public code's tiny value, :func:`official_log_diagonal`); by default each variant's own.
 DIAGONALS = ("one", "official")
 
+
+
+def check_constituent_options(variant: str, scale: float | None = None, diagonal: str | None = None) -> None:
+    """Check a constituent prior's options (the config fields ``constituent_variant``,
+    ``constituent_scale``, ``constituent_diagonal``; :class:`ConstituentAttention`'s arguments).
+
+    Raises:
+        ValueError: ``variant`` not in :data:`VARIANTS`, ``diagonal`` neither None nor in
+            :data:`DIAGONALS`, or ``scale`` neither None nor > 0.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown constituent_variant {variant!r}; expected one of {VARIANTS}")
+    if diagonal is not None and diagonal not in DIAGONALS:
+        raise ValueError(f"unknown constituent_diagonal {diagonal!r}; expected one of {DIAGONALS}")
+    if scale is not None and not scale > 0:
+        raise ValueError(f"constituent_scale (the neighbour-score divisor) must be > 0, got {scale}")
+
+
 #: the public code's epsilon in ``sqrt(p·p + eps)``, ``log(a + eps)`` and ``C + eps``.
 OFFICIAL_EPS = 1e-9
 #: the public code's constant neighbour-score scale (the paper: d_model / 2).
@@ -361,12 +379,7 @@ class ConstituentAttention(StructuralPrior):
     def __init__(self, d_model: int, variant: str = "paper", layer_index: int = 0, layer_norm_eps: float = 1e-5,
                  scale: float | None = None, diagonal: str | None = None):
         super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown constituent attention variant {variant!r}; expected one of {VARIANTS}")
-        if diagonal is not None and diagonal not in DIAGONALS:
-            raise ValueError(f"unknown constituent prior diagonal {diagonal!r}; expected one of {DIAGONALS}")
-        if scale is not None and not scale > 0:
-            raise ValueError(f"the neighbour-score scale must be > 0, got {scale}")
+        check_constituent_options(variant, scale, diagonal)
         self.d_model = d_model
         self.variant = variant
         self.layer_index = layer_index
