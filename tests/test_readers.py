@@ -360,8 +360,9 @@ def test_format_sniffed_for_other_extensions(tmp_path):
     (tmp_path / "z.dp").write_text(CONLLU)
     (tmp_path / "t.mrg").write_text("( (S (NP (DT a)) (VP (VBZ b))) )\n")
     assert is_conllu_file(tmp_path / "x.txt") and is_conllu_file(tmp_path / "missing.conllu")
+    (tmp_path / "folder.conllu").mkdir()
     assert not any(is_conllu_file(p) for p in (tmp_path / "y.txt", tmp_path / "z.dp", tmp_path / "t.mrg",
-                                               tmp_path, "ptb-sample:dev"))
+                                               tmp_path, tmp_path / "folder.conllu", "ptb-sample:dev"))
 
 
 def test_write_conllu_round_trips(ptb_dep, tmp_path):

@@ -237,6 +237,8 @@ def is_conllu_file(path: str | os.PathLike) -> bool:
     :func:`read_dependencies` makes. False for a missing path, a folder or a corpus name without
     such a suffix."""
     path = Path(path)
+    if path.is_dir():
+        return False
     kind = _FORMAT_OF_SUFFIX.get(path.suffix.lower())
     if kind is None and path.is_file():
         with path.open(encoding="utf-8", errors="replace") as lines:
