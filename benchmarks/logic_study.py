@@ -267,8 +267,11 @@ def summarise(runs: dict) -> dict:
         reports = [r["report"] for r in by_seed.values()]
         per_n = {n: [r["test"][str(n)]["accuracy"] for r in reports] for n in TEST_OPERATORS}
         groups = {g: [r["groups"][g] for r in reports] for g in GROUPS}
+        rates = sorted({r["training"]["arguments"]["lr"] for r in reports})
+        if len(rates) > 1:
+            raise ValueError(f"{encoder}: seeds trained at different learning rates {rates}; rerun them alike")
         summary[encoder] = dict(
-            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"],
+            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=rates[0],
             parameters=reports[0]["parameters"], encoder_parameters=reports[0]["encoder_parameters"],
             steps=[r["training"]["steps"] for r in reports],
             train_minutes=[r["training"]["train_minutes_total"] for r in reports],
@@ -302,13 +305,14 @@ def table(summary: dict, rates: dict, recipe_steps: int) -> str:
     """The markdown table: one row per encoder, mean ± sd (seeds) per operator count and group."""
     from syntaxformer.tasks.logic import TEST_OPERATORS
 
-    head = ("| encoder (pooling) | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
+    head = ("| encoder (pooling) | lr | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
             + " | 7-9 | 10-12 | best valid | est. 2-core CPU min |")
-    lines = [head, "|---|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
+    lines = [head, "|---|--:|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
     for encoder, s in summary.items():
         minutes = cpu_minutes(rates, encoder, recipe_steps)
         cells = [_cell(s["values"]["per_n"][n]) for n in TEST_OPERATORS]
-        lines.append(f"| {encoder} ({s['pooling']}) | {', '.join(map(str, s['seeds']))} | {s['parameters']:,} | "
+        lines.append(f"| {encoder} ({s['pooling']}) | {s['lr']:g} | {', '.join(map(str, s['seeds']))} | "
+                     f"{s['parameters']:,} | "
                      + " | ".join(cells) + f" | {_cell(s['values']['groups']['7-9'])} | "
                      + f"{_cell(s['values']['groups']['10-12'])} | {_cell(s['best_valid_accuracy'])} | "
                      + (f"{minutes:.0f}" if minutes is not None else "not measured") + " |")
@@ -399,9 +403,10 @@ Transformer with 4 pre-LN layers of d 128, 4 heads, d_ff 512), pooled to one vec
 token, for recurrent encoders, as the ON-LSTM paper; `mean` over tokens for attention encoders), and
 the pair is classified from [u; v; u*v; |u-v|] by Dropout-Linear(4D, D)-ELU-Dropout-Linear(D, 7).
 
-Recipe (every encoder the same): {steps} steps of {recipe['batch_size']} pairs ({epochs}), Adam lr
-{recipe['lr']} (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to {recipe['final_lr_fraction']} x lr, gradient
-clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and sizes; it trains 50 epochs with the
+Recipe (every encoder the same but its peak learning rate, column `lr`: the encoder's, chosen on
+validation accuracy, README "Learning rate"): {steps} steps of {recipe['batch_size']} pairs ({epochs}), Adam
+(eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to {recipe['final_lr_fraction']} x lr, gradient
+clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and sizes, lr 1e-3; it trains 50 epochs with the
 learning rate halved on validation plateaus, `syntaxformer logic train --recipe public`: a run here is
 a fixed number of steps so that it does not depend on the machine). The last column estimates the recipe's minutes on 2 CPU cores (below).
 

@@ -302,6 +302,13 @@ def test_recipe_option_sets_its_fields_and_given_options_win(tmp_path):
     default = parsed()
     assert (default.recipe, default.max_steps, default.epochs, default.schedule, default.eval_every,
             default.eval_each_epoch) == ("default", 4000, None, "linear", 500, False)
+    # the default recipe's learning rate is the encoder's (chosen on validation, docs/logic.md); --lr wins
+    assert (default.encoder, default.lr) == ("on-lstm", 3e-3)
+    assert parsed("--encoder", "lstm").lr == parsed("--encoder", "transformer").lr == 1e-3
+    assert parsed("--lr", "5e-4").lr == 5e-4
+    from syntaxformer.tasks.logic import LogicArguments
+    with pytest.raises(InputError, match="unknown --encoder"):   # no learning rate to take, the encoder's error
+        LogicArguments(out=str(tmp_path), data="d", encoder="gru").check()
     public = parsed("--recipe", "public")
     assert (public.recipe, public.max_steps, public.epochs, public.schedule, public.eval_every,
             public.eval_each_epoch, public.lr, public.batch_size) == ("public", None, 50, "plateau", 0, True, 1e-3, 128)

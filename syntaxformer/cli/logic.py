@@ -35,7 +35,9 @@ def _defaults():
 def _recipe_help(name: str) -> str:
     """What each recipe sets ``name`` to, for the help text."""
     from syntaxformer.tasks.logic import RECIPES
-    return "; ".join(f"{recipe}: {fields[name]}" for recipe, fields in RECIPES.items())
+    def shown(value):
+        return "the encoder's" if value is None else value
+    return "; ".join(f"{recipe}: {shown(fields[name])}" for recipe, fields in RECIPES.items())
 
 
 def _add_train(sub) -> None:

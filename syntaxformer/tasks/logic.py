@@ -19,14 +19,16 @@ stop conditions, signals, checkpoints and resume, TensorBoard) with :class:`Logi
 what is specific to masked LM: the data, the model and optimizer, the step (cross-entropy of a batch
 of pairs), the validation (loss and accuracy) and the report. One process (no ``torchrun``).
 
-Two recipes (:data:`RECIPES`), both with the public code's optimiser: Adam lr 1e-3, eps 1e-9, L2
+Two recipes (:data:`RECIPES`), both with the public code's optimiser: Adam, eps 1e-9, L2
 weight decay 1.2e-6 (``torch.optim.Adam``'s ``weight_decay``), gradient-norm clip 1.0, batch 128
 pairs, MLP dropout 0.2.
 
 * ``default`` (:data:`RECIPE`, the defaults of :class:`LogicArguments` and the study's): a fixed
   number of steps with a linear decay, so that a run's length does not depend on the machine
-  (docs/logic.md);
-* ``public``: the public code's schedule: 50 epochs, validation at the end of every epoch, the
+  (docs/logic.md); the peak learning rate is the encoder's
+  (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`: 3e-3 for the ON-LSTM, chosen on validation
+  accuracy; 1e-3, the public code's, for the others);
+* ``public``: the public code's schedule: lr 1e-3, 50 epochs, validation at the end of every epoch, the
   learning rate halved when the validation accuracy has not improved for 3 epochs in a row
   (``schedule="plateau"``, :class:`~syntaxformer.training.plateau.PlateauSchedule`). About 48,000
   steps: a GPU's work.
@@ -62,12 +64,14 @@ TEST_OPERATORS = tuple(range(1, 13))
 GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
 #: the study's recipe (benchmarks/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay
 #: (4,000 steps = 4.2 epochs of the 121,977 training pairs; about 22-30 minutes of ON-LSTM on 2 CPU cores)
-RECIPE = dict(max_steps=4000, epochs=None, batch_size=128, lr=1e-3, schedule="linear", final_lr_fraction=0.1,
+#: ``lr=None``: the encoder's (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`)
+RECIPE = dict(max_steps=4000, epochs=None, batch_size=128, lr=None, schedule="linear", final_lr_fraction=0.1,
               warmup_steps=0, eval_every=500, eval_each_epoch=False, save_every=500)
 #: ``syntaxformer logic train --recipe NAME``: the fields each recipe sets (module docstring); options
 #: given on the command line win
 RECIPES = {"default": RECIPE,
-           "public": dict(RECIPE, max_steps=None, epochs=50, schedule="plateau", eval_every=0, eval_each_epoch=True)}
+           "public": dict(RECIPE, max_steps=None, epochs=50, lr=1e-3, schedule="plateau", eval_every=0,
+                          eval_each_epoch=True)}
 #: the schedules of ``--schedule``: :func:`~syntaxformer.training.trainer.lr_factor`'s, and ``plateau``
 SCHEDULES = ("constant", "linear", "cosine", "plateau")
 #: the most frequent relation of train0-train6 (independence; 53% of train6): the majority-class baseline
@@ -97,7 +101,8 @@ class LogicArguments:
         valid_every [10]: every this-many-th training pair (file order) is validation (public 10).
         max_train_pairs [None]: train on a fixed (seed 0) random subset of this many pairs (tests).
         batch_size [128]: pairs per step; bucket_batches [50]: batches' worth sorted by length together.
-        lr [1e-3], betas [(0.9, 0.999)], eps [1e-9], weight_decay [1.2e-6]: Adam, L2 decay (public).
+        lr [None: the encoder's, :attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`, set when the
+            arguments are made], betas [(0.9, 0.999)], eps [1e-9], weight_decay [1.2e-6]: Adam, L2 decay (public).
         recipe ["default"]: the name of the recipe the other fields came from (:data:`RECIPES`;
             recorded in the report, read by nothing else).
         warmup_steps, schedule, final_lr_fraction, schedule_steps: as ``syntaxformer train``
@@ -124,7 +129,7 @@ class LogicArguments:
     max_train_pairs: int | None = None
     batch_size: int = RECIPE["batch_size"]
     bucket_batches: int = 50
-    lr: float = RECIPE["lr"]
+    lr: float | None = RECIPE["lr"]
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-9
     weight_decay: float = 1.2e-6
@@ -149,6 +154,10 @@ class LogicArguments:
     resume: bool = False
     quiet: bool = False
 
+    def __post_init__(self) -> None:
+        if self.lr is None and self.encoder in ENCODERS:   # an unknown encoder is check()'s error
+            self.lr = ENCODERS[self.encoder].lr
+
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for a missing, inconsistent or out-of-range option."""
         def bad(msg):
@@ -172,7 +181,7 @@ class LogicArguments:
             bad(f"--max-train-operators must be in 0..12, got {self.max_train_operators}")
         if not 0.0 <= self.dropout < 1.0:
             bad(f"--dropout must lie in [0, 1), got {self.dropout}")
-        if self.lr <= 0 or (self.max_minutes is not None and self.max_minutes <= 0):
+        if self.lr is None or self.lr <= 0 or (self.max_minutes is not None and self.max_minutes <= 0):
             bad("--lr and --max-minutes must be positive")
         for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "valid_every"):
             if getattr(self, name) < 0:
