@@ -441,6 +441,62 @@ Each run also records the accuracy on the first 300 pairs of every test file at 
 
 
 # ----------------------------------------------------------------------------------------------
+# The learning-rate choice (docs/logic/lr-choice.json)
+# ----------------------------------------------------------------------------------------------
+
+def lr_choice_row(training: dict, report: dict | None, source: str) -> dict:
+    """One run of the learning-rate comparison: encoder, seed, lr, validation accuracy (%) at every
+    evaluation and its best, and (for a tested run) the mean test accuracy of each operator group."""
+    args = training["arguments"]
+    return dict(encoder=training["encoder"], seed=training["seed"], lr=args["lr"], steps=training["steps"],
+                recipe_steps=args["max_steps"], source=source,
+                valid_curve={int(step): round(accuracy, 2) for step, _, accuracy in training["valid_history"]},
+                best_valid_accuracy=training["best_valid_accuracy"],
+                test_groups=report["groups"] if report else None)
+
+
+def lr_choice(folders: list[str], docs: Path) -> list[dict]:
+    """Add the runs of ``folders`` to ``docs/logic/lr-choice.json``, keyed by (encoder, seed, lr); rows
+    already there stay (their folders may be gone). A folder is a run folder (finished, with
+    ``logic.json``, or stopped early, with ``training.json``) or ``STUDY_JSON:ENCODER:SEED``, a run
+    recorded in a study report. Returns every row, sorted."""
+    path = docs / "logic" / "lr-choice.json"
+    rows = {(r["encoder"], r["seed"], r["lr"]): r for r in
+            (json.loads(path.read_text())["runs"] if path.is_file() else [])}
+    for spec in folders:
+        folder = Path(spec)
+        if spec.count(":") == 2:
+            study, encoder, seed = spec.split(":")
+            report = json.loads(Path(study).read_text())["runs"][encoder][seed]["report"]
+            row = lr_choice_row(report["training"], report, spec)
+        elif (folder / "logic.json").is_file():
+            report = json.loads((folder / "logic.json").read_text())
+            row = lr_choice_row(report["training"], report, str(folder))
+        elif (folder / "training.json").is_file():
+            row = lr_choice_row(json.loads((folder / "training.json").read_text()), None, str(folder))
+        else:
+            raise SystemExit(f"{spec}: neither a run folder with logic.json / training.json nor STUDY_JSON:ENCODER:SEED")
+        rows[(row["encoder"], row["seed"], row["lr"])] = row
+    ordered = [rows[k] for k in sorted(rows)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(portable(dict(
+        what="validation accuracy (%) against steps of the default recipe (4,000 steps of 128 pairs, linear decay "
+             "to a tenth) at several peak learning rates; the rate is chosen on validation only",
+        runs=ordered)), indent=1) + "\n")
+    return ordered
+
+
+def lr_choice_table(rows: list[dict]) -> str:
+    """Markdown: one line per run: validation accuracy every 1,000 steps, its best, test 7-9 / 10-12."""
+    lines = ["| encoder | lr | seed | steps | valid 1,000 | 2,000 | 3,000 | 4,000 | best valid | test 7-9 | test 10-12 |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        curve = {int(k): v for k, v in r["valid_curve"].items()}
+        cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in (1000, 2000, 3000, 4000)]
+        test = [f"{r['test_groups'][g]:.1f}" if r["test_groups"] else "-" for g in ("7-9", "10-12")]
+        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['seed']} | {r['steps']} | " + " | ".join(cells)
+                     + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |")
+    return "\n".join(lines)
 
 
 def _override(text: str) -> tuple[str, object]:
@@ -470,6 +526,9 @@ def main(argv=None) -> int:
     p.add_argument("--docs", type=Path, default=DOCS, help="where --report writes (default docs/)")
     p.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
                    help="override a recipe field (JSON value) for these runs (exploration only)")
+    p.add_argument("--lr-choice", nargs="+", metavar="RUN_DIR",
+                   help="add these runs (run folders, or STUDY_JSON:ENCODER:SEED) to docs/logic/lr-choice.json "
+                        "and print the learning-rate table")
     p.add_argument("--one", nargs=2, metavar=("ENCODER", "SEED"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -478,6 +537,9 @@ def main(argv=None) -> int:
     DATA = args.data.resolve()
     overrides = dict(args.overrides)
     runs = args.runs or SCALES[args.scale]["runs"]
+    if args.lr_choice:
+        print(lr_choice_table(lr_choice(args.lr_choice, args.docs)))
+        return 0
     if args.one:
         run_one(runs, args.one[0], int(args.one[1]), args.scale, args.device, args.threads, overrides)
         return 0

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -23,6 +25,23 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
     # the report was written anew from the recorded runs (not left as it was)
     assert "| on-lstm (last) | 0.001 | 0, 1, 2 |" in (tmp_path / "logic.md").read_text()
     assert before["runs"], "the shipped study records runs"
+
+
+def test_logic_lr_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
+    """docs/logic/lr-choice.json: a run recorded in the study report becomes a row with its validation
+    curve and test groups; a second call keeps the first call's rows."""
+    study = ROOT / "docs" / "logic" / "study.json"
+    run = json.loads(study.read_text())["runs"]["lstm"]["0"]["report"]
+    rows = logic_study.lr_choice([f"{study}:lstm:0"], tmp_path)
+    assert [(r["encoder"], r["seed"], r["lr"], r["steps"]) for r in rows] == [("lstm", 0, 1e-3, 4000)]
+    assert rows[0]["valid_curve"][4000] == round(run["training"]["valid_history"][-1][2], 2)
+    assert rows[0]["test_groups"] == run["groups"]
+    table = logic_study.lr_choice_table(rows)
+    assert "| lstm | 0.001 | 0 | 4000 | " in table and f"{run['groups']['7-9']:.1f} |" in table
+    kept = logic_study.lr_choice([], tmp_path)
+    assert [(r["encoder"], r["seed"], r["lr"]) for r in kept] == [("lstm", 0, 1e-3)]
+    with pytest.raises(SystemExit, match="neither a run folder"):
+        logic_study.lr_choice([str(tmp_path / "nothing")], tmp_path)
 
 
 def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
