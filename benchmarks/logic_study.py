@@ -363,7 +363,7 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
                   missing=[f"{e}-seed{s}" for e in encoders for s in seeds if s not in runs.get(e, {})])
     (docs / "logic").mkdir(parents=True, exist_ok=True)
     (docs / "logic" / "study.json").write_text(json.dumps(portable(result), indent=1) + "\n")
-    curves = {f"{e} ({len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''})": dict(
+    curves = {f"{e} (lr {s['lr']:g}, {len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''})": dict(
         operators=list(TEST_OPERATORS), accuracy=[s["accuracy"][n]["mean"] for n in TEST_OPERATORS],
         sd=[s["accuracy"][n]["sd"] or 0.0 for n in TEST_OPERATORS]) for e, s in summary.items()}
     some = next((r["report"] for by in runs.values() for r in by.values()), None)
