@@ -267,11 +267,11 @@ def summarise(runs: dict) -> dict:
         reports = [r["report"] for r in by_seed.values()]
         per_n = {n: [r["test"][str(n)]["accuracy"] for r in reports] for n in TEST_OPERATORS}
         groups = {g: [r["groups"][g] for r in reports] for g in GROUPS}
-        rates = sorted({r["training"]["arguments"]["lr"] for r in reports})
-        if len(rates) > 1:
-            raise ValueError(f"{encoder}: seeds trained at different learning rates {rates}; rerun them alike")
+        lrs = sorted({r["training"]["arguments"]["lr"] for r in reports})
+        if len(lrs) > 1:
+            raise ValueError(f"{encoder}: seeds trained at different learning rates {lrs}; rerun them alike")
         summary[encoder] = dict(
-            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=rates[0],
+            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=lrs[0],
             parameters=reports[0]["parameters"], encoder_parameters=reports[0]["encoder_parameters"],
             steps=[r["training"]["steps"] for r in reports],
             train_minutes=[r["training"]["train_minutes_total"] for r in reports],
@@ -461,8 +461,9 @@ def lr_choice(folders: list[str], docs: Path) -> list[dict]:
     ``logic.json``, or stopped early, with ``training.json``) or ``STUDY_JSON:ENCODER:SEED``, a run
     recorded in a study report. Returns every row, sorted."""
     path = docs / "logic" / "lr-choice.json"
-    rows = {(r["encoder"], r["seed"], r["lr"]): r for r in
-            (json.loads(path.read_text())["runs"] if path.is_file() else [])}
+    recorded = json.loads(path.read_text())["runs"] if path.is_file() else []
+    rows = {(r["encoder"], r["seed"], r["lr"]): dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()})
+            for r in recorded}  # JSON keeps the steps as strings
     for spec in folders:
         folder = Path(spec)
         if spec.count(":") == 2:
@@ -487,11 +488,12 @@ def lr_choice(folders: list[str], docs: Path) -> list[dict]:
 
 
 def lr_choice_table(rows: list[dict]) -> str:
-    """Markdown: one line per run: validation accuracy every 1,000 steps, its best, test 7-9 / 10-12."""
+    """Markdown: one line per row of :func:`lr_choice`: validation accuracy (%) every 1,000 steps, its
+    best, test 7-9 / 10-12 (the groups' mean accuracy, %)."""
     lines = ["| encoder | lr | seed | steps | valid 1,000 | 2,000 | 3,000 | 4,000 | best valid | test 7-9 | test 10-12 |",
              "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
-        curve = {int(k): v for k, v in r["valid_curve"].items()}
+        curve = r["valid_curve"]
         cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in (1000, 2000, 3000, 4000)]
         test = [f"{r['test_groups'][g]:.1f}" if r["test_groups"] else "-" for g in ("7-9", "10-12")]
         lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['seed']} | {r['steps']} | " + " | ".join(cells)

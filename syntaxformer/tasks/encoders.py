@@ -103,7 +103,7 @@ class EncoderEntry:
         width: ``config -> D``, the width of ``last_hidden_state`` (default ``config.hidden_size``).
         lr: the peak learning rate of the logic task's default recipe for this encoder
             (:data:`syntaxformer.tasks.logic.RECIPE` leaves it to the encoder), chosen on validation
-            accuracy (docs/logic.md); default 1e-3, the public ON-LSTM code's.
+            accuracy (docs/logic/lr-choice.json); default 1e-3, the public ON-LSTM code's.
     """
     name: str
     config_class: type
@@ -180,8 +180,8 @@ register_encoder(EncoderEntry(
     # no output layer (untied); the LM-only dropouts off; distances of the top layer
     fixed=dict(tie_word_embeddings=False, dropout=0.0, dropoute=0.0, wdrop=0.0, parse_layer=-1),
     width=lambda config: config.layer_sizes[-1],
-    # docs/logic.md, "Learning rate": seed 0's best validation accuracy after the recipe's 4,000 steps,
-    # 94.8% at 3e-3 against 82.9% at the public code's 1e-3
+    # README "Learning rate" (docs/logic/lr-choice.json): seed 0's best validation accuracy after the
+    # recipe's 4,000 steps, 94.8% at 3e-3 against 82.9% at the public code's 1e-3 and 92.4% at 6e-3
     lr=3e-3))
 register_encoder(EncoderEntry("tree-transformer", TreeTransformerConfig, TreeTransformerModel,
                               presets=_TRANSFORMER_PRESETS, pooling="mean", fixed=dict(prior="constituent")))
