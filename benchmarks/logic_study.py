@@ -267,11 +267,15 @@ def summarise(runs: dict) -> dict:
         reports = [r["report"] for r in by_seed.values()]
         per_n = {n: [r["test"][str(n)]["accuracy"] for r in reports] for n in TEST_OPERATORS}
         groups = {g: [r["groups"][g] for r in reports] for g in GROUPS}
-        lrs = sorted({r["training"]["arguments"]["lr"] for r in reports})
-        if len(lrs) > 1:
-            raise ValueError(f"{encoder}: seeds trained at different learning rates {lrs}; rerun them alike")
+        recipes = sorted({(r["training"]["arguments"]["lr"], r["training"]["arguments"]["max_steps"],
+                           json.dumps(r["training"]["arguments"]["overrides"], sort_keys=True)) for r in reports})
+        if len(recipes) > 1:
+            raise ValueError(f"{encoder}: seeds trained with different learning rates, steps or encoder settings "
+                             f"{recipes}; rerun them alike")
+        (lr, recipe_steps, _), = recipes
         summary[encoder] = dict(
-            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=lrs[0],
+            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=lr,
+            recipe_steps=recipe_steps, overrides=reports[0]["training"]["arguments"]["overrides"],
             parameters=reports[0]["parameters"], encoder_parameters=reports[0]["encoder_parameters"],
             steps=[r["training"]["steps"] for r in reports],
             train_minutes=[r["training"]["train_minutes_total"] for r in reports],
@@ -301,17 +305,18 @@ def cpu_minutes(rates: dict, encoder: str, steps: int) -> float | None:
     return None if rate is None else steps * rate / TWO_CORE_SPEEDUP / 60
 
 
-def table(summary: dict, rates: dict, recipe_steps: int) -> str:
+def table(summary: dict, rates: dict) -> str:
     """The markdown table: one row per encoder, mean ± sd (seeds) per operator count and group."""
     from syntaxformer.tasks.logic import TEST_OPERATORS
 
-    head = ("| encoder (pooling) | lr | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
+    head = ("| encoder (pooling) | lr | steps | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
             + " | 7-9 | 10-12 | best valid | est. 2-core CPU min |")
-    lines = [head, "|---|--:|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
+    lines = [head, "|---|--:|--:|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
     for encoder, s in summary.items():
-        minutes = cpu_minutes(rates, encoder, recipe_steps)
+        minutes = cpu_minutes(rates, encoder, s["recipe_steps"])
         cells = [_cell(s["values"]["per_n"][n]) for n in TEST_OPERATORS]
-        lines.append(f"| {encoder} ({s['pooling']}) | {s['lr']:g} | {', '.join(map(str, s['seeds']))} | "
+        lines.append(f"| {encoder} ({s['pooling']}) | {s['lr']:g} | {s['recipe_steps']:,} | "
+                     f"{', '.join(map(str, s['seeds']))} | "
                      f"{s['parameters']:,} | "
                      + " | ".join(cells) + f" | {_cell(s['values']['groups']['7-9'])} | "
                      + f"{_cell(s['values']['groups']['10-12'])} | {_cell(s['best_valid_accuracy'])} | "
@@ -319,13 +324,17 @@ def table(summary: dict, rates: dict, recipe_steps: int) -> str:
     return "\n".join(lines)
 
 
-def rates_table(rates: dict, recipe_steps: int) -> str:
-    """The CPU measurements: seconds per step and the recipe's estimated minutes on 2 cores."""
-    lines = ["| encoder | CPU s/step (1 thread) | wall s/step | load average | est. 2-core min for the recipe |",
-             "|---|--:|--:|--:|--:|"]
+def rates_table(rates: dict, summary: dict) -> str:
+    """The CPU measurements: seconds per step and the recipe's estimated minutes on 2 cores (at each
+    encoder's steps)."""
+    lines = ["| encoder | CPU s/step (1 thread) | wall s/step | load average | steps | est. 2-core min for the recipe |",
+             "|---|--:|--:|--:|--:|--:|"]
     for encoder, r in rates.items():
+        if encoder not in summary:
+            continue
+        steps = summary[encoder]["recipe_steps"]
         lines.append(f"| {encoder} | {r['cpu_seconds_per_step']:.3f} | {r['wall_seconds_per_step']:.3f} | "
-                     f"{r['load_average']:.1f} | {cpu_minutes(rates, encoder, recipe_steps):.0f} |")
+                     f"{r['load_average']:.1f} | {steps:,} | {cpu_minutes(rates, encoder, steps):.0f} |")
     return "\n".join(lines)
 
 
@@ -356,7 +365,6 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
     rates_path = docs / "logic" / "cpu_rates.json"
     # the measured rates are of the base presets: no estimate for another scale
     rates = json.loads(rates_path.read_text()) if rates_path.exists() and scale == "full" else {}
-    steps = SCALES[scale]["args"].get("max_steps", RECIPE["max_steps"])
     result = dict(data=str(DATA), scale=scale, recipe={**RECIPE, **SCALES[scale]["args"]}, seeds=list(seeds),
                   summary=summary, targets=targets(summary, seeds), cpu_rates=rates,
                   runs={e: {str(s): r for s, r in by.items()} for e, by in runs.items()},
@@ -371,22 +379,27 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
     save_figure(plot_accuracy_by_operators(curves, result["recipe"].get("max_train_operators", 6), baseline,
                                            title="propositional logic: test accuracy, mean ± sd over seeds"),
                 docs / "logic" / "accuracy")
-    (docs / "logic.md").write_text(markdown(result, table(summary, rates, steps)))
+    (docs / "logic.md").write_text(markdown(result, table(summary, rates)))
     return result
 
 
 def markdown(result: dict, table_text: str) -> str:
     """docs/logic.md: what was run, the table, the targets, the CPU estimates, the test curves, what is
     missing."""
-    recipe = result["recipe"]
-    steps = recipe["max_steps"]
+    recipe, summary = result["recipe"], result["summary"]
     some = next((r["report"] for by in result["runs"].values() for r in by.values()), None)
-    epochs = (f"{steps * recipe['batch_size'] / some['training']['data']['train_pairs']:.1f} epochs of "
-              f"{some['training']['data']['train_pairs']:,} pairs" if some else "")
+    pairs = some["training"]["data"]["train_pairs"] if some else None
+    by_steps: dict[int, list[str]] = {}
+    for e, s in summary.items():
+        by_steps.setdefault(s["recipe_steps"], []).append(e)
+    steps = "; ".join(f"{n:,}" + (f" = {n * recipe['batch_size'] / pairs:.1f} epochs of {pairs:,} pairs" if pairs else "")
+                      + f" for {', '.join(es)}" for n, es in sorted(by_steps.items()))
+    settings = "; ".join(f"{e}: " + ", ".join(f"{k}={v}" for k, v in s["overrides"].items())
+                         for e, s in summary.items() if s["overrides"]) or "none"
     targets_text = "\n".join(f"- {name}: " + {True: "**met**", False: "**not met**", None: "pending (runs missing)"}[v]
                              for name, v in result["targets"].items())
     missing = ", ".join(result["missing"]) or "none"
-    rates = rates_table(result["cpu_rates"], steps) if result["cpu_rates"] else "(not measured)"
+    rates = rates_table(result["cpu_rates"], summary) if result["cpu_rates"] else "(not measured)"
     return f"""# Propositional-logic inference: encoders compared
 
 Generated by `benchmarks/logic_study.py --report` (scale `{result['scale']}`); every number below is
@@ -403,12 +416,14 @@ Transformer with 4 pre-LN layers of d 128, 4 heads, d_ff 512), pooled to one vec
 token, for recurrent encoders, as the ON-LSTM paper; `mean` over tokens for attention encoders), and
 the pair is classified from [u; v; u*v; |u-v|] by Dropout-Linear(4D, D)-ELU-Dropout-Linear(D, 7).
 
-Recipe (every encoder the same but its peak learning rate, column `lr`: the encoder's, chosen on
-validation accuracy, README "Learning rate"): {steps} steps of {recipe['batch_size']} pairs ({epochs}), Adam
-(eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to {recipe['final_lr_fraction']} x lr, gradient
-clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and sizes, lr 1e-3; it trains 50 epochs with the
-learning rate halved on validation plateaus, `syntaxformer logic train --recipe public`: a run here is
-a fixed number of steps so that it does not depend on the machine). The last column estimates the recipe's minutes on 2 CPU cores (below).
+Recipe (every encoder the same but its peak learning rate and its number of steps, columns `lr` and
+`steps`: the encoder's, chosen on validation accuracy, README "Recipe choice"): steps of
+{recipe['batch_size']} pairs ({steps}), Adam (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to
+{recipe['final_lr_fraction']} x lr, gradient clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and
+sizes, lr 1e-3; it trains 50 epochs with the learning rate halved on validation plateaus, `syntaxformer
+logic train --recipe public`: a run here is a fixed number of steps so that it does not depend on the
+machine). Encoder settings over the preset: {settings}. The last column estimates the recipe's minutes on 2
+CPU cores (below).
 
 {table_text}
 
@@ -441,63 +456,78 @@ Each run also records the accuracy on the first 300 pairs of every test file at 
 
 
 # ----------------------------------------------------------------------------------------------
-# The learning-rate choice (docs/logic/lr-choice.json)
+# The recipe choice (docs/logic/recipe-choice.json)
 # ----------------------------------------------------------------------------------------------
 
-def lr_choice_row(training: dict, report: dict | None, source: str) -> dict:
-    """One run of the learning-rate comparison: encoder, seed, lr, validation accuracy (%) at every
-    evaluation and its best, and (for a tested run) the mean test accuracy of each operator group."""
+#: the validation steps the recipe-choice table shows
+CHOICE_STEPS = (1000, 2000, 3000, 4000, 5000)
+
+
+def recipe_choice_row(training: dict, report: dict | None, source: str) -> dict:
+    """One run of the recipe comparison: encoder, seed, lr, the recipe's steps, the encoder settings
+    over the preset, validation accuracy (%) at every evaluation and its best, and (for a tested run)
+    the mean test accuracy of each operator group."""
     args = training["arguments"]
     return dict(encoder=training["encoder"], seed=training["seed"], lr=args["lr"], steps=training["steps"],
-                recipe_steps=args["max_steps"], source=source,
+                recipe_steps=args["max_steps"], overrides=args.get("overrides", {}), source=source,
                 valid_curve={int(step): round(accuracy, 2) for step, _, accuracy in training["valid_history"]},
                 best_valid_accuracy=training["best_valid_accuracy"],
                 test_groups=report["groups"] if report else None)
 
 
-def lr_choice(folders: list[str], docs: Path) -> list[dict]:
-    """Add the runs of ``folders`` to ``docs/logic/lr-choice.json``, keyed by (encoder, seed, lr); rows
-    already there stay (their folders may be gone). A folder is a run folder (finished, with
-    ``logic.json``, or stopped early, with ``training.json``) or ``STUDY_JSON:ENCODER:SEED``, a run
-    recorded in a study report. Returns every row, sorted."""
-    path = docs / "logic" / "lr-choice.json"
+def _choice_key(row: dict) -> tuple:
+    """(encoder, seed, lr, recipe steps, encoder settings as text: "" for the preset's, so it sorts first)."""
+    overrides = row.get("overrides") or {}
+    return (row["encoder"], row["seed"], row["lr"], row["recipe_steps"],
+            json.dumps(overrides, sort_keys=True) if overrides else "")
+
+
+def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
+    """Add the runs of ``folders`` to ``docs/logic/recipe-choice.json``, keyed by (encoder, seed, lr,
+    recipe steps, encoder settings); rows already there stay (their folders may be gone). A folder is a
+    run folder (finished, with ``logic.json``, or stopped early, with ``training.json``) or
+    ``STUDY_JSON:ENCODER:SEED``, a run recorded in a study report. Returns every row, sorted."""
+    path = docs / "logic" / "recipe-choice.json"
     recorded = json.loads(path.read_text())["runs"] if path.is_file() else []
-    rows = {(r["encoder"], r["seed"], r["lr"]): dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()})
+    rows = {_choice_key(r): dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()})
             for r in recorded}  # JSON keeps the steps as strings
     for spec in folders:
         folder = Path(spec)
         if spec.count(":") == 2:
             study, encoder, seed = spec.split(":")
             report = json.loads(Path(study).read_text())["runs"][encoder][seed]["report"]
-            row = lr_choice_row(report["training"], report, spec)
+            row = recipe_choice_row(report["training"], report, spec)
         elif (folder / "logic.json").is_file():
             report = json.loads((folder / "logic.json").read_text())
-            row = lr_choice_row(report["training"], report, str(folder))
+            row = recipe_choice_row(report["training"], report, str(folder))
         elif (folder / "training.json").is_file():
-            row = lr_choice_row(json.loads((folder / "training.json").read_text()), None, str(folder))
+            row = recipe_choice_row(json.loads((folder / "training.json").read_text()), None, str(folder))
         else:
             raise SystemExit(f"{spec}: neither a run folder with logic.json / training.json nor STUDY_JSON:ENCODER:SEED")
-        rows[(row["encoder"], row["seed"], row["lr"])] = row
+        rows[_choice_key(row)] = row
     ordered = [rows[k] for k in sorted(rows)]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(portable(dict(
-        what="validation accuracy (%) against steps of the default recipe (4,000 steps of 128 pairs, linear decay "
-             "to a tenth) at several peak learning rates; the rate is chosen on validation only",
+        what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to a "
+             "tenth of the peak rate) at several peak learning rates, step counts and encoder settings; the "
+             "recipe is chosen on validation only",
         runs=ordered)), indent=1) + "\n")
     return ordered
 
 
-def lr_choice_table(rows: list[dict]) -> str:
-    """Markdown: one line per row of :func:`lr_choice`: validation accuracy (%) every 1,000 steps, its
-    best, test 7-9 / 10-12 (the groups' mean accuracy, %)."""
-    lines = ["| encoder | lr | seed | steps | valid 1,000 | 2,000 | 3,000 | 4,000 | best valid | test 7-9 | test 10-12 |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+def recipe_choice_table(rows: list[dict]) -> str:
+    """Markdown: one line per row of :func:`recipe_choice`: validation accuracy (%) at
+    :data:`CHOICE_STEPS`, its best, test 7-9 / 10-12 (the groups' mean accuracy, %)."""
+    lines = ["| encoder | lr | steps | settings | seed | " + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS)
+             + " | best valid | test 7-9 | test 10-12 |",
+             "|---|--:|--:|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3)]
     for r in rows:
         curve = r["valid_curve"]
-        cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in (1000, 2000, 3000, 4000)]
+        cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in CHOICE_STEPS]
         test = [f"{r['test_groups'][g]:.1f}" if r["test_groups"] else "-" for g in ("7-9", "10-12")]
-        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['seed']} | {r['steps']} | " + " | ".join(cells)
-                     + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |")
+        settings = ", ".join(f"{k}={v}" for k, v in r.get("overrides", {}).items()) or "preset"
+        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['recipe_steps']:,} | {settings} | {r['seed']} | "
+                     + " | ".join(cells) + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |")
     return "\n".join(lines)
 
 
@@ -528,9 +558,9 @@ def main(argv=None) -> int:
     p.add_argument("--docs", type=Path, default=DOCS, help="where --report writes (default docs/)")
     p.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
                    help="override a recipe field (JSON value) for these runs (exploration only)")
-    p.add_argument("--lr-choice", nargs="+", metavar="RUN_DIR",
-                   help="add these runs (run folders, or STUDY_JSON:ENCODER:SEED) to docs/logic/lr-choice.json "
-                        "and print the learning-rate table")
+    p.add_argument("--recipe-choice", nargs="+", metavar="RUN_DIR",
+                   help="add these runs (run folders, or STUDY_JSON:ENCODER:SEED) to docs/logic/recipe-choice.json "
+                        "and print the recipe-choice table")
     p.add_argument("--one", nargs=2, metavar=("ENCODER", "SEED"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -539,8 +569,8 @@ def main(argv=None) -> int:
     DATA = args.data.resolve()
     overrides = dict(args.overrides)
     runs = args.runs or SCALES[args.scale]["runs"]
-    if args.lr_choice:
-        print(lr_choice_table(lr_choice(args.lr_choice, args.docs)))
+    if args.recipe_choice:
+        print(recipe_choice_table(recipe_choice(args.recipe_choice, args.docs)))
         return 0
     if args.one:
         run_one(runs, args.one[0], int(args.one[1]), args.scale, args.device, args.threads, overrides)
@@ -557,7 +587,7 @@ def main(argv=None) -> int:
         if args.train else []
     if args.report:
         result = write_report(runs, encoders, args.seeds, args.scale, args.docs)
-        print(table(result["summary"], result["cpu_rates"], result["recipe"]["max_steps"]))
+        print(table(result["summary"], result["cpu_rates"]))
         print(json.dumps(result["targets"]))
     if failed:
         print(f"runs failed or stopped early (see their log.txt; rerun to resume): {', '.join(failed)}",

@@ -300,12 +300,15 @@ def test_recipe_option_sets_its_fields_and_given_options_win(tmp_path):
             ["logic", "train", "--data", "d", "--out", str(tmp_path), *extra]))
 
     default = parsed()
-    assert (default.recipe, default.max_steps, default.epochs, default.schedule, default.eval_every,
-            default.eval_each_epoch) == ("default", 4000, None, "linear", 500, False)
-    # the default recipe's learning rate is the encoder's (chosen on validation, docs/logic.md); --lr wins
-    assert (default.encoder, default.lr) == ("on-lstm", 3e-3)
-    assert parsed("--encoder", "lstm").lr == parsed("--encoder", "transformer").lr == 1e-3
-    assert parsed("--lr", "5e-4").lr == 5e-4
+    assert (default.recipe, default.epochs, default.schedule, default.eval_every,
+            default.eval_each_epoch) == ("default", None, "linear", 500, False)
+    # the default recipe's learning rate and steps are the encoder's (chosen on validation, README
+    # "Recipe choice"); --lr and --max-steps win
+    assert (default.encoder, default.lr, default.max_steps) == ("on-lstm", 3e-3, 5500)
+    lstm, transformer = parsed("--encoder", "lstm"), parsed("--encoder", "transformer")
+    assert (lstm.lr, lstm.max_steps) == (transformer.lr, transformer.max_steps) == (1e-3, 4000)
+    assert (parsed("--lr", "5e-4").lr, parsed("--max-steps", "700").max_steps) == (5e-4, 700)
+    assert parsed("--max-minutes", "10").max_steps == 5500          # a time limit on top of the steps
     from syntaxformer.tasks.logic import LogicArguments
     with pytest.raises(InputError, match="unknown --encoder"):   # no learning rate to take, the encoder's error
         LogicArguments(out=str(tmp_path), data="d", encoder="gru").check()

@@ -23,25 +23,32 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
     after = json.loads((tmp_path / "logic" / "study.json").read_text())
     assert after == before
     # the report was written anew from the recorded runs (not left as it was)
-    assert "| on-lstm (last) | 0.003 | 0, 1, 2 |" in (tmp_path / "logic.md").read_text()
+    assert "| on-lstm (last) | 0.003 | 4,000 | 0, 1, 2 |" in (tmp_path / "logic.md").read_text()
     assert before["runs"], "the shipped study records runs"
 
 
-def test_logic_lr_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
-    """docs/logic/lr-choice.json: a run recorded in the study report becomes a row with its validation
-    curve and test groups; a second call keeps the first call's rows."""
+def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
+    """docs/logic/recipe-choice.json: a run recorded in the study report becomes a row with its validation
+    curve and test groups; a second call keeps the first call's rows; a run that differs only in its
+    encoder settings is a row of its own."""
     study = ROOT / "docs" / "logic" / "study.json"
     run = json.loads(study.read_text())["runs"]["lstm"]["0"]["report"]
-    rows = logic_study.lr_choice([f"{study}:lstm:0"], tmp_path)
-    assert [(r["encoder"], r["seed"], r["lr"], r["steps"]) for r in rows] == [("lstm", 0, 1e-3, 4000)]
+    rows = logic_study.recipe_choice([f"{study}:lstm:0"], tmp_path)
+    assert [(r["encoder"], r["seed"], r["lr"], r["steps"], r["overrides"]) for r in rows] == [("lstm", 0, 1e-3, 4000, {})]
     assert rows[0]["valid_curve"][4000] == round(run["training"]["valid_history"][-1][2], 2)
     assert rows[0]["test_groups"] == run["groups"]
-    table = logic_study.lr_choice_table(rows)
-    assert "| lstm | 0.001 | 0 | 4000 | " in table and f"{run['groups']['7-9']:.1f} |" in table
-    kept = logic_study.lr_choice([], tmp_path)
-    assert [(r["encoder"], r["seed"], r["lr"]) for r in kept] == [("lstm", 0, 1e-3)]
+    table = logic_study.recipe_choice_table(rows)
+    assert "| lstm | 0.001 | 4,000 | preset | 0 | " in table and f"{run['groups']['7-9']:.1f} |" in table
+    # the same run with an encoder setting over the preset, stopped early (training.json only)
+    training = dict(run["training"], arguments=dict(run["training"]["arguments"], overrides={"dropout": 0.1}))
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "training.json").write_text(json.dumps(training))
+    kept = logic_study.recipe_choice([str(tmp_path / "probe")], tmp_path)
+    assert [(r["encoder"], r["seed"], r["overrides"], r["test_groups"] is None) for r in kept] == [
+        ("lstm", 0, {}, False), ("lstm", 0, {"dropout": 0.1}, True)]
+    assert "| lstm | 0.001 | 4,000 | dropout=0.1 | 0 | " in logic_study.recipe_choice_table(kept)
     with pytest.raises(SystemExit, match="neither a run folder"):
-        logic_study.lr_choice([str(tmp_path / "nothing")], tmp_path)
+        logic_study.recipe_choice([str(tmp_path / "nothing")], tmp_path)
 
 
 def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
