@@ -338,6 +338,22 @@ def rates_table(rates: dict, summary: dict) -> str:
     return "\n".join(lines)
 
 
+def measured_table(runs: dict) -> str:
+    """The runs' own clocks: per encoder and seed, the torch threads, the minutes from the start to the
+    end of training (data, validations and checkpoints included) and those of the optimizer steps alone.
+    Comparable only between runs that had the machine alike (see the text)."""
+    lines = ["| encoder | seed | threads | minutes to the end of training | of which optimizer steps |",
+             "|---|--:|--:|--:|--:|"]
+    for encoder, by_seed in runs.items():
+        for seed, r in sorted(by_seed.items()):
+            t = r["report"]["training"]
+            resumed = t.get("resumed_from_steps") or []
+            last = f" (the last of {len(resumed) + 1} processes)" if resumed else ""
+            lines.append(f"| {encoder} | {seed} | {t.get('threads') or '-'} | {t['minutes']:.1f}{last} | "
+                         f"{t['train_minutes_total']:.1f} |")
+    return "\n".join(lines)
+
+
 def curve_table(runs: dict) -> str:
     """Accuracy at 7-9 and 10-12 operators (the first 300 test pairs per N) against steps, mean over
     seeds: how far from converged the recipe stops (a diagnostic; nothing is chosen on it)."""
@@ -422,7 +438,7 @@ Recipe (every encoder the same but its peak learning rate and its number of step
 {recipe['final_lr_fraction']} x lr, gradient clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and
 sizes, lr 1e-3; it trains 50 epochs with the learning rate halved on validation plateaus, `syntaxformer
 logic train --recipe public`: a run here is a fixed number of steps so that it does not depend on the
-machine). Encoder settings over the preset: {settings}. The last column estimates the recipe's minutes on 2
+machine). Encoder settings the runs were given (`--set`, over the preset of their code): {settings}. The last column estimates the recipe's minutes on 2
 CPU cores (below).
 
 {table_text}
@@ -445,6 +461,12 @@ by {TWO_CORE_SPEEDUP} (ON-LSTM's 2-thread speed-up measured while the machine wa
 evaluations (a forward pass over the 13,552 validation pairs every {recipe['eval_every']} steps) add about 5%.
 
 {rates}
+
+The runs' own clocks (`training.json`; most runs shared the 2 cores with one to three other runs, so
+their minutes are an upper bound; the ON-LSTM's seed 2, on 2 threads, had the machine to itself but for
+light work; "optimizer steps" sums the processes of a resumed run):
+
+{measured_table(result['runs'])}
 
 ## Accuracy against steps
 
@@ -493,7 +515,7 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
             for r in recorded}  # JSON keeps the steps as strings
     for spec in folders:
         folder = Path(spec)
-        if spec.count(":") == 2:
+        if not folder.exists() and spec.count(":") == 2:   # a folder whose name has two colons stays a folder
             study, encoder, seed = spec.split(":")
             report = json.loads(Path(study).read_text())["runs"][encoder][seed]["report"]
             row = recipe_choice_row(report["training"], report, spec)
@@ -505,7 +527,8 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
         else:
             raise SystemExit(f"{spec}: neither a run folder with logic.json / training.json nor STUDY_JSON:ENCODER:SEED")
         rows[_choice_key(row)] = row
-    ordered = [rows[k] for k in sorted(rows)]
+    # a recipe's seeds together: (encoder, lr, steps, settings, seed)
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2], k[3], k[4], k[1]))]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(portable(dict(
         what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to a "
@@ -518,14 +541,14 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
 def recipe_choice_table(rows: list[dict]) -> str:
     """Markdown: one line per row of :func:`recipe_choice`: validation accuracy (%) at
     :data:`CHOICE_STEPS`, its best, test 7-9 / 10-12 (the groups' mean accuracy, %)."""
-    lines = ["| encoder | lr | steps | settings | seed | " + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS)
+    lines = ["| encoder | lr | steps | --set | seed | " + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS)
              + " | best valid | test 7-9 | test 10-12 |",
              "|---|--:|--:|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3)]
     for r in rows:
         curve = r["valid_curve"]
         cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in CHOICE_STEPS]
         test = [f"{r['test_groups'][g]:.1f}" if r["test_groups"] else "-" for g in ("7-9", "10-12")]
-        settings = ", ".join(f"{k}={v}" for k, v in r.get("overrides", {}).items()) or "preset"
+        settings = ", ".join(f"{k}={v}" for k, v in r.get("overrides", {}).items()) or "-"
         lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['recipe_steps']:,} | {settings} | {r['seed']} | "
                      + " | ".join(cells) + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
     after = json.loads((tmp_path / "logic" / "study.json").read_text())
     assert after == before
     # the report was written anew from the recorded runs (not left as it was)
-    assert "| on-lstm (last) | 0.003 | 4,000 | 0, 1, 2 |" in (tmp_path / "logic.md").read_text()
+    assert "| on-lstm (last) | 0.003 | 5,500 | 0, 1, 2 |" in (tmp_path / "logic.md").read_text()
     assert before["runs"], "the shipped study records runs"
 
 
@@ -38,7 +38,7 @@ def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
     assert rows[0]["valid_curve"][4000] == round(run["training"]["valid_history"][-1][2], 2)
     assert rows[0]["test_groups"] == run["groups"]
     table = logic_study.recipe_choice_table(rows)
-    assert "| lstm | 0.001 | 4,000 | preset | 0 | " in table and f"{run['groups']['7-9']:.1f} |" in table
+    assert "| lstm | 0.001 | 4,000 | - | 0 | " in table and f"{run['groups']['7-9']:.1f} |" in table
     # the same run with an encoder setting over the preset, stopped early (training.json only)
     training = dict(run["training"], arguments=dict(run["training"]["arguments"], overrides={"dropout": 0.1}))
     (tmp_path / "probe").mkdir()
