@@ -23,7 +23,13 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
     after = json.loads((tmp_path / "logic" / "study.json").read_text())
     assert after == before
     # the report was written anew from the recorded runs (not left as it was)
-    assert "| on-lstm (last) | 0.003 | 5,500 | 0, 1, 2 |" in (tmp_path / "logic.md").read_text()
+    text = (tmp_path / "logic.md").read_text()
+    assert "| on-lstm (last) | 0.003 | 5,500 | 0, 1, 2 |" in text
+    # the runs' own clocks: a resumed run's minutes are its last process's, its step minutes the sum
+    lstm = before["runs"]["lstm"]["0"]["report"]["training"]
+    assert len(lstm["resumed_from_steps"]) == 1
+    assert (f"| lstm | 0 | 1 | {lstm['minutes']:.1f} (the last of 2 processes) | "
+            f"{lstm['train_minutes_total']:.1f} |") in text
     assert before["runs"], "the shipped study records runs"
 
 
