@@ -304,17 +304,20 @@ def test_recipe_option_sets_its_fields_and_given_options_win(tmp_path):
             default.eval_each_epoch) == ("default", None, "linear", 500, False)
     # the default recipe's learning rate and steps are the encoder's (chosen on validation, README
     # "Recipe choice"); --lr and --max-steps win
-    assert (default.encoder, default.lr, default.max_steps) == ("on-lstm", 3e-3, 5500)
+    assert (default.encoder, default.lr, default.max_steps, default.precision) == ("on-lstm", 3e-3, 8000, "bf16")
     lstm, transformer = parsed("--encoder", "lstm"), parsed("--encoder", "transformer")
-    assert (lstm.lr, lstm.max_steps) == (transformer.lr, transformer.max_steps) == (1e-3, 4000)
+    assert ((lstm.lr, lstm.max_steps, lstm.precision) == (transformer.lr, transformer.max_steps, transformer.precision)
+            == (1e-3, 4000, "fp32"))
     assert (parsed("--lr", "5e-4").lr, parsed("--max-steps", "700").max_steps) == (5e-4, 700)
-    assert parsed("--max-minutes", "10").max_steps == 5500          # a time limit on top of the steps
+    assert parsed("--precision", "fp32").precision == "fp32"
+    assert parsed("--max-minutes", "10").max_steps == 8000          # a time limit on top of the steps
     from syntaxformer.tasks.logic import LogicArguments
     with pytest.raises(InputError, match="unknown --encoder"):   # no learning rate to take, the encoder's error
         LogicArguments(out=str(tmp_path), data="d", encoder="gru").check()
     public = parsed("--recipe", "public")
     assert (public.recipe, public.max_steps, public.epochs, public.schedule, public.eval_every,
-            public.eval_each_epoch, public.lr, public.batch_size) == ("public", None, 50, "plateau", 0, True, 1e-3, 128)
+            public.eval_each_epoch, public.lr, public.batch_size, public.precision) == (
+        "public", None, 50, "plateau", 0, True, 1e-3, 128, "fp32")
     capped = parsed("--recipe", "public", "--epochs", "5", "--max-steps", "100", "--lr", "3e-3")
     assert (capped.epochs, capped.max_steps, capped.lr, capped.schedule) == (5, 100, 3e-3, "plateau")
     with pytest.raises(InputError, match="plateau has no warm-up"):

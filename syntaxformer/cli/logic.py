@@ -42,7 +42,7 @@ def _recipe_help(name: str) -> str:
 
 def _add_train(sub) -> None:
     from syntaxformer.tasks.encoders import ENCODERS, POOLINGS
-    from syntaxformer.tasks.logic import RECIPES, SCHEDULES
+    from syntaxformer.tasks.logic import PRECISIONS, RECIPES, SCHEDULES
     d = _defaults()
     p = sub.add_parser("train", help="train a pair classifier on <= 6 operators, test on 1-12",
                        description="Train an encoder + pair MLP on train0-train6 (every 10th pair held out for "
@@ -83,6 +83,10 @@ def _add_train(sub) -> None:
     o.add_argument("--plateau-patience", type=int, default=d.plateau_patience,
                    help="--schedule plateau: validations without improvement tolerated")
     o.add_argument("--clip", type=float, default=d.clip, help="gradient-norm clipping; 0 disables")
+    o.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="bf16: training and validation under torch.autocast to bfloat16 (products in bfloat16; "
+                        "parameters, optimizer and the ON-LSTM's state in float32; test in float32); default: "
+                        "the encoder's (on-lstm: bf16, the others: fp32)")
     r = p.add_argument_group("run")
     r.add_argument("--seed", type=int, default=d.seed)
     r.add_argument("--max-steps", type=int, default=None, help=f"recipe: {_recipe_help('max_steps')}")

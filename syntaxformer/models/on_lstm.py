@@ -319,6 +319,7 @@ def on_lstm_cell(gates: Tensor, c: Tensor, n_chunk: int, chunk_size: int) -> tup
     (``W x_t + U h_{t-1} + b``, layout ``[i~ | f~ | o | c^ | i | f]``) and ``c_{t-1}`` ``[B, H]``.
     Returns ``(h_t [B, H], c_t [B, H], f~_t [B, n_chunk])`` (eqs. 9-14, :func:`on_lstm_step`)."""
     b = c.shape[0]
+    gates = gates.to(c.dtype)      # under bf16 autocast the products are bf16; the state stays c's
     # split / unbind, never indexing: the backward of an index fills a zero tensor of the whole
     # input per index, the backward of a split concatenates once
     master_logits, unit_logits = gates.split([2 * n_chunk, gates.shape[1] - 2 * n_chunk], dim=1)

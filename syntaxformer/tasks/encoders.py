@@ -108,6 +108,9 @@ class EncoderEntry:
         max_steps: the steps (of 128 pairs) of the logic task's default recipe for this encoder
             (:data:`~syntaxformer.tasks.logic.RECIPE` leaves them to the encoder as well); default
             4,000 (4.2 epochs).
+        precision: the logic training's matrix-product precision for this encoder (``fp32``, or
+            ``bf16``: ``torch.autocast`` to bfloat16, :attr:`syntaxformer.tasks.logic.LogicArguments.precision`);
+            default ``fp32``.
     """
     name: str
     config_class: type
@@ -118,6 +121,7 @@ class EncoderEntry:
     width: Callable[[PretrainedConfig], int] = _hidden_size
     lr: float = 1e-3
     max_steps: int = 4000
+    precision: str = "fp32"
 
 
 #: name -> entry
@@ -188,8 +192,10 @@ register_encoder(EncoderEntry(
     # README "Recipe choice" (docs/logic/recipe-choice.json), on validation accuracy: lr 3e-3 (seed 0
     # after 4,000 steps: 94.8% against 82.9% at the public code's 1e-3 and 92.4% at 6e-3); dropouts 0.1
     # (the public code's 0.2; seed 0, 4,000 steps: 95.7% against 94.8%); 5,500 steps, what fits in 30
-    # minutes of 2 CPU cores (seeds 0-1 with both: 97.0% and 95.7%)
-    lr=3e-3, max_steps=5500))
+    # minutes of 2 CPU cores (seeds 0-1 with both: 97.0% and 95.7%); then bf16 products (x1.5 the steps
+    # per second on this project's CPU, benchmarks/logic_precision.py) and 8,000 steps, what fits in the
+    # same 30 minutes
+    lr=3e-3, max_steps=8000, precision="bf16"))
 register_encoder(EncoderEntry("tree-transformer", TreeTransformerConfig, TreeTransformerModel,
                               presets=_TRANSFORMER_PRESETS, pooling="mean", fixed=dict(prior="constituent")))
 register_encoder(EncoderEntry("transformer", TreeTransformerConfig, TreeTransformerModel,

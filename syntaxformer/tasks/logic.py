@@ -64,18 +64,20 @@ TEST_OPERATORS = tuple(range(1, 13))
 #: groups of operator counts summarised by the mean of their per-N accuracies
 GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
 #: the study's recipe (benchmarks/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay.
-#: ``lr=None`` and ``max_steps=None``: the encoder's (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`,
+#: ``lr=None``, ``max_steps=None`` and ``precision=None``: the encoder's (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`,
 #: :attr:`~syntaxformer.tasks.encoders.EncoderEntry.max_steps`; 4,000 steps = 4.2 epochs of the 121,977
 #: training pairs unless the encoder says otherwise)
 RECIPE = dict(max_steps=None, epochs=None, batch_size=128, lr=None, schedule="linear", final_lr_fraction=0.1,
-              warmup_steps=0, eval_every=500, eval_each_epoch=False, save_every=500)
+              warmup_steps=0, eval_every=500, eval_each_epoch=False, save_every=500, precision=None)
 #: ``syntaxformer logic train --recipe NAME``: the fields each recipe sets (module docstring); options
 #: given on the command line win
 RECIPES = {"default": RECIPE,
            "public": dict(RECIPE, max_steps=None, epochs=50, lr=1e-3, schedule="plateau", eval_every=0,
-                          eval_each_epoch=True)}
+                          eval_each_epoch=True, precision="fp32")}
 #: the schedules of ``--schedule``: :func:`~syntaxformer.training.trainer.lr_factor`'s, and ``plateau``
 SCHEDULES = ("constant", "linear", "cosine", "plateau")
+#: the precisions of ``--precision``: float32 throughout, or the products under ``torch.autocast`` to bfloat16
+PRECISIONS = ("fp32", "bf16")
 #: the most frequent relation of train0-train6 (independence; 53% of train6): the majority-class baseline
 MAJORITY = "#"
 #: where the best-validation model is kept inside OUT
@@ -112,6 +114,10 @@ class LogicArguments:
             ``schedule="plateau"``: the rate times ``plateau_factor`` [0.5] after more than
             ``plateau_patience`` [2] evaluations without a better validation accuracy (no warm-up).
         clip [1.0]: gradient-norm clipping (public 1.0); 0 disables.
+        precision [None: the encoder's, :attr:`~syntaxformer.tasks.encoders.EncoderEntry.precision`, set
+            when the arguments are made]: ``fp32``, or ``bf16``: the training steps and validations run
+            under ``torch.autocast`` to bfloat16 (matrix products in bfloat16, parameters, optimizer and
+            the ON-LSTM's cell state in float32); the test evaluation is float32 either way.
         max_steps [None], epochs [None], max_minutes [None]: stop conditions. ``max_steps`` None with
             ``epochs`` None: the encoder's (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.max_steps`,
             set when the arguments are made), whatever ``max_minutes`` says.
@@ -145,6 +151,7 @@ class LogicArguments:
     final_lr_fraction: float = RECIPE["final_lr_fraction"]
     schedule_steps: int | None = None
     clip: float = 1.0
+    precision: str | None = None
     max_steps: int | None = RECIPE["max_steps"]
     epochs: int | None = None
     max_minutes: float | None = None
@@ -165,6 +172,8 @@ class LogicArguments:
             self.lr = ENCODERS[self.encoder].lr
         if self.max_steps is None and self.epochs is None:
             self.max_steps = ENCODERS[self.encoder].max_steps
+        if self.precision is None:
+            self.precision = ENCODERS[self.encoder].precision
 
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for a missing, inconsistent or out-of-range option."""
@@ -192,6 +201,8 @@ class LogicArguments:
         for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "valid_every"):
             if getattr(self, name) < 0:
                 bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+        if self.precision not in PRECISIONS:
+            bad(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.schedule not in SCHEDULES:
             bad(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.schedule == "plateau" and self.warmup_steps:
@@ -472,7 +483,13 @@ class LogicTrainer(Trainer):
                      labels: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy (nats) of the batch's relations. inputs, attention_mask ``(2B, N)`` (left
         formulas, then right ones), labels ``(B,)``."""
-        return model.loss(inputs.to(self.device), attention_mask.to(self.device), labels.to(self.device))
+        with self.autocast():
+            return model.loss(inputs.to(self.device), attention_mask.to(self.device), labels.to(self.device))
+
+    def autocast(self) -> torch.autocast:
+        """The context of :attr:`LogicArguments.precision`: ``torch.autocast`` to bfloat16 on this
+        device for ``bf16``, disabled for ``fp32``."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.args.precision == "bf16")
 
     def validation_metrics(self) -> tuple[float, float] | None:
         """``(mean cross-entropy, accuracy in percent)`` over the validation pairs, or None without
@@ -482,7 +499,7 @@ class LogicTrainer(Trainer):
             return None
         self.model.eval()
         loss_sum, correct = 0.0, 0
-        with torch.no_grad():
+        with torch.no_grad(), self.autocast():
             for start in range(0, len(items), 256):
                 ids, mask, labels = collate(items[start:start + 256], self.tokenizer.pad_token_id)
                 logits = self.model(ids.to(self.device), mask.to(self.device))
@@ -550,6 +567,6 @@ class LogicTrainer(Trainer):
             device=str(self.device), threads=torch.get_num_threads(), torch=torch.__version__)
 
 
-__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "RECIPES", "SCHEDULES", "MAJORITY", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
+__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "RECIPES", "SCHEDULES", "PRECISIONS", "MAJORITY", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
            "encode_pairs", "collate", "prepare_logic_data", "build_classifier", "predict", "accuracy_by_operators",
            "group_means", "LogicTrainerState", "KeepBest", "LogicTrainer"]
