@@ -201,7 +201,7 @@ def measure_cpu(encoders, rates_path: Path, threads: int = 1) -> dict:
                 trainer.training_step(b)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         rates[encoder] = dict(cpu_seconds_per_step=cpu / len(timed), wall_seconds_per_step=wall / len(timed),
-                              threads=threads, steps=len(timed), pairs=sum(map(len, timed)),
+                              precision=trainer.args.precision, threads=threads, steps=len(timed), pairs=sum(map(len, timed)),
                               load_average=os.getloadavg()[0], torch=torch.__version__,
                               measured=time.strftime("%Y-%m-%d %H:%M"))
         logger.info("%s: %.3f CPU s/step, %.3f wall s/step on %d thread(s), load %.1f", encoder,
@@ -258,6 +258,11 @@ def collect(runs_folder: Path, encoders, seeds, earlier: dict | None = None) -> 
     return runs
 
 
+def precision(arguments: dict) -> str:
+    """A run's ``--precision`` from its recorded arguments (``fp32`` for runs made before the option)."""
+    return arguments.get("precision") or "fp32"
+
+
 def summarise(runs: dict) -> dict:
     """Per encoder: seeds, mean and sd per N and per group, parameters, steps, training minutes."""
     from syntaxformer.tasks.logic import GROUPS, TEST_OPERATORS
@@ -268,14 +273,15 @@ def summarise(runs: dict) -> dict:
         per_n = {n: [r["test"][str(n)]["accuracy"] for r in reports] for n in TEST_OPERATORS}
         groups = {g: [r["groups"][g] for r in reports] for g in GROUPS}
         recipes = sorted({(r["training"]["arguments"]["lr"], r["training"]["arguments"]["max_steps"],
-                           json.dumps(r["training"]["arguments"]["overrides"], sort_keys=True)) for r in reports})
+                           json.dumps(r["training"]["arguments"]["overrides"], sort_keys=True),
+                           precision(r["training"]["arguments"])) for r in reports})
         if len(recipes) > 1:
-            raise ValueError(f"{encoder}: seeds trained with different learning rates, steps or encoder settings "
-                             f"{recipes}; rerun them alike")
-        (lr, recipe_steps, _), = recipes
+            raise ValueError(f"{encoder}: seeds trained with different learning rates, steps, encoder settings or "
+                             f"precisions {recipes}; rerun them alike")
+        (lr, recipe_steps, _, run_precision), = recipes
         summary[encoder] = dict(
             seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=lr,
-            recipe_steps=recipe_steps, overrides=reports[0]["training"]["arguments"]["overrides"],
+            recipe_steps=recipe_steps, precision=run_precision, overrides=reports[0]["training"]["arguments"]["overrides"],
             parameters=reports[0]["parameters"], encoder_parameters=reports[0]["encoder_parameters"],
             steps=[r["training"]["steps"] for r in reports],
             train_minutes=[r["training"]["train_minutes_total"] for r in reports],
@@ -298,24 +304,27 @@ def targets(summary: dict, seeds) -> dict:
     return {"on-lstm >= 90% at 7-9": at_7_9, "on-lstm > transformer at 10-12": ahead}
 
 
-def cpu_minutes(rates: dict, encoder: str, steps: int) -> float | None:
+def cpu_minutes(rates: dict, encoder: str, steps: int, precision: str) -> float | None:
     """Estimated minutes of ``steps`` training steps on 2 CPU cores: one thread's CPU seconds per step
-    (``--measure-cpu``) / :data:`TWO_CORE_SPEEDUP` (evaluations not counted); None if not measured."""
-    rate = rates.get(encoder, {}).get("cpu_seconds_per_step")
-    return None if rate is None else steps * rate / TWO_CORE_SPEEDUP / 60
+    (``--measure-cpu``) / :data:`TWO_CORE_SPEEDUP` (evaluations not counted); None if not measured, or
+    measured at another precision than ``precision`` (a rate recorded without one was fp32)."""
+    rate = rates.get(encoder, {})
+    if "cpu_seconds_per_step" not in rate or rate.get("precision", "fp32") != precision:
+        return None
+    return steps * rate["cpu_seconds_per_step"] / TWO_CORE_SPEEDUP / 60
 
 
 def table(summary: dict, rates: dict) -> str:
     """The markdown table: one row per encoder, mean ± sd (seeds) per operator count and group."""
     from syntaxformer.tasks.logic import TEST_OPERATORS
 
-    head = ("| encoder (pooling) | lr | steps | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
+    head = ("| encoder (pooling) | lr | steps | precision | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
             + " | 7-9 | 10-12 | best valid | est. 2-core CPU min |")
-    lines = [head, "|---|--:|--:|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
+    lines = [head, "|---|--:|--:|---|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
     for encoder, s in summary.items():
-        minutes = cpu_minutes(rates, encoder, s["recipe_steps"])
+        minutes = cpu_minutes(rates, encoder, s["recipe_steps"], s["precision"])
         cells = [_cell(s["values"]["per_n"][n]) for n in TEST_OPERATORS]
-        lines.append(f"| {encoder} ({s['pooling']}) | {s['lr']:g} | {s['recipe_steps']:,} | "
+        lines.append(f"| {encoder} ({s['pooling']}) | {s['lr']:g} | {s['recipe_steps']:,} | {s['precision']} | "
                      f"{', '.join(map(str, s['seeds']))} | "
                      f"{s['parameters']:,} | "
                      + " | ".join(cells) + f" | {_cell(s['values']['groups']['7-9'])} | "
@@ -327,14 +336,16 @@ def table(summary: dict, rates: dict) -> str:
 def rates_table(rates: dict, summary: dict) -> str:
     """The CPU measurements: seconds per step and the recipe's estimated minutes on 2 cores (at each
     encoder's steps)."""
-    lines = ["| encoder | CPU s/step (1 thread) | wall s/step | load average | steps | est. 2-core min for the recipe |",
-             "|---|--:|--:|--:|--:|--:|"]
+    lines = ["| encoder | precision | CPU s/step (1 thread) | wall s/step | load average | steps | "
+             "est. 2-core min for the recipe |", "|---|---|--:|--:|--:|--:|--:|"]
     for encoder, r in rates.items():
         if encoder not in summary:
             continue
-        steps = summary[encoder]["recipe_steps"]
-        lines.append(f"| {encoder} | {r['cpu_seconds_per_step']:.3f} | {r['wall_seconds_per_step']:.3f} | "
-                     f"{r['load_average']:.1f} | {steps:,} | {cpu_minutes(rates, encoder, steps):.0f} |")
+        steps, rate_precision = summary[encoder]["recipe_steps"], r.get("precision", "fp32")
+        minutes = cpu_minutes(rates, encoder, steps, summary[encoder]["precision"])
+        lines.append(f"| {encoder} | {rate_precision} | {r['cpu_seconds_per_step']:.3f} | {r['wall_seconds_per_step']:.3f} | "
+                     f"{r['load_average']:.1f} | {steps:,} | "
+                     + (f"{minutes:.0f} |" if minutes is not None else "- (the recipe's precision differs) |"))
     return "\n".join(lines)
 
 
@@ -432,8 +443,10 @@ Transformer with 4 pre-LN layers of d 128, 4 heads, d_ff 512), pooled to one vec
 token, for recurrent encoders, as the ON-LSTM paper; `mean` over tokens for attention encoders), and
 the pair is classified from [u; v; u*v; |u-v|] by Dropout-Linear(4D, D)-ELU-Dropout-Linear(D, 7).
 
-Recipe (every encoder the same but its peak learning rate and its number of steps, columns `lr` and
-`steps`: the encoder's, chosen on validation accuracy, README "Recipe choice"): steps of
+Recipe (every encoder the same but its peak learning rate, its number of steps and its precision,
+columns `lr`, `steps` and `precision`: the encoder's, chosen on validation accuracy and the time, README
+"Recipe choice"; `bf16`: training and validation under `torch.autocast` to bfloat16, parameters, Adam,
+the ON-LSTM's cell state and the test in float32): steps of
 {recipe['batch_size']} pairs ({steps}), Adam (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to
 {recipe['final_lr_fraction']} x lr, gradient clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and
 sizes, lr 1e-3; it trains 50 epochs with the learning rate halved on validation plateaus, `syntaxformer
@@ -482,26 +495,28 @@ Each run also records the accuracy on the first 300 pairs of every test file at 
 # ----------------------------------------------------------------------------------------------
 
 #: the validation steps the recipe-choice table shows
-CHOICE_STEPS = (1000, 2000, 3000, 4000, 5000)
+CHOICE_STEPS = (1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000)
 
 
 def recipe_choice_row(training: dict, report: dict | None, source: str) -> dict:
     """One run of the recipe comparison: encoder, seed, lr, the recipe's steps, the encoder settings
-    over the preset, validation accuracy (%) at every evaluation and its best, and (for a tested run)
+    over the preset, the precision (:func:`precision`), validation accuracy (%) at every evaluation and its best, and (for a tested run)
     the mean test accuracy of each operator group."""
     args = training["arguments"]
     return dict(encoder=training["encoder"], seed=training["seed"], lr=args["lr"], steps=training["steps"],
-                recipe_steps=args["max_steps"], overrides=args.get("overrides", {}), source=source,
+                recipe_steps=args["max_steps"], overrides=args.get("overrides", {}), precision=precision(args),
+                source=source,
                 valid_curve={int(step): round(accuracy, 2) for step, _, accuracy in training["valid_history"]},
                 best_valid_accuracy=training["best_valid_accuracy"],
                 test_groups=report["groups"] if report else None)
 
 
 def _choice_key(row: dict) -> tuple:
-    """(encoder, seed, lr, recipe steps, encoder settings as text: "" for the preset's, so it sorts first)."""
+    """(encoder, seed, lr, recipe steps, encoder settings as text: "" for the preset's, so it sorts first,
+    precision: ``fp32`` for rows recorded before the option)."""
     overrides = row.get("overrides") or {}
     return (row["encoder"], row["seed"], row["lr"], row["recipe_steps"],
-            json.dumps(overrides, sort_keys=True) if overrides else "")
+            json.dumps(overrides, sort_keys=True) if overrides else "", row.get("precision") or "fp32")
 
 
 def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
@@ -511,7 +526,8 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
     ``STUDY_JSON:ENCODER:SEED``, a run recorded in a study report. Returns every row, sorted."""
     path = docs / "logic" / "recipe-choice.json"
     recorded = json.loads(path.read_text())["runs"] if path.is_file() else []
-    rows = {_choice_key(r): dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()})
+    rows = {_choice_key(r): dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()},
+                                 precision=r.get("precision") or "fp32")
             for r in recorded}  # JSON keeps the steps as strings
     for spec in folders:
         folder = Path(spec)
@@ -527,8 +543,8 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
         else:
             raise SystemExit(f"{spec}: neither a run folder with logic.json / training.json nor STUDY_JSON:ENCODER:SEED")
         rows[_choice_key(row)] = row
-    # a recipe's seeds together: (encoder, lr, steps, settings, seed)
-    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2], k[3], k[4], k[1]))]
+    # a recipe's seeds together: (encoder, lr, steps, settings, precision, seed)
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2], k[3], k[4], k[5], k[1]))]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(portable(dict(
         what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to a "
@@ -541,15 +557,16 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
 def recipe_choice_table(rows: list[dict]) -> str:
     """Markdown: one line per row of :func:`recipe_choice`: validation accuracy (%) at
     :data:`CHOICE_STEPS`, its best, test 7-9 / 10-12 (the groups' mean accuracy, %)."""
-    lines = ["| encoder | lr | steps | --set | seed | " + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS)
+    lines = ["| encoder | lr | steps | --set | precision | seed | " + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS)
              + " | best valid | test 7-9 | test 10-12 |",
-             "|---|--:|--:|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3)]
+             "|---|--:|--:|---|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3)]
     for r in rows:
         curve = r["valid_curve"]
         cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in CHOICE_STEPS]
         test = [f"{r['test_groups'][g]:.1f}" if r["test_groups"] else "-" for g in ("7-9", "10-12")]
         settings = ", ".join(f"{k}={v}" for k, v in r.get("overrides", {}).items()) or "-"
-        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['recipe_steps']:,} | {settings} | {r['seed']} | "
+        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['recipe_steps']:,} | {settings} | {r['precision']} | "
+                     f"{r['seed']} | "
                      + " | ".join(cells) + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |")
     return "\n".join(lines)
 

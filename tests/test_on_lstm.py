@@ -394,3 +394,26 @@ def test_induce_and_parse_ptb_sample_sentences(tmp_path, ptb_gold):
         prefixed = torch.cat([torch.tensor([[tok.cls_token_id]]), ids], 1)
         depth = loaded(prefixed).distances[0, 1, 1:].double().numpy()
     assert np.allclose(item.distances, gap_distances(depth), atol=1e-6)
+
+
+@pytest.mark.parametrize("weight_grad_once", [True, False])
+def test_bf16_autocast_keeps_the_state_float32_and_near_float32(weight_grad_once):
+    """Under ``torch.autocast`` to bfloat16 (``logic train --precision bf16``) the products are bf16 but
+    the gates, cell state, outputs, distances and gradients are float32, within bf16 rounding of the
+    float32 model (both ways of taking the recurrent weight's gradient)."""
+    model = tiny_model(dtype=torch.float32)
+    use_loop(model, functools.partial(on_lstm_loop, weight_grad_once=weight_grad_once))
+    ids = torch.randint(4, 30, (3, 8), generator=torch.Generator().manual_seed(2))
+    params = list(model.on_lstm.parameters())
+    ref = model.on_lstm(ids)
+    ref_grads = torch.autograd.grad(ref.last_hidden_state.square().sum(), params)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model.on_lstm(ids)
+    assert out.last_hidden_state.dtype == out.distances.dtype == torch.float32
+    assert torch.allclose(out.last_hidden_state, ref.last_hidden_state, atol=1e-2, rtol=0)
+    assert torch.allclose(out.distances, ref.distances, atol=1e-2, rtol=0)
+    assert not torch.equal(out.last_hidden_state, ref.last_hidden_state)         # the products were bf16
+    grads = torch.autograd.grad(out.last_hidden_state.square().sum(), params)
+    for a, b in zip(grads, ref_grads):
+        assert a.dtype == torch.float32
+        assert (a - b).norm() <= 0.05 * b.norm() + 1e-6

@@ -33,6 +33,19 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
     assert before["runs"], "the shipped study records runs"
 
 
+def test_logic_summary_refuses_seeds_of_different_precisions():
+    """Seeds are averaged only when trained alike: a seed in bf16 beside one in fp32 (a run recorded
+    before --precision reads as fp32) is refused, naming the precisions."""
+    runs = json.loads((ROOT / "docs" / "logic" / "study.json").read_text())["runs"]["lstm"]
+    alike = {int(seed): run for seed, run in runs.items()}
+    assert logic_study.summarise({"lstm": alike})["lstm"]["precision"] == "fp32"
+    report = alike[1]["report"]
+    bf16 = dict(report, training=dict(report["training"], arguments=dict(report["training"]["arguments"],
+                                                                          precision="bf16")))
+    with pytest.raises(ValueError, match="precisions"):
+        logic_study.summarise({"lstm": {**alike, 1: dict(alike[1], report=bf16)}})
+
+
 def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
     """docs/logic/recipe-choice.json: a run recorded in the study report becomes a row with its validation
     curve and test groups; a second call keeps the first call's rows; a run that differs only in its
@@ -44,15 +57,19 @@ def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
     assert rows[0]["valid_curve"][4000] == round(run["training"]["valid_history"][-1][2], 2)
     assert rows[0]["test_groups"] == run["groups"]
     table = logic_study.recipe_choice_table(rows)
-    assert "| lstm | 0.001 | 4,000 | - | 0 | " in table and f"{run['groups']['7-9']:.1f} |" in table
+    assert "| lstm | 0.001 | 4,000 | - | fp32 | 0 | " in table and f"{run['groups']['7-9']:.1f} |" in table
     # the same run with an encoder setting over the preset, stopped early (training.json only)
     training = dict(run["training"], arguments=dict(run["training"]["arguments"], overrides={"dropout": 0.1}))
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "training.json").write_text(json.dumps(training))
-    kept = logic_study.recipe_choice([str(tmp_path / "probe")], tmp_path)
-    assert [(r["encoder"], r["seed"], r["overrides"], r["test_groups"] is None) for r in kept] == [
-        ("lstm", 0, {}, False), ("lstm", 0, {"dropout": 0.1}, True)]
-    assert "| lstm | 0.001 | 4,000 | dropout=0.1 | 0 | " in logic_study.recipe_choice_table(kept)
+    # and the same run in bf16 (a run recorded before --precision reads as fp32)
+    bf16 = dict(run["training"], arguments=dict(run["training"]["arguments"], precision="bf16"))
+    (tmp_path / "bf16").mkdir()
+    (tmp_path / "bf16" / "training.json").write_text(json.dumps(bf16))
+    kept = logic_study.recipe_choice([str(tmp_path / "probe"), str(tmp_path / "bf16")], tmp_path)
+    assert [(r["encoder"], r["seed"], r["overrides"], r["precision"], r["test_groups"] is None) for r in kept] == [
+        ("lstm", 0, {}, "bf16", True), ("lstm", 0, {}, "fp32", False), ("lstm", 0, {"dropout": 0.1}, "fp32", True)]
+    assert "| lstm | 0.001 | 4,000 | dropout=0.1 | fp32 | 0 | " in logic_study.recipe_choice_table(kept)
     with pytest.raises(SystemExit, match="neither a run folder"):
         logic_study.recipe_choice([str(tmp_path / "nothing")], tmp_path)
 

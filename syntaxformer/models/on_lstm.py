@@ -378,6 +378,7 @@ class _RecurrentMatmul(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         h, w_hh_t = ctx.saved_tensors
+        grad = grad.to(w_hh_t.dtype)      # under bf16 autocast the forward product was bf16, the weight is not
         ctx.store.append((h, grad))
         return grad, grad @ w_hh_t.t(), None, grad.new_zeros(()), None
 
