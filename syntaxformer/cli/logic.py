@@ -66,8 +66,8 @@ def _add_train(sub) -> None:
                    help="test on the first this-many pairs of each file (quick checks)")
     o = p.add_argument_group("optimisation (options marked 'recipe' default to --recipe's value)")
     o.add_argument("--recipe", choices=sorted(RECIPES), default="default",
-                   help="default: the study's fixed number of steps (the encoder's: ON-LSTM 5,500, others 4,000), "
-                        "linear decay (docs/logic.md); public: the public "
+                   help="default: the study's fixed number of steps (the encoder's: ON-LSTM 8,000 in bf16, others "
+                        "4,000), linear decay (docs/logic.md); public: the public "
                         "ON-LSTM code's 50 epochs, validation each epoch, lr halved after 3 epochs without a better "
                         "validation accuracy")
     o.add_argument("--batch-size", type=int, default=None, help=f"pairs per step (recipe: {_recipe_help('batch_size')})")

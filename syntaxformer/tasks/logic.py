@@ -25,12 +25,12 @@ pairs, MLP dropout 0.2.
 
 * ``default`` (:data:`RECIPE`, the defaults of :class:`LogicArguments` and the study's): a fixed
   number of steps with a linear decay, so that a run's length does not depend on the machine
-  (docs/logic.md); the peak learning rate and the steps are the encoder's
-  (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`, ``max_steps``: 3e-3 and 5,500 for the
-  ON-LSTM, chosen on validation accuracy within the 30 minutes of 2 CPU cores of issue 15; 1e-3, the
-  public code's, and 4,000 for the others);
-* ``public``: the public code's schedule: lr 1e-3, 50 epochs, validation at the end of every epoch, the
-  learning rate halved when the validation accuracy has not improved for 3 epochs in a row
+  (docs/logic.md); the peak learning rate, the steps and the precision are the encoder's
+  (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`, ``max_steps``, ``precision``: 3e-3, 8,000
+  and bf16 for the ON-LSTM, chosen on validation accuracy within the 30 minutes of 2 CPU cores of
+  issue 15; 1e-3, the public code's, 4,000 and fp32 for the others);
+* ``public``: the public code's schedule: lr 1e-3, float32, 50 epochs, validation at the end of
+  every epoch, the learning rate halved when the validation accuracy has not improved for 3 epochs in a row
   (``schedule="plateau"``, :class:`~syntaxformer.training.plateau.PlateauSchedule`). About 48,000
   steps: a GPU's work.
 """
