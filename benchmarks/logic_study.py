@@ -274,11 +274,12 @@ def summarise(runs: dict) -> dict:
         groups = {g: [r["groups"][g] for r in reports] for g in GROUPS}
         recipes = sorted({(r["training"]["arguments"]["lr"], r["training"]["arguments"]["max_steps"],
                            json.dumps(r["training"]["arguments"]["overrides"], sort_keys=True),
-                           precision(r["training"]["arguments"])) for r in reports})
+                           precision(r["training"]["arguments"]), r["training"]["arguments"]["final_lr_fraction"])
+                          for r in reports})
         if len(recipes) > 1:
-            raise ValueError(f"{encoder}: seeds trained with different learning rates, steps, encoder settings or "
-                             f"precisions {recipes}; rerun them alike")
-        (lr, recipe_steps, _, run_precision), = recipes
+            raise ValueError(f"{encoder}: seeds trained with different learning rates, steps, encoder settings, "
+                             f"precisions or final learning rates {recipes}; rerun them alike")
+        (lr, recipe_steps, _, run_precision, _), = recipes
         summary[encoder] = dict(
             seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=lr,
             recipe_steps=recipe_steps, precision=run_precision, overrides=reports[0]["training"]["arguments"]["overrides"],
@@ -496,16 +497,20 @@ Each run also records the accuracy on the first 300 pairs of every test file at 
 
 #: the validation steps the recipe-choice table shows
 CHOICE_STEPS = (1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000)
+#: the final learning-rate fraction of the rows recorded before recipe-choice rows kept it: every one of
+#: them ran the default recipe's linear decay to a tenth of the peak
+RECORDED_FINAL_LR_FRACTION = 0.1
 
 
 def recipe_choice_row(training: dict, report: dict | None, source: str) -> dict:
     """One run of the recipe comparison: encoder, seed, lr, the recipe's steps, the encoder settings
-    over the preset, the precision (:func:`precision`), validation accuracy (%) at every evaluation and its best, and (for a tested run)
-    the mean test accuracy of each operator group."""
+    over the preset, the precision (:func:`precision`), the learning rate at the last step as a fraction of
+    the peak (``final_lr_fraction``), validation accuracy (%) at every evaluation and its best, and (for a
+    tested run) the mean test accuracy of each operator group."""
     args = training["arguments"]
     return dict(encoder=training["encoder"], seed=training["seed"], lr=args["lr"], steps=training["steps"],
                 recipe_steps=args["max_steps"], overrides=args.get("overrides", {}), precision=precision(args),
-                source=source,
+                final_lr_fraction=args["final_lr_fraction"], source=source,
                 valid_curve={int(step): round(accuracy, 2) for step, _, accuracy in training["valid_history"]},
                 best_valid_accuracy=training["best_valid_accuracy"],
                 test_groups=report["groups"] if report else None)
@@ -513,10 +518,12 @@ def recipe_choice_row(training: dict, report: dict | None, source: str) -> dict:
 
 def _choice_key(row: dict) -> tuple:
     """(encoder, seed, lr, recipe steps, encoder settings as text: "" for the preset's, so it sorts first,
-    precision: ``fp32`` for rows recorded before the option)."""
+    precision: ``fp32`` for rows recorded before the option, final learning-rate fraction: the recipe's
+    0.1 for rows recorded before it was a key)."""
     overrides = row.get("overrides") or {}
     return (row["encoder"], row["seed"], row["lr"], row["recipe_steps"],
-            json.dumps(overrides, sort_keys=True) if overrides else "", row.get("precision") or "fp32")
+            json.dumps(overrides, sort_keys=True) if overrides else "", row.get("precision") or "fp32",
+            row.get("final_lr_fraction", RECORDED_FINAL_LR_FRACTION))
 
 
 def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
@@ -527,7 +534,8 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
     path = docs / "logic" / "recipe-choice.json"
     recorded = json.loads(path.read_text())["runs"] if path.is_file() else []
     rows = {_choice_key(r): dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()},
-                                 precision=r.get("precision") or "fp32")
+                                 precision=r.get("precision") or "fp32",
+                                 final_lr_fraction=r.get("final_lr_fraction", RECORDED_FINAL_LR_FRACTION))
             for r in recorded}  # JSON keeps the steps as strings
     for spec in folders:
         folder = Path(spec)
@@ -543,8 +551,8 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
         else:
             raise SystemExit(f"{spec}: neither a run folder with logic.json / training.json nor STUDY_JSON:ENCODER:SEED")
         rows[_choice_key(row)] = row
-    # a recipe's seeds together: (encoder, lr, steps, settings, precision, seed)
-    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2], k[3], k[4], k[5], k[1]))]
+    # a recipe's seeds together: (encoder, lr, steps, settings, precision, final fraction, seed)
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2], k[3], k[4], k[5], -k[6], k[1]))]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(portable(dict(
         what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to a "
@@ -556,16 +564,18 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
 
 def recipe_choice_table(rows: list[dict]) -> str:
     """Markdown: one line per row of :func:`recipe_choice`: validation accuracy (%) at
-    :data:`CHOICE_STEPS`, its best, test 7-9 / 10-12 (the groups' mean accuracy, %)."""
-    lines = ["| encoder | lr | steps | --set | precision | seed | " + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS)
-             + " | best valid | test 7-9 | test 10-12 |",
-             "|---|--:|--:|---|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3)]
+    :data:`CHOICE_STEPS`, its best, test 7-9 / 10-12 (the groups' mean accuracy, %); ``final lr``: the
+    learning rate at the last step as a fraction of the peak."""
+    lines = ["| encoder | lr | final lr | steps | --set | precision | seed | "
+             + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS) + " | best valid | test 7-9 | test 10-12 |",
+             "|---|--:|--:|--:|---|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3)]
     for r in rows:
         curve = r["valid_curve"]
         cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in CHOICE_STEPS]
         test = [f"{r['test_groups'][g]:.1f}" if r["test_groups"] else "-" for g in ("7-9", "10-12")]
         settings = ", ".join(f"{k}={v}" for k, v in r.get("overrides", {}).items()) or "-"
-        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['recipe_steps']:,} | {settings} | {r['precision']} | "
+        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['final_lr_fraction']:g} x | {r['recipe_steps']:,} | "
+                     f"{settings} | {r['precision']} | "
                      f"{r['seed']} | "
                      + " | ".join(cells) + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |")
     return "\n".join(lines)

@@ -57,7 +57,7 @@ def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
     assert rows[0]["valid_curve"][4000] == round(run["training"]["valid_history"][-1][2], 2)
     assert rows[0]["test_groups"] == run["groups"]
     table = logic_study.recipe_choice_table(rows)
-    assert "| lstm | 0.001 | 4,000 | - | fp32 | 0 | " in table and f"{run['groups']['7-9']:.1f} |" in table
+    assert "| lstm | 0.001 | 0.1 x | 4,000 | - | fp32 | 0 | " in table and f"{run['groups']['7-9']:.1f} |" in table
     # the same run with an encoder setting over the preset, stopped early (training.json only)
     training = dict(run["training"], arguments=dict(run["training"]["arguments"], overrides={"dropout": 0.1}))
     (tmp_path / "probe").mkdir()
@@ -66,10 +66,17 @@ def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
     bf16 = dict(run["training"], arguments=dict(run["training"]["arguments"], precision="bf16"))
     (tmp_path / "bf16").mkdir()
     (tmp_path / "bf16" / "training.json").write_text(json.dumps(bf16))
-    kept = logic_study.recipe_choice([str(tmp_path / "probe"), str(tmp_path / "bf16")], tmp_path)
-    assert [(r["encoder"], r["seed"], r["overrides"], r["precision"], r["test_groups"] is None) for r in kept] == [
-        ("lstm", 0, {}, "bf16", True), ("lstm", 0, {}, "fp32", False), ("lstm", 0, {"dropout": 0.1}, "fp32", True)]
-    assert "| lstm | 0.001 | 4,000 | dropout=0.1 | fp32 | 0 | " in logic_study.recipe_choice_table(kept)
+    # and the same run decaying to a zero learning rate
+    decay0 = dict(run["training"], arguments=dict(run["training"]["arguments"], final_lr_fraction=0.0))
+    (tmp_path / "decay0").mkdir()
+    (tmp_path / "decay0" / "training.json").write_text(json.dumps(decay0))
+    kept = logic_study.recipe_choice([str(tmp_path / d) for d in ("probe", "bf16", "decay0")], tmp_path)
+    assert [(r["encoder"], r["seed"], r["overrides"], r["precision"], r["final_lr_fraction"], r["test_groups"] is None)
+            for r in kept] == [("lstm", 0, {}, "bf16", 0.1, True), ("lstm", 0, {}, "fp32", 0.1, False),
+                               ("lstm", 0, {}, "fp32", 0.0, True), ("lstm", 0, {"dropout": 0.1}, "fp32", 0.1, True)]
+    table = logic_study.recipe_choice_table(kept)
+    assert "| lstm | 0.001 | 0.1 x | 4,000 | dropout=0.1 | fp32 | 0 | " in table
+    assert "| lstm | 0.001 | 0 x | 4,000 | - | fp32 | 0 | " in table
     with pytest.raises(SystemExit, match="neither a run folder"):
         logic_study.recipe_choice([str(tmp_path / "nothing")], tmp_path)
 
