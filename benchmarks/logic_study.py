@@ -477,8 +477,8 @@ evaluations (a forward pass over the 13,552 validation pairs every {recipe['eval
 {rates}
 
 The runs' own clocks (`training.json`; most runs shared the 2 cores with one to three other runs, so
-their minutes are an upper bound; the ON-LSTM's seed 2, on 2 threads, had the machine to itself but for
-light work; "optimizer steps" sums the processes of a resumed run):
+their minutes are an upper bound; a run on 2 threads had the machine to itself but for light work;
+"optimizer steps" sums the processes of a resumed run):
 
 {measured_table(result['runs'])}
 
