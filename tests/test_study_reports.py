@@ -24,7 +24,7 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
     assert after == before
     # the report was written anew from the recorded runs (not left as it was)
     text = (tmp_path / "logic.md").read_text()
-    assert "| on-lstm (last) | 0.003 | 5,500 | 0, 1, 2 |" in text
+    assert "| on-lstm (last) | 0.003 | 8,000 | bf16 | 0, 1, 2 |" in text
     # the runs' own clocks: a resumed run's minutes are its last process's, its step minutes the sum
     lstm = before["runs"]["lstm"]["0"]["report"]["training"]
     assert len(lstm["resumed_from_steps"]) == 1
