@@ -555,9 +555,10 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2], k[3], k[4], k[5], -k[6], k[1]))]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(portable(dict(
-        what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to a "
-             "tenth of the peak rate) at several peak learning rates, step counts and encoder settings; the "
-             "recipe is chosen on validation only",
+        what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to "
+             "final_lr_fraction of the peak rate, a tenth unless the row says otherwise) at several peak learning "
+             "rates, step counts, encoder settings, precisions and final rates; the recipe is chosen on "
+             "validation only",
         runs=ordered)), indent=1) + "\n")
     return ordered
 
