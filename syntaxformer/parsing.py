@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -31,7 +31,8 @@ from syntaxformer.data.tokenization import encode
 from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import resolve_device  # noqa: F401  (re-exported)
-from syntaxformer.structures import DecoderOptions, Structures, min_layer_of  # noqa: F401  (re-exported)
+from syntaxformer.structures import (DecoderOptions, Structures, min_layer_of,  # noqa: F401  (re-exported)
+                                     save_decoder_options, saved_decoder_options)
 from syntaxformer.data.batching import pad_batch
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,25 @@ def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
         raise InputError(f"cannot load model or tokenizer: {str(e).splitlines()[0]}", path=folder) from e
     model.to(device).eval()
     return model, tokenizer, info
+
+
+def resolve_decoder_options(folder: str | Path, options: DecoderOptions | Mapping | None = None
+                            ) -> DecoderOptions:
+    """The decoder settings to parse with a model folder.
+
+    Args:
+        folder: the model folder (its ``decoder.json``, or the report beside it, hold the settings it
+            was scored with: :func:`~syntaxformer.structures.saved_decoder_options`).
+        options: None = the folder's saved settings; a mapping = the settings a user chose (flags), put
+            over the saved ones (:meth:`~syntaxformer.structures.DecoderOptions.with_choices`); a
+            :class:`~syntaxformer.structures.DecoderOptions` = exactly these, whatever is saved.
+    Raises:
+        InputError: an unreadable or invalid saved setting, or an invalid choice.
+    """
+    if isinstance(options, DecoderOptions):
+        return options
+    saved, _ = saved_decoder_options(folder)
+    return saved.with_choices(options)
 
 
 def _device(model) -> torch.device:

@@ -19,8 +19,11 @@ All arrays are numpy float64 probabilities (not logs) or distances; spans are ha
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +31,8 @@ from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head
 from syntaxformer.decoding.spans import Span, split_by_distance
 from syntaxformer.decoding.tree_transformer import algorithm1, resolve_min_layer, single_layer
 from syntaxformer.errors import InputError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,124 @@ class DecoderOptions:
     min_layer: int | None = None
     descend_threshold: float | None = None
     dependency: str = "mst"
+
+    def to_dict(self) -> dict:
+        """The options as a JSON-ready dict (the fields above; ``decoder.json``, reports)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping, path: str | Path | None = None) -> DecoderOptions:
+        """Options from a dict written by :meth:`to_dict` (missing fields take their defaults).
+
+        Raises:
+            InputError: a key that is not a field, or a value of the wrong kind (names ``path``).
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise InputError(f"unknown decoder setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}",
+                             path=path)
+        options = cls(**values)
+        options.check(path)
+        return options
+
+    def check(self, path: str | Path | None = None) -> None:
+        """Raises InputError when a field has a value of the wrong kind (names ``path``)."""
+        def is_int(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+        problems = [name for name, ok in (
+            ("layer", self.layer is None or is_int(self.layer)),
+            ("min_layer", self.min_layer is None or is_int(self.min_layer)),
+            ("threshold", isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)),
+            ("descend_threshold", self.descend_threshold is None or isinstance(self.descend_threshold, (int, float))),
+            ("dependency", self.dependency in DEPENDENCY_DECODERS)) if not ok]
+        if problems:
+            raise InputError(f"bad decoder setting(s) {', '.join(problems)} in {self.to_dict()}", path=path)
+        if self.layer is not None and self.min_layer is not None:
+            raise InputError("a layer (single-layer decoder) and a minimum layer (Algorithm 1) exclude each other",
+                             path=path)
+
+    def with_choices(self, choices: Mapping | None) -> DecoderOptions:
+        """These options with the settings a user chose (command-line flags) put over them.
+
+        Args:
+            choices: field -> value for the settings given (absent = keep this object's). Choosing
+                ``layer`` (the single-layer decoder) clears ``min_layer`` and choosing ``min_layer``
+                (Algorithm 1) clears ``layer``, so a saved decoder of the other kind does not linger.
+        Raises:
+            InputError: an unknown field, a bad value, or both ``layer`` and ``min_layer`` chosen.
+        """
+        choices = dict(choices or {})
+        if not choices:
+            return self
+        values = self.to_dict()
+        if choices.get("layer") is not None:
+            values["min_layer"] = None
+        if choices.get("min_layer") is not None:
+            values["layer"] = None
+        values.update(choices)
+        return DecoderOptions.from_dict(values)
+
+
+#: Dependency decoders of :class:`DependencyDistribution` (``DecoderOptions.dependency``).
+DEPENDENCY_DECODERS = ("mst", "argmax")
+
+#: The file beside a model's weights that holds the decoder settings it is parsed with by default
+#: (:func:`save_decoder_options`, :func:`saved_decoder_options`).
+DECODER_FILE = "decoder.json"
+
+
+def save_decoder_options(folder: str | Path, options: DecoderOptions) -> Path:
+    """Write ``options`` into ``folder/decoder.json``: the settings a model is parsed with by default
+    (``induce`` writes the ones it scored the model with; ``parse``, ``show``, ``heads``, ``prune``,
+    ``probe`` and :func:`syntaxformer.load_parser` read them back).
+
+    Returns:
+        The file written.
+    """
+    options.check()
+    path = Path(folder) / DECODER_FILE
+    path.write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def saved_decoder_options(folder: str | Path) -> tuple[DecoderOptions, str]:
+    """The decoder settings a model folder is parsed with by default, and where they came from.
+
+    In order: ``folder/decoder.json`` (:func:`save_decoder_options`); the ``"decoder"`` of the
+    ``report.json`` in the folder (the shipped parser) or, for an ``induce`` output's ``model/``
+    written before ``decoder.json`` existed, in the folder above it; else the documented defaults
+    (:class:`DecoderOptions`: Algorithm 1, threshold 0.8, the decoder's default minimum layer,
+    :data:`syntaxformer.decoding.tree_transformer.DEFAULT_MIN_LAYER`). Where they came from is logged.
+
+    Returns:
+        ``(options, source)``: ``source`` names the file read, or ``"the defaults"``.
+    Raises:
+        InputError: an unreadable or invalid ``decoder.json`` or report decoder (names the file).
+    """
+    folder = Path(folder)
+    path = folder / DECODER_FILE
+    if path.is_file():
+        return DecoderOptions.from_dict(_read_json(path), path), str(path)
+    for report in (folder / "report.json", folder.parent / "report.json"):
+        if report.is_file() and (report.parent == folder or folder.name == "model"):
+            decoder = _read_json(report).get("decoder")
+            if isinstance(decoder, dict):
+                logger.info("%s has no %s: decoding with the settings of %s", folder, DECODER_FILE, report)
+                return DecoderOptions.from_dict(decoder, report), str(report)
+    logger.info("%s has no %s: decoding with the documented defaults (%s)", folder, DECODER_FILE,
+                DecoderOptions().to_dict())
+    return DecoderOptions(), "the defaults"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"unreadable JSON: {e}", path=path) from None
+    if not isinstance(value, dict):
+        raise InputError("expected a JSON object", path=path)
+    return value
 
 
 def _one_token_per_word(word_ids: Sequence[int | None], sentence: int | None, what: str) -> None:

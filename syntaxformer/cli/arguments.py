@@ -8,39 +8,47 @@ from syntaxformer.errors import InputError
 
 
 def add_decoder_arguments(parser) -> None:
-    """The decoder flags shared by ``parse``, ``induce`` and ``show``."""
-    g = parser.add_argument_group("decoding (Tree Transformer: paper Algorithm 1 unless --layer)")
-    g.add_argument("--threshold", type=float, default=0.8,
-                   help="Algorithm 1 break threshold: a weakest link below it splits the span (default 0.8)")
+    """The decoder flags shared by ``parse``, ``induce``, ``show``, ``heads``, ``prune`` and ``probe``.
+
+    Every flag defaults to "not given": a model folder is then decoded with the settings saved with it
+    (``decoder.json``, written by ``induce``; :func:`syntaxformer.structures.saved_decoder_options`).
+    """
+    g = parser.add_argument_group(
+        "decoding (default: the settings saved with the model, else Algorithm 1, threshold 0.8)")
+    g.add_argument("--threshold", type=float, default=None,
+                   help="Algorithm 1 break threshold: a weakest link below it splits the span (default: "
+                        "the model's, else 0.8)")
     g.add_argument("--min-layer", type=int, default=None,
-                   help="Algorithm 1 minimum layer, 0-based: lower layers are never used (default: "
-                        "the decoder's, see syntaxformer.decoding.tree_transformer)")
-    g.add_argument("--descend-rule", choices=["paper", "official"], default="paper",
+                   help="Algorithm 1 minimum layer, 0-based: lower layers are never used (default: the "
+                        "model's, else the decoder's, see syntaxformer.decoding.tree_transformer)")
+    g.add_argument("--descend-rule", choices=["paper", "official"], default=None,
                    help="official = also the public code's rule: a child span whose weakest link is "
-                        "> 0.7 descends one layer before recursing")
+                        "> 0.7 descends one layer before recursing (default: the model's, else paper)")
     g.add_argument("--layer", type=int, default=None,
                    help="parse from this single layer (0-based) with the top-down greedy split "
                         "(paper Figure 4(b)) instead of Algorithm 1")
-    g.add_argument("--dependency", choices=["mst", "argmax"], default="mst",
+    g.add_argument("--dependency", choices=["mst", "argmax"], default=None,
                    help="StructFormer dependency decoder: mst = Chu-Liu-Edmonds maximum spanning tree "
-                        "(always a tree), argmax = the public code's rule (default mst)")
+                        "(always a tree), argmax = the public code's rule (default: the model's, else mst)")
 
 
-def decoder_options(args):
-    """The :class:`~syntaxformer.parsing.DecoderOptions` the decoder flags name.
+def decoder_options(args) -> dict:
+    """The decoder settings the flags choose: a dict of the fields given (absent = the model's saved
+    setting), for :meth:`~syntaxformer.structures.DecoderOptions.with_choices`.
 
     Raises:
         InputError: ``--layer`` together with ``--min-layer`` (two decoders' options).
     """
     from syntaxformer.decoding.tree_transformer import OFFICIAL_DESCEND_THRESHOLD
-    from syntaxformer.parsing import DecoderOptions
 
     if args.layer is not None and args.min_layer is not None:
         raise InputError("--layer (single-layer decoder) and --min-layer (Algorithm 1) exclude each other")
-    return DecoderOptions(
-        layer=args.layer, threshold=args.threshold, min_layer=args.min_layer,
-        descend_threshold=OFFICIAL_DESCEND_THRESHOLD if args.descend_rule == "official" else None,
-        dependency=args.dependency)
+    choices = dict(layer=args.layer, threshold=args.threshold, min_layer=args.min_layer,
+                   dependency=args.dependency)
+    choices = {key: value for key, value in choices.items() if value is not None}
+    if args.descend_rule is not None:
+        choices["descend_threshold"] = OFFICIAL_DESCEND_THRESHOLD if args.descend_rule == "official" else None
+    return choices
 
 
 def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, note: str = "") -> None:

@@ -85,7 +85,8 @@ def gold_phrase_trees(source: str, sentences: Sequence[Sequence[str]] | None = N
 def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64,
                          masked: Sequence[int | None] | None = None) -> list:
     """The trees (``nltk.Tree``, leaves = the words) a trained model induces for ``sentences``
-    (normalised words), decoded with the default decoder options as ``parse`` does; once, in
+    (normalised words), decoded with the model's own decoder settings as ``parse`` does
+    (:func:`syntaxformer.parsing.resolve_decoder_options`: its ``decoder.json``, else the defaults); once, in
     evaluation mode on the CPU. ``masked``: per sentence, the 0-based word the model sees as ``[MASK]``
     (or None), as :func:`syntaxformer.parsing.model_structures` takes it; the tree keeps every word.
 
@@ -93,17 +94,20 @@ def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], bat
         InputError: not a model folder, a model that induces no structure, or a tree whose words do
             not match its sentence (naming ``model_dir`` and the 1-based sentence).
     """
-    from syntaxformer.parsing import load_model
+    from syntaxformer.parsing import load_model, resolve_decoder_options
     model, tokenizer, _ = load_model(model_dir, device="cpu")
-    trees = model_phrase_trees(model, tokenizer, sentences, batch_size, masked, source=model_dir)
+    trees = model_phrase_trees(model, tokenizer, sentences, batch_size, masked, source=model_dir,
+                               options=resolve_decoder_options(model_dir))
     logger.info("induced the constituency trees of %d sentences with %s", len(trees), model_dir)
     return trees
 
 
 def model_phrase_trees(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                       masked: Sequence[int | None] | None = None, source: str | None = None) -> list:
+                       masked: Sequence[int | None] | None = None, source: str | None = None,
+                       options=None) -> list:
     """:func:`induced_phrase_trees` with a loaded ``model`` (evaluation mode) and its ``tokenizer``;
-    ``source`` names the model in errors.
+    ``source`` names the model in errors; ``options``: the
+    :class:`~syntaxformer.structures.DecoderOptions` (None = the defaults).
 
     Raises:
         InputError: as :func:`induced_phrase_trees`.
@@ -111,7 +115,7 @@ def model_phrase_trees(model, tokenizer, sentences: Sequence[Sequence[str]], bat
     from syntaxformer.parsing import DecoderOptions, decode, model_structures
     structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
                                   masked=masked)
-    trees, _ = decode(structures, DecoderOptions())
+    trees, _ = decode(structures, options or DecoderOptions())
     for number, (tree, words) in enumerate(zip(trees, sentences), start=1):
         check_tree_words(tree, words, source, number)
     return trees

@@ -154,7 +154,7 @@ class MaskedInputInducer:
 
     def __init__(self, tokenizer, trees: str | None = None, phrases: str | None = None, level: int = 1,
                  device: str | torch.device = "cpu"):
-        from syntaxformer.parsing import load_model
+        from syntaxformer.parsing import load_model, resolve_decoder_options
         if not (is_induced(trees) or is_induced(phrases)):
             raise InputError("--induced-from masked needs --trees or --phrases induced:MODEL_DIR")
         model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
@@ -167,6 +167,7 @@ class MaskedInputInducer:
                              if is_induced(trees) else None)
         self.phrase_source = ((phrases[len("induced:"):], *load_model(phrases[len("induced:"):], device)[:2])
                               if is_induced(phrases) else None)
+        self.phrase_decoder = resolve_decoder_options(phrases[len("induced:"):]) if is_induced(phrases) else None
 
     def words(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
               ) -> tuple[list[list[str]], list[list[int | None]]]:
@@ -202,7 +203,8 @@ class MaskedInputInducer:
                 out["heads"] = pad_heads([token_heads(h, w) for h, w in zip(heads, word_ids)], width)
             if self.phrase_source is not None:
                 path, model, tokenizer = self.phrase_source
-                trees = model_phrase_trees(model, tokenizer, sentences, batch_size=len(sentences), source=path)
+                trees = model_phrase_trees(model, tokenizer, sentences, batch_size=len(sentences), source=path,
+                                           options=self.phrase_decoder)
                 out["phrase_ids"] = pad_phrases([token_phrase_ids(word_phrase_ids(cut_tree(t, self.level)), w)
                                                  for t, w in zip(trees, word_ids)], NO_PHRASE, width)
         return out

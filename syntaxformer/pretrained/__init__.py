@@ -32,36 +32,23 @@ def pretrained_folder() -> Path:
     return folder
 
 
-def pretrained_min_layer() -> int | None:
-    """Algorithm 1's minimum layer (0-based) the shipped model was chosen and scored with (its
-    report's decoder).
-
-    Raises:
-        InputError: no pretrained model in this installation.
-    """
-    import json
-    return json.loads((pretrained_folder() / "report.json").read_text())["decoder"]["min_layer"]
-
-
-def model_or_pretrained(model: str | Path | None, options):
-    """The model folder and decoder options a command uses: ``(model, options)`` unchanged when a
-    folder is given; else the shipped folder, with its minimum layer unless ``options`` already name
-    a layer or a minimum layer (``parse`` and ``show`` without ``--model``).
+def model_or_pretrained(model: str | Path | None, options=None):
+    """The model folder and decoder options a command uses: ``model`` (else the shipped folder) and
+    its decoder settings with the user's choices over them
+    (:func:`syntaxformer.parsing.resolve_decoder_options`).
 
     Args:
-        model: a model folder, or None.
-        options: the command's :class:`~syntaxformer.parsing.DecoderOptions`.
+        model: a model folder, or None for the shipped parser.
+        options: None (the folder's saved settings), a dict of chosen settings (flags) or a full
+            :class:`~syntaxformer.structures.DecoderOptions`.
     Returns:
-        ``(folder, options)``.
+        ``(folder, options)``: ``options`` a :class:`~syntaxformer.structures.DecoderOptions`.
     Raises:
-        InputError: ``model`` is None and no pretrained model is shipped.
+        InputError: ``model`` is None and no pretrained model is shipped; invalid decoder settings.
     """
-    if model is not None:
-        return model, options
-    from dataclasses import replace
-    if options.layer is None and options.min_layer is None:
-        options = replace(options, min_layer=pretrained_min_layer())
-    return pretrained_folder(), options
+    from syntaxformer.parsing import resolve_decoder_options
+    folder = Path(model) if model is not None else pretrained_folder()
+    return folder, resolve_decoder_options(folder, options)
 
 
 def load_pretrained(device: str | None = "cpu"):
@@ -108,5 +95,5 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     return folder
 
 
-__all__ = ["PRETRAINED_NAME", "pretrained_folder", "pretrained_min_layer", "model_or_pretrained",
+__all__ = ["PRETRAINED_NAME", "pretrained_folder", "model_or_pretrained",
            "load_pretrained", "export_pretrained"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.report import to_json
 from syntaxformer.models import REGISTRY
+from syntaxformer.structures import save_decoder_options
 from syntaxformer.workflows.baselines import random_seeds
 
 logger = logging.getLogger(__name__)
@@ -276,12 +277,24 @@ def _train(out: Path, curve: str | None, train: dict, **fields):
     return train_args
 
 
-def _with_recipe_min_layer(options, min_layer: int | None):
-    """The decoder options (None = the defaults) with the recipe's Algorithm 1 minimum layer, unless the
-    options already name a layer or a minimum layer."""
+def induce_decoder_options(options, min_layer: int | None):
+    """The decoder settings ``induce`` scores (and saves with) the model: the recipe's Algorithm 1
+    minimum layer with the user's choices over it.
+
+    Args:
+        options: None; a dict of chosen settings (flags), put over the recipe's
+            (:meth:`~syntaxformer.structures.DecoderOptions.with_choices`); or a full
+            :class:`~syntaxformer.structures.DecoderOptions`, taking the recipe's minimum layer unless
+            it names a layer or a minimum layer.
+        min_layer: the recipe's minimum layer (None: the decoder's default).
+    Returns:
+        A :class:`~syntaxformer.structures.DecoderOptions`.
+    """
     from syntaxformer.parsing import DecoderOptions
 
-    options = options or DecoderOptions()
+    recipe = DecoderOptions(min_layer=min_layer)
+    if options is None or not isinstance(options, DecoderOptions):
+        return recipe.with_choices(options)
     if min_layer is not None and options.layer is None and options.min_layer is None:
         options = replace(options, min_layer=min_layer)
     return options
@@ -313,8 +326,10 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
         seed: the seed of training, the untrained model and the random baseline (seed .. seed + 4).
         prior, threads, device, quiet, resume: TrainArguments fields (``resume``: continue
             ``OUT/model``'s training from its checkpoint).
-        options: the :class:`~syntaxformer.structures.DecoderOptions` (None = the defaults); the
-            recipe's minimum layer applies unless they name a layer or a minimum layer.
+        options: decoder settings chosen by the user (:func:`induce_decoder_options`: None, a dict of
+            flags, or a :class:`~syntaxformer.structures.DecoderOptions`) over the recipe's minimum layer.
+            The settings scored are saved with the model (``OUT/model/decoder.json``), so ``parse
+            --model OUT/model`` gives the trees scored here.
 
     Returns:
         The report (``report.json``): data, protocol, model, preset, seed, recipe, primary part,
@@ -336,6 +351,7 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
         train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
     train = dict(train)
     recipe_text = _recipe_text(train, corpus, model, recipe)
+    options = induce_decoder_options(options, min_layer)
     # a model that induces nothing, or decoder options its structures do not take: refused before any work
     _check_induces_structure(model, train["preset"], prior, overrides or {}, options)
     out, overrides, corpus = Path(out), dict(overrides or {}), corpus or "ptb-sample"
@@ -349,7 +365,7 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
 
     trained, tokenizer, info = load_model(out / "model", device=device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
-    options = _with_recipe_min_layer(options, min_layer)
+    save_decoder_options(out / "model", options)
     dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
     scores, decoded = _decode_and_score(model, trained, untrained, tokenizer, golds, parts, options,
                                         dependencies, seed)

@@ -1,7 +1,6 @@
 """Parse sentences with a model folder and write the trees (``syntaxformer parse``)."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -20,9 +19,10 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
     Args:
         sentences: the sentences, each a list of words (normalised as the caller wants).
         out: output folder (created if missing).
-        model: a model folder; None = the pretrained Tree Transformer shipped in the package, with
-            its minimum layer unless ``options`` name a layer or a minimum layer.
-        options: the :class:`~syntaxformer.structures.DecoderOptions` (None = the defaults).
+        model: a model folder; None = the pretrained Tree Transformer shipped in the package.
+        options: decoder settings: None = the model's saved ones (``decoder.json``; the shipped parser's
+            report), a dict = the settings chosen (flags) over them, a
+            :class:`~syntaxformer.structures.DecoderOptions` = exactly these.
         data: a name for the sentences, recorded in the summary.
         batch_size: sentences per forward pass.
         write_json: also write ``structures.json``.
@@ -35,14 +35,14 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
     Raises:
         InputError: no sentence, no pretrained model shipped, or the loader's / decoder's errors.
     """
-    from syntaxformer.parsing import DecoderOptions, decode, load_model, model_structures
+    from syntaxformer.parsing import decode, load_model, model_structures
     from syntaxformer.pretrained import model_or_pretrained
     from syntaxformer.workflows.outputs import write_outputs, write_structures_json
 
     torch.manual_seed(seed)
     if not sentences:
         raise InputError("no sentence to parse", path=data)
-    model, options = model_or_pretrained(model, options or DecoderOptions())  # default: shipped
+    model, options = model_or_pretrained(model, options)  # default: shipped
     loaded, tokenizer, _ = load_model(model)
     structures = model_structures(loaded, tokenizer, sentences, batch_size=batch_size)
     trees, heads = decode(structures, options)
@@ -50,6 +50,6 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
     paths = write_outputs(out, trees, heads, sentences)
     if write_json:
         paths.append(write_structures_json(out, structures))
-    summary = {"model": str(model), "data": data, "n_sentences": len(trees), "decoder": asdict(options),
+    summary = {"model": str(model), "data": data, "n_sentences": len(trees), "decoder": options.to_dict(),
                "seed": seed, "files": [str(p) for p in paths]}
     return summary, trees

@@ -146,8 +146,9 @@ def run_prune(out: str | Path, model: str | Path | None = None, orders=("importa
         recompute: rescore the pruned model before each step. seed: the importance masks' seed; the
             random seeds are ``seed .. seed + seeds − 1``. save_at: a fraction of the curve at which to
             save the first order's pruned model. text: the perplexity / scoring text (default: the
-            model's held-out text, else ptb-sample:dev). options: the decoder's
-            :class:`~syntaxformer.structures.DecoderOptions`. device: torch device. max_sentences: of
+            model's held-out text, else ptb-sample:dev). options: decoder settings (None = the model's
+            saved ones; a dict = choices over them; a :class:`~syntaxformer.structures.DecoderOptions`
+            = exactly these; :func:`syntaxformer.parsing.resolve_decoder_options`). device: torch device. max_sentences: of
             the text. batch_size: sentences per importance / confidence / parsing batch. batch_tokens:
             tokens per perplexity pass. via: ``"prune"`` or ``"mask"`` (how the perplexity removes heads).
 
@@ -163,14 +164,14 @@ def run_prune(out: str | Path, model: str | Path | None = None, orders=("importa
     from syntaxformer.analysis.pruning import PROTOCOL, present_heads, reachable_fractions
     from syntaxformer.evaluation.constituency import PROTOCOL as F1_PROTOCOL
     from syntaxformer.evaluation.perplexity import PROTOCOL as PPL_PROTOCOL
-    from syntaxformer.parsing import DecoderOptions, load_model
+    from syntaxformer.parsing import load_model
     from syntaxformer.pretrained import model_or_pretrained
 
     orders = list(dict.fromkeys(orders))
     fractions = check_arguments(orders, step, seeds, save_at, via)
     if seeds > 0 and "random" not in orders:
         orders.append("random")
-    folder, options = model_or_pretrained(model, options or DecoderOptions())
+    folder, options = model_or_pretrained(model, options)
     torch.manual_seed(seed)
     loaded, tokenizer, info = load_model(folder, device=device)
     layout = head_layout(loaded)

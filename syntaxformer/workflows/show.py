@@ -270,9 +270,10 @@ def run_show(out: str | Path, sentences=(), treebank: str | None = None, indices
     Args:
         out: output folder (created if missing).
         sentences, treebank, indices, gold, normalise: the sentences (:func:`sentences_to_show`).
-        model: a model folder; None = the pretrained Tree Transformer shipped in the package (with its
-            minimum layer unless ``options`` name a layer or a minimum layer).
-        options: the :class:`~syntaxformer.structures.DecoderOptions` (None = the defaults).
+        model: a model folder; None = the pretrained Tree Transformer shipped in the package.
+        options: decoder settings: None = the model's saved ones (``decoder.json``; the shipped parser's
+            report), a dict = the settings chosen (flags) over them, a
+            :class:`~syntaxformer.structures.DecoderOptions` = exactly these.
         layers: comma-separated 0-based layers whose attention heads are drawn (None = every layer).
         device: torch device name (None = CUDA if available).
         seed: torch seed (the forward pass is deterministic; recorded).
@@ -290,13 +291,13 @@ def run_show(out: str | Path, sentences=(), treebank: str | None = None, indices
     import torch
 
     from syntaxformer.figures import write_index
-    from syntaxformer.parsing import DecoderOptions, load_model, model_structures
+    from syntaxformer.parsing import load_model, model_structures
     from syntaxformer.pretrained import model_or_pretrained
 
     start = time.perf_counter()
     torch.manual_seed(seed)
     items = sentences_to_show(sentences, treebank, indices, gold, normalise)
-    folder, options = model_or_pretrained(model, options or DecoderOptions())  # default: shipped
+    folder, options = model_or_pretrained(model, options)  # default: shipped
     loaded, tokenizer, _ = load_model(folder, device)
     config = loaded.config
     heads = getattr(config, "num_attention_heads", None)   # None: a model without attention (ON-LSTM)

@@ -1,0 +1,124 @@
+"""Decoding settings travel with the model: what ``induce`` scored is what ``parse --model`` gives.
+
+A model trained by ``induce`` is saved with the decoder settings it was scored with
+(``OUT/model/decoder.json``); ``parse --model``, ``show``, ``prune`` and the Python API decode with
+them unless a flag says otherwise. Each test trains a tiny model for 3 steps on ptb-sample's first
+files, lets ``induce`` score the test half, then parses the test half again through ``parse --model``
+and scores those trees with ``evaluate``: the sentence F1 must be exactly the report's.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from syntaxformer.cli import main
+from syntaxformer.data.embedded import ptb_sample_members
+from syntaxformer.data.preprocess import load_gold_trees
+from syntaxformer.errors import InputError
+from syntaxformer.models import MODELS
+from syntaxformer.parsing import resolve_decoder_options
+from syntaxformer.structures import (DECODER_FILE, DecoderOptions, save_decoder_options,
+                                     saved_decoder_options)
+
+torch.set_num_threads(1)
+
+TINY = ["--preset", "tiny", "--max-steps", "3", "--threads", "1", "--quiet", "--curve-treebank", "none"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The words of ptb-sample's first 4 files, a raw-text training corpus (seconds to train on)."""
+    folder = tmp_path_factory.mktemp("corpus")
+    mrg = folder / "small.mrg"
+    mrg.write_text("\n".join(text for _, text in ptb_sample_members("combined")[:4]), encoding="utf-8")
+    text = folder / "small.txt"
+    text.write_text("".join(" ".join(t.leaves()) + "\n" for t in load_gold_trees(mrg)), encoding="utf-8")
+    return text
+
+
+def _main(capsys, *argv) -> tuple[int, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return code, captured.out
+
+
+def _parse_and_score(capsys, model, out, *flags) -> float:
+    """Sentence F1 (0-100) of ``parse --model MODEL --treebank ptb-sample:test`` scored by ``evaluate``."""
+    _main(capsys, "parse", "--model", model, "--treebank", "ptb-sample:test", "--out", out, *flags)
+    _, printed = _main(capsys, "evaluate", "--pred", out / "trees.txt", "--gold", "ptb-sample:test", "--json")
+    return json.loads(printed)["sentence_f1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, name, flags", [
+    ("tree-transformer", "tree_transformer", []),             # the recipe's minimum layer 0
+    ("tree-transformer", "tree_transformer", ["--threshold", "0.6", "--descend-rule", "official"]),
+    ("structformer", "structformer", ["--dependency", "argmax"]),
+    ("on-lstm", "on_lstm", ["--layer", "0"]),
+])
+def test_parse_model_gives_the_f1_induce_reported(capsys, corpus, tmp_path, model, name, flags):
+    if model not in MODELS:
+        pytest.skip(f"{model} is not registered")
+    out = tmp_path / "induce"
+    _main(capsys, "induce", "--model", model, "--corpus", corpus, "--out", out, *TINY, *flags)
+    report = json.loads((out / "report.json").read_text())
+    saved = json.loads((out / "model" / DECODER_FILE).read_text())
+    assert saved == report["decoder"]
+    expected = report["parts"]["test"][name]["sentence_f1"]
+    assert _parse_and_score(capsys, out / "model", tmp_path / "parsed") == expected
+    if model == "tree-transformer" and not flags:
+        assert saved["min_layer"] == 0
+        # the bug this guards: without the saved setting, parse fell back to minimum layer 2 (tiny: 3
+        # layers) and scored another number; a flag still overrides the saved setting
+        other = _parse_and_score(capsys, out / "model", tmp_path / "m2", "--min-layer", "2")
+        assert other != expected
+
+
+def test_saved_settings_round_trip_and_flags_override(tmp_path):
+    options = DecoderOptions(threshold=0.7, min_layer=1, descend_threshold=0.7, dependency="argmax")
+    save_decoder_options(tmp_path, options)
+    assert saved_decoder_options(tmp_path) == (options, str(tmp_path / DECODER_FILE))
+    assert resolve_decoder_options(tmp_path) == options
+    # a chosen layer (single-layer decoder) replaces the saved minimum layer, and the other way round
+    assert resolve_decoder_options(tmp_path, {"layer": 2}) == replace(options, layer=2, min_layer=None)
+    save_decoder_options(tmp_path, DecoderOptions(layer=1))
+    assert resolve_decoder_options(tmp_path, {"min_layer": 0}) == DecoderOptions(min_layer=0)
+    # full options are used exactly as given
+    assert resolve_decoder_options(tmp_path, DecoderOptions()) == DecoderOptions()
+
+
+def test_folder_without_settings_uses_its_report_or_the_defaults(tmp_path, caplog):
+    model = tmp_path / "model"
+    model.mkdir()
+    caplog.set_level("INFO")
+    assert saved_decoder_options(model) == (DecoderOptions(), "the defaults")
+    assert "documented defaults" in caplog.text
+    # an induce output written before decoder.json existed: the report beside the model folder
+    (tmp_path / "report.json").write_text(json.dumps({"decoder": DecoderOptions(min_layer=0).to_dict()}))
+    assert saved_decoder_options(model) == (DecoderOptions(min_layer=0), str(tmp_path / "report.json"))
+
+
+def test_the_shipped_parser_reads_its_report():
+    from syntaxformer.pretrained import model_or_pretrained, pretrained_folder
+    report = json.loads((pretrained_folder() / "report.json").read_text())
+    folder, options = model_or_pretrained(None)
+    assert folder == pretrained_folder()
+    assert options == DecoderOptions.from_dict(report["decoder"]) and options.min_layer == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"threshold": 0.8, "beam": 3}', "unknown decoder setting"),
+    ('{"min_layer": "two"}', "bad decoder setting"),
+    ('{"layer": 1, "min_layer": 0}', "exclude each other"),
+    ("[1, 2]", "expected a JSON object"),
+    ("{", "unreadable JSON"),
+])
+def test_bad_settings_file_is_a_one_line_error(tmp_path, content, message):
+    (tmp_path / DECODER_FILE).write_text(content)
+    with pytest.raises(InputError, match=message) as error:
+        saved_decoder_options(tmp_path)
+    assert str(tmp_path / DECODER_FILE) in str(error.value) and "\n" not in str(error.value)
