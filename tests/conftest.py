@@ -14,12 +14,41 @@ hf_logging.disable_progress_bar()
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """Path to ``../shared/data``; skips the test when that folder is absent (e.g. a fresh clone)."""
+def _require_corpus(name: str) -> Path:
+    """``SHARED_DATA / name``; skips the running test, naming the folder, when it is absent."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"needs the shared corpora folder {SHARED_DATA} (../shared/data), which is absent")
-    return SHARED_DATA
+    folder = SHARED_DATA / name
+    if not folder.is_dir():
+        pytest.skip(f"needs the shared corpus folder {folder} (../shared/data/{name}), which is absent")
+    return folder
+
+
+class SharedData(type(Path())):
+    """``../shared/data`` whose ``/`` checks the corpus folder it enters: ``shared_data / "ud-ewt" / ...``
+    skips the running test, naming ``../shared/data/ud-ewt``, when that one corpus is absent (so a
+    shared folder without one corpus skips that corpus's tests, not errors). ``/`` returns a plain
+    ``Path``; only the first component after the root is checked."""
+
+    def __truediv__(self, key) -> Path:
+        first = Path(key).parts[0]
+        return _require_corpus(first) / Path(*Path(key).parts[1:])
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path to ``../shared/data`` (a :class:`SharedData`); skips the test when that folder is absent
+    (e.g. a fresh clone), and when a corpus folder entered with ``/`` is absent (naming it)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"needs the shared corpora folder {SHARED_DATA} (../shared/data), which is absent")
+    return SharedData(SHARED_DATA)
+
+
+@pytest.fixture(scope="session")
+def shared_corpus():
+    """Factory ``shared_corpus(name) -> Path``: the folder ``../shared/data/NAME`` (e.g. ``"ud-ewt"``);
+    skips the test, naming the folder, when it (or ``../shared/data``) is absent."""
+    return _require_corpus
 
 
 @pytest.fixture(scope="session")
