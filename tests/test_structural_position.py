@@ -195,6 +195,11 @@ def test_induced_trees_from_a_structformer_folder(tmp_path):
     assert words == sentences and [len(t) for t in trees] == [3, 4, 2]
     for number, (w, t) in enumerate(zip(words, trees), start=1):
         check_tree(t, len(w), "induced", number)
+    # the model's own maximum-spanning-tree heads of each sentence, parsed alone
+    from syntaxformer.parsing import model_structures
+    from syntaxformer.structures import DecoderOptions
+    model.eval()
+    assert trees == [model_structures(model, tokenizer, [s])[0].heads(DecoderOptions()) for s in sentences]
     with pytest.raises(InputError, match="--trees must be"):
         load_tree_corpus("silver", str(corpus))
 
@@ -212,4 +217,20 @@ def test_ud_ewt_gold_trees(shared_data):
     if not path.is_file():
         pytest.skip(f"needs {path}, which is absent")
     words, trees = gold_tree_sentences(str(path))
-    assert len(words) > 1900 and all(len(w) == len(t) for w, t in zip(words, trees))
+    # the file has 2,001 sentences (README of ../shared/data; 2,001 "# sent_id" lines), 14 of them
+    # punctuation only (e.g. sentence 4, "***"), which are dropped
+    blocks = [[line.split("\t") for line in block.split("\n") if line.split("\t")[0].isdigit()]  # word lines
+              for block in path.read_text(encoding="utf-8").strip().split("\n\n")]
+    assert len(blocks) == 2001 and sum(all(t[3] == "PUNCT" for t in b) for b in blocks) == 14
+    assert len(words) == len(trees) == 2001 - 14
+    assert all(len(w) == len(t) for w, t in zip(words, trees))
+    # sentence 1, read by eye: "From the AP comes this story :" (":" is PUNCT, attached to 4)
+    assert words[0] == ["from", "the", "ap", "comes", "this", "story"]
+    assert trees[0] == [3, 3, 4, 0, 6, 4]
+    # sentence 3: tokens 9 ("-" of "15-year"), 24 (",") and 29 (".") are PUNCT with no dependents; the
+    # tokens after them move down by one, two and three; "15" becomes N; heads read from the file
+    assert words[2] == ("bush nominated jennifer m. anderson for a N year term as associate judge of the "
+                        "superior court of the district of columbia replacing steffen w. graae").split()
+    assert trees[2] == [2, 0, 2, 3, 3, 10, 10, 9, 10, 2, 13, 13, 10, 17, 17, 17, 13, 20, 20, 17, 22, 20,
+                        2, 23, 24, 24]
+    assert words[3][:4] == ["bush", "also", "nominated", "a."]  # sentence 5: sentence 4 ("***") was dropped
