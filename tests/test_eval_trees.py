@@ -167,12 +167,43 @@ def test_probe_with_gold_trees(folders, tmp_path, capsys):
             assert torch.allclose(torch.from_numpy(layers[layer][s]), h[0].mean(0), atol=1e-5)
 
 
-def test_probe_with_induced_trees(folders, tmp_path):
+def test_probe_with_induced_trees(folders, tmp_path, monkeypatch):
+    """The vectors the probe fits on are the trained model's layer means over each sentence forwarded
+    alone with the StructFormer's spanning-tree heads of that sentence (read here from
+    ``model_structures``, not through ``--trees``' own reader)."""
+    import syntaxformer.probing.features as features
+    from syntaxformer.parsing import load_model, model_structures
+    from syntaxformer.structures import DecoderOptions
     from syntaxformer.workflows.probe import run_probe
+    calls = []
+    real = features.sentence_vectors
+
+    def spy(model, tokenizer, sentences, batch_size=64, structures=None):
+        result = real(model, tokenizer, sentences, batch_size, structures=structures)
+        calls.append((model, [list(w) for w in sentences], result[0]))
+        return result
+    monkeypatch.setattr(features, "sentence_vectors", spy)
     trees = f"induced:{folders['sf']}"
     report = run_probe(tmp_path / "probe", model=folders["sp"], treebank="ptb-sample:dev", tasks=["SentLen"],
                        classifiers=["logreg"], max_sentences=40, trees=trees)
     assert report["trees"] == trees and len(report["tasks"]["SentLen"]["layers"]["trained"]) == 4
+    assert len(calls) == 2  # the trained model, then its untrained twin
+    _, words, layers = calls[0]
+    assert len(words) == 40
+    model, tokenizer, _ = load_model(folders["sp"], device="cpu")
+    sf, sf_tokenizer, _ = load_model(folders["sf"], device="cpu")
+    picked = [0, 17, 39]
+    structures = model_structures(sf.eval(), sf_tokenizer, [words[s] for s in picked], normalise=False)
+    for s, structure in zip(picked, structures):
+        heads = structure.heads(DecoderOptions())
+        enc = tokenizer([words[s]], is_split_into_words=True)
+        tree = torch.tensor([token_heads(heads, enc.word_ids(0))])
+        with torch.no_grad():
+            alone = model.eval()(torch.tensor(enc["input_ids"]), structure_inputs={"heads": tree},
+                                 output_hidden_states=True).hidden_states
+        assert len(alone) == len(layers) == 4
+        for layer, h in enumerate(alone):
+            assert torch.allclose(torch.from_numpy(layers[layer][s]), h[0].mean(0), atol=1e-5), (s, layer)
 
 
 def test_probe_missing_unneeded_and_mismatched_trees(folders, tmp_path, capsys, monkeypatch):

@@ -149,6 +149,15 @@ def test_induced_phrases_from_a_model_folder(tmp_path, tiny_model, model):
     sentences, trees = load_phrase_trees(f"induced:{folder}", str(corpus))
     assert sentences == [["the", "dog", "barked"], ["it", "ran", "away", "in", "N"]]  # load_corpus's words
     assert [t.leaves() for t in trees] == sentences
+    # the model's own trees: its structures of the sentences decoded with the default decoder (the
+    # folder has no decoder.json), one sentence at a time
+    from syntaxformer.parsing import decode, load_model, model_structures
+    from syntaxformer.structures import DECODER_FILE, DecoderOptions
+    assert not (folder / DECODER_FILE).exists()
+    net, tokenizer, _ = load_model(folder, device="cpu")
+    expected = [decode(model_structures(net.eval(), tokenizer, [words], normalise=False), DecoderOptions())[0][0]
+                for words in sentences]
+    assert trees == expected
     for words, tree in zip(sentences, trees):
         ids = word_phrase_ids(cut_tree(tree, 1))
         assert len(ids) == len(words) and ids[0] == 0 and all(0 <= b - a <= 1 for a, b in zip(ids, ids[1:]))
