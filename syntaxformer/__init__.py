@@ -16,3 +16,4 @@ from .models import (REGISTRY, StructFormerConfig, StructFormerForMaskedLM, Tree
                      TreeTransformerForMaskedLM)
 from .priors.constituent import ConstituentAttention
 from .pretrained import load_pretrained
+from .parser import Parser, load_parser, parse

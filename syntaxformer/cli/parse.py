@@ -24,6 +24,10 @@ def add_parser(subparsers) -> None:
                         "Transformer shipped in the package, syntaxformer.load_pretrained)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="text file, one sentence per line; '-' = standard input")
+    p.add_argument("--tokenize", choices=["whitespace", "treebank"], default="whitespace",
+                   help="how --input lines become tokens: whitespace = already tokenised (default); treebank = "
+                        "raw text, NLTK's Penn-Treebank-style tokenizer. Punctuation tokens are put back as "
+                        "leaves, never shown to the model (syntaxformer.parser)")
     source.add_argument("--treebank", help="'ptb-sample' or a treebank path: parse its sentences' words")
     p.add_argument("--out", required=True, help="output folder (trees.txt, dependencies.conllu, structures.json)")
     add_decoder_arguments(p)
@@ -43,8 +47,13 @@ def read_sentences(args) -> tuple[list[list[str]], str]:
         return [t.leaves() for t in load_gold_trees(args.treebank)], args.treebank
     from syntaxformer.data.text import parse_text, read_text
     if args.input == "-":
-        return parse_text(sys.stdin.read(), path="<stdin>"), "<stdin>"
-    return read_text(args.input), args.input
+        sentences, name = parse_text(sys.stdin.read(), path="<stdin>"), "<stdin>"
+    else:
+        sentences, name = read_text(args.input), args.input
+    if args.tokenize == "treebank":
+        from syntaxformer.parser import tokenize
+        sentences = [tokenize(" ".join(words)) for words in sentences]
+    return sentences, name
 
 
 def run(args) -> int:
@@ -53,7 +62,8 @@ def run(args) -> int:
     options = decoder_options(args)
     sentences, name = read_sentences(args)
     summary, trees = run_parse(sentences, args.out, model=args.model, options=options, data=name,
-                               batch_size=args.batch_size, write_json=args.json, seed=args.seed)
+                               batch_size=args.batch_size, write_json=args.json, seed=args.seed,
+                               punctuation=not args.treebank)
     if args.draw:
         from syntaxformer.figures.trees import draw_text_tree
         for tree in trees:

@@ -10,14 +10,15 @@ from syntaxformer.errors import InputError
 
 def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | None = None,
               options=None, data: str = "<sentences>", batch_size: int = 64,
-              write_json: bool = False, seed: int = 0) -> tuple[dict, list]:
-    """Induce trees for ``sentences`` and write them into ``out``.
+              write_json: bool = False, seed: int = 0, punctuation: bool = True) -> tuple[dict, list]:
+    """Induce trees for ``sentences`` with a :class:`~syntaxformer.parser.Parser` and write them into ``out``.
 
     Writes ``OUT/trees.txt``, for a model with dependency heads ``OUT/dependencies.conllu`` and with
     ``write_json`` ``OUT/structures.json`` (:mod:`syntaxformer.workflows.outputs`).
 
     Args:
-        sentences: the sentences, each a list of words (normalised as the caller wants).
+        sentences: the sentences, each a list of tokens (punctuation tokens are not shown to the model
+            and are put back as leaves: :mod:`syntaxformer.parser`).
         out: output folder (created if missing).
         model: a model folder; None = the pretrained Tree Transformer shipped in the package.
         options: decoder settings: None = the model's saved ones (``decoder.json``; the shipped parser's
@@ -27,6 +28,8 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
         batch_size: sentences per forward pass.
         write_json: also write ``structures.json``.
         seed: torch seed (parsing is deterministic; recorded).
+        punctuation: find punctuation tokens and keep them from the model (False: a treebank's
+            leaves, every token a word).
 
     Returns:
         ``(summary, trees)``: the summary dict (``model``, ``data``, ``n_sentences``, ``decoder``,
@@ -35,17 +38,15 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
     Raises:
         InputError: no sentence, no pretrained model shipped, or the loader's / decoder's errors.
     """
-    from syntaxformer.parsing import decode, load_model, model_structures
-    from syntaxformer.pretrained import model_or_pretrained
+    from syntaxformer.parser import load_parser
     from syntaxformer.workflows.outputs import write_outputs, write_structures_json
 
     torch.manual_seed(seed)
     if not sentences:
         raise InputError("no sentence to parse", path=data)
-    model, options = model_or_pretrained(model, options)  # default: shipped
-    loaded, tokenizer, _ = load_model(model)
-    structures = model_structures(loaded, tokenizer, sentences, batch_size=batch_size)
-    trees, heads = decode(structures, options)
+    parser = load_parser(model, options, batch_size=batch_size)  # None: the shipped parser
+    trees, heads, structures = parser.parse_tokens(sentences, punctuation=punctuation)
+    options, model = parser.options, parser.name
     out = Path(out)
     paths = write_outputs(out, trees, heads, sentences)
     if write_json:
