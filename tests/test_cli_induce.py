@@ -18,7 +18,7 @@ from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.evaluation.constituency import evaluate_constituency
 from syntaxformer.models import MODELS
 from syntaxformer.parsing import load_model
-from syntaxformer.workflows.induce import resolve_recipe
+from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 
 torch.set_num_threads(1)
 
@@ -181,3 +181,30 @@ def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
     assert all(is_tree(list(s.heads), single_root=True) for s in sentences)
     assert len(conllu.parse((tmp_path / "dependencies.conllu").read_text(encoding="utf-8"))) == 3914
     assert len((tmp_path / "trees.txt").read_text().splitlines()) == 3914
+
+
+def test_induce_cut_by_max_minutes_says_so_and_resume_finishes_it(capsys, small_treebank, tmp_path):
+    """The recipe is defined by steps: a run cut by --max-minutes reports the steps done of the steps
+    planned (report and printed header); --resume with the same command finishes the planned steps."""
+    mrg, text = small_treebank
+    common = ["induce", "--treebank", mrg, "--corpus", text, "--out", tmp_path, "--preset", "tiny",
+              "--max-steps", "40", "--threads", "1", "--quiet", "--curve-treebank", "none"]
+    code, out, err = _run(capsys, *common, "--max-minutes", "0.000001")
+    assert code == 0, err
+    report = json.loads((tmp_path / "report.json").read_text())
+    training = report["training"]
+    assert training["stopped"] == "max_minutes" and training["complete"] is False
+    assert training["planned_steps"] == 40 and 0 <= training["steps"] < 40
+    assert f"STOPPED EARLY: {training['steps']:,} of 40 planned steps (max_minutes)" in out
+    code, out, err = _run(capsys, *common, "--resume")
+    assert code == 0, err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["training"]["steps"] == 40 and report["training"]["complete"] is True
+    assert "STOPPED EARLY" not in out and "40 steps" in out
+
+
+def test_recipes_have_no_wall_clock_cap():
+    for model in RECIPES:
+        for recipe in RECIPES[model]:
+            fields, _, _ = resolve_recipe(model, recipe)
+            assert fields.get("max_minutes") is None and fields["max_steps"] > 0, (model, recipe)

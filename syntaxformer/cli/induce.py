@@ -10,8 +10,9 @@ as the Tree Transformer paper's "WSJ-all"). It writes into ``--out``: the model 
 ``trees.txt`` (all sentences), (StructFormer: ``dependencies.conllu``), ``report.json`` and
 ``curve.{png,svg}``.
 
-A recipe is a fixed number of steps (reproducible from the seed); ``--max-minutes`` is a safety cap
-that stops training early. The recipes were chosen on the dev half (``benchmarks/recipe_search.py``,
+A recipe is a fixed number of steps (reproducible from the seed: the same model on any machine);
+``--max-minutes`` stops training early only when given, and the header then says ``STOPPED EARLY: N of M
+planned steps``. The recipes were chosen on the dev half (``benchmarks/recipe_search.py``,
 docs/recipes.md); the report says so, and the test half is the headline. The work:
 :func:`syntaxformer.workflows.induce.run_induce`; this module reads the arguments and prints the report.
 """
@@ -95,13 +96,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _steps_text(training: dict) -> str:
+    """``6,000 steps``, or ``STOPPED EARLY: 4,374 of 6,000 steps (max_minutes)`` for a cut run."""
+    steps, planned = training.get("steps"), training.get("planned_steps")
+    if steps is None:
+        return "? steps"
+    if planned is None or steps == planned:
+        return f"{steps:,} steps"
+    return f"STOPPED EARLY: {steps:,} of {planned:,} planned steps ({training.get('stopped') or 'stopped'})"
+
+
 def format_induce_report(report: dict) -> str:
     """The tables of ``induce``: per scored part, the model beside the untrained model and every baseline."""
     name = report["model"].replace("-", "_")
     names = {name: report["model"], "untrained": "same model, untrained (step 0)", **BASELINE_NAMES}
     header = format_header("syntaxformer induce", {
         "model": f"{report['model']} (preset {report['preset']}, recipe {report['recipe']}, seed {report['seed']})",
-        "training": f"{report['data']['train']}, {report['training'].get('steps', '?')} steps, "
+        "training": f"{report['data']['train']}, {_steps_text(report['training'])}, "
                     f"{report['minutes']['train']:.1f} min",
         "treebank": f"{report['data']['treebank']} ({report['data']['setting']})",
         "protocol": report["protocol"],

@@ -124,7 +124,7 @@ PRESETS = {
 
 # docs/recipes.md: sf-4x128; 5,400 steps: ~17 minutes on 2 idle cores, estimated from its
 # measured 7,300 tokens/s (the README's runs of it were made on a GPU)
-_DEFAULT_RECIPE = dict(preset="mini", max_steps=5400, max_minutes=19.0, batch_size=64, lr=5e-4,
+_DEFAULT_RECIPE = dict(preset="mini", max_steps=5400, batch_size=64, lr=5e-4,
                        warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
                        mask_rate=0.3, mask_replace="mask", min_freq=2)
 #: ``induce`` recipes (TrainArguments fields), chosen on ptb-sample:dev (docs/recipes.md).
@@ -134,7 +134,7 @@ RECIPES = {
     # (ten times ptb-sample, and containing it: transductive); dev F1 42.16 +- 1.38 over seeds 0-2,
     # against 41.34 +- 2.31 for the default setting run 12,000 steps on ptb-sample. The text is not
     # shipped: run_induce refuses this recipe without --corpus
-    "long": dict(_DEFAULT_RECIPE, corpus="ptb-lm", max_minutes=149.0),
+    "long": dict(_DEFAULT_RECIPE, corpus="ptb-lm"),
 }
 
 

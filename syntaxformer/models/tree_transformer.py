@@ -62,7 +62,7 @@ PRESETS = {
 
 # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps took
 # 17.9 minutes of training on 2 idle cores (7,180 tokens/s; seed 0), 18.5 in all
-_DEFAULT_RECIPE = dict(preset="mini", max_steps=6000, max_minutes=19.0, batch_size=64, lr=1e-3,
+_DEFAULT_RECIPE = dict(preset="mini", max_steps=6000, batch_size=64, lr=1e-3,
                        warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
                        min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0)
 #: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields; ``min_layer`` = Algorithm 1's
@@ -74,7 +74,7 @@ RECIPES = {
     # times ptb-sample, and containing it: transductive); 6,000 steps = 8.1M tokens, about 55 minutes
     # of training on 2 idle cores at the measured 2,555 tokens/s. The text is not shipped: run_induce
     # refuses this recipe without --corpus
-    "long": dict(_DEFAULT_RECIPE, preset="small", corpus="ptb-lm", max_minutes=149.0),
+    "long": dict(_DEFAULT_RECIPE, preset="small", corpus="ptb-lm"),
 }
 
 
