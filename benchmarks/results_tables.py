@@ -1,0 +1,640 @@
+"""Every results table of ``README.md`` and ``docs/results/*.md``, written from the JSON reports in the
+repository (``docs/induce/``, ``docs/logic/``, ``docs/heads/``, ``docs/nli-study.json``,
+``docs/prior-study.json``, ``docs/benchmarks/``, ``docs/results/*.json`` ...), never copied by hand.
+
+    python benchmarks/results_tables.py            # rewrite the tables in place
+    python benchmarks/results_tables.py --check    # exit 1 and name the pages that differ
+
+A table lives between two marker comments, ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``;
+:data:`TABLES` maps ``NAME`` to the function that writes it. Everything outside the markers is left as
+it is. ``tests/test_results_pages.py`` regenerates the tables in memory and fails when a page differs.
+
+Cells: means ± sample standard deviation over the seeds listed (one seed: the value alone); F1,
+accuracy and recall are percentages (0-100); minutes are wall-clock minutes of training.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+RESULTS = DOCS / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+#: the pages whose marked tables this script writes
+PAGES = [ROOT / "README.md", *sorted(RESULTS.glob("*.md"))]
+
+MARKER = re.compile(r"(<!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+
+#: table name -> function returning the markdown table (no trailing newline)
+TABLES: dict[str, Callable[[], str]] = {}
+
+
+def table(name: str):
+    """Register a table writer under ``name`` (the marker's name)."""
+    def register(function):
+        TABLES[name] = function
+        return function
+    return register
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading and formatting
+
+
+@lru_cache(maxsize=None)
+def load(path: str) -> dict:
+    """A JSON report, by path relative to the repository root."""
+    return json.loads((ROOT / path).read_text(encoding="utf-8"))
+
+
+def reports(pattern: str) -> list[dict]:
+    """The induce reports matching ``docs/induce/PATTERN``, in seed order."""
+    found = [load(str(p.relative_to(ROOT))) for p in sorted((DOCS / "induce").glob(pattern))]
+    if not found:
+        raise FileNotFoundError(f"no report matches docs/induce/{pattern}")
+    return sorted(found, key=lambda r: r["seed"])
+
+
+def mean_sd(values, digits: int = 2) -> str:
+    """``mean ± sample sd`` of ``values``; one value alone; ``–`` for none."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def span(values, digits: int = 1) -> str:
+    """``low–high`` of ``values`` (one value alone)."""
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else f"{low:.{digits}f}–{high:.{digits}f}"
+
+
+def seeds_of(rows: list[dict]) -> str:
+    return ", ".join(str(r["seed"]) for r in rows)
+
+
+def markdown(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    """A markdown table; ``align``: one character per column, ``l`` or ``r`` (default all left)."""
+    align = align or "l" * len(header)
+    rule = ["---" if a == "l" else "--:" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# induce (docs/induce/*.json, syntaxformer/pretrained/.../report.json)
+
+SHIPPED = "syntaxformer/pretrained/tree-transformer-ptb/report.json"
+
+#: the induce groups: label, report pattern under docs/induce/ (or the shipped parser's report)
+INDUCE = {
+    "tt-default": ("Tree Transformer, `induce` default (mini, ptb-sample)", "tree-transformer-default-seed[0-9].json"),
+    "sf-default": ("StructFormer, `induce --model structformer` default (mini, ptb-sample)",
+                   "structformer-default-seed[0-9].json"),
+    "tt-long": ("Tree Transformer, `--recipe long` (small, ptb-lm text)", "tree-transformer-long-seed[0-9].json"),
+    "sf-long": ("StructFormer, `--recipe long` (mini, ptb-lm text)", "structformer-long-seed[0-9].json"),
+    "tt-12000": ("Tree Transformer, default setting with a 12,000-step schedule, stopped early",
+                 "tree-transformer-mini-12000-seed[0-9].json"),
+    "sf-12000": ("StructFormer, default setting for 12,000 steps on ptb-sample",
+                 "structformer-ptbsample-12000-seed[0-9].json"),
+    "on-lstm": ("ON-LSTM, `induce --model on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
+    "shipped": ("the shipped parser (Tree Transformer, mini, lr decaying over 50,000 steps, stopped at 8,233)",
+                SHIPPED),
+}
+
+
+def group(key: str) -> list[dict]:
+    pattern = INDUCE[key][1]
+    return [load(pattern)] if pattern == SHIPPED else reports(pattern)
+
+
+def model_key(report: dict) -> str:
+    return report["model"].replace("-", "_")
+
+
+def part_scores(rows: list[dict], part: str, system: str | None = None, field: str = "sentence_f1") -> list[float]:
+    """``field`` of ``system`` (default: the model itself) on ``part`` (test, dev, all), one per report."""
+    return [r["parts"][part][system or model_key(r)][field] for r in rows]
+
+
+def compute(rows: list[dict]) -> str:
+    """Steps and training minutes of a group, from the reports (a resumed run's clock is not its training's)."""
+    steps = sorted({r["training"]["steps"] for r in rows})
+    steps = f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}–{steps[-1]:,}"
+    timed = [r for r in rows if r["training"].get("tokens_per_second")]
+    devices = sorted({"GPU" if str(r["training"]["device"]).startswith("cuda") else "CPU" for r in timed})
+    minutes = span([r["minutes"]["train"] for r in timed]) + f" min, {'/'.join(devices)}" if timed else "–"
+    untimed = [str(r["seed"]) for r in rows if r not in timed]
+    if untimed:
+        minutes += f" (seed {', '.join(untimed)}: resumed, its clock not kept)"
+    return f"{steps} steps; {minutes}"
+
+
+#: README's rows: (induce group, short label, the papers' family it sits beside)
+README_ROWS = [("tt-default", "Tree Transformer, `induce` (default recipe)", None),
+               ("tt-long", "Tree Transformer, `induce --recipe long`", None),
+               ("shipped", "the shipped parser (Tree Transformer)", "tree-transformer"),
+               ("sf-default", "StructFormer, `induce --model structformer`", None),
+               ("sf-long", "StructFormer, `induce --model structformer --recipe long`", "structformer"),
+               ("on-lstm", "ON-LSTM, `induce --model on-lstm`", "on-lstm")]
+
+
+@table("readme-induce")
+def readme_induce() -> str:
+    """README: the one results table: ours on ptb-sample's test half, the papers' WSJ-test numbers beside."""
+    papers = load("docs/results/papers.json")
+    right = f"{papers['right_branching']['sentence_f1']:.1f}"
+    rows = []
+    for key, label, family in README_ROWS:
+        reps = group(key)
+        seeds = f"seed {reps[0]['seed']}" if len(reps) == 1 else f"seeds {seeds_of(reps)}"
+        rows.append([label, f"ptb-sample test half, {seeds}", f"**{mean_sd(part_scores(reps, 'test'))}**",
+                     f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}", compute(reps)])
+        for paper in (p for p in papers["rows"] if p["family"] == family):
+            rows.append([f"*published*: {paper['model']}", paper["data"],
+                         "–".join(f"{v:.1f}" for v in paper["sentence_f1"]), right, paper["compute"]])
+    return markdown(["model", "sentences", "sentence F1", "right-branching", "training compute"], rows, "llrrl")
+
+
+@table("induce-test")
+def induce_test() -> str:
+    """Every induce group on the test half: sentence, corpus and WSJ-10 F1, the untrained model, right-branching."""
+    rows = []
+    for key in ("tt-default", "sf-default", "tt-long", "sf-long", "tt-12000", "sf-12000", "on-lstm", "shipped"):
+        reps = group(key)
+        rows.append([INDUCE[key][0], seeds_of(reps), f"**{mean_sd(part_scores(reps, 'test'))}**",
+                     mean_sd(part_scores(reps, "test", field="corpus_f1")),
+                     mean_sd(part_scores(reps, "test", field="wsj10_sentence_f1")),
+                     mean_sd(part_scores(reps, "test", "untrained")),
+                     f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}", compute(reps)])
+    on_lstm = group("on-lstm")
+    layer2 = [r["parts"]["test"]["single_layer"]["2"]["sentence_f1"] for r in on_lstm]
+    rows.append(["the same ON-LSTM models, layer 2 (`--layer 2`)", seeds_of(on_lstm), mean_sd(layer2),
+                 "", "", "", "", ""])
+    first = group("tt-default")[0]["parts"]["test"]
+    rows.append(["balanced binary / random binary trees", "", f"{first['balanced']['sentence_f1']:.2f} / "
+                 f"{first['random']['sentence_f1']:.2f}", "", "", "", "", ""])
+    return markdown(["ptb-sample **test** half (1,993 sentences)", "seeds", "sentence F1", "corpus F1",
+                     "WSJ-10 sent. F1", "same model untrained", "right-branching", "training"], rows, "llrrrrrl")
+
+
+@table("induce-parts")
+def induce_parts() -> str:
+    """Sentence F1 per seed and on the three parts (test, dev, all of ptb-sample)."""
+    rows = []
+    for key in ("tt-default", "sf-default", "tt-long", "sf-long", "tt-12000", "sf-12000", "on-lstm"):
+        reps = group(key)
+        per_seed = ", ".join(f"{v:.2f}" for v in part_scores(reps, "test"))
+        rows.append([INDUCE[key][0], per_seed, mean_sd(part_scores(reps, "test")), mean_sd(part_scores(reps, "dev")),
+                     mean_sd(part_scores(reps, "all"))])
+    right = group("tt-default")[0]["parts"]
+    rows.append(["right-branching", "", *(f"{right[p]['right_branching']['sentence_f1']:.2f}"
+                                          for p in ("test", "dev", "all"))])
+    return markdown(["", "test, per seed", "test (1,993)", "dev (1,921)", "all (3,914)"], rows, "lrrrr")
+
+
+@table("induce-labels")
+def induce_labels() -> str:
+    """Label recall of the default Tree Transformer's seed-0 test trees, beside untrained and right-branching."""
+    test = group("tt-default")[0]["parts"]["test"]
+    labels = list(test["tree_transformer"]["label_recall"])
+    rows = [[name, *(f"{test[system]['label_recall'][label]:.1f}" for label in labels)]
+            for name, system in (("Tree Transformer, seed 0", "tree_transformer"), ("untrained", "untrained"),
+                                 ("right-branching", "right_branching"))]
+    rows.append(["gold constituents", *(f"{test['tree_transformer']['label_counts'][label]:,}" for label in labels)])
+    return markdown(["recall (%), test half", *labels], rows, "l" + "r" * len(labels))
+
+
+@table("induce-dependencies")
+def induce_dependencies() -> str:
+    """StructFormer's dependency trees on the test half (UAS / UUAS per seed) beside the chain baselines."""
+    rows = []
+    for key in ("sf-default", "sf-long", "sf-12000"):
+        for r in group(key):
+            dep = r["parts"]["test"]["dependency"]
+            rows.append([INDUCE[key][0], r["seed"], f"{dep['structformer']['uas']:.2f}",
+                         f"{dep['structformer']['uuas']:.2f}"])
+    dep = group("sf-default")[0]["parts"]["test"]["dependency"]
+    for chain in ("left_chain", "right_chain"):
+        rows.append([chain.replace("_", " "), "", f"{dep[chain]['uas']:.2f}", f"{dep[chain]['uuas']:.2f}"])
+    return markdown(["test half, punctuation excluded", "seed", "UAS", "UUAS"], rows, "lrrr")
+
+
+@table("induce-on-lstm-layers")
+def induce_on_lstm_layers() -> str:
+    """The ON-LSTM's test sentence F1 from each single layer, and its untrained twin."""
+    reps = group("on-lstm")
+    layers = sorted(reps[0]["parts"]["test"]["single_layer"], key=int)
+    rows = [[f"layer {layer}", *(f"{r['parts']['test']['single_layer'][layer]['sentence_f1']:.2f}" for r in reps),
+             mean_sd([r["parts"]["test"]["single_layer"][layer]["sentence_f1"] for r in reps]),
+             mean_sd([r["parts"]["dev"]["single_layer"][layer]["sentence_f1"] for r in reps])] for layer in layers]
+    rows.append(["untrained, layer 1", *(f"{v:.2f}" for v in part_scores(reps, "test", "untrained")),
+                 mean_sd(part_scores(reps, "test", "untrained")), mean_sd(part_scores(reps, "dev", "untrained"))])
+    return markdown(["ON-LSTM, sentence F1", *(f"seed {r['seed']}" for r in reps), "test", "dev"], rows,
+                    "l" + "r" * (len(reps) + 2))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# baselines (docs/results/baselines-*.json: `syntaxformer baselines --json`)
+
+
+@table("baselines")
+def baselines() -> str:
+    """Structure-free baselines on all of ptb-sample and on its test half."""
+    rows = []
+    for path, part in (("docs/results/baselines-ptb-sample.json", "all"),
+                       ("docs/results/baselines-ptb-sample-test.json", "test")):
+        report = load(path)
+        for name in ("left_branching", "right_branching", "random", "balanced"):
+            b = report[name]
+            sd = b.get("std", {})
+            cell = (lambda f: f"{b[f]:.2f} ± {sd[f]:.2f}") if sd else (lambda f: f"{b[f]:.2f}")
+            label = name.replace("_", "-") + (f" (seeds {report['meta']['seeds'][0]}–{report['meta']['seeds'][-1]})"
+                                              if sd else "")
+            rows.append([f"{part} ({report['meta']['n_sentences']:,})", label, cell("sentence_f1"), cell("corpus_f1"),
+                         cell("wsj10_sentence_f1"), cell("wsj10_corpus_f1"), f"{b['mean_depth']:.2f}"])
+    return markdown(["ptb-sample", "baseline", "sentence F1", "corpus F1", "WSJ-10 sentence F1", "WSJ-10 corpus F1",
+                     "mean depth"], rows, "llrrrrr")
+
+
+@table("baselines-dependencies")
+def baselines_dependencies() -> str:
+    rows = []
+    for path in ("docs/results/baselines-ptb-sample.json", "docs/results/baselines-ptb-sample-test.json"):
+        report = load(path)
+        dep = report["dependency"]
+        rows += [[report["meta"]["treebank"], chain.replace("_", " "), f"{dep[chain]['uas']:.2f}",
+                  f"{dep[chain]['uuas']:.2f}"] for chain in ("left_chain", "right_chain")]
+    return markdown(["treebank", "baseline", "UAS", "UUAS"], rows, "llrr")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# attention heads (docs/heads/*.json, docs/results/prune-shipped-parser.json)
+
+PRUNE_SHIPPED = "docs/results/prune-shipped-parser.json"
+
+
+def _point(curve: list[dict], removed: int) -> dict:
+    return next(p for p in curve if p["n_removed"] == removed)
+
+
+def _ppl_f1(point: dict) -> str:
+    """``perplexity / F1`` of a pruning point (random: mean ± sd over its seeds)."""
+    if "perplexity_sd" in point and point.get("seeds", 2) > 1 and point["n_removed"] > 0:
+        text = f"{point['perplexity']:.1f} ± {point['perplexity_sd']:.1f}"
+        return text + (f" / {point['sentence_f1']:.2f} ± {point['sentence_f1_sd']:.2f}" if "sentence_f1" in point else "")
+    return f"{point['perplexity']:.1f}" + (f" / {point['sentence_f1']:.2f}" if "sentence_f1" in point else "")
+
+
+@table("heads-prune-shipped")
+def heads_prune_shipped() -> str:
+    """`syntaxformer prune` on the shipped parser: perplexity / sentence F1 per order and heads removed."""
+    once, recomputed = load(PRUNE_SHIPPED)["once"], load(PRUNE_SHIPPED)["recomputed"]
+    curves = once["curves"]
+    n_heads = once["model"]["n_heads"] if "model" in once and "n_heads" in once["model"] else 16
+    rows = []
+    for point in curves["importance"]:
+        n = point["n_removed"]
+        rows.append([f"{n} ({100 * n / n_heads:.0f}%)", _ppl_f1(point), _ppl_f1(_point(recomputed["curves"]["importance"], n)),
+                     _ppl_f1(_point(curves["confidence"], n)), _ppl_f1(_point(curves["random"], n))])
+    return markdown(["heads removed", "importance: ppl / F1", "importance, recomputed", "confidence",
+                     "random (3 seeds)"], rows, "lrrrr")
+
+
+@table("heads-gates")
+def heads_gates() -> str:
+    """Hard-concrete gates on the shipped parser, per λ."""
+    report = load("docs/heads/gates-tree-transformer-ptb.json")
+    src = report["source"]
+    rows = [["source, not fine-tuned", f"{src['n_heads']}/{src['n_heads']}", f"{src['perplexity']:.1f}",
+             f"{src['sentence_f1']:.2f}", f"{src['parameters']:,}"]]
+    for run in report["runs"]:
+        silenced = f" (layer {', '.join(run['silenced'])} silenced)" if run["silenced"] else ""
+        rows.append([f"{run['gate_l0']:g}" + (" (control)" if run["gate_l0"] == 0 else ""),
+                     f"{run['n_kept']}/{run['n_heads']} {run['kept_per_layer']}{silenced}", f"{run['perplexity']:.1f}",
+                     f"{run['sentence_f1']:.2f}", f"{run['parameters_after_pruning']:,}"])
+    return markdown(["λ", "heads kept (per layer)", "perplexity", "sentence F1", "parameters"], rows, "llrrr")
+
+
+def _gate(model: dict, lam: float) -> dict:
+    return next(g for g in model["gates"] if g["gate_l0"] == lam)
+
+
+@table("heads-study")
+def heads_study() -> str:
+    """The head study (seed 0): Tree Transformer, plain Transformer, StructFormer side by side."""
+    models = load("docs/heads/head-study.json")["models"]
+    order = [models[k] for k in ("tree-transformer", "transformer", "structformer")]
+
+    def cells(fn):
+        return [fn(m) for m in order]
+
+    def f1(value):
+        return "–" if value is None else f"{value:.2f}"
+
+    half = lambda m: m["importance"]["n_heads"] // 2  # noqa: E731
+    rows = [
+        ["held-out perplexity (one mask per input)", *cells(lambda m: f"{m['curves']['importance'][0]['perplexity']:.1f}")],
+        ["sentence F1, ptb-sample:dev", *cells(lambda m: f1(m["curves"]["importance"][0].get("sentence_f1")))],
+        ["importance: share of the top quarter of heads / Gini",
+         *cells(lambda m: f"{m['importance']['top_quarter_share']:.1f}% / {m['importance']['gini']:.2f}")],
+        ["positional heads (≥ 90% on −1 or +1)", *cells(lambda m: str(m["roles"]["positional"]))],
+        ["syntactic heads (UD-EWT dev, ≥ 10 points over the relation's positional baseline)",
+         *cells(lambda m: str(m["roles"]["syntactic_any"]))],
+        [f"best head \"attends to its head\", ptb-sample:dev (baseline {order[0]['roles']['ptb_attends_to_head_baseline']:.1f})",
+         *cells(lambda m: f"{m['roles']['ptb_attends_to_head_best']:.1f}")],
+        ["perplexity with half the heads pruned: importance / confidence / random (3 seeds)",
+         *cells(lambda m: " / ".join(f"{_point(m['curves'][o], half(m))['perplexity']:.0f}" for o in ("importance", "confidence"))
+                + f" / {_point(m['curves']['random'], half(m))['perplexity']:.0f} ± "
+                  f"{_point(m['curves']['random'], half(m))['perplexity_sd']:.0f}")],
+        ["F1 with half the heads pruned, importance order",
+         *cells(lambda m: f1(_point(m["curves"]["importance"], half(m)).get("sentence_f1")))],
+        ["gates λ = 0.1: heads kept, perplexity (λ = 0 control)",
+         *cells(lambda m: f"{_gate(m, 0.1)['n_kept']}, {_gate(m, 0.1)['perplexity']:.1f} ({_gate(m, 0.0)['perplexity']:.1f})")],
+        ["gates λ = 0.3: heads kept, perplexity, F1",
+         *cells(lambda m: f"{_gate(m, 0.3)['n_kept']}, {_gate(m, 0.3)['perplexity']:.1f}, "
+                          f"{f1(_gate(m, 0.3).get('sentence_f1'))}")],
+    ]
+    return markdown(["seed 0, ptb-sample", *(m["label"] for m in order)], rows, "lrrr")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# propositional logic (docs/logic/study.json, docs/logic/recipe-choice.json)
+
+ENCODER_LABELS = {"on-lstm": "ON-LSTM", "lstm": "LSTM", "transformer": "Transformer (`prior none`)",
+                  "on-lstm-san": "ON-LSTM + self-attention", "tree-transformer": "Tree Transformer"}
+
+
+@table("logic")
+def logic() -> str:
+    """Test accuracy per operator group, mean ± sd over seeds, each encoder's recipe, and its clocks."""
+    study = load("docs/logic/study.json")
+    rows = []
+    for encoder in ("on-lstm", "lstm", "transformer", "on-lstm-san", "tree-transformer"):
+        s = study["summary"][encoder]
+        runs = study["runs"][encoder]
+        clocks = ", ".join(f"{m:.1f} ({runs[str(seed)]['report']['training']['threads']})"
+                           for seed, m in zip(s["seeds"], s["train_minutes"]))
+        groups = [f"{s['groups'][g]['mean']:.1f} ± {s['groups'][g]['sd']:.1f}" for g in ("1-6", "7-9", "10-12")]
+        rows.append([ENCODER_LABELS[encoder], f"{s['lr']:g}", f"{s['recipe_steps']:,}", s["precision"],
+                     ", ".join(map(str, s["seeds"])), *groups, mean_sd(s["best_valid_accuracy"], 1), clocks])
+    return markdown(["encoder", "lr", "steps", "precision", "seeds", "1–6 operators", "7–9 operators",
+                     "10–12 operators", "best validation", "train min (threads), per seed"], rows, "lrrllrrrrl")
+
+
+@table("logic-recipe-choice")
+def logic_recipe_choice() -> str:
+    """Every run of the recipe choice (validation accuracy against steps), as logic_study prints it."""
+    import logic_study
+    recorded = load("docs/logic/recipe-choice.json")["runs"]
+    rows = [dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()},
+                 precision=r.get("precision") or "fp32",
+                 final_lr_fraction=r.get("final_lr_fraction", logic_study.RECORDED_FINAL_LR_FRACTION))
+            for r in recorded]
+    return logic_study.recipe_choice_table(rows)
+
+
+@table("logic-precision")
+def logic_precision() -> str:
+    report = load("docs/benchmarks/logic-precision-cpu.json")
+    rows = [[r["encoder"], r["threads"], r["steps"], f"{r['seconds_per_step']['fp32']:.3f}",
+             f"{r['seconds_per_step']['bf16']:.3f}", f"×{r['speedup']:.2f}",
+             f"{r['first_step_loss']['fp32']:.5f} / {r['first_step_loss']['bf16']:.5f}"] for r in report["results"]]
+    return markdown(["encoder", "threads", "steps each", "fp32 s/step", "bf16 s/step", "speed-up",
+                     "first-step loss fp32 / bf16"], rows, "lrrrrrr")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# structural priors (docs/prior-study.json, docs/prior-study/)
+
+PRIOR_LABELS = {
+    "transformer": "plain Transformer",
+    "constituent": "constituent (Tree Transformer)",
+    "gaussian": "Gaussian",
+    "structformer": "StructFormer",
+    "sp-induced": "structural positions, the same-seed StructFormer's trees of the unmasked sentence",
+    "sp-induced-masked": "structural positions, the same-seed StructFormer's trees of each masked input",
+    "mgsa-ngram": "MG-SA, heads word, word, 2-gram, 3-gram",
+    "mgsa-induced": "MG-SA, heads word, word, tree (the same-seed Tree Transformer's phrases of the unmasked "
+                    "sentence), 2-gram",
+    "transformer-gold-block": "*gold block*: plain Transformer",
+    "sp-gold": "*gold block*: structural positions, gold dependency trees",
+    "mgsa-gold": "*gold block*: MG-SA, heads word, word, tree (gold phrases), 2-gram",
+}
+PROBING_TASKS = ("TreeDepth", "TopConst", "BShift", "SentLen")
+
+
+def _stat(stat: dict | None, digits: int) -> str:
+    if not stat:
+        return "–"
+    return f"{stat['mean']:.{digits}f}" + (f" ± {stat['sd']:.{digits}f}" if stat.get("n", 1) > 1 else "")
+
+
+@table("priors")
+def priors() -> str:
+    """The prior study: perplexity, F1 and probing (best layer on dev; [untrained twin]) per system."""
+    systems = load("docs/prior-study.json")["systems"]
+    rows = []
+    for key, label in PRIOR_LABELS.items():
+        s = systems[key]
+        probing = [f"{s['probing'][t]['best']['mean']:.1f} [{s['probing'][t]['untrained']['mean']:.1f}]"
+                   if t in s["probing"] else "–" for t in PROBING_TASKS]
+        rows.append([label, ", ".join(map(str, s["seeds_trained"])), _stat(s["perplexity"], 1),
+                     _stat(s["perplexity_masked_copy"], 1), _stat(s["sentence_f1"], 2), *probing])
+    return markdown(["encoder", "seeds", "perplexity", "perplexity, each masked copy's structure",
+                     "F1 (ptb-sample:test)", *PROBING_TASKS], rows, "llrrr" + "r" * len(PROBING_TASKS))
+
+
+@table("priors-first-look")
+def priors_first_look() -> str:
+    """One seed, 1,500 steps on ptb-sample:dev: masked-LM perplexity on ptb-sample:test."""
+    rows = []
+    for name, label in (("transformer-gold-block", "plain Transformer"),
+                        ("sp-gold", "structural positions, gold dependency trees (`--trees gold`)"),
+                        ("mgsa-gold", "MG-SA: heads word, word, gold phrases at level 1, 2-gram (`--phrases gold`)")):
+        ppl = load(f"docs/prior-study/{name}-seed0-1500steps-perplexity.json")
+        training = load(f"docs/prior-study/{name}-seed0-1500steps-training.json")
+        rows.append([label, f"{ppl['perplexity']:.1f}", f"{training['steps']:,}", f"{training['minutes']:.1f}",
+                     f"{training['parameters']:,}"])
+    return markdown(["seed 0, ptb-sample:dev → ptb-sample:test", "perplexity", "steps", "train min (1 thread)",
+                     "parameters"], rows, "lrrrr")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# probing (docs/probe/*.json)
+
+
+def _probe_table(path: str) -> str:
+    report = load(path)
+    rows = []
+    for task, t in report["tasks"].items():
+        best = t["best_layer"]
+        layers = " / ".join(f"{layer['logreg']['test']:.1f}" for layer in t["layers"]["trained"])
+        rows.append([task, f"{t['majority']['test']:.1f}", f"{t['bag_of_words']['logreg']['test']:.1f}",
+                     f"{best['untrained']['logreg']['test']:.1f} ({best['untrained']['logreg']['layer']})",
+                     f"{best['trained']['logreg']['test']:.1f} ({best['trained']['logreg']['layer']})", layers,
+                     f"{t['n_sentences']['test']:,}"])
+    n_layers = len(next(iter(report["tasks"].values()))["layers"]["trained"])
+    return markdown(["task", "majority", "bag of words", "untrained (best layer)", "trained (best layer)",
+                     f"trained, layers 0–{n_layers - 1}", "test sentences"], rows, "lrrrrrr")
+
+
+@table("probe-shipped")
+def probe_shipped() -> str:
+    return _probe_table("docs/probe/shipped-parser-seed0.json")
+
+
+@table("probe-shipped-ud-ewt")
+def probe_shipped_ud_ewt() -> str:
+    return _probe_table("docs/probe/shipped-parser-ud-ewt-dev-seed0.json")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# natural-language inference (docs/nli-study.json, docs/nli-speed-2threads.json, docs/results/recorded.json)
+
+NLI_LABELS = {"gaussian": 'Gaussian Transformer (`prior="gaussian"`)', "none": 'same model, `prior="none"`',
+              "constituent": "same model, constituent prior", "mean-pool": "mean-pooled embeddings + MLP",
+              "majority": "majority class (NEUTRAL)"}
+
+
+@table("nli")
+def nli() -> str:
+    """SICK TEST accuracy per system (selected on TRIAL), parameters, training minutes, inference speed."""
+    study, speed = load("docs/nli-study.json"), load("docs/nli-speed-2threads.json")
+    rows = []
+    for key, label in NLI_LABELS.items():
+        s = study["systems"][key]
+        fast = speed["rows"].get(key)
+        rows.append([label, f"**{mean_sd(s['test'])}**" if len(s["test"]) > 1 else f"{s['test'][0]:.2f}",
+                     ", ".join(f"{v:.2f}" for v in s["test"]) if len(s["test"]) > 1 else "",
+                     f"{statistics.mean(s['trial']):.2f}" if s["trial"] else "",
+                     f"{s['parameters']:,}" + (f" ({s['trainable_parameters']:,})" if "trainable_parameters" in s else ""),
+                     f"{s['train_minutes'][0]:.1f} ± {s['train_minutes'][1]:.1f}" if "train_minutes" in s else "",
+                     f"{fast['forward_pairs_per_second']:,.0f} / {fast['end_to_end_pairs_per_second']:,.0f}" if fast else ""])
+    return markdown(["system (recipe `default`, frozen word2vec vectors)", "SICK TEST accuracy", "per seed",
+                     "TRIAL (mean of the seeds' best)", "parameters (trained)", "training min (1 thread)",
+                     f"inference pairs/s, forward / end to end ({speed['threads']} threads, batch {speed['batch']})"],
+                    rows, "lrlrrrr")
+
+
+@table("nli-recipe-choice")
+def nli_recipe_choice() -> str:
+    rows = [[r["setting"], f"{r['best_trial']:.2f}", f"{r['test']:.2f}"]
+            for r in load("docs/results/recorded.json")["nli_recipe_choice"]["rows"]]
+    return markdown(["setting (seed 0, Gaussian Transformer, frozen vectors)", "best TRIAL", "TEST"], rows, "lrr")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# masked-LM comparison (docs/compare-*.json) and speed (docs/benchmarks/*.json)
+
+COMPARE_LABELS = {"tree-transformer": "Tree Transformer", "transformer": "Transformer",
+                  "transformer-L8": "Transformer, ≥ the Tree Transformer's parameters"}
+
+
+@table("compare")
+def compare() -> str:
+    report = load("docs/compare-ptb-lm-small-seed0.json")
+    rows = [[COMPARE_LABELS.get(r["name"], r["name"]), r["prior"], r["layers"], f"{r['parameters']:,}",
+             f"{r['steps']:,}", f"{r['train_minutes']:.1f}", f"{r['perplexity']:.1f}"] for r in report["runs"]]
+    return markdown(["model", "prior", "layers", "parameters", "steps", "train min", "test perplexity"], rows,
+                    "llrrrrr")
+
+
+def _speed(path: str) -> tuple[list[int], dict]:
+    rows = load(path)["rows"]
+    lengths = sorted({r["N"] for r in rows})
+    return lengths, {(r["N"], r["model"]): r for r in rows}
+
+
+@table("speed-dropout")
+def speed_dropout() -> str:
+    """Step time with the paper's attention dropout: ms of the plain rows, ratios of the others."""
+    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.1.json")
+    out = []
+    for n in lengths:
+        r = lambda m: rows[(n, m)]  # noqa: E731
+        out.append([n, r("plain/sdpa")["batch"], f"{r('plain/sdpa')['step_ms']:.0f}", f"**{r('tree/sdpa')['ratio']:.2f}**",
+                    f"{r('tree/blocks')['ratio']:.2f}", f"{r('plain/eager')['step_ms']:.0f}",
+                    f"{r('tree/eager')['ratio']:.2f}", f"{r('tree/cubic')['ratio']:.2f}"])
+    return markdown(["N", "batch", "plain/sdpa ms", "tree/sdpa", "tree/blocks", "plain/eager ms", "tree/eager",
+                     "tree/cubic"], out, "rrrrrrrr")
+
+
+@table("speed-memory")
+def speed_memory() -> str:
+    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.1.json")
+    models = ("plain/sdpa", "tree/sdpa", "tree/blocks", "plain/eager", "tree/eager", "tree/cubic")
+    out = [[n, *(f"{rows[(n, m)]['peak_mib']:.0f}" for m in models)] for n in lengths]
+    return markdown(["N", *models], out, "r" * (len(models) + 1))
+
+
+@table("speed-no-dropout")
+def speed_no_dropout() -> str:
+    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.json")
+    out = []
+    for n in lengths:
+        plain, sdpa, blocks = rows[(n, "plain/sdpa")], rows[(n, "tree/sdpa")], rows[(n, "tree/blocks")]
+        out.append([n, plain["batch"], f"{plain['step_ms']:.0f}", f"{sdpa['ratio']:.2f}", f"{blocks['ratio']:.2f}",
+                    f"{plain['peak_mib']:.0f}", f"{sdpa['peak_mib']:.0f} (+{sdpa['peak_over_plain_mib']:.0f})",
+                    f"{blocks['peak_mib']:.0f} (+{blocks['peak_over_plain_mib']:.0f})"])
+    return markdown(["N", "batch", "plain/sdpa ms", "tree/sdpa", "tree/blocks", "peak MiB plain/sdpa",
+                     "tree/sdpa (− plain)", "tree/blocks (− plain)"], out, "rrrrrrrr")
+
+
+@table("nli-speed")
+def nli_speed() -> str:
+    speed = load("docs/nli-speed-2threads.json")
+    rows = [[NLI_LABELS[k], f"{r['parameters']:,}", f"{r['forward_pairs_per_second']:,.0f}",
+             f"{r['end_to_end_pairs_per_second']:,.0f}", f"{r['ratio_to_none']:.2f}"] for k, r in speed["rows"].items()]
+    return markdown(["system", "parameters", "forward pairs/s", "end to end pairs/s", "forward, ratio to prior none"],
+                    rows, "lrrrr")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the pages
+
+
+def render(text: str, where: str = "page") -> str:
+    """``text`` with every marked table rewritten; an unknown table name is an error naming ``where``."""
+    def replace(match: re.Match) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            raise KeyError(f"{where}: no table named {name!r} (known: {', '.join(sorted(TABLES))})")
+        return f"{match.group(1)}{TABLES[name]()}\n{match.group(4)}"
+    return MARKER.sub(replace, text)
+
+
+def stale_pages(pages=None) -> list[Path]:
+    """The pages whose tables differ from what the reports say."""
+    return [p for p in (pages or PAGES)
+            if render(p.read_text(encoding="utf-8"), str(p)) != p.read_text(encoding="utf-8")]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs")
+    args = parser.parse_args(argv)
+    stale = stale_pages()
+    if args.check:
+        for page in stale:
+            print(f"{page.relative_to(ROOT)}: tables differ from the reports (run benchmarks/results_tables.py)")
+        return 1 if stale else 0
+    for page in stale:
+        page.write_text(render(page.read_text(encoding="utf-8"), str(page)), encoding="utf-8")
+        print(f"rewrote {page.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
