@@ -207,12 +207,21 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
     from syntaxformer.parsing import load_model
     from syntaxformer.training.trainer import train
 
-    out = tmp_path / "gated"
+    from safetensors.torch import load_file
+
+    out, straight = tmp_path / "gated", tmp_path / "straight"
     train(out=str(out), init_from=str(source), corpus=str(small_corpus), max_steps=4, **GATE_RUN)
     train(out=str(out), init_from=str(source), corpus=str(small_corpus), max_steps=8, resume=True, **GATE_RUN)
+    train(out=str(straight), init_from=str(source), corpus=str(small_corpus), max_steps=8, **GATE_RUN)
     record = json.loads((out / "training.json").read_text())
     gates = json.loads((out / "gates.json").read_text())
     assert record["steps"] == 8 and record["resumed_from_steps"] == [4]
+    # the resumed run ends where the uninterrupted one does: the same gates and the same saved weights
+    assert gates == json.loads((straight / "gates.json").read_text())
+    resumed, uninterrupted = load_file(out / "model.safetensors"), load_file(straight / "model.safetensors")
+    assert resumed.keys() == uninterrupted.keys()
+    for name in resumed:
+        assert torch.equal(resumed[name], uninterrupted[name]), name
     assert record["init_from"]["folder"] == str(source) and record["arguments"]["gate_l0"] == 2.0
     head_gates = record["head_gates"]
     assert head_gates["n_kept"] == gates["n_kept"] == sum(gates["kept_per_layer"])
@@ -223,8 +232,23 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
     assert model.config.pruned_heads == closed
     assert [a.num_heads for a in model.attention_modules()] == [4 - len(closed.get(l, [])) for l in range(3)]
     assert len(tokenizer) == len(load_model(source)[1])
-    # the saved model is the pruned one: its validation loss is the one recorded
-    assert head_gates["pruned_valid_loss"] is not None and math.isfinite(head_gates["pruned_valid_loss"])
+    # the saved model is the pruned one: its validation loss is the one recorded, recomputed here as the
+    # float64 cross-entropy of its logits at the masked validation tokens (the run's own batches, rebuilt)
+    from syntaxformer.training.finetune import FineTuneTrainer
+    from syntaxformer.training.trainer import TrainArguments
+    rebuilt = FineTuneTrainer(TrainArguments(out=str(tmp_path / "rebuilt"), init_from=str(source),
+                                             corpus=str(small_corpus), max_steps=8, **GATE_RUN))
+    rebuilt.build()
+    assert rebuilt.valid_batches
+    total, count = 0.0, 0
+    model.eval()
+    with torch.no_grad():
+        for inputs, attention_mask, labels in rebuilt.valid_batches:
+            logits = model(input_ids=inputs, attention_mask=attention_mask).logits.double()  # (B, N, V)
+            scored = labels != -100
+            total += float(torch.nn.functional.cross_entropy(logits[scored], labels[scored], reduction="sum"))
+            count += int(scored.sum())
+    assert head_gates["pruned_valid_loss"] == pytest.approx(total / count, abs=1e-5)
 
 
 def test_fine_tuning_without_gates_starts_from_the_folder(source, small_corpus, tmp_path):
