@@ -25,6 +25,9 @@ from pathlib import Path
 
 import torch
 from nltk import Tree
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+import syntaxformer.models  # noqa: F401  (registers the models with the Auto classes)
 
 from syntaxformer.data.preprocess import normalise_word
 from syntaxformer.data.tokenization import encode
@@ -74,9 +77,6 @@ def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
         InputError: the folder does not exist or holds no model/tokenizer; an unreadable
             ``training.json``; a bad or absent device.
     """
-    import syntaxformer  # noqa: F401  (registers the models with the Auto classes)
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
     folder = Path(folder)
     if not (folder / "config.json").is_file():
         raise InputError("not a model folder (no config.json)", path=folder)

@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from syntaxformer.data.tokenization import word_links
 from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head_scores
 from syntaxformer.decoding.spans import Span, split_by_distance
 from syntaxformer.decoding.tree_transformer import algorithm1, resolve_min_layer, single_layer
@@ -197,8 +199,6 @@ class LinkProbabilities:
     def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> LinkProbabilities:
         """Token links -> word links (:func:`syntaxformer.data.tokenization.word_links`: a word's inner
         pieces are linked, the links between words are the links between their boundary pieces)."""
-        import torch
-        from syntaxformer.data.tokenization import word_links
         return LinkProbabilities(word_links(torch.as_tensor(self.probs), word_ids).numpy())
 
     def spans(self, options: DecoderOptions = DecoderOptions()) -> set[Span]:

@@ -61,7 +61,7 @@ import torch.nn.functional as F
 from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.tokenization import encode
 from syntaxformer.errors import InputError
-from syntaxformer.models.encoder import normalise_pruned_heads
+from syntaxformer.models.encoder import HeadLayout, head_layout, normalise_pruned_heads  # noqa: F401  (re-exported)
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
 
 logger = logging.getLogger(__name__)
@@ -102,53 +102,6 @@ PROTOCOL = {
 
 # --------------------------------------------------------------------------------------------------
 # heads of a model
-
-
-@dataclass(frozen=True)
-class HeadLayout:
-    """The heads of a model: ``layers`` × ``heads`` original numbers, ``present[l]`` the heads of
-    layer ``l`` not pruned (ascending). Flat index of (l, h): ``l * heads + h``."""
-    layers: int
-    heads: int
-    present: tuple[tuple[int, ...], ...]
-
-    @property
-    def size(self) -> int:
-        """Heads of the unpruned model, ``layers * heads``."""
-        return self.layers * self.heads
-
-    def kept(self) -> torch.Tensor:
-        """``(L, H)`` bool, True at heads present."""
-        keep = torch.zeros(self.layers, self.heads, dtype=torch.bool)
-        for layer, heads in enumerate(self.present):
-            keep[layer, list(heads)] = True
-        return keep
-
-    def grid(self, values, digits: int = 4) -> list[list[float | None]]:
-        """``values`` (``(L·H,)`` or ``(L, H)``) as ``L`` lists of ``H`` rounded floats, None at
-        pruned heads (and at NaN)."""
-        flat = torch.as_tensor(values, dtype=torch.float64).reshape(self.layers, self.heads)
-        keep = self.kept()
-        return [[(round(float(flat[l, h]), digits) if keep[l, h] and not torch.isnan(flat[l, h]) else None)
-                 for h in range(self.heads)] for l in range(self.layers)]
-
-
-def head_layout(model) -> HeadLayout:
-    """The :class:`HeadLayout` of a model of the registry (``config.num_hidden_layers``,
-    ``num_attention_heads``, ``pruned_heads``).
-
-    Raises:
-        InputError: a model with no attention heads to score.
-    """
-    config = model.config
-    layers = int(getattr(config, "num_hidden_layers", 0) or 0)
-    heads = int(getattr(config, "num_attention_heads", 0) or 0)
-    if layers < 1 or heads < 1:
-        raise InputError(f"{type(model).__name__} has no attention heads to score "
-                         f"(num_hidden_layers={layers}, num_attention_heads={heads})")
-    pruned = normalise_pruned_heads(getattr(config, "pruned_heads", None))
-    present = tuple(tuple(h for h in range(heads) if h not in pruned.get(layer, ())) for layer in range(layers))
-    return HeadLayout(layers, heads, present)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -529,7 +482,7 @@ def _training_text(info: dict) -> tuple[list[list[str]], list[list[str]], str] |
     ``valid_fraction``), or None when it names no readable corpus."""
     from syntaxformer.data.corpus import load_corpus
     from syntaxformer.data.preprocess import PRPN, Preprocessing
-    from syntaxformer.training.dataset import held_out_indices  # the trainer's own split rule
+    from syntaxformer.data.corpus import held_out_indices  # the trainer's own split rule
 
     args = info.get("arguments") or {}
     corpus = args.get("corpus")

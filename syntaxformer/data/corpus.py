@@ -5,6 +5,8 @@ import functools
 import glob
 import logging
 
+import torch
+
 from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_part
 from syntaxformer.data.preprocess import PRPN, Preprocessing, load_gold_trees, normalise_word
 from syntaxformer.data.text import read_text
@@ -70,3 +72,14 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
     logger.info("corpus %s: %d sentences, %d words", spec, len(sentences),
                 sum(map(len, sentences)))
     return sentences
+
+
+def held_out_indices(n: int, fraction: float) -> set[int]:
+    """The indices of the validation slice of ``n`` sentences: the first ``round(fraction·n)`` (at
+    least 1 and at most ``n - 1`` when ``fraction > 0`` and ``n > 1``) of a seed-0 permutation. The
+    trainer's split rule, also used by ``nli`` and ``heads``."""
+    k = round(fraction * n)
+    if fraction > 0 and n > 1:
+        k = max(1, min(k, n - 1))
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    return set(perm[:k].tolist())

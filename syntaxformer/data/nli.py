@@ -231,7 +231,7 @@ def load_nli(data: str, valid: str | None = None, test: str | None = None,
 
 def _generic_splits(path: Path, fmt: str, pairs: list[NliPair], skipped: int, valid: str | None,
                     test: str | None, valid_fraction: float) -> NliData:
-    from syntaxformer.training.dataset import held_out_indices
+    from syntaxformer.data.corpus import held_out_indices
     counts = dict(train=skipped)
     if valid is not None:
         _, valid_pairs, counts["valid"] = read_nli_file(valid)

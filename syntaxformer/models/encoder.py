@@ -33,6 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.pytorch_utils import prune_linear_layer
 
+from ..errors import InputError
+
 from ..priors import build_position_fusion, build_prior, prior_attribute
 from ..priors.attention import ATTENTION_FUNCTIONS
 from ..priors.base import KeyMemory, PriorOutput
@@ -428,3 +430,54 @@ class HeadPruningMixin:
         for layer, heads in heads_to_prune.items():
             merged.setdefault(int(layer), set()).update(int(h) for h in heads)
         self.config.pruned_heads = {k: sorted(v) for k, v in sorted(merged.items()) if v}
+
+
+# --------------------------------------------------------------------------------------------------
+# the heads of a model (head importance, pruning, gates)
+
+
+@dataclass(frozen=True)
+class HeadLayout:
+    """The heads of a model: ``layers`` × ``heads`` original numbers, ``present[l]`` the heads of
+    layer ``l`` not pruned (ascending). Flat index of (l, h): ``l * heads + h``."""
+    layers: int
+    heads: int
+    present: tuple[tuple[int, ...], ...]
+
+    @property
+    def size(self) -> int:
+        """Heads of the unpruned model, ``layers * heads``."""
+        return self.layers * self.heads
+
+    def kept(self) -> torch.Tensor:
+        """``(L, H)`` bool, True at heads present."""
+        keep = torch.zeros(self.layers, self.heads, dtype=torch.bool)
+        for layer, heads in enumerate(self.present):
+            keep[layer, list(heads)] = True
+        return keep
+
+    def grid(self, values, digits: int = 4) -> list[list[float | None]]:
+        """``values`` (``(L·H,)`` or ``(L, H)``) as ``L`` lists of ``H`` rounded floats, None at
+        pruned heads (and at NaN)."""
+        flat = torch.as_tensor(values, dtype=torch.float64).reshape(self.layers, self.heads)
+        keep = self.kept()
+        return [[(round(float(flat[l, h]), digits) if keep[l, h] and not torch.isnan(flat[l, h]) else None)
+                 for h in range(self.heads)] for l in range(self.layers)]
+
+
+def head_layout(model) -> HeadLayout:
+    """The :class:`HeadLayout` of a model of the registry (``config.num_hidden_layers``,
+    ``num_attention_heads``, ``pruned_heads``).
+
+    Raises:
+        InputError: a model with no attention heads to score.
+    """
+    config = model.config
+    layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+    heads = int(getattr(config, "num_attention_heads", 0) or 0)
+    if layers < 1 or heads < 1:
+        raise InputError(f"{type(model).__name__} has no attention heads to score "
+                         f"(num_hidden_layers={layers}, num_attention_heads={heads})")
+    pruned = normalise_pruned_heads(getattr(config, "pruned_heads", None))
+    present = tuple(tuple(h for h in range(heads) if h not in pruned.get(layer, ())) for layer in range(layers))
+    return HeadLayout(layers, heads, present)

@@ -12,8 +12,13 @@ Licence: trained on the Penn Treebank WSJ sample (LDC, fair use, **non-commercia
 """
 from __future__ import annotations
 
+import shutil
 from importlib import resources
 from pathlib import Path
+
+from syntaxformer.data.tokenization import save_tokenizer
+from syntaxformer.errors import InputError
+from syntaxformer.parsing import load_model, resolve_decoder_options
 
 #: The shipped model's folder name inside this package.
 PRETRAINED_NAME = "tree-transformer-ptb"
@@ -25,7 +30,6 @@ def pretrained_folder() -> Path:
     Raises:
         InputError: the package holds no pretrained model (a checkout without the weights).
     """
-    from syntaxformer.errors import InputError
     folder = Path(str(resources.files("syntaxformer.pretrained").joinpath(PRETRAINED_NAME)))
     if not (folder / "model.safetensors").is_file():
         raise InputError("this installation ships no pretrained parser: give --model", path=folder)
@@ -46,7 +50,6 @@ def model_or_pretrained(model: str | Path | None, options=None):
     Raises:
         InputError: ``model`` is None and no pretrained model is shipped; invalid decoder settings.
     """
-    from syntaxformer.parsing import resolve_decoder_options
     folder = Path(model) if model is not None else pretrained_folder()
     return folder, resolve_decoder_options(folder, options)
 
@@ -62,7 +65,6 @@ def load_pretrained(device: str | None = "cpu"):
     Raises:
         InputError: no pretrained model in this installation.
     """
-    from syntaxformer.parsing import load_model
     return load_model(pretrained_folder(), device=device)
 
 
@@ -78,11 +80,6 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     Raises:
         InputError: ``induce_out`` is not an induce output folder.
     """
-    import shutil
-
-    from syntaxformer.data.tokenization import save_tokenizer
-    from syntaxformer.errors import InputError
-    from syntaxformer.parsing import load_model
     induce_out, folder = Path(induce_out), Path(folder)
     if not (induce_out / "report.json").is_file():
         raise InputError("not an induce output folder (no report.json)", path=induce_out)

@@ -60,6 +60,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..blocks.on_lstm import OnLstmStack
+from ..decoding.spans import labelled_spans
 from .base import KeyMemory, PriorOutput, StructuralPrior
 
 
@@ -139,7 +141,6 @@ def ngram_partition(key_mask: torch.Tensor, n: int) -> torch.Tensor:
 def _constituents(tree_or_spans, n_words: int | None):
     """(distinct spans with their topmost label, sentence length) from an nltk Tree or spans."""
     if hasattr(tree_or_spans, "leaves"):  # an nltk Tree
-        from ..decoding.spans import labelled_spans
         n_words = len(tree_or_spans.leaves())
         items = labelled_spans(tree_or_spans)
     else:
@@ -345,7 +346,6 @@ class PhraseMemory(nn.Module):
             self.encoder = PhraseSelfAttention(hidden_size)
         self.interaction = None
         if interaction == "on-lstm":
-            from ..models.on_lstm import OnLstmStack  # the models package imports the priors
             if hidden_size % chunk_size:
                 raise ValueError(f"mgsa_chunk_size {chunk_size} does not divide hidden_size {hidden_size}")
             self.interaction = OnLstmStack([hidden_size, hidden_size], chunk_size, wdrop=0.0, dropouth=0.0)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from syntaxformer.data.corpus import load_corpus
+from syntaxformer.data.corpus import held_out_indices, load_corpus
 from syntaxformer.data.tokenization import build_word_tokenizer, build_wordpiece_tokenizer, encode
 from syntaxformer.errors import InputError
 from syntaxformer.training.arguments import TrainArguments
@@ -234,15 +234,6 @@ def _encode_trees(tokenizer, rows, max_length: int) -> dict:
     has_heads = bool(rows) and rows[0][1] is not None
     return dict(ids=[ids[i] for i in kept], over=over, words=[(i, word_ids[i]) for i in kept],
                 heads=[token_heads(rows[i][1], word_ids[i]) for i in kept] if has_heads else None)
-
-
-def held_out_indices(n: int, fraction: float) -> set[int]:
-    """The indices of the validation slice: the first ``round(fraction·n)`` of a seed-0 permutation."""
-    k = round(fraction * n)
-    if fraction > 0 and n > 1:
-        k = max(1, min(k, n - 1))
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(0))
-    return set(perm[:k].tolist())
 
 
 def _encode_counted(tokenizer, sentences, max_length: int, overflow: str):

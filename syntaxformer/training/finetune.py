@@ -242,7 +242,7 @@ class FineTuneTrainer(Trainer):
 
     def make_model(self) -> nn.Module:
         """The source folder's model (float32, CPU), wrapped in :class:`GatedMaskedLM` with head gates."""
-        from syntaxformer.analysis.heads import head_layout
+        from syntaxformer.models.encoder import head_layout
         from syntaxformer.parsing import load_model
 
         model, _, _ = load_model(self.args.init_from, device="cpu")

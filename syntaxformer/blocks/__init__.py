@@ -1,0 +1,2 @@
+"""Network blocks below the priors and the models: layers that know no prior and no model
+(the ON-LSTM recurrence and its stack, :mod:`syntaxformer.blocks.on_lstm`)."""
