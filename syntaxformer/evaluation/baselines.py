@@ -101,15 +101,21 @@ def baseline_trees(gold_trees: Sequence[Tree], make_spans: Callable[[int], set[S
     return [spans_to_tree(tree.leaves(), make_spans(len(tree.leaves()))) for tree in gold_trees]
 
 
-def _mean_std(results: list[dict]) -> dict:
-    """Mean of every score of ``results`` (label recall per label too) plus their sample standard
-    deviations under ``"std"`` (ddof = 1)."""
+def _mean_std(results: list[dict], keys: Sequence[str] | None = _SCORES) -> dict:
+    """Mean of every score of ``results`` (label recall per label too, when present) plus their
+    sample standard deviations under ``"std"`` (ddof = 1). ``keys``: the scalar scores averaged
+    (None: every int or float value of ``results[0]``)."""
     out = dict(results[0])
     std = {}
-    for key in _SCORES:
+    if keys is None:
+        keys = [k for k, v in results[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    for key in keys:
         values = [r[key] for r in results]
         out[key] = statistics.fmean(values)
         std[key] = statistics.stdev(values) if len(values) > 1 else 0.0
+    if "label_recall" not in results[0]:
+        out["std"] = std
+        return out
     recall, recall_std = {}, {}
     for label, first in results[0]["label_recall"].items():
         values = [r["label_recall"][label] for r in results]
@@ -125,7 +131,7 @@ def _mean_std(results: list[dict]) -> dict:
 
 
 def run_baselines(gold_trees: Sequence[Tree], seeds: Sequence[int] = DEFAULT_SEEDS,
-                  gold_dependencies: Sequence | None = None) -> dict:
+                  gold_dependencies: Sequence | None = None, protocol=None) -> dict:
     """Score every baseline against preprocessed gold trees (and gold dependencies, if given).
 
     Args:
@@ -133,20 +139,31 @@ def run_baselines(gold_trees: Sequence[Tree], seeds: Sequence[int] = DEFAULT_SEE
         seeds: seeds of the random baseline; seed ``s`` drives one ``random.Random(s)`` over the
             sentences in order.
         gold_dependencies: gold ``DependencySentence`` objects (punctuation marked), or ``None``.
+        protocol: a :class:`~syntaxformer.evaluation.protocols.Protocol` to score the trees with;
+            ``None`` (default): the ``prpn`` numbers of
+            :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`.
 
     Returns:
         ``{"left_branching", "right_branching", "balanced"}``: each the dict of
-        :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`; ``"random"``: the
-        same keys holding the means over seeds, plus ``"std"`` (sample standard deviations,
-        ddof 1, of the same scores), ``"per_seed"`` (one such dict per seed) and ``"seeds"``;
-        and, when ``gold_dependencies`` is given, ``"dependency": {"left_chain", "right_chain"}``,
-        each the dict of
+        :func:`~syntaxformer.evaluation.constituency.evaluate_constituency` (or of the protocol);
+        ``"random"``: the same keys holding the means over seeds, plus ``"std"`` (sample standard
+        deviations, ddof 1, of the same scores: the scalar scores of ``evaluate_constituency``, or
+        every number of the protocol's dict), ``"per_seed"`` (one such dict per seed) and
+        ``"seeds"``; and, when ``gold_dependencies`` is given,
+        ``"dependency": {"left_chain", "right_chain"}``, each the dict of
         :func:`syntaxformer.evaluation.dependency.evaluate_dependency`.
     """
     lengths = [len(tree.leaves()) for tree in gold_trees]
+    if protocol is None:
+        def score(make_spans):  # the spans are over the gold words: no word check needed
+            return score_brackets([make_spans(n) for n in lengths], gold_trees)
+    else:
+        from syntaxformer.evaluation.protocols import constituents_from_spans, tree_constituents
+        gold_read = [tree_constituents(tree) for tree in gold_trees]
 
-    def score(make_spans):  # the spans are over the gold words: no word check needed
-        return score_brackets([make_spans(n) for n in lengths], gold_trees)
+        def score(make_spans):
+            pred = [constituents_from_spans(n, make_spans(n)) for n in lengths]
+            return protocol.score_constituents(pred, gold_read, gold_trees)
 
     results = {
         "left_branching": score(left_branching),
@@ -156,7 +173,8 @@ def run_baselines(gold_trees: Sequence[Tree], seeds: Sequence[int] = DEFAULT_SEE
     for seed in seeds:
         rng = random.Random(seed)
         per_seed.append(score(lambda n: random_binary(n, rng)))
-    results["random"] = {**_mean_std(per_seed), "per_seed": per_seed, "seeds": list(seeds)}
+    keys = _SCORES if protocol is None else None
+    results["random"] = {**_mean_std(per_seed, keys), "per_seed": per_seed, "seeds": list(seeds)}
     results["balanced"] = score(balanced)
     if gold_dependencies is not None:
         results["dependency"] = {

@@ -1,8 +1,9 @@
-"""Structure-free baselines of a treebank, scored by the field's protocol (``syntaxformer baselines``).
+"""Structure-free baselines of a treebank, scored by one protocol (``syntaxformer baselines``).
 
 Left- and right-branching, random binary (mean and standard deviation over :data:`N_SEEDS` seeds)
 and balanced binary trees; left and right dependency chains when gold dependencies are given
-(``ptb-sample`` has them). Definitions: :mod:`syntaxformer.evaluation.baselines`.
+(``ptb-sample`` has them). Definitions: :mod:`syntaxformer.evaluation.baselines`; protocols:
+:mod:`syntaxformer.evaluation.protocols` (default ``prpn``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def random_seeds(seed: int) -> tuple[int, ...]:
 
 
 def baselines_report(treebank: str = "ptb-sample", dependencies: str | None = None,
-                     seed: int = 0) -> dict:
+                     seed: int = 0, protocol: str = "prpn") -> dict:
     """Score every baseline against ``treebank`` (and the chains against its dependencies).
 
     Args:
@@ -26,19 +27,24 @@ def baselines_report(treebank: str = "ptb-sample", dependencies: str | None = No
         dependencies: gold dependencies for the chains (``'ptb-sample'``, a ``.conllu`` file, ``.dp``
             files); None = ptb-sample's when ``treebank`` is ptb-sample, else no chains.
         seed: first seed of the random baseline (:func:`random_seeds`).
+        protocol: the constituency protocol, a key of
+            :data:`~syntaxformer.evaluation.protocols.PROTOCOLS` (default ``prpn``).
 
     Returns:
         :func:`~syntaxformer.evaluation.baselines.run_baselines`'s dict plus ``meta`` (treebank,
-        dependencies, n_sentences, seed, seeds, protocol, dependency_protocol, seconds).
+        dependencies, n_sentences, seed, seeds, protocol (its rules), protocol_name,
+        protocol_source, dependency_protocol, seconds).
 
     Raises:
-        InputError: unreadable treebank or dependencies.
+        InputError: unknown protocol, unreadable treebank or dependencies.
     """
     from syntaxformer.data import load_gold_trees, ptb_sample_part
     from syntaxformer.evaluation.baselines import run_baselines
-    from syntaxformer.evaluation.constituency import PROTOCOL as CONSTITUENCY_PROTOCOL
     from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
+    from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, get_protocol
+    from syntaxformer.workflows.evaluate import protocol_fields
 
+    chosen = get_protocol(protocol)
     start = time.perf_counter()
     gold_trees = load_gold_trees(treebank)
     dependencies_source = dependencies
@@ -49,11 +55,12 @@ def baselines_report(treebank: str = "ptb-sample", dependencies: str | None = No
         from syntaxformer.data.dependency import read_dependencies
         gold_dependencies = read_dependencies(dependencies_source)
     seeds = random_seeds(seed)
-    result = run_baselines(gold_trees, seeds=seeds, gold_dependencies=gold_dependencies)
+    result = run_baselines(gold_trees, seeds=seeds, gold_dependencies=gold_dependencies,
+                           protocol=None if chosen.name == DEFAULT_PROTOCOL else chosen)
     result["meta"] = {
         "treebank": str(treebank), "dependencies": dependencies_source,
         "n_sentences": len(gold_trees), "seed": seed, "seeds": list(seeds),
-        "protocol": CONSTITUENCY_PROTOCOL,
+        **protocol_fields(chosen),
         "dependency_protocol": DEPENDENCY_PROTOCOL if gold_dependencies is not None else None,
         "seconds": round(time.perf_counter() - start, 3),
     }

@@ -3,7 +3,8 @@
 Constituency: bracketed trees, one per line, leaves = words (punctuation-free, as the preprocessed
 gold), aligned with the gold sentences by order. Dependency: a ``.conllu`` prediction, scored against
 ``ptb-sample``'s dependency trees, a ``.conllu`` file or ``.dp`` files. Protocols:
-:mod:`syntaxformer.evaluation.constituency`, :mod:`syntaxformer.evaluation.dependency`.
+:mod:`syntaxformer.evaluation.protocols` (constituency: ``prpn``, the default, is
+:mod:`syntaxformer.evaluation.constituency`), :mod:`syntaxformer.evaluation.dependency`.
 """
 from __future__ import annotations
 
@@ -18,32 +19,97 @@ def _with_path(error: InputError, path: str) -> InputError:
     return error if error.path is not None else InputError(str(error), path=path)
 
 
-def run_constituency(pred_path: str, gold: str) -> dict:
-    """Read, preprocess and score predicted trees.
+def protocol_fields(protocol) -> dict:
+    """What a report says of its protocol: ``protocol`` (its rules; for ``prpn`` the long-standing
+    :data:`~syntaxformer.evaluation.constituency.PROTOCOL` string), ``protocol_name``,
+    ``protocol_source``."""
+    return {"protocol": protocol.rules, "protocol_name": protocol.name, "protocol_source": protocol.source}
+
+
+def _read_aligned(pred_path: str, gold: str):
+    """The predicted trees and the preprocessed gold trees, checked to be the same sentences.
+
+    Raises:
+        InputError: unreadable files, or sentences that do not align (naming the prediction file).
+    """
+    from syntaxformer.data import load_gold_trees, read_treebank
+    from syntaxformer.evaluation.constituency import check_aligned
+
+    pred_trees = read_treebank(pred_path)  # first: a bad prediction file fails fast
+    gold_trees = load_gold_trees(gold)
+    try:
+        check_aligned(pred_trees, gold_trees)
+    except InputError as e:
+        raise _with_path(e, pred_path) from None
+    return pred_trees, gold_trees
+
+
+def run_constituency(pred_path: str, gold: str, protocol: str = "prpn") -> dict:
+    """Read, preprocess and score predicted trees under one protocol.
+
+    Args:
+        pred_path: bracketed trees, one per line.
+        gold: ``'ptb-sample'`` (or a half) or a treebank path.
+        protocol: a key of :data:`~syntaxformer.evaluation.protocols.PROTOCOLS` (default ``prpn``:
+            :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`'s numbers).
+
+    Returns:
+        the protocol's scores (percent) plus ``task`` (``"constituency"``), :func:`protocol_fields`
+        and ``gold_skipped`` (gold sentences the preprocessing left out).
+
+    Raises:
+        InputError: unknown protocol, unreadable files, or predictions that do not align with the
+            gold sentences (naming the prediction file).
+    """
+    from syntaxformer.evaluation.protocols import get_protocol, tree_constituents
+
+    chosen = get_protocol(protocol)
+    pred_trees, gold_trees = _read_aligned(pred_path, gold)
+    result = chosen.score_constituents([tree_constituents(t) for t in pred_trees],
+                                       [tree_constituents(t) for t in gold_trees], gold_trees)
+    skipped = list(getattr(gold_trees, "skipped", ()))
+    return {"task": "constituency", **result, **protocol_fields(chosen), "gold_skipped": skipped}
+
+
+#: The trees ``--all-protocols`` scores, in table order: the prediction and two baselines.
+COMPARED_TREES = {"prediction": "prediction", "right_branching": "right-branching",
+                  "left_branching": "left-branching"}
+
+
+def run_all_protocols(pred_path: str, gold: str) -> dict:
+    """Score the prediction, right-branching and left-branching trees under every protocol.
+
+    The trees are read once; each protocol scores the same three tree sets against the same gold.
 
     Args:
         pred_path: bracketed trees, one per line.
         gold: ``'ptb-sample'`` (or a half) or a treebank path.
 
     Returns:
-        :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`'s dict plus ``task``
-        (``"constituency"``) and ``gold_skipped`` (gold sentences the preprocessing left out).
+        ``{"task": "protocols", "n_sentences", "gold_skipped", "protocols": {name: {"source",
+        "rules", "papers", "columns", "scores": {"prediction" | "right_branching" |
+        "left_branching": the protocol's scores}}}}``.
 
     Raises:
-        InputError: unreadable files, or predictions that do not align with the gold sentences
-            (naming the prediction file).
+        InputError: as :func:`run_constituency`.
     """
-    from syntaxformer.data import load_gold_trees, read_treebank
-    from syntaxformer.evaluation.constituency import evaluate_constituency
+    from syntaxformer.evaluation.baselines import left_branching, right_branching
+    from syntaxformer.evaluation.protocols import PROTOCOLS, constituents_from_spans, tree_constituents
 
-    pred_trees = read_treebank(pred_path)  # first: a bad prediction file fails fast
-    gold_trees = load_gold_trees(gold)
-    try:
-        result = evaluate_constituency(pred_trees, gold_trees)
-    except InputError as e:
-        raise _with_path(e, pred_path) from None
-    skipped = list(getattr(gold_trees, "skipped", ()))
-    return {"task": "constituency", **result, "gold_skipped": skipped}
+    pred_trees, gold_trees = _read_aligned(pred_path, gold)
+    gold_read = [tree_constituents(t) for t in gold_trees]
+    lengths = [tree.n_words for tree in gold_read]
+    trees = {"prediction": [tree_constituents(t) for t in pred_trees],
+             "right_branching": [constituents_from_spans(n, right_branching(n)) for n in lengths],
+             "left_branching": [constituents_from_spans(n, left_branching(n)) for n in lengths]}
+    protocols = {}
+    for name, protocol in PROTOCOLS.items():
+        protocols[name] = {"source": protocol.source, "rules": protocol.rules, "papers": protocol.papers,
+                           "columns": [list(column) for column in protocol.columns],
+                           "scores": {k: protocol.score_constituents(v, gold_read, gold_trees)
+                                      for k, v in trees.items()}}
+    return {"task": "protocols", "n_sentences": len(gold_trees),
+            "gold_skipped": list(getattr(gold_trees, "skipped", ())), "protocols": protocols}
 
 
 def run_dependency(pred_path: str, gold: str) -> dict:
@@ -72,25 +138,36 @@ def run_dependency(pred_path: str, gold: str) -> dict:
     return {"task": "dependency", **result}
 
 
-def evaluate_predictions(pred: str, gold: str, seed: int = 0) -> dict:
+def evaluate_predictions(pred: str, gold: str, seed: int = 0, protocol: str = "prpn",
+                         all_protocols: bool = False) -> dict:
     """Score a prediction file: a ``.conllu`` one by UAS/UUAS, any other as bracketed trees.
 
     Args:
         pred: the prediction file.
         gold: the gold data (see :func:`run_constituency`, :func:`run_dependency`).
         seed: recorded in the report (evaluation is deterministic).
+        protocol: the constituency protocol (:func:`run_constituency`).
+        all_protocols: score bracketed trees under every protocol instead (:func:`run_all_protocols`).
 
     Returns:
-        :func:`run_constituency`'s or :func:`run_dependency`'s dict plus ``pred``, ``gold``, ``seed``
-        and ``seconds``.
+        :func:`run_constituency`'s, :func:`run_all_protocols`' or :func:`run_dependency`'s dict plus
+        ``pred``, ``gold``, ``seed`` and ``seconds``.
 
     Raises:
-        InputError: no such prediction file, or the errors of the two.
+        InputError: no such prediction file, a constituency protocol asked of a ``.conllu``
+            prediction, or the errors of the three.
     """
     start = time.perf_counter()
     if not Path(pred).is_file():
         raise InputError("no such prediction file", path=pred)
-    dependency = str(pred).endswith(".conllu")
-    result = (run_dependency if dependency else run_constituency)(pred, gold)
+    if str(pred).endswith(".conllu"):
+        if all_protocols or protocol != "prpn":
+            raise InputError("--protocol / --all-protocols choose a constituency protocol; a .conllu "
+                             "prediction is scored by UAS/UUAS", path=pred)
+        result = run_dependency(pred, gold)
+    elif all_protocols:
+        result = run_all_protocols(pred, gold)
+    else:
+        result = run_constituency(pred, gold, protocol)
     result.update(pred=str(pred), gold=str(gold), seed=seed, seconds=round(time.perf_counter() - start, 3))
     return result
