@@ -2,6 +2,8 @@
 
 * :mod:`~syntaxformer.evaluation.constituency`: unlabelled bracket F1 — sentence-level (PRPN rule),
   corpus-level (micro), WSJ-10, per-label recall, mean depth (:func:`evaluate_constituency`).
+* :mod:`~syntaxformer.evaluation.protocols`: every paper's constituency scoring protocol side by
+  side (``prpn`` = the above, ``cpcfg``, ``cpcfg-trees``, ``evalb``; :data:`PROTOCOLS`).
 * :mod:`~syntaxformer.evaluation.dependency`: UAS / UUAS, punctuation excluded
   (:func:`evaluate_dependency`).
 * :mod:`~syntaxformer.evaluation.baselines`: left/right-branching, random and balanced binary trees,
@@ -17,10 +19,12 @@ from syntaxformer.evaluation.constituency import (PROTOCOL as CONSTITUENCY_PROTO
                                                   tree_depth)
 from syntaxformer.evaluation.dependency import (PROTOCOL as DEPENDENCY_PROTOCOL,
                                                 evaluate_dependency, reattach_heads)
+from syntaxformer.evaluation.protocols import PROTOCOLS, Protocol, get_protocol
 
 __all__ = [
     "CONSTITUENCY_PROTOCOL", "bracket_scores", "corpus_f1", "evaluate_constituency", "sentence_f1", "tree_depth",
     "DEPENDENCY_PROTOCOL", "evaluate_dependency", "reattach_heads",
+    "PROTOCOLS", "Protocol", "get_protocol",
     "balanced", "baseline_trees", "left_branching", "left_chain", "random_binary",
     "right_branching", "right_chain", "run_baselines",
 ]
