@@ -30,7 +30,8 @@ def commit() -> str:
     """The code's commit (short hash, ``+dirty`` when the scoring code — tree readers, spans,
     evaluation, the evaluate workflow — has uncommitted changes), or ``unknown``."""
     scoring = ["syntaxformer/data/treebank.py", "syntaxformer/data/preprocess.py", "syntaxformer/decoding/spans.py",
-               "syntaxformer/evaluation", "syntaxformer/workflows/evaluate.py"]
+               "syntaxformer/evaluation/constituency.py", "syntaxformer/evaluation/protocols.py",
+               "syntaxformer/evaluation/baselines.py", "syntaxformer/workflows/evaluate.py"]
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
