@@ -75,6 +75,37 @@ def test_evaluate_word_mismatch(small, tmp_path, capsys):
     assert str(wrong) in err
 
 
+#: the punctuation tags of ptb-sample's first three .dp files (every other tag there is one of the 36 word tags)
+PUNCTUATION_TAGS = {",", ".", ":", "``", "''"}
+
+
+def _chain_counts(paths) -> tuple[int, int, int]:
+    """Counted here, apart from the evaluator: over the sentences of ``.dp`` files (word TAB tag TAB
+    head), punctuation removed (a head that is punctuation climbs to its first non-punctuation
+    ancestor), how many words the left chain (word i headed by word i + 1, the last by the root)
+    heads correctly, how many of its edges are gold edges undirected, and how many words are scored."""
+    correct = undirected = tokens = 0
+    for path in paths:
+        for block in path.read_text().strip().split("\n\n"):
+            rows = [line.split("\t") for line in block.splitlines()]
+            heads = [int(h) for _, _, h in rows]
+            kept = [i + 1 for i, (_, tag, _) in enumerate(rows) if tag not in PUNCTUATION_TAGS]
+            number = {old: new for new, old in enumerate(kept, start=1)}
+            gold = []
+            for i in kept:
+                h = heads[i - 1]
+                while h != 0 and h not in number:
+                    h = heads[h - 1]
+                gold.append(0 if h == 0 else number[h])
+            n = len(gold)
+            chain = [i + 1 for i in range(1, n)] + [0]
+            correct += sum(g == c for g, c in zip(gold, chain))
+            gold_edges = {frozenset((i, h)) for i, h in enumerate(gold, start=1)}
+            undirected += sum(frozenset((i, h)) in gold_edges for i, h in enumerate(chain, start=1))
+            tokens += n
+    return correct, undirected, tokens
+
+
 def test_evaluate_dependency(small, tmp_path, capsys):
     folder, _, _ = small
     gold = read_dependencies(folder)
@@ -93,10 +124,22 @@ def test_evaluate_dependency(small, tmp_path, capsys):
     write_conllu(chain, pred)
     assert main(["evaluate", "--pred", str(pred), "--gold", str(folder / "*.dp"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    from syntaxformer.evaluation.dependency import evaluate_dependency
-    expected = evaluate_dependency(chain, gold)
-    assert result["uas"] == expected["uas"] and result["n_tokens"] == expected["n_tokens"]
-    assert 0 < result["uas"] < 100
+    correct, undirected, tokens = _chain_counts([folder / f"wsj_000{k}.dp" for k in (1, 2, 3)])
+    assert result["n_tokens"] == tokens and result["n_sentences"] == 33
+    assert result["uas"] == pytest.approx(100 * correct / tokens, abs=1e-9)
+    assert result["uuas"] == pytest.approx(100 * undirected / tokens, abs=1e-9)
+    assert 0 < result["uas"] < result["uuas"] < 100
+    # sentence 1 alone, by hand: "Pierre Vinken , 61 years old , will join the board as a nonexecutive
+    # director Nov. 29 ." without its 3 punctuation tokens has 15 words with gold heads (renumbered)
+    # 2 6 4 5 2 0 6 9 7 7 13 13 10 7 14; the left chain's 2 3 ... 15 0 agrees at words 1, 3, 4, 8 and 12
+    # (UAS 5/15) and has 7 of the gold edges undirected: 1-2, 3-4, 4-5, 6-7, 8-9, 12-13, 14-15 (UUAS 7/15)
+    one = tmp_path / "one.dp"
+    one.write_text((folder / "wsj_0001.dp").read_text().split("\n\n")[0] + "\n")
+    write_conllu(chain[:1], pred)
+    assert main(["evaluate", "--pred", str(pred), "--gold", str(one), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["n_tokens"] == 15 and result["n_sentences"] == 1
+    assert result["uas"] == pytest.approx(100 * 5 / 15) and result["uuas"] == pytest.approx(100 * 7 / 15)
     # a sentence with a missing token: exit 1 naming the sentence
     chain[1] = DependencySentence(chain[1].words[1:], chain[1].tags[1:],
                                   tuple(left_chain(len(chain[1].words) - 1)), chain[1].punct[1:])

@@ -35,19 +35,19 @@ def ptb_sentences(ptb_gold):
     return [tree.leaves() for tree in ptb_gold[:200]]
 
 
-@given(st.lists(st.integers(min_value=3, max_value=50), min_size=1, max_size=30))
+@given(values=st.lists(st.integers(min_value=3, max_value=50), min_size=1, max_size=30))
 @settings(max_examples=50, deadline=None)
-def test_one_mask_inputs_one_mask_per_row_each_position_once(ids):
+def test_one_mask_inputs_one_mask_per_row_each_position_once(values):
     mask_id = 2  # never in ids (>= 3)
-    ids = torch.tensor(ids)
+    ids = torch.tensor(values)
     inputs = one_mask_inputs(ids, mask_id)
-    n = len(ids)
+    assert ids.tolist() == values  # input left alone (compared with the list it was made from)
+    n = len(values)
     assert inputs.shape == (n, n)
     is_mask = inputs == mask_id
     assert is_mask.sum(dim=1).tolist() == [1] * n          # exactly one mask per row
     assert torch.equal(is_mask, torch.eye(n, dtype=torch.bool))  # row i masks position i
-    assert torch.equal(inputs[~is_mask], ids.repeat(n, 1)[~is_mask])  # other tokens unchanged
-    assert torch.equal(ids, ids.clone())  # input left alone
+    assert torch.equal(inputs[~is_mask], torch.tensor(values).repeat(n, 1)[~is_mask])  # other tokens unchanged
     some = torch.tensor([n - 1, 0])
     assert torch.equal(one_mask_inputs(ids, mask_id, some), inputs[some])
 
