@@ -236,7 +236,7 @@ def test_trains_from_the_command_line(tmp_path):
     out = tmp_path / "mg"
     assert main(["train", "--prior", "multi-granularity", "--preset", "tiny", "--corpus", "ptb-sample:dev",
                  "--max-steps", "3", "--batch-size", "8", "--seed", "0", "--threads", "1", "--out", str(out),
-                 "--set", 'mgsa_granularities="word,2gram"', "--set", 'mgsa_composition="cnn"']) in (0, None)
+                 "--set", 'mgsa_granularities="word,2gram"', "--set", 'mgsa_composition="cnn"']) == 0
     model, _, info = load_model(out)
     assert model.config.prior == "multi-granularity" and info["steps"] == 3
     assert model.config.mgsa_composition == "cnn"
