@@ -16,7 +16,7 @@ from syntaxformer.models import make_config, REGISTRY
 from syntaxformer.probing import build_tasks, write_task_files
 from syntaxformer.probing.classifiers import majority, probe
 from syntaxformer.probing.features import sentence_vectors
-from syntaxformer.probing.tasks import bigram_shift, splits, top_constituents, tree_depth
+from syntaxformer.probing.tasks import bigram_shift, top_constituents, tree_depth
 
 torch.set_num_threads(1)
 
@@ -55,17 +55,34 @@ def test_tasks_on_ptb_sample(trees):
 
 def test_task_files_are_deterministic_and_splits_disjoint(trees, tmp_path):
     a = write_task_files(build_tasks(trees, seed=3), tmp_path / "a")
-    b = write_task_files(build_tasks(trees, seed=3), tmp_path / "b")
+    b = write_task_files(build_tasks(trees, seed=3), tmp_path / "b")  # a second, separate build
     c = write_task_files(build_tasks(trees, seed=4), tmp_path / "c")
+    assert [p.name for p in a] == [p.name for p in b] == ["SentLen.tsv", "TreeDepth.tsv", "TopConst.tsv",
+                                                          "BShift.tsv"]
     assert [p.read_text() for p in a] == [p.read_text() for p in b]
     assert a[0].read_text() != c[0].read_text()
-    for path in a:
+
+    def split_map(paths):
+        """One index -> split map over all the files; fails when a sentence is in two splits."""
         split_of = {}
-        for line in path.read_text().splitlines():
-            index, split, _, _ = line.split("\t")
-            assert split_of.setdefault(index, split) == split
-    # the same cut for every task: a sentence is in one split whatever the task
-    assert splits(100, 0) == splits(100, 0) and set(splits(100, 0)) == {"train", "dev", "test"}
+        for path in paths:
+            indices = []
+            for line in path.read_text().splitlines():
+                index, split, _, _ = line.split("\t")
+                indices.append(int(index))
+                assert split_of.setdefault(int(index), split) == split, (path.name, index)
+            assert len(indices) == len(set(indices)), path.name  # a sentence at most once per task
+        return split_of
+
+    split_of = split_map(a)
+    # the same cut for every task: a sentence is in one split whatever the task; 3,914 sentences cut
+    # 80/10/10: round(3131.2) = 3131 train, round(391.4) = 391 dev, the other 392 test
+    assert sorted(split_of) == list(range(3914))
+    parts = {name: {i for i, s in split_of.items() if s == name} for name in ("train", "dev", "test")}
+    assert [len(parts[name]) for name in ("train", "dev", "test")] == [3131, 391, 392]
+    assert parts["train"] != set(range(3131))  # a permutation by the seed, not the treebank's order
+    other = split_map(c)
+    assert sorted(other) == list(range(3914)) and other != split_of  # another seed, another cut
 
 
 def test_bigram_shift_keeps_or_swaps():

@@ -207,10 +207,25 @@ def test_config_and_registry_errors():
 
 
 def test_long_inputs_beyond_position_table():
-    model = tiny(max_position_embeddings=8)
-    with torch.no_grad():
-        out = model(torch.randint(1, V, (1, 20)))
-    assert out.logits.shape == (1, 20, V) and torch.isfinite(out.logits).all()
+    """A table of 8 positions and one of 64, same weights: the same logits on 6 tokens (within the
+    small table) and on 20 (beyond it, where the small model extends its sinusoids); the big table's
+    rows are the sinusoids of Vaswani et al. (2017, §3.5), computed here in float64."""
+    small = tiny(max_position_embeddings=8)
+    big = tiny(max_position_embeddings=64)
+    big.load_state_dict(small.state_dict())  # the tables are buffers outside the state dict
+    table = big.tree_transformer.embeddings.positions
+    assert small.tree_transformer.embeddings.positions.shape == (8, 32) and table.shape == (64, 32)
+    pos = torch.arange(64, dtype=torch.float64)[:, None]
+    angle = pos / 10000 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32)  # (64, 16): pos / 10000^(2i/d)
+    assert torch.allclose(table[:, 0::2].double(), angle.sin(), atol=1e-5)
+    assert torch.allclose(table[:, 1::2].double(), angle.cos(), atol=1e-5)
+    g = torch.Generator().manual_seed(2)
+    for n in (6, 20):
+        ids = torch.randint(1, V, (2, n), generator=g)
+        with torch.no_grad():
+            a, b = small(ids).logits, big(ids).logits
+        assert a.shape == (2, n, V) and torch.isfinite(a).all()
+        assert torch.equal(a, b), n  # identical: the same sinusoid values, the same operations
 
 
 @pytest.mark.parametrize("variant", ["paper", "official"])
