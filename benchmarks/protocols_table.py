@@ -86,8 +86,8 @@ def pair(scores: dict) -> str:
 
 def overview_table(report: dict) -> str:
     """One row per protocol: source, rules, papers, right-branching and the shipped parser."""
-    lines = ["| protocol | source | rules | used by | right-branching sent. / corpus F1 "
-             "| shipped parser sent. / corpus F1 |", "|---|---|---|---|--:|--:|"]
+    lines = [("| protocol | source | rules | used by | right-branching sent. / corpus F1 "
+              "| shipped parser sent. / corpus F1 |"), "|---|---|---|---|--:|--:|"]
     for name, entry in report["protocols"].items():
         s = entry["scores"]
         lines.append(f"| `{name}` | {entry['source']} | {entry['rules']} | {entry['papers']} "
@@ -97,8 +97,8 @@ def overview_table(report: dict) -> str:
 
 def detail_table(report: dict) -> str:
     """Every protocol x tree set: sentence F1, corpus F1 / P / R, sentences scored and averaged."""
-    lines = ["| protocol | trees | sentence F1 | corpus F1 | corpus P | corpus R | matched / pred / gold "
-             "| sentences scored (sentence F1 over) |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+    lines = [("| protocol | trees | sentence F1 | corpus F1 | corpus P | corpus R | matched / pred / gold "
+              "| sentences scored (sentence F1 over) |"), "|---|---|--:|--:|--:|--:|--:|--:|"]
     for name, entry in report["protocols"].items():
         for key, title in TREES.items():
             s = entry["scores"][key]
@@ -156,10 +156,11 @@ def render(report: dict, page: Path) -> None:
     """Replace every ``<!-- protocols:NAME -->`` ... ``<!-- /protocols:NAME -->`` block of ``page``."""
     text = page.read_text()
     for name, make in TABLES.items():
-        pattern = re.compile(rf"(<!-- protocols:{name} -->\n).*?(<!-- /protocols:{name} -->)", re.S)
+        pattern = re.compile(rf"(<!-- protocols:{name} -->\n).*?(<!-- /protocols:{name} -->)", re.DOTALL)
         if not pattern.search(text):
             raise SystemExit(f"{page}: no <!-- protocols:{name} --> ... <!-- /protocols:{name} --> block")
-        text = pattern.sub(lambda m: m.group(1) + make(report) + "\n" + m.group(2), text)
+        table = make(report)
+        text = pattern.sub(lambda m, table=table: m.group(1) + table + "\n" + m.group(2), text)
     page.write_text(text)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -155,7 +156,7 @@ def trees(draw, n):
             return Tree(draw(st.sampled_from(LABELS)), [Tree("NN", [word])]) if kind == "phrase" else leaf
         cuts = sorted(draw(st.sets(st.integers(i + 1, j - 1), max_size=j - i - 1)))
         bounds = [i] + (cuts or list(range(i + 1, j))) + [j]    # no cut: a flat node over its words
-        children = [build(a, b) for a, b in zip(bounds, bounds[1:])]
+        children = [build(a, b) for a, b in pairwise(bounds)]
         node = Tree(draw(st.sampled_from(LABELS)), children)
         return Tree(draw(st.sampled_from(LABELS)), [node]) if draw(st.booleans()) else node
     tree = build(0, n)
@@ -266,7 +267,7 @@ def test_all_protocols_on_ptb_sample(ptb_gold, tmp_path, capsys):
 
 
 def test_all_protocols_text_table(small, capsys):
-    gold, trees, pred = small
+    gold, _, pred = small
     assert main(["evaluate", "--pred", pred, "--gold", gold, "--all-protocols"]) == 0
     out = capsys.readouterr().out
     assert "right-branching" in out and "left-branching" in out and "compare_trees.py" in out

@@ -75,8 +75,8 @@ from nltk import Tree
 from syntaxformer.data import split_label
 from syntaxformer.decoding.spans import Span
 from syntaxformer.errors import InputError
-from syntaxformer.evaluation.constituency import (PROTOCOL as PRPN_RULES, check_aligned, corpus_f1,
-                                                  predicted_brackets, score_brackets, sentence_f1)
+from syntaxformer.evaluation.constituency import (PROTOCOL as PRPN_RULES, check_aligned, predicted_brackets,
+                                                  score_brackets, sentence_f1)
 
 #: The protocol of every command unless ``--protocol`` names another.
 DEFAULT_PROTOCOL = "prpn"
@@ -218,7 +218,7 @@ class PrpnProtocol(Protocol):
         result = score_brackets(pred_spans, gold_trees)
         del result["protocol"]
         matched = n_pred = n_gold = scored = 0
-        for spans, g in zip(pred_spans, gold):
+        for spans, g in zip(pred_spans, gold, strict=True):
             n = g.n_words
             if n > 1:
                 p, r = predicted_brackets(spans, n), predicted_brackets([(i, j) for i, j, _ in g.nodes], n)
@@ -286,7 +286,7 @@ class CpcfgProtocol(Protocol):
     def score_constituents(self, pred, gold, gold_trees) -> dict:
         matched = n_pred = n_gold = scored = 0
         f1s = []
-        for p_tree, g_tree in zip(pred, gold):
+        for p_tree, g_tree in zip(pred, gold, strict=True):
             n = g_tree.n_words
             if n == 1 or (self.length_cutoff is not None and n > self.length_cutoff):
                 continue
@@ -376,7 +376,7 @@ class EvalbProtocol(Protocol):
 
     def score_constituents(self, pred, gold, gold_trees) -> dict:
         totals = {"all": [0, 0, 0, 0, 0], "cut": [0, 0, 0, 0, 0]}  # matched, pred, gold, complete, sentences
-        for p_tree, g_tree in zip(pred, gold):
+        for p_tree, g_tree in zip(pred, gold, strict=True):
             g, p = self.brackets(g_tree), self.brackets(p_tree)
             matched = sum((g & p).values())
             n_gold, n_pred = sum(g.values()), sum(p.values())
@@ -390,14 +390,14 @@ class EvalbProtocol(Protocol):
                 "n_sentences": len(gold), "n_scored": s, "n_cutoff": cs}
 
 
-_CPCFG_TREES = dict(
-    name="cpcfg-trees", sentence_rule="prpn", length_cutoff=150,
-    source=("Compound PCFG (Kim, Dyer & Rush, ACL 2019): harvardnlp/compound-pcfg compare_trees.py "
-            "(commit 4af1eb0), the README's way 'to just evaluate F1 given the trees'"),
-    rules=("as cpcfg, but sentences of more than 150 words skipped too, and sentence F1 = PRPN's rule "
-           "(empty gold set: R = 1; both empty: P = 1) over every scored sentence"),
-    papers=("scoring given trees with compound-pcfg's code, e.g. its released WSJ-test parses of PRPN, "
-            "ON-LSTM, N-PCFG and C-PCFG (README: 'Parsed Datasets')"))
+_CPCFG_TREES = {
+    "name": "cpcfg-trees", "sentence_rule": "prpn", "length_cutoff": 150,
+    "source": ("Compound PCFG (Kim, Dyer & Rush, ACL 2019): harvardnlp/compound-pcfg compare_trees.py "
+               "(commit 4af1eb0), the README's way 'to just evaluate F1 given the trees'"),
+    "rules": ("as cpcfg, but sentences of more than 150 words skipped too, and sentence F1 = PRPN's rule "
+              "(empty gold set: R = 1; both empty: P = 1) over every scored sentence"),
+    "papers": ("scoring given trees with compound-pcfg's code, e.g. its released WSJ-test parses of PRPN, "
+               "ON-LSTM, N-PCFG and C-PCFG (README: 'Parsed Datasets')")}
 
 #: The registry: ``--protocol NAME`` -> protocol. One line per protocol.
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
