@@ -46,13 +46,12 @@ PRESETS = {
     # the paper's headline configuration (Wang et al. 2019, §4; DESIGN.md §1)
     "paper": dict(num_hidden_layers=10, hidden_size=512, num_attention_heads=8, intermediate_size=2048,
                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-    # CPU default for a <= 20-minute run on 2 cores: the size DESIGN.md §5 measured to train
-    # (~2,000-2,700 tokens/s, loss leaving the unigram plateau after ~600 steps); 6 layers leave
-    # Algorithm 1 room for a minimum layer of 1-2.
+    # the size DESIGN.md §5 found to train on 2 CPU cores (loss leaving the unigram plateau after ~600
+    # steps); 6 layers leave Algorithm 1 room for a minimum layer of 1-2.
     "small": dict(num_hidden_layers=6, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-    # the induce recipes' size (docs/recipes.md): on 2 CPU cores ~7,900 tokens/s, 3.4x the
-    # speed of `small`, and the best dev F1 per CPU minute of the sizes searched
+    # the induce recipes' size: the best dev F1 per CPU minute of the sizes searched (docs/recipes.md,
+    # with the measured speeds)
     "mini": dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512,
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     # tests: seconds
@@ -60,19 +59,19 @@ PRESETS = {
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
 }
 
-# docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search; 6,000 steps took
-# 17.9 minutes of training on 2 idle cores (7,180 tokens/s; seed 0), 18.5 in all
+# docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search (its runs' times:
+# docs/results/induce.md)
 _DEFAULT_RECIPE = dict(preset="mini", max_steps=6000, batch_size=64, lr=1e-3,
                        warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
                        min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0)
 #: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields; ``min_layer`` = Algorithm 1's
 #: minimum layer), chosen on ptb-sample:dev by benchmarks/recipe_search.py (docs/recipes.md).
-#: ``default``: a fixed number of steps, <= 20 minutes on 2 idle CPU cores; ``long``: <= 150 minutes.
+#: ``default``: a fixed number of steps of the ``mini`` model on ptb-sample; ``long``: ``small`` on the ptb-lm text.
 RECIPES = {
     "default": _DEFAULT_RECIPE,
     # docs/recipes.md, "The long recipe": the small model (6 x 256) on the ptb-lm training text (ten
-    # times ptb-sample, and containing it: transductive); 6,000 steps = 8.1M tokens, about 55 minutes
-    # of training on 2 idle cores at the measured 2,555 tokens/s. The text is not shipped: run_induce
+    # times ptb-sample, and containing it: transductive); 6,000 steps = 8.1M tokens (speeds:
+    # docs/recipes.md). The text is not shipped: run_induce
     # refuses this recipe without --corpus
     "long": dict(_DEFAULT_RECIPE, preset="small", corpus="ptb-lm"),
 }

@@ -35,8 +35,8 @@ know it.
 **Presets** (``base``: the logic study's size; ``tiny``: tests). ``on-lstm`` / ``lstm`` ``base`` are
 the public ON-LSTM logic code's encoder (``proplog.py``: embedding 128, one layer of 400 units,
 chunk 10, dropout 0.2; the ON-LSTM's input and hidden dropouts are 0.1 here, chosen on validation
-accuracy, README "Recipe choice"); the attention encoders' ``base`` (4 pre-LN layers, d 128, 4 heads, d_ff 512,
-dropout 0.1) has a similar number of encoder parameters: 795,264 (plain) and 928,384 (Tree
+accuracy, docs/results/logic.md "Recipe choice"); the attention encoders' ``base`` (4 pre-LN layers,
+d 128, 4 heads, d_ff 512, dropout 0.1) has a similar number of encoder parameters: 795,264 (plain) and 928,384 (Tree
 Transformer, with its constituent prior) against 892,320 (ON-LSTM) and 849,920 (LSTM).
 """
 from __future__ import annotations
@@ -189,12 +189,9 @@ register_encoder(EncoderEntry(
     # no output layer (untied); the LM-only dropouts off; distances of the top layer
     fixed=dict(tie_word_embeddings=False, dropout=0.0, dropoute=0.0, wdrop=0.0, parse_layer=-1),
     width=lambda config: config.layer_sizes[-1],
-    # README "Recipe choice" (docs/logic/recipe-choice.json), on validation accuracy: lr 3e-3 (seed 0
-    # after 4,000 steps: 94.8% against 82.9% at the public code's 1e-3 and 92.4% at 6e-3); dropouts 0.1
-    # (the public code's 0.2; seed 0, 4,000 steps: 95.7% against 94.8%); 5,500 steps, what fits in 30
-    # minutes of 2 CPU cores (seeds 0-1 with both: 97.0% and 95.7%); then bf16 products (x1.6 the steps
-    # per second on this project's CPU, benchmarks/logic_precision.py) and 8,000 steps, what fits in the
-    # same 30 minutes (seed 0 alone on 2 threads: 27.8 minutes; best validation 97.3%)
+    # chosen on validation accuracy (docs/results/logic.md, "Recipe choice"; docs/logic/recipe-choice.json):
+    # lr 3e-3 (the public code's 1e-3 learns too slowly), dropouts 0.1 (the public code's 0.2), bf16
+    # products and the steps that fit in 30 minutes of 2 CPU cores (the measured times are on that page)
     lr=3e-3, max_steps=8000, precision="bf16"))
 register_encoder(EncoderEntry("tree-transformer", TreeTransformerConfig, TreeTransformerModel,
                               presets=_TRANSFORMER_PRESETS, pooling="mean", fixed=dict(prior="constituent")))
