@@ -97,11 +97,29 @@ def test_epochs_stop(tmp_path, corpus):
     assert record["stopped"] == "max_steps" and record["steps"] == 13 and record["epochs"] == 1 + 1 / 12
 
 
-def test_max_minutes_stop(tmp_path, corpus):
-    minutes = 0.05  # 3 s of this process, the build included
-    out = train(out=str(tmp_path / "minutes"), corpus=str(corpus), max_minutes=minutes,
+def test_max_minutes_stop(tmp_path, corpus, monkeypatch):
+    """A clock of the test's own (``time.monotonic`` as the trainer and its callbacks read it) that
+    stands still except for 0.7 s added by each optimizer step: a cap of 0.05 minutes (3 s) is passed by
+    step 5 (3.5 s; step 4 is at 2.8 s), so the run stops after exactly 5 steps, at 3.5 s."""
+    import types
+
+    import syntaxformer.training.callbacks as callbacks_module
+    import syntaxformer.training.trainer as trainer_module
+    clock = {"now": 1000.0}
+    fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    fake_time.monotonic = lambda: clock["now"]
+    monkeypatch.setattr(trainer_module, "time", fake_time)
+    monkeypatch.setattr(callbacks_module, "time", fake_time)
+    real_step = trainer_module.Trainer.training_step
+
+    def step(self, batch):
+        output = real_step(self, batch)
+        clock["now"] += 0.7
+        return output
+    monkeypatch.setattr(trainer_module.Trainer, "training_step", step)
+    out = train(out=str(tmp_path / "minutes"), corpus=str(corpus), max_minutes=0.05,
                 **dict(TINY, schedule="constant"))
     record = _record(out)
     assert record["stopped"] == "max_minutes"
-    assert 0 < record["steps"] and record["minutes"] >= minutes
-    assert torch.load(out / CHECKPOINT, weights_only=False)["state"]["step"] == record["steps"]
+    assert record["steps"] == 5 and record["minutes"] == round(3.5 / 60, 3)
+    assert torch.load(out / CHECKPOINT, weights_only=False)["state"]["step"] == 5
