@@ -154,7 +154,7 @@ def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch
         masked: per sentence, the 0-based word the model sees as ``[MASK]`` (every token of it), or None
             for none; None (default): every sentence unmasked. The structures still cover every word.
             This is how a structure is induced for one masked copy of the masked-LM perplexity protocol
-            (:func:`syntaxformer.data.structure_inputs.masked_copy_structures`).
+            (:func:`syntaxformer.sources.induced.masked_copy_structures`).
 
     Returns:
         One :class:`~syntaxformer.structures.Structures` per sentence, in input order.

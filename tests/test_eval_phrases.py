@@ -85,7 +85,7 @@ def test_perplexity_with_gold_phrases_is_the_hand_loop(folders, capsys):
 def test_perplexity_with_induced_phrases(folders):
     """``induced_from="sentence"``: every copy reads the unmasked sentence's phrases; the default
     ``"masked"``: copy w reads the phrases of the tree induced with word w shown as [MASK]."""
-    from syntaxformer.data.phrases import induced_phrase_trees
+    from syntaxformer.sources.induced import induced_phrase_trees
     from syntaxformer.workflows.perplexity import evaluate_folder
     phrases = f"induced:{folders['tt']}"
     result = evaluate_folder(folders["mg"], str(folders["test"]), device="cpu", phrases=phrases,
@@ -118,14 +118,14 @@ def test_missing_unneeded_and_mismatched_phrases_are_one_line_errors(folders, ca
     err = capsys.readouterr().err
     assert code == 1 and "--phrases must be gold or induced:MODEL_DIR" in err and err.count("\n") == 1
     # an induced tree whose words differ from its sentence: the inducing folder and the sentence are named
-    import syntaxformer.parsing as parsing
-    real = parsing.decode
+    import syntaxformer.sources.induced as induced  # where the induced phrases are decoded
+    real = induced.decode
 
     def wrong_second(structures, options):
         trees, rest = real(structures, options)
         trees[1][0] = "zzz"  # a leaf of a one-word phrase, or a subtree: the words differ either way
         return trees, rest
-    monkeypatch.setattr(parsing, "decode", wrong_second)
+    monkeypatch.setattr(induced, "decode", wrong_second)
     with pytest.raises(InputError, match=r"sentence 2: the constituency tree's words do not match") as error:
         evaluate_folder(folders["mg"], str(folders["test"]), device="cpu", phrases=f"induced:{folders['tt']}")
     assert str(folders["tt"]) in str(error.value) and "\n" not in str(error.value)

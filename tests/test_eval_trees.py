@@ -85,7 +85,7 @@ def test_perplexity_with_gold_trees_is_the_hand_loop(folders, capsys):
 
 
 def test_perplexity_with_induced_trees_of_the_sentence(folders):
-    from syntaxformer.data.trees import induced_heads
+    from syntaxformer.sources.induced import induced_heads
     from syntaxformer.workflows.perplexity import evaluate_folder
     trees = f"induced:{folders['sf']}"
     result = evaluate_folder(folders["sp"], str(folders["text"]), device="cpu", trees=trees,
@@ -102,7 +102,7 @@ def test_perplexity_with_induced_trees_of_the_sentence(folders):
 def test_perplexity_with_induced_trees_of_each_masked_copy(folders, capsys):
     """The default: copy w of a sentence reads the StructFormer's heads of that sentence with word w
     shown as [MASK] (one sentence, one masked word per call here; batched and flattened there)."""
-    from syntaxformer.data.trees import induced_heads
+    from syntaxformer.sources.induced import induced_heads
     from syntaxformer.workflows.perplexity import evaluate_folder
     trees = f"induced:{folders['sf']}"
     result = evaluate_folder(folders["sp"], str(folders["text"]), batch_tokens=64, device="cpu", trees=trees)
@@ -250,8 +250,9 @@ def test_masked_input_inducer_parses_the_inputs_as_the_model_reads_them(folders)
     as the model reads it (a word outside its vocabulary is [UNK]) with that word masked
     (``induced_heads(masked=...)``, another tokenizer: no [CLS]); padding and [CLS] get no head; the
     row without a mask gets the unmasked sentence's tree."""
-    from syntaxformer.data.structure_inputs import MaskedInputInducer
-    from syntaxformer.data.trees import NO_TREE, induced_heads, token_heads
+    from syntaxformer.sources.induced import MaskedInputInducer
+    from syntaxformer.data.trees import NO_TREE, token_heads
+    from syntaxformer.sources.induced import induced_heads
     from syntaxformer.parsing import load_model
     _, tokenizer, _ = load_model(folders["sp"], device="cpu")
     words, _ = gold_tree_sentences(str(folders["test"]))
@@ -284,7 +285,7 @@ def test_training_with_trees_of_the_masked_inputs(folders, tmp_path, monkeypatch
     """``induced_from="masked"`` (the default): every step's and every validation batch's trees are the
     source's parse of that batch's inputs; recorded in training.json. ``"sentence"``: the trees read
     once from the unmasked sentences."""
-    from syntaxformer.data.structure_inputs import MaskedInputInducer
+    from syntaxformer.sources.induced import MaskedInputInducer
     from syntaxformer.training import train
     from syntaxformer.training.trainer import Trainer
     seen = []

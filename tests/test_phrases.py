@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from syntaxformer.data.phrases import (NO_LABEL, NO_PHRASE, OTHER, cut_tree, gold_phrase_trees, label_vocabulary,
-                                       load_phrase_trees, phrase_label_ids, token_phrase_ids, word_phrase_ids)
+                                       phrase_label_ids, token_phrase_ids, word_phrase_ids)
 from syntaxformer.errors import InputError
+from syntaxformer.sources.corpus import load_phrase_trees
 from syntaxformer.training import TrainArguments
 from syntaxformer.training.dataset import TrainingData
 

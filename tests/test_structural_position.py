@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from syntaxformer.data.trees import (NO_TREE, check_tree, drop_tokens, gold_tree_sentences, load_tree_corpus,
-                                     token_heads)
+from syntaxformer.data.trees import NO_TREE, check_tree, drop_tokens, gold_tree_sentences, token_heads
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors import PRIORS, StructuralPositionPrior
+from syntaxformer.sources.corpus import load_tree_corpus
 from syntaxformer.priors.structural_position import (relative_buckets, relative_structural_positions,
                                                      structural_depths)
 

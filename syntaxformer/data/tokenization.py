@@ -45,6 +45,18 @@ logger = logging.getLogger(__name__)
 PAD, UNK, MASK, CLS = "[PAD]", "[UNK]", "[MASK]", "[CLS]"
 #: The special tokens in id order (ids 0-3 in every tokenizer built here).
 SPECIAL_TOKENS = [PAD, UNK, MASK, CLS]
+
+#: The sentence-boundary token of causal-LM framing (``[CLS] w_1 .. w_n [CLS]``): ``[CLS]``'s id in every
+#: tokenizer of this module.
+BOUNDARY_ID = SPECIAL_TOKENS.index(CLS)
+
+
+def frame_sentence(ids: list[int]) -> list[int]:
+    """``[CLS] ids [CLS]``, the causal-LM framing of one sentence's token ids (ON-LSTM: the first
+    ``[CLS]`` is the context of the first word, the last the sentence end to predict). A sequence that
+    already starts with ``[CLS]`` (a tokenizer with ``add_cls``) is not given a second one."""
+    start = [] if ids[:1] == [BOUNDARY_ID] else [BOUNDARY_ID]
+    return start + list(ids) + [BOUNDARY_ID]
 #: Mikolov's unknown-word token in ``ptb-lm``; mapped to ``[UNK]``.
 MIKOLOV_UNK = "<unk>"
 

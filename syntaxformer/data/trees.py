@@ -102,95 +102,10 @@ def gold_tree_sentences(source: str) -> tuple[list[list[str]], list[list[int]]]:
     return sentences, trees
 
 
-def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                  masked: Sequence[int | None] | None = None) -> list[list[int]]:
-    """Maximum-spanning-tree heads (1-based, 0 = root) of a trained model for ``sentences``
-    (normalised words, as the training corpora), once, in evaluation mode on the CPU. ``masked``: per
-    sentence, the 0-based word the model sees as ``[MASK]`` (or None), as
-    :func:`syntaxformer.parsing.model_structures` takes it; the heads still cover every word.
-
-    Raises:
-        InputError: not a model folder, a model without a dependency distribution (only StructFormer-like
-            models induce heads), or a tree that does not match its sentence.
-    """
-    from syntaxformer.parsing import load_model
-    model, tokenizer, _ = load_model(model_dir)
-    trees = model_heads(model, tokenizer, sentences, batch_size, masked, source=model_dir)
-    logger.info("induced the trees of %d sentences with %s", len(trees), model_dir)
-    return trees
-
-
-def model_heads(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                masked: Sequence[int | None] | None = None, source: str | None = None) -> list[list[int]]:
-    """:func:`induced_heads` with a loaded ``model`` (evaluation mode) and its ``tokenizer``; ``source``
-    names the model in errors.
-
-    Raises:
-        InputError: as :func:`induced_heads`.
-    """
-    from syntaxformer.parsing import model_structures
-    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
-                                  masked=masked)
-    trees = []
-    for number, (words, s) in enumerate(zip(sentences, structures), start=1):
-        heads = s.heads()
-        if heads is None:
-            raise InputError("--trees induced: this model induces no dependency heads (a StructFormer is "
-                             "needed)", path=source)
-        check_tree(heads, len(words), source, number)
-        trees.append(list(heads))
-    return trees
-
-
-def load_tree_corpus(trees: str, corpus: str) -> tuple[list[list[str]], list[list[int]]]:
-    """Sentences and per-word heads for ``--trees`` (``gold`` or ``induced:MODEL_DIR``) and ``--corpus``.
-
-    Raises:
-        InputError: an unknown ``trees`` form, or as :func:`gold_tree_sentences` / :func:`induced_heads`.
-    """
-    if trees == "gold":
-        return gold_tree_sentences(corpus)
-    if trees.startswith("induced:") and trees[len("induced:"):]:
-        from syntaxformer.data.corpus import load_corpus
-        sentences = load_corpus(corpus)
-        return sentences, induced_heads(trees[len("induced:"):], sentences)
-    raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {trees!r}")
-
-
 def check_trees_option(trees: str | None) -> None:
     """Raise :class:`InputError` (one line) unless ``trees`` is None, ``gold`` or ``induced:MODEL_DIR``."""
     if trees is not None and not (trees == "gold" or (trees.startswith("induced:") and len(trees) > 8)):
         raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {trees!r}")
-
-
-def model_reads_trees(model) -> bool:
-    """Whether ``model`` reads a dependency tree per sentence: its config's ``prior`` needs structure
-    inputs (:func:`syntaxformer.priors.needs_structure_inputs`) and its forward takes ``structure_inputs``."""
-    import inspect
-
-    from syntaxformer.priors import PRIORS, needs_structure_inputs
-    prior = getattr(getattr(model, "config", None), "prior", None)
-    return (isinstance(prior, str) and prior in PRIORS and needs_structure_inputs(prior)
-            and "structure_inputs" in inspect.signature(model.forward).parameters)
-
-
-def check_model_trees(model, trees: str | None) -> None:
-    """The evaluation commands' rule (``perplexity``, ``probe``): ``--trees`` is required exactly when
-    the model reads trees (:func:`model_reads_trees`). Checked before any work.
-
-    Raises:
-        InputError (one line): a model that reads trees without ``trees``; ``trees`` for a model that
-            reads none (the report would name trees the model never saw); a bad ``trees`` value.
-    """
-    check_trees_option(trees)
-    prior = getattr(getattr(model, "config", None), "prior", None)
-    reads = model_reads_trees(model)
-    if reads and trees is None:
-        raise InputError(f"this model's prior {prior} needs a dependency tree per sentence: pass --trees gold "
-                         "or --trees induced:MODEL_DIR")
-    if trees is not None and not reads:
-        raise InputError(f"--trees {trees}: this {type(model).__name__} (prior {prior}) reads no trees; "
-                         "leave --trees out (only a prior such as structural-position reads them)")
 
 
 def token_heads(word_heads: Sequence[int], word_ids: Sequence[int | None]) -> list[int]:
@@ -225,6 +140,5 @@ def pad_heads(heads: Sequence[Sequence[int]], length: int | None = None) -> torc
     return pad_rows(heads, NO_TREE, length)
 
 
-__all__ = ["ROOT", "NO_TREE", "check_tree", "drop_tokens", "gold_tree_sentences", "induced_heads",
-           "model_heads", "load_tree_corpus", "check_trees_option", "model_reads_trees", "check_model_trees",
-           "token_heads", "pad_heads"]
+__all__ = ["ROOT", "NO_TREE", "check_tree", "drop_tokens", "gold_tree_sentences", "check_trees_option", 
+ "token_heads", "pad_heads"]

@@ -27,7 +27,7 @@ phrase), padded per batch (heads with -100, phrase ids with -1): ``structure_inp
 "phrase_ids": (B, N)}`` (the keys given). A structure induced from the unmasked sentence carries
 information about the masked word (its depth, its distances, its phrase), so ``structures`` may instead
 give one structure per masked copy: the structure a model induces from that copy, ``[MASK]`` included
-(:func:`~syntaxformer.data.structure_inputs.masked_copy_structures`); the pair of models is then a masked
+(:func:`~syntaxformer.sources.induced.masked_copy_structures`); the pair of models is then a masked
 LM that reads nothing of the masked word.
 
 Special tokens the tokenizer adds (``[CLS]``) are part of every input but are never masked or scored.
@@ -51,7 +51,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from syntaxformer.data.tokenization import encode
+from syntaxformer.data.tokenization import BOUNDARY_ID, encode, frame_sentence
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.data.batching import token_budget_batches
@@ -188,7 +188,7 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
             either or both), for a model that reads trees or phrases (module docstring): every input
             of the sentence gets it as ``structure_inputs``; or, per sentence, a list of one such dict
             per word: the input masking word ``w`` gets entry ``w`` (the structure of that masked copy,
-            :func:`~syntaxformer.data.structure_inputs.masked_copy_structures`). None: no
+            :func:`~syntaxformer.sources.induced.masked_copy_structures`). None: no
             ``structure_inputs``.
 
     Returns:
@@ -417,16 +417,15 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
             ``too_long="error"``); a tokenizer without one token per word or whose ``[CLS]`` is not
             the training boundary.
     """
-    from syntaxformer.training.objectives import CausalLM
     device, max_length = _checked_options(model, "causal-lm", "next-word perplexity needs a causal LM",
                                           too_long, batch_tokens, device, max_length)
     if structures is not None:
         raise InputError("--trees / --phrases: next-word perplexity (a causal LM) reads no trees or phrases")
-    if tokenizer.cls_token_id != CausalLM.BOUNDARY_ID:
-        raise InputError(f"next-word perplexity frames sentences with [CLS] = id {CausalLM.BOUNDARY_ID}; "
+    if tokenizer.cls_token_id != BOUNDARY_ID:
+        raise InputError(f"next-word perplexity frames sentences with [CLS] = id {BOUNDARY_ID}; "
                          f"this tokenizer has {tokenizer.cls_token_id}")
     ids, word_positions = encode_sentences(tokenizer, sentences)
-    framed = [CausalLM.frame(x) for x in ids]
+    framed = [frame_sentence(x) for x in ids]
     scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(framed, word_positions, max_length, too_long)
     scored.sort(key=lambda s: len(framed[s]))
     batches = [[scored[j] for j in batch] for batch in

@@ -37,7 +37,7 @@ class TrainArguments:
             induces for the sentences). May be given with ``trees``.
         induced_from ["masked"]: where an ``induced:`` tree or phrase partition comes from: "masked"
             (each training batch parsed as the model reads it, masks included, so no structure carries
-            information about a masked word; :class:`~syntaxformer.data.structure_inputs.MaskedInputInducer`;
+            information about a masked word; :class:`~syntaxformer.sources.induced.MaskedInputInducer`;
             needs a word-level tokenizer; the source models run at every step) or "sentence" (each
             sentence parsed once, unmasked, before training). Gold structures are the sentence's.
         valid_fraction [0.05]: fraction of the corpus held out when ``valid`` is None (0: none).

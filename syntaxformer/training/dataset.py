@@ -157,7 +157,7 @@ def _load_structured(args: TrainArguments, corpus: str):
     """``(sentences, word heads or None, constituency trees or None)`` of ``corpus`` for ``--trees`` /
     ``--phrases``: the sentences come from the dependency source (``--trees gold``), else the treebank
     (``--phrases gold``), else :func:`load_corpus`; each structure is read or induced for them."""
-    from syntaxformer.data.structure_inputs import load_structured_corpus
+    from syntaxformer.sources.corpus import load_structured_corpus
     return load_structured_corpus(corpus, args.trees, args.phrases)
 
 
@@ -203,8 +203,9 @@ def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_wo
     the ``mgsa_phrase_labels`` of an ``--init-from`` folder);
     ``train_words`` / ``valid_words``: per kept sequence, its sentence index and token word ids."""
     from syntaxformer.data import phrases as ph
+    from syntaxformer.sources.checks import tree_level
     config = args._prior_config()
-    level = ph.tree_level(config)
+    level = tree_level(config)
     cut = {"train": [(ph.cut_tree(train_trees[i], level), w) for i, w in train_words],
            "valid": [(ph.cut_tree(valid_trees[i], level), w) for i, w in valid_words]}
     data.phrases, data.tree_level = args.phrases, level

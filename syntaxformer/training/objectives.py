@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from syntaxformer.data.batching import pad_batch
-from syntaxformer.data.tokenization import CLS, SPECIAL_TOKENS
+from syntaxformer.data.tokenization import BOUNDARY_ID, frame_sentence
 from syntaxformer.errors import InputError
 from syntaxformer.training.arguments import MASK_REPLACE
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
@@ -94,7 +94,7 @@ class CausalLM(Objective):
     name = "causal-lm"
     description = "causal LM: predict every next token of [CLS] w_1 .. w_n [CLS] (no masking)"
     #: the boundary token's id: ``[CLS]`` in every tokenizer of :mod:`syntaxformer.data.tokenization`
-    BOUNDARY_ID = SPECIAL_TOKENS.index(CLS)
+    BOUNDARY_ID = BOUNDARY_ID
     config_defaults = {"parse_prefix_token_id": BOUNDARY_ID}
 
     def __init__(self, args, tokenizer, special_ids: list[int]):
@@ -103,12 +103,8 @@ class CausalLM(Objective):
             raise InputError(f"the causal-LM objective frames sentences with [CLS] = id {self.BOUNDARY_ID}; "
                              f"this tokenizer has {tokenizer.cls_token_id}")
 
-    @classmethod
-    def frame(cls, ids: list[int]) -> list[int]:
-        """``[CLS] ids [CLS]`` (a sequence that already starts with ``[CLS]``, from a tokenizer with
-        ``add_cls``, is not given a second one)."""
-        start = [] if ids[:1] == [cls.BOUNDARY_ID] else [cls.BOUNDARY_ID]
-        return start + list(ids) + [cls.BOUNDARY_ID]
+    #: ``[CLS] ids [CLS]`` (:func:`syntaxformer.data.tokenization.frame_sentence`)
+    frame = staticmethod(frame_sentence)
 
     def batch(self, sequences, generator):
         ids, attention_mask = pad_batch([self.frame(s) for s in sequences], self.tokenizer.pad_token_id)

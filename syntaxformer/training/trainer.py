@@ -77,7 +77,7 @@ import torch.distributed as dist
 
 from syntaxformer.data.preprocess import PRPN
 from syntaxformer.data.tokenization import save_tokenizer
-from syntaxformer.data.trees import model_reads_trees
+from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
@@ -465,11 +465,11 @@ class Trainer:
                                                 args.schedule_steps or args.max_steps, args.final_lr_fraction))
 
     def _masked_input_inducer(self):
-        """The :class:`~syntaxformer.data.structure_inputs.MaskedInputInducer` of a run that parses its
+        """The :class:`~syntaxformer.sources.induced.MaskedInputInducer` of a run that parses its
         masked inputs (``induced_from="masked"`` with an induced source), else None."""
         if not self.args.induces_from_masked_inputs:
             return None
-        from syntaxformer.data.structure_inputs import MaskedInputInducer
+        from syntaxformer.sources.induced import MaskedInputInducer
         return MaskedInputInducer(self.tokenizer, self.args.trees, self.args.phrases,
                                   self.data.tree_level or 1, self.device)
 

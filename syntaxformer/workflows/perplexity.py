@@ -7,14 +7,14 @@ exp(mean cross-entropy) and the report names the protocol; see
 normalised as the model's training corpus was (the preprocessing recorded in the folder's
 ``training.json``, else the default: lower-case, digits -> ``N``). A model whose prior reads a
 dependency tree per sentence (``structural-position``) is scored with ``trees`` (``gold`` or
-``induced:MODEL_DIR``, as ``train --trees``; :func:`syntaxformer.data.trees.load_tree_corpus`); a model
+``induced:MODEL_DIR``, as ``train --trees``; :func:`syntaxformer.sources.corpus.load_tree_corpus`); a model
 whose multi-granularity prior has ``tree`` heads with ``phrases`` (``gold``: the sentences and gold
 constituency trees of the treebank ``corpus``; ``induced:MODEL_DIR``: the sentences of ``corpus`` parsed
 by a trained Tree Transformer / StructFormer; as ``train --phrases``, :mod:`syntaxformer.data.phrases`),
 each tree cut at the model's ``config.mgsa_tree_level``. Both may be given
-(:func:`syntaxformer.data.structure_inputs.load_structured_corpus`). An induced structure is by default
+(:func:`syntaxformer.sources.corpus.load_structured_corpus`). An induced structure is by default
 induced from each masked copy (``induced_from="masked"``: the source model sees the ``[MASK]`` the scored
-model sees, :func:`syntaxformer.data.structure_inputs.masked_copy_structures`), so no structure
+model sees, :func:`syntaxformer.sources.induced.masked_copy_structures`), so no structure
 carries information about the masked word; ``induced_from="sentence"`` gives every copy the structure
 of the unmasked sentence, as ``train --induced-from sentence`` trains (the number is then not a masked
 LM's alone).
@@ -71,14 +71,14 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
     Raises:
         InputError: not a model folder, unreadable ``training.json``, bad device, bad corpus, a model
             that reads trees without ``trees`` or ``trees`` for one that reads none
-            (:func:`~syntaxformer.data.trees.check_model_trees`), likewise for ``phrases``
-            (:func:`~syntaxformer.data.phrases.check_model_phrases`), a tree whose words do not match
+            (:func:`~syntaxformer.sources.checks.check_model_trees`), likewise for ``phrases``
+            (:func:`~syntaxformer.sources.checks.check_model_phrases`), a tree whose words do not match
             its sentence (naming it), an unknown ``induced_from``, or any of the protocol's.
     """
-    from syntaxformer.data.phrases import check_model_phrases, model_tree_level
-    from syntaxformer.data.structure_inputs import (is_induced, load_structured_corpus, masked_copy_structures,
-                                                    sentence_structures)
-    from syntaxformer.data.trees import check_model_trees
+    from syntaxformer.data.structure_inputs import is_induced, sentence_structures
+    from syntaxformer.sources.checks import check_model_phrases, check_model_trees, model_tree_level
+    from syntaxformer.sources.corpus import load_structured_corpus
+    from syntaxformer.sources.induced import masked_copy_structures
     from syntaxformer.evaluation.perplexity import perplexity
     from syntaxformer.parsing import load_model
     if induced_from not in INDUCED_FROM:

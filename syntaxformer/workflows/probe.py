@@ -18,7 +18,7 @@ two words were swapped keeps its sentence's tree by position (a swapped sentence
 tree that moved with the words would itself reveal the swap): the trees of ``O`` and ``I`` items of a
 sentence are the same. ``induced:MODEL_DIR``: a trained
 StructFormer's maximum-spanning-tree heads of each sentence as the encoder reads it (BShift: after the
-swap; :func:`syntaxformer.data.trees.induced_heads`).
+swap; :func:`syntaxformer.sources.induced.induced_heads`).
 
 **Phrases** (``phrases``, ``probe --phrases``): a model whose multi-granularity prior has ``tree`` heads
 is probed with a phrase partition per sentence (and its untrained twin with the same), cut at the model's
@@ -26,7 +26,7 @@ is probed with a phrase partition per sentence (and its untrained twin with the 
 gold constituency trees (those the tasks are built from); a BShift item keeps its unswapped sentence's
 partition by position, the rule of ``--trees gold``. ``induced:MODEL_DIR``: the trees a trained Tree
 Transformer / StructFormer induces for each sentence as the encoder reads it (BShift: after the swap;
-:func:`syntaxformer.data.phrases.induced_phrase_trees`). Each item's structure is a dict of per-word
+:func:`syntaxformer.sources.induced.induced_phrase_trees`). Each item's structure is a dict of per-word
 lists (``{"heads": ..., "phrase_ids": ...}``, :mod:`syntaxformer.data.structure_inputs`).
 """
 from __future__ import annotations
@@ -150,7 +150,7 @@ def _task_heads(trees: str | None, built, gold_heads) -> dict | None:
         return None
     if trees == "gold":
         return {name: [gold_heads[it.index] for it in items] for name, items in built.items()}
-    from syntaxformer.data.trees import induced_heads
+    from syntaxformer.sources.induced import induced_heads
     distinct = list(dict.fromkeys(it.words for items in built.values() for it in items))
     parsed = dict(zip(distinct, induced_heads(trees[len("induced:"):], [list(w) for w in distinct])))
     return {name: [parsed[it.words] for it in items] for name, items in built.items()}
@@ -159,7 +159,8 @@ def _task_heads(trees: str | None, built, gold_heads) -> dict | None:
 def _task_phrases(phrases: str | None, built, gold, level: int) -> dict | None:
     """Per task, per item, its per-word phrase ids cut at ``level`` (module docstring's rule), or None
     without ``phrases``. ``gold``: the treebank's trees the tasks index (``item.index``)."""
-    from syntaxformer.data.phrases import cut_tree, induced_phrase_trees, word_phrase_ids
+    from syntaxformer.data.phrases import cut_tree, word_phrase_ids
+    from syntaxformer.sources.induced import induced_phrase_trees
     if phrases is None:
         return None
     if phrases == "gold":
@@ -245,8 +246,7 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
             dependency trees that do not match the treebank's sentences (naming the sentence), a
             constituency task or ``--phrases gold`` with a dependency treebank.
     """
-    from syntaxformer.data.phrases import check_model_phrases, model_tree_level
-    from syntaxformer.data.trees import check_model_trees
+    from syntaxformer.sources.checks import check_model_phrases, check_model_trees, model_tree_level
     from syntaxformer.figures.probing import plot_probe
     from syntaxformer.figures import save_figure
     from syntaxformer.evaluation.report import to_json
