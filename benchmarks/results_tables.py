@@ -76,7 +76,8 @@ def mean_sd(values, digits: int = 2) -> str:
 def span(values, digits: int = 1) -> str:
     """``low–high`` of ``values`` (one value alone)."""
     low, high = min(values), max(values)
-    return f"{low:.{digits}f}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else f"{low:.{digits}f}–{high:.{digits}f}"
+    low, high = f"{low:.{digits}f}", f"{high:.{digits}f}"
+    return low if low == high else f"{low}–{high}"
 
 
 def seeds_of(rows: list[dict]) -> str:
@@ -290,26 +291,28 @@ def _point(curve: list[dict], removed: int) -> dict:
 
 
 def _ppl_f1(point: dict) -> str:
-    """``perplexity / F1`` of a pruning point (random: mean ± sd over its seeds)."""
-    if "perplexity_sd" in point and point.get("seeds", 2) > 1 and point["n_removed"] > 0:
-        text = f"{point['perplexity']:.1f} ± {point['perplexity_sd']:.1f}"
-        return text + (f" / {point['sentence_f1']:.2f} ± {point['sentence_f1_sd']:.2f}" if "sentence_f1" in point else "")
-    return f"{point['perplexity']:.1f}" + (f" / {point['sentence_f1']:.2f}" if "sentence_f1" in point else "")
+    """``perplexity / F1`` of a pruning point; a random point (with ``*_sd``): mean ± sd over its seeds."""
+    def cell(key: str, digits: int) -> str:
+        sd = point.get(f"{key}_sd")
+        return f"{point[key]:.{digits}f}" + (f" ± {sd:.{digits}f}" if sd and point["n_removed"] else "")
+    return cell("perplexity", 1) + (f" / {cell('sentence_f1', 2)}" if "sentence_f1" in point else "")
 
 
 @table("heads-prune-shipped")
 def heads_prune_shipped() -> str:
-    """`syntaxformer prune` on the shipped parser: perplexity / sentence F1 per order and heads removed."""
-    once, recomputed = load(PRUNE_SHIPPED)["once"], load(PRUNE_SHIPPED)["recomputed"]
-    curves = once["curves"]
-    n_heads = once["model"]["n_heads"] if "model" in once and "n_heads" in once["model"] else 16
+    """``syntaxformer prune`` on the shipped parser: perplexity / sentence F1 per order and heads removed."""
+    record = load(PRUNE_SHIPPED)
+    once, recomputed = record["once"]["orders"], record["recomputed"]["orders"]
+    n_heads = record["once"]["n_heads"]
     rows = []
-    for point in curves["importance"]:
+    for point in once["importance"]["points"]:
         n = point["n_removed"]
-        rows.append([f"{n} ({100 * n / n_heads:.0f}%)", _ppl_f1(point), _ppl_f1(_point(recomputed["curves"]["importance"], n)),
-                     _ppl_f1(_point(curves["confidence"], n)), _ppl_f1(_point(curves["random"], n))])
+        rows.append([f"{n} ({100 * n / n_heads:.0f}%)", _ppl_f1(point),
+                     _ppl_f1(_point(recomputed["importance"]["points"], n)),
+                     _ppl_f1(_point(once["confidence"]["points"], n)), _ppl_f1(_point(once["random"]["points"], n))])
+    seeds = len(once["random"]["seeds"])
     return markdown(["heads removed", "importance: ppl / F1", "importance, recomputed", "confidence",
-                     "random (3 seeds)"], rows, "lrrrr")
+                     f"random ({seeds} seeds)"], rows, "lrrrr")
 
 
 @table("heads-gates")
@@ -331,41 +334,47 @@ def _gate(model: dict, lam: float) -> dict:
     return next(g for g in model["gates"] if g["gate_l0"] == lam)
 
 
+def _f1(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _study_cells(m: dict) -> list[str]:
+    """One model's column of the head study (``docs/heads/head-study.json``'s ``models`` entry)."""
+    curves, roles, importance = m["curves"], m["roles"], m["importance"]
+    half = importance["n_heads"] // 2
+    pruned = {order: _point(curves[order], half) for order in ("importance", "confidence", "random")}
+    gate0, gate1, gate3 = _gate(m, 0.0), _gate(m, 0.1), _gate(m, 0.3)
+    return [f"{curves['importance'][0]['perplexity']:.1f}",
+            _f1(curves["importance"][0].get("sentence_f1")),
+            f"{importance['top_quarter_share']:.1f}% / {importance['gini']:.2f}",
+            str(roles["positional"]),
+            str(roles["syntactic_any"]),
+            f"{roles['ptb_attends_to_head_best']:.1f}",
+            f"{pruned['importance']['perplexity']:.0f} / {pruned['confidence']['perplexity']:.0f} / "
+            f"{pruned['random']['perplexity']:.0f} ± {pruned['random']['perplexity_sd']:.0f}",
+            _f1(pruned["importance"].get("sentence_f1")),
+            f"{gate1['n_kept']}, {gate1['perplexity']:.1f} ({gate0['perplexity']:.1f})",
+            f"{gate3['n_kept']}, {gate3['perplexity']:.1f}, {_f1(gate3.get('sentence_f1'))}"]
+
+
 @table("heads-study")
 def heads_study() -> str:
     """The head study (seed 0): Tree Transformer, plain Transformer, StructFormer side by side."""
     models = load("docs/heads/head-study.json")["models"]
     order = [models[k] for k in ("tree-transformer", "transformer", "structformer")]
-
-    def cells(fn):
-        return [fn(m) for m in order]
-
-    def f1(value):
-        return "–" if value is None else f"{value:.2f}"
-
-    half = lambda m: m["importance"]["n_heads"] // 2  # noqa: E731
-    rows = [
-        ["held-out perplexity (one mask per input)", *cells(lambda m: f"{m['curves']['importance'][0]['perplexity']:.1f}")],
-        ["sentence F1, ptb-sample:dev", *cells(lambda m: f1(m["curves"]["importance"][0].get("sentence_f1")))],
-        ["importance: share of the top quarter of heads / Gini",
-         *cells(lambda m: f"{m['importance']['top_quarter_share']:.1f}% / {m['importance']['gini']:.2f}")],
-        ["positional heads (≥ 90% on −1 or +1)", *cells(lambda m: str(m["roles"]["positional"]))],
-        ["syntactic heads (UD-EWT dev, ≥ 10 points over the relation's positional baseline)",
-         *cells(lambda m: str(m["roles"]["syntactic_any"]))],
-        [f"best head \"attends to its head\", ptb-sample:dev (baseline {order[0]['roles']['ptb_attends_to_head_baseline']:.1f})",
-         *cells(lambda m: f"{m['roles']['ptb_attends_to_head_best']:.1f}")],
-        ["perplexity with half the heads pruned: importance / confidence / random (3 seeds)",
-         *cells(lambda m: " / ".join(f"{_point(m['curves'][o], half(m))['perplexity']:.0f}" for o in ("importance", "confidence"))
-                + f" / {_point(m['curves']['random'], half(m))['perplexity']:.0f} ± "
-                  f"{_point(m['curves']['random'], half(m))['perplexity_sd']:.0f}")],
-        ["F1 with half the heads pruned, importance order",
-         *cells(lambda m: f1(_point(m["curves"]["importance"], half(m)).get("sentence_f1")))],
-        ["gates λ = 0.1: heads kept, perplexity (λ = 0 control)",
-         *cells(lambda m: f"{_gate(m, 0.1)['n_kept']}, {_gate(m, 0.1)['perplexity']:.1f} ({_gate(m, 0.0)['perplexity']:.1f})")],
-        ["gates λ = 0.3: heads kept, perplexity, F1",
-         *cells(lambda m: f"{_gate(m, 0.3)['n_kept']}, {_gate(m, 0.3)['perplexity']:.1f}, "
-                          f"{f1(_gate(m, 0.3).get('sentence_f1'))}")],
-    ]
+    baseline = order[0]["roles"]["ptb_attends_to_head_baseline"]
+    labels = ["held-out perplexity (one mask per input)",
+              "sentence F1, ptb-sample:dev",
+              "importance: share of the top quarter of heads / Gini",
+              "positional heads (≥ 90% on −1 or +1)",
+              "syntactic heads (UD-EWT dev, ≥ 10 points over the relation's positional baseline)",
+              f"best head \"attends to its head\", ptb-sample:dev (baseline {baseline:.1f})",
+              "perplexity with half the heads pruned: importance / confidence / random (3 seeds)",
+              "F1 with half the heads pruned, importance order",
+              "gates λ = 0.1: heads kept, perplexity (λ = 0 control)",
+              "gates λ = 0.3: heads kept, perplexity, F1"]
+    columns = [_study_cells(m) for m in order]
+    rows = [[label, *(column[i] for column in columns)] for i, label in enumerate(labels)]
     return markdown(["seed 0, ptb-sample", *(m["label"] for m in order)], rows, "lrrr")
 
 
@@ -519,9 +528,11 @@ def nli() -> str:
         rows.append([label, f"**{mean_sd(s['test'])}**" if len(s["test"]) > 1 else f"{s['test'][0]:.2f}",
                      ", ".join(f"{v:.2f}" for v in s["test"]) if len(s["test"]) > 1 else "",
                      f"{statistics.mean(s['trial']):.2f}" if s["trial"] else "",
-                     f"{s['parameters']:,}" + (f" ({s['trainable_parameters']:,})" if "trainable_parameters" in s else ""),
+                     f"{s['parameters']:,}" + (f" ({s['trainable_parameters']:,})"
+                                                if "trainable_parameters" in s else ""),
                      f"{s['train_minutes'][0]:.1f} ± {s['train_minutes'][1]:.1f}" if "train_minutes" in s else "",
-                     f"{fast['forward_pairs_per_second']:,.0f} / {fast['end_to_end_pairs_per_second']:,.0f}" if fast else ""])
+                     f"{fast['forward_pairs_per_second']:,.0f} / {fast['end_to_end_pairs_per_second']:,.0f}"
+                     if fast else ""])
     return markdown(["system (recipe `default`, frozen word2vec vectors)", "SICK TEST accuracy", "per seed",
                      "TRIAL (mean of the seeds' best)", "parameters (trained)", "training min (1 thread)",
                      f"inference pairs/s, forward / end to end ({speed['threads']} threads, batch {speed['batch']})"],
@@ -564,7 +575,8 @@ def speed_dropout() -> str:
     out = []
     for n in lengths:
         r = lambda m: rows[(n, m)]  # noqa: E731
-        out.append([n, r("plain/sdpa")["batch"], f"{r('plain/sdpa')['step_ms']:.0f}", f"**{r('tree/sdpa')['ratio']:.2f}**",
+        out.append([n, r("plain/sdpa")["batch"], f"{r('plain/sdpa')['step_ms']:.0f}",
+                    f"**{r('tree/sdpa')['ratio']:.2f}**",
                     f"{r('tree/blocks')['ratio']:.2f}", f"{r('plain/eager')['step_ms']:.0f}",
                     f"{r('tree/eager')['ratio']:.2f}", f"{r('tree/cubic')['ratio']:.2f}"])
     return markdown(["N", "batch", "plain/sdpa ms", "tree/sdpa", "tree/blocks", "plain/eager ms", "tree/eager",

@@ -92,3 +92,12 @@ def test_readme_python_blocks_run(block, tmp_path, monkeypatch, tiny_model):
         shutil.copytree(tiny_model("tree-transformer"), tmp_path / "induce-out" / "model")
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
+
+
+def test_readme_links_point_to_files_in_the_repository():
+    """Relative links (the docs are read in the repository, not on a server) name files that exist."""
+    targets = re.findall(r"\]\(([^)\s]+)\)", README)
+    relative = [t.split("#")[0] for t in targets if not re.match(r"[a-z]+:", t) and not t.startswith("#")]
+    assert relative, "the README links to its docs"
+    missing = [t for t in relative if not (ROOT / t).exists()]
+    assert not missing, f"README links to missing files: {missing}"
