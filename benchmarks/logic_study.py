@@ -445,9 +445,9 @@ token, for recurrent encoders, as the ON-LSTM paper; `mean` over tokens for atte
 the pair is classified from [u; v; u*v; |u-v|] by Dropout-Linear(4D, D)-ELU-Dropout-Linear(D, 7).
 
 Recipe (every encoder the same but its peak learning rate, its number of steps and its precision,
-columns `lr`, `steps` and `precision`: the encoder's, chosen on validation accuracy and the time, README
-"Recipe choice"; `bf16`: training and validation under `torch.autocast` to bfloat16, parameters, Adam,
-the ON-LSTM's cell state and the test in float32): steps of
+columns `lr`, `steps` and `precision`: the encoder's, chosen on validation accuracy and the time,
+docs/results/logic.md "Recipe choice"; `bf16`: training and validation under `torch.autocast` to bfloat16,
+parameters, Adam, the ON-LSTM's cell state and the test in float32): steps of
 {recipe['batch_size']} pairs ({steps}), Adam (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to
 {recipe['final_lr_fraction']} x lr, gradient clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and
 sizes, lr 1e-3; it trains 50 epochs with the learning rate halved on validation plateaus, `syntaxformer

@@ -169,10 +169,10 @@ def summarise(args) -> dict:
 
 
 def format_markdown(result: dict) -> str:
-    """The study's table (README / docs/nli.md)."""
+    """The study's table (docs/nli.md)."""
     lines = ["# The inference study (SICK), issue 14 item 4", "",
              "Written by `python benchmarks/nli_study.py summarise` from the jobs' `report.json` "
-             "(`docs/nli-study.json` has every number); README.md discusses it.", "",
+             "(`docs/nli-study.json` has every number); docs/results/nli.md discusses it.", "",
              f"Recipe `{result['recipe']}`; {result['protocol']}; inference: {result['inference']}.", "",
              "| system | SICK TEST accuracy | per seed | TRIAL | parameters (trained) | training min | "
              "training pairs/s | inference pairs/s |",

@@ -369,7 +369,7 @@ def write_report(rows: list[dict], curves: dict) -> None:
         "time, each with a wall-clock deadline of 7.3 or 8.4 minutes: runs whose 20-minute step count "
         "was not reached by then stopped early (`steps run` below the 20-minute steps; their "
         "later columns are `-`), with their learning rate not yet decayed. One seed (0) per "
-        "setting: the seed spread of the chosen recipes is in the README (about ±1-2 points), so "
+        "setting: the seed spread of the chosen recipes is in docs/results/induce.md (about ±1-2 points), so "
         "differences below ~2 points here are not resolved.", "",
         "```", format_table(header, table), "```", "",
         "Settings:", ""] + [f"- `{n}`: {s['description']}" for n, s in SETTINGS.items()] + [

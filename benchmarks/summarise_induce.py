@@ -1,4 +1,4 @@
-"""Mean ± sample sd over seeds of ``syntaxformer induce`` reports, as the README's markdown table.
+"""Mean ± sample sd over seeds of ``syntaxformer induce`` reports, as a markdown table.
 
     python benchmarks/summarise_induce.py docs/induce/tree-transformer-default-seed{0,1,2}.json
 
