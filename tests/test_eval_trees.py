@@ -171,7 +171,7 @@ def test_probe_with_induced_trees(folders, tmp_path, monkeypatch):
     """The vectors the probe fits on are the trained model's layer means over each sentence forwarded
     alone with the StructFormer's spanning-tree heads of that sentence (read here from
     ``model_structures``, not through ``--trees``' own reader)."""
-    import syntaxformer.probing.features as features
+    from syntaxformer.probing import features
     from syntaxformer.parsing import load_model, model_structures
     from syntaxformer.structures import DecoderOptions
     from syntaxformer.workflows.probe import run_probe
