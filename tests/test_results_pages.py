@@ -1,0 +1,45 @@
+"""The results tables of README.md and docs/results/*.md are what the JSON reports say: every marked table is
+regenerated in memory by ``benchmarks/results_tables.py`` and compared with the page."""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import results_tables  # noqa: E402
+
+
+@pytest.mark.parametrize("page", results_tables.PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_page_tables_match_the_reports(page):
+    text = page.read_text(encoding="utf-8")
+    assert text == results_tables.render(text, str(page)), (
+        f"{page.relative_to(ROOT)}: a results table differs from the reports; "
+        "run `.venv/bin/python benchmarks/results_tables.py` and review the diff")
+
+
+def test_every_table_is_on_a_page_and_every_marker_names_a_table():
+    used = [m["name"] for page in results_tables.PAGES
+            for m in results_tables.MARKER.finditer(page.read_text(encoding="utf-8"))]
+    assert sorted(set(used)) == sorted(results_tables.TABLES)
+    assert "readme-induce" in [m["name"] for m in results_tables.MARKER.finditer((ROOT / "README.md").read_text())]
+
+
+def test_render_rewrites_only_between_markers_and_refuses_unknown_names():
+    stale = "before\n<!-- results:compare -->\n| old | table |\n<!-- /results:compare -->\nafter\n"
+    rendered = results_tables.render(stale)
+    assert rendered.startswith("before\n<!-- results:compare -->\n| model | prior |")
+    assert rendered.endswith("\n<!-- /results:compare -->\nafter\n")
+    assert "| old | table |" not in rendered
+    assert results_tables.render(rendered) == rendered
+    with pytest.raises(KeyError, match="no table named 'nothing'"):
+        results_tables.render("<!-- results:nothing -->\n<!-- /results:nothing -->\n", "page.md")
+
+
+def test_mean_and_sample_sd_by_hand():
+    # 38.37, 39.79, 39.95: mean 39.37, sample sd sqrt(((-1.0)^2 + 0.42^2 + 0.58^2) / 2) = 0.8669...
+    assert results_tables.mean_sd([38.37, 39.79, 39.95]) == "39.37 ± 0.87"
+    assert results_tables.mean_sd([40.2066]) == "40.21"
+    assert results_tables.mean_sd([]) == "–"
+    assert results_tables.span([17.86, 24.67, 24.71]) == "17.9–24.7"
