@@ -25,6 +25,7 @@ linearly with N per sentence stays constant down the table and memory quadratic 
 Usage: ``python benchmarks/attention_speed.py --preset small --lengths 64 256 1024 2048 --repeats 5``
        ``python benchmarks/attention_speed.py --device cuda --dtype bfloat16 --tokens 65536`` (GPU)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,7 @@ import time
 import torch
 
 from syntaxformer.cli import prepare_process
-from syntaxformer.models import make_config, MODELS
+from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors import attention
 from syntaxformer.priors.constituent import ConstituentPrior
 
@@ -105,8 +106,11 @@ def peak_memory_mib(step, device: torch.device) -> float:
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f)["traceEvents"]
-    totals = [e["args"]["Total Allocated"] for e in events
-              if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0]
+    totals = [
+        e["args"]["Total Allocated"]
+        for e in events
+        if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0
+    ]
     return max([0] + totals) / 2**20
 
 
@@ -119,19 +123,36 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=int, default=10000)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                        help="bfloat16: autocast (mixed precision), weights float32")
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="bfloat16: autocast (mixed precision), weights float32",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", nargs="+", default=NAMES, choices=NAMES)
-    parser.add_argument("--skip-cubic-above", type=int, default=1024,
-                        help="skip the N×N×N contrast above this length (it is slow)")
-    parser.add_argument("--save-attention-elements", type=int, default=attention.SAVE_ATTENTION_ELEMENTS,
-                        help="the sdpa kernel keeps (B, H, N, N) up to this size, recomputes above")
-    parser.add_argument("--block-elements", type=int, default=attention.BLOCK_ELEMENTS,
-                        help="the sdpa kernel's block of scores when it recomputes")
-    parser.add_argument("--attention-dropout", type=float, default=None,
-                        help="override the preset's attention dropout (0: PyTorch's CPU flash kernel, "
-                             "O(N) memory, serves plain/sdpa in training)")
+    parser.add_argument(
+        "--skip-cubic-above", type=int, default=1024, help="skip the N×N×N contrast above this length (it is slow)"
+    )
+    parser.add_argument(
+        "--save-attention-elements",
+        type=int,
+        default=attention.SAVE_ATTENTION_ELEMENTS,
+        help="the sdpa kernel keeps (B, H, N, N) up to this size, recomputes above",
+    )
+    parser.add_argument(
+        "--block-elements",
+        type=int,
+        default=attention.BLOCK_ELEMENTS,
+        help="the sdpa kernel's block of scores when it recomputes",
+    )
+    parser.add_argument(
+        "--attention-dropout",
+        type=float,
+        default=None,
+        help="override the preset's attention dropout (0: PyTorch's CPU flash kernel, "
+        "O(N) memory, serves plain/sdpa in training)",
+    )
     parser.add_argument("--json", help="also write the results to this JSON file")
     return parser.parse_args(argv)
 
@@ -141,11 +162,14 @@ def build_models(args, device: torch.device) -> dict:
     models = {}
     for name in args.models:
         prior_name, impl = name.split("/")
-        config = make_config("tree-transformer", args.preset, args.vocab,
-                             prior="none" if prior_name == "plain" else "constituent",
-                             attn_implementation={"cubic": "eager", "blocks": "sdpa"}.get(impl, impl),
-                             **({} if args.attention_dropout is None
-                                else dict(attention_probs_dropout_prob=args.attention_dropout)))
+        config = make_config(
+            "tree-transformer",
+            args.preset,
+            args.vocab,
+            prior="none" if prior_name == "plain" else "constituent",
+            attn_implementation={"cubic": "eager", "blocks": "sdpa"}.get(impl, impl),
+            **({} if args.attention_dropout is None else dict(attention_probs_dropout_prob=args.attention_dropout)),
+        )
         torch.manual_seed(args.seed)
         model = MODELS["tree-transformer"](config).train().to(device)
         if impl == "cubic":
@@ -168,8 +192,10 @@ def measure_length(args, models: dict, n: int, device: torch.device, dtype: torc
     def step(name):
         model = models[name]
         model.zero_grad(set_to_none=True)
-        with recompute_always(name == "tree/blocks"), \
-                torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+        with (
+            recompute_always(name == "tree/blocks"),
+            torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32),
+        ):
             loss = model(ids, labels=labels, masked_only=True).loss
         loss.backward()
 
@@ -192,10 +218,17 @@ def measure_length(args, models: dict, n: int, device: torch.device, dtype: torc
     for name in active:
         impl = name.split("/")[1]
         base = {"cubic": "plain/eager", "blocks": "plain/sdpa"}.get(impl, f"plain/{impl}")
-        rows.append(dict(N=n, batch=batch, model=name, step_ms=1000 * median[name],
-                         ratio=median[name] / median[base] if base in median else None,
-                         peak_mib=memory[name],
-                         peak_over_plain_mib=memory[name] - memory[base] if base in memory else None))
+        rows.append(
+            dict(
+                N=n,
+                batch=batch,
+                model=name,
+                step_ms=1000 * median[name],
+                ratio=median[name] / median[base] if base in median else None,
+                peak_mib=memory[name],
+                peak_over_plain_mib=memory[name] - memory[base] if base in memory else None,
+            )
+        )
     return rows
 
 
@@ -219,10 +252,20 @@ def main(argv=None):
 def meta(args) -> dict:
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)"
-    return dict(preset=args.preset, attention_dropout=args.attention_dropout, threads=args.threads, tokens_per_batch=args.tokens, repeats=args.repeats,
-                seed=args.seed, torch=torch.__version__, device=name, dtype=args.dtype,
-                save_attention_elements=attention.SAVE_ATTENTION_ELEMENTS, block_elements=attention.BLOCK_ELEMENTS,
-                step="forward+backward MLM step, 15% of positions labelled, logits only there")
+    return dict(
+        preset=args.preset,
+        attention_dropout=args.attention_dropout,
+        threads=args.threads,
+        tokens_per_batch=args.tokens,
+        repeats=args.repeats,
+        seed=args.seed,
+        torch=torch.__version__,
+        device=name,
+        dtype=args.dtype,
+        save_attention_elements=attention.SAVE_ATTENTION_ELEMENTS,
+        block_elements=attention.BLOCK_ELEMENTS,
+        step="forward+backward MLM step, 15% of positions labelled, logits only there",
+    )
 
 
 def write_json(args, rows):
@@ -233,17 +276,23 @@ def write_json(args, rows):
 def print_table(args, rows):
     m = meta(args)
     dropout = "" if args.attention_dropout is None else f" (attention dropout {args.attention_dropout})"
-    print(f"preset {args.preset}{dropout}, {m['device']}, {args.dtype}, {args.threads} CPU thread(s), "
-          f"~{args.tokens} tokens/batch, median of {args.repeats}, {m['step']}, seed {args.seed}, "
-          f"torch {torch.__version__}")
+    print(
+        f"preset {args.preset}{dropout}, {m['device']}, {args.dtype}, {args.threads} CPU thread(s), "
+        f"~{args.tokens} tokens/batch, median of {args.repeats}, {m['step']}, seed {args.seed}, "
+        f"torch {torch.__version__}"
+    )
     print(f"{'N':>5} {'batch':>5}  {'model':<12} {'step ms':>9} {'ratio':>6} {'peak MiB':>9} {'vs plain':>9}")
     for r in rows:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
         extra = "" if r["peak_over_plain_mib"] is None else f"{r['peak_over_plain_mib']:+.0f}"
-        print(f"{r['N']:>5} {r['batch']:>5}  {r['model']:<12} {r['step_ms']:>9.1f} {ratio:>6} "
-              f"{r['peak_mib']:>9.0f} {extra:>9}")
-    print("ratio: time / plain Transformer with the same backend (tree/blocks: / plain/sdpa; "
-          "tree/cubic: / plain/eager); vs plain: peak memory minus that plain Transformer's")
+        print(
+            f"{r['N']:>5} {r['batch']:>5}  {r['model']:<12} {r['step_ms']:>9.1f} {ratio:>6} "
+            f"{r['peak_mib']:>9.0f} {extra:>9}"
+        )
+    print(
+        "ratio: time / plain Transformer with the same backend (tree/blocks: / plain/sdpa; "
+        "tree/cubic: / plain/eager); vs plain: peak memory minus that plain Transformer's"
+    )
 
 
 if __name__ == "__main__":

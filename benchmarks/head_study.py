@@ -29,6 +29,7 @@ the first start and every restart. ``--device cuda`` runs the work on a GPU; ``-
     python benchmarks/head_study.py --max-steps 200 --gate-steps 40 --max-sentences 60 \\
         --work runs/head-study-check --docs runs/head-study-check/docs   # end-to-end check, CPU
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,13 +49,14 @@ logger = logging.getLogger("head_study")
 #: key -> (registry model, its induce recipe, prior, label)
 STUDY = {
     "tree-transformer": dict(model="tree-transformer", recipe="default", prior=None, label="Tree Transformer"),
-    "transformer": dict(model="tree-transformer", recipe="default", prior="none",
-                        label="Transformer (no prior)"),
+    "transformer": dict(model="tree-transformer", recipe="default", prior="none", label="Transformer (no prior)"),
     "structformer": dict(model="structformer", recipe="default", prior=None, label="StructFormer"),
 }
 #: λ of the gate runs and their steps: benchmarks/head_gates.py's (0 = fine-tuning with gates, no penalty).
-from head_gates import LAMBDAS, STEPS as GATE_STEPS  # noqa: E402
+from head_gates import LAMBDAS  # noqa: E402
+from head_gates import STEPS as GATE_STEPS
 from portable import portable  # noqa: E402
+
 UD_EWT_DEV = ROOT.parent / "shared" / "data" / "ud-ewt" / "en_ewt-ud-dev.conllu"
 F1_TREEBANK = "ptb-sample:dev"
 PRUNE_ORDERS = ("importance", "confidence")
@@ -79,6 +81,7 @@ def recipe(key: str, max_steps: int | None) -> tuple[dict, dict, int | None]:
 
 def decoder_options(key: str, max_steps: int | None):
     from syntaxformer.structures import DecoderOptions
+
     return DecoderOptions(min_layer=recipe(key, max_steps)[2])
 
 
@@ -88,16 +91,29 @@ def finished(folder: Path, steps: int) -> bool:
 
 
 def stage_train(key: str, work: Path, seed: int, device: str | None, max_steps: int | None, threads: int | None):
-    from syntaxformer.training.trainer import TrainArguments, train
+    from syntaxformer.training.run import train
+    from syntaxformer.training.trainer import TrainArguments
 
     fields, overrides, _ = recipe(key, max_steps)
     out = work / key / "model"
     if finished(out, fields["max_steps"]):
         logger.info("%s: trained (%s)", key, out)
         return
-    args = TrainArguments(out=str(out), model=STUDY[key]["model"], prior=STUDY[key]["prior"], overrides=overrides,
-                          corpus="ptb-sample", seed=seed, device=device, threads=threads, resume=True, quiet=True,
-                          save_every=500, eval_every=1000, **fields)
+    args = TrainArguments(
+        out=str(out),
+        model=STUDY[key]["model"],
+        prior=STUDY[key]["prior"],
+        overrides=overrides,
+        corpus="ptb-sample",
+        seed=seed,
+        device=device,
+        threads=threads,
+        resume=True,
+        quiet=True,
+        save_every=500,
+        eval_every=1000,
+        **fields,
+    )
     logger.info("%s: training %d steps -> %s", key, fields["max_steps"], out)
     train(args)
 
@@ -111,29 +127,68 @@ def stage_heads(key: str, work: Path, seed: int, device: str | None, max_sentenc
     dependencies = ["ptb-sample:dev"] + ([str(ud_ewt)] if ud_ewt.is_file() else [])
     if len(dependencies) == 1:
         logger.warning("UD-EWT dev (%s) is absent: syntactic roles on ptb-sample:dev only (unlabelled)", ud_ewt)
-    report = analyse_heads(work / key / "model", dependencies=dependencies, seed=seed, max_sentences=max_sentences,
-                           device=device)
+    report = analyse_heads(
+        work / key / "model", dependencies=dependencies, seed=seed, max_sentences=max_sentences, device=device
+    )
     write_heads_outputs(report, out)
 
 
-def stage_prune(key: str, work: Path, seed: int, device: str | None, max_sentences: int | None,
-                max_steps: int | None, step: float, seeds: int):
+def stage_prune(
+    key: str,
+    work: Path,
+    seed: int,
+    device: str | None,
+    max_sentences: int | None,
+    max_steps: int | None,
+    step: float,
+    seeds: int,
+):
     from syntaxformer.workflows.prune import run_prune
 
     out = work / key / "prune"
     if (out / "prune.json").is_file():
         return
-    run_prune(out, model=work / key / "model", orders=PRUNE_ORDERS, step=step, seed=seed, seeds=seeds,
-              options=decoder_options(key, max_steps), device=device, max_sentences=max_sentences)
+    run_prune(
+        out,
+        model=work / key / "model",
+        orders=PRUNE_ORDERS,
+        step=step,
+        seed=seed,
+        seeds=seeds,
+        options=decoder_options(key, max_steps),
+        device=device,
+        max_sentences=max_sentences,
+    )
 
 
-def stage_gates(key: str, work: Path, seed: int, device: str | None, lambdas, gate_steps: int,
-                max_sentences: int | None, max_steps: int | None, threads: int | None) -> list[dict]:
+def stage_gates(
+    key: str,
+    work: Path,
+    seed: int,
+    device: str | None,
+    lambdas,
+    gate_steps: int,
+    max_sentences: int | None,
+    max_steps: int | None,
+    threads: int | None,
+) -> list[dict]:
     """The gate runs of ``benchmarks/head_gates.py`` (same settings) from the study's model."""
     from head_gates import run_gate
 
-    return [run_gate(work / key / "model", work / key, lam, gate_steps, seed, device, threads,
-                     decoder_options(key, max_steps), max_sentences) for lam in lambdas]
+    return [
+        run_gate(
+            work / key / "model",
+            work / key,
+            lam,
+            gate_steps,
+            seed,
+            device,
+            threads,
+            decoder_options(key, max_steps),
+            max_sentences,
+        )
+        for lam in lambdas
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,8 +205,13 @@ def importance_distribution(raw: list[list[float | None]]) -> dict:
     ascending = sorted(values)
     gini = sum((2 * (i + 1) - n - 1) * v for i, v in enumerate(ascending)) / (n * total)
     top = max(1, round(n / 4))
-    return dict(shares=[round(s, 5) for s in shares], top_quarter_share=round(100 * sum(shares[:top]), 2),
-                gini=round(gini, 4), n_heads=n, max_over_median=round(values[0] / statistics.median(values), 3))
+    return dict(
+        shares=[round(s, 5) for s in shares],
+        top_quarter_share=round(100 * sum(shares[:top]), 2),
+        gini=round(gini, 4),
+        n_heads=n,
+        max_over_median=round(values[0] / statistics.median(values), 3),
+    )
 
 
 def role_counts(heads: dict) -> dict:
@@ -165,17 +225,20 @@ def role_counts(heads: dict) -> dict:
                 syntactic.setdefault(e["source"], set()).add((layer, head))
     ptb = next(d for d in heads["dependencies"] if d["source"].startswith("ptb-sample"))
     best = max(v for row in ptb["unlabelled_accuracy"] for v in row if v is not None)
-    return dict(positional=sum(1 for r in roles if r), positional_previous=roles.count("previous"),
-                positional_next=roles.count("next"),
-                syntactic={source: len(h) for source, h in syntactic.items()},
-                syntactic_any=len(set().union(*syntactic.values())) if syntactic else 0,
-                sources=[d["source"] for d in heads["dependencies"]],
-                ptb_attends_to_head_best=best, ptb_attends_to_head_baseline=ptb["unlabelled_baseline"])
+    return dict(
+        positional=sum(1 for r in roles if r),
+        positional_previous=roles.count("previous"),
+        positional_next=roles.count("next"),
+        syntactic={source: len(h) for source, h in syntactic.items()},
+        syntactic_any=len(set().union(*syntactic.values())) if syntactic else 0,
+        sources=[d["source"] for d in heads["dependencies"]],
+        ptb_attends_to_head_best=best,
+        ptb_attends_to_head_baseline=ptb["unlabelled_baseline"],
+    )
 
 
 def curve_points(prune: dict, order: str) -> list[dict]:
-    keep = ("fraction", "n_removed", "fraction_removed", "perplexity", "perplexity_sd", "sentence_f1",
-            "sentence_f1_sd")
+    keep = ("fraction", "n_removed", "fraction_removed", "perplexity", "perplexity_sd", "sentence_f1", "sentence_f1_sd")
     return [{k: p[k] for k in keep if k in p} for p in prune["orders"][order]["points"]]
 
 
@@ -188,35 +251,73 @@ def summarise(work: Path, lambdas, args) -> dict:
         prune = json.loads((folder / "prune" / "prune.json").read_text())
         gates = [json.loads((folder / f"gates-{lam:g}" / "result.json").read_text()) for lam in lambdas]
         models[key] = dict(
-            label=spec["label"], model=spec["model"], prior=training["prior"], preset=training["preset"],
-            steps=training["steps"], parameters=training["parameters"], train_minutes=training["train_minutes_total"],
-            device=training["device"], final_valid_loss=training["final_valid_loss"],
-            layers=heads["layers"], heads_per_layer=heads["heads"],
-            importance=dict(raw=heads["importance"]["raw"], normalised=heads["importance"]["normalised"],
-                            n_masked_tokens=heads["importance"]["n_masked_tokens"],
-                            **importance_distribution(heads["importance"]["raw"])),
-            roles=role_counts(heads), confidence=heads["confidence"],
-            text=heads["text"], prune_data=prune["data"], fractions_left_out=prune["fractions_left_out"],
+            label=spec["label"],
+            model=spec["model"],
+            prior=training["prior"],
+            preset=training["preset"],
+            steps=training["steps"],
+            parameters=training["parameters"],
+            train_minutes=training["train_minutes_total"],
+            device=training["device"],
+            final_valid_loss=training["final_valid_loss"],
+            layers=heads["layers"],
+            heads_per_layer=heads["heads"],
+            importance=dict(
+                raw=heads["importance"]["raw"],
+                normalised=heads["importance"]["normalised"],
+                n_masked_tokens=heads["importance"]["n_masked_tokens"],
+                **importance_distribution(heads["importance"]["raw"]),
+            ),
+            roles=role_counts(heads),
+            confidence=heads["confidence"],
+            text=heads["text"],
+            prune_data=prune["data"],
+            fractions_left_out=prune["fractions_left_out"],
             curves={order: curve_points(prune, order) for order in prune["orders"]},
             curve_labels={order: curve["label"] for order, curve in prune["orders"].items()},
-            gates=[{k: g[k] for k in ("gate_l0", "steps", "n_kept", "n_heads", "kept_per_layer", "silenced",
-                                      "perplexity", "sentence_f1", "expected_open", "max_binarisation_change",
-                                      "valid_loss_gated", "valid_loss_pruned", "parameters_after_pruning")
-                    if k in g} for g in gates])
+            gates=[
+                {
+                    k: g[k]
+                    for k in (
+                        "gate_l0",
+                        "steps",
+                        "n_kept",
+                        "n_heads",
+                        "kept_per_layer",
+                        "silenced",
+                        "perplexity",
+                        "sentence_f1",
+                        "expected_open",
+                        "max_binarisation_change",
+                        "valid_loss_gated",
+                        "valid_loss_pruned",
+                        "parameters_after_pruning",
+                    )
+                    if k in g
+                }
+                for g in gates
+            ],
+        )
     from head_gates import GATE_LR, LR_FRACTION
+
     from syntaxformer.evaluation.constituency import PROTOCOL as F1_PROTOCOL
     from syntaxformer.evaluation.perplexity import PROTOCOL as PPL_PROTOCOL
+
     return dict(
         study="attention heads: Tree Transformer vs plain Transformer vs StructFormer (issue 13 item 4)",
         data="ptb-sample (embedded WSJ sample, PRPN preprocessing); the trainer holds out 5% (seed-0 permutation)",
-        seed=args.seed, protocol=dict(
+        seed=args.seed,
+        protocol=dict(
             perplexity=PPL_PROTOCOL + "; on each model's held-out 5% of ptb-sample",
             f1="sentence-level F1 (0-100) on " + F1_TREEBANK + "; " + str(F1_PROTOCOL),
             importance="Michel et al. 2019 |dL/dxi| on the held-out text (syntaxformer heads), raw",
             gates=f"train --init-from MODEL --head-gates --gate-l0 LAMBDA: {args.gate_steps} steps, weights at "
-                  f"{LR_FRACTION} x the recipe's lr (constant), gates' lr {GATE_LR}, beta 0.33, log alpha "
-                  "init 3; closed heads pruned (binarised test-time gate <= 0.5); benchmarks/head_gates.py"),
-        lambdas=list(lambdas), models=models)
+            f"{LR_FRACTION} x the recipe's lr (constant), gates' lr {GATE_LR}, beta 0.33, log alpha "
+            "init 3; closed heads pruned (binarised test-time gate <= 0.5); benchmarks/head_gates.py",
+        ),
+        lambdas=list(lambdas),
+        models=models,
+    )
 
 
 def _fmt(value, spec=".1f", missing="–"):
@@ -231,16 +332,24 @@ def _at(curve: list[dict], n_removed_fraction: float, name: str):
 def markdown(summary: dict) -> str:
     models = summary["models"]
     keys = list(models)
-    lines = ["# Attention heads: Tree Transformer vs plain Transformer vs StructFormer", "",
-             "Written by `benchmarks/head_study.py` (issue 13 item 4); numbers in `docs/heads/head-study.json`. "
-             f"Data: {summary['data']}. Seed {summary['seed']}.", "",
-             f"- perplexity: {summary['protocol']['perplexity']}",
-             f"- F1: {summary['protocol']['f1']}",
-             f"- importance: {summary['protocol']['importance']}",
-             f"- gates: {summary['protocol']['gates']}", "",
-             "![head study](figures/head-study.png)", "", "## The models and their heads", "",
-             "| | " + " | ".join(models[k]["label"] for k in keys) + " |",
-             "|---|" + "---|" * len(keys)]
+    lines = [
+        "# Attention heads: Tree Transformer vs plain Transformer vs StructFormer",
+        "",
+        "Written by `benchmarks/head_study.py` (issue 13 item 4); numbers in `docs/heads/head-study.json`. "
+        f"Data: {summary['data']}. Seed {summary['seed']}.",
+        "",
+        f"- perplexity: {summary['protocol']['perplexity']}",
+        f"- F1: {summary['protocol']['f1']}",
+        f"- importance: {summary['protocol']['importance']}",
+        f"- gates: {summary['protocol']['gates']}",
+        "",
+        "![head study](figures/head-study.png)",
+        "",
+        "## The models and their heads",
+        "",
+        "| | " + " | ".join(models[k]["label"] for k in keys) + " |",
+        "|---|" + "---|" * len(keys),
+    ]
     rows = [
         ("prior / preset", lambda m: f"{m['prior'] or '–'} / {m['preset']}"),
         ("steps (train minutes, device)", lambda m: f"{m['steps']:,} ({m['train_minutes']:.1f}, {m['device']})"),
@@ -251,13 +360,24 @@ def markdown(summary: dict) -> str:
         ("importance: top quarter of heads holds (%)", lambda m: _fmt(m["importance"]["top_quarter_share"])),
         ("importance: Gini (0 = even)", lambda m: _fmt(m["importance"]["gini"], ".3f")),
         ("importance: largest / median head", lambda m: _fmt(m["importance"]["max_over_median"], ".2f")),
-        ("positional heads (≥ 90% on −1 / +1)", lambda m: f"{m['roles']['positional']} "
-                                                         f"({m['roles']['positional_previous']} prev, "
-                                                         f"{m['roles']['positional_next']} next)"),
-        ("syntactic heads (≥ 10 points over baseline), per source",
-         lambda m: ", ".join(f"{Path(s).name}: {n}" for s, n in m["roles"]["syntactic"].items()) or "0"),
-        ("best 'attends to its head' on ptb-sample:dev (baseline)",
-         lambda m: f"{m['roles']['ptb_attends_to_head_best']:.1f} ({m['roles']['ptb_attends_to_head_baseline']:.1f})"),
+        (
+            "positional heads (≥ 90% on −1 / +1)",
+            lambda m: (
+                f"{m['roles']['positional']} "
+                f"({m['roles']['positional_previous']} prev, "
+                f"{m['roles']['positional_next']} next)"
+            ),
+        ),
+        (
+            "syntactic heads (≥ 10 points over baseline), per source",
+            lambda m: ", ".join(f"{Path(s).name}: {n}" for s, n in m["roles"]["syntactic"].items()) or "0",
+        ),
+        (
+            "best 'attends to its head' on ptb-sample:dev (baseline)",
+            lambda m: (
+                f"{m['roles']['ptb_attends_to_head_best']:.1f} ({m['roles']['ptb_attends_to_head_baseline']:.1f})"
+            ),
+        ),
     ]
     for name, cell in rows:
         lines.append(f"| {name} | " + " | ".join(cell(models[k]) for k in keys) + " |")
@@ -265,38 +385,58 @@ def markdown(summary: dict) -> str:
     for key in keys:
         m = models[key]
         orders = list(m["curves"])
-        lines += [f"**{m['label']}**" + (f" (left out, more than one head per layer: {m['fractions_left_out']})"
-                                         if m["fractions_left_out"] else ""), "",
-                  "| heads removed | " + " | ".join(orders) + " |", "|---|" + "---|" * len(orders)]
+        lines += [
+            f"**{m['label']}**"
+            + (
+                f" (left out, more than one head per layer: {m['fractions_left_out']})"
+                if m["fractions_left_out"]
+                else ""
+            ),
+            "",
+            "| heads removed | " + " | ".join(orders) + " |",
+            "|---|" + "---|" * len(orders),
+        ]
         for i, point in enumerate(m["curves"][orders[0]]):
             cells = []
             for order in orders:
                 p = m["curves"][order][i]
                 ppl = _fmt(p["perplexity"]) + (f" ± {p['perplexity_sd']:.1f}" if "perplexity_sd" in p else "")
-                f1 = ("" if "sentence_f1" not in p else
-                      " / " + _fmt(p["sentence_f1"], ".2f") + (f" ± {p['sentence_f1_sd']:.2f}"
-                                                               if "sentence_f1_sd" in p else ""))
+                f1 = (
+                    ""
+                    if "sentence_f1" not in p
+                    else " / "
+                    + _fmt(p["sentence_f1"], ".2f")
+                    + (f" ± {p['sentence_f1_sd']:.2f}" if "sentence_f1_sd" in p else "")
+                )
                 cells.append(ppl + f1)
-            lines.append(f"| {point['n_removed']} ({100 * point['fraction_removed']:.0f}%) | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {point['n_removed']} ({100 * point['fraction_removed']:.0f}%) | " + " | ".join(cells) + " |"
+            )
         lines.append("")
-    lines += ["## Hard-concrete gates (`train --init-from --head-gates --gate-l0 λ`)", "",
-              "| model | λ | heads kept (per layer) | perplexity | sentence F1 | valid loss gated → pruned |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "## Hard-concrete gates (`train --init-from --head-gates --gate-l0 λ`)",
+        "",
+        "| model | λ | heads kept (per layer) | perplexity | sentence F1 | valid loss gated → pruned |",
+        "|---|---|---|---|---|---|",
+    ]
     for key in keys:
         m = models[key]
         for g in m["gates"]:
             silenced = f", silenced {g['silenced']}" if g["silenced"] else ""
-            lines.append(f"| {m['label']} | {g['gate_l0']:g} | {g['n_kept']}/{g['n_heads']} {g['kept_per_layer']}"
-                         f"{silenced} | {_fmt(g['perplexity'])} | {_fmt(g.get('sentence_f1'), '.2f')} | "
-                         f"{_fmt(g['valid_loss_gated'], '.3f')} → {_fmt(g['valid_loss_pruned'], '.3f')} |")
+            lines.append(
+                f"| {m['label']} | {g['gate_l0']:g} | {g['n_kept']}/{g['n_heads']} {g['kept_per_layer']}"
+                f"{silenced} | {_fmt(g['perplexity'])} | {_fmt(g.get('sentence_f1'), '.2f')} | "
+                f"{_fmt(g['valid_loss_gated'], '.3f')} → {_fmt(g['valid_loss_pruned'], '.3f')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def figure(summary: dict):
     """Importance distribution; perplexity and F1 against heads removed (importance order, random,
     gates)."""
-    import syntaxformer.figures  # noqa: F401  (Agg backend)
     import matplotlib.pyplot as plt
+
+    import syntaxformer.figures  # noqa: F401  (Agg backend)
 
     models = summary["models"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
@@ -304,26 +444,49 @@ def figure(summary: dict):
     ax = axes[0]
     for key, m in models.items():
         shares = m["importance"]["shares"]
-        ax.plot(range(1, len(shares) + 1), [100 * s for s in shares], marker="o", markersize=3, color=colours[key],
-                label=f"{m['label']} (Gini {m['importance']['gini']:.2f})")
+        ax.plot(
+            range(1, len(shares) + 1),
+            [100 * s for s in shares],
+            marker="o",
+            markersize=3,
+            color=colours[key],
+            label=f"{m['label']} (Gini {m['importance']['gini']:.2f})",
+        )
     ax.set_xlabel("heads, most important first")
     ax.set_ylabel("share of total importance (%)")
     ax.set_title("importance distribution (raw |dL/dξ|)", fontsize=9)
-    for ax, name, label in ((axes[1], "perplexity", "masked-LM perplexity (one mask per input)"),
-                            (axes[2], "sentence_f1", "sentence F1 (%), ptb-sample:dev")):
+    for ax, name, label in (
+        (axes[1], "perplexity", "masked-LM perplexity (one mask per input)"),
+        (axes[2], "sentence_f1", "sentence F1 (%), ptb-sample:dev"),
+    ):
         for key, m in models.items():
             if name not in m["curves"]["importance"][0]:
                 continue
             for order, style in (("importance", "-"), ("random", ":")):
                 points = m["curves"][order]
                 xs = [100 * p["fraction_removed"] for p in points]
-                ax.plot(xs, [p[name] for p in points], style, marker="o", markersize=3, color=colours[key],
-                        label=f"{m['label']}, {m['curve_labels'][order]}")
+                ax.plot(
+                    xs,
+                    [p[name] for p in points],
+                    style,
+                    marker="o",
+                    markersize=3,
+                    color=colours[key],
+                    label=f"{m['label']}, {m['curve_labels'][order]}",
+                )
             gates = [g for g in m["gates"] if name in g]
             values = ", ".join(format(g["gate_l0"], "g") for g in gates)
-            ax.scatter([100 * (1 - g["n_kept"] / g["n_heads"]) for g in gates], [g[name] for g in gates],
-                       marker="*", s=90, color=colours[key], edgecolor="black", linewidth=0.5, zorder=3,
-                       label=f"{m['label']}, gates (λ {values})")
+            ax.scatter(
+                [100 * (1 - g["n_kept"] / g["n_heads"]) for g in gates],
+                [g[name] for g in gates],
+                marker="*",
+                s=90,
+                color=colours[key],
+                edgecolor="black",
+                linewidth=0.5,
+                zorder=3,
+                label=f"{m['label']}, gates (λ {values})",
+            )
         if name == "perplexity":
             ax.set_yscale("log")
         ax.set_xlabel("heads removed (%)")
@@ -370,6 +533,7 @@ def run_parallel(argv: list[str], args, stages: list[str]) -> None:
         with open(args.work / f"{key}.log", "a") as log:
             logger.info("%s: %s (log %s)", key, " ".join(command[2:]), log.name)
             return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+
     with ThreadPoolExecutor(args.jobs) as pool:
         codes = dict(zip(args.models, pool.map(one, args.models)))
     failed = [key for key, code in codes.items() if code]
@@ -378,8 +542,9 @@ def run_parallel(argv: list[str], args, stages: list[str]) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "head-study", help="models and per-model outputs")
     p.add_argument("--docs", type=Path, default=ROOT / "docs", help="where heads.md, heads/ and figures/ go")
     p.add_argument("--device", default=None, help="cpu, cuda (default: cuda if available)")
@@ -387,40 +552,71 @@ def main(argv=None) -> int:
     p.add_argument("--max-steps", type=int, default=None, help="override the recipes' steps (a quick check)")
     p.add_argument("--gate-steps", type=int, default=GATE_STEPS, help="fine-tuning steps of each gate run")
     p.add_argument("--lambdas", type=float, nargs="+", default=list(LAMBDAS))
-    p.add_argument("--max-sentences", type=int, default=None,
-                   help="at most this many sentences of the held-out / dependency texts (a quick check)")
+    p.add_argument(
+        "--max-sentences",
+        type=int,
+        default=None,
+        help="at most this many sentences of the held-out / dependency texts (a quick check)",
+    )
     p.add_argument("--prune-step", type=float, default=PRUNE_STEP, help="prune --step")
     p.add_argument("--prune-seeds", type=int, default=3, help="prune --seeds (the random control)")
     p.add_argument("--ud-ewt", type=Path, default=UD_EWT_DEV, help="UD-EWT dev (CoNLL-U) for the syntactic roles")
     p.add_argument("--models", nargs="+", default=list(STUDY), choices=list(STUDY))
-    p.add_argument("--stages", nargs="+", default=["train", "heads", "prune", "gates", "report"],
-                   choices=["train", "heads", "prune", "gates", "report"])
+    p.add_argument(
+        "--stages",
+        nargs="+",
+        default=["train", "heads", "prune", "gates", "report"],
+        choices=["train", "heads", "prune", "gates", "report"],
+    )
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--jobs", type=int, default=1,
-                   help="run the models' stages in this many parallel processes (e.g. 3 on one GPU), then the report")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="run the models' stages in this many parallel processes (e.g. 3 on one GPU), then the report",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from syntaxformer.runtime import prepare_process
+
     prepare_process()
     if args.threads:
         import torch
+
         torch.set_num_threads(args.threads)
     start = time.monotonic()
     work_stages = [stage for stage in args.stages if stage != "report"]
     if args.jobs > 1 and len(args.models) > 1 and work_stages:
         run_parallel(argv if argv is not None else sys.argv[1:], args, work_stages)
         work_stages = []
-    for key in (args.models if work_stages else []):
+    for key in args.models if work_stages else []:
         if "train" in args.stages:
             stage_train(key, args.work, args.seed, args.device, args.max_steps, args.threads)
         if "heads" in args.stages:
             stage_heads(key, args.work, args.seed, args.device, args.max_sentences, args.ud_ewt)
         if "prune" in args.stages:
-            stage_prune(key, args.work, args.seed, args.device, args.max_sentences, args.max_steps,
-                        args.prune_step, args.prune_seeds)
+            stage_prune(
+                key,
+                args.work,
+                args.seed,
+                args.device,
+                args.max_sentences,
+                args.max_steps,
+                args.prune_step,
+                args.prune_seeds,
+            )
         if "gates" in args.stages:
-            stage_gates(key, args.work, args.seed, args.device, args.lambdas, args.gate_steps, args.max_sentences,
-                        args.max_steps, args.threads)
+            stage_gates(
+                key,
+                args.work,
+                args.seed,
+                args.device,
+                args.lambdas,
+                args.gate_steps,
+                args.max_sentences,
+                args.max_steps,
+                args.threads,
+            )
         logger.info("%s done (%.1f min so far)", key, (time.monotonic() - start) / 60)
     if "report" in args.stages:
         summary = stage_report(args.work, args.docs, args.lambdas, args)

@@ -14,6 +14,7 @@ first batches of epoch 0 (real pairs, length-bucketed as in training).
 The times are only as exact as the machine is idle; the ratio is the number to read. The speed-up
 depends on the CPU: it needs bfloat16 matrix instructions (AVX-512 BF16 or AMX) to be large.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,19 @@ logger = logging.getLogger("logic_precision")
 def build(encoder: str, precision: str, data: Path, out: str, threads: int, seed: int):
     """A built trainer for ``encoder`` at ``precision`` on the CPU."""
     from syntaxformer.tasks.logic import LogicArguments, LogicTrainer
-    trainer = LogicTrainer(LogicArguments(out=out, data=str(data), encoder=encoder, precision=precision,
-                                          device="cpu", threads=threads, seed=seed, quiet=True))
+
+    trainer = LogicTrainer(
+        LogicArguments(
+            out=out,
+            data=str(data),
+            encoder=encoder,
+            precision=precision,
+            device="cpu",
+            threads=threads,
+            seed=seed,
+            quiet=True,
+        )
+    )
     trainer.build()
     return trainer
 
@@ -43,8 +55,10 @@ def build(encoder: str, precision: str, data: Path, out: str, threads: int, seed
 def measure(encoder: str, data: Path, threads: int, steps: int, round_steps: int, warmup: int, seed: int) -> dict:
     """Seconds per training step in fp32 and bf16 (alternating rounds), their ratio, first-step losses."""
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        trainers = {"fp32": build(encoder, "fp32", data, a, threads, seed),
-                    "bf16": build(encoder, "bf16", data, b, threads, seed)}
+        trainers = {
+            "fp32": build(encoder, "fp32", data, a, threads, seed),
+            "bf16": build(encoder, "bf16", data, b, threads, seed),
+        }
         batches = trainers["fp32"].sampler.batches(0)
         if len(batches) < warmup + steps:
             raise SystemExit(f"only {len(batches)} batches in an epoch; ask for fewer --steps")
@@ -55,15 +69,23 @@ def measure(encoder: str, data: Path, threads: int, steps: int, round_steps: int
         seconds = {p: [] for p in trainers}
         for start in range(warmup, warmup + steps, round_steps):
             for precision, trainer in trainers.items():
-                chunk = batches[start:min(start + round_steps, warmup + steps)]
+                chunk = batches[start : min(start + round_steps, warmup + steps)]
                 t0 = time.perf_counter()
                 for batch in chunk:
                     trainer.training_step(batch)
                 seconds[precision].append((time.perf_counter() - t0) / len(chunk))
     per_step = {p: statistics.median(v) for p, v in seconds.items()}
-    return dict(encoder=encoder, threads=threads, steps=steps, round_steps=round_steps, warmup=warmup,
-                seconds_per_step=per_step, speedup=per_step["fp32"] / per_step["bf16"],
-                first_step_loss=first_loss, rounds=seconds)
+    return dict(
+        encoder=encoder,
+        threads=threads,
+        steps=steps,
+        round_steps=round_steps,
+        warmup=warmup,
+        seconds_per_step=per_step,
+        speedup=per_step["fp32"] / per_step["bf16"],
+        first_step_loss=first_loss,
+        rounds=seconds,
+    )
 
 
 def main(argv=None) -> int:
@@ -79,18 +101,31 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     import torch
+
     results = []
     for encoder in args.encoders:
         r = measure(encoder, Path(args.data), args.threads, args.steps, args.round_steps, args.warmup, args.seed)
         results.append(r)
-        logger.info("%s, %d thread(s): fp32 %.3f s/step, bf16 %.3f s/step: x%.2f; first-step loss %.4f / %.4f",
-                    encoder, args.threads, r["seconds_per_step"]["fp32"], r["seconds_per_step"]["bf16"],
-                    r["speedup"], r["first_step_loss"]["fp32"], r["first_step_loss"]["bf16"])
+        logger.info(
+            "%s, %d thread(s): fp32 %.3f s/step, bf16 %.3f s/step: x%.2f; first-step loss %.4f / %.4f",
+            encoder,
+            args.threads,
+            r["seconds_per_step"]["fp32"],
+            r["seconds_per_step"]["bf16"],
+            r["speedup"],
+            r["first_step_loss"]["fp32"],
+            r["first_step_loss"]["bf16"],
+        )
     if args.json:
-        record = dict(what="logic training steps (batch 128 pairs, base preset), fp32 vs bf16 autocast, alternating "
-                           "rounds; median seconds per step", data="propositional-logic train0-train6 (epoch 0's "
-                           "first batches, seed %d)" % args.seed, torch=torch.__version__,
-                      load_average=os.getloadavg()[0], measured=time.strftime("%Y-%m-%d %H:%M"), results=results)
+        record = dict(
+            what="logic training steps (batch 128 pairs, base preset), fp32 vs bf16 autocast, alternating "
+            "rounds; median seconds per step",
+            data="propositional-logic train0-train6 (epoch 0's first batches, seed %d)" % args.seed,
+            torch=torch.__version__,
+            load_average=os.getloadavg()[0],
+            measured=time.strftime("%Y-%m-%d %H:%M"),
+            results=results,
+        )
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0
 

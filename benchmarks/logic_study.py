@@ -26,6 +26,7 @@ Outputs of ``--report``: ``docs/logic.md`` (the table: mean ± sample sd over se
 count; the targets; CPU minutes estimated from ``--measure-cpu``'s rates), ``docs/logic/study.json``
 (every run's per-N accuracies, training record, test curve), ``docs/logic/accuracy.{png,svg}``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,8 @@ from portable import CODE_JSON, portable, record_code_version  # noqa: E402
 DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
 DOCS = ROOT / "docs"
 SEEDS = (0, 1, 2)
-CURVE_PAIRS = 300          # test pairs per file in the test curve
-MEASURE_STEPS = 30         # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
+CURVE_PAIRS = 300  # test pairs per file in the test curve
+MEASURE_STEPS = 30  # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
 #: forward+backward speed-up of 2 threads over 1 for the ON-LSTM ``base`` encoder (batch 256 x 18 tokens:
 #: 422 -> 260 ms a step), measured on this project's development CPU while it was idle; the CPU-minute
 #: estimates divide one thread's CPU time by it
@@ -59,9 +60,20 @@ SCALES = {
     "full": dict(runs=ROOT / "runs" / "logic", args=dict(preset="base"), max_test_pairs=None),
     # an end-to-end check, not the protocol: the tiny presets learn something in a minute only on the
     # pairs with <= 1 operator
-    "tiny": dict(runs=ROOT / "runs" / "logic-tiny",
-                 args=dict(preset="tiny", max_train_operators=1, max_steps=300, batch_size=32, lr=1e-2, dropout=0.0,
-                           eval_every=100, save_every=100), max_test_pairs=100),
+    "tiny": dict(
+        runs=ROOT / "runs" / "logic-tiny",
+        args=dict(
+            preset="tiny",
+            max_train_operators=1,
+            max_steps=300,
+            batch_size=32,
+            lr=1e-2,
+            dropout=0.0,
+            eval_every=100,
+            save_every=100,
+        ),
+        max_test_pairs=100,
+    ),
 }
 
 logger = logging.getLogger("logic_study")
@@ -70,6 +82,7 @@ logger = logging.getLogger("logic_study")
 # ----------------------------------------------------------------------------------------------
 # One run (a process of its own)
 # ----------------------------------------------------------------------------------------------
+
 
 def _test_curve_callback(data: Path, out: Path):
     """A trainer callback: at every evaluation, the accuracy on the first CURVE_PAIRS pairs of each
@@ -87,25 +100,41 @@ def _test_curve_callback(data: Path, out: Path):
             points = json.loads(path.read_text()) if path.exists() else []
             points = [p for p in points if p["step"] < step]
             per_n = accuracy_by_operators(trainer.model, trainer.tokenizer, files, trainer.device)
-            points.append(dict(step=step, train_minutes=round(trainer.state.train_seconds / 60, 3),
-                               valid_accuracy=metrics.get("valid/accuracy"),
-                               accuracy={n: v["accuracy"] for n, v in per_n.items()}, groups=group_means(per_n)))
+            points.append(
+                dict(
+                    step=step,
+                    train_minutes=round(trainer.state.train_seconds / 60, 3),
+                    valid_accuracy=metrics.get("valid/accuracy"),
+                    accuracy={n: v["accuracy"] for n, v in per_n.items()},
+                    groups=group_means(per_n),
+                )
+            )
             out.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(points) + "\n")
 
     return TestCurve()
 
 
-def run_one(runs: Path, encoder: str, seed: int, scale: str, device: str | None, threads: int | None,
-            overrides: dict) -> None:
+def run_one(
+    runs: Path, encoder: str, seed: int, scale: str, device: str | None, threads: int | None, overrides: dict
+) -> None:
     """Train and test one (encoder, seed) with the recipe into ``runs/<encoder>-seed<seed>``."""
     from syntaxformer.tasks.logic import LogicArguments
     from syntaxformer.workflows.logic import run_logic_train
 
     spec = SCALES[scale]
     out = run_folder(runs, encoder, seed)
-    args = LogicArguments(out=str(out), data=str(DATA), encoder=encoder, seed=seed, device=device, threads=threads,
-                          resume=True, quiet=True, **{**spec["args"], **overrides})
+    args = LogicArguments(
+        out=str(out),
+        data=str(DATA),
+        encoder=encoder,
+        seed=seed,
+        device=device,
+        threads=threads,
+        resume=True,
+        quiet=True,
+        **{**spec["args"], **overrides},
+    )
     run_logic_train(args, callbacks=[_test_curve_callback(DATA, out)], max_test_pairs=spec["max_test_pairs"])
     if finished(out):
         record_code_version(out)
@@ -119,6 +148,7 @@ def run_folder(runs: Path, encoder: str, seed: int) -> Path:
 # Many runs
 # ----------------------------------------------------------------------------------------------
 
+
 def finished(folder: Path) -> bool:
     """Whether the run in ``folder`` trained to the end of the recipe and was tested (a run stopped
     early, by a signal or ``--max-minutes``, has a ``logic.json`` too, but is resumed, not reported)."""
@@ -130,8 +160,19 @@ def _start(runs: Path, encoder: str, seed: int, scale: str, device, threads, ove
     """Start ``--one encoder seed`` as a process logging to its run folder; returns (name, process, log)."""
     out = run_folder(runs, encoder, seed)
     out.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, __file__, "--one", encoder, str(seed), "--scale", scale, "--runs", str(runs),
-               "--data", str(DATA)]
+    command = [
+        sys.executable,
+        __file__,
+        "--one",
+        encoder,
+        str(seed),
+        "--scale",
+        scale,
+        "--runs",
+        str(runs),
+        "--data",
+        str(DATA),
+    ]
     command += (["--device", device] if device else []) + (["--threads", str(threads)] if threads else [])
     command += [f"--set={k}={json.dumps(v)}" for k, v in overrides.items()]
     log = open(out / "log.txt", "a")
@@ -140,8 +181,9 @@ def _start(runs: Path, encoder: str, seed: int, scale: str, device, threads, ove
     return f"{encoder}-seed{seed}", subprocess.Popen(command, stdout=log, stderr=log, env=env), log
 
 
-def train_all(runs: Path, encoders, seeds, scale: str, device: str | None, threads: int | None, jobs: int,
-              overrides: dict) -> list[str]:
+def train_all(
+    runs: Path, encoders, seeds, scale: str, device: str | None, threads: int | None, jobs: int, overrides: dict
+) -> list[str]:
     """Start one process per unfinished (encoder, seed), ``jobs`` at a time; returns the failures and
     the runs stopped early. SIGTERM / SIGINT are passed on to the runs, which checkpoint and stop
     (rerun the command to resume them)."""
@@ -169,7 +211,7 @@ def train_all(runs: Path, encoders, seeds, scale: str, device: str | None, threa
                 log.close()
                 running.remove(item)
                 logger.info("%s ended (exit %d)", name, process.returncode)
-                if process.returncode or not finished(runs / name):   # name = the run folder's
+                if process.returncode or not finished(runs / name):  # name = the run folder's
                     failed.append(name)
     finally:
         for sig, handler in old.items():
@@ -189,23 +231,37 @@ def measure_cpu(encoders, rates_path: Path, threads: int = 1) -> dict:
     rates = json.loads(rates_path.read_text()) if rates_path.exists() else {}
     for encoder in encoders:
         with tempfile.TemporaryDirectory() as tmp:
-            trainer = LogicTrainer(LogicArguments(out=tmp, data=str(DATA), encoder=encoder, device="cpu",
-                                                  threads=threads, quiet=True))
+            trainer = LogicTrainer(
+                LogicArguments(out=tmp, data=str(DATA), encoder=encoder, device="cpu", threads=threads, quiet=True)
+            )
             trainer.build()
             batches = trainer.sampler.batches(0)
             for b in batches[:5]:
                 trainer.training_step(b)
-            timed = batches[5:5 + MEASURE_STEPS]
+            timed = batches[5 : 5 + MEASURE_STEPS]
             wall, cpu = time.perf_counter(), time.process_time()
             for b in timed:
                 trainer.training_step(b)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        rates[encoder] = dict(cpu_seconds_per_step=cpu / len(timed), wall_seconds_per_step=wall / len(timed),
-                              precision=trainer.args.precision, threads=threads, steps=len(timed), pairs=sum(map(len, timed)),
-                              load_average=os.getloadavg()[0], torch=torch.__version__,
-                              measured=time.strftime("%Y-%m-%d %H:%M"))
-        logger.info("%s: %.3f CPU s/step, %.3f wall s/step on %d thread(s), load %.1f", encoder,
-                    cpu / len(timed), wall / len(timed), threads, rates[encoder]["load_average"])
+        rates[encoder] = dict(
+            cpu_seconds_per_step=cpu / len(timed),
+            wall_seconds_per_step=wall / len(timed),
+            precision=trainer.args.precision,
+            threads=threads,
+            steps=len(timed),
+            pairs=sum(map(len, timed)),
+            load_average=os.getloadavg()[0],
+            torch=torch.__version__,
+            measured=time.strftime("%Y-%m-%d %H:%M"),
+        )
+        logger.info(
+            "%s: %.3f CPU s/step, %.3f wall s/step on %d thread(s), load %.1f",
+            encoder,
+            cpu / len(timed),
+            wall / len(timed),
+            threads,
+            rates[encoder]["load_average"],
+        )
     rates_path.parent.mkdir(parents=True, exist_ok=True)
     rates_path.write_text(json.dumps(rates, indent=2) + "\n")
     return rates
@@ -214,6 +270,7 @@ def measure_cpu(encoders, rates_path: Path, threads: int = 1) -> dict:
 # ----------------------------------------------------------------------------------------------
 # Report
 # ----------------------------------------------------------------------------------------------
+
 
 def _mean_sd(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
@@ -250,10 +307,12 @@ def collect(runs_folder: Path, encoders, seeds, earlier: dict | None = None) -> 
                 runs.setdefault(encoder, {})[seed] = dict(
                     report=json.loads((folder / "logic.json").read_text()),
                     curve=json.loads(curve.read_text()) if curve.exists() else [],
-                    code=json.loads(code.read_text()) if code.exists() else None)
+                    code=json.loads(code.read_text()) if code.exists() else None,
+                )
             elif seed in (earlier or {}).get(encoder, {}):
-                logger.info("%s seed %d: taken from the earlier report (no finished run in %s)",
-                            encoder, seed, runs_folder)
+                logger.info(
+                    "%s seed %d: taken from the earlier report (no finished run in %s)", encoder, seed, runs_folder
+                )
                 runs.setdefault(encoder, {})[seed] = earlier[encoder][seed]
     return runs
 
@@ -272,25 +331,42 @@ def summarise(runs: dict) -> dict:
         reports = [r["report"] for r in by_seed.values()]
         per_n = {n: [r["test"][str(n)]["accuracy"] for r in reports] for n in TEST_OPERATORS}
         groups = {g: [r["groups"][g] for r in reports] for g in GROUPS}
-        recipes = sorted({(r["training"]["arguments"]["lr"], r["training"]["arguments"]["max_steps"],
-                           json.dumps(r["training"]["arguments"]["overrides"], sort_keys=True),
-                           precision(r["training"]["arguments"]), r["training"]["arguments"]["final_lr_fraction"])
-                          for r in reports})
+        recipes = sorted(
+            {
+                (
+                    r["training"]["arguments"]["lr"],
+                    r["training"]["arguments"]["max_steps"],
+                    json.dumps(r["training"]["arguments"]["overrides"], sort_keys=True),
+                    precision(r["training"]["arguments"]),
+                    r["training"]["arguments"]["final_lr_fraction"],
+                )
+                for r in reports
+            }
+        )
         if len(recipes) > 1:
-            raise ValueError(f"{encoder}: seeds trained with different learning rates, steps, encoder settings, "
-                             f"precisions or final learning rates {recipes}; rerun them alike")
-        (lr, recipe_steps, _, run_precision, _), = recipes
+            raise ValueError(
+                f"{encoder}: seeds trained with different learning rates, steps, encoder settings, "
+                f"precisions or final learning rates {recipes}; rerun them alike"
+            )
+        ((lr, recipe_steps, _, run_precision, _),) = recipes
         summary[encoder] = dict(
-            seeds=sorted(by_seed), preset=reports[0]["preset"], pooling=reports[0]["pooling"], lr=lr,
-            recipe_steps=recipe_steps, precision=run_precision, overrides=reports[0]["training"]["arguments"]["overrides"],
-            parameters=reports[0]["parameters"], encoder_parameters=reports[0]["encoder_parameters"],
+            seeds=sorted(by_seed),
+            preset=reports[0]["preset"],
+            pooling=reports[0]["pooling"],
+            lr=lr,
+            recipe_steps=recipe_steps,
+            precision=run_precision,
+            overrides=reports[0]["training"]["arguments"]["overrides"],
+            parameters=reports[0]["parameters"],
+            encoder_parameters=reports[0]["encoder_parameters"],
             steps=[r["training"]["steps"] for r in reports],
             train_minutes=[r["training"]["train_minutes_total"] for r in reports],
             device=reports[0]["training"]["device"],
             best_valid_accuracy=[r["training"]["best_valid_accuracy"] for r in reports],
             accuracy={n: dict(zip(("mean", "sd"), _mean_sd(v))) for n, v in per_n.items()},
             groups={g: dict(zip(("mean", "sd"), _mean_sd(v))) for g, v in groups.items()},
-            values=dict(per_n=per_n, groups=groups))
+            values=dict(per_n=per_n, groups=groups),
+        )
     return summary
 
 
@@ -300,8 +376,11 @@ def targets(summary: dict, seeds) -> dict:
     complete = {e: s for e, s in summary.items() if s["seeds"] == sorted(seeds)}
     on, plain = complete.get("on-lstm"), complete.get("transformer")
     at_7_9 = None if on is None else all(on["accuracy"][n]["mean"] >= 90.0 for n in (7, 8, 9))
-    ahead = None if on is None or plain is None else all(
-        on["accuracy"][n]["mean"] > plain["accuracy"][n]["mean"] for n in (10, 11, 12))
+    ahead = (
+        None
+        if on is None or plain is None
+        else all(on["accuracy"][n]["mean"] > plain["accuracy"][n]["mean"] for n in (10, 11, 12))
+    )
     return {"on-lstm >= 90% at 7-9": at_7_9, "on-lstm > transformer at 10-12": ahead}
 
 
@@ -319,34 +398,46 @@ def table(summary: dict, rates: dict) -> str:
     """The markdown table: one row per encoder, mean ± sd (seeds) per operator count and group."""
     from syntaxformer.tasks.logic import TEST_OPERATORS
 
-    head = ("| encoder (pooling) | lr | steps | precision | seeds | parameters | " + " | ".join(str(n) for n in TEST_OPERATORS)
-            + " | 7-9 | 10-12 | best valid | est. 2-core CPU min |")
+    head = (
+        "| encoder (pooling) | lr | steps | precision | seeds | parameters | "
+        + " | ".join(str(n) for n in TEST_OPERATORS)
+        + " | 7-9 | 10-12 | best valid | est. 2-core CPU min |"
+    )
     lines = [head, "|---|--:|--:|---|---|--:|" + "--:|" * (len(TEST_OPERATORS) + 5)]
     for encoder, s in summary.items():
         minutes = cpu_minutes(rates, encoder, s["recipe_steps"], s["precision"])
         cells = [_cell(s["values"]["per_n"][n]) for n in TEST_OPERATORS]
-        lines.append(f"| {encoder} ({s['pooling']}) | {s['lr']:g} | {s['recipe_steps']:,} | {s['precision']} | "
-                     f"{', '.join(map(str, s['seeds']))} | "
-                     f"{s['parameters']:,} | "
-                     + " | ".join(cells) + f" | {_cell(s['values']['groups']['7-9'])} | "
-                     + f"{_cell(s['values']['groups']['10-12'])} | {_cell(s['best_valid_accuracy'])} | "
-                     + (f"{minutes:.0f}" if minutes is not None else "not measured") + " |")
+        lines.append(
+            f"| {encoder} ({s['pooling']}) | {s['lr']:g} | {s['recipe_steps']:,} | {s['precision']} | "
+            f"{', '.join(map(str, s['seeds']))} | "
+            f"{s['parameters']:,} | "
+            + " | ".join(cells)
+            + f" | {_cell(s['values']['groups']['7-9'])} | "
+            + f"{_cell(s['values']['groups']['10-12'])} | {_cell(s['best_valid_accuracy'])} | "
+            + (f"{minutes:.0f}" if minutes is not None else "not measured")
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def rates_table(rates: dict, summary: dict) -> str:
     """The CPU measurements: seconds per step and the recipe's estimated minutes on 2 cores (at each
     encoder's steps)."""
-    lines = ["| encoder | precision | CPU s/step (1 thread) | wall s/step | load average | steps | "
-             "est. 2-core min for the recipe |", "|---|---|--:|--:|--:|--:|--:|"]
+    lines = [
+        "| encoder | precision | CPU s/step (1 thread) | wall s/step | load average | steps | "
+        "est. 2-core min for the recipe |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
     for encoder, r in rates.items():
         if encoder not in summary:
             continue
         steps, rate_precision = summary[encoder]["recipe_steps"], r.get("precision", "fp32")
         minutes = cpu_minutes(rates, encoder, steps, summary[encoder]["precision"])
-        lines.append(f"| {encoder} | {rate_precision} | {r['cpu_seconds_per_step']:.3f} | {r['wall_seconds_per_step']:.3f} | "
-                     f"{r['load_average']:.1f} | {steps:,} | "
-                     + (f"{minutes:.0f} |" if minutes is not None else "- (the recipe's precision differs) |"))
+        lines.append(
+            f"| {encoder} | {rate_precision} | {r['cpu_seconds_per_step']:.3f} | {r['wall_seconds_per_step']:.3f} | "
+            f"{r['load_average']:.1f} | {steps:,} | "
+            + (f"{minutes:.0f} |" if minutes is not None else "- (the recipe's precision differs) |")
+        )
     return "\n".join(lines)
 
 
@@ -354,15 +445,19 @@ def measured_table(runs: dict) -> str:
     """The runs' own clocks: per encoder and seed, the torch threads, the minutes from the start to the
     end of training (data, validations and checkpoints included) and those of the optimizer steps alone.
     Comparable only between runs that had the machine alike (see the text)."""
-    lines = ["| encoder | seed | threads | minutes to the end of training | of which optimizer steps |",
-             "|---|--:|--:|--:|--:|"]
+    lines = [
+        "| encoder | seed | threads | minutes to the end of training | of which optimizer steps |",
+        "|---|--:|--:|--:|--:|",
+    ]
     for encoder, by_seed in runs.items():
         for seed, r in sorted(by_seed.items()):
             t = r["report"]["training"]
             resumed = t.get("resumed_from_steps") or []
             last = f" (the last of {len(resumed) + 1} processes)" if resumed else ""
-            lines.append(f"| {encoder} | {seed} | {t.get('threads') or '-'} | {t['minutes']:.1f}{last} | "
-                         f"{t['train_minutes_total']:.1f} |")
+            lines.append(
+                f"| {encoder} | {seed} | {t.get('threads') or '-'} | {t['minutes']:.1f}{last} | "
+                f"{t['train_minutes_total']:.1f} |"
+            )
     return "\n".join(lines)
 
 
@@ -376,9 +471,15 @@ def curve_table(runs: dict) -> str:
             continue
         steps = sorted(set.intersection(*(set(p["step"] for p in c) for c in curves)))
         at = {step: [next(p for p in c if p["step"] == step) for c in curves] for step in steps}
-        lines.append(f"| {encoder} | " + "; ".join(
-            f"{step}: {statistics.fmean(p['groups']['7-9'] for p in at[step]):.1f} / "
-            f"{statistics.fmean(p['groups']['10-12'] for p in at[step]):.1f}" for step in steps) + " |")
+        lines.append(
+            f"| {encoder} | "
+            + "; ".join(
+                f"{step}: {statistics.fmean(p['groups']['7-9'] for p in at[step]):.1f} / "
+                f"{statistics.fmean(p['groups']['10-12'] for p in at[step]):.1f}"
+                for step in steps
+            )
+            + " |"
+        )
     return "\n".join(["| encoder | step: 7-9 / 10-12 accuracy (%) |", "|---|---|"] + lines) if lines else "(none)"
 
 
@@ -393,20 +494,38 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
     rates_path = docs / "logic" / "cpu_rates.json"
     # the measured rates are of the base presets: no estimate for another scale
     rates = json.loads(rates_path.read_text()) if rates_path.exists() and scale == "full" else {}
-    result = dict(data=str(DATA), scale=scale, recipe={**RECIPE, **SCALES[scale]["args"]}, seeds=list(seeds),
-                  summary=summary, targets=targets(summary, seeds), cpu_rates=rates,
-                  runs={e: {str(s): r for s, r in by.items()} for e, by in runs.items()},
-                  missing=[f"{e}-seed{s}" for e in encoders for s in seeds if s not in runs.get(e, {})])
+    result = dict(
+        data=str(DATA),
+        scale=scale,
+        recipe={**RECIPE, **SCALES[scale]["args"]},
+        seeds=list(seeds),
+        summary=summary,
+        targets=targets(summary, seeds),
+        cpu_rates=rates,
+        runs={e: {str(s): r for s, r in by.items()} for e, by in runs.items()},
+        missing=[f"{e}-seed{s}" for e in encoders for s in seeds if s not in runs.get(e, {})],
+    )
     (docs / "logic").mkdir(parents=True, exist_ok=True)
     (docs / "logic" / "study.json").write_text(json.dumps(portable(result), indent=1) + "\n")
-    curves = {f"{e} (lr {s['lr']:g}, {len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''})": dict(
-        operators=list(TEST_OPERATORS), accuracy=[s["accuracy"][n]["mean"] for n in TEST_OPERATORS],
-        sd=[s["accuracy"][n]["sd"] or 0.0 for n in TEST_OPERATORS]) for e, s in summary.items()}
+    curves = {
+        f"{e} (lr {s['lr']:g}, {len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''})": dict(
+            operators=list(TEST_OPERATORS),
+            accuracy=[s["accuracy"][n]["mean"] for n in TEST_OPERATORS],
+            sd=[s["accuracy"][n]["sd"] or 0.0 for n in TEST_OPERATORS],
+        )
+        for e, s in summary.items()
+    }
     some = next((r["report"] for by in runs.values() for r in by.values()), None)
     baseline = {n: some["test"][str(n)]["majority"] for n in TEST_OPERATORS} if some else None
-    save_figure(plot_accuracy_by_operators(curves, result["recipe"].get("max_train_operators", 6), baseline,
-                                           title="propositional logic: test accuracy, mean ± sd over seeds"),
-                docs / "logic" / "accuracy")
+    save_figure(
+        plot_accuracy_by_operators(
+            curves,
+            result["recipe"].get("max_train_operators", 6),
+            baseline,
+            title="propositional logic: test accuracy, mean ± sd over seeds",
+        ),
+        docs / "logic" / "accuracy",
+    )
     (docs / "logic.md").write_text(markdown(result, table(summary, rates)))
     return result
 
@@ -420,25 +539,37 @@ def markdown(result: dict, table_text: str) -> str:
     by_steps: dict[int, list[str]] = {}
     for e, s in summary.items():
         by_steps.setdefault(s["recipe_steps"], []).append(e)
-    steps = "; ".join(f"{n:,}" + (f" = {n * recipe['batch_size'] / pairs:.1f} epochs of {pairs:,} pairs" if pairs else "")
-                      + f" for {', '.join(es)}" for n, es in sorted(by_steps.items()))
-    settings = "; ".join(f"{e}: " + ", ".join(f"{k}={v}" for k, v in s["overrides"].items())
-                         for e, s in summary.items() if s["overrides"]) or "none"
-    targets_text = "\n".join(f"- {name}: " + {True: "**met**", False: "**not met**", None: "pending (runs missing)"}[v]
-                             for name, v in result["targets"].items())
+    steps = "; ".join(
+        f"{n:,}"
+        + (f" = {n * recipe['batch_size'] / pairs:.1f} epochs of {pairs:,} pairs" if pairs else "")
+        + f" for {', '.join(es)}"
+        for n, es in sorted(by_steps.items())
+    )
+    settings = (
+        "; ".join(
+            f"{e}: " + ", ".join(f"{k}={v}" for k, v in s["overrides"].items())
+            for e, s in summary.items()
+            if s["overrides"]
+        )
+        or "none"
+    )
+    targets_text = "\n".join(
+        f"- {name}: " + {True: "**met**", False: "**not met**", None: "pending (runs missing)"}[v]
+        for name, v in result["targets"].items()
+    )
     missing = ", ".join(result["missing"]) or "none"
     rates = rates_table(result["cpu_rates"], summary) if result["cpu_rates"] else "(not measured)"
     return f"""# Propositional-logic inference: encoders compared
 
-Generated by `benchmarks/logic_study.py --report` (scale `{result['scale']}`); every number below is
+Generated by `benchmarks/logic_study.py --report` (scale `{result["scale"]}`); every number below is
 read from the runs' `logic.json`. Data: `propositional-logic` (Bowman et al. 2015, as vendored in
 yikangshen/Ordered-Neurons). Protocol (`syntaxformer.tasks.logic`): train on train0-train6 (<= 6
 operators) less every 10th pair in file order (validation: the public ON-LSTM code's split); keep the
-model of the best validation accuracy (evaluated every {recipe['eval_every']} steps); accuracy (%) on each
+model of the best validation accuracy (evaluated every {recipe["eval_every"]} steps); accuracy (%) on each
 of test1-test12 (test12 = 12 or more operators). Cells: mean ± sample sd over seeds
-{', '.join(map(str, result['seeds']))}; 7-9 and 10-12 = the mean of the per-N accuracies.
+{", ".join(map(str, result["seeds"]))}; 7-9 and 10-12 = the mean of the per-N accuracies.
 
-Model: each formula is encoded by the encoder (preset `{result['recipe']['preset']}`; `base`: ON-LSTM and LSTM as the
+Model: each formula is encoded by the encoder (preset `{result["recipe"]["preset"]}`; `base`: ON-LSTM and LSTM as the
 public ON-LSTM logic code, embedding 128 and one layer of 400 units; Tree Transformer and plain
 Transformer with 4 pre-LN layers of d 128, 4 heads, d_ff 512), pooled to one vector (`last`: the output at the last
 token, for recurrent encoders, as the ON-LSTM paper; `mean` over tokens for attention encoders), and
@@ -448,8 +579,8 @@ Recipe (every encoder the same but its peak learning rate, its number of steps a
 columns `lr`, `steps` and `precision`: the encoder's, chosen on validation accuracy and the time,
 docs/results/logic.md "Recipe choice"; `bf16`: training and validation under `torch.autocast` to bfloat16,
 parameters, Adam, the ON-LSTM's cell state and the test in float32): steps of
-{recipe['batch_size']} pairs ({steps}), Adam (eps 1e-9, L2 1.2e-6), {recipe['schedule']} decay to
-{recipe['final_lr_fraction']} x lr, gradient clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and
+{recipe["batch_size"]} pairs ({steps}), Adam (eps 1e-9, L2 1.2e-6), {recipe["schedule"]} decay to
+{recipe["final_lr_fraction"]} x lr, gradient clip 1.0, pair-MLP dropout 0.2 (the public code's optimiser and
 sizes, lr 1e-3; it trains 50 epochs with the learning rate halved on validation plateaus, `syntaxformer
 logic train --recipe public`: a run here is a fixed number of steps so that it does not depend on the
 machine). Encoder settings the runs were given (`--set`, over the preset of their code): {settings}. The last column estimates the recipe's minutes on 2
@@ -472,7 +603,7 @@ warm-up), measured on this project's development machine, **a 2-core CPU shared 
 idle machine's (ON-LSTM: 0.72 s here, about 0.52 s on the idle machine, scaled from 0.42 s a step of 18
 tokens to the 22 of an average batch). The estimate for 2 cores divides it
 by {TWO_CORE_SPEEDUP} (ON-LSTM's 2-thread speed-up measured while the machine was idle), so it is on the high side;
-evaluations (a forward pass over the 13,552 validation pairs every {recipe['eval_every']} steps) add about 5%.
+evaluations (a forward pass over the 13,552 validation pairs every {recipe["eval_every"]} steps) add about 5%.
 
 {rates}
 
@@ -480,14 +611,14 @@ The runs' own clocks (`training.json`; most runs shared the 2 cores with one to 
 their minutes are an upper bound; a run on 2 threads had the machine to itself but for light work;
 "optimizer steps" sums the processes of a resumed run):
 
-{measured_table(result['runs'])}
+{measured_table(result["runs"])}
 
 ## Accuracy against steps
 
 Each run also records the accuracy on the first 300 pairs of every test file at each evaluation
 (`test_curve.json`), never used to choose anything:
 
-{curve_table(result['runs'])}
+{curve_table(result["runs"])}
 """
 
 
@@ -508,12 +639,20 @@ def recipe_choice_row(training: dict, report: dict | None, source: str) -> dict:
     the peak (``final_lr_fraction``), validation accuracy (%) at every evaluation and its best, and (for a
     tested run) the mean test accuracy of each operator group."""
     args = training["arguments"]
-    return dict(encoder=training["encoder"], seed=training["seed"], lr=args["lr"], steps=training["steps"],
-                recipe_steps=args["max_steps"], overrides=args.get("overrides", {}), precision=precision(args),
-                final_lr_fraction=args["final_lr_fraction"], source=source,
-                valid_curve={int(step): round(accuracy, 2) for step, _, accuracy in training["valid_history"]},
-                best_valid_accuracy=training["best_valid_accuracy"],
-                test_groups=report["groups"] if report else None)
+    return dict(
+        encoder=training["encoder"],
+        seed=training["seed"],
+        lr=args["lr"],
+        steps=training["steps"],
+        recipe_steps=args["max_steps"],
+        overrides=args.get("overrides", {}),
+        precision=precision(args),
+        final_lr_fraction=args["final_lr_fraction"],
+        source=source,
+        valid_curve={int(step): round(accuracy, 2) for step, _, accuracy in training["valid_history"]},
+        best_valid_accuracy=training["best_valid_accuracy"],
+        test_groups=report["groups"] if report else None,
+    )
 
 
 def _choice_key(row: dict) -> tuple:
@@ -521,9 +660,15 @@ def _choice_key(row: dict) -> tuple:
     precision: ``fp32`` for rows recorded before the option, final learning-rate fraction: the recipe's
     0.1 for rows recorded before it was a key)."""
     overrides = row.get("overrides") or {}
-    return (row["encoder"], row["seed"], row["lr"], row["recipe_steps"],
-            json.dumps(overrides, sort_keys=True) if overrides else "", row.get("precision") or "fp32",
-            row.get("final_lr_fraction", RECORDED_FINAL_LR_FRACTION))
+    return (
+        row["encoder"],
+        row["seed"],
+        row["lr"],
+        row["recipe_steps"],
+        json.dumps(overrides, sort_keys=True) if overrides else "",
+        row.get("precision") or "fp32",
+        row.get("final_lr_fraction", RECORDED_FINAL_LR_FRACTION),
+    )
 
 
 def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
@@ -533,13 +678,18 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
     ``STUDY_JSON:ENCODER:SEED``, a run recorded in a study report. Returns every row, sorted."""
     path = docs / "logic" / "recipe-choice.json"
     recorded = json.loads(path.read_text())["runs"] if path.is_file() else []
-    rows = {_choice_key(r): dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()},
-                                 precision=r.get("precision") or "fp32",
-                                 final_lr_fraction=r.get("final_lr_fraction", RECORDED_FINAL_LR_FRACTION))
-            for r in recorded}  # JSON keeps the steps as strings
+    rows = {
+        _choice_key(r): dict(
+            r,
+            valid_curve={int(k): v for k, v in r["valid_curve"].items()},
+            precision=r.get("precision") or "fp32",
+            final_lr_fraction=r.get("final_lr_fraction", RECORDED_FINAL_LR_FRACTION),
+        )
+        for r in recorded
+    }  # JSON keeps the steps as strings
     for spec in folders:
         folder = Path(spec)
-        if not folder.exists() and spec.count(":") == 2:   # a folder whose name has two colons stays a folder
+        if not folder.exists() and spec.count(":") == 2:  # a folder whose name has two colons stays a folder
             study, encoder, seed = spec.split(":")
             report = json.loads(Path(study).read_text())["runs"][encoder][seed]["report"]
             row = recipe_choice_row(report["training"], report, spec)
@@ -549,17 +699,28 @@ def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
         elif (folder / "training.json").is_file():
             row = recipe_choice_row(json.loads((folder / "training.json").read_text()), None, str(folder))
         else:
-            raise SystemExit(f"{spec}: neither a run folder with logic.json / training.json nor STUDY_JSON:ENCODER:SEED")
+            raise SystemExit(
+                f"{spec}: neither a run folder with logic.json / training.json nor STUDY_JSON:ENCODER:SEED"
+            )
         rows[_choice_key(row)] = row
     # a recipe's seeds together: (encoder, lr, steps, settings, precision, final fraction, seed)
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2], k[3], k[4], k[5], -k[6], k[1]))]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(portable(dict(
-        what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to "
-             "final_lr_fraction of the peak rate, a tenth unless the row says otherwise) at several peak learning "
-             "rates, step counts, encoder settings, precisions and final rates; the recipe is chosen on "
-             "validation only",
-        runs=ordered)), indent=1) + "\n")
+    path.write_text(
+        json.dumps(
+            portable(
+                dict(
+                    what="validation accuracy (%) against steps of the default recipe (steps of 128 pairs, linear decay to "
+                    "final_lr_fraction of the peak rate, a tenth unless the row says otherwise) at several peak learning "
+                    "rates, step counts, encoder settings, precisions and final rates; the recipe is chosen on "
+                    "validation only",
+                    runs=ordered,
+                )
+            ),
+            indent=1,
+        )
+        + "\n"
+    )
     return ordered
 
 
@@ -567,18 +728,22 @@ def recipe_choice_table(rows: list[dict]) -> str:
     """Markdown: one line per row of :func:`recipe_choice`: validation accuracy (%) at
     :data:`CHOICE_STEPS`, its best, test 7-9 / 10-12 (the groups' mean accuracy, %); ``final lr``: the
     learning rate at the last step as a fraction of the peak."""
-    lines = ["| encoder | lr | final lr | steps | --set | precision | seed | "
-             + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS) + " | best valid | test 7-9 | test 10-12 |",
-             "|---|--:|--:|--:|---|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3)]
+    lines = [
+        "| encoder | lr | final lr | steps | --set | precision | seed | "
+        + " | ".join(f"valid {s:,}" for s in CHOICE_STEPS)
+        + " | best valid | test 7-9 | test 10-12 |",
+        "|---|--:|--:|--:|---|---|--:|" + "--:|" * (len(CHOICE_STEPS) + 3),
+    ]
     for r in rows:
         curve = r["valid_curve"]
         cells = [f"{curve[s]:.1f}" if s in curve else "-" for s in CHOICE_STEPS]
         test = [f"{r['test_groups'][g]:.1f}" if r["test_groups"] else "-" for g in ("7-9", "10-12")]
         settings = ", ".join(f"{k}={v}" for k, v in r.get("overrides", {}).items()) or "-"
-        lines.append(f"| {r['encoder']} | {r['lr']:g} | {r['final_lr_fraction']:g} x | {r['recipe_steps']:,} | "
-                     f"{settings} | {r['precision']} | "
-                     f"{r['seed']} | "
-                     + " | ".join(cells) + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |")
+        lines.append(
+            f"| {r['encoder']} | {r['lr']:g} | {r['final_lr_fraction']:g} x | {r['recipe_steps']:,} | "
+            f"{settings} | {r['precision']} | "
+            f"{r['seed']} | " + " | ".join(cells) + f" | {r['best_valid_accuracy']:.1f} | " + " | ".join(test) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -604,18 +769,32 @@ def main(argv=None) -> int:
     p.add_argument("--device", default=None, help="cpu, cuda (default: cuda if available)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per run")
     p.add_argument("--jobs", type=int, default=1, help="runs at once")
-    p.add_argument("--data", type=Path, default=DATA, help="the propositional-logic folder (default ../shared/data/...)")
+    p.add_argument(
+        "--data", type=Path, default=DATA, help="the propositional-logic folder (default ../shared/data/...)"
+    )
     p.add_argument("--runs", type=Path, default=None, help="runs folder (default runs/logic, runs/logic-tiny)")
     p.add_argument("--docs", type=Path, default=DOCS, help="where --report writes (default docs/)")
-    p.add_argument("--set", dest="overrides", action="append", type=_override, default=[], metavar="KEY=VALUE",
-                   help="override a recipe field (JSON value) for these runs (exploration only)")
-    p.add_argument("--recipe-choice", nargs="+", metavar="RUN_DIR",
-                   help="add these runs (run folders, or STUDY_JSON:ENCODER:SEED) to docs/logic/recipe-choice.json "
-                        "and print the recipe-choice table")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=_override,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field (JSON value) for these runs (exploration only)",
+    )
+    p.add_argument(
+        "--recipe-choice",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="add these runs (run folders, or STUDY_JSON:ENCODER:SEED) to docs/logic/recipe-choice.json "
+        "and print the recipe-choice table",
+    )
     p.add_argument("--one", nargs=2, metavar=("ENCODER", "SEED"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from syntaxformer.runtime import prepare_process
+
     prepare_process()
     DATA = args.data.resolve()
     overrides = dict(args.overrides)
@@ -634,15 +813,19 @@ def main(argv=None) -> int:
         measure_cpu(encoders, args.docs / "logic" / "cpu_rates.json", args.threads or 1)
     if not (args.train or args.report or args.measure_cpu):
         args.train = args.report = True
-    failed = train_all(runs, encoders, args.seeds, args.scale, args.device, args.threads, args.jobs, overrides) \
-        if args.train else []
+    failed = (
+        train_all(runs, encoders, args.seeds, args.scale, args.device, args.threads, args.jobs, overrides)
+        if args.train
+        else []
+    )
     if args.report:
         result = write_report(runs, encoders, args.seeds, args.scale, args.docs)
         print(table(result["summary"], result["cpu_rates"]))
         print(json.dumps(result["targets"]))
     if failed:
-        print(f"runs failed or stopped early (see their log.txt; rerun to resume): {', '.join(failed)}",
-              file=sys.stderr)
+        print(
+            f"runs failed or stopped early (see their log.txt; rerun to resume): {', '.join(failed)}", file=sys.stderr
+        )
     return 1 if failed else 0
 
 

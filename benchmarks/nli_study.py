@@ -32,6 +32,7 @@ minutes and pairs/s as measured by each job on its device, and inference pairs/s
 here on this machine's CPU, ``--inference-threads`` threads, batch 64, for every model in turn, median of
 ``--repeats`` passes over SICK TEST after one warm-up pass).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,9 +51,13 @@ SYSTEMS = {
     "mean-pool": dict(model="mean-pool", prior=None),
     "majority": None,
 }
-NAMES = {"gaussian": "Gaussian Transformer (prior gaussian)", "none": "same, prior none",
-         "constituent": "same, constituent prior", "mean-pool": "mean-pooled embeddings + MLP",
-         "majority": "majority class (TRAIN)"}
+NAMES = {
+    "gaussian": "Gaussian Transformer (prior gaussian)",
+    "none": "same, prior none",
+    "constituent": "same, constituent prior",
+    "mean-pool": "mean-pooled embeddings + MLP",
+    "majority": "majority class (TRAIN)",
+}
 DEFAULT_VECTORS = "runs/vectors/w2v-100-seed0.kv"
 
 logger = logging.getLogger("nli_study")
@@ -62,6 +67,7 @@ def prepare(args) -> None:
     """Train the word vectors once, if the study uses vectors and they are absent."""
     if args.word_vectors != "learned" and not Path(args.word_vectors).is_file():
         from syntaxformer.data.word_vectors import DEFAULT_TEXT, train_word2vec
+
         logger.info("training word2vec vectors -> %s", args.word_vectors)
         train_word2vec(DEFAULT_TEXT, args.word_vectors, seed=0)
 
@@ -69,6 +75,7 @@ def prepare(args) -> None:
 def run_job(args, system: str, seed: int) -> None:
     """Train (or resume, or skip) one (system, seed)."""
     from syntaxformer.workflows.nli import run_nli_train
+
     spec = SYSTEMS[system]
     out = Path(args.out) / f"{system}-seed{seed}"
     if spec is None:
@@ -78,9 +85,19 @@ def run_job(args, system: str, seed: int) -> None:
     if args.word_vectors != "learned" and not Path(args.word_vectors).is_file():
         raise SystemExit(f"{args.word_vectors} is missing: run `nli_study.py prepare` first")
     t0 = time.time()
-    run_nli_train(out, model=spec["model"], recipe=args.recipe, seed=seed, prior=spec["prior"],
-                  word_vectors=None if args.word_vectors == "learned" else args.word_vectors, resume=True,
-                  threads=args.threads, device=args.device, quiet=True, **({"epochs": args.epochs} if args.epochs else {}))
+    run_nli_train(
+        out,
+        model=spec["model"],
+        recipe=args.recipe,
+        seed=seed,
+        prior=spec["prior"],
+        word_vectors=None if args.word_vectors == "learned" else args.word_vectors,
+        resume=True,
+        threads=args.threads,
+        device=args.device,
+        quiet=True,
+        **({"epochs": args.epochs} if args.epochs else {}),
+    )
     logger.info("%s seed %d done in %.1f min", system, seed, (time.time() - t0) / 60)
 
 
@@ -91,9 +108,23 @@ def run(args) -> None:
         for system, seed in jobs:
             run_job(args, system, seed)
         return
-    base = [sys.executable, __file__, "run", "--out", args.out, "--recipe", args.recipe, "--word-vectors",
-            args.word_vectors, "--threads", str(args.threads or 1)] + (["--device", args.device] if args.device else []) \
+    base = (
+        [
+            sys.executable,
+            __file__,
+            "run",
+            "--out",
+            args.out,
+            "--recipe",
+            args.recipe,
+            "--word-vectors",
+            args.word_vectors,
+            "--threads",
+            str(args.threads or 1),
+        ]
+        + (["--device", args.device] if args.device else [])
         + (["--epochs", str(args.epochs)] if args.epochs else [])
+    )
     running: list[subprocess.Popen] = []
     for system, seed in jobs:
         while len(running) >= args.jobs:
@@ -108,13 +139,16 @@ def run(args) -> None:
 def measure_inference(folder: Path, threads: int, repeats: int) -> float:
     """Median pairs/s of the model forward over SICK TEST at batch 64 on this CPU (``threads``)."""
     import torch
+
     from syntaxformer.data.nli import load_nli_split
     from syntaxformer.workflows.nli import load_pair_model, predict_pairs
+
     torch.set_num_threads(threads)
     pairs, _ = load_nli_split("sick", "test")
     model, tokenizer = load_pair_model(folder, "cpu")
-    return statistics.median(predict_pairs(model, tokenizer, pairs, 64, "cpu")[1]["pairs_per_second"]
-                             for _ in range(repeats))
+    return statistics.median(
+        predict_pairs(model, tokenizer, pairs, 64, "cpu")[1]["pairs_per_second"] for _ in range(repeats)
+    )
 
 
 def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
@@ -127,8 +161,11 @@ def summarise(args) -> dict:
     """Collect the jobs' reports into one JSON and the docs/nli.md table."""
     rows = {}
     for system in args.systems:
-        reports = {k: json.loads((Path(args.out) / f"{system}-seed{k}" / "report.json").read_text())
-                   for k in args.seeds if (Path(args.out) / f"{system}-seed{k}" / "report.json").is_file()}
+        reports = {
+            k: json.loads((Path(args.out) / f"{system}-seed{k}" / "report.json").read_text())
+            for k in args.seeds
+            if (Path(args.out) / f"{system}-seed{k}" / "report.json").is_file()
+        }
         if system == "majority":
             any_report = next((r for rs in rows.values() for r in rs["reports"].values()), None)
             if any_report is None:
@@ -142,24 +179,38 @@ def summarise(args) -> dict:
         first = next(iter(reports.values()))
         speed = None
         if args.inference_threads:
-            speed = statistics.median(measure_inference(Path(r["out"]) / "best", args.inference_threads,
-                                                        args.repeats) for r in reports.values())
+            speed = statistics.median(
+                measure_inference(Path(r["out"]) / "best", args.inference_threads, args.repeats)
+                for r in reports.values()
+            )
         rows[system] = dict(
-            reports=reports, seeds=list(reports), test=test, accuracy=_mean_sd(test),
+            reports=reports,
+            seeds=list(reports),
+            test=test,
+            accuracy=_mean_sd(test),
             trial=[r["scores"]["valid"]["accuracy"] for r in reports.values()],
-            parameters=first["parameters"], trainable_parameters=first["trainable_parameters"],
+            parameters=first["parameters"],
+            trainable_parameters=first["trainable_parameters"],
             train_minutes=_mean_sd([r["train_minutes"] for r in reports.values()]),
             train_pairs_per_second=_mean_sd([r["train_pairs_per_second"] for r in reports.values()]),
             train_device=sorted({f"{r['device']}, {r['threads']} threads" for r in reports.values()}),
-            steps=first["steps"], epochs=first["epochs"], word_vectors=first["word_vectors"],
-            inference_pairs_per_second=speed, per_class_recall={
+            steps=first["steps"],
+            epochs=first["epochs"],
+            word_vectors=first["word_vectors"],
+            inference_pairs_per_second=speed,
+            per_class_recall={
                 label: _mean_sd([r["scores"]["test"]["per_class"][label]["recall"] for r in reports.values()])[0]
-                for label in first["scores"]["test"]["per_class"]})
-    result = dict(study="SICK 3-way, issue 14 item 4", recipe=args.recipe, protocol="select on SICK TRIAL, report "
-                  "SICK TEST (4,906 pairs); accuracy mean ± sample sd over seeds",
-                  inference=f"model forward, batch 64, SICK TEST sorted by length, CPU, {args.inference_threads} threads, median "
-                            f"of {args.repeats} passes (this machine)",
-                  systems={s: {k: v for k, v in row.items() if k != "reports"} for s, row in rows.items()})
+                for label in first["scores"]["test"]["per_class"]
+            },
+        )
+    result = dict(
+        study="SICK 3-way, issue 14 item 4",
+        recipe=args.recipe,
+        protocol="select on SICK TRIAL, report SICK TEST (4,906 pairs); accuracy mean ± sample sd over seeds",
+        inference=f"model forward, batch 64, SICK TEST sorted by length, CPU, {args.inference_threads} threads, median "
+        f"of {args.repeats} passes (this machine)",
+        systems={s: {k: v for k, v in row.items() if k != "reports"} for s, row in rows.items()},
+    )
     docs = Path(args.docs)
     docs.mkdir(parents=True, exist_ok=True)
     (docs / "nli-study.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -170,13 +221,18 @@ def summarise(args) -> dict:
 
 def format_markdown(result: dict) -> str:
     """The study's table (docs/nli.md)."""
-    lines = ["# The inference study (SICK), issue 14 item 4", "",
-             "Written by `python benchmarks/nli_study.py summarise` from the jobs' `report.json` "
-             "(`docs/nli-study.json` has every number); docs/results/nli.md discusses it.", "",
-             f"Recipe `{result['recipe']}`; {result['protocol']}; inference: {result['inference']}.", "",
-             "| system | SICK TEST accuracy | per seed | TRIAL | parameters (trained) | training min | "
-             "training pairs/s | inference pairs/s |",
-             "|---|--:|---|--:|--:|--:|--:|--:|"]
+    lines = [
+        "# The inference study (SICK), issue 14 item 4",
+        "",
+        "Written by `python benchmarks/nli_study.py summarise` from the jobs' `report.json` "
+        "(`docs/nli-study.json` has every number); docs/results/nli.md discusses it.",
+        "",
+        f"Recipe `{result['recipe']}`; {result['protocol']}; inference: {result['inference']}.",
+        "",
+        "| system | SICK TEST accuracy | per seed | TRIAL | parameters (trained) | training min | "
+        "training pairs/s | inference pairs/s |",
+        "|---|--:|---|--:|--:|--:|--:|--:|",
+    ]
     for system, row in result["systems"].items():
         mean, sd = row["accuracy"]
         if system == "majority":
@@ -185,9 +241,11 @@ def format_markdown(result: dict) -> str:
         minutes, rate = row["train_minutes"][0], row["train_pairs_per_second"][0]
         speed = row.get("inference_pairs_per_second")
         accuracy = f"**{mean:.2f} ± {sd:.2f}**" if len(row["test"]) > 1 else f"**{mean:.2f}** (1 seed)"
-        lines.append(f"| {NAMES[system]} | {accuracy} | {', '.join(f'{a:.2f}' for a in row['test'])} | "
-                     f"{statistics.mean(row['trial']):.2f} | {row['parameters']:,} ({row['trainable_parameters']:,}) | "
-                     f"{minutes:.1f} | {rate:,.0f} | {'-' if speed is None else f'{speed:,.0f}'} |")
+        lines.append(
+            f"| {NAMES[system]} | {accuracy} | {', '.join(f'{a:.2f}' for a in row['test'])} | "
+            f"{statistics.mean(row['trial']):.2f} | {row['parameters']:,} ({row['trainable_parameters']:,}) | "
+            f"{minutes:.1f} | {rate:,.0f} | {'-' if speed is None else f'{speed:,.0f}'} |"
+        )
     devices = sorted({d for row in result["systems"].values() for d in row.get("train_device", [])})
     lines += ["", f"Training measured on: {'; '.join(devices)}."]
     return "\n".join(lines)
@@ -204,14 +262,19 @@ def main(argv=None) -> None:
     p.add_argument("--word-vectors", default=DEFAULT_VECTORS, help="a vectors file, or 'learned'")
     p.add_argument("--device", default=None, help="training device: cpu, cuda (default: cuda if available)")
     p.add_argument("--threads", type=int, default=None, help="torch threads per training job")
-    p.add_argument("--inference-threads", type=int, default=2,
-                   help="summarise: CPU threads of the inference measurement (0: no measurement)")
+    p.add_argument(
+        "--inference-threads",
+        type=int,
+        default=2,
+        help="summarise: CPU threads of the inference measurement (0: no measurement)",
+    )
     p.add_argument("--jobs", type=int, default=1, help="run: parallel child processes")
     p.add_argument("--repeats", type=int, default=3, help="summarise: inference passes per model")
     p.add_argument("--docs", default="docs", help="summarise: where nli-study.json and nli.md go")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from syntaxformer.cli import prepare_process
+
     prepare_process()
     if args.action in ("prepare", "all"):
         prepare(args)

@@ -20,6 +20,7 @@ of the sum of the outputs; training mode, dropouts 0). The widths are a preset's
 Usage: ``python benchmarks/on_lstm_speed.py --preset mini --threads 2 --json on-lstm-speed.json``
        ``python benchmarks/on_lstm_speed.py --preset paper --device cuda --batch 20 --length 70``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,7 @@ class LstmStack(nn.Module):
 
     def __init__(self, sizes: list[int]):
         super().__init__()
-        self.layers = nn.ModuleList(nn.LSTM(sizes[l], sizes[l + 1], batch_first=True)
-                                    for l in range(len(sizes) - 1))
+        self.layers = nn.ModuleList(nn.LSTM(sizes[l], sizes[l + 1], batch_first=True) for l in range(len(sizes) - 1))
 
     def forward(self, x):
         for layer in self.layers:
@@ -54,8 +54,9 @@ class OnLstmStack(nn.Module):
 
     def __init__(self, sizes: list[int], chunk_size: int, loop=on_lstm_loop):
         super().__init__()
-        self.layers = nn.ModuleList(OnLstmLayer(sizes[l], sizes[l + 1], chunk_size, wdrop=0.0)
-                                    for l in range(len(sizes) - 1))
+        self.layers = nn.ModuleList(
+            OnLstmLayer(sizes[l], sizes[l + 1], chunk_size, wdrop=0.0) for l in range(len(sizes) - 1)
+        )
         for layer in self.layers:
             layer.loop = loop
 
@@ -92,22 +93,36 @@ def measure(args) -> dict:
     sizes = [config.embedding_size] + config.layer_sizes
     dtype = getattr(torch, args.dtype)
     torch.manual_seed(args.seed)
-    models = {"lstm": LstmStack(sizes), "on-lstm": OnLstmStack(sizes, config.chunk_size),
-              "on-lstm/step-dW": OnLstmStack(sizes, config.chunk_size,
-                                             functools.partial(on_lstm_loop, weight_grad_once=False)),
-              "on-lstm/once-dW": OnLstmStack(sizes, config.chunk_size,
-                                             functools.partial(on_lstm_loop, weight_grad_once=True))}
+    models = {
+        "lstm": LstmStack(sizes),
+        "on-lstm": OnLstmStack(sizes, config.chunk_size),
+        "on-lstm/step-dW": OnLstmStack(
+            sizes, config.chunk_size, functools.partial(on_lstm_loop, weight_grad_once=False)
+        ),
+        "on-lstm/once-dW": OnLstmStack(
+            sizes, config.chunk_size, functools.partial(on_lstm_loop, weight_grad_once=True)
+        ),
+    }
     for m in models.values():
         m.to(device=device, dtype=dtype)
     x = torch.randn(args.batch, args.length, sizes[0], device=device, dtype=dtype, requires_grad=True)
     tokens = args.batch * args.length
-    report = {"preset": args.preset, "layer_sizes": sizes[1:], "chunk_size": config.chunk_size,
-              "batch": args.batch, "length": args.length, "tokens_per_call": tokens,
-              "device": str(device), "dtype": args.dtype, "threads": torch.get_num_threads(),
-              "repeats": args.repeats, "torch": torch.__version__,
-              "machine": platform.processor() or platform.machine(),
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-              "rows": {}}
+    report = {
+        "preset": args.preset,
+        "layer_sizes": sizes[1:],
+        "chunk_size": config.chunk_size,
+        "batch": args.batch,
+        "length": args.length,
+        "tokens_per_call": tokens,
+        "device": str(device),
+        "dtype": args.dtype,
+        "threads": torch.get_num_threads(),
+        "repeats": args.repeats,
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "rows": {},
+    }
     for backward in (False, True):
         mode = "forward+backward" if backward else "forward"
         times = {name: [] for name in models}
@@ -121,20 +136,27 @@ def measure(args) -> dict:
         for name in models:
             t = statistics.median(times[name])
             report["rows"].setdefault(name, {})[mode] = {
-                "seconds": t, "tokens_per_second": tokens / t, "ratio_to_lstm": base / t}
+                "seconds": t,
+                "tokens_per_second": tokens / t,
+                "ratio_to_lstm": base / t,
+            }
     return report
 
 
 def print_table(report: dict) -> None:
-    print(f"# preset {report['preset']} (widths {report['layer_sizes']}, chunk {report['chunk_size']}), "
-          f"batch {report['batch']} x length {report['length']}, {report['device']} "
-          f"{report['device_name'] or ''} {report['dtype']}, {report['threads']} threads, "
-          f"median of {report['repeats']}")
+    print(
+        f"# preset {report['preset']} (widths {report['layer_sizes']}, chunk {report['chunk_size']}), "
+        f"batch {report['batch']} x length {report['length']}, {report['device']} "
+        f"{report['device_name'] or ''} {report['dtype']}, {report['threads']} threads, "
+        f"median of {report['repeats']}"
+    )
     print(f"{'row':<20} {'fwd tok/s':>12} {'fwd ratio':>10} {'fwd+bwd tok/s':>14} {'fwd+bwd ratio':>14}")
     for name, row in report["rows"].items():
         f, fb = row["forward"], row["forward+backward"]
-        print(f"{name:<20} {f['tokens_per_second']:>12,.0f} {f['ratio_to_lstm']:>10.3f} "
-              f"{fb['tokens_per_second']:>14,.0f} {fb['ratio_to_lstm']:>14.3f}")
+        print(
+            f"{name:<20} {f['tokens_per_second']:>12,.0f} {f['ratio_to_lstm']:>10.3f} "
+            f"{fb['tokens_per_second']:>14,.0f} {fb['ratio_to_lstm']:>14.3f}"
+        )
 
 
 def main(argv=None) -> int:

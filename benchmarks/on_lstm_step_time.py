@@ -14,6 +14,7 @@ has two boundary tokens per sentence) and the ratio of the median step times.
 
     python benchmarks/on_lstm_step_time.py --preset mini --batch-size 64 --rounds 25 --threads 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,12 +56,17 @@ def main() -> None:
         torch.manual_seed(args.seed)
         model = MODELS[name](make_config(name, args.preset, len(tokenizer), **overrides)).train()
         objective = build_objective(type(model), train_args, tokenizer, [0, 2, 3])
-        runs[name] = dict(model=model, objective=objective, optimizer=torch.optim.Adam(model.parameters(), 1e-3),
-                          seconds=[], tokens=[])
+        runs[name] = dict(
+            model=model,
+            objective=objective,
+            optimizer=torch.optim.Adam(model.parameters(), 1e-3),
+            seconds=[],
+            tokens=[],
+        )
     rng = random.Random(args.seed)
     for round_ in range(args.rounds + args.warmup):
         start = rng.randrange(0, len(ids) - args.batch_size)
-        chosen = sorted(ids[start:start + args.batch_size], key=len)
+        chosen = sorted(ids[start : start + args.batch_size], key=len)
         order = list(runs) if round_ % 2 else list(runs)[::-1]
         for name in order:
             run = runs[name]
@@ -74,20 +80,28 @@ def main() -> None:
             if round_ >= args.warmup:
                 run["seconds"].append(time.perf_counter() - t0)
                 run["tokens"].append(int(mask.sum()))
-    result = {name: dict(tokens_per_second=sum(r["tokens"]) / sum(r["seconds"]),
-                         median_step_seconds=statistics.median(r["seconds"])) for name, r in runs.items()}
-    result["step_time_ratio"] = (result["on-lstm"]["median_step_seconds"]
-                                 / result["tree-transformer"]["median_step_seconds"])
-    result.update(preset=args.preset, batch_size=args.batch_size, rounds=args.rounds, threads=args.threads,
-                  seed=args.seed)
+    result = {
+        name: dict(
+            tokens_per_second=sum(r["tokens"]) / sum(r["seconds"]), median_step_seconds=statistics.median(r["seconds"])
+        )
+        for name, r in runs.items()
+    }
+    result["step_time_ratio"] = (
+        result["on-lstm"]["median_step_seconds"] / result["tree-transformer"]["median_step_seconds"]
+    )
+    result.update(
+        preset=args.preset, batch_size=args.batch_size, rounds=args.rounds, threads=args.threads, seed=args.seed
+    )
     if args.json:
         print(json.dumps(result, indent=2))
         return
     for name in MODELS_TIMED:
         r = result[name]
         print(f"{name:18s} {r['tokens_per_second']:8.0f} tokens/s   median step {r['median_step_seconds']:.3f} s")
-    print(f"ON-LSTM / Tree Transformer step time (medians, same batches, {args.preset}, batch "
-          f"{args.batch_size}, {args.threads} threads): {result['step_time_ratio']:.2f}")
+    print(
+        f"ON-LSTM / Tree Transformer step time (medians, same batches, {args.preset}, batch "
+        f"{args.batch_size}, {args.threads} threads): {result['step_time_ratio']:.2f}"
+    )
 
 
 if __name__ == "__main__":

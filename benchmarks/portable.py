@@ -7,6 +7,7 @@ a record reads ``../shared/data/ud-ewt/en_ewt-ud-dev.conllu`` or ``runs/logic/on
 clone. Other strings are unchanged. :func:`code_version` names the commit a run was made by, so a
 record written on one machine still says which code produced it.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ def portable(record, root: Path = ROOT):
 
     def path(text):
         return os.path.relpath(text, root) if isinstance(text, str) and text.startswith(base) else text
+
     if isinstance(record, dict):
         return {path(key): portable(value, root) for key, value in record.items()}
     if isinstance(record, (list, tuple)):
@@ -36,9 +38,12 @@ def code_version(root: Path = ROOT) -> dict | None:
 
     def git(*argv):
         return subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True, check=True).stdout
+
     try:
-        return dict(commit=git("rev-parse", "HEAD").strip(),
-                    modified=bool(git("status", "--porcelain", "--untracked-files=no").strip()))
+        return dict(
+            commit=git("rev-parse", "HEAD").strip(),
+            modified=bool(git("status", "--porcelain", "--untracked-files=no").strip()),
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
 

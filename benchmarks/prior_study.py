@@ -50,6 +50,7 @@ machines add up::
     python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --max-steps 20 --seeds 0 \\
         --ppl-sentences 20 --probe-sentences 200 --work runs/prior-study-check --docs runs/prior-study-check/docs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,18 +78,27 @@ SYSTEMS = {
     "constituent": dict(block="ptb-lm", prior="constituent"),
     "gaussian": dict(block="ptb-lm", prior="gaussian"),
     "structformer": dict(block="ptb-lm", model="structformer", prior=None),
-    "sp-induced": dict(block="ptb-lm", prior="structural-position", trees="induced:<structformer>",
-                       induced_from="sentence"),
-    "sp-induced-masked": dict(block="ptb-lm", prior="structural-position", trees="induced:<structformer>",
-                              induced_from="masked"),
-    "mgsa-ngram": dict(block="ptb-lm", prior="multi-granularity",
-                       overrides={"mgsa_granularities": "word*2,2gram,3gram"}),
-    "mgsa-induced": dict(block="ptb-lm", prior="multi-granularity", phrases="induced:<constituent>",
-                         induced_from="sentence", overrides={"mgsa_granularities": "word*2,tree,2gram"}),
+    "sp-induced": dict(
+        block="ptb-lm", prior="structural-position", trees="induced:<structformer>", induced_from="sentence"
+    ),
+    "sp-induced-masked": dict(
+        block="ptb-lm", prior="structural-position", trees="induced:<structformer>", induced_from="masked"
+    ),
+    "mgsa-ngram": dict(
+        block="ptb-lm", prior="multi-granularity", overrides={"mgsa_granularities": "word*2,2gram,3gram"}
+    ),
+    "mgsa-induced": dict(
+        block="ptb-lm",
+        prior="multi-granularity",
+        phrases="induced:<constituent>",
+        induced_from="sentence",
+        overrides={"mgsa_granularities": "word*2,tree,2gram"},
+    ),
     "transformer-gold-block": dict(block="gold", prior="none"),
     "sp-gold": dict(block="gold", prior="structural-position", trees="gold"),
-    "mgsa-gold": dict(block="gold", prior="multi-granularity", phrases="gold",
-                      overrides={"mgsa_granularities": "word*2,tree,2gram"}),
+    "mgsa-gold": dict(
+        block="gold", prior="multi-granularity", phrases="gold", overrides={"mgsa_granularities": "word*2,tree,2gram"}
+    ),
 }
 GOLD_TRAIN, GOLD_TEST = "ptb-sample:dev", "ptb-sample:test"
 #: the gold block's validation period (steps): the candidates of its model selection
@@ -155,12 +165,15 @@ def finished(work: Path, key: str, seed: int, max_steps: int | None) -> bool:
     in the gold block, stopped early: the one rule for "trained", so no stage measures a model whose
     training was cut short."""
     record = training_record(work, key, seed)
-    return (record.get("steps", 0) >= training_fields(key, max_steps)[0]["max_steps"]
-            or record.get("stopped") == "early_stopping")
+    return (
+        record.get("steps", 0) >= training_fields(key, max_steps)[0]["max_steps"]
+        or record.get("stopped") == "early_stopping"
+    )
 
 
 def stage_train(key: str, work: Path, seed: int, args) -> None:
-    from syntaxformer.training.trainer import TrainArguments, train
+    from syntaxformer.training.run import train
+    from syntaxformer.training.trainer import TrainArguments
 
     if finished(work, key, seed, args.max_steps):
         return
@@ -171,16 +184,31 @@ def stage_train(key: str, work: Path, seed: int, args) -> None:
     if "induced_from" in spec:
         extra["induced_from"] = spec["induced_from"]
     gold = spec["block"] == "gold"  # the model of the lowest validation loss is the one measured
-    train_args = TrainArguments(out=str(out), model=spec.get("model", "tree-transformer"), prior=spec["prior"],
-                                overrides=overrides, corpus=train_corpus(key, args.ptb_lm), seed=seed,
-                                device=args.device, threads=args.threads, resume=True, quiet=True,
-                                save_every=250 if gold else 500, eval_every=GOLD_EVAL_EVERY if gold else 1000,
-                                keep_best=gold, early_stopping=GOLD_PATIENCE if gold else 0, **extra, **fields)
+    train_args = TrainArguments(
+        out=str(out),
+        model=spec.get("model", "tree-transformer"),
+        prior=spec["prior"],
+        overrides=overrides,
+        corpus=train_corpus(key, args.ptb_lm),
+        seed=seed,
+        device=args.device,
+        threads=args.threads,
+        resume=True,
+        quiet=True,
+        save_every=250 if gold else 500,
+        eval_every=GOLD_EVAL_EVERY if gold else 1000,
+        keep_best=gold,
+        early_stopping=GOLD_PATIENCE if gold else 0,
+        **extra,
+        **fields,
+    )
     logger.info("%s seed %d: training %d steps -> %s", key, seed, fields["max_steps"], out)
     train(train_args)
     if not finished(work, key, seed, args.max_steps):  # stopped by a signal or a cap: nothing may be measured
-        raise SystemExit(f"{key} seed {seed}: training stopped at step {steps_trained(work, key, seed)} of "
-                         f"{fields['max_steps']}; run the study again to resume it")
+        raise SystemExit(
+            f"{key} seed {seed}: training stopped at step {steps_trained(work, key, seed)} of "
+            f"{fields['max_steps']}; run the study again to resume it"
+        )
     record_code_version(folder(work, key, seed))
 
 
@@ -214,7 +242,7 @@ def ppl_corpus(key: str, work: Path, args) -> str:
         return GOLD_TEST
     corpus = folder(work, "_data", 0) / "ptb-test-head.txt"
     corpus.parent.mkdir(parents=True, exist_ok=True)
-    text = "\n".join((args.ptb_lm / "ptb.test.txt").read_text().splitlines()[:args.ppl_sentences]) + "\n"
+    text = "\n".join((args.ptb_lm / "ptb.test.txt").read_text().splitlines()[: args.ppl_sentences]) + "\n"
     if not corpus.is_file() or corpus.read_text() != text:  # another process may be reading it
         corpus.write_text(text)
     return str(corpus)
@@ -222,9 +250,22 @@ def ppl_corpus(key: str, work: Path, args) -> str:
 
 def _perplexity(key: str, work: Path, seed: int, args, out: Path, *options: str) -> None:
     """``syntaxformer perplexity`` of the measured model, its JSON report written to ``out``."""
-    command = [sys.executable, "-m", "syntaxformer.cli", "perplexity", "--model", str(measured_model(work, key, seed)),
-               "--corpus", ppl_corpus(key, work, args), "--seed", str(seed), "--json", *eval_trees(key, work, seed),
-               *options, *(["--device", args.device] if args.device else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "syntaxformer.cli",
+        "perplexity",
+        "--model",
+        str(measured_model(work, key, seed)),
+        "--corpus",
+        ppl_corpus(key, work, args),
+        "--seed",
+        str(seed),
+        "--json",
+        *eval_trees(key, work, seed),
+        *options,
+        *(["--device", args.device] if args.device else []),
+    ]
     logger.info("%s", " ".join(command[2:]))
     result = subprocess.run(command, check=True, capture_output=True, text=True)
     out.write_text(result.stdout)
@@ -235,8 +276,14 @@ def stage_ppl(key: str, work: Path, seed: int, args) -> None:
     training took it (``induced_from``: the unmasked sentence, or each masked copy)."""
     out = folder(work, key, seed) / "perplexity.json"
     if not out.is_file():
-        _perplexity(key, work, seed, args, out,
-                    *(["--induced-from", SYSTEMS[key]["induced_from"]] if reads_induced(key) else []))
+        _perplexity(
+            key,
+            work,
+            seed,
+            args,
+            out,
+            *(["--induced-from", SYSTEMS[key]["induced_from"]] if reads_induced(key) else []),
+        )
 
 
 def stage_ppl_masked(key: str, work: Path, seed: int, args) -> None:
@@ -253,9 +300,20 @@ def stage_probe(key: str, work: Path, seed: int, args) -> None:
     if (out / "report.json").is_file():
         return
     options = ["--max-sentences", str(args.probe_sentences)] if args.probe_sentences else []
-    cli("probe", "--model", str(measured_model(work, key, seed)), "--out", str(out), "--classifier", "logreg",
-        "--seed", str(seed), *options, *eval_trees(key, work, seed),
-        *(["--device", args.device] if args.device else []))
+    cli(
+        "probe",
+        "--model",
+        str(measured_model(work, key, seed)),
+        "--out",
+        str(out),
+        "--classifier",
+        "logreg",
+        "--seed",
+        str(seed),
+        *options,
+        *eval_trees(key, work, seed),
+        *(["--device", args.device] if args.device else []),
+    )
 
 
 def stage_f1(key: str, work: Path, seed: int, args) -> None:
@@ -265,8 +323,22 @@ def stage_f1(key: str, work: Path, seed: int, args) -> None:
     if (out / "evaluation.json").is_file():
         return
     cli("parse", "--model", str(measured_model(work, key, seed)), "--treebank", F1_TREEBANK, "--out", str(out))
-    result = subprocess.run([sys.executable, "-m", "syntaxformer.cli", "evaluate", "--pred", str(out / "trees.txt"),
-                             "--gold", F1_TREEBANK, "--json"], check=True, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "syntaxformer.cli",
+            "evaluate",
+            "--pred",
+            str(out / "trees.txt"),
+            "--gold",
+            F1_TREEBANK,
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (out / "evaluation.json").write_text(result.stdout)
 
 
@@ -276,6 +348,7 @@ STAGES = {"train": stage_train, "ppl": stage_ppl, "ppl-masked": stage_ppl_masked
 # --------------------------------------------------------------------------------------------------
 # the report
 
+
 def _read(path: Path):
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -283,8 +356,12 @@ def _read(path: Path):
 def _mean_sd(values: list[float]) -> dict | None:
     if not values:
         return None
-    return dict(mean=statistics.fmean(values), sd=statistics.stdev(values) if len(values) > 1 else None,
-                n=len(values), values=values)
+    return dict(
+        mean=statistics.fmean(values),
+        sd=statistics.stdev(values) if len(values) > 1 else None,
+        n=len(values),
+        values=values,
+    )
 
 
 def _find(record, *names):
@@ -302,13 +379,17 @@ def _probe_results(report: dict | None) -> dict:
     """One probe report's test accuracies per task: ``best`` (the trained encoder's layer chosen on dev),
     ``untrained`` (the same for its untrained twin), ``layers`` (per layer), ``majority`` and
     ``bag_of_words``."""
-    return {task: dict(best=result["best_layer"]["trained"]["logreg"]["test"],
-                       untrained=result["best_layer"]["untrained"]["logreg"]["test"],
-                       layers=[layer["logreg"]["test"] for layer in result["layers"]["trained"]],
-                       majority=result["majority"]["test"],
-                       bag_of_words=result["bag_of_words"]["logreg"]["test"],
-                       n_test=result["n_sentences"]["test"])
-            for task, result in (report or {}).get("tasks", {}).items()}
+    return {
+        task: dict(
+            best=result["best_layer"]["trained"]["logreg"]["test"],
+            untrained=result["best_layer"]["untrained"]["logreg"]["test"],
+            layers=[layer["logreg"]["test"] for layer in result["layers"]["trained"]],
+            majority=result["majority"]["test"],
+            bag_of_words=result["bag_of_words"]["logreg"]["test"],
+            n_test=result["n_sentences"]["test"],
+        )
+        for task, result in (report or {}).get("tasks", {}).items()
+    }
 
 
 def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict | None:
@@ -321,15 +402,19 @@ def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict 
         return None
     base = folder(work, key, seed)
     ppl, f1 = _read(base / "perplexity.json"), _read(base / "parse" / "evaluation.json")
-    ppl_masked = _read(base / ("perplexity.json" if SYSTEMS[key].get("induced_from") == "masked"
-                               else "perplexity-masked.json"))
+    ppl_masked = _read(
+        base / ("perplexity.json" if SYSTEMS[key].get("induced_from") == "masked" else "perplexity-masked.json")
+    )
     best = _read(measured_model(work, key, seed) / "best.json")
-    return dict(steps=steps_trained(work, key, seed), trained_by=_read(base / CODE_JSON),
-                measured_step=best["step"] if best else None,
-                perplexity=_find(ppl, "perplexity") if ppl else None,
-                perplexity_masked_copy=_find(ppl_masked, "perplexity") if ppl_masked else None,
-                sentence_f1=_find(f1, "sentence_f1", "constituency.sentence_f1") if f1 else None,
-                probing=_probe_results(_read(base / "probe" / "report.json")))
+    return dict(
+        steps=steps_trained(work, key, seed),
+        trained_by=_read(base / CODE_JSON),
+        measured_step=best["step"] if best else None,
+        perplexity=_find(ppl, "perplexity") if ppl else None,
+        perplexity_masked_copy=_find(ppl_masked, "perplexity") if ppl_masked else None,
+        sentence_f1=_find(f1, "sentence_f1", "constituency.sentence_f1") if f1 else None,
+        probing=_probe_results(_read(base / "probe" / "report.json")),
+    )
 
 
 def recorded(docs: Path) -> dict:
@@ -356,8 +441,10 @@ def gather(work: Path, seeds: list[int], max_steps: int | None, earlier: dict) -
 
 def _probe_summary(entries: list[dict]) -> dict:
     layers = [_mean_sd(list(values)) for values in zip(*(e["layers"] for e in entries))]
-    return {name: _mean_sd([e[name] for e in entries if name in e])
-            for name in ("best", "untrained", "majority", "bag_of_words", "n_test")} | dict(layers=layers)
+    return {
+        name: _mean_sd([e[name] for e in entries if name in e])
+        for name in ("best", "untrained", "majority", "bag_of_words", "n_test")
+    } | dict(layers=layers)
 
 
 def summarise(measurements: dict) -> dict:
@@ -367,13 +454,18 @@ def summarise(measurements: dict) -> dict:
         by_seed = measurements.get(key, {})
         done = [by_seed[s] for s in sorted(by_seed)]
         tasks = sorted({task for m in done for task in m["probing"]})
-        rows[key] = dict(block=SYSTEMS[key]["block"], seeds_trained=sorted(by_seed),
-                         perplexity=_mean_sd([m["perplexity"] for m in done if m["perplexity"] is not None]),
-                         perplexity_masked_copy=_mean_sd([m["perplexity_masked_copy"] for m in done
-                                                          if m.get("perplexity_masked_copy") is not None]),
-                         sentence_f1=_mean_sd([m["sentence_f1"] for m in done if m["sentence_f1"] is not None]),
-                         probing={task: _probe_summary([m["probing"][task] for m in done if task in m["probing"]])
-                                  for task in tasks})
+        rows[key] = dict(
+            block=SYSTEMS[key]["block"],
+            seeds_trained=sorted(by_seed),
+            perplexity=_mean_sd([m["perplexity"] for m in done if m["perplexity"] is not None]),
+            perplexity_masked_copy=_mean_sd(
+                [m["perplexity_masked_copy"] for m in done if m.get("perplexity_masked_copy") is not None]
+            ),
+            sentence_f1=_mean_sd([m["sentence_f1"] for m in done if m["sentence_f1"] is not None]),
+            probing={
+                task: _probe_summary([m["probing"][task] for m in done if task in m["probing"]]) for task in tasks
+            },
+        )
     return rows
 
 
@@ -387,53 +479,77 @@ def _fmt(cell, digits: int = 2, show_n: bool = True) -> str:
 
 def _resolution(rows: dict) -> str:
     """What one probing accuracy resolves: the binomial standard error at 50% on the test sentences."""
-    sizes = {n for row in rows.values() for entry in row["probing"].values() for n in (entry["n_test"] or {}).get(
-        "values", [])}
+    sizes = {
+        n
+        for row in rows.values()
+        for entry in row["probing"].values()
+        for n in (entry["n_test"] or {}).get("values", [])
+    }
     if not sizes:
         return ""
     n = min(sizes)
     se = 100 * (0.25 / n) ** 0.5
-    return (f" A probing test split has {n} sentences (ptb-sample, 80/10/10 split): one accuracy near 50% has a "
-            f"standard error of {se:.1f} points, the difference of two independent ones {2 ** 0.5 * se:.1f} "
-            f"(95% interval ± {1.96 * 2 ** 0.5 * se:.1f}): smaller differences between two single measurements "
-            "are not resolved.")
+    return (
+        f" A probing test split has {n} sentences (ptb-sample, 80/10/10 split): one accuracy near 50% has a "
+        f"standard error of {se:.1f} points, the difference of two independent ones {2**0.5 * se:.1f} "
+        f"(95% interval ± {1.96 * 2**0.5 * se:.1f}): smaller differences between two single measurements "
+        "are not resolved."
+    )
 
 
 def markdown(rows: dict, args) -> str:
     tasks = sorted({task for row in rows.values() for task in row["probing"]})
     probed = {key: row for key, row in rows.items() if row["probing"]}
-    lines = ["# The prior study (issue 16)", "",
-             "Produced by `benchmarks/prior_study.py` (its docstring gives the recipe and the two blocks). "
-             f"Seeds {', '.join(map(str, args.seeds))}; mean ± sample sd (n = seeds measured). Probing: "
-             "logistic regression, test accuracy (%) at the layer chosen on dev, mean over the seeds probed; "
-             "in brackets the same architecture untrained. The ptb-lm block is measured at the recipe's last step, "
-             f"the gold block at each model's lowest validation loss (every {GOLD_EVAL_EVERY} steps; the step is "
-             "`measured_step` in `docs/prior-study.json`)." + _resolution(rows), "",
-             "A system that reads a structure another model induces is scored with the structure its training "
-             "read (`masked-LM ppl`: the unmasked sentence's, whose source has seen the masked word, for "
-             "`sp-induced` and `mgsa-induced`; each masked input's for `sp-induced-masked`) and, in `ppl, "
-             "structure of each masked copy`, with the structure the source model induces from each one-mask "
-             "copy, `[MASK]` included (`perplexity --induced-from masked`): no structure then carries "
-             "information about the masked word.", "",
-             "| encoder | block | seeds trained | masked-LM ppl | ppl, structure of each masked copy | "
-             "sentence F1 (ptb-sample:test) | " + " | ".join(f"{t} (%)" for t in tasks) + " |",
-             "|---|---|---|---|---|---|" + "---|" * len(tasks)]
+    lines = [
+        "# The prior study (issue 16)",
+        "",
+        "Produced by `benchmarks/prior_study.py` (its docstring gives the recipe and the two blocks). "
+        f"Seeds {', '.join(map(str, args.seeds))}; mean ± sample sd (n = seeds measured). Probing: "
+        "logistic regression, test accuracy (%) at the layer chosen on dev, mean over the seeds probed; "
+        "in brackets the same architecture untrained. The ptb-lm block is measured at the recipe's last step, "
+        f"the gold block at each model's lowest validation loss (every {GOLD_EVAL_EVERY} steps; the step is "
+        "`measured_step` in `docs/prior-study.json`)." + _resolution(rows),
+        "",
+        "A system that reads a structure another model induces is scored with the structure its training "
+        "read (`masked-LM ppl`: the unmasked sentence's, whose source has seen the masked word, for "
+        "`sp-induced` and `mgsa-induced`; each masked input's for `sp-induced-masked`) and, in `ppl, "
+        "structure of each masked copy`, with the structure the source model induces from each one-mask "
+        "copy, `[MASK]` included (`perplexity --induced-from masked`): no structure then carries "
+        "information about the masked word.",
+        "",
+        "| encoder | block | seeds trained | masked-LM ppl | ppl, structure of each masked copy | "
+        "sentence F1 (ptb-sample:test) | " + " | ".join(f"{t} (%)" for t in tasks) + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(tasks),
+    ]
     for key, row in rows.items():
-        cells = [f"{_fmt(row['probing'][t]['best'], 1, False)} [{_fmt(row['probing'][t]['untrained'], 1, False)}]"
-                 if t in row["probing"] else "–" for t in tasks]
-        lines.append(f"| {key} | {row['block']} | {', '.join(map(str, row['seeds_trained'])) or '–'} | "
-                     f"{_fmt(row['perplexity'])} | {_fmt(row.get('perplexity_masked_copy'))} | "
-                     f"{_fmt(row['sentence_f1'])} | " + " | ".join(cells) + " |")
+        cells = [
+            f"{_fmt(row['probing'][t]['best'], 1, False)} [{_fmt(row['probing'][t]['untrained'], 1, False)}]"
+            if t in row["probing"]
+            else "–"
+            for t in tasks
+        ]
+        lines.append(
+            f"| {key} | {row['block']} | {', '.join(map(str, row['seeds_trained'])) or '–'} | "
+            f"{_fmt(row['perplexity'])} | {_fmt(row.get('perplexity_masked_copy'))} | "
+            f"{_fmt(row['sentence_f1'])} | " + " | ".join(cells) + " |"
+        )
     for task in tasks:
         rows_of = {key: row["probing"][task] for key, row in probed.items() if task in row["probing"]}
         n_layers = max(len(entry["layers"]) for entry in rows_of.values())
-        lines += ["", f"## {task}: test accuracy (%) per layer (0 = embeddings)", "",
-                  "| encoder | majority | bag of words | " + " | ".join(f"layer {i}" for i in range(n_layers)) + " |",
-                  "|---|---|---|" + "---|" * n_layers]
+        lines += [
+            "",
+            f"## {task}: test accuracy (%) per layer (0 = embeddings)",
+            "",
+            "| encoder | majority | bag of words | " + " | ".join(f"layer {i}" for i in range(n_layers)) + " |",
+            "|---|---|---|" + "---|" * n_layers,
+        ]
         for key, entry in rows_of.items():
             layers = [_fmt(cell, 1, False) for cell in entry["layers"]] + ["–"] * (n_layers - len(entry["layers"]))
-            lines.append(f"| {key} | {_fmt(entry['majority'], 1, False)} | {_fmt(entry['bag_of_words'], 1, False)} | "
-                         + " | ".join(layers) + " |")
+            lines.append(
+                f"| {key} | {_fmt(entry['majority'], 1, False)} | {_fmt(entry['bag_of_words'], 1, False)} | "
+                + " | ".join(layers)
+                + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -441,14 +557,18 @@ def stage_report(work: Path, docs: Path, args) -> None:
     measurements = gather(work, args.seeds, args.max_steps, recorded(docs))
     rows = summarise(measurements)
     docs.mkdir(parents=True, exist_ok=True)
-    record = dict(seeds=args.seeds, systems=rows,
-                  measurements={key: {str(s): m for s, m in by.items()} for key, by in measurements.items()})
+    record = dict(
+        seeds=args.seeds,
+        systems=rows,
+        measurements={key: {str(s): m for s, m in by.items()} for key, by in measurements.items()},
+    )
     (docs / "prior-study.json").write_text(json.dumps(record, indent=2) + "\n")
     (docs / "prior-study.md").write_text(markdown(rows, args))
     logger.info("wrote %s and %s", docs / "prior-study.md", docs / "prior-study.json")
 
 
 # --------------------------------------------------------------------------------------------------
+
 
 def order(keys: list[str]) -> list[str]:
     """Tree sources first (structformer, constituent), so the systems that read their trees find them."""
@@ -466,6 +586,7 @@ def run_parallel(argv: list[str], args) -> None:
         command = [sys.executable, __file__, *argv, "--seeds", str(seed), "--jobs", "1", "--no-report"]
         with open(args.work / f"seed{seed}.log", "a") as log:
             return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+
     with ThreadPoolExecutor(args.jobs) as pool:
         codes = list(pool.map(one, args.seeds))
     if any(codes):
@@ -487,10 +608,15 @@ def run_stages(argv: list[str] | None, args) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--ptb-lm", type=Path, default=ROOT.parent / "shared" / "data" / "ptb-lm",
-                   help="folder with ptb.train.txt and ptb.test.txt")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "--ptb-lm",
+        type=Path,
+        default=ROOT.parent / "shared" / "data" / "ptb-lm",
+        help="folder with ptb.train.txt and ptb.test.txt",
+    )
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "prior-study")
     p.add_argument("--docs", type=Path, default=ROOT / "docs")
     p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
@@ -503,9 +629,12 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--jobs", type=int, default=1, help="seeds in parallel processes")
     p.add_argument("--no-report", action="store_true")
-    p.add_argument("--report-only", action="store_true",
-                   help="run no stage; write the report from the finished models in --work and the "
-                        "measurements recorded in --docs")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run no stage; write the report from the finished models in --work and the "
+        "measurements recorded in --docs",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.report_only and args.no_report:

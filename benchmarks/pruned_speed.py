@@ -20,6 +20,7 @@ on the machine; the ratio is measured in one run.
 Usage: ``.venv/bin/python benchmarks/pruned_speed.py --fraction 0.5 --batch 64 --repeats 30``
        ``.venv/bin/python benchmarks/pruned_speed.py --pruned /tmp/prune-out/pruned-0.5``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,14 +37,18 @@ def pruned_model(model, tokenizer, info, fraction: float, seed: int):
     """``(pruned copy, removed heads)``: ``fraction`` of the heads in the importance order."""
     from syntaxformer.analysis.heads import head_layout
     from syntaxformer.analysis.pruning import (
-        heads_at, head_scores, present_heads, pruned_copy, rank_heads, select_heads,
+        head_scores,
+        heads_at,
+        present_heads,
+        pruned_copy,
+        rank_heads,
+        select_heads,
     )
     from syntaxformer.parsing import DecoderOptions
     from syntaxformer.workflows.prune import prepare_data
 
     layout = head_layout(model)
-    data, _ = prepare_data(model, tokenizer, info, None, None, seed, DecoderOptions(), 32, 4096, "prune",
-                           treebank=None)
+    data, _ = prepare_data(model, tokenizer, info, None, None, seed, DecoderOptions(), 32, 4096, "prune", treebank=None)
     ranked = rank_heads(head_scores(model, tokenizer, "importance", data), layout)
     removed = select_heads(ranked, layout, [], heads_at(fraction, len(present_heads(layout))))
     return pruned_copy(model, removed), removed
@@ -69,6 +74,7 @@ def time_models(models: dict, inputs, warmup: int, repeats: int, device) -> dict
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+
     with torch.inference_mode():
         for round_ in range(warmup + repeats):
             for name, (model, kwargs) in models.items():
@@ -118,13 +124,27 @@ def main(argv=None) -> dict:
     times = time_models(models, inputs, args.warmup, args.repeats, device)
     base = statistics.median(times["unpruned"])
     n_heads = len(present_heads(head_layout(model)))
-    result = dict(model=str(folder), pruned=args.pruned, device=str(device), threads=torch.get_num_threads(),
-                  text=args.text, batch=list(inputs[0].shape), warmup=args.warmup, repeats=args.repeats,
-                  n_heads=n_heads, n_removed=len(removed), removed=sorted(removed),
-                  rows={name: dict(median_ms=statistics.median(t), min_ms=min(t),
-                                   ratio=statistics.median(t) / base) for name, t in times.items()})
-    print(f"{folder}: {len(removed)} of {n_heads} heads removed; batch {inputs[0].shape[0]} x {inputs[0].shape[1]} "
-          f"tokens of {args.text}; {args.device}, {result['threads']} threads; median of {args.repeats}")
+    result = dict(
+        model=str(folder),
+        pruned=args.pruned,
+        device=str(device),
+        threads=torch.get_num_threads(),
+        text=args.text,
+        batch=list(inputs[0].shape),
+        warmup=args.warmup,
+        repeats=args.repeats,
+        n_heads=n_heads,
+        n_removed=len(removed),
+        removed=sorted(removed),
+        rows={
+            name: dict(median_ms=statistics.median(t), min_ms=min(t), ratio=statistics.median(t) / base)
+            for name, t in times.items()
+        },
+    )
+    print(
+        f"{folder}: {len(removed)} of {n_heads} heads removed; batch {inputs[0].shape[0]} x {inputs[0].shape[1]} "
+        f"tokens of {args.text}; {args.device}, {result['threads']} threads; median of {args.repeats}"
+    )
     print(f"{'row':<9} {'median ms':>10} {'min ms':>8} {'ratio':>6}")
     for name, row in result["rows"].items():
         print(f"{name:<9} {row['median_ms']:>10.2f} {row['min_ms']:>8.2f} {row['ratio']:>6.3f}")

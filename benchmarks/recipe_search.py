@@ -26,6 +26,7 @@ Results: ``docs/recipes/cpu_rates.json`` (speeds), ``runs/recipes/<setting>-seed
 (curves; the script can pack them into ``docs/recipes/curves.json``), ``docs/recipes.md`` (table) and
 ``docs/recipes/recipes.{png,svg}`` (dev F1 against CPU minutes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,12 +50,30 @@ RUNS = ROOT / "runs" / "recipes"
 DEV = "ptb-sample:dev"
 MARKS = (5, 10, 20)  # CPU minutes at which dev F1 is read
 
-_TT = dict(model="tree-transformer", preset="small", lr=5e-4, warmup_steps=300, schedule="linear",
-           final_lr_fraction=0.1, batch_size=64, mask_rate=0.15, mask_replace="bert")
+_TT = dict(
+    model="tree-transformer",
+    preset="small",
+    lr=5e-4,
+    warmup_steps=300,
+    schedule="linear",
+    final_lr_fraction=0.1,
+    batch_size=64,
+    mask_rate=0.15,
+    mask_replace="bert",
+)
 _SMALLER = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512)
 _OFF = dict(constituent_variant="official")
-_SF = dict(model="structformer", preset="small", lr=5e-4, warmup_steps=300, schedule="linear",
-           final_lr_fraction=0.1, batch_size=64, mask_rate=0.3, mask_replace="mask")
+_SF = dict(
+    model="structformer",
+    preset="small",
+    lr=5e-4,
+    warmup_steps=300,
+    schedule="linear",
+    final_lr_fraction=0.1,
+    batch_size=64,
+    mask_rate=0.3,
+    mask_replace="mask",
+)
 
 
 def _s(description: str, base: dict, config: dict | None = None, **train) -> dict:
@@ -68,56 +87,69 @@ SETTINGS = {
     "tt-small-official": _s("small, official variant", _TT, _OFF),
     "tt-4x128-paper": _s("4 layers x 128, d_ff 512, paper variant", _TT, _SMALLER),
     "tt-4x128-official": _s("4 layers x 128, d_ff 512, official variant", _TT, {**_SMALLER, **_OFF}),
-    "tt-6x128-official": _s("6 layers x 128, d_ff 512, official", _TT,
-                            {**_SMALLER, "num_hidden_layers": 6, **_OFF}),
-    "tt-4x64-official": _s("4 layers x 64, 2 heads, d_ff 256, official", _TT,
-                           dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=2,
-                                intermediate_size=256, **_OFF)),
+    "tt-6x128-official": _s("6 layers x 128, d_ff 512, official", _TT, {**_SMALLER, "num_hidden_layers": 6, **_OFF}),
+    "tt-4x64-official": _s(
+        "4 layers x 64, 2 heads, d_ff 256, official",
+        _TT,
+        dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=2, intermediate_size=256, **_OFF),
+    ),
     "tt-3x128-official": _s("3 layers x 128, official", _TT, {**_SMALLER, "num_hidden_layers": 3, **_OFF}),
-    "tt-4x128-2h-official": _s("4 layers x 128, 2 heads, official", _TT,
-                               {**_SMALLER, "num_attention_heads": 2, **_OFF}),
+    "tt-4x128-2h-official": _s(
+        "4 layers x 128, 2 heads, official", _TT, {**_SMALLER, "num_attention_heads": 2, **_OFF}
+    ),
     # learning rate, warm-up, schedule
     "tt-4x128-official-lr1e-3": _s("4x128 official, lr 1e-3", _TT, {**_SMALLER, **_OFF}, lr=1e-3),
     "tt-4x128-official-lr2e-3": _s("4x128 official, lr 2e-3", _TT, {**_SMALLER, **_OFF}, lr=2e-3),
     "tt-4x128-official-lr2e-4": _s("4x128 official, lr 2e-4", _TT, {**_SMALLER, **_OFF}, lr=2e-4),
-    "tt-4x128-official-cosine": _s("4x128 official, 100 warm-up steps, cosine", _TT, {**_SMALLER, **_OFF},
-                                   warmup_steps=100, schedule="cosine"),
-    "tt-4x128-official-const": _s("4x128 official, constant lr (public code's schedule)", _TT,
-                                  {**_SMALLER, **_OFF}, schedule="constant"),
+    "tt-4x128-official-cosine": _s(
+        "4x128 official, 100 warm-up steps, cosine", _TT, {**_SMALLER, **_OFF}, warmup_steps=100, schedule="cosine"
+    ),
+    "tt-4x128-official-const": _s(
+        "4x128 official, constant lr (public code's schedule)", _TT, {**_SMALLER, **_OFF}, schedule="constant"
+    ),
     "tt-small-official-lr1e-3": _s("small official, lr 1e-3", _TT, _OFF, lr=1e-3),
     # batch size, in sentences and in tokens
     "tt-4x128-official-b32": _s("4x128 official, batch 32 sentences", _TT, {**_SMALLER, **_OFF}, batch_size=32),
-    "tt-4x128-official-b128": _s("4x128 official, batch 128 sentences", _TT, {**_SMALLER, **_OFF},
-                                 batch_size=128),
-    "tt-4x128-official-t1024": _s("4x128 official, batches of 1,024 padded tokens", _TT, {**_SMALLER, **_OFF},
-                                  batch_size=None, max_tokens=1024),
+    "tt-4x128-official-b128": _s("4x128 official, batch 128 sentences", _TT, {**_SMALLER, **_OFF}, batch_size=128),
+    "tt-4x128-official-t1024": _s(
+        "4x128 official, batches of 1,024 padded tokens", _TT, {**_SMALLER, **_OFF}, batch_size=None, max_tokens=1024
+    ),
     # masking
     "tt-4x128-official-m30": _s("4x128 official, mask rate 0.3", _TT, {**_SMALLER, **_OFF}, mask_rate=0.3),
-    "tt-4x128-official-allmask": _s("4x128 official, selected tokens always [MASK]", _TT,
-                                    {**_SMALLER, **_OFF}, mask_replace="mask"),
+    "tt-4x128-official-allmask": _s(
+        "4x128 official, selected tokens always [MASK]", _TT, {**_SMALLER, **_OFF}, mask_replace="mask"
+    ),
     # training text
-    "tt-4x128-official-ptblm": _s("4x128 official, trained on the ptb-lm training text (transductive)",
-                                  _TT, {**_SMALLER, **_OFF}, corpus="ptb-lm"),
-    "tt-small-official-ptblm": _s("small official, trained on the ptb-lm training text (transductive)",
-                                  _TT, _OFF, corpus="ptb-lm"),
+    "tt-4x128-official-ptblm": _s(
+        "4x128 official, trained on the ptb-lm training text (transductive)", _TT, {**_SMALLER, **_OFF}, corpus="ptb-lm"
+    ),
+    "tt-small-official-ptblm": _s(
+        "small official, trained on the ptb-lm training text (transductive)", _TT, _OFF, corpus="ptb-lm"
+    ),
     # combinations with the best learning rate (second round)
-    "tt-4x128-official-lr1e-3-m30": _s("4x128 official, lr 1e-3, mask rate 0.3", _TT, {**_SMALLER, **_OFF},
-                                       lr=1e-3, mask_rate=0.3),
-    "tt-4x128-official-lr1e-3-ptblm": _s("4x128 official, lr 1e-3, ptb-lm text (transductive)", _TT,
-                                         {**_SMALLER, **_OFF}, lr=1e-3, corpus="ptb-lm"),
-    "tt-4x128-official-lr1e-3-drop0.2": _s("4x128 official, lr 1e-3, dropout 0.2", _TT,
-                                           {**_SMALLER, **_OFF, "hidden_dropout_prob": 0.2}, lr=1e-3),
-    "tt-6x128-official-lr1e-3": _s("6 layers x 128 official, lr 1e-3", _TT,
-                                   {**_SMALLER, "num_hidden_layers": 6, **_OFF}, lr=1e-3),
-    "tt-4x128-official-b128-lr2e-3": _s("4x128 official, batch 128, lr 2e-3", _TT, {**_SMALLER, **_OFF},
-                                        batch_size=128, lr=2e-3),
+    "tt-4x128-official-lr1e-3-m30": _s(
+        "4x128 official, lr 1e-3, mask rate 0.3", _TT, {**_SMALLER, **_OFF}, lr=1e-3, mask_rate=0.3
+    ),
+    "tt-4x128-official-lr1e-3-ptblm": _s(
+        "4x128 official, lr 1e-3, ptb-lm text (transductive)", _TT, {**_SMALLER, **_OFF}, lr=1e-3, corpus="ptb-lm"
+    ),
+    "tt-4x128-official-lr1e-3-drop0.2": _s(
+        "4x128 official, lr 1e-3, dropout 0.2", _TT, {**_SMALLER, **_OFF, "hidden_dropout_prob": 0.2}, lr=1e-3
+    ),
+    "tt-6x128-official-lr1e-3": _s(
+        "6 layers x 128 official, lr 1e-3", _TT, {**_SMALLER, "num_hidden_layers": 6, **_OFF}, lr=1e-3
+    ),
+    "tt-4x128-official-b128-lr2e-3": _s(
+        "4x128 official, batch 128, lr 2e-3", _TT, {**_SMALLER, **_OFF}, batch_size=128, lr=2e-3
+    ),
     # StructFormer
     "sf-small": _s("StructFormer small (4x256, the former default)", _SF),
     "sf-4x128": _s("StructFormer 4 layers x 128, d_ff 512", _SF, _SMALLER),
     "sf-4x128-lr1e-3": _s("StructFormer 4x128, lr 1e-3", _SF, _SMALLER, lr=1e-3),
     "sf-small-lr1e-3": _s("StructFormer small, lr 1e-3", _SF, lr=1e-3),
-    "sf-small-m15-bert": _s("StructFormer small, mask rate 0.15, BERT replacement", _SF,
-                            mask_rate=0.15, mask_replace="bert"),
+    "sf-small-m15-bert": _s(
+        "StructFormer small, mask rate 0.15, BERT replacement", _SF, mask_rate=0.15, mask_replace="bert"
+    ),
     "sf-small-ptblm": _s("StructFormer small on the ptb-lm training text (transductive)", _SF, corpus="ptb-lm"),
 }
 
@@ -125,8 +157,10 @@ SETTINGS = {
 def corpus_spec(name: str) -> str:
     """``ptb-lm`` -> the shared ptb-lm training text (DESIGN.md §6); else the name unchanged."""
     if name == "ptb-lm":
-        for path in (ROOT.parent / "shared" / "data" / "ptb-lm" / "ptb.train.txt",
-                     ROOT / "runs" / "data" / "ptb.train.txt"):  # the copy a GPU machine is sent
+        for path in (
+            ROOT.parent / "shared" / "data" / "ptb-lm" / "ptb.train.txt",
+            ROOT / "runs" / "data" / "ptb.train.txt",
+        ):  # the copy a GPU machine is sent
             if path.is_file():
                 return str(path)
         raise SystemExit("the ptb-lm text is not there (../shared/data/ptb-lm/ptb.train.txt)")
@@ -136,6 +170,7 @@ def corpus_spec(name: str) -> str:
 def train_arguments(name: str, out: Path, **extra):
     """The :class:`TrainArguments` of setting ``name`` (corpus resolved), plus ``extra`` fields."""
     from syntaxformer.training.trainer import TrainArguments
+
     setting = SETTINGS[name]
     fields = dict(setting["train"])
     fields["corpus"] = corpus_spec(fields.get("corpus", "ptb-sample"))
@@ -147,22 +182,39 @@ def measure_cpu(names, threads: int = 2, steps: int = 40) -> None:
 
     The speed is that of the last ``steps // 2`` steps (the first half warms up); run it on an idle
     machine."""
-    from syntaxformer.training.trainer import train
+    from syntaxformer.training.run import train
+
     rates = json.loads(RATES.read_text()) if RATES.is_file() else {}
     for name in names:
         if name in rates:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            args = train_arguments(name, Path(tmp), max_steps=steps, log_every=steps // 2, eval_every=0,
-                                   save_every=0, threads=threads, device="cpu", quiet=True,
-                                   valid_fraction=0.0)
+            args = train_arguments(
+                name,
+                Path(tmp),
+                max_steps=steps,
+                log_every=steps // 2,
+                eval_every=0,
+                save_every=0,
+                threads=threads,
+                device="cpu",
+                quiet=True,
+                valid_fraction=0.0,
+            )
             train(args)
             record = json.loads((Path(tmp) / "training.json").read_text())
-        rates[name] = dict(tokens_per_second=record["tokens_per_second"],
-                           tokens_per_step=record["tokens_seen"] / record["steps"],
-                           parameters=record["parameters"], threads=threads)
-        logging.info("%s: %.0f tokens/s, %.0f tokens/step", name, rates[name]["tokens_per_second"],
-                     rates[name]["tokens_per_step"])
+        rates[name] = dict(
+            tokens_per_second=record["tokens_per_second"],
+            tokens_per_step=record["tokens_seen"] / record["steps"],
+            parameters=record["parameters"],
+            threads=threads,
+        )
+        logging.info(
+            "%s: %.0f tokens/s, %.0f tokens/step",
+            name,
+            rates[name]["tokens_per_second"],
+            rates[name]["tokens_per_step"],
+        )
         RATES.parent.mkdir(parents=True, exist_ok=True)
         RATES.write_text(json.dumps(rates, indent=1) + "\n")
 
@@ -171,10 +223,12 @@ def _speed_key(name: str) -> str:
     """Settings that differ only in optimisation, masking, constituent variant or dropout run at the
     same speed: one key for them."""
     train = SETTINGS[name]["train"]
-    config = {k: v for k, v in SETTINGS[name]["config"].items()
-              if k not in ("constituent_variant", "hidden_dropout_prob")}
-    return json.dumps([train["model"], train.get("corpus"), train.get("batch_size"), train.get("max_tokens"),
-                       config], sort_keys=True)
+    config = {
+        k: v for k, v in SETTINGS[name]["config"].items() if k not in ("constituent_variant", "hidden_dropout_prob")
+    }
+    return json.dumps(
+        [train["model"], train.get("corpus"), train.get("batch_size"), train.get("max_tokens"), config], sort_keys=True
+    )
 
 
 def cpu_rate(name: str) -> dict:
@@ -192,30 +246,43 @@ def budget_steps(name: str, minutes: float) -> int:
     return max(1, round(minutes * 60 * rate["tokens_per_second"] / rate["tokens_per_step"]))
 
 
-def train_one(name: str, seed: int, budget: float, device: str | None, points: int = 16,
-              max_minutes: float | None = None) -> Path:
+def train_one(
+    name: str, seed: int, budget: float, device: str | None, points: int = 16, max_minutes: float | None = None
+) -> Path:
     """Train setting ``name`` for ``budget`` CPU minutes' worth of steps, with the dev curve.
 
     ``max_minutes`` (wall time of this process) stops a run early, cleanly: its curve is kept up to
     there (``stopped: "max_minutes"`` in its record) and a later call resumes it."""
-    from syntaxformer.training.trainer import train
+    from syntaxformer.training.run import train
+
     steps = budget_steps(name, budget)
     out = RUNS / f"{name}-seed{seed}"
     done = out / "training.json"
     if done.is_file() and json.loads(done.read_text()).get("stopped") == "max_steps":
         return out
-    args = train_arguments(name, out, max_steps=steps, eval_every=max(1, steps // points),
-                           eval_treebank=DEV, save_every=max(1, steps // 4), seed=seed, device=device,
-                           resume=True, quiet=True, threads=1, max_minutes=max_minutes)
+    args = train_arguments(
+        name,
+        out,
+        max_steps=steps,
+        eval_every=max(1, steps // points),
+        eval_treebank=DEV,
+        save_every=max(1, steps // 4),
+        seed=seed,
+        device=device,
+        resume=True,
+        quiet=True,
+        threads=1,
+        max_minutes=max_minutes,
+    )
     train(args)
     return out
 
 
-def train_many(names, seeds, budget: float, device: str | None, jobs: int,
-               deadline: float | None = None) -> None:
+def train_many(names, seeds, budget: float, device: str | None, jobs: int, deadline: float | None = None) -> None:
     """Every (setting, seed), ``jobs`` at a time, each in its own process, the longest runs first;
     with ``deadline`` (wall minutes for the whole call) every run stops cleanly by then."""
     import time
+
     start = time.monotonic()
 
     def one(job):
@@ -232,6 +299,7 @@ def train_many(names, seeds, budget: float, device: str | None, jobs: int,
         result = subprocess.run(cmd, capture_output=True, text=True)
         status = "ok" if result.returncode == 0 else f"FAILED\n{result.stderr[-2000:]}"
         logging.info("%s seed %d: %s", name, seed, status)
+
     order = sorted(names, key=lambda n: -budget_steps(n, budget) * (3 if "ptblm" in n else 1))
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(one, [(n, s) for n in order for s in seeds]))
@@ -246,6 +314,7 @@ def sweep_thresholds(folders) -> None:
     from syntaxformer.decoding.tree_transformer import algorithm1
     from syntaxformer.evaluation.constituency import bracket_scores
     from syntaxformer.parsing import load_model, model_structures
+
     gold = load_gold_trees(DEV)
     gold_brackets, lengths = [brackets(t) for t in gold], [len(t.leaves()) for t in gold]
     results = json.loads(THRESHOLDS_JSON.read_text()) if THRESHOLDS_JSON.is_file() else {}
@@ -253,10 +322,14 @@ def sweep_thresholds(folders) -> None:
         model, tokenizer, _ = load_model(folder)
         structures = model_structures(model, tokenizer, [t.leaves() for t in gold])
         results[str(folder)] = {
-            f"m{m}": {str(th): bracket_scores([algorithm1(s.link_probs, threshold=th, min_layer=m)
-                                               for s in structures], gold_brackets, lengths)["sentence_f1"]
-                      for th in THRESHOLDS}
-            for m in range(structures[0].link_probs.shape[0])}
+            f"m{m}": {
+                str(th): bracket_scores(
+                    [algorithm1(s.link_probs, threshold=th, min_layer=m) for s in structures], gold_brackets, lengths
+                )["sentence_f1"]
+                for th in THRESHOLDS
+            }
+            for m in range(structures[0].link_probs.shape[0])
+        }
     THRESHOLDS_JSON.parent.mkdir(parents=True, exist_ok=True)
     THRESHOLDS_JSON.write_text(json.dumps(results, indent=1) + "\n")
 
@@ -265,17 +338,26 @@ def _threshold_lines() -> list[str]:
     if not THRESHOLDS_JSON.is_file():
         return []
     from syntaxformer.evaluation.report import format_table
-    lines = ["## Decoder: Algorithm 1's minimum layer and threshold", "",
-             "Dev sentence F1 of trained models (`--thresholds MODEL...`): Algorithm 1 with each "
-             "minimum layer and break threshold. Threshold 1.01 breaks at every weakest link, so it "
-             "is the top layer's single-layer split whatever the minimum layer.", ""]
+
+    lines = [
+        "## Decoder: Algorithm 1's minimum layer and threshold",
+        "",
+        "Dev sentence F1 of trained models (`--thresholds MODEL...`): Algorithm 1 with each "
+        "minimum layer and break threshold. Threshold 1.01 breaks at every weakest link, so it "
+        "is the top layer's single-layer split whatever the minimum layer.",
+        "",
+    ]
     for folder, by_layer in json.loads(THRESHOLDS_JSON.read_text()).items():
         rows = [[m] + [values[str(th)] for th in THRESHOLDS] for m, values in by_layer.items()]
         best = max(((m, th) for m in by_layer for th in THRESHOLDS), key=lambda k: by_layer[k[0]][str(k[1])])
-        lines += [f"`{folder}` (best: min layer {best[0][1:]}, threshold {best[1]}, "
-                  f"{by_layer[best[0]][str(best[1])]:.2f}):", "", "```",
-                  format_table(["min layer"] + [str(t) for t in THRESHOLDS], rows),
-                  "```", ""]
+        lines += [
+            f"`{folder}` (best: min layer {best[0][1:]}, threshold {best[1]}, {by_layer[best[0]][str(best[1])]:.2f}):",
+            "",
+            "```",
+            format_table(["min layer"] + [str(t) for t in THRESHOLDS], rows),
+            "```",
+            "",
+        ]
     return lines
 
 
@@ -284,8 +366,19 @@ def pack_curves() -> dict:
     curves = json.loads(CURVES.read_text()) if CURVES.is_file() else {}
     for path in sorted(RUNS.glob("*/training.json")):
         record = json.loads(path.read_text())
-        keep = ("arguments", "steps", "parameters", "tokens_seen", "minutes", "device", "final_valid_loss",
-                "initial_valid_loss", "valid_history", "parse_curve", "stopped")
+        keep = (
+            "arguments",
+            "steps",
+            "parameters",
+            "tokens_seen",
+            "minutes",
+            "device",
+            "final_valid_loss",
+            "initial_valid_loss",
+            "valid_history",
+            "parse_curve",
+            "stopped",
+        )
         curves[path.parent.name] = {k: record.get(k) for k in keep}
     CURVES.parent.mkdir(parents=True, exist_ok=True)
     CURVES.write_text(json.dumps(portable(curves), indent=None, separators=(",", ":")) + "\n")
@@ -318,17 +411,27 @@ def summarise(curves: dict) -> list[dict]:
         last = points[-1]["scores"]
         default = "algorithm1_m0" if "algorithm1_m0" in last else "distance"
         best = max(last, key=lambda k: last[k]["sentence_f1"])
-        rows.append(dict(
-            setting=name, seed=int(seed), steps_per_cpu_minute=steps_per_minute,
-            description=SETTINGS[name]["description"],
-            parameters=record["parameters"], cpu_tokens_per_second=rate["tokens_per_second"],
-            steps=record["steps"], final_valid_loss=record["final_valid_loss"],
-            cpu_minutes=record["steps"] / steps_per_minute, budget_steps=record["arguments"]["max_steps"],
-            decoder=default, step0=points[0]["scores"][default]["sentence_f1"],
-            last=last[default]["sentence_f1"],
-            **{f"f1_{m}min": at_minutes(points, default, steps_per_minute, m) for m in MARKS},
-            best_decoder=best, best_f1=last[best]["sentence_f1"],
-            best_step0=points[0]["scores"][best]["sentence_f1"]))
+        rows.append(
+            dict(
+                setting=name,
+                seed=int(seed),
+                steps_per_cpu_minute=steps_per_minute,
+                description=SETTINGS[name]["description"],
+                parameters=record["parameters"],
+                cpu_tokens_per_second=rate["tokens_per_second"],
+                steps=record["steps"],
+                final_valid_loss=record["final_valid_loss"],
+                cpu_minutes=record["steps"] / steps_per_minute,
+                budget_steps=record["arguments"]["max_steps"],
+                decoder=default,
+                step0=points[0]["scores"][default]["sentence_f1"],
+                last=last[default]["sentence_f1"],
+                **{f"f1_{m}min": at_minutes(points, default, steps_per_minute, m) for m in MARKS},
+                best_decoder=best,
+                best_f1=last[best]["sentence_f1"],
+                best_step0=points[0]["scores"][best]["sentence_f1"],
+            )
+        )
     return rows
 
 
@@ -340,61 +443,90 @@ def write_report(rows: list[dict], curves: dict) -> None:
     """docs/recipes.md (table) and docs/recipes/recipes.{png,svg} (dev F1 against CPU minutes); the
     file's sections after :data:`HAND_WRITTEN` are kept."""
     from syntaxformer.evaluation.report import format_table
-    header = ["setting", "params", "CPU tok/s", "steps run / of the run", "CPU min", "valid loss",
-              "step 0"] + [f"{m} min" for m in MARKS] + ["last", "best decoder at the last point", "its F1",
-                                                          "its step 0"]
+
+    header = (
+        ["setting", "params", "CPU tok/s", "steps run / of the run", "CPU min", "valid loss", "step 0"]
+        + [f"{m} min" for m in MARKS]
+        + ["last", "best decoder at the last point", "its F1", "its step 0"]
+    )
     rows = sorted(rows, key=lambda r: (r["setting"][:3] != "tt-", -r["last"]))
-    table = [[r["setting"] + (f" (seed {r['seed']})" if r["seed"] else ""), f"{r['parameters'] / 1e6:.2f}M",
-              round(r["cpu_tokens_per_second"]), f"{r['steps']:,} / {r['budget_steps']:,}",
-              round(r["cpu_minutes"], 1), r["final_valid_loss"], r["step0"]]
-             + [r[f"f1_{m}min"] for m in MARKS] + [r["last"], r["best_decoder"], r["best_f1"], r["best_step0"]]
-             for r in rows]
-    lines = [
-        "# Recipe search: dev F1 per CPU minute", "",
-        "Written by `benchmarks/recipe_search.py --report` (see its docstring for the method). Every "
-        "number is **sentence-level F1 on ptb-sample:dev** (wsj_0001-0099, 1,921 sentences; "
-        "right-branching 39.94, DESIGN.md §7); the test half is not used for any choice. Columns "
-        "`5/10/20 min`: Algorithm 1 from layer 0 (threshold 0.8) for the Tree Transformer, the "
-        "distance split for StructFormer, at the step a 2-core CPU reaches in that many minutes "
-        "(its measured tokens/s, column `CPU tok/s`, 2 threads); `step 0`: the same decoder on the "
-        "untrained model (the control). The lr schedule of each run ends at its 20-minute step "
-        "(`of the run`, from the speed measured when it was launched). "
-        "`last`: the same decoder at the last point of the run (`CPU min` = the CPU minutes that "
-        "many steps take); `best decoder at the last point`: the best of every Algorithm 1 minimum "
-        "layer and every single layer there. Sorted by `last` within each model.", "",
-        "How the runs were made: CPU speeds measured on the 2-core machine (40 training steps, the "
-        "last 20 timed, 2 threads; settings that differ only in optimisation, masking, constituent "
-        "variant or dropout share the "
-        "mean of their measurements). The curves were trained on one H100 GPU, 14-18 runs at a "
-        "time, each with a wall-clock deadline of 7.3 or 8.4 minutes: runs whose 20-minute step count "
-        "was not reached by then stopped early (`steps run` below the 20-minute steps; their "
-        "later columns are `-`), with their learning rate not yet decayed. One seed (0) per "
-        "setting: the seed spread of the chosen recipes is in docs/results/induce.md (about ±1-2 points), so "
-        "differences below ~2 points here are not resolved.", "",
-        "```", format_table(header, table), "```", "",
-        "Settings:", ""] + [f"- `{n}`: {s['description']}" for n, s in SETTINGS.items()] + [
-        "", "![dev F1 against CPU minutes](recipes/recipes.png)", ""] + _threshold_lines()
+    table = [
+        [
+            r["setting"] + (f" (seed {r['seed']})" if r["seed"] else ""),
+            f"{r['parameters'] / 1e6:.2f}M",
+            round(r["cpu_tokens_per_second"]),
+            f"{r['steps']:,} / {r['budget_steps']:,}",
+            round(r["cpu_minutes"], 1),
+            r["final_valid_loss"],
+            r["step0"],
+        ]
+        + [r[f"f1_{m}min"] for m in MARKS]
+        + [r["last"], r["best_decoder"], r["best_f1"], r["best_step0"]]
+        for r in rows
+    ]
+    lines = (
+        [
+            "# Recipe search: dev F1 per CPU minute",
+            "",
+            "Written by `benchmarks/recipe_search.py --report` (see its docstring for the method). Every "
+            "number is **sentence-level F1 on ptb-sample:dev** (wsj_0001-0099, 1,921 sentences; "
+            "right-branching 39.94, DESIGN.md §7); the test half is not used for any choice. Columns "
+            "`5/10/20 min`: Algorithm 1 from layer 0 (threshold 0.8) for the Tree Transformer, the "
+            "distance split for StructFormer, at the step a 2-core CPU reaches in that many minutes "
+            "(its measured tokens/s, column `CPU tok/s`, 2 threads); `step 0`: the same decoder on the "
+            "untrained model (the control). The lr schedule of each run ends at its 20-minute step "
+            "(`of the run`, from the speed measured when it was launched). "
+            "`last`: the same decoder at the last point of the run (`CPU min` = the CPU minutes that "
+            "many steps take); `best decoder at the last point`: the best of every Algorithm 1 minimum "
+            "layer and every single layer there. Sorted by `last` within each model.",
+            "",
+            "How the runs were made: CPU speeds measured on the 2-core machine (40 training steps, the "
+            "last 20 timed, 2 threads; settings that differ only in optimisation, masking, constituent "
+            "variant or dropout share the "
+            "mean of their measurements). The curves were trained on one H100 GPU, 14-18 runs at a "
+            "time, each with a wall-clock deadline of 7.3 or 8.4 minutes: runs whose 20-minute step count "
+            "was not reached by then stopped early (`steps run` below the 20-minute steps; their "
+            "later columns are `-`), with their learning rate not yet decayed. One seed (0) per "
+            "setting: the seed spread of the chosen recipes is in docs/results/induce.md (about ±1-2 points), so "
+            "differences below ~2 points here are not resolved.",
+            "",
+            "```",
+            format_table(header, table),
+            "```",
+            "",
+            "Settings:",
+            "",
+        ]
+        + [f"- `{n}`: {s['description']}" for n, s in SETTINGS.items()]
+        + ["", "![dev F1 against CPU minutes](recipes/recipes.png)", ""]
+        + _threshold_lines()
+    )
     path = ROOT / "docs" / "recipes.md"
     old = path.read_text() if path.is_file() else ""
-    kept = old[old.index(HAND_WRITTEN):] if HAND_WRITTEN in old else HAND_WRITTEN + "\n"
+    kept = old[old.index(HAND_WRITTEN) :] if HAND_WRITTEN in old else HAND_WRITTEN + "\n"
     path.write_text("\n".join(lines) + "\n" + kept)
     _figure(rows, curves)
 
 
 def _figure(rows: list[dict], curves: dict) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
     for ax, prefix in zip(axes, ("tt-", "sf-")):
-        mine = sorted((r for r in rows if r["setting"].startswith(prefix) and not r["seed"]),
-                      key=lambda r: -r["last"])
+        mine = sorted((r for r in rows if r["setting"].startswith(prefix) and not r["seed"]), key=lambda r: -r["last"])
         former = {"tt-": "tt-small-paper", "sf-": "sf-small"}[prefix]  # the former defaults
         for r in mine[:6] + [r for r in mine[6:] if r["setting"] == former]:
             spm = r["steps_per_cpu_minute"]
             points = curves[f"{r['setting']}-seed{r['seed']}"]["parse_curve"]["points"]
-            ax.plot([p["step"] / spm for p in points],
-                    [p["scores"][r["decoder"]]["sentence_f1"] for p in points], marker=".", label=r["setting"])
+            ax.plot(
+                [p["step"] / spm for p in points],
+                [p["scores"][r["decoder"]]["sentence_f1"] for p in points],
+                marker=".",
+                label=r["setting"],
+            )
         ax.axhline(39.94, color="black", linestyle="--", label="right-branching (39.94)")
         ax.axhline(24.39, color="grey", linestyle=":", label="balanced binary (24.39)")
         ax.set_xlabel("CPU minutes (2 cores, measured speed); the 6 best settings and the former default")
@@ -412,8 +544,13 @@ def main(argv=None) -> int:
     p.add_argument("--train", action="store_true")
     p.add_argument("--train-one", default=None, help=argparse.SUPPRESS)
     p.add_argument("--report", action="store_true")
-    p.add_argument("--thresholds", nargs="*", default=None, metavar="MODEL",
-                   help="sweep Algorithm 1's threshold and minimum layer on dev for these model folders")
+    p.add_argument(
+        "--thresholds",
+        nargs="*",
+        default=None,
+        metavar="MODEL",
+        help="sweep Algorithm 1's threshold and minimum layer on dev for these model folders",
+    )
     p.add_argument("--only", nargs="*", default=None, help="settings (default: all)")
     p.add_argument("--seeds", type=int, nargs="*", default=[0])
     p.add_argument("--seed", type=int, default=0)
@@ -425,6 +562,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from syntaxformer.cli import prepare_process
+
     prepare_process()
     names = args.only or list(SETTINGS)
     if args.measure_cpu:

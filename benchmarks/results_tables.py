@@ -12,6 +12,7 @@ it is. ``tests/test_results_pages.py`` regenerates the tables in memory and fail
 Cells: means ± sample standard deviation over the seeds listed (one seed: the value alone); F1,
 accuracy and recall are percentages (0-100); minutes are wall-clock minutes of training.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,11 @@ TABLES: dict[str, Callable[[], str]] = {}
 
 def table(name: str):
     """Register a table writer under ``name`` (the marker's name)."""
+
     def register(function):
         TABLES[name] = function
         return function
+
     return register
 
 
@@ -101,17 +104,25 @@ SHIPPED = "syntaxformer/pretrained/tree-transformer-ptb/report.json"
 #: the induce groups: label, report pattern under docs/induce/ (or the shipped parser's report)
 INDUCE = {
     "tt-default": ("Tree Transformer, `induce` default (mini, ptb-sample)", "tree-transformer-default-seed[0-9].json"),
-    "sf-default": ("StructFormer, `induce --model structformer` default (mini, ptb-sample)",
-                   "structformer-default-seed[0-9].json"),
+    "sf-default": (
+        "StructFormer, `induce --model structformer` default (mini, ptb-sample)",
+        "structformer-default-seed[0-9].json",
+    ),
     "tt-long": ("Tree Transformer, `--recipe long` (small, ptb-lm text)", "tree-transformer-long-seed[0-9].json"),
     "sf-long": ("StructFormer, `--recipe long` (mini, ptb-lm text)", "structformer-long-seed[0-9].json"),
-    "tt-12000": ("Tree Transformer, default setting with a 12,000-step schedule, stopped early",
-                 "tree-transformer-mini-12000-seed[0-9].json"),
-    "sf-12000": ("StructFormer, default setting for 12,000 steps on ptb-sample",
-                 "structformer-ptbsample-12000-seed[0-9].json"),
+    "tt-12000": (
+        "Tree Transformer, default setting with a 12,000-step schedule, stopped early",
+        "tree-transformer-mini-12000-seed[0-9].json",
+    ),
+    "sf-12000": (
+        "StructFormer, default setting for 12,000 steps on ptb-sample",
+        "structformer-ptbsample-12000-seed[0-9].json",
+    ),
     "on-lstm": ("ON-LSTM, `induce --model on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
-    "shipped": ("the shipped parser (Tree Transformer, mini, lr decaying over 50,000 steps, stopped at 8,233)",
-                SHIPPED),
+    "shipped": (
+        "the shipped parser (Tree Transformer, mini, lr decaying over 50,000 steps, stopped at 8,233)",
+        SHIPPED,
+    ),
 }
 
 
@@ -143,12 +154,14 @@ def compute(rows: list[dict]) -> str:
 
 
 #: README's rows: (induce group, short label, the papers' family it sits beside)
-README_ROWS = [("tt-default", "Tree Transformer, `induce` (default recipe)", None),
-               ("tt-long", "Tree Transformer, `induce --recipe long`", None),
-               ("shipped", "the shipped parser (Tree Transformer)", "tree-transformer"),
-               ("sf-default", "StructFormer, `induce --model structformer`", None),
-               ("sf-long", "StructFormer, `induce --model structformer --recipe long`", "structformer"),
-               ("on-lstm", "ON-LSTM, `induce --model on-lstm`", "on-lstm")]
+README_ROWS = [
+    ("tt-default", "Tree Transformer, `induce` (default recipe)", None),
+    ("tt-long", "Tree Transformer, `induce --recipe long`", None),
+    ("shipped", "the shipped parser (Tree Transformer)", "tree-transformer"),
+    ("sf-default", "StructFormer, `induce --model structformer`", None),
+    ("sf-long", "StructFormer, `induce --model structformer --recipe long`", "structformer"),
+    ("on-lstm", "ON-LSTM, `induce --model on-lstm`", "on-lstm"),
+]
 
 
 @table("readme-induce")
@@ -160,11 +173,25 @@ def readme_induce() -> str:
     for key, label, family in README_ROWS:
         reps = group(key)
         seeds = f"seed {reps[0]['seed']}" if len(reps) == 1 else f"seeds {seeds_of(reps)}"
-        rows.append([label, f"ptb-sample test half, {seeds}", f"**{mean_sd(part_scores(reps, 'test'))}**",
-                     f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}", compute(reps)])
+        rows.append(
+            [
+                label,
+                f"ptb-sample test half, {seeds}",
+                f"**{mean_sd(part_scores(reps, 'test'))}**",
+                f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}",
+                compute(reps),
+            ]
+        )
         for paper in (p for p in papers["rows"] if p["family"] == family):
-            rows.append([f"*published*: {paper['model']}", paper["data"],
-                         "–".join(f"{v:.1f}" for v in paper["sentence_f1"]), right, paper["compute"]])
+            rows.append(
+                [
+                    f"*published*: {paper['model']}",
+                    paper["data"],
+                    "–".join(f"{v:.1f}" for v in paper["sentence_f1"]),
+                    right,
+                    paper["compute"],
+                ]
+            )
     return markdown(["model", "sentences", "sentence F1", "right-branching", "training compute"], rows, "llrrl")
 
 
@@ -174,21 +201,59 @@ def induce_test() -> str:
     rows = []
     for key in ("tt-default", "sf-default", "tt-long", "sf-long", "tt-12000", "sf-12000", "on-lstm", "shipped"):
         reps = group(key)
-        rows.append([INDUCE[key][0], seeds_of(reps), f"**{mean_sd(part_scores(reps, 'test'))}**",
-                     mean_sd(part_scores(reps, "test", field="corpus_f1")),
-                     mean_sd(part_scores(reps, "test", field="wsj10_sentence_f1")),
-                     mean_sd(part_scores(reps, "test", "untrained")),
-                     f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}", compute(reps)])
+        rows.append(
+            [
+                INDUCE[key][0],
+                seeds_of(reps),
+                f"**{mean_sd(part_scores(reps, 'test'))}**",
+                mean_sd(part_scores(reps, "test", field="corpus_f1")),
+                mean_sd(part_scores(reps, "test", field="wsj10_sentence_f1")),
+                mean_sd(part_scores(reps, "test", "untrained")),
+                f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}",
+                compute(reps),
+            ]
+        )
     on_lstm = group("on-lstm")
     layer2 = [r["parts"]["test"]["single_layer"]["2"] for r in on_lstm]
-    rows.append(["the same ON-LSTM models, layer 2 (`--layer 2`; the best layer on dev)", seeds_of(on_lstm),
-                 mean_sd(s["sentence_f1"] for s in layer2), mean_sd(s["corpus_f1"] for s in layer2),
-                 "", "", "", ""])
+    rows.append(
+        [
+            "the same ON-LSTM models, layer 2 (`--layer 2`; the best layer on dev)",
+            seeds_of(on_lstm),
+            mean_sd(s["sentence_f1"] for s in layer2),
+            mean_sd(s["corpus_f1"] for s in layer2),
+            "",
+            "",
+            "",
+            "",
+        ]
+    )
     first = group("tt-default")[0]["parts"]["test"]
-    rows.append(["balanced binary / random binary trees", "", f"{first['balanced']['sentence_f1']:.2f} / "
-                 f"{first['random']['sentence_f1']:.2f}", "", "", "", "", ""])
-    return markdown(["ptb-sample **test** half (1,993 sentences)", "seeds", "sentence F1", "corpus F1",
-                     "WSJ-10 sent. F1", "same model untrained", "right-branching", "training"], rows, "llrrrrrl")
+    rows.append(
+        [
+            "balanced binary / random binary trees",
+            "",
+            f"{first['balanced']['sentence_f1']:.2f} / {first['random']['sentence_f1']:.2f}",
+            "",
+            "",
+            "",
+            "",
+            "",
+        ]
+    )
+    return markdown(
+        [
+            "ptb-sample **test** half (1,993 sentences)",
+            "seeds",
+            "sentence F1",
+            "corpus F1",
+            "WSJ-10 sent. F1",
+            "same model untrained",
+            "right-branching",
+            "training",
+        ],
+        rows,
+        "llrrrrrl",
+    )
 
 
 @table("induce-parts")
@@ -198,11 +263,19 @@ def induce_parts() -> str:
     for key in ("tt-default", "sf-default", "tt-long", "sf-long", "tt-12000", "sf-12000", "on-lstm"):
         reps = group(key)
         per_seed = ", ".join(f"{v:.2f}" for v in part_scores(reps, "test"))
-        rows.append([INDUCE[key][0], per_seed, mean_sd(part_scores(reps, "test")), mean_sd(part_scores(reps, "dev")),
-                     mean_sd(part_scores(reps, "all"))])
+        rows.append(
+            [
+                INDUCE[key][0],
+                per_seed,
+                mean_sd(part_scores(reps, "test")),
+                mean_sd(part_scores(reps, "dev")),
+                mean_sd(part_scores(reps, "all")),
+            ]
+        )
     right = group("tt-default")[0]["parts"]
-    rows.append(["right-branching", "", *(f"{right[p]['right_branching']['sentence_f1']:.2f}"
-                                          for p in ("test", "dev", "all"))])
+    rows.append(
+        ["right-branching", "", *(f"{right[p]['right_branching']['sentence_f1']:.2f}" for p in ("test", "dev", "all"))]
+    )
     return markdown(["", "test, per seed", "test (1,993)", "dev (1,921)", "all (3,914)"], rows, "lrrrr")
 
 
@@ -211,9 +284,14 @@ def induce_labels() -> str:
     """Label recall of the default Tree Transformer's seed-0 test trees, beside untrained and right-branching."""
     test = group("tt-default")[0]["parts"]["test"]
     labels = list(test["tree_transformer"]["label_recall"])
-    rows = [[name, *(f"{test[system]['label_recall'][label]:.1f}" for label in labels)]
-            for name, system in (("Tree Transformer, seed 0", "tree_transformer"), ("untrained", "untrained"),
-                                 ("right-branching", "right_branching"))]
+    rows = [
+        [name, *(f"{test[system]['label_recall'][label]:.1f}" for label in labels)]
+        for name, system in (
+            ("Tree Transformer, seed 0", "tree_transformer"),
+            ("untrained", "untrained"),
+            ("right-branching", "right_branching"),
+        )
+    ]
     rows.append(["gold constituents", *(f"{test['tree_transformer']['label_counts'][label]:,}" for label in labels)])
     return markdown(["recall (%), test half", *labels], rows, "l" + "r" * len(labels))
 
@@ -225,8 +303,9 @@ def induce_dependencies() -> str:
     for key in ("sf-default", "sf-long", "sf-12000"):
         for r in group(key):
             dep = r["parts"]["test"]["dependency"]
-            rows.append([INDUCE[key][0], r["seed"], f"{dep['structformer']['uas']:.2f}",
-                         f"{dep['structformer']['uuas']:.2f}"])
+            rows.append(
+                [INDUCE[key][0], r["seed"], f"{dep['structformer']['uas']:.2f}", f"{dep['structformer']['uuas']:.2f}"]
+            )
     dep = group("sf-default")[0]["parts"]["test"]["dependency"]
     for chain in ("left_chain", "right_chain"):
         rows.append([chain.replace("_", " "), "", f"{dep[chain]['uas']:.2f}", f"{dep[chain]['uuas']:.2f}"])
@@ -238,13 +317,26 @@ def induce_on_lstm_layers() -> str:
     """The ON-LSTM's test sentence F1 from each single layer, and its untrained twin."""
     reps = group("on-lstm")
     layers = sorted(reps[0]["parts"]["test"]["single_layer"], key=int)
-    rows = [[f"layer {layer}", *(f"{r['parts']['test']['single_layer'][layer]['sentence_f1']:.2f}" for r in reps),
-             mean_sd([r["parts"]["test"]["single_layer"][layer]["sentence_f1"] for r in reps]),
-             mean_sd([r["parts"]["dev"]["single_layer"][layer]["sentence_f1"] for r in reps])] for layer in layers]
-    rows.append(["untrained, layer 1", *(f"{v:.2f}" for v in part_scores(reps, "test", "untrained")),
-                 mean_sd(part_scores(reps, "test", "untrained")), mean_sd(part_scores(reps, "dev", "untrained"))])
-    return markdown(["ON-LSTM, sentence F1", *(f"seed {r['seed']}" for r in reps), "test", "dev"], rows,
-                    "l" + "r" * (len(reps) + 2))
+    rows = [
+        [
+            f"layer {layer}",
+            *(f"{r['parts']['test']['single_layer'][layer]['sentence_f1']:.2f}" for r in reps),
+            mean_sd([r["parts"]["test"]["single_layer"][layer]["sentence_f1"] for r in reps]),
+            mean_sd([r["parts"]["dev"]["single_layer"][layer]["sentence_f1"] for r in reps]),
+        ]
+        for layer in layers
+    ]
+    rows.append(
+        [
+            "untrained, layer 1",
+            *(f"{v:.2f}" for v in part_scores(reps, "test", "untrained")),
+            mean_sd(part_scores(reps, "test", "untrained")),
+            mean_sd(part_scores(reps, "dev", "untrained")),
+        ]
+    )
+    return markdown(
+        ["ON-LSTM, sentence F1", *(f"seed {r['seed']}" for r in reps), "test", "dev"], rows, "l" + "r" * (len(reps) + 2)
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -255,19 +347,34 @@ def induce_on_lstm_layers() -> str:
 def baselines() -> str:
     """Structure-free baselines on all of ptb-sample and on its test half."""
     rows = []
-    for path, part in (("docs/results/baselines-ptb-sample.json", "all"),
-                       ("docs/results/baselines-ptb-sample-test.json", "test")):
+    for path, part in (
+        ("docs/results/baselines-ptb-sample.json", "all"),
+        ("docs/results/baselines-ptb-sample-test.json", "test"),
+    ):
         report = load(path)
         for name in ("left_branching", "right_branching", "random", "balanced"):
             b = report[name]
             sd = b.get("std", {})
             cell = (lambda f: f"{b[f]:.2f} ± {sd[f]:.2f}") if sd else (lambda f: f"{b[f]:.2f}")
-            label = name.replace("_", "-") + (f" (seeds {report['meta']['seeds'][0]}–{report['meta']['seeds'][-1]})"
-                                              if sd else "")
-            rows.append([f"{part} ({report['meta']['n_sentences']:,})", label, cell("sentence_f1"), cell("corpus_f1"),
-                         cell("wsj10_sentence_f1"), cell("wsj10_corpus_f1"), f"{b['mean_depth']:.2f}"])
-    return markdown(["ptb-sample", "baseline", "sentence F1", "corpus F1", "WSJ-10 sentence F1", "WSJ-10 corpus F1",
-                     "mean depth"], rows, "llrrrrr")
+            label = name.replace("_", "-") + (
+                f" (seeds {report['meta']['seeds'][0]}–{report['meta']['seeds'][-1]})" if sd else ""
+            )
+            rows.append(
+                [
+                    f"{part} ({report['meta']['n_sentences']:,})",
+                    label,
+                    cell("sentence_f1"),
+                    cell("corpus_f1"),
+                    cell("wsj10_sentence_f1"),
+                    cell("wsj10_corpus_f1"),
+                    f"{b['mean_depth']:.2f}",
+                ]
+            )
+    return markdown(
+        ["ptb-sample", "baseline", "sentence F1", "corpus F1", "WSJ-10 sentence F1", "WSJ-10 corpus F1", "mean depth"],
+        rows,
+        "llrrrrr",
+    )
 
 
 @table("baselines-dependencies")
@@ -276,8 +383,15 @@ def baselines_dependencies() -> str:
     for path in ("docs/results/baselines-ptb-sample.json", "docs/results/baselines-ptb-sample-test.json"):
         report = load(path)
         dep = report["dependency"]
-        rows += [[report["meta"]["treebank"], chain.replace("_", " "), f"{dep[chain]['uas']:.2f}",
-                  f"{dep[chain]['uuas']:.2f}"] for chain in ("left_chain", "right_chain")]
+        rows += [
+            [
+                report["meta"]["treebank"],
+                chain.replace("_", " "),
+                f"{dep[chain]['uas']:.2f}",
+                f"{dep[chain]['uuas']:.2f}",
+            ]
+            for chain in ("left_chain", "right_chain")
+        ]
     return markdown(["treebank", "baseline", "UAS", "UUAS"], rows, "llrr")
 
 
@@ -293,9 +407,11 @@ def _point(curve: list[dict], removed: int) -> dict:
 
 def _ppl_f1(point: dict) -> str:
     """``perplexity / F1`` of a pruning point; a random point (with ``*_sd``): mean ± sd over its seeds."""
+
     def cell(key: str, digits: int) -> str:
         sd = point.get(f"{key}_sd")
         return f"{point[key]:.{digits}f}" + (f" ± {sd:.{digits}f}" if sd and point["n_removed"] else "")
+
     return cell("perplexity", 1) + (f" / {cell('sentence_f1', 2)}" if "sentence_f1" in point else "")
 
 
@@ -308,12 +424,21 @@ def heads_prune_shipped() -> str:
     rows = []
     for point in once["importance"]["points"]:
         n = point["n_removed"]
-        rows.append([f"{n} ({100 * n / n_heads:.0f}%)", _ppl_f1(point),
-                     _ppl_f1(_point(recomputed["importance"]["points"], n)),
-                     _ppl_f1(_point(once["confidence"]["points"], n)), _ppl_f1(_point(once["random"]["points"], n))])
+        rows.append(
+            [
+                f"{n} ({100 * n / n_heads:.0f}%)",
+                _ppl_f1(point),
+                _ppl_f1(_point(recomputed["importance"]["points"], n)),
+                _ppl_f1(_point(once["confidence"]["points"], n)),
+                _ppl_f1(_point(once["random"]["points"], n)),
+            ]
+        )
     seeds = len(once["random"]["seeds"])
-    return markdown(["heads removed", "importance: ppl / F1", "importance, recomputed", "confidence",
-                     f"random ({seeds} seeds)"], rows, "lrrrr")
+    return markdown(
+        ["heads removed", "importance: ppl / F1", "importance, recomputed", "confidence", f"random ({seeds} seeds)"],
+        rows,
+        "lrrrr",
+    )
 
 
 @table("heads-gates")
@@ -321,13 +446,26 @@ def heads_gates() -> str:
     """Hard-concrete gates on the shipped parser, per λ."""
     report = load("docs/heads/gates-tree-transformer-ptb.json")
     src = report["source"]
-    rows = [["source, not fine-tuned", f"{src['n_heads']}/{src['n_heads']}", f"{src['perplexity']:.1f}",
-             f"{src['sentence_f1']:.2f}", f"{src['parameters']:,}"]]
+    rows = [
+        [
+            "source, not fine-tuned",
+            f"{src['n_heads']}/{src['n_heads']}",
+            f"{src['perplexity']:.1f}",
+            f"{src['sentence_f1']:.2f}",
+            f"{src['parameters']:,}",
+        ]
+    ]
     for run in report["runs"]:
         silenced = f" (layer {', '.join(run['silenced'])} silenced)" if run["silenced"] else ""
-        rows.append([f"{run['gate_l0']:g}" + (" (control)" if run["gate_l0"] == 0 else ""),
-                     f"{run['n_kept']}/{run['n_heads']} {run['kept_per_layer']}{silenced}", f"{run['perplexity']:.1f}",
-                     f"{run['sentence_f1']:.2f}", f"{run['parameters_after_pruning']:,}"])
+        rows.append(
+            [
+                f"{run['gate_l0']:g}" + (" (control)" if run["gate_l0"] == 0 else ""),
+                f"{run['n_kept']}/{run['n_heads']} {run['kept_per_layer']}{silenced}",
+                f"{run['perplexity']:.1f}",
+                f"{run['sentence_f1']:.2f}",
+                f"{run['parameters_after_pruning']:,}",
+            ]
+        )
     return markdown(["λ", "heads kept (per layer)", "perplexity", "sentence F1", "parameters"], rows, "llrrr")
 
 
@@ -345,17 +483,19 @@ def _study_cells(m: dict) -> list[str]:
     half = importance["n_heads"] // 2
     pruned = {order: _point(curves[order], half) for order in ("importance", "confidence", "random")}
     gate0, gate1, gate3 = _gate(m, 0.0), _gate(m, 0.1), _gate(m, 0.3)
-    return [f"{curves['importance'][0]['perplexity']:.1f}",
-            _f1(curves["importance"][0].get("sentence_f1")),
-            f"{importance['top_quarter_share']:.1f}% / {importance['gini']:.2f}",
-            str(roles["positional"]),
-            str(roles["syntactic_any"]),
-            f"{roles['ptb_attends_to_head_best']:.1f}",
-            f"{pruned['importance']['perplexity']:.0f} / {pruned['confidence']['perplexity']:.0f} / "
-            f"{pruned['random']['perplexity']:.0f} ± {pruned['random']['perplexity_sd']:.0f}",
-            _f1(pruned["importance"].get("sentence_f1")),
-            f"{gate1['n_kept']}, {gate1['perplexity']:.1f} ({gate0['perplexity']:.1f})",
-            f"{gate3['n_kept']}, {gate3['perplexity']:.1f}, {_f1(gate3.get('sentence_f1'))}"]
+    return [
+        f"{curves['importance'][0]['perplexity']:.1f}",
+        _f1(curves["importance"][0].get("sentence_f1")),
+        f"{importance['top_quarter_share']:.1f}% / {importance['gini']:.2f}",
+        str(roles["positional"]),
+        str(roles["syntactic_any"]),
+        f"{roles['ptb_attends_to_head_best']:.1f}",
+        f"{pruned['importance']['perplexity']:.0f} / {pruned['confidence']['perplexity']:.0f} / "
+        f"{pruned['random']['perplexity']:.0f} ± {pruned['random']['perplexity_sd']:.0f}",
+        _f1(pruned["importance"].get("sentence_f1")),
+        f"{gate1['n_kept']}, {gate1['perplexity']:.1f} ({gate0['perplexity']:.1f})",
+        f"{gate3['n_kept']}, {gate3['perplexity']:.1f}, {_f1(gate3.get('sentence_f1'))}",
+    ]
 
 
 @table("heads-study")
@@ -364,16 +504,18 @@ def heads_study() -> str:
     models = load("docs/heads/head-study.json")["models"]
     order = [models[k] for k in ("tree-transformer", "transformer", "structformer")]
     baseline = order[0]["roles"]["ptb_attends_to_head_baseline"]
-    labels = ["held-out perplexity (one mask per input)",
-              "sentence F1, ptb-sample:dev",
-              "importance: share of the top quarter of heads / Gini",
-              "positional heads (≥ 90% on −1 or +1)",
-              "syntactic heads (UD-EWT dev, ≥ 10 points over the relation's positional baseline)",
-              f"best head \"attends to its head\", ptb-sample:dev (baseline {baseline:.1f})",
-              "perplexity with half the heads pruned: importance / confidence / random (3 seeds)",
-              "F1 with half the heads pruned, importance order",
-              "gates λ = 0.1: heads kept, perplexity (λ = 0 control)",
-              "gates λ = 0.3: heads kept, perplexity, F1"]
+    labels = [
+        "held-out perplexity (one mask per input)",
+        "sentence F1, ptb-sample:dev",
+        "importance: share of the top quarter of heads / Gini",
+        "positional heads (≥ 90% on −1 or +1)",
+        "syntactic heads (UD-EWT dev, ≥ 10 points over the relation's positional baseline)",
+        f'best head "attends to its head", ptb-sample:dev (baseline {baseline:.1f})',
+        "perplexity with half the heads pruned: importance / confidence / random (3 seeds)",
+        "F1 with half the heads pruned, importance order",
+        "gates λ = 0.1: heads kept, perplexity (λ = 0 control)",
+        "gates λ = 0.3: heads kept, perplexity, F1",
+    ]
     columns = [_study_cells(m) for m in order]
     rows = [[label, *(column[i] for column in columns)] for i, label in enumerate(labels)]
     return markdown(["seed 0, ptb-sample", *(m["label"] for m in order)], rows, "lrrr")
@@ -382,8 +524,13 @@ def heads_study() -> str:
 # ---------------------------------------------------------------------------------------------------------
 # propositional logic (docs/logic/study.json, docs/logic/recipe-choice.json)
 
-ENCODER_LABELS = {"on-lstm": "ON-LSTM", "lstm": "LSTM", "transformer": "Transformer (`prior none`)",
-                  "on-lstm-san": "ON-LSTM + self-attention", "tree-transformer": "Tree Transformer"}
+ENCODER_LABELS = {
+    "on-lstm": "ON-LSTM",
+    "lstm": "LSTM",
+    "transformer": "Transformer (`prior none`)",
+    "on-lstm-san": "ON-LSTM + self-attention",
+    "tree-transformer": "Tree Transformer",
+}
 
 
 @table("logic")
@@ -394,35 +541,79 @@ def logic() -> str:
     for encoder in ("on-lstm", "lstm", "transformer", "on-lstm-san", "tree-transformer"):
         s = study["summary"][encoder]
         runs = study["runs"][encoder]
-        clocks = ", ".join(f"{m:.1f} ({runs[str(seed)]['report']['training']['threads']})"
-                           for seed, m in zip(s["seeds"], s["train_minutes"]))
+        clocks = ", ".join(
+            f"{m:.1f} ({runs[str(seed)]['report']['training']['threads']})"
+            for seed, m in zip(s["seeds"], s["train_minutes"])
+        )
         groups = [f"{s['groups'][g]['mean']:.1f} ± {s['groups'][g]['sd']:.1f}" for g in ("1-6", "7-9", "10-12")]
-        rows.append([ENCODER_LABELS[encoder], f"{s['lr']:g}", f"{s['recipe_steps']:,}", s["precision"],
-                     ", ".join(map(str, s["seeds"])), *groups, mean_sd(s["best_valid_accuracy"], 1), clocks])
-    return markdown(["encoder", "lr", "steps", "precision", "seeds", "1–6 operators", "7–9 operators",
-                     "10–12 operators", "best validation", "train min (threads), per seed"], rows, "lrrllrrrrl")
+        rows.append(
+            [
+                ENCODER_LABELS[encoder],
+                f"{s['lr']:g}",
+                f"{s['recipe_steps']:,}",
+                s["precision"],
+                ", ".join(map(str, s["seeds"])),
+                *groups,
+                mean_sd(s["best_valid_accuracy"], 1),
+                clocks,
+            ]
+        )
+    return markdown(
+        [
+            "encoder",
+            "lr",
+            "steps",
+            "precision",
+            "seeds",
+            "1–6 operators",
+            "7–9 operators",
+            "10–12 operators",
+            "best validation",
+            "train min (threads), per seed",
+        ],
+        rows,
+        "lrrllrrrrl",
+    )
 
 
 @table("logic-recipe-choice")
 def logic_recipe_choice() -> str:
     """Every run of the recipe choice (validation accuracy against steps), as logic_study prints it."""
     import logic_study
+
     recorded = load("docs/logic/recipe-choice.json")["runs"]
-    rows = [dict(r, valid_curve={int(k): v for k, v in r["valid_curve"].items()},
-                 precision=r.get("precision") or "fp32",
-                 final_lr_fraction=r.get("final_lr_fraction", logic_study.RECORDED_FINAL_LR_FRACTION))
-            for r in recorded]
+    rows = [
+        dict(
+            r,
+            valid_curve={int(k): v for k, v in r["valid_curve"].items()},
+            precision=r.get("precision") or "fp32",
+            final_lr_fraction=r.get("final_lr_fraction", logic_study.RECORDED_FINAL_LR_FRACTION),
+        )
+        for r in recorded
+    ]
     return logic_study.recipe_choice_table(rows)
 
 
 @table("logic-precision")
 def logic_precision() -> str:
     report = load("docs/benchmarks/logic-precision-cpu.json")
-    rows = [[r["encoder"], r["threads"], r["steps"], f"{r['seconds_per_step']['fp32']:.3f}",
-             f"{r['seconds_per_step']['bf16']:.3f}", f"×{r['speedup']:.2f}",
-             f"{r['first_step_loss']['fp32']:.5f} / {r['first_step_loss']['bf16']:.5f}"] for r in report["results"]]
-    return markdown(["encoder", "threads", "steps each", "fp32 s/step", "bf16 s/step", "speed-up",
-                     "first-step loss fp32 / bf16"], rows, "lrrrrrr")
+    rows = [
+        [
+            r["encoder"],
+            r["threads"],
+            r["steps"],
+            f"{r['seconds_per_step']['fp32']:.3f}",
+            f"{r['seconds_per_step']['bf16']:.3f}",
+            f"×{r['speedup']:.2f}",
+            f"{r['first_step_loss']['fp32']:.5f} / {r['first_step_loss']['bf16']:.5f}",
+        ]
+        for r in report["results"]
+    ]
+    return markdown(
+        ["encoder", "threads", "steps each", "fp32 s/step", "bf16 s/step", "speed-up", "first-step loss fp32 / bf16"],
+        rows,
+        "lrrrrrr",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -437,7 +628,7 @@ PRIOR_LABELS = {
     "sp-induced-masked": "structural positions, the same-seed StructFormer's trees of each masked input",
     "mgsa-ngram": "MG-SA, heads word, word, 2-gram, 3-gram",
     "mgsa-induced": "MG-SA, heads word, word, tree (the same-seed Tree Transformer's phrases of the unmasked "
-                    "sentence), 2-gram",
+    "sentence), 2-gram",
     "transformer-gold-block": "*gold block*: plain Transformer",
     "sp-gold": "*gold block*: structural positions, gold dependency trees",
     "mgsa-gold": "*gold block*: MG-SA, heads word, word, tree (gold phrases), 2-gram",
@@ -458,27 +649,61 @@ def priors() -> str:
     rows = []
     for key, label in PRIOR_LABELS.items():
         s = systems[key]
-        probing = [f"{s['probing'][t]['best']['mean']:.1f} [{s['probing'][t]['untrained']['mean']:.1f}]"
-                   if t in s["probing"] else "–" for t in PROBING_TASKS]
-        rows.append([label, ", ".join(map(str, s["seeds_trained"])), _stat(s["perplexity"], 1),
-                     _stat(s["perplexity_masked_copy"], 1), _stat(s["sentence_f1"], 2), *probing])
-    return markdown(["encoder", "seeds", "perplexity", "perplexity, each masked copy's structure",
-                     "F1 (ptb-sample:test)", *PROBING_TASKS], rows, "llrrr" + "r" * len(PROBING_TASKS))
+        probing = [
+            f"{s['probing'][t]['best']['mean']:.1f} [{s['probing'][t]['untrained']['mean']:.1f}]"
+            if t in s["probing"]
+            else "–"
+            for t in PROBING_TASKS
+        ]
+        rows.append(
+            [
+                label,
+                ", ".join(map(str, s["seeds_trained"])),
+                _stat(s["perplexity"], 1),
+                _stat(s["perplexity_masked_copy"], 1),
+                _stat(s["sentence_f1"], 2),
+                *probing,
+            ]
+        )
+    return markdown(
+        [
+            "encoder",
+            "seeds",
+            "perplexity",
+            "perplexity, each masked copy's structure",
+            "F1 (ptb-sample:test)",
+            *PROBING_TASKS,
+        ],
+        rows,
+        "llrrr" + "r" * len(PROBING_TASKS),
+    )
 
 
 @table("priors-first-look")
 def priors_first_look() -> str:
     """One seed, 1,500 steps on ptb-sample:dev: masked-LM perplexity on ptb-sample:test."""
     rows = []
-    for name, label in (("transformer-gold-block", "plain Transformer"),
-                        ("sp-gold", "structural positions, gold dependency trees (`--trees gold`)"),
-                        ("mgsa-gold", "MG-SA: heads word, word, gold phrases at level 1, 2-gram (`--phrases gold`)")):
+    for name, label in (
+        ("transformer-gold-block", "plain Transformer"),
+        ("sp-gold", "structural positions, gold dependency trees (`--trees gold`)"),
+        ("mgsa-gold", "MG-SA: heads word, word, gold phrases at level 1, 2-gram (`--phrases gold`)"),
+    ):
         ppl = load(f"docs/prior-study/{name}-seed0-1500steps-perplexity.json")
         training = load(f"docs/prior-study/{name}-seed0-1500steps-training.json")
-        rows.append([label, f"{ppl['perplexity']:.1f}", f"{training['steps']:,}", f"{training['minutes']:.1f}",
-                     f"{training['parameters']:,}"])
-    return markdown(["seed 0, ptb-sample:dev → ptb-sample:test", "perplexity", "steps", "train min (1 thread)",
-                     "parameters"], rows, "lrrrr")
+        rows.append(
+            [
+                label,
+                f"{ppl['perplexity']:.1f}",
+                f"{training['steps']:,}",
+                f"{training['minutes']:.1f}",
+                f"{training['parameters']:,}",
+            ]
+        )
+    return markdown(
+        ["seed 0, ptb-sample:dev → ptb-sample:test", "perplexity", "steps", "train min (1 thread)", "parameters"],
+        rows,
+        "lrrrr",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -491,13 +716,31 @@ def _probe_table(path: str) -> str:
     for task, t in report["tasks"].items():
         best = t["best_layer"]
         layers = " / ".join(f"{layer['logreg']['test']:.1f}" for layer in t["layers"]["trained"])
-        rows.append([task, f"{t['majority']['test']:.1f}", f"{t['bag_of_words']['logreg']['test']:.1f}",
-                     f"{best['untrained']['logreg']['test']:.1f} ({best['untrained']['logreg']['layer']})",
-                     f"{best['trained']['logreg']['test']:.1f} ({best['trained']['logreg']['layer']})", layers,
-                     f"{t['n_sentences']['test']:,}"])
+        rows.append(
+            [
+                task,
+                f"{t['majority']['test']:.1f}",
+                f"{t['bag_of_words']['logreg']['test']:.1f}",
+                f"{best['untrained']['logreg']['test']:.1f} ({best['untrained']['logreg']['layer']})",
+                f"{best['trained']['logreg']['test']:.1f} ({best['trained']['logreg']['layer']})",
+                layers,
+                f"{t['n_sentences']['test']:,}",
+            ]
+        )
     n_layers = len(next(iter(report["tasks"].values()))["layers"]["trained"])
-    return markdown(["task", "majority", "bag of words", "untrained (best layer)", "trained (best layer)",
-                     f"trained, layers 0–{n_layers - 1}", "test sentences"], rows, "lrrrrrr")
+    return markdown(
+        [
+            "task",
+            "majority",
+            "bag of words",
+            "untrained (best layer)",
+            "trained (best layer)",
+            f"trained, layers 0–{n_layers - 1}",
+            "test sentences",
+        ],
+        rows,
+        "lrrrrrr",
+    )
 
 
 @table("probe-shipped")
@@ -513,9 +756,13 @@ def probe_shipped_ud_ewt() -> str:
 # ---------------------------------------------------------------------------------------------------------
 # natural-language inference (docs/nli-study.json, docs/nli-speed-2threads.json, docs/results/recorded.json)
 
-NLI_LABELS = {"gaussian": 'Gaussian Transformer (`prior="gaussian"`)', "none": 'same model, `prior="none"`',
-              "constituent": "same model, constituent prior", "mean-pool": "mean-pooled embeddings + MLP",
-              "majority": "majority class (NEUTRAL)"}
+NLI_LABELS = {
+    "gaussian": 'Gaussian Transformer (`prior="gaussian"`)',
+    "none": 'same model, `prior="none"`',
+    "constituent": "same model, constituent prior",
+    "mean-pool": "mean-pooled embeddings + MLP",
+    "majority": "majority class (NEUTRAL)",
+}
 
 
 @table("nli")
@@ -526,41 +773,69 @@ def nli() -> str:
     for key, label in NLI_LABELS.items():
         s = study["systems"][key]
         fast = speed["rows"].get(key)
-        rows.append([label, f"**{mean_sd(s['test'])}**" if len(s["test"]) > 1 else f"{s['test'][0]:.2f}",
-                     ", ".join(f"{v:.2f}" for v in s["test"]) if len(s["test"]) > 1 else "",
-                     f"{statistics.mean(s['trial']):.2f}" if s["trial"] else "",
-                     f"{s['parameters']:,}" + (f" ({s['trainable_parameters']:,})"
-                                                if "trainable_parameters" in s else ""),
-                     f"{s['train_minutes'][0]:.1f} ± {s['train_minutes'][1]:.1f}" if "train_minutes" in s else "",
-                     f"{fast['forward_pairs_per_second']:,.0f} / {fast['end_to_end_pairs_per_second']:,.0f}"
-                     if fast else ""])
-    return markdown(["system (recipe `default`, frozen word2vec vectors)", "SICK TEST accuracy", "per seed",
-                     "TRIAL (mean of the seeds' best)", "parameters (trained)", "training min (1 thread)",
-                     f"inference pairs/s, forward / end to end ({speed['threads']} threads, batch {speed['batch']})"],
-                    rows, "lrlrrrr")
+        rows.append(
+            [
+                label,
+                f"**{mean_sd(s['test'])}**" if len(s["test"]) > 1 else f"{s['test'][0]:.2f}",
+                ", ".join(f"{v:.2f}" for v in s["test"]) if len(s["test"]) > 1 else "",
+                f"{statistics.mean(s['trial']):.2f}" if s["trial"] else "",
+                f"{s['parameters']:,}" + (f" ({s['trainable_parameters']:,})" if "trainable_parameters" in s else ""),
+                f"{s['train_minutes'][0]:.1f} ± {s['train_minutes'][1]:.1f}" if "train_minutes" in s else "",
+                f"{fast['forward_pairs_per_second']:,.0f} / {fast['end_to_end_pairs_per_second']:,.0f}" if fast else "",
+            ]
+        )
+    return markdown(
+        [
+            "system (recipe `default`, frozen word2vec vectors)",
+            "SICK TEST accuracy",
+            "per seed",
+            "TRIAL (mean of the seeds' best)",
+            "parameters (trained)",
+            "training min (1 thread)",
+            f"inference pairs/s, forward / end to end ({speed['threads']} threads, batch {speed['batch']})",
+        ],
+        rows,
+        "lrlrrrr",
+    )
 
 
 @table("nli-recipe-choice")
 def nli_recipe_choice() -> str:
-    rows = [[r["setting"], f"{r['best_trial']:.2f}", f"{r['test']:.2f}"]
-            for r in load("docs/results/recorded.json")["nli_recipe_choice"]["rows"]]
+    rows = [
+        [r["setting"], f"{r['best_trial']:.2f}", f"{r['test']:.2f}"]
+        for r in load("docs/results/recorded.json")["nli_recipe_choice"]["rows"]
+    ]
     return markdown(["setting (seed 0, Gaussian Transformer, frozen vectors)", "best TRIAL", "TEST"], rows, "lrr")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # masked-LM comparison (docs/compare-*.json) and speed (docs/benchmarks/*.json)
 
-COMPARE_LABELS = {"tree-transformer": "Tree Transformer", "transformer": "Transformer",
-                  "transformer-L8": "Transformer, ≥ the Tree Transformer's parameters"}
+COMPARE_LABELS = {
+    "tree-transformer": "Tree Transformer",
+    "transformer": "Transformer",
+    "transformer-L8": "Transformer, ≥ the Tree Transformer's parameters",
+}
 
 
 @table("compare")
 def compare() -> str:
     report = load("docs/compare-ptb-lm-small-seed0.json")
-    rows = [[COMPARE_LABELS.get(r["name"], r["name"]), r["prior"], r["layers"], f"{r['parameters']:,}",
-             f"{r['steps']:,}", f"{r['train_minutes']:.1f}", f"{r['perplexity']:.1f}"] for r in report["runs"]]
-    return markdown(["model", "prior", "layers", "parameters", "steps", "train min", "test perplexity"], rows,
-                    "llrrrrr")
+    rows = [
+        [
+            COMPARE_LABELS.get(r["name"], r["name"]),
+            r["prior"],
+            r["layers"],
+            f"{r['parameters']:,}",
+            f"{r['steps']:,}",
+            f"{r['train_minutes']:.1f}",
+            f"{r['perplexity']:.1f}",
+        ]
+        for r in report["runs"]
+    ]
+    return markdown(
+        ["model", "prior", "layers", "parameters", "steps", "train min", "test perplexity"], rows, "llrrrrr"
+    )
 
 
 def _speed(path: str) -> tuple[list[int], dict]:
@@ -576,12 +851,23 @@ def speed_dropout() -> str:
     out = []
     for n in lengths:
         r = lambda m: rows[(n, m)]  # noqa: E731
-        out.append([n, r("plain/sdpa")["batch"], f"{r('plain/sdpa')['step_ms']:.0f}",
-                    f"**{r('tree/sdpa')['ratio']:.2f}**",
-                    f"{r('tree/blocks')['ratio']:.2f}", f"{r('plain/eager')['step_ms']:.0f}",
-                    f"{r('tree/eager')['ratio']:.2f}", f"{r('tree/cubic')['ratio']:.2f}"])
-    return markdown(["N", "batch", "plain/sdpa ms", "tree/sdpa", "tree/blocks", "plain/eager ms", "tree/eager",
-                     "tree/cubic"], out, "rrrrrrrr")
+        out.append(
+            [
+                n,
+                r("plain/sdpa")["batch"],
+                f"{r('plain/sdpa')['step_ms']:.0f}",
+                f"**{r('tree/sdpa')['ratio']:.2f}**",
+                f"{r('tree/blocks')['ratio']:.2f}",
+                f"{r('plain/eager')['step_ms']:.0f}",
+                f"{r('tree/eager')['ratio']:.2f}",
+                f"{r('tree/cubic')['ratio']:.2f}",
+            ]
+        )
+    return markdown(
+        ["N", "batch", "plain/sdpa ms", "tree/sdpa", "tree/blocks", "plain/eager ms", "tree/eager", "tree/cubic"],
+        out,
+        "rrrrrrrr",
+    )
 
 
 @table("speed-memory")
@@ -598,20 +884,50 @@ def speed_no_dropout() -> str:
     out = []
     for n in lengths:
         plain, sdpa, blocks = rows[(n, "plain/sdpa")], rows[(n, "tree/sdpa")], rows[(n, "tree/blocks")]
-        out.append([n, plain["batch"], f"{plain['step_ms']:.0f}", f"{sdpa['ratio']:.2f}", f"{blocks['ratio']:.2f}",
-                    f"{plain['peak_mib']:.0f}", f"{sdpa['peak_mib']:.0f} (+{sdpa['peak_over_plain_mib']:.0f})",
-                    f"{blocks['peak_mib']:.0f} (+{blocks['peak_over_plain_mib']:.0f})"])
-    return markdown(["N", "batch", "plain/sdpa ms", "tree/sdpa", "tree/blocks", "peak MiB plain/sdpa",
-                     "tree/sdpa (− plain)", "tree/blocks (− plain)"], out, "rrrrrrrr")
+        out.append(
+            [
+                n,
+                plain["batch"],
+                f"{plain['step_ms']:.0f}",
+                f"{sdpa['ratio']:.2f}",
+                f"{blocks['ratio']:.2f}",
+                f"{plain['peak_mib']:.0f}",
+                f"{sdpa['peak_mib']:.0f} (+{sdpa['peak_over_plain_mib']:.0f})",
+                f"{blocks['peak_mib']:.0f} (+{blocks['peak_over_plain_mib']:.0f})",
+            ]
+        )
+    return markdown(
+        [
+            "N",
+            "batch",
+            "plain/sdpa ms",
+            "tree/sdpa",
+            "tree/blocks",
+            "peak MiB plain/sdpa",
+            "tree/sdpa (− plain)",
+            "tree/blocks (− plain)",
+        ],
+        out,
+        "rrrrrrrr",
+    )
 
 
 @table("nli-speed")
 def nli_speed() -> str:
     speed = load("docs/nli-speed-2threads.json")
-    rows = [[NLI_LABELS[k], f"{r['parameters']:,}", f"{r['forward_pairs_per_second']:,.0f}",
-             f"{r['end_to_end_pairs_per_second']:,.0f}", f"{r['ratio_to_none']:.2f}"] for k, r in speed["rows"].items()]
-    return markdown(["system", "parameters", "forward pairs/s", "end to end pairs/s", "forward, ratio to prior none"],
-                    rows, "lrrrr")
+    rows = [
+        [
+            NLI_LABELS[k],
+            f"{r['parameters']:,}",
+            f"{r['forward_pairs_per_second']:,.0f}",
+            f"{r['end_to_end_pairs_per_second']:,.0f}",
+            f"{r['ratio_to_none']:.2f}",
+        ]
+        for k, r in speed["rows"].items()
+    ]
+    return markdown(
+        ["system", "parameters", "forward pairs/s", "end to end pairs/s", "forward, ratio to prior none"], rows, "lrrrr"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -620,18 +936,21 @@ def nli_speed() -> str:
 
 def render(text: str, where: str = "page") -> str:
     """``text`` with every marked table rewritten; an unknown table name is an error naming ``where``."""
+
     def replace(match: re.Match) -> str:
         name = match["name"]
         if name not in TABLES:
             raise KeyError(f"{where}: no table named {name!r} (known: {', '.join(sorted(TABLES))})")
         return f"{match.group(1)}{TABLES[name]()}\n{match.group(4)}"
+
     return MARKER.sub(replace, text)
 
 
 def stale_pages(pages=None) -> list[Path]:
     """The pages whose tables differ from what the reports say."""
-    return [p for p in (pages or PAGES)
-            if render(p.read_text(encoding="utf-8"), str(p)) != p.read_text(encoding="utf-8")]
+    return [
+        p for p in (pages or PAGES) if render(p.read_text(encoding="utf-8"), str(p)) != p.read_text(encoding="utf-8")
+    ]
 
 
 def main(argv=None) -> int:

@@ -5,6 +5,7 @@
 Per part (test, dev, all): the model's sentence / corpus F1 and WSJ-10 sentence F1, the untrained
 (step-0) model with the same decoder, and right-branching; then the training steps and minutes.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,17 +29,27 @@ def main(paths) -> int:
     print("|---|---|---|---|---|---|")
     for part in reports[0]["parts"]:
         rows = [r["parts"][part] for r in reports]
-        print(f"| {part} | {mean_sd(x[name]['sentence_f1'] for x in rows)} | "
-              f"{mean_sd(x[name]['corpus_f1'] for x in rows)} | "
-              f"{mean_sd(x[name]['wsj10_sentence_f1'] for x in rows)} | "
-              f"{mean_sd(x['untrained']['sentence_f1'] for x in rows)} | "
-              f"{rows[0]['right_branching']['sentence_f1']:.2f} |")
-    print("\nper seed (test sentence F1): " + ", ".join(
-        f"{r['seed']}: {r['parts'].get('test', r['parts'].get('all'))[name]['sentence_f1']:.2f}" for r in reports))
-    print("steps: " + ", ".join(str(r["training"]["steps"]) for r in reports)
-          + "; minutes (train / total): " + ", ".join(f"{r['minutes']['train']} / {r['minutes']['total']}"
-                                                      for r in reports)
-          + "; device: " + ", ".join(str(r["training"].get("device")) for r in reports))
+        print(
+            f"| {part} | {mean_sd(x[name]['sentence_f1'] for x in rows)} | "
+            f"{mean_sd(x[name]['corpus_f1'] for x in rows)} | "
+            f"{mean_sd(x[name]['wsj10_sentence_f1'] for x in rows)} | "
+            f"{mean_sd(x['untrained']['sentence_f1'] for x in rows)} | "
+            f"{rows[0]['right_branching']['sentence_f1']:.2f} |"
+        )
+    print(
+        "\nper seed (test sentence F1): "
+        + ", ".join(
+            f"{r['seed']}: {r['parts'].get('test', r['parts'].get('all'))[name]['sentence_f1']:.2f}" for r in reports
+        )
+    )
+    print(
+        "steps: "
+        + ", ".join(str(r["training"]["steps"]) for r in reports)
+        + "; minutes (train / total): "
+        + ", ".join(f"{r['minutes']['train']} / {r['minutes']['total']}" for r in reports)
+        + "; device: "
+        + ", ".join(str(r["training"].get("device")) for r in reports)
+    )
     return 0
 
 

@@ -31,6 +31,7 @@ Results: ``runs/variant-parts/<setting>-seed<s>/training.json``; ``--report`` pr
 table of docs/recipes.md ("Which part of the official variant matters") and writes
 ``docs/recipes/variant-parts.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,18 +55,35 @@ SETTINGS = {
     "official": dict(constituent_variant="official", constituent_diagonal="official"),
 }
 #: TrainArguments fields shared by every setting
-TRAIN = dict(model="tree-transformer", preset="small", corpus="ptb-sample", min_freq=2, batch_size=64,
-             lr=1e-3, warmup_steps=300, schedule="linear", final_lr_fraction=0.1, schedule_steps=6000,
-             max_steps=1500, mask_rate=0.15, mask_replace="bert", eval_treebank=DEV, eval_every=500,
-             save_every=500)
+TRAIN = dict(
+    model="tree-transformer",
+    preset="small",
+    corpus="ptb-sample",
+    min_freq=2,
+    batch_size=64,
+    lr=1e-3,
+    warmup_steps=300,
+    schedule="linear",
+    final_lr_fraction=0.1,
+    schedule_steps=6000,
+    max_steps=1500,
+    mask_rate=0.15,
+    mask_replace="bert",
+    eval_treebank=DEV,
+    eval_every=500,
+    save_every=500,
+)
 
 
 def train_setting(name: str, seed: int, threads: int | None) -> Path:
     """Train ``name`` (resumes its checkpoint; a finished run is trained no further)."""
-    from syntaxformer.training.trainer import TrainArguments, train
+    from syntaxformer.training.run import train
+    from syntaxformer.training.trainer import TrainArguments
+
     out = RUNS / f"{name}-seed{seed}"
-    args = TrainArguments(out=str(out), overrides=SETTINGS[name], seed=seed, threads=threads, resume=True,
-                          quiet=True, **TRAIN)
+    args = TrainArguments(
+        out=str(out), overrides=SETTINGS[name], seed=seed, threads=threads, resume=True, quiet=True, **TRAIN
+    )
     train(args)
     return out
 
@@ -74,17 +92,26 @@ def _row(name: str, seed: int, record: dict) -> dict:
     """The table row of one finished run (its ``training.json`` record)."""
     from syntaxformer.models import make_config
     from syntaxformer.priors import ConstituentAttention
+
     overrides = SETTINGS[name]
     curve = record["parse_curve"]["points"]
     last = {k: v["sentence_f1"] for k, v in curve[-1]["scores"].items()}
     best = max(last, key=last.get)
     config = make_config(TRAIN["model"], TRAIN["preset"], 10, **overrides)
     divisor = ConstituentAttention.from_config(config, 0).scale  # the module's own rule
-    return dict(setting=name, seed=seed, divisor=divisor, diagonal=overrides["constituent_diagonal"],
-                steps=[p["step"] for p in curve],
-                algorithm1_m0=[p["scores"]["algorithm1_m0"]["sentence_f1"] for p in curve],
-                train_minutes=[p["train_minutes"] for p in curve], best_decoder=best, best_f1=last[best],
-                valid_loss=record["final_valid_loss"], tokens_per_second=record["tokens_per_second"])
+    return dict(
+        setting=name,
+        seed=seed,
+        divisor=divisor,
+        diagonal=overrides["constituent_diagonal"],
+        steps=[p["step"] for p in curve],
+        algorithm1_m0=[p["scores"]["algorithm1_m0"]["sentence_f1"] for p in curve],
+        train_minutes=[p["train_minutes"] for p in curve],
+        best_decoder=best,
+        best_f1=last[best],
+        valid_loss=record["final_valid_loss"],
+        tokens_per_second=record["tokens_per_second"],
+    )
 
 
 def summarise(seeds) -> list[dict]:
@@ -103,14 +130,19 @@ def summarise(seeds) -> list[dict]:
 def table(rows: list[dict]) -> str:
     """The markdown table of docs/recipes.md."""
     steps = rows[0]["steps"] if rows else []
-    head = ("| setting | divisor | diagonal of C | seed | " + " | ".join(f"step {s:,}" for s in steps)
-            + " | best decoder at the end | valid loss |")
+    head = (
+        "| setting | divisor | diagonal of C | seed | "
+        + " | ".join(f"step {s:,}" for s in steps)
+        + " | best decoder at the end | valid loss |"
+    )
     lines = [head, "|" + "---|" * (6 + len(steps))]
     for r in rows:
         f1 = " | ".join(f"{v:.2f}" for v in r["algorithm1_m0"])
         diag = "1" if r["diagonal"] == "one" else "public code's"
-        lines.append(f"| {r['setting']} | {r['divisor']:g} | {diag} | {r['seed']} | {f1} | "
-                     f"{r['best_decoder']}: {r['best_f1']:.2f} | {r['valid_loss']:.3f} |")
+        lines.append(
+            f"| {r['setting']} | {r['divisor']:g} | {diag} | {r['seed']} | {f1} | "
+            f"{r['best_decoder']}: {r['best_f1']:.2f} | {r['valid_loss']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -126,8 +158,9 @@ def main(argv=None) -> int:
         train_setting(args.train, args.seed, args.threads)
     if args.report:
         rows = summarise(args.seeds)
-        REPORT.write_text(json.dumps(portable(dict(protocol=__doc__, train=TRAIN, settings=SETTINGS, rows=rows)),
-                                     indent=1) + "\n")
+        REPORT.write_text(
+            json.dumps(portable(dict(protocol=__doc__, train=TRAIN, settings=SETTINGS, rows=rows)), indent=1) + "\n"
+        )
         print(table(rows))
     return 0
 

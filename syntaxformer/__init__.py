@@ -8,12 +8,32 @@ Conventions used everywhere in the package:
   ``k+1``, ``k = 0 .. n-2``; **syntactic distances** (StructFormer) use the same gap index.
 * Scores (F1, UAS, recall) are percentages, 0-100.
 """
+
 __version__ = "0.1.0"
 
 # `import syntaxformer` registers the models (syntaxformer.models: the registry, and the Auto classes, so
 # AutoConfig / AutoModelForMaskedLM.from_pretrained(folder) load saved models)
-from .models import (REGISTRY, StructFormerConfig, StructFormerForMaskedLM, TreeTransformerConfig,
-                     TreeTransformerForMaskedLM)
-from .priors.constituent import ConstituentAttention
-from .pretrained import load_pretrained
+from .models import (
+    REGISTRY,
+    StructFormerConfig,
+    StructFormerForMaskedLM,
+    TreeTransformerConfig,
+    TreeTransformerForMaskedLM,
+)
 from .parser import Parser, load_parser, parse
+from .pretrained import load_pretrained
+from .priors.constituent import ConstituentAttention
+
+__all__ = [
+    "__version__",
+    "REGISTRY",
+    "StructFormerConfig",
+    "StructFormerForMaskedLM",
+    "TreeTransformerConfig",
+    "TreeTransformerForMaskedLM",
+    "Parser",
+    "load_parser",
+    "parse",
+    "load_pretrained",
+    "ConstituentAttention",
+]

@@ -4,6 +4,7 @@ Every reader and command raises :class:`InputError` (a ``ValueError``) for input
 a one-line message that names the file, the line (1-based) or the sentence (1-based) at fault. The
 command line prints that message and exits with status 1, without a traceback.
 """
+
 from __future__ import annotations
 
 from os import PathLike
@@ -19,8 +20,9 @@ class InputError(ValueError):
         sentence: 1-based sentence number, if the fault is a sentence rather than a line.
     """
 
-    def __init__(self, message: str, path: str | PathLike | None = None, line: int | None = None,
-                 sentence: int | None = None):
+    def __init__(
+        self, message: str, path: str | PathLike | None = None, line: int | None = None, sentence: int | None = None
+    ):
         self.path = None if path is None else str(path)
         self.line = line
         self.sentence = sentence

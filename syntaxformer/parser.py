@@ -25,6 +25,7 @@ What happens to a sentence, as in training (DESIGN.md §4, the PRPN preprocessin
 
 ``syntaxformer parse`` uses the same object.
 """
+
 from __future__ import annotations
 
 import functools
@@ -74,13 +75,14 @@ def _tokens(sentence, number: int) -> list[str]:
     elif isinstance(sentence, Sequence) and all(isinstance(t, str) for t in sentence):
         tokens = [t for t in sentence if t.strip()]
     else:
-        raise InputError(f"expected a string or a list of token strings, got {type(sentence).__name__}: "
-                         f"{sentence!r:.60}", sentence=number)
+        raise InputError(
+            f"expected a string or a list of token strings, got {type(sentence).__name__}: {sentence!r:.60}",
+            sentence=number,
+        )
     if not tokens:
         raise InputError(f"nothing to parse in {sentence!r:.60}: the sentence is empty", sentence=number)
     if all(is_punctuation(t) for t in tokens):
-        raise InputError(f"nothing to parse in {sentence!r:.60}: the sentence is only punctuation",
-                         sentence=number)
+        raise InputError(f"nothing to parse in {sentence!r:.60}: the sentence is only punctuation", sentence=number)
     return tokens
 
 
@@ -142,8 +144,9 @@ class Parser:
         """
         return self.parse_tokens([_tokens(s, i) for i, s in enumerate(_as_list(sentences), start=1)])[0]
 
-    def parse_tokens(self, token_lists: Sequence[Sequence[str]], punctuation: bool = True
-                     ) -> tuple[list[Tree], list[list[int]] | None, list[Structures]]:
+    def parse_tokens(
+        self, token_lists: Sequence[Sequence[str]], punctuation: bool = True
+    ) -> tuple[list[Tree], list[list[int]] | None, list[Structures]]:
         """Trees over tokenised sentences, with the heads and structures of their words.
 
         Args:
@@ -188,11 +191,26 @@ class Parser:
         _, heads, _ = self.parse_tokens(token_lists)
         if heads is None:
             raise InputError(f"{self.name}: this model induces no dependency heads (a StructFormer does)")
-        return [conllu.TokenList([
-            {"id": i, "form": t, "lemma": "_", "upos": "_", "xpos": "_", "feats": None, "head": h,
-             "deprel": "punct" if is_punctuation(t) else ("root" if h == 0 else "dep"), "deps": None,
-             "misc": None} for i, (t, h) in enumerate(zip(tokens, head), start=1)])
-            for tokens, head in zip(token_lists, heads)]
+        return [
+            conllu.TokenList(
+                [
+                    {
+                        "id": i,
+                        "form": t,
+                        "lemma": "_",
+                        "upos": "_",
+                        "xpos": "_",
+                        "feats": None,
+                        "head": h,
+                        "deprel": "punct" if is_punctuation(t) else ("root" if h == 0 else "dep"),
+                        "deps": None,
+                        "misc": None,
+                    }
+                    for i, (t, h) in enumerate(zip(tokens, head), start=1)
+                ]
+            )
+            for tokens, head in zip(token_lists, heads)
+        ]
 
 
 def _as_list(sentences) -> list:
@@ -216,8 +234,12 @@ def _token_heads(word_heads: Sequence[int], kept: Sequence[int], n_tokens: int) 
     return heads
 
 
-def load_parser(model: str | Path | None = None, options: DecoderOptions | Mapping | None = None,
-                device: str | None = "cpu", batch_size: int = 64) -> Parser:
+def load_parser(
+    model: str | Path | None = None,
+    options: DecoderOptions | Mapping | None = None,
+    device: str | None = "cpu",
+    batch_size: int = 64,
+) -> Parser:
     """A :class:`Parser` from a model folder, or the parser shipped in the package.
 
     Args:

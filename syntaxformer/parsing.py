@@ -16,6 +16,7 @@ Words are normalised with :func:`syntaxformer.data.preprocess.normalise_word` (l
 with a digit becomes ``N``: the rule the training corpora went through) before tokenisation; the
 trees returned keep the words as given.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,19 @@ from nltk import Tree
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import syntaxformer.models  # noqa: F401  (registers the models with the Auto classes)
-
+from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.preprocess import normalise_word
 from syntaxformer.data.tokenization import encode
 from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import resolve_device  # noqa: F401  (re-exported)
-from syntaxformer.structures import (DecoderOptions, Structures, min_layer_of,  # noqa: F401  (re-exported)
-                                     save_decoder_options, saved_decoder_options)
-from syntaxformer.data.batching import pad_batch
+from syntaxformer.structures import (  # noqa: F401  (re-exported)
+    DecoderOptions,
+    Structures,
+    min_layer_of,
+    save_decoder_options,
+    saved_decoder_options,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +61,7 @@ def read_training_record(folder: str | Path) -> dict:
         raise InputError(f"unreadable training record: {e}", path=path) from None
 
 
-def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
-               attn_implementation: str | None = None):
+def load_model(folder: str | Path, device: str | torch.device | None = "cpu", attn_implementation: str | None = None):
     """Load a model folder written by ``syntaxformer train`` (or ``save_pretrained``).
 
     The one model loader of the package (``parse``, ``induce``, ``show``, ``perplexity``, ``compare``).
@@ -96,8 +100,7 @@ def load_model(folder: str | Path, device: str | torch.device | None = "cpu",
     return model, tokenizer, info
 
 
-def resolve_decoder_options(folder: str | Path, options: DecoderOptions | Mapping | None = None
-                            ) -> DecoderOptions:
+def resolve_decoder_options(folder: str | Path, options: DecoderOptions | Mapping | None = None) -> DecoderOptions:
     """The decoder settings to parse with a model folder.
 
     Args:
@@ -129,17 +132,27 @@ def check_induces_structure(model) -> None:
     """Raises InputError unless ``model`` induces structure (has ``induce`` and ``induces_structure``;
     e.g. not a plain Transformer, ``prior="none"``, nor a BERT folder)."""
     if not callable(getattr(model, "induce", None)):
-        raise InputError(f"cannot parse with a {type(model).__name__}: it has no induce() method "
-                         "(a model of syntaxformer.models.MODELS that induces structure is needed)")
+        raise InputError(
+            f"cannot parse with a {type(model).__name__}: it has no induce() method "
+            "(a model of syntaxformer.models.MODELS that induces structure is needed)"
+        )
     if not getattr(model, "induces_structure", True):
         prior = getattr(model.config, "prior", None)
-        raise InputError(f"this {type(model).__name__} induces no structure"
-                         + (f" (config.prior={prior!r} records none; 'none' is a plain Transformer)" if prior else ""))
+        raise InputError(
+            f"this {type(model).__name__} induces no structure"
+            + (f" (config.prior={prior!r} records none; 'none' is a plain Transformer)" if prior else "")
+        )
 
 
 @torch.inference_mode()
-def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                     normalise: bool = True, masked: Sequence[int | None] | None = None) -> list[Structures]:
+def model_structures(
+    model,
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int = 64,
+    normalise: bool = True,
+    masked: Sequence[int | None] | None = None,
+) -> list[Structures]:
     """Run ``model.induce`` on ``sentences`` and collect its structures per sentence, over words.
 
     Sentences are sorted by length into batches (little padding) and returned in input order. The
@@ -178,17 +191,17 @@ def model_structures(model, tokenizer, sentences: Sequence[Sequence[str]], batch
     results: list[Structures | None] = [None] * len(ids)
     device = _device(model)
     for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
+        batch = order[start : start + batch_size]
         input_ids, attention_mask = pad_batch([ids[i] for i in batch], tokenizer.pad_token_id)  # (B, N), (B, N)
         induced = model.induce(input_ids.to(device), attention_mask.to(device))
         for row, i in enumerate(batch):
-            results[i] = Structures(list(sentences[i]), [s.to_words(word_ids[i], sentence=i + 1)
-                                                         for s in induced[row]])
+            results[i] = Structures(list(sentences[i]), [s.to_words(word_ids[i], sentence=i + 1) for s in induced[row]])
     return results  # type: ignore[return-value]
 
 
-def _mask_words(ids: list[list[int]], word_ids: list[list[int | None]], masked: Sequence[int | None],
-                tokenizer) -> list[list[int]]:
+def _mask_words(
+    ids: list[list[int]], word_ids: list[list[int | None]], masked: Sequence[int | None], tokenizer
+) -> list[list[int]]:
     """``ids`` with every token of word ``masked[i]`` of sentence ``i`` replaced by ``[MASK]``
     (:func:`model_structures`'s ``masked``)."""
     mask_id = getattr(tokenizer, "mask_token_id", None)
@@ -204,8 +217,9 @@ def _mask_words(ids: list[list[int]], word_ids: list[list[int | None]], masked: 
     return out
 
 
-def decode(structures: Sequence[Structures], options: DecoderOptions = DecoderOptions()
-           ) -> tuple[list[Tree], list[list[int]] | None]:
+def decode(
+    structures: Sequence[Structures], options: DecoderOptions = DecoderOptions()
+) -> tuple[list[Tree], list[list[int]] | None]:
     """Trees (and dependency heads, where the model induces them) for many sentences.
 
     Returns:

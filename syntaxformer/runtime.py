@@ -10,6 +10,7 @@
   flush-to-zero is off (:func:`flush_to_zero_is_on`), the attention kernels flush the values they
   produce themselves, so results agree either way.
 """
+
 from __future__ import annotations
 
 import torch

@@ -17,6 +17,7 @@ curve dispatch on the structure's type, never on a model's name.
 All arrays are numpy float64 probabilities (not logs) or distances; spans are half-open word intervals
 (ARCHITECTURE.md). Decoder options are :class:`DecoderOptions`.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,27 +72,39 @@ class DecoderOptions:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
-            raise InputError(f"unknown decoder setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}",
-                             path=path)
+            raise InputError(
+                f"unknown decoder setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}", path=path
+            )
         options = cls(**values)
         options.check(path)
         return options
 
     def check(self, path: str | Path | None = None) -> None:
         """Raises InputError when a field has a value of the wrong kind (names ``path``)."""
+
         def is_int(v) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
-        problems = [name for name, ok in (
-            ("layer", self.layer is None or is_int(self.layer)),
-            ("min_layer", self.min_layer is None or is_int(self.min_layer)),
-            ("threshold", isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)),
-            ("descend_threshold", self.descend_threshold is None or isinstance(self.descend_threshold, (int, float))),
-            ("dependency", self.dependency in DEPENDENCY_DECODERS)) if not ok]
+
+        problems = [
+            name
+            for name, ok in (
+                ("layer", self.layer is None or is_int(self.layer)),
+                ("min_layer", self.min_layer is None or is_int(self.min_layer)),
+                ("threshold", isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)),
+                (
+                    "descend_threshold",
+                    self.descend_threshold is None or isinstance(self.descend_threshold, (int, float)),
+                ),
+                ("dependency", self.dependency in DEPENDENCY_DECODERS),
+            )
+            if not ok
+        ]
         if problems:
             raise InputError(f"bad decoder setting(s) {', '.join(problems)} in {self.to_dict()}", path=path)
         if self.layer is not None and self.min_layer is not None:
-            raise InputError("a layer (single-layer decoder) and a minimum layer (Algorithm 1) exclude each other",
-                             path=path)
+            raise InputError(
+                "a layer (single-layer decoder) and a minimum layer (Algorithm 1) exclude each other", path=path
+            )
 
     def with_choices(self, choices: Mapping | None) -> DecoderOptions:
         """These options with the settings a user chose (command-line flags) put over them.
@@ -161,8 +174,9 @@ def saved_decoder_options(folder: str | Path) -> tuple[DecoderOptions, str]:
             if isinstance(decoder, dict):
                 logger.info("%s has no %s: decoding with the settings of %s", folder, DECODER_FILE, report)
                 return DecoderOptions.from_dict(decoder, report), str(report)
-    logger.info("%s has no %s: decoding with the documented defaults (%s)", folder, DECODER_FILE,
-                DecoderOptions().to_dict())
+    logger.info(
+        "%s has no %s: decoding with the documented defaults (%s)", folder, DECODER_FILE, DecoderOptions().to_dict()
+    )
     return DecoderOptions(), "the defaults"
 
 
@@ -178,8 +192,9 @@ def _read_json(path: Path) -> dict:
 
 def _one_token_per_word(word_ids: Sequence[int | None], sentence: int | None, what: str) -> None:
     if any(w is None for w in word_ids) or len(set(word_ids)) != len(word_ids):
-        raise InputError(f"{what} need one token per word: this tokenizer splits words or adds special "
-                         "tokens", sentence=sentence)
+        raise InputError(
+            f"{what} need one token per word: this tokenizer splits words or adds special tokens", sentence=sentence
+        )
 
 
 @dataclass
@@ -189,6 +204,7 @@ class LinkProbabilities:
     Attributes:
         probs: ``[L, n-1]`` float64, layer 0 lowest (after the hierarchical constraint, eq. 8).
     """
+
     probs: np.ndarray
 
     @property
@@ -209,17 +225,21 @@ class LinkProbabilities:
         """
         if options.layer is not None:
             if not -self.num_layers <= options.layer < self.num_layers:
-                raise InputError(f"--layer {options.layer} out of range: the model has {self.num_layers} "
-                                 "layers (0-based)")
+                raise InputError(
+                    f"--layer {options.layer} out of range: the model has {self.num_layers} layers (0-based)"
+                )
             return single_layer(self.probs[options.layer])
         min_layer_of(options, self.num_layers)
-        return algorithm1(self.probs, threshold=options.threshold, min_layer=options.min_layer,
-                          descend_threshold=options.descend_threshold)
+        return algorithm1(
+            self.probs,
+            threshold=options.threshold,
+            min_layer=options.min_layer,
+            descend_threshold=options.descend_threshold,
+        )
 
     def decoders(self) -> dict[str, Callable[[], set[Span]]]:
         """Every decoder of the learning curve: ``algorithm1_m{m}`` for each minimum layer m, ``layer{l}``."""
-        found = {f"algorithm1_m{m}": (lambda m=m: algorithm1(self.probs, min_layer=m))
-                 for m in range(self.num_layers)}
+        found = {f"algorithm1_m{m}": (lambda m=m: algorithm1(self.probs, min_layer=m)) for m in range(self.num_layers)}
         found.update({f"layer{l}": (lambda l=l: single_layer(self.probs[l])) for l in range(self.num_layers)})
         return found
 
@@ -242,6 +262,7 @@ class SyntacticDistances:
         layers: ``[L, n-1]`` float64 distances of every layer (layer 0 lowest), or None.
         layer: the row of ``layers`` that ``distances`` is (0-based), or None without layers.
     """
+
     distances: np.ndarray
     heights: np.ndarray | None = None
     layers: np.ndarray | None = None
@@ -273,8 +294,10 @@ class SyntacticDistances:
         if layer is None:
             return self.distances
         if self.layers is None:
-            raise InputError(f"--layer {layer}: a Tree Transformer decoder option (one layer of several), but this "
-                             "model gives one row of syntactic distances (top-down split at the largest)")
+            raise InputError(
+                f"--layer {layer}: a Tree Transformer decoder option (one layer of several), but this "
+                "model gives one row of syntactic distances (top-down split at the largest)"
+            )
         if not -self.num_layers <= layer < self.num_layers:
             raise InputError(f"--layer {layer} out of range: the model has {self.num_layers} layers (0-based)")
         return self.layers[layer]
@@ -285,19 +308,27 @@ class SyntacticDistances:
         Raises:
             InputError: Tree Transformer decoder options given (never ignored silently); a bad layer.
         """
-        given = [flag for flag, value in (("--min-layer", options.min_layer),
-                                          ("--descend-rule official", options.descend_threshold))
-                 if value is not None]
+        given = [
+            flag
+            for flag, value in (
+                ("--min-layer", options.min_layer),
+                ("--descend-rule official", options.descend_threshold),
+            )
+            if value is not None
+        ]
         if given:
-            raise InputError(f"{', '.join(given)}: Tree Transformer decoder option(s) (link probabilities), "
-                             "but this model gives syntactic distances (top-down split at the largest)")
+            raise InputError(
+                f"{', '.join(given)}: Tree Transformer decoder option(s) (link probabilities), "
+                "but this model gives syntactic distances (top-down split at the largest)"
+            )
         return split_by_distance(list(self.layer_distances(options.layer)))
 
     def decoders(self) -> dict[str, Callable[[], set[Span]]]:
         """The learning curve's decoders: ``distance`` (the default), ``layer{l}`` for every layer."""
         found = {"distance": lambda: split_by_distance(list(self.distances))}
-        found.update({f"layer{l}": (lambda l=l: split_by_distance(list(self.layers[l])))
-                      for l in range(self.num_layers)})
+        found.update(
+            {f"layer{l}": (lambda l=l: split_by_distance(list(self.layers[l]))) for l in range(self.num_layers)}
+        )
         return found
 
     def to_json(self) -> dict:
@@ -320,6 +351,7 @@ class DependencyDistribution:
         probs: ``[n, n+1]`` float64: row i = dependent word i, column 0 = the root, column j = word j-1.
         heights: ``[n]`` syntactic heights (the argmax decoder's tie rule), or None.
     """
+
     probs: np.ndarray
     heights: np.ndarray | None = None
 
@@ -356,6 +388,7 @@ class Structures:
         words: the sentence's words, as given.
         items: the structure objects (one constituency structure; at most one dependency distribution).
     """
+
     words: list[str]
     items: list = field(default_factory=list)
 

@@ -1,4 +1,5 @@
 """Shared fixtures: the real corpora of ``../shared/data`` and the preprocessed embedded ptb-sample."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,6 +59,7 @@ def ptb_gold():
     Shared by the session: do not modify the trees.
     """
     from syntaxformer.data.preprocess import load_gold_trees
+
     return load_gold_trees("ptb-sample")
 
 

@@ -1,11 +1,17 @@
 """BlockwisePriorAttention (the "sdpa" kernel with a prior): blockwise = eager, O(N) saved state."""
+
 import math
 
 import pytest
 import torch
 
 from syntaxformer.priors.attention import (
-    BlockwisePriorAttention, _padding_bias, dropout_keep_mask, eager_attention, exp_flushed, query_blocks,
+    BlockwisePriorAttention,
+    _padding_bias,
+    dropout_keep_mask,
+    eager_attention,
+    exp_flushed,
+    query_blocks,
 )
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
@@ -15,7 +21,7 @@ def inputs(batch=2, heads=3, n=11, d_k=4, dtype=torch.float64, seed=0):
     q, k, v = (torch.randn(batch, heads, n, d_k, generator=g, dtype=dtype) for _ in range(3))
     cum = torch.cumsum(-2 * torch.rand(batch, n, generator=g, dtype=dtype), -1)
     key_mask = torch.ones(batch, n, dtype=torch.bool)
-    key_mask[1, n - 3:] = False  # padding in the second sentence
+    key_mask[1, n - 3 :] = False  # padding in the second sentence
     return q, k, v, cum, key_mask
 
 
@@ -25,13 +31,25 @@ def prior_of(cum, variant):
 
 def blockwise(q, k, v, cum, key_mask, variant="paper", dropout_p=0.0, block_elements=None):
     prior = prior_of(cum, variant)
-    return BlockwisePriorAttention.apply(q, k, v, cum, _padding_bias(key_mask, torch.float32), dropout_p,
-                                         False, prior.log_rows, block_elements)
+    return BlockwisePriorAttention.apply(
+        q, k, v, cum, _padding_bias(key_mask, torch.float32), dropout_p, False, prior.log_rows, block_elements
+    )
 
 
 def test_query_blocks_cover_the_queries_within_the_budget():
-    assert query_blocks(2, 3, 11, 11, block_elements=66) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6),
-                                                             (6, 7), (7, 8), (8, 9), (9, 10), (10, 11)]
+    assert query_blocks(2, 3, 11, 11, block_elements=66) == [
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (3, 4),
+        (4, 5),
+        (5, 6),
+        (6, 7),
+        (7, 8),
+        (8, 9),
+        (9, 10),
+        (10, 11),
+    ]
     assert query_blocks(2, 3, 11, 11, block_elements=200) == [(0, 3), (3, 6), (6, 9), (9, 11)]
     assert query_blocks(2, 3, 11, 11, block_elements=10) == [(i, i + 1) for i in range(11)]  # >= 1 row
     assert query_blocks(2, 3, 11, 11) == [(0, 11)]
@@ -99,8 +117,9 @@ def saved_bytes(call) -> int:
 
 
 def grad_inputs(batch, heads, n, d_k):
-    return [t.requires_grad_() if t.is_floating_point() else t
-            for t in inputs(batch, heads, n, d_k, dtype=torch.float32)]
+    return [
+        t.requires_grad_() if t.is_floating_point() else t for t in inputs(batch, heads, n, d_k, dtype=torch.float32)
+    ]
 
 
 def test_saved_state_is_linear_in_length():
@@ -114,8 +133,11 @@ def test_saved_state_is_linear_in_length():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_exp_flushed_is_exp_with_flush_to_zero(dtype):
     tiny = torch.finfo(dtype).tiny
-    log_x = torch.tensor([0.0, -1.0, -50.0, math.log(tiny) + 0.2, math.log(tiny) + 0.05, math.log(tiny) - 1,
-                          -1e4, -math.inf], dtype=dtype, requires_grad=True)
+    log_x = torch.tensor(
+        [0.0, -1.0, -50.0, math.log(tiny) + 0.2, math.log(tiny) + 0.05, math.log(tiny) - 1, -1e4, -math.inf],
+        dtype=dtype,
+        requires_grad=True,
+    )
     y = exp_flushed(log_x)
     reference = torch.exp(log_x.detach())
     reference = reference.masked_fill(reference < tiny * math.exp(0.1), 0.0)
@@ -129,6 +151,7 @@ def test_sdpa_keeps_the_attention_only_up_to_the_policy_size(monkeypatch):
     # keep mode saves A and E' (2 · B·H·N² floats) on top of the O(N) tensors; above the policy's
     # size, or without gradients, nothing N×N is kept
     from syntaxformer.priors import attention
+
     batch, heads, n, d_k = 2, 4, 32, 8
     q, k, v, cum, key_mask = grad_inputs(batch, heads, n, d_k)
     linear = 4 * (4 * batch * heads * n * d_k + batch * n + batch * n)

@@ -1,4 +1,5 @@
 """``syntaxformer evaluate`` and ``syntaxformer baselines`` through ``syntaxformer.cli.main``."""
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ def right_branching_lines(trees) -> list[str]:
 def small(tmp_path_factory):
     """The first 3 files of ptb-sample (gold .mrg and .dp), and right-branching predictions."""
     from syntaxformer.data import load_gold_trees
+
     folder = tmp_path_factory.mktemp("small")
     for kind in ("combined", "dependency"):
         for name, text in ptb_sample_members(kind)[:3]:
@@ -34,18 +36,26 @@ def test_evaluate_right_branching_on_ptb_sample(ptb_gold, tmp_path, capsys):
     pred = tmp_path / "right.txt"
     pred.write_text("\n".join(right_branching_lines(ptb_gold)) + "\n")
     assert main(["evaluate", "--pred", str(pred), "--gold", "ptb-sample", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)                     # exactly one JSON object
+    result = json.loads(capsys.readouterr().out)  # exactly one JSON object
     assert round(result["sentence_f1"], 2) == 39.91
     assert round(result["corpus_f1"], 2) == 35.75
     assert result["n_sentences"] == 3914 and result["task"] == "constituency"
-    assert set(result) >= {"sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1",
-                           "n_sentences", "label_recall", "mean_depth", "protocol", "seed"}
+    assert set(result) >= {
+        "sentence_f1",
+        "corpus_f1",
+        "wsj10_sentence_f1",
+        "wsj10_corpus_f1",
+        "n_sentences",
+        "label_recall",
+        "mean_depth",
+        "protocol",
+        "seed",
+    }
 
 
 def test_evaluate_text_report(small, capsys):
     folder, gold, pred = small
-    assert main(["evaluate", "--pred", str(pred), "--gold", str(folder / "*.mrg"),
-                 "--seed", "7"]) == 0
+    assert main(["evaluate", "--pred", str(pred), "--gold", str(folder / "*.mrg"), "--seed", "7"]) == 0
     out = capsys.readouterr().out
     assert "protocol:" in out and "PRPN sentence-level" in out
     assert f"sentences:  {len(gold)} (" in out and "seed:       7" in out
@@ -65,7 +75,7 @@ def test_evaluate_count_mismatch(small, tmp_path, capsys):
 def test_evaluate_word_mismatch(small, tmp_path, capsys):
     folder, gold, pred = small
     lines = pred.read_text().splitlines()
-    lines[1] = lines[1].replace("vinken", "vincent", 1)              # sentence 2: "mr. vinken is ..."
+    lines[1] = lines[1].replace("vinken", "vincent", 1)  # sentence 2: "mr. vinken is ..."
     wrong = tmp_path / "wrong.txt"
     wrong.write_text("\n".join(lines) + "\n")
     assert main(["evaluate", "--pred", str(wrong), "--gold", str(folder / "*.mrg")]) == 1
@@ -118,8 +128,9 @@ def test_evaluate_dependency(small, tmp_path, capsys):
     chain = []
     for g in gold:
         words = [w for w, p in zip(g.words, g.punct) if not p]
-        chain.append(DependencySentence(tuple(words), ("X",) * len(words),
-                                        tuple(left_chain(len(words))), (False,) * len(words)))
+        chain.append(
+            DependencySentence(tuple(words), ("X",) * len(words), tuple(left_chain(len(words))), (False,) * len(words))
+        )
     pred = tmp_path / "chain.conllu"
     write_conllu(chain, pred)
     assert main(["evaluate", "--pred", str(pred), "--gold", str(folder / "*.dp"), "--json"]) == 0
@@ -141,8 +152,9 @@ def test_evaluate_dependency(small, tmp_path, capsys):
     assert result["n_tokens"] == 15 and result["n_sentences"] == 1
     assert result["uas"] == pytest.approx(100 * 5 / 15) and result["uuas"] == pytest.approx(100 * 7 / 15)
     # a sentence with a missing token: exit 1 naming the sentence
-    chain[1] = DependencySentence(chain[1].words[1:], chain[1].tags[1:],
-                                  tuple(left_chain(len(chain[1].words) - 1)), chain[1].punct[1:])
+    chain[1] = DependencySentence(
+        chain[1].words[1:], chain[1].tags[1:], tuple(left_chain(len(chain[1].words) - 1)), chain[1].punct[1:]
+    )
     write_conllu(chain, pred)
     assert main(["evaluate", "--pred", str(pred), "--gold", str(folder / "*.dp")]) == 1
     assert "sentence 2" in capsys.readouterr().err

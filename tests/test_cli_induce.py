@@ -1,5 +1,6 @@
 """``syntaxformer induce`` end to end, in process: tiny runs (3 training steps of the ``tiny`` preset)
 that write the model, the trees and report.json, scored against the gold and the baselines."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,7 @@ from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 torch.set_num_threads(1)
 
 #: The keys of ``syntaxformer evaluate`` that report.json gives for the model and every baseline.
-EVALUATE_KEYS = {"sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "n_sentences",
-                 "label_recall"}
+EVALUATE_KEYS = {"sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "n_sentences", "label_recall"}
 BASELINES = ("left_branching", "right_branching", "random", "balanced")
 TINY = ["--preset", "tiny", "--max-steps", "3", "--threads", "1", "--quiet"]
 
@@ -67,15 +67,31 @@ def _check_report(report: dict, name: str, n_sentences: int) -> None:
 def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp_path):
     mrg, text = small_treebank
     gold = load_gold_trees(mrg)
-    code, out, err = _run(capsys, "induce", "--treebank", mrg, "--corpus", text, "--out", tmp_path, *TINY,
-                          "--set", 'constituent_diagonal="one"', "--set", "constituent_scale=8")
+    code, out, err = _run(
+        capsys,
+        "induce",
+        "--treebank",
+        mrg,
+        "--corpus",
+        text,
+        "--out",
+        tmp_path,
+        *TINY,
+        "--set",
+        'constituent_diagonal="one"',
+        "--set",
+        "constituent_scale=8",
+    )
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
     _check_report(report, "tree_transformer", len(gold))
     # --set: config fields after the recipe's (its official variant kept), in the trained model
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert (config["constituent_variant"], config["constituent_diagonal"], config["constituent_scale"]) == (
-        "official", "one", 8)
+        "official",
+        "one",
+        8,
+    )
     assert report["model"] == "tree-transformer" and "dependency" not in report
     assert report["data"]["treebank"] == str(mrg) and report["data"]["train"] == str(text)
     assert list(report["parts"]) == ["all"] and report["primary"] == "all"
@@ -92,10 +108,8 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
     for key in EVALUATE_KEYS:
         assert report["tree_transformer"][key] == pytest.approx(rescored[key]), key
     # the right-branching row is the score of right-branching trees built here
-    right = [spans_to_tree(g.leaves(), {(i, len(g.leaves())) for i in range(len(g.leaves()) - 1)})
-             for g in gold]
-    assert report["right_branching"]["sentence_f1"] == pytest.approx(
-        evaluate_constituency(right, gold)["sentence_f1"])
+    right = [spans_to_tree(g.leaves(), {(i, len(g.leaves())) for i in range(len(g.leaves()) - 1)}) for g in gold]
+    assert report["right_branching"]["sentence_f1"] == pytest.approx(evaluate_constituency(right, gold)["sentence_f1"])
     # the printed table names the model and every baseline
     for row in ("tree-transformer", "left-branching", "right-branching", "random", "balanced"):
         assert row in out
@@ -104,6 +118,7 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
 
     from syntaxformer.parsing import model_structures
     from syntaxformer.pretrained import export_pretrained
+
     exported = export_pretrained(tmp_path, tmp_path / "exported")
     with safe_open(str(exported / "model.safetensors"), "pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
@@ -132,8 +147,12 @@ def test_induce_long_recipe_needs_its_text(capsys, tmp_path):
     fields, overrides, min_layer = resolve_recipe("tree-transformer", "long")
     assert (fields["preset"], fields["corpus"], fields["max_steps"], min_layer) == ("small", "ptb-lm", 6000, 0)
     assert overrides == {"constituent_variant": "official"}
-    _, overrides, _ = resolve_recipe("tree-transformer", "default", variant="paper",
-                                     config=dict(constituent_variant="official", constituent_scale=64.0))
+    _, overrides, _ = resolve_recipe(
+        "tree-transformer",
+        "default",
+        variant="paper",
+        config=dict(constituent_variant="official", constituent_scale=64.0),
+    )
     assert overrides == {"constituent_variant": "official", "constituent_scale": 64.0}  # --set comes last
 
 
@@ -141,15 +160,17 @@ def test_induce_long_recipe_needs_its_text(capsys, tmp_path):
 def test_induce_structformer_long_recipe_needs_its_text(capsys, tmp_path):
     """StructFormer's long recipe is its default setting on the ptb-lm text (docs/recipes.md): without
     --corpus a one-line error before any work; with it, the default's fields but the text."""
-    code, _, err = _run(capsys, "induce", "--model", "structformer", "--recipe", "long", "--out", tmp_path / "o",
-                        "--quiet")
+    code, _, err = _run(
+        capsys, "induce", "--model", "structformer", "--recipe", "long", "--out", tmp_path / "o", "--quiet"
+    )
     assert code == 1 and "ptb-lm" in err and "--corpus" in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
     long, _, _ = resolve_recipe("structformer", "long")
     default, _, _ = resolve_recipe("structformer", "default")
     assert long.pop("corpus") == "ptb-lm" and "corpus" not in default
     assert {k: v for k, v in long.items() if k != "max_minutes"} == {
-        k: v for k, v in default.items() if k != "max_minutes"}
+        k: v for k, v in default.items() if k != "max_minutes"
+    }
 
 
 @pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")
@@ -165,10 +186,15 @@ def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
     assert report["curve"]["treebank"] == "ptb-sample:dev"
     # DESIGN.md §7 reference numbers: right-branching on test, dev and all of ptb-sample
     parts = report["parts"]
-    assert [round(parts[p]["right_branching"]["sentence_f1"], 2) for p in ("test", "dev", "all")] == \
-        [39.88, 39.94, 39.91]
-    assert [parts[p][name]["n_sentences"] for p, name in
-            (("test", "structformer"), ("dev", "structformer"), ("all", "structformer"))] == [1993, 1921, 3914]
+    assert [round(parts[p]["right_branching"]["sentence_f1"], 2) for p in ("test", "dev", "all")] == [
+        39.88,
+        39.94,
+        39.91,
+    ]
+    assert [
+        parts[p][name]["n_sentences"]
+        for p, name in (("test", "structformer"), ("dev", "structformer"), ("all", "structformer"))
+    ] == [1993, 1921, 3914]
     for part, n in (("test", 1993), ("dev", 1921), ("all", 3914)):
         dependency = parts[part]["dependency"]
         assert set(dependency) == {"structformer", "left_chain", "right_chain"}
@@ -187,8 +213,24 @@ def test_induce_cut_by_max_minutes_says_so_and_resume_finishes_it(capsys, small_
     """The recipe is defined by steps: a run cut by --max-minutes reports the steps done of the steps
     planned (report and printed header); --resume with the same command finishes the planned steps."""
     mrg, text = small_treebank
-    common = ["induce", "--treebank", mrg, "--corpus", text, "--out", tmp_path, "--preset", "tiny",
-              "--max-steps", "40", "--threads", "1", "--quiet", "--curve-treebank", "none"]
+    common = [
+        "induce",
+        "--treebank",
+        mrg,
+        "--corpus",
+        text,
+        "--out",
+        tmp_path,
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "40",
+        "--threads",
+        "1",
+        "--quiet",
+        "--curve-treebank",
+        "none",
+    ]
     code, out, err = _run(capsys, *common, "--max-minutes", "0.000001")
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())

@@ -1,5 +1,6 @@
 """``syntaxformer parse`` end to end, in process (``syntaxformer.cli.main``), on untrained ``tiny``
 models (the ``tiny_model`` fixture): input sources, output files, decoders, errors."""
+
 from __future__ import annotations
 
 import io
@@ -22,11 +23,13 @@ from syntaxformer.parsing import load_model, model_structures
 torch.set_num_threads(1)
 
 #: Raw text as a user gives it: casing, numbers, a blank line (skipped, not a sentence), a 1-word line.
-TEXT = ("The Company earned $ 3.5 billion in 1989 .\n"
-        "\n"
-        "  Pierre   Vinken will join the board  \n"
-        "Yes\n"
-        "Stocks fell sharply on Friday after the Fed raised rates\n")
+TEXT = (
+    "The Company earned $ 3.5 billion in 1989 .\n"
+    "\n"
+    "  Pierre   Vinken will join the board  \n"
+    "Yes\n"
+    "Stocks fell sharply on Friday after the Fed raised rates\n"
+)
 WORDS = [line.split() for line in TEXT.splitlines() if line.strip()]
 
 
@@ -70,8 +73,7 @@ def ptb_text(tmp_path_factory, ptb_gold):
 
 
 def test_parse_text_file(capsys, tt, text_file, tmp_path):
-    code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path,
-                          "--draw")
+    code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path, "--draw")
     assert code == 0, err
     assert all(w in out for words in WORDS for w in words)  # --draw prints the trees' words
     lines = (tmp_path / "trees.txt").read_text().splitlines()
@@ -84,8 +86,7 @@ def test_parse_text_file(capsys, tt, text_file, tmp_path):
 
 def test_parse_stdin(capsys, monkeypatch, tt, text_file, tmp_path):
     monkeypatch.setattr(sys, "stdin", io.StringIO(TEXT))
-    code, out, err = _run(capsys, "parse", "--model", tt, "--input", "-", "--out", tmp_path / "a",
-                          "--json")
+    code, out, err = _run(capsys, "parse", "--model", tt, "--input", "-", "--out", tmp_path / "a", "--json")
     assert code == 0, err
     summary = json.loads(out)
     assert summary["data"] == "<stdin>" and summary["n_sentences"] == 4 and summary["seed"] == 0
@@ -97,14 +98,25 @@ def test_parse_stdin(capsys, monkeypatch, tt, text_file, tmp_path):
 
 def test_parse_ptb_sample_treebank_then_evaluate(capsys, tt, ptb_gold, tmp_path):
     """All 3,914 ptb-sample sentences; evaluate reads the output back against the gold trees."""
-    code, _, err = _run(capsys, "parse", "--model", tt, "--treebank", "ptb-sample", "--out", tmp_path,
-                        "--min-layer", "1", "--threshold", "0.75")
+    code, _, err = _run(
+        capsys,
+        "parse",
+        "--model",
+        tt,
+        "--treebank",
+        "ptb-sample",
+        "--out",
+        tmp_path,
+        "--min-layer",
+        "1",
+        "--threshold",
+        "0.75",
+    )
     assert code == 0, err
     trees = _trees(tmp_path)
     assert len(trees) == len(ptb_gold) == 3914
     assert all(t.leaves() == g.leaves() for t, g in zip(trees, ptb_gold))
-    code, out, err = _run(capsys, "evaluate", "--pred", tmp_path / "trees.txt", "--gold", "ptb-sample",
-                          "--json")
+    code, out, err = _run(capsys, "evaluate", "--pred", tmp_path / "trees.txt", "--gold", "ptb-sample", "--json")
     assert code == 0, err
     report = json.loads(out)
     assert report["n_sentences"] == 3914
@@ -123,8 +135,9 @@ def test_layer_gives_binary_trees_equal_to_single_layer(capsys, tt, ptb_text, tm
     structures = model_structures(model, tokenizer, words)
     for layer in (0, 2):
         out_dir = tmp_path / str(layer)
-        code, _, err = _run(capsys, "parse", "--model", tt, "--input", path, "--out", out_dir,
-                            "--layer", layer, "--json")
+        code, _, err = _run(
+            capsys, "parse", "--model", tt, "--input", path, "--out", out_dir, "--layer", layer, "--json"
+        )
         assert code == 0, err
         rows = json.loads((out_dir / "structures.json").read_text())
         for w, s, tree, row in zip(words, structures, _trees(out_dir), rows, strict=True):
@@ -140,8 +153,23 @@ def test_algorithm1_equals_decoder_on_structures_json(capsys, tt, ptb_text, tmp_
     partly, layer 0 always (links ~0.5); so min layer 1 leaves flat constituents, and min layer 0
     with the public code's 0.7 rule changes where some children split."""
     path, words = ptb_text
-    code, _, err = _run(capsys, "parse", "--model", tt, "--input", path, "--out", tmp_path, "--json",
-                        "--min-layer", min_layer, "--threshold", "0.75", "--descend-rule", rule)
+    code, _, err = _run(
+        capsys,
+        "parse",
+        "--model",
+        tt,
+        "--input",
+        path,
+        "--out",
+        tmp_path,
+        "--json",
+        "--min-layer",
+        min_layer,
+        "--threshold",
+        "0.75",
+        "--descend-rule",
+        rule,
+    )
     assert code == 0, err
     rows = json.loads((tmp_path / "structures.json").read_text())
     descend = OFFICIAL_DESCEND_THRESHOLD if rule == "official" else None
@@ -160,10 +188,8 @@ def test_algorithm1_equals_decoder_on_structures_json(capsys, tt, ptb_text, tmp_
 
 
 def test_layer_out_of_range_and_layer_with_min_layer(capsys, tt, text_file, tmp_path):
-    for argv in (["--layer", "3"], ["--layer", "-4"], ["--min-layer", "3"],
-                 ["--layer", "0", "--min-layer", "1"]):
-        code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file,
-                              "--out", tmp_path, *argv)
+    for argv in (["--layer", "3"], ["--layer", "-4"], ["--min-layer", "3"], ["--layer", "0", "--min-layer", "1"]):
+        code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path, *argv)
         assert code == 1, argv
         assert err.startswith("syntaxformer parse: error:") and err.count("\n") == 1, err
         assert argv[0] in err or argv[-2] in err
@@ -178,8 +204,9 @@ def test_layer_out_of_range_and_layer_with_min_layer(capsys, tt, text_file, tmp_
 def test_structformer_writes_trees_and_conllu(capsys, tiny_model, ptb_text, tmp_path, decoder):
     sf = tiny_model("structformer")
     path, words = ptb_text
-    code, out, err = _run(capsys, "parse", "--model", sf, "--input", path, "--out", tmp_path,
-                          "--dependency", decoder, "--json")
+    code, out, err = _run(
+        capsys, "parse", "--model", sf, "--input", path, "--out", tmp_path, "--dependency", decoder, "--json"
+    )
     assert code == 0, err
     trees = _trees(tmp_path)
     assert [t.leaves() for t in trees] == words
@@ -203,8 +230,9 @@ def test_structformer_writes_trees_and_conllu(capsys, tiny_model, ptb_text, tmp_
 
 
 def test_structformer_rejects_layer(capsys, tiny_model, text_file, tmp_path):
-    code, _, err = _run(capsys, "parse", "--model", tiny_model("structformer"), "--input", text_file,
-                        "--out", tmp_path, "--layer", "0")
+    code, _, err = _run(
+        capsys, "parse", "--model", tiny_model("structformer"), "--input", text_file, "--out", tmp_path, "--layer", "0"
+    )
     assert code == 1 and "--layer" in err and err.count("\n") == 1
 
 
@@ -232,8 +260,7 @@ def test_empty_or_missing_input_file(capsys, tt, tmp_path, content):
 
 
 def test_batch_size_zero(capsys, tt, text_file, tmp_path):
-    code, _, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path,
-                        "--batch-size", "0")
+    code, _, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path, "--batch-size", "0")
     assert code == 1 and "--batch-size" in err and err.count("\n") == 1
 
 

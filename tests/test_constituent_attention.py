@@ -1,14 +1,24 @@
 """Constituent attention (Tree Transformer §3): the prior's math against brute force, both variants."""
+
 import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from syntaxformer import ConstituentAttention
 from syntaxformer.priors.constituent import (
-    OFFICIAL_EPS, ConstituentPrior, cumulative_log_links, hierarchical_constraint, link_probability,
-    log_constituent_prior, neighbour_log_probabilities, neighbour_scores, official_log_diagonal)
+    OFFICIAL_EPS,
+    ConstituentPrior,
+    cumulative_log_links,
+    hierarchical_constraint,
+    link_probability,
+    log_constituent_prior,
+    neighbour_log_probabilities,
+    neighbour_scores,
+    official_log_diagonal,
+)
 
 torch.set_num_threads(1)
 
@@ -119,8 +129,11 @@ def test_official_variant_documented_differences():
     assert math.isclose(c[0, 3].item(), (0.5 + 1e-9) * (0.25 + 1e-9) * (1e-12 + 1e-9) + 1e-9, rel_tol=1e-9)
     assert math.isclose(c[2, 2].item(), d, rel_tol=1e-9)
     lp = torch.log(torch.tensor([[0.3]], dtype=torch.float64))
-    assert math.isclose(link_probability(lp, lp, torch.ones(1, 1, dtype=torch.bool), "official").item(),
-                        math.sqrt(0.09 + 1e-9), rel_tol=1e-12)
+    assert math.isclose(
+        link_probability(lp, lp, torch.ones(1, 1, dtype=torch.bool), "official").item(),
+        math.sqrt(0.09 + 1e-9),
+        rel_tol=1e-12,
+    )
 
 
 def test_gradients_reach_the_module():
@@ -164,8 +177,9 @@ def test_scale_and_diagonal_separate_the_official_variant():
     # the paper's equations with the public code's diagonal: off the diagonal unchanged, on it 3.16e-5 x 2
     c, a = prior("paper", diagonal="official")
     assert torch.equal(a, paper_a) and torch.equal(c[~eye], paper_c[~eye])
-    assert torch.allclose(c[eye], torch.full((14,), math.exp(official_log_diagonal(1)), dtype=torch.float64),
-                          rtol=1e-12, atol=0)
+    assert torch.allclose(
+        c[eye], torch.full((14,), math.exp(official_log_diagonal(1)), dtype=torch.float64), rtol=1e-12, atol=0
+    )
     # the public code with the paper's unit diagonal: off the diagonal unchanged
     c, a = prior("official", diagonal="one")
     assert torch.equal(a, official_a) and torch.equal(c[~eye], official_c[~eye])
@@ -181,6 +195,7 @@ def test_scale_and_diagonal_separate_the_official_variant():
 def test_bilinear_neighbour_scores_equal_the_two_projections(variant):
     # q_i·k_j = h_iᵀ W_qᵀ W_k h_j + h_i·W_qᵀ b_k + h_j·W_kᵀ b_q + b_q·b_k, biases included (DESIGN.md §5)
     from syntaxformer.priors.constituent import neighbour_score_form, neighbour_scores_bilinear
+
     torch.manual_seed(6)
     module = ConstituentAttention(16, variant).double()
     for p in (module.query.bias, module.key.bias):
@@ -192,16 +207,24 @@ def test_bilinear_neighbour_scores_equal_the_two_projections(variant):
         assert torch.allclose(e, g, atol=1e-10, rtol=0)
     # the hand-written backward against finite differences
     from syntaxformer.priors.constituent import _BilinearNeighbourScores
-    args = (torch.randn(2, 5, 4, dtype=torch.float64), torch.randn(2, 5, 4, dtype=torch.float64),
-            torch.randn(4, 2, dtype=torch.float64), torch.tensor(0.3, dtype=torch.float64))
+
+    args = (
+        torch.randn(2, 5, 4, dtype=torch.float64),
+        torch.randn(2, 5, 4, dtype=torch.float64),
+        torch.randn(4, 2, dtype=torch.float64),
+        torch.tensor(0.3, dtype=torch.float64),
+    )
     assert torch.autograd.gradcheck(_BilinearNeighbourScores.apply, [a.requires_grad_() for a in args])
     # and the module's gradients are those of the two projections
     grads = []
     for use_form in (False, True):
         module.zero_grad()
         hn = module.norm(h)
-        s = (neighbour_scores_bilinear(hn, *neighbour_score_form(module.query, module.key, module.scale))
-             if use_form else neighbour_scores(module.query(hn), module.key(hn), module.scale))
+        s = (
+            neighbour_scores_bilinear(hn, *neighbour_score_form(module.query, module.key, module.scale))
+            if use_form
+            else neighbour_scores(module.query(hn), module.key(hn), module.scale)
+        )
         (s[0] * torch.arange(6.0, dtype=torch.float64) + s[1].sin()).sum().backward()
         grads.append([p.grad.clone() for p in module.parameters()])
     for a, b in zip(*grads):
@@ -220,6 +243,6 @@ def test_batched_links_equal_single_sentence_links(variant):
     mask = torch.arange(9)[None] < torch.tensor(lengths)[:, None]
     a, cum = module.link_probabilities(hidden, mask)
     for b, n in enumerate(lengths):
-        a1, cum1 = module.link_probabilities(hidden[b:b + 1, :n])
-        assert torch.allclose(a[b, :n - 1], a1[0], atol=1e-6)
+        a1, cum1 = module.link_probabilities(hidden[b : b + 1, :n])
+        assert torch.allclose(a[b, : n - 1], a1[0], atol=1e-6)
         assert torch.allclose(cum[b, :n], cum1[0], atol=1e-5)

@@ -5,12 +5,17 @@ Run on a GPU machine with ``python -m pytest tests/test_cuda.py``. What they che
 are redrawn identically from the CUDA generator in the backward; a bf16 mixed-precision training step
 of the model runs and agrees with float32.
 """
+
 import pytest
 import torch
 
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors.attention import (
-    BlockwisePriorAttention, _padding_bias, dropout_keep_mask, eager_attention, query_blocks,
+    BlockwisePriorAttention,
+    _padding_bias,
+    dropout_keep_mask,
+    eager_attention,
+    query_blocks,
 )
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
@@ -23,7 +28,7 @@ def inputs(batch=2, heads=3, n=37, d_k=16, seed=0):
     q, k, v = (torch.randn(batch, heads, n, d_k, generator=g).to(CUDA) for _ in range(3))
     cum = torch.cumsum(-0.5 * torch.rand(batch, n, generator=g), -1).to(CUDA)
     key_mask = torch.ones(batch, n, dtype=torch.bool, device=CUDA)
-    key_mask[1, n - 5:] = False
+    key_mask[1, n - 5 :] = False
     return q, k, v, cum, key_mask
 
 
@@ -36,8 +41,14 @@ def test_sdpa_kernel_equals_eager_on_cuda(variant, block_elements):
     for fused in (False, True):
         leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
         if fused:
-            out = BlockwisePriorAttention.apply(*leaves, _padding_bias(key_mask, torch.float32), 0.0, True,
-                                                ConstituentPrior(leaves[3], variant, diag).log_rows, block_elements)
+            out = BlockwisePriorAttention.apply(
+                *leaves,
+                _padding_bias(key_mask, torch.float32),
+                0.0,
+                True,
+                ConstituentPrior(leaves[3], variant, diag).log_rows,
+                block_elements,
+            )
         else:
             out, _ = eager_attention(*leaves[:3], key_mask, ConstituentPrior(leaves[3], variant, diag))
         (out * torch.linspace(-1, 1, 16, device=CUDA)).sum().backward()
@@ -52,8 +63,9 @@ def test_dropout_masks_redrawn_from_the_cuda_generator():
     blocks = query_blocks(2, 3, 37, 37, block_elements)
     leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
     torch.manual_seed(5)
-    out = BlockwisePriorAttention.apply(*leaves, _padding_bias(key_mask, torch.float32), p, True,
-                                        ConstituentPrior(leaves[3]).log_rows, block_elements)
+    out = BlockwisePriorAttention.apply(
+        *leaves, _padding_bias(key_mask, torch.float32), p, True, ConstituentPrior(leaves[3]).log_rows, block_elements
+    )
     state = torch.cuda.get_rng_state()
     out.pow(2).sum().backward()
     assert torch.equal(torch.cuda.get_rng_state(), state)

@@ -1,5 +1,6 @@
 """Learning curves and the dev/test halves of ptb-sample (DESIGN.md §7): the selectors, the fast
 bracket scores against the full evaluator, ``train --eval-treebank`` and the step-0 control."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,8 @@ from syntaxformer.evaluation.constituency import bracket_scores, evaluate_consti
 from syntaxformer.evaluation.curve import ParseCurve
 from syntaxformer.figures import plot_parse_curve
 from syntaxformer.parsing import load_model
-from syntaxformer.training.trainer import TrainArguments, initial_model, train
+from syntaxformer.training.run import train
+from syntaxformer.training.trainer import TrainArguments, initial_model
 
 torch.set_num_threads(1)
 
@@ -27,8 +29,9 @@ def test_ptb_sample_halves_partition_the_sample(ptb_gold):
     dev, test = load_gold_trees("ptb-sample:dev"), load_gold_trees("ptb-sample:test")
     assert (len(dev), len(test)) == (1921, 1993)  # DESIGN.md §7
     assert [t.leaves() for t in dev] + [t.leaves() for t in test] == [t.leaves() for t in ptb_gold]
-    assert [list(s.words) for s in read_dependencies("ptb-sample:test")][0] != \
-        [list(s.words) for s in read_dependencies("ptb-sample:dev")][0]
+    assert [list(s.words) for s in read_dependencies("ptb-sample:test")][0] != [
+        list(s.words) for s in read_dependencies("ptb-sample:dev")
+    ][0]
     assert len(read_dependencies("ptb-sample:dev")) == 1921
     assert load_corpus("ptb-sample:test") == [t.leaves() for t in test]
     # DESIGN.md §7's right-branching references: dev 39.94, test 39.88
@@ -38,7 +41,9 @@ def test_ptb_sample_halves_partition_the_sample(ptb_gold):
 
 
 def test_unknown_part_is_a_one_line_error():
-    with pytest.raises(InputError, match="unknown part 'train' of ptb-sample: expected ptb-sample, ptb-sample:dev or ptb-sample:test"):
+    with pytest.raises(
+        InputError, match="unknown part 'train' of ptb-sample: expected ptb-sample, ptb-sample:dev or ptb-sample:test"
+    ):
         load_gold_trees("ptb-sample:train")
     assert ptb_sample_part("ptb-sample") == "all" and ptb_sample_part("some/file.mrg") is None
 
@@ -49,8 +54,9 @@ def test_bracket_scores_equal_the_evaluator(ptb_gold, kind):
     make = {"left": left_branching, "balanced": balanced, "random": lambda n: random_binary(n, rng)}[kind]
     trees = baseline_trees(ptb_gold, make)
     full = evaluate_constituency(trees, ptb_gold)
-    fast = bracket_scores([brackets(t) for t in trees], [brackets(g) for g in ptb_gold],
-                          [len(g.leaves()) for g in ptb_gold])
+    fast = bracket_scores(
+        [brackets(t) for t in trees], [brackets(g) for g in ptb_gold], [len(g.leaves()) for g in ptb_gold]
+    )
     assert fast["sentence_f1"] == pytest.approx(full["sentence_f1"], abs=1e-9)
     assert fast["corpus_f1"] == pytest.approx(full["corpus_f1"], abs=1e-9)
 
@@ -61,9 +67,18 @@ def _flat(scores: dict) -> dict:
 
 def test_train_records_the_curve_from_step_0(tmp_path):
     out = tmp_path / "run"
-    args = TrainArguments(out=str(out), preset="tiny", max_steps=6, eval_every=4, save_every=0,
-                          eval_treebank="ptb-sample:dev", quiet=True, threads=1, device="cpu",
-                          overrides={"constituent_variant": "official"})
+    args = TrainArguments(
+        out=str(out),
+        preset="tiny",
+        max_steps=6,
+        eval_every=4,
+        save_every=0,
+        eval_treebank="ptb-sample:dev",
+        quiet=True,
+        threads=1,
+        device="cpu",
+        overrides={"constituent_variant": "official"},
+    )
     train(args)
     record = json.loads((out / "training.json").read_text())
     curve = record["parse_curve"]
@@ -82,10 +97,10 @@ def test_train_records_the_curve_from_step_0(tmp_path):
     assert _flat(again) == pytest.approx(_flat(curve["points"][0]["scores"]))
     # and the last point is the saved model
     model, _, _ = load_model(out)
-    assert _flat(ParseCurve("ptb-sample:dev")(model, tokenizer)) == \
-        pytest.approx(_flat(curve["points"][-1]["scores"]))
+    assert _flat(ParseCurve("ptb-sample:dev")(model, tokenizer)) == pytest.approx(_flat(curve["points"][-1]["scores"]))
     # TensorBoard has the curve too
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     events = EventAccumulator(str(out / "tensorboard"))
     events.Reload()
     steps = [e.step for e in events.Scalars("parse/algorithm1_m0/sentence_f1")]
@@ -94,15 +109,27 @@ def test_train_records_the_curve_from_step_0(tmp_path):
 
 def test_bad_eval_treebank_fails_before_training(tmp_path):
     with pytest.raises(InputError, match="absent.mrg"):
-        train(TrainArguments(out=str(tmp_path / "o"), preset="tiny", max_steps=2, quiet=True,
-                             eval_treebank=str(tmp_path / "absent.mrg")))
+        train(
+            TrainArguments(
+                out=str(tmp_path / "o"),
+                preset="tiny",
+                max_steps=2,
+                quiet=True,
+                eval_treebank=str(tmp_path / "absent.mrg"),
+            )
+        )
     assert not (tmp_path / "o" / "model.safetensors").exists()
 
 
 def test_curve_figure_draws_each_decoder_and_baseline():
-    points = [{"step": s, "train_minutes": s / 10, "scores": {"algorithm1_m0": {"sentence_f1": 20.0 + s},
-                                                              "layer0": {"sentence_f1": 22.0}}}
-              for s in (0, 5, 10)]
+    points = [
+        {
+            "step": s,
+            "train_minutes": s / 10,
+            "scores": {"algorithm1_m0": {"sentence_f1": 20.0 + s}, "layer0": {"sentence_f1": 22.0}},
+        }
+        for s in (0, 5, 10)
+    ]
     fig = plot_parse_curve(points, ["algorithm1_m0", "layer0"], {"right-branching": 39.94})
     ax = fig.axes[0]
     assert [list(line.get_ydata()) for line in ax.lines[:2]] == [[20.0, 25.0, 30.0], [22.0, 22.0, 22.0]]

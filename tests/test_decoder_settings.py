@@ -6,6 +6,7 @@ them unless a flag says otherwise. Each test trains a tiny model for 3 steps on 
 files, lets ``induce`` score the test half, then parses the test half again through ``parse --model``
 and scores those trees with ``evaluate``: the sentence F1 must be exactly the report's.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,7 @@ from syntaxformer.data.preprocess import load_gold_trees
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS
 from syntaxformer.parsing import resolve_decoder_options
-from syntaxformer.structures import (DECODER_FILE, DecoderOptions, save_decoder_options,
-                                     saved_decoder_options)
+from syntaxformer.structures import DECODER_FILE, DecoderOptions, save_decoder_options, saved_decoder_options
 
 torch.set_num_threads(1)
 
@@ -54,12 +54,15 @@ def _parse_and_score(capsys, model, out, *flags) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, name, flags", [
-    ("tree-transformer", "tree_transformer", []),             # the recipe's minimum layer 0
-    ("tree-transformer", "tree_transformer", ["--threshold", "0.6", "--descend-rule", "official"]),
-    ("structformer", "structformer", ["--dependency", "argmax"]),
-    ("on-lstm", "on_lstm", ["--layer", "0"]),
-])
+@pytest.mark.parametrize(
+    "model, name, flags",
+    [
+        ("tree-transformer", "tree_transformer", []),  # the recipe's minimum layer 0
+        ("tree-transformer", "tree_transformer", ["--threshold", "0.6", "--descend-rule", "official"]),
+        ("structformer", "structformer", ["--dependency", "argmax"]),
+        ("on-lstm", "on_lstm", ["--layer", "0"]),
+    ],
+)
 def test_parse_model_gives_the_f1_induce_reported(capsys, corpus, tmp_path, model, name, flags):
     if model not in MODELS:
         pytest.skip(f"{model} is not registered")
@@ -104,19 +107,23 @@ def test_folder_without_settings_uses_its_report_or_the_defaults(tmp_path, caplo
 
 def test_the_shipped_parser_reads_its_report():
     from syntaxformer.pretrained import model_or_pretrained, pretrained_folder
+
     report = json.loads((pretrained_folder() / "report.json").read_text())
     folder, options = model_or_pretrained(None)
     assert folder == pretrained_folder()
     assert options == DecoderOptions.from_dict(report["decoder"]) and options.min_layer == 0
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"threshold": 0.8, "beam": 3}', "unknown decoder setting"),
-    ('{"min_layer": "two"}', "bad decoder setting"),
-    ('{"layer": 1, "min_layer": 0}', "exclude each other"),
-    ("[1, 2]", "expected a JSON object"),
-    ("{", "unreadable JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"threshold": 0.8, "beam": 3}', "unknown decoder setting"),
+        ('{"min_layer": "two"}', "bad decoder setting"),
+        ('{"layer": 1, "min_layer": 0}', "exclude each other"),
+        ("[1, 2]", "expected a JSON object"),
+        ("{", "unreadable JSON"),
+    ],
+)
 def test_bad_settings_file_is_a_one_line_error(tmp_path, content, message):
     (tmp_path / DECODER_FILE).write_text(content)
     with pytest.raises(InputError, match=message) as error:

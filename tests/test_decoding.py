@@ -1,4 +1,5 @@
 """Tree and dependency decoders against hand-worked cases, brute force and the embedded ptb-sample."""
+
 from __future__ import annotations
 
 import functools
@@ -11,9 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from syntaxformer.decoding import (algorithm1, argmax_heads, brackets, chu_liu_edmonds, head_scores,
-                                   is_tree, resolve_min_layer, single_layer, spans_to_tree,
-                                   split_by_distance, to_bracketed, tree_score)
+from syntaxformer.decoding import (
+    algorithm1,
+    argmax_heads,
+    brackets,
+    chu_liu_edmonds,
+    head_scores,
+    is_tree,
+    resolve_min_layer,
+    single_layer,
+    spans_to_tree,
+    split_by_distance,
+    to_bracketed,
+    tree_score,
+)
 
 FAST = settings(max_examples=100, deadline=None)
 
@@ -43,9 +55,13 @@ def random_links(rng, layers, n, hierarchical=True):
     return np.sort(a, axis=0) if hierarchical else a
 
 
-link_matrices = st.integers(1, 6).flatmap(lambda layers: st.integers(1, 25).flatmap(
-    lambda n: arrays(np.float64, (layers, n - 1),
-                     elements=st.floats(0.0, 1.0, allow_nan=False, allow_subnormal=False))))
+link_matrices = st.integers(1, 6).flatmap(
+    lambda layers: st.integers(1, 25).flatmap(
+        lambda n: arrays(
+            np.float64, (layers, n - 1), elements=st.floats(0.0, 1.0, allow_nan=False, allow_subnormal=False)
+        )
+    )
+)
 
 
 def break_key_split(a, threshold, min_layer):
@@ -63,8 +79,7 @@ def break_key_split(a, threshold, min_layer):
         breaks.append(bool(hs))
         keys.append((max(hs), -a[max(hs), k]) if hs else (-1, 0.0))
     spans = split_by_distance(keys)
-    return {(i, j) for i, j in spans
-            if (i, j) == (0, n) or ((i == 0 or breaks[i - 1]) and (j == n or breaks[j - 1]))}
+    return {(i, j) for i, j in spans if (i, j) == (0, n) or ((i == 0 or breaks[i - 1]) and (j == n or breaks[j - 1]))}
 
 
 def official_reference(a, threshold=0.8, min_layer=2, rule=0.7):
@@ -76,14 +91,14 @@ def official_reference(a, threshold=0.8, min_layer=2, rule=0.7):
         if e - s < 2:
             return
         out.add((s, e))
-        links = a[l, s:e - 1]
+        links = a[l, s : e - 1]
         p = s + int(np.argmin(links))
         if a[l, p] >= threshold:
             if l > min_layer:
                 visit(s, e, l - 1)
             return
         for cs, ce in ((s, p + 1), (p + 1, e)):
-            inner = a[l, cs:ce - 1]
+            inner = a[l, cs : ce - 1]
             visit(cs, ce, max(l - 1, min_layer) if inner.size and inner.min() > rule else l)
 
     visit(0, n, a.shape[0] - 1)
@@ -128,8 +143,10 @@ def test_algorithm1_threshold_is_strict():
 
 
 def test_algorithm1_official_descend_rule_changes_the_tree():
-    a = [[0.50, 0.20, 0.05],   # layer 0
-         [0.75, 0.78, 0.10]]   # layer 1 (top)
+    a = [
+        [0.50, 0.20, 0.05],  # layer 0
+        [0.75, 0.78, 0.10],
+    ]  # layer 1 (top)
     # paper: split gap 2 at the top; (0,3) at the top: weakest 0.75 < 0.8 -> w0 | (1,3)
     assert algorithm1(a, min_layer=0) == {(0, 4), (0, 3), (1, 3)}
     # public code: (0,3)'s weakest top link 0.75 > 0.7 -> visit it at layer 0: weakest gap 1 -> (0,2)
@@ -138,9 +155,9 @@ def test_algorithm1_official_descend_rule_changes_the_tree():
 
 
 def test_algorithm1_short_sentences_and_inputs():
-    assert algorithm1(np.zeros((3, 0))) == set()                   # 1 word
-    assert algorithm1([[0.9], [0.95]], min_layer=0) == {(0, 2)}    # 2 words, no break: flat pair
-    assert algorithm1([[0.1], [0.3]], min_layer=0) == {(0, 2)}     # 2 words, break
+    assert algorithm1(np.zeros((3, 0))) == set()  # 1 word
+    assert algorithm1([[0.9], [0.95]], min_layer=0) == {(0, 2)}  # 2 words, no break: flat pair
+    assert algorithm1([[0.1], [0.3]], min_layer=0) == {(0, 2)}  # 2 words, break
     assert single_layer([]) == set() and single_layer([0.4]) == {(0, 2)}
     t = torch.tensor(TWO_LAYERS, requires_grad=True)
     assert algorithm1(t, min_layer=0) == algorithm1(np.array(TWO_LAYERS), min_layer=0)
@@ -163,8 +180,8 @@ def test_algorithm1_bad_arguments():
 
 
 def test_resolve_min_layer():
-    assert resolve_min_layer(10) == 2          # public code: layer index 2 = the paper's m = 3
-    assert resolve_min_layer(2) == 1 and resolve_min_layer(1) == 0   # tiny models: the top layer
+    assert resolve_min_layer(10) == 2  # public code: layer index 2 = the paper's m = 3
+    assert resolve_min_layer(2) == 1 and resolve_min_layer(1) == 0  # tiny models: the top layer
     assert resolve_min_layer(10, 0) == 0 and resolve_min_layer(10, 9) == 9
 
 
@@ -190,8 +207,12 @@ def test_algorithm1_valid_tree_every_length_1_to_60():
     for n in range(1, 61):
         for layers, hierarchical in ((10, True), (3, False), (1, True)):
             a = random_links(rng, layers, n, hierarchical)
-            for kwargs in ({}, {"min_layer": 0}, {"descend_threshold": 0.7},
-                           {"threshold": 0.5, "min_layer": layers - 1}):
+            for kwargs in (
+                {},
+                {"min_layer": 0},
+                {"descend_threshold": 0.7},
+                {"threshold": 0.5, "min_layer": layers - 1},
+            ):
                 assert_valid_tree(algorithm1(a, **kwargs), n)
             assert_valid_tree(single_layer(a[-1]), n)
 
@@ -259,8 +280,9 @@ def test_decoders_recover_real_trees(ptb_gold):
         a = np.array([[0.5 if l <= top - d else 0.95 for d in gap_depth] for l in range(layers)])
         a = a.reshape(layers, n - 1)
         for m in (0, 2, top):
-            assert algorithm1(a, threshold=0.8, min_layer=m) == \
-                expected_truncated_right_binarised(n, depth, gap_depth, top - m), to_bracketed(tree)
+            assert algorithm1(a, threshold=0.8, min_layer=m) == expected_truncated_right_binarised(
+                n, depth, gap_depth, top - m
+            ), to_bracketed(tree)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -301,10 +323,12 @@ def test_brute_force_enumeration_counts_trees():
     assert not is_tree([1, 0]) and not is_tree([3, 0])
 
 
-score_matrices = st.integers(1, 6).flatmap(lambda n: arrays(
-    np.float64, (n + 1, n + 1), elements=st.floats(-30.0, 5.0, allow_nan=False)))
-tied_matrices = st.integers(1, 6).flatmap(lambda n: arrays(
-    np.float64, (n + 1, n + 1), elements=st.integers(-3, 1).map(float)))
+score_matrices = st.integers(1, 6).flatmap(
+    lambda n: arrays(np.float64, (n + 1, n + 1), elements=st.floats(-30.0, 5.0, allow_nan=False))
+)
+tied_matrices = st.integers(1, 6).flatmap(
+    lambda n: arrays(np.float64, (n + 1, n + 1), elements=st.integers(-3, 1).map(float))
+)
 
 
 @FAST
@@ -344,10 +368,7 @@ def test_chu_liu_edmonds_hand_case_two_root_children():
     # Unconstrained, words 1 and 2 both take the root (5 each) and 3 takes 1 (4): two root children.
     # Single root: 0->1, 1->2, 1->3 scores 5 + 2 + 4 = 11; 0->2, 2->1, 1->3 only 5 + 1 + 4 = 10.
     ninf = -np.inf
-    s = np.array([[ninf, 5, 5, 0],
-                  [ninf, ninf, 2, 4],
-                  [ninf, 1, ninf, 3],
-                  [ninf, 0, 0, ninf]])
+    s = np.array([[ninf, 5, 5, 0], [ninf, ninf, 2, 4], [ninf, 1, ninf, 3], [ninf, 0, 0, ninf]])
     assert chu_liu_edmonds(s) == [0, 1, 1]
     assert chu_liu_edmonds(torch.tensor(s)) == [0, 1, 1]
 
@@ -356,10 +377,7 @@ def test_chu_liu_edmonds_cycle_contraction_hand_case():
     # Words 1 and 2 prefer each other (10 each): a cycle. Entering it at 1 from the root costs
     # 10 - 1 = 9, at 2 costs 10 - 3 = 7, so the root takes 2: heads [2, 0, 1] (3 prefers 1, 6).
     ninf = -np.inf
-    s = np.array([[ninf, 1, 3, 2],
-                  [ninf, ninf, 10, 6],
-                  [ninf, 10, ninf, 5],
-                  [ninf, 0, 0, ninf]])
+    s = np.array([[ninf, 1, 3, 2], [ninf, ninf, 10, 6], [ninf, 10, ninf, 5], [ninf, 0, 0, ninf]])
     assert chu_liu_edmonds(s) == [2, 0, 1]
     assert tree_score(s, [2, 0, 1]) == 10 + 3 + 6
 
@@ -385,6 +403,7 @@ def test_chu_liu_edmonds_sizes_and_errors():
 
 def test_dependency_decoders_recover_ptb_sample_trees():
     from syntaxformer.data.dependency import read_dependencies
+
     rng = np.random.default_rng(0)
     sentences = read_dependencies("ptb-sample")
     assert len(sentences) == 3914
@@ -414,9 +433,7 @@ def test_dependency_decoders_recover_ptb_sample_trees():
 
 
 def test_argmax_heads_public_rule():
-    probs = np.array([[0.0, 0.7, 0.3],
-                      [0.2, 0.0, 0.1],
-                      [0.6, 0.4, 0.0]])
+    probs = np.array([[0.0, 0.7, 0.3], [0.2, 0.0, 0.1], [0.6, 0.4, 0.0]])
     assert argmax_heads(probs, [0.1, 0.9, 0.5]) == [2, 0, 1]
     # not a tree decoder: a cycle (1 <-> 3) and tied heights giving two roots are both possible
     cyc = np.array([[0.0, 0.0, 1.0], [0.5, 0.0, 0.5], [1.0, 0.0, 0.0]])
@@ -429,14 +446,12 @@ def test_argmax_heads_public_rule():
 
 
 def test_head_scores_layout():
-    probs = np.array([[0.0, 0.7, 0.3],
-                      [0.2, 0.0, 0.1],
-                      [0.6, 0.4, 0.0]])
+    probs = np.array([[0.0, 0.7, 0.3], [0.2, 0.0, 0.1], [0.6, 0.4, 0.0]])
     s = head_scores(probs)
     assert s.shape == (4, 4)
     assert s[2, 1] == pytest.approx(np.log(0.7)) and s[1, 3] == pytest.approx(np.log(0.6))
-    assert s[0, 2] == pytest.approx(np.log(0.7))     # word 2's missing mass 1 - 0.3
-    assert s[0, 1] == pytest.approx(np.log(1e-12))   # word 1's row sums to 1: floor
+    assert s[0, 2] == pytest.approx(np.log(0.7))  # word 2's missing mass 1 - 0.3
+    assert s[0, 1] == pytest.approx(np.log(1e-12))  # word 1's row sums to 1: floor
     assert np.isneginf(np.diag(s)).all() and np.isneginf(s[:, 0]).all()
     # word 2 is the root (0.7), 1 <- 2 (0.7), 3 <- 1 (0.6)
     assert chu_liu_edmonds(s) == [2, 0, 1]

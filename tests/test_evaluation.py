@@ -1,5 +1,6 @@
 """Bracket F1 (sentence, corpus, WSJ-10, label recall, depth) and UAS/UUAS: exact values by hand and on
 the embedded ptb-sample, plus properties."""
+
 from __future__ import annotations
 
 import math
@@ -14,9 +15,15 @@ from syntaxformer.data.dependency import DependencySentence, read_dependencies
 from syntaxformer.decoding.spans import brackets, spans_to_tree, split_by_distance
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import baseline_trees, right_branching
-from syntaxformer.evaluation.constituency import (RECALL_LABELS, base_labels, corpus_f1,
-                                                  evaluate_constituency, gold_labelled_brackets,
-                                                  sentence_f1, tree_depth)
+from syntaxformer.evaluation.constituency import (
+    RECALL_LABELS,
+    base_labels,
+    corpus_f1,
+    evaluate_constituency,
+    gold_labelled_brackets,
+    sentence_f1,
+    tree_depth,
+)
 from syntaxformer.evaluation.dependency import evaluate_dependency, reattach_heads
 
 
@@ -31,6 +38,7 @@ def pred(words: str, spans) -> Tree:
 
 # ---------------------------------------------------------------- sentence_f1 and its conventions
 
+
 def test_sentence_f1_by_hand():
     assert sentence_f1({(0, 2), (2, 5), (3, 5)}, {(1, 5), (2, 5), (3, 5)}) == pytest.approx(2 / 3)
     # P = 1/2, R = 1/3 -> F1 = 2 * (1/6) / (5/6) = 2/5
@@ -39,9 +47,9 @@ def test_sentence_f1_by_hand():
 
 
 def test_sentence_f1_empty_set_conventions():
-    assert sentence_f1(set(), set()) == 1.0        # R = 1 (gold empty), P = 1 (pred empty too)
-    assert sentence_f1({(0, 2)}, set()) == 0.0     # R = 1, P = 0
-    assert sentence_f1(set(), {(0, 2)}) == 0.0     # R = 0
+    assert sentence_f1(set(), set()) == 1.0  # R = 1 (gold empty), P = 1 (pred empty too)
+    assert sentence_f1({(0, 2)}, set()) == 0.0  # R = 1, P = 0
+    assert sentence_f1(set(), {(0, 2)}) == 0.0  # R = 0
 
 
 def test_corpus_f1_counts():
@@ -51,6 +59,7 @@ def test_corpus_f1_counts():
 
 
 # ---------------------------------------------------------------- evaluate_constituency by hand
+
 
 def test_length_one_and_two_sentences_score_one():
     golds = [gold("( (S (NN dog) (. .)) )"), gold("( (S (DT the) (NN dog)) )")]
@@ -76,8 +85,7 @@ def test_corpus_and_sentence_f1_differ():
     # Sentence 1 (5 words): gold {(0,2),(2,5),(3,5)}, right-branching {(1,5),(2,5),(3,5)}: F1 2/3.
     # Sentence 2 (3 words): gold {(1,3)}, left-branching {(0,2)}: F1 0.
     # Sentence-level: (2/3 + 0) / 2 = 1/3. Corpus-level: tp 2, pred 4, gold 4 -> 1/2.
-    golds = [gold("(S (NP (DT a) (NN b)) (VP (VB c) (NP (DT d) (NN e))))"),
-             gold("(S (NN a) (VP (VB b) (NN c)))")]
+    golds = [gold("(S (NP (DT a) (NN b)) (VP (VB c) (NP (DT d) (NN e))))"), gold("(S (NN a) (VP (VB b) (NN c)))")]
     preds = [pred("a b c d e", right_branching(5)), pred("a b c", [(0, 2)])]
     result = evaluate_constituency(preds, golds)
     assert result["sentence_f1"] == pytest.approx(100 / 3)
@@ -88,25 +96,24 @@ def test_corpus_and_sentence_f1_differ():
 
 def test_wsj10_keeps_sentences_of_at_most_ten_words():
     long_words = " ".join(f"(NN w{i})" for i in range(11))
-    golds = [gold(f"(S (NP {long_words}))"),                 # 11 words, flat: no bracket
-             gold("(S (NP (DT a) (NN b)) (VB c))")]          # 3 words, gold {(0,2)}
-    preds = [pred(" ".join(f"w{i}" for i in range(11)), right_branching(11)),
-             pred("a b c", [(0, 2)])]
+    golds = [
+        gold(f"(S (NP {long_words}))"),  # 11 words, flat: no bracket
+        gold("(S (NP (DT a) (NN b)) (VB c))"),
+    ]  # 3 words, gold {(0,2)}
+    preds = [pred(" ".join(f"w{i}" for i in range(11)), right_branching(11)), pred("a b c", [(0, 2)])]
     result = evaluate_constituency(preds, golds)
     assert result["n_wsj10"] == 1
-    assert result["sentence_f1"] == pytest.approx(50.0)    # (0 + 1) / 2: non-empty pred, empty gold -> 0
+    assert result["sentence_f1"] == pytest.approx(50.0)  # (0 + 1) / 2: non-empty pred, empty gold -> 0
     assert result["wsj10_sentence_f1"] == 100.0
     assert result["wsj10_corpus_f1"] == 100.0
     assert result["corpus_f1"] == pytest.approx(100 * 2 * (1 / 10) * 1 / (1 / 10 + 1))
 
 
 def test_label_recall_by_hand():
-    g = gold("( (S (NP-SBJ (DT the) (JJ big) (NN dog)) (VP (VBD ran) (ADVP (RB very) (RB fast)))"
-             " (. .)) )")
+    g = gold("( (S (NP-SBJ (DT the) (JJ big) (NN dog)) (VP (VBD ran) (ADVP (RB very) (RB fast))) (. .)) )")
     result = evaluate_constituency([pred("the big dog ran very fast", right_branching(6))], [g])
     assert result["label_counts"] == {"NP": 1, "VP": 1, "PP": 0, "SBAR": 0, "ADJP": 0, "ADVP": 1}
-    assert result["label_recall"] == {"NP": 0.0, "VP": 100.0, "PP": None, "SBAR": None,
-                                      "ADJP": None, "ADVP": 100.0}
+    assert result["label_recall"] == {"NP": 0.0, "VP": 100.0, "PP": None, "SBAR": None, "ADJP": None, "ADVP": 100.0}
     assert list(result["label_recall"]) == list(RECALL_LABELS)
 
 
@@ -125,10 +132,10 @@ def test_tree_depth():
     assert tree_depth(pred("a", [])) == 0
     assert tree_depth(pred("a b", [])) == 1
     assert tree_depth(pred("a b c d e", right_branching(5))) == 4
-    assert tree_depth(Tree.fromstring("(S (X (X a b) c))")) == 2     # (0,3) and (0,2); unary once
+    assert tree_depth(Tree.fromstring("(S (X (X a b) c))")) == 2  # (0,3) and (0,2); unary once
     golds = [gold("(S (NP (DT a) (NN b)) (VB c))"), gold("(S (NN a))")]
     result = evaluate_constituency([pred("a b c", right_branching(3)), pred("a", [])], golds)
-    assert result["mean_depth"] == 1.0                                # (2 + 0) / 2
+    assert result["mean_depth"] == 1.0  # (2 + 0) / 2
 
 
 def test_predicted_leaves_are_normalised_like_gold():
@@ -157,6 +164,7 @@ def test_word_mismatch_names_sentence_and_words():
 
 # ---------------------------------------------------------------- properties
 
+
 @st.composite
 def span_sets(draw):
     """Two binary trees over the same words, from random distances (one decoder)."""
@@ -173,18 +181,19 @@ def test_f1_properties(sets):
     n, a, b = sets
     f = sentence_f1(a, b)
     assert 0.0 <= f <= 1.0
-    assert f == sentence_f1(b, a)                            # symmetric, empty conventions included
+    assert f == sentence_f1(b, a)  # symmetric, empty conventions included
     assert sentence_f1(a, a) == 1.0
     assert (f == 1.0) == (a == b)
     words = [f"w{i}" for i in range(n)]
     result = evaluate_constituency([spans_to_tree(words, a)], [spans_to_tree(words, b)])
     assert 0.0 <= result["sentence_f1"] <= 100.0
     assert math.isclose(result["sentence_f1"], 100 * f)
-    if a and b:                                              # one sentence: micro = sentence F1
+    if a and b:  # one sentence: micro = sentence F1
         assert math.isclose(result["corpus_f1"], 100 * f)
 
 
 # ---------------------------------------------------------------- the embedded ptb-sample
+
 
 def test_gold_against_itself_is_100(ptb_gold):
     result = evaluate_constituency(ptb_gold, ptb_gold)
@@ -202,17 +211,18 @@ def test_right_branching_on_ptb_sample_is_the_reference(ptb_gold):
     assert round(result["wsj10_sentence_f1"], 2) == 58.60
     assert round(result["wsj10_corpus_f1"], 2) == 55.00
     assert result["n_sentences"] == 3914 and result["n_wsj10"] == 555
-    assert result["label_counts"] == {"NP": 24247, "VP": 13500, "PP": 9290, "SBAR": 2877,
-                                      "ADJP": 929, "ADVP": 409}
+    assert result["label_counts"] == {"NP": 24247, "VP": 13500, "PP": 9290, "SBAR": 2877, "ADJP": 929, "ADVP": 409}
     assert round(result["label_recall"]["VP"], 2) == 71.74
 
 
 # ---------------------------------------------------------------- dependencies
 
+
 def dep(words: str, heads, punct=None) -> DependencySentence:
     w = tuple(words.split())
-    return DependencySentence(w, ("X",) * len(w), tuple(heads),
-                              tuple(punct) if punct is not None else (False,) * len(w))
+    return DependencySentence(
+        w, ("X",) * len(w), tuple(heads), tuple(punct) if punct is not None else (False,) * len(w)
+    )
 
 
 # "a , b c ." : a -> ","(punct) -> b ; b root ; c -> b ; "." -> b
@@ -232,7 +242,7 @@ def test_uas_uuas_by_hand():
     assert (full["uas"], full["uuas"]) == (100.0, 100.0)
     # a full-length prediction is reduced like gold: a head on punctuation is re-attached
     assert evaluate_dependency([GOLD], [GOLD])["uas"] == 100.0
-    on_punct = evaluate_dependency([dep("a , b c .", [5, 3, 0, 3, 3])], [GOLD])   # a -> . -> b
+    on_punct = evaluate_dependency([dep("a , b c .", [5, 3, 0, 3, 3])], [GOLD])  # a -> . -> b
     assert on_punct["uas"] == 100.0
     # ... unless its head chain cycles through punctuation only (a -> , -> . -> ,): wrong
     cycle = evaluate_dependency([dep("a , b c .", [2, 5, 0, 3, 2])], [GOLD])

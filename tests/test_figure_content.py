@@ -16,6 +16,7 @@ colour at every cell centre is mapped back through the documented colour scale (
 Cells are located from the axes' window extent and the documented geometry (not from the axes'
 data transform), so a transposed, flipped or shifted heatmap fails.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,8 +32,7 @@ import pytest  # noqa: E402
 from matplotlib import colormaps  # noqa: E402
 from nltk import Tree  # noqa: E402
 
-from syntaxformer.figures import (plot_attention_heads, plot_constituent_priors,  # noqa: E402
-                                  plot_link_probabilities, plot_tree)
+from syntaxformer.figures import plot_attention_heads, plot_constituent_priors, plot_link_probabilities, plot_tree  # noqa: E402
 
 DPI = 100
 VIRIDIS = colormaps["viridis"]
@@ -45,6 +45,7 @@ WORDS = ["the", "cat", "sat", "on", "mats"]
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
+
 
 def render(fig) -> np.ndarray:
     """The figure as a PNG at DPI, read back: ``(height, width, 3)`` floats in [0, 1], row 0 at
@@ -62,7 +63,7 @@ def render(fig) -> np.ndarray:
 def colour_at(image: np.ndarray, x: float, y: float, half: int = 2) -> np.ndarray:
     """Median RGB of a (2 half + 1)^2 patch around display point (x, y) (origin bottom left)."""
     col, row = int(round(x)), int(round(image.shape[0] - y))
-    patch = image[row - half:row + half + 1, col - half:col + half + 1].reshape(-1, 3)
+    patch = image[row - half : row + half + 1, col - half : col + half + 1].reshape(-1, 3)
     return np.median(patch, axis=0)
 
 
@@ -113,8 +114,7 @@ def heatmap_cells(image, ax, n_rows: int, n_cols: int, vmax: float = 1.0) -> np.
 # ---------------------------------------------------------------------------------------------
 
 #: layer 0's links, and layer 1 = layer 0 + (1 - layer 0) * â (the hierarchical constraint)
-LINKS = np.array([[0.9, 0.3, 0.7, 0.5],
-                  [0.9 + 0.1 * 0.5, 0.3 + 0.7 * 0.2, 0.7 + 0.3 * 0.6, 0.5 + 0.5 * 0.1]])
+LINKS = np.array([[0.9, 0.3, 0.7, 0.5], [0.9 + 0.1 * 0.5, 0.3 + 0.7 * 0.2, 0.7 + 0.3 * 0.6, 0.5 + 0.5 * 0.1]])
 
 
 def test_prior_by_loops_by_hand():
@@ -125,7 +125,7 @@ def test_prior_by_loops_by_hand():
 
 
 def test_constituent_prior_pixels_follow_the_prior():
-    priors = prior_by_loops(LINKS)                                                    # (2, 5, 5)
+    priors = prior_by_loops(LINKS)  # (2, 5, 5)
     fig = plot_constituent_priors(priors, WORDS, model_name="hand-built")
     try:
         image = render(fig)
@@ -135,27 +135,24 @@ def test_constituent_prior_pixels_follow_the_prior():
             box = extent(ax)
             assert abs(box.width - box.height) <= 1.5  # square cells (aspect equal, 5 x 5)
             recovered = heatmap_cells(image, ax, 5, 5)
-            np.testing.assert_allclose(recovered, priors[layer], atol=0.02,
-                                       err_msg=f"layer {layer}")
+            np.testing.assert_allclose(recovered, priors[layer], atol=0.02, err_msg=f"layer {layer}")
             # word i labels row i (from the top) and column i (from the left)
             for i, (xlabel, ylabel) in enumerate(zip(ax.get_xticklabels(), ax.get_yticklabels())):
                 assert xlabel.get_text() == ylabel.get_text() == WORDS[i]
-                assert centre(extent(xlabel))[0] == pytest.approx(box.x0 + (i + 0.5) * box.width / 5,
-                                                                  abs=2.0)
-                assert centre(extent(ylabel))[1] == pytest.approx(box.y1 - (i + 0.5) * box.height / 5,
-                                                                  abs=2.0)
+                assert centre(extent(xlabel))[0] == pytest.approx(box.x0 + (i + 0.5) * box.width / 5, abs=2.0)
+                assert centre(extent(ylabel))[1] == pytest.approx(box.y1 - (i + 0.5) * box.height / 5, abs=2.0)
                 assert extent(xlabel).y1 <= box.y0 and extent(ylabel).x1 <= box.x0
         # the two layers differ where their links differ, e.g. C[., 1, 2] = 0.3 vs 0.44
-        assert heatmap_cells(image, panels[1], 5, 5)[1, 2] - heatmap_cells(image, panels[0], 5, 5)[1, 2] \
-            == pytest.approx(0.14, abs=0.03)
+        assert heatmap_cells(image, panels[1], 5, 5)[1, 2] - heatmap_cells(image, panels[0], 5, 5)[
+            1, 2
+        ] == pytest.approx(0.14, abs=0.03)
 
         # the shared colour bar: viridis(v) at height v of the bar, on [0, 1]
         bar = fig.axes[-1]
         assert not bar.images and bar not in panels
         bar_box = extent(bar)
         for v in np.linspace(0.05, 0.95, 10):
-            rgb = colour_at(image, (bar_box.x0 + bar_box.x1) / 2, bar_box.y0 + v * bar_box.height,
-                            half=1)
+            rgb = colour_at(image, (bar_box.x0 + bar_box.x1) / 2, bar_box.y0 + v * bar_box.height, half=1)
             assert decode(rgb) == pytest.approx(v, abs=0.02)
     finally:
         plt.close(fig)
@@ -164,14 +161,12 @@ def test_constituent_prior_pixels_follow_the_prior():
 def test_attention_head_pixels_put_queries_on_rows():
     """A non-symmetric attention matrix: query i = row i from the top, key j = column j from the
     left, colour scale [0, max]."""
-    attention = np.array([[[0.10, 0.60, 0.05, 0.00],
-                           [0.30, 0.00, 0.20, 0.10],
-                           [0.00, 0.45, 0.15, 0.35],
-                           [0.25, 0.05, 0.50, 0.40]],
-                          [[0.40, 0.00, 0.00, 0.00],
-                           [0.10, 0.20, 0.30, 0.15],
-                           [0.05, 0.10, 0.25, 0.55],
-                           [0.35, 0.30, 0.20, 0.10]]])
+    attention = np.array(
+        [
+            [[0.10, 0.60, 0.05, 0.00], [0.30, 0.00, 0.20, 0.10], [0.00, 0.45, 0.15, 0.35], [0.25, 0.05, 0.50, 0.40]],
+            [[0.40, 0.00, 0.00, 0.00], [0.10, 0.20, 0.30, 0.15], [0.05, 0.10, 0.25, 0.55], [0.35, 0.30, 0.20, 0.10]],
+        ]
+    )
     fig = plot_attention_heads(attention, WORDS[:4], layer=1)
     try:
         image = render(fig)
@@ -179,8 +174,7 @@ def test_attention_head_pixels_put_queries_on_rows():
         assert len(panels) == 2
         for head, ax in enumerate(panels):
             recovered = heatmap_cells(image, ax, 4, 4, vmax=0.60)
-            np.testing.assert_allclose(recovered, attention[head], atol=0.02 * 0.60,
-                                       err_msg=f"head {head}")
+            np.testing.assert_allclose(recovered, attention[head], atol=0.02 * 0.60, err_msg=f"head {head}")
     finally:
         plt.close(fig)
 
@@ -190,9 +184,7 @@ def test_attention_head_pixels_put_queries_on_rows():
 # ---------------------------------------------------------------------------------------------
 
 #: three layers over 6 words (5 gaps), all values distinct
-LINK_PROBS = np.array([[0.05, 0.40, 0.15, 0.70, 0.30],
-                       [0.35, 0.55, 0.25, 0.80, 0.45],
-                       [0.60, 0.75, 0.50, 0.95, 0.65]])
+LINK_PROBS = np.array([[0.05, 0.40, 0.15, 0.70, 0.30], [0.35, 0.55, 0.25, 0.80, 0.45], [0.60, 0.75, 0.50, 0.95, 0.65]])
 LINK_WORDS = ["stocks", "fell", "on", "the", "big", "board"]
 
 
@@ -212,19 +204,21 @@ def test_link_probability_pixels_follow_the_links():
         ax = fig.axes[0]
         assert not ax.texts
         box = extent(ax)
-        recovered = np.array([[decode(colour_at(image, *link_cell_centre(box, l, k, layers, n)))
-                               for k in range(n - 1)] for l in range(layers)])
+        recovered = np.array(
+            [
+                [decode(colour_at(image, *link_cell_centre(box, l, k, layers, n))) for k in range(n - 1)]
+                for l in range(layers)
+            ]
+        )
         np.testing.assert_allclose(recovered, LINK_PROBS, atol=0.02)
         # word k's label sits at x = k: between cell k-1 and cell k, under the words it links
         for k, label in enumerate(ax.get_xticklabels()):
             assert label.get_text() == LINK_WORDS[k]
-            assert centre(extent(label))[0] == pytest.approx(box.x0 + (k + 0.5) / n * box.width,
-                                                             abs=2.0)
+            assert centre(extent(label))[0] == pytest.approx(box.x0 + (k + 0.5) / n * box.width, abs=2.0)
         # layer labels from the bottom up
         for l, label in enumerate(ax.get_yticklabels()):
             assert label.get_text() == str(l)
-            assert centre(extent(label))[1] == pytest.approx(box.y0 + (l + 0.5) / layers * box.height,
-                                                             abs=2.0)
+            assert centre(extent(label))[1] == pytest.approx(box.y0 + (l + 0.5) / layers * box.height, abs=2.0)
         # left of word 0 and right of the last word: no cell (the axes background, white)
         for l in range(layers):
             y = box.y0 + (l + 0.5) / layers * box.height
@@ -264,18 +258,16 @@ def test_link_probability_annotations_sit_in_their_cells():
 
 TREES = [
     Tree.fromstring("(S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))))"),
-    Tree.fromstring("(S (X a (X b c d)) (X e) f)"),       # n-ary, a unary node, words at many depths
-    Tree.fromstring("(S (X (X (X w0 w1) w2) w3) w4)"),    # left-branching
+    Tree.fromstring("(S (X a (X b c d)) (X e) f)"),  # n-ary, a unary node, words at many depths
+    Tree.fromstring("(S (X (X (X w0 w1) w2) w3) w4)"),  # left-branching
 ]
 
 
 def tree_from_drawing(ax) -> Tree:
     """Rebuild the tree from the axes: node labels are the boxed texts, words the unboxed ones,
     solid lines the edges (parent above child), dashed lines drop a word to the bottom row."""
-    nodes = {tuple(np.round(t.get_position(), 6)): t.get_text()
-             for t in ax.texts if t.get_bbox_patch() is not None}
-    words = {round(t.get_position()[0], 6): t.get_text()
-             for t in ax.texts if t.get_bbox_patch() is None}
+    nodes = {tuple(np.round(t.get_position(), 6)): t.get_text() for t in ax.texts if t.get_bbox_patch() is not None}
+    words = {round(t.get_position()[0], 6): t.get_text() for t in ax.texts if t.get_bbox_patch() is None}
     children: dict[tuple, list[tuple]] = {}
     for line in ax.lines:
         (x0, y0), (x1, y1) = np.round(line.get_xydata(), 6)
@@ -305,8 +297,7 @@ def test_tree_drawing_encodes_the_tree(tree):
         assert tree_from_drawing(ax) == tree
         # the words, read left to right in the rendering, are the leaves in order, on one row,
         # without overlapping, inside the image
-        words = sorted((t for t in ax.texts if t.get_bbox_patch() is None),
-                       key=lambda t: extent(t).x0)
+        words = sorted((t for t in ax.texts if t.get_bbox_patch() is None), key=lambda t: extent(t).x0)
         assert [t.get_text() for t in words] == tree.leaves()
         boxes = [extent(t) for t in words]
         assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))

@@ -5,6 +5,7 @@ xml.etree); word labels of a 40-word sentence are checked not to overlap; tree d
 for word order, node colours and crossing edges; the command runs end to end on tiny randomly
 initialised models saved to a temporary folder.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -21,11 +22,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nltk import Tree
 
-from syntaxformer.decoding.spans import brackets, split_by_distance, spans_to_tree
+from syntaxformer.decoding.spans import brackets, spans_to_tree, split_by_distance
 from syntaxformer.decoding.tree_transformer import algorithm1
-from syntaxformer.figures import (draw_text_tree, plot_attention_heads, plot_constituent_priors,
-                                  plot_link_probabilities, plot_tree, plot_trees, save_figure,
-                                  write_index)
+from syntaxformer.figures import (
+    draw_text_tree,
+    plot_attention_heads,
+    plot_constituent_priors,
+    plot_link_probabilities,
+    plot_tree,
+    plot_trees,
+    save_figure,
+    write_index,
+)
 from syntaxformer.figures.trees import MATCHED, NEUTRAL, UNMATCHED
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -34,6 +42,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
+
 
 def assert_valid_images(paths) -> None:
     """``paths`` = [png, svg], both non-empty and readable as images."""
@@ -90,6 +99,7 @@ def synthetic_40():
 # ---------------------------------------------------------------------------------------------
 # heatmaps
 # ---------------------------------------------------------------------------------------------
+
 
 def test_prior_from_links_matches_definition():
     links = np.array([[0.5, 0.2, 0.9]])
@@ -172,8 +182,7 @@ def test_heatmaps_reject_wrong_shapes():
 def test_heatmaps_accept_torch_tensors():
     torch = pytest.importorskip("torch")
     fig = plot_link_probabilities(torch.tensor([[0.1, 0.9]]), ["a", "b", "c"])
-    np.testing.assert_allclose(np.asarray(fig.axes[0].collections[0].get_array()), [[0.1, 0.9]],
-                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fig.axes[0].collections[0].get_array()), [[0.1, 0.9]], rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,8 +212,9 @@ def test_tree_of_known_tree(tmp_path):
     assert labels["PP"] == (3.75, -2)
     assert labels["VP"] == (2.875, -1)
     assert labels["S"] == (1.6875, 0)
-    assert all(t.get_bbox_patch().get_facecolor()[:3] == matplotlib.colors.to_rgb(NEUTRAL)
-               for t in nodes)  # no reference: grey
+    assert all(
+        t.get_bbox_patch().get_facecolor()[:3] == matplotlib.colors.to_rgb(NEUTRAL) for t in nodes
+    )  # no reference: grey
     assert_valid_images(save_figure(fig, tmp_path / "tree"))
 
 
@@ -245,13 +255,14 @@ def _cross(s, t) -> bool:
         v = (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
         return 0 if abs(v) < 1e-9 else (1 if v > 0 else -1)
 
-    return (orient(p1, p2, q1) * orient(p1, p2, q2) < 0
-            and orient(q1, q2, p1) * orient(q1, q2, p2) < 0)
+    return orient(p1, p2, q1) * orient(p1, p2, q2) < 0 and orient(q1, q2, p1) * orient(q1, q2, p2) < 0
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.floats(0, 1, allow_subnormal=False), min_size=1, max_size=25),
-       st.floats(0.0, 1.0, allow_subnormal=False))
+@given(
+    st.lists(st.floats(0, 1, allow_subnormal=False), min_size=1, max_size=25),
+    st.floats(0.0, 1.0, allow_subnormal=False),
+)
 def test_tree_edges_never_cross(distances, flat_cut):
     """Random trees (binary from distances, with spans above ``flat_cut`` removed so that some
     nodes are n-ary and words hang at different depths): no two drawn edges cross."""
@@ -280,6 +291,7 @@ def test_draw_text_tree_keeps_word_order():
 # a real ptb-sample sentence
 # ---------------------------------------------------------------------------------------------
 
+
 def test_figures_of_a_ptb_sample_sentence(tmp_path, ptb_gold):
     gold = ptb_gold[3]
     words = gold.leaves()
@@ -287,8 +299,7 @@ def test_figures_of_a_ptb_sample_sentence(tmp_path, ptb_gold):
     n = len(words)
     # link probabilities that follow the gold tree: the smaller the smallest gold constituent
     # over words k and k+1, the stronger the link, strengthening with depth
-    smallest = [min(j - i for i, j in brackets(gold) | {(0, n)} if i <= k and k + 2 <= j)
-                for k in range(n - 1)]
+    smallest = [min(j - i for i, j in brackets(gold) | {(0, n)} if i <= k and k + 2 <= j) for k in range(n - 1)]
     hats = np.array([[1 - np.exp(-(layer + 1) / s) for s in smallest] for layer in range(3)])
     links = hierarchical(hats)
     predicted = spans_to_tree(words, algorithm1(links, min_layer=0))
@@ -307,10 +318,16 @@ def test_figures_of_a_ptb_sample_sentence(tmp_path, ptb_gold):
 # index.html
 # ---------------------------------------------------------------------------------------------
 
+
 def test_write_index(tmp_path):
     paths = save_figure(plot_tree(CAT), tmp_path / "s1-tree")
-    page = write_index(tmp_path, "a <title>", [("sentence 1: the cat & co", [("tree", paths[0])])],
-                       meta="model m; seed 0", notes=["a note"])
+    page = write_index(
+        tmp_path,
+        "a <title>",
+        [("sentence 1: the cat & co", [("tree", paths[0])])],
+        meta="model m; seed 0",
+        notes=["a note"],
+    )
     text = page.read_text()
     assert page == tmp_path / "index.html"
     assert '<img src="s1-tree.png"' in text and '<a href="s1-tree.svg">' in text
@@ -322,6 +339,7 @@ def test_write_index(tmp_path):
 # the show command, end to end on tiny random models
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory, ptb_gold):
     torch = pytest.importorskip("torch")
@@ -332,9 +350,10 @@ def tiny_models(tmp_path_factory, ptb_gold):
     corpus = [t.leaves() for t in ptb_gold[:50]]
     folders = {}
     for name, model, overrides, add_cls in [
-            ("constituent", "tree-transformer", {"prior": "constituent"}, True),
-            ("none", "tree-transformer", {"prior": "none"}, True),
-            ("structformer", "structformer", {}, False)]:
+        ("constituent", "tree-transformer", {"prior": "constituent"}, True),
+        ("none", "tree-transformer", {"prior": "none"}, True),
+        ("structformer", "structformer", {}, False),
+    ]:
         tokenizer = build_word_tokenizer(corpus, add_cls=add_cls)
         torch.manual_seed(0)
         config = make_config(model, "tiny", len(tokenizer), **overrides)
@@ -365,9 +384,23 @@ def _check_index(out_dir, result) -> list[str]:
 
 def test_show_tree_transformer(tmp_path, capsys, tiny_models):
     out = tmp_path / "figs"
-    status, result = _show(capsys, "--model", tiny_models["constituent"], "--out", out,
-                           "The cat sat", "--treebank", "ptb-sample", "--index", "0",
-                           "--gold", "--layers", "0,2", "--seed", "1")
+    status, result = _show(
+        capsys,
+        "--model",
+        tiny_models["constituent"],
+        "--out",
+        out,
+        "The cat sat",
+        "--treebank",
+        "ptb-sample",
+        "--index",
+        "0",
+        "--gold",
+        "--layers",
+        "0,2",
+        "--seed",
+        "1",
+    )
     assert status == 0
     assert result["prior"] == "constituent" and result["seed"] == 1
     assert result["attention_layers"] == [0, 2]
@@ -375,58 +408,74 @@ def test_show_tree_transformer(tmp_path, capsys, tiny_models):
     assert first["words"] == ["the", "cat", "sat"]  # normalised as the treebank
     assert second["words"][:2] == ["pierre", "vinken"]
     names = sorted(f.rsplit("/", 1)[-1] for f in first["files"])
-    assert names == sorted(f"s1-{kind}.{ext}" for kind in
-                           ("tree", "priors", "links", "attention-layer0", "attention-layer2")
-                           for ext in ("png", "svg"))
+    assert names == sorted(
+        f"s1-{kind}.{ext}"
+        for kind in ("tree", "priors", "links", "attention-layer0", "attention-layer2")
+        for ext in ("png", "svg")
+    )
     assert Tree.fromstring(second["tree"]).leaves() == second["words"]
     pngs = _check_index(out, result)
     assert len(pngs) == 10
     for png in pngs[:5]:
-        assert_valid_images([out / png.rsplit("/", 1)[-1],
-                             out / png.rsplit("/", 1)[-1].replace(".png", ".svg")])
+        assert_valid_images([out / png.rsplit("/", 1)[-1], out / png.rsplit("/", 1)[-1].replace(".png", ".svg")])
 
 
 def test_show_plain_transformer_draws_attention_only(tmp_path, capsys, tiny_models):
     out = tmp_path / "plain"
-    status, result = _show(capsys, "--model", tiny_models["none"], "--out", out,
-                           "--treebank", "ptb-sample", "--index", "2", "--gold", "--layers", "1")
+    status, result = _show(
+        capsys,
+        "--model",
+        tiny_models["none"],
+        "--out",
+        out,
+        "--treebank",
+        "ptb-sample",
+        "--index",
+        "2",
+        "--gold",
+        "--layers",
+        "1",
+    )
     assert status == 0 and result["prior"] == "none" and result["decoder"] is None
     (entry,) = result["sentences"]
     names = sorted(f.rsplit("/", 1)[-1] for f in entry["files"])
-    assert names == ["s1-attention-layer1.png", "s1-attention-layer1.svg",
-                     "s1-gold.png", "s1-gold.svg"]
+    assert names == ["s1-attention-layer1.png", "s1-attention-layer1.svg", "s1-gold.png", "s1-gold.svg"]
     _check_index(out, result)
 
 
 def test_show_structformer_tree_and_attention(tmp_path, capsys, tiny_models):
     out = tmp_path / "sf"
-    status, result = _show(capsys, "--model", tiny_models["structformer"], "--out", out,
-                           "the cat sat on the mat")
+    status, result = _show(capsys, "--model", tiny_models["structformer"], "--out", out, "the cat sat on the mat")
     assert status == 0 and result["model_type"] == "structformer"
     assert result["decoder"] == "top-down split at the largest syntactic distance"
     (entry,) = result["sentences"]
     names = sorted(f.rsplit("/", 1)[-1] for f in entry["files"])
-    assert names == sorted(f"s1-{kind}.{ext}" for kind in
-                           ("tree", "distances", "attention-layer0", "attention-layer1") for ext in ("png", "svg"))
+    assert names == sorted(
+        f"s1-{kind}.{ext}"
+        for kind in ("tree", "distances", "attention-layer0", "attention-layer1")
+        for ext in ("png", "svg")
+    )
     assert Tree.fromstring(entry["tree"]).leaves() == ["the", "cat", "sat", "on", "the", "mat"]
     _check_index(out, result)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["the cat", "--index", "0"], "need --treebank"),
-    (["--treebank", "ptb-sample"], "needs at least one --index"),
-    (["--treebank", "ptb-sample", "--index", "3914"], "out of range"),
-    (["the cat", "--layers", "5"], "0-based"),
-    (["the cat", "--min-layer", "9"], "--min-layer 9 out of range"),
-    (["the cat", "--min-layer", "1", "--layer", "0"], "exclude each other"),
-    (["the cat", "--device", "gpu"], "not a torch device"),
-    ([], "give sentences"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["the cat", "--index", "0"], "need --treebank"),
+        (["--treebank", "ptb-sample"], "needs at least one --index"),
+        (["--treebank", "ptb-sample", "--index", "3914"], "out of range"),
+        (["the cat", "--layers", "5"], "0-based"),
+        (["the cat", "--min-layer", "9"], "--min-layer 9 out of range"),
+        (["the cat", "--min-layer", "1", "--layer", "0"], "exclude each other"),
+        (["the cat", "--device", "gpu"], "not a torch device"),
+        ([], "give sentences"),
+    ],
+)
 def test_show_bad_input(tmp_path, capsys, tiny_models, argv, message):
     from syntaxformer.cli import main
 
-    status = main(["show", "--model", str(tiny_models["constituent"]), "--out", str(tmp_path),
-                   *argv])
+    status = main(["show", "--model", str(tiny_models["constituent"]), "--out", str(tmp_path), *argv])
     assert status == 1
     assert message in capsys.readouterr().err
 

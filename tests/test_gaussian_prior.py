@@ -1,5 +1,6 @@
 """The Gaussian distance prior (DESIGN.md §3.1): the literal formula, the plain Transformer as its
 limit, padding invariance, the fused and eager kernels, gradients of w and b, training."""
+
 import math
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors import PRIORS, GaussianPrior
 from syntaxformer.priors.attention import eager_attention, sdpa_attention
-from syntaxformer.priors.gaussian import gaussian_bias, inverse_softplus
+from syntaxformer.priors.gaussian import inverse_softplus
 
 
 def test_bias_is_the_literal_formula_and_the_constraints_hold():
@@ -28,8 +29,11 @@ def test_bias_is_the_literal_formula_and_the_constraints_hold():
     # initial values are represented exactly (softplus inverse)
     fresh = GaussianPrior(2, w_init=0.2, b_init=-0.7)
     assert torch.allclose(fresh.w, torch.tensor([0.2, 0.2])) and torch.allclose(fresh.b, torch.tensor([-0.7, -0.7]))
-    assert math.isclose(torch.nn.functional.softplus(torch.tensor(inverse_softplus(1e-12), dtype=torch.float64)).item(),
-                         1e-12, rel_tol=1e-6)
+    assert math.isclose(
+        torch.nn.functional.softplus(torch.tensor(inverse_softplus(1e-12), dtype=torch.float64)).item(),
+        1e-12,
+        rel_tol=1e-6,
+    )
     with pytest.raises(ValueError):
         GaussianPrior(2, w_init=0.0)
     with pytest.raises(ValueError):
@@ -64,11 +68,9 @@ def _pair(**gaussian):
     torch.manual_seed(0)
     plain = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", 40, prior="none")).eval()
     torch.manual_seed(0)
-    model = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", 40, prior="gaussian",
-                                                   **gaussian)).eval()
+    model = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", 40, prior="gaussian", **gaussian)).eval()
     state = {k: v for k, v in model.state_dict().items() if "gaussian" not in k}
-    model.load_state_dict({**plain.state_dict(), **{k: v for k, v in model.state_dict().items()
-                                                     if "gaussian" in k}})
+    model.load_state_dict({**plain.state_dict(), **{k: v for k, v in model.state_dict().items() if "gaussian" in k}})
     assert set(state) == set(plain.state_dict())
     return plain, model
 
@@ -101,11 +103,22 @@ def test_padding_does_not_change_real_tokens(impl):
 
 
 def test_trains_as_a_masked_lm_encoder_and_induces_no_trees(tmp_path):
+    from syntaxformer.errors import InputError
     from syntaxformer.parsing import check_induces_structure, load_model
     from syntaxformer.training import train
-    from syntaxformer.errors import InputError
-    out = train(out=str(tmp_path / "g"), model="tree-transformer", preset="tiny", prior="gaussian",
-                corpus="ptb-sample:dev", max_steps=3, batch_size=8, seed=0, quiet=True, threads=1)
+
+    out = train(
+        out=str(tmp_path / "g"),
+        model="tree-transformer",
+        preset="tiny",
+        prior="gaussian",
+        corpus="ptb-sample:dev",
+        max_steps=3,
+        batch_size=8,
+        seed=0,
+        quiet=True,
+        threads=1,
+    )
     model, _, info = load_model(out)
     assert model.config.prior == "gaussian" and info["steps"] == 3
     assert model.tree_transformer.layers[0].gaussian.w.shape == (2,)

@@ -1,5 +1,6 @@
 """Hard-concrete head gates (Louizos et al. 2018; Voita et al. 2019; DESIGN.md §3.5): the gate
 equations, determinism at test time, pruning the closed heads, fine-tuning with ``--head-gates``."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,19 @@ import torch
 
 from syntaxformer.cli import main as cli_main
 from syntaxformer.models import MODELS, make_config
-from syntaxformer.training.hard_concrete import (
-    GAMMA, LOUIZOS_TEMPERATURE, TEMPERATURE, ZETA, HeadGates, binarise, deterministic_gates, l0_penalty,
-    probability_closed, sample_gates,
-)
 from syntaxformer.training.finetune import GatedMaskedLM
+from syntaxformer.training.hard_concrete import (
+    GAMMA,
+    LOUIZOS_TEMPERATURE,
+    TEMPERATURE,
+    ZETA,
+    HeadGates,
+    binarise,
+    deterministic_gates,
+    l0_penalty,
+    probability_closed,
+    sample_gates,
+)
 
 # ----------------------------------------------------------------------------------------- the equations
 
@@ -65,8 +74,11 @@ def test_deterministic_gate_and_binarisation():
 
 # ----------------------------------------------------------------------------------------- gated models
 
-CASES = [("tree-transformer", dict(constituent_variant="official")), ("tree-transformer", dict(prior="none")),
-         ("structformer", dict())]
+CASES = [
+    ("tree-transformer", dict(constituent_variant="official")),
+    ("tree-transformer", dict(prior="none")),
+    ("structformer", dict()),
+]
 
 
 def _gated(name, overrides, log_alpha):
@@ -110,10 +122,14 @@ def test_output_is_deterministic_at_test_time_and_sampled_in_training(name, over
 def test_pruning_the_closed_heads_leaves_the_output_unchanged(name, overrides):
     ids, mask = _inputs()
     real = mask.bool()
-    log_alpha = torch.tensor([[6.0, -6.0, 6.0, -6.0],     # two open, two closed
-                              [-6.0, 6.0, 0.0, 6.0],      # (head 2 pruned before)
-                              [-6.0, -6.0, -6.0, -5.0],   # every gate closed: one head kept, silenced
-                              [6.0, 6.0, 6.0, -6.0]])
+    log_alpha = torch.tensor(
+        [
+            [6.0, -6.0, 6.0, -6.0],  # two open, two closed
+            [-6.0, 6.0, 0.0, 6.0],  # (head 2 pruned before)
+            [-6.0, -6.0, -6.0, -5.0],  # every gate closed: one head kept, silenced
+            [6.0, 6.0, 6.0, -6.0],
+        ]
+    )
     gated = _gated(name, overrides, log_alpha).eval()
     assert gated.gates.deterministic().unique().tolist() == [0.0, 1.0]
     with torch.no_grad():
@@ -133,13 +149,15 @@ def test_pruning_the_closed_heads_leaves_the_output_unchanged(name, overrides):
 def test_with_fractional_gates_pruning_the_closed_heads_equals_masking_them(name, overrides):
     ids, mask = _inputs()
     real = mask.bool()
-    log_alpha = torch.tensor([[1.0, -6.0, 0.3, 6.0], [-6.0, 0.5, 0.0, -0.2], [2.0, -6.0, 1.0, -1.0],
-                              [0.1, 0.2, -6.0, 6.0]])
+    log_alpha = torch.tensor(
+        [[1.0, -6.0, 0.3, 6.0], [-6.0, 0.5, 0.0, -0.2], [2.0, -6.0, 1.0, -1.0], [0.1, 0.2, -6.0, 6.0]]
+    )
     gated = _gated(name, overrides, log_alpha).eval()
     g = gated.gates.deterministic()
     assert ((g > 0) & (g < 1)).sum() >= 6
-    closed = {layer: [h for h in range(4) if g[layer, h] == 0.0 and gated.gates.present[layer, h]]
-              for layer in range(4)}
+    closed = {
+        layer: [h for h in range(4) if g[layer, h] == 0.0 and gated.gates.present[layer, h]] for layer in range(4)
+    }
     with torch.no_grad():
         before = gated(ids, mask).logits
         gated.model.prune_heads({k: v for k, v in closed.items() if v})
@@ -153,6 +171,7 @@ def test_with_fractional_gates_pruning_the_closed_heads_equals_masking_them(name
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory):
     from syntaxformer.data.corpus import load_corpus
+
     path = tmp_path_factory.mktemp("corpus") / "ptb-sample-300.txt"
     path.write_text("\n".join(" ".join(s) for s in load_corpus("ptb-sample")[:300]) + "\n")
     return path
@@ -162,6 +181,7 @@ def small_corpus(tmp_path_factory):
 def source(tmp_path_factory, ptb_gold):
     """An untrained tiny Tree Transformer with 4 heads in each of its 3 layers, and its tokenizer."""
     from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
+
     tokenizer = build_word_tokenizer([tree.leaves() for tree in ptb_gold])
     torch.manual_seed(0)
     model = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", len(tokenizer), num_attention_heads=4))
@@ -171,16 +191,29 @@ def source(tmp_path_factory, ptb_gold):
     return folder
 
 
-GATE_RUN = dict(head_gates=True, gate_l0=2.0, gate_lr=0.5, gate_init=0.5, batch_size=16, lr=1e-3,
-                save_every=3, eval_every=0, log_every=2, threads=1, quiet=True, seed=2)
+GATE_RUN = dict(
+    head_gates=True,
+    gate_l0=2.0,
+    gate_lr=0.5,
+    gate_init=0.5,
+    batch_size=16,
+    lr=1e-3,
+    save_every=3,
+    eval_every=0,
+    log_every=2,
+    threads=1,
+    quiet=True,
+    seed=2,
+)
 
 
 def test_penalty_is_added_to_the_mlm_loss_and_gradients_reach_the_gates(source, small_corpus, tmp_path):
     from syntaxformer.training.finetune import FineTuneTrainer
     from syntaxformer.training.trainer import TrainArguments
 
-    args = TrainArguments(out=str(tmp_path / "run"), init_from=str(source), corpus=str(small_corpus), max_steps=1,
-                          **GATE_RUN)
+    args = TrainArguments(
+        out=str(tmp_path / "run"), init_from=str(source), corpus=str(small_corpus), max_steps=1, **GATE_RUN
+    )
     trainer = FineTuneTrainer(args)
     trainer.build()
     assert trainer.args.model == "tree-transformer" and trainer.args.tokenizer == str(source)
@@ -204,10 +237,10 @@ def test_penalty_is_added_to_the_mlm_loss_and_gradients_reach_the_gates(source, 
 
 
 def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small_corpus, tmp_path):
-    from syntaxformer.parsing import load_model
-    from syntaxformer.training.trainer import train
-
     from safetensors.torch import load_file
+
+    from syntaxformer.parsing import load_model
+    from syntaxformer.training.run import train
 
     out, straight = tmp_path / "gated", tmp_path / "straight"
     train(out=str(out), init_from=str(source), corpus=str(small_corpus), max_steps=4, **GATE_RUN)
@@ -236,8 +269,12 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
     # float64 cross-entropy of its logits at the masked validation tokens (the run's own batches, rebuilt)
     from syntaxformer.training.finetune import FineTuneTrainer
     from syntaxformer.training.trainer import TrainArguments
-    rebuilt = FineTuneTrainer(TrainArguments(out=str(tmp_path / "rebuilt"), init_from=str(source),
-                                             corpus=str(small_corpus), max_steps=8, **GATE_RUN))
+
+    rebuilt = FineTuneTrainer(
+        TrainArguments(
+            out=str(tmp_path / "rebuilt"), init_from=str(source), corpus=str(small_corpus), max_steps=8, **GATE_RUN
+        )
+    )
     rebuilt.build()
     assert rebuilt.valid_batches
     total, count = 0.0, 0
@@ -253,10 +290,20 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
 
 def test_fine_tuning_without_gates_starts_from_the_folder(source, small_corpus, tmp_path):
     from safetensors.torch import load_file
-    from syntaxformer.training.trainer import train
 
-    out = train(out=str(tmp_path / "ft"), init_from=str(source), corpus=str(small_corpus), max_steps=1, lr=1e-9,
-                batch_size=16, threads=1, quiet=True, eval_every=0)
+    from syntaxformer.training.run import train
+
+    out = train(
+        out=str(tmp_path / "ft"),
+        init_from=str(source),
+        corpus=str(small_corpus),
+        max_steps=1,
+        lr=1e-9,
+        batch_size=16,
+        threads=1,
+        quiet=True,
+        eval_every=0,
+    )
     before, after = load_file(source / "model.safetensors"), load_file(out / "model.safetensors")
     assert before.keys() == after.keys()
     for k in before:
@@ -264,16 +311,19 @@ def test_fine_tuning_without_gates_starts_from_the_folder(source, small_corpus, 
     assert not (out / "gates.json").exists()
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--head-gates", "--gate-l0", "0.1"], "--head-gates fine-tunes a trained model: give --init-from DIR"),
-    (["--init-from", "{source}", "--gate-l0", "0.1"], "--gate-l0 without --head-gates"),
-    (["--init-from", "{source}", "--head-gates", "--gate-l0", "-1"], "--gate-l0 must not be negative"),
-    (["--init-from", "{source}", "--head-gates", "--gate-temperature", "0"], "--gate-temperature must be positive"),
-    (["--init-from", "{source}", "--prior", "none"], "--prior and --set cannot change it"),
-    (["--init-from", "{missing}", "--head-gates"], "not a model folder"),
-    (["--init-from", "{lstm}", "--head-gates"], "no attention heads to gate"),
-    (["--init-from", "{source}", "--head-gates", "--eval-treebank", "ptb-sample:dev"], "--eval-treebank"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--head-gates", "--gate-l0", "0.1"], "--head-gates fine-tunes a trained model: give --init-from DIR"),
+        (["--init-from", "{source}", "--gate-l0", "0.1"], "--gate-l0 without --head-gates"),
+        (["--init-from", "{source}", "--head-gates", "--gate-l0", "-1"], "--gate-l0 must not be negative"),
+        (["--init-from", "{source}", "--head-gates", "--gate-temperature", "0"], "--gate-temperature must be positive"),
+        (["--init-from", "{source}", "--prior", "none"], "--prior and --set cannot change it"),
+        (["--init-from", "{missing}", "--head-gates"], "not a model folder"),
+        (["--init-from", "{lstm}", "--head-gates"], "no attention heads to gate"),
+        (["--init-from", "{source}", "--head-gates", "--eval-treebank", "ptb-sample:dev"], "--eval-treebank"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_1(argv, message, source, tiny_model, tmp_path, capsys):
     names = dict(source=str(source), missing=str(tmp_path / "nowhere"), lstm=str(tiny_model("on-lstm")))
     argv = [a.format(**names) for a in argv]

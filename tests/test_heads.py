@@ -1,14 +1,17 @@
 """head_mask and prune_heads (Hugging Face conventions) for every model: masking a head = pruning it."""
+
 import pytest
 import torch
 
 from syntaxformer.models import MODELS, make_config
 
-CASES = [("tree-transformer", dict(constituent_variant="paper")),
-         ("tree-transformer", dict(constituent_variant="official")),
-         ("tree-transformer", dict(prior="none")),
-         ("tree-transformer", dict(prior="gaussian", gaussian_w_init=0.3, gaussian_b_init=-0.5)),
-         ("structformer", dict())]
+CASES = [
+    ("tree-transformer", dict(constituent_variant="paper")),
+    ("tree-transformer", dict(constituent_variant="official")),
+    ("tree-transformer", dict(prior="none")),
+    ("tree-transformer", dict(prior="gaussian", gaussian_w_init=0.3, gaussian_b_init=-0.5)),
+    ("structformer", dict()),
+]
 PRUNE = {0: [1], 2: [0, 3]}  # mini preset: 4 layers x 4 heads
 
 
@@ -37,8 +40,10 @@ def _mask_for(model, prune):
     return head_mask
 
 
-@pytest.mark.parametrize("name,overrides,impl", [(n, o, impl) for n, o in CASES for impl in ("eager", "sdpa")
-                                                  if n == "tree-transformer" or impl == "eager"])
+@pytest.mark.parametrize(
+    "name,overrides,impl",
+    [(n, o, impl) for n, o in CASES for impl in ("eager", "sdpa") if n == "tree-transformer" or impl == "eager"],
+)
 def test_masking_a_head_equals_pruning_it(name, overrides, impl):
     ids, mask = _inputs()
     model = _model(name, overrides, impl)

@@ -4,19 +4,30 @@ Exact values where the definitions give them: importance against central finite 
 masked-LM loss in float64, confidence / positional / rare-word shares and syntactic accuracies on
 hand-made attention, baselines on a hand-made treebank; then the command end to end.
 """
+
 from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from syntaxformer.analysis.heads import (
-    ANY, DIRECTIONS, DependencyCounts, RoleCounts, analyse_model, attention_weights, head_importance,
-    head_layout, load_dependency_data, max_attention, normalise_by_layer, relation_baselines, word_attention,
+    ANY,
+    DIRECTIONS,
+    DependencyCounts,
+    RoleCounts,
+    analyse_model,
+    attention_weights,
+    head_importance,
+    head_layout,
+    load_dependency_data,
+    max_attention,
+    normalise_by_layer,
+    relation_baselines,
+    word_attention,
 )
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, make_config
@@ -65,8 +76,9 @@ def _finite_difference(model, batch, layers, heads, eps=1e-6):
     return grad
 
 
-@pytest.mark.parametrize("name,overrides", [("tree-transformer", {}), ("tree-transformer", {"prior": "none"}),
-                                            ("structformer", {})])
+@pytest.mark.parametrize(
+    "name,overrides", [("tree-transformer", {}), ("tree-transformer", {"prior": "none"}), ("structformer", {})]
+)
 def test_importance_is_the_token_weighted_mean_of_absolute_gradients(name, overrides):
     """One batch: I = |dL/dxi| (central differences, float64); two batches: sum_b T_b |g_b| / sum_b T_b."""
     model = _tiny(name, **overrides)
@@ -93,8 +105,9 @@ def test_importance_of_a_pruned_head_is_nan_and_normalisation_is_per_layer():
     importance, _, _ = head_importance(model, [_masked_batch(3)])
     assert torch.isnan(importance[0, 1]) and not torch.isnan(importance[0, 0]) and not torch.isnan(importance[1:]).any()
     normalised = normalise_by_layer(torch.tensor([[3.0, 4.0], [float("nan"), 2.0], [0.0, 0.0]]))
-    torch.testing.assert_close(normalised, torch.tensor([[0.6, 0.8], [float("nan"), 1.0], [0.0, 0.0]],
-                                                        dtype=torch.float64), equal_nan=True)
+    torch.testing.assert_close(
+        normalised, torch.tensor([[0.6, 0.8], [float("nan"), 1.0], [0.0, 0.0]], dtype=torch.float64), equal_nan=True
+    )
     layout = head_layout(model)
     assert layout.present == ((0,), (0, 1), (0, 1))
     assert layout.grid(normalise_by_layer(importance))[0][1] is None
@@ -134,9 +147,9 @@ def test_confidence_positional_and_rare_word_shares_on_hand_made_attention():
     att, word_ids = _hand_made()
     weights, mask = word_attention(att, word_ids)
     assert weights.shape == (2, 5, 5, 6) and mask.tolist() == [[True] * 5, [True] * 3 + [False] * 2]
-    torch.testing.assert_close(weights[0, ..., :5], att[0])   # one token per word: the identity
+    torch.testing.assert_close(weights[0, ..., :5], att[0])  # one token per word: the identity
     torch.testing.assert_close(weights[1, :, :3, :3], att[1, :, :3, :3])
-    assert (weights[..., 5] == 0).all()                        # no special token
+    assert (weights[..., 5] == 0).all()  # no special token
     counts = RoleCounts(5)
     counts.add(weights, mask, rarest=torch.tensor([2, 0]))
     r = counts.result()
@@ -146,29 +159,36 @@ def test_confidence_positional_and_rare_word_shares_on_hand_made_attention():
     torch.testing.assert_close(r["next"], torch.tensor([0.0, 100, 0, 200 / 6, 0], dtype=torch.float64))
     # confidence: one-hot rows 1; uniform rows 1/5 (5 words) and 1/3 (3 words); head 4: 0.3/0.5 after
     # normalising the row (0.6), word 0's row 0.5/0.5 = 1; raw maxima 0.3 and 0.5
-    torch.testing.assert_close(r["confidence"], torch.tensor(
-        [1.0, 1.0, (5 * 0.2 + 3 / 3) / 8, 1.0, (2 * 1.0 + 6 * 0.6) / 8], dtype=torch.float64))
+    torch.testing.assert_close(
+        r["confidence"],
+        torch.tensor([1.0, 1.0, (5 * 0.2 + 3 / 3) / 8, 1.0, (2 * 1.0 + 6 * 0.6) / 8], dtype=torch.float64),
+    )
     torch.testing.assert_close(r["confidence_raw"][4], torch.tensor((2 * 0.5 + 6 * 0.3) / 8, dtype=torch.float64))
     # rare: sentence 1's rarest is word 2 (4 other words), sentence 2's is word 0 (2 others); hits:
     # head 0: word 3 of s1, word 1 of s2; head 1: word 1 of s1; head 2 (word 0): words 1, 2 of s2;
     # head 3 (word 2): the 4 words of s1; head 4 (as head 0): 2
-    torch.testing.assert_close(r["rare_word"], torch.tensor([200 / 6, 100 / 6, 200 / 6, 400 / 6, 200 / 6],
-                                                            dtype=torch.float64))
+    torch.testing.assert_close(
+        r["rare_word"], torch.tensor([200 / 6, 100 / 6, 200 / 6, 400 / 6, 200 / 6], dtype=torch.float64)
+    )
 
 
 def test_word_attention_takes_first_pieces_sums_pieces_and_keeps_special_tokens_apart():
     # tokens: [CLS] the cat ##s sat -> words the(0) cats(1) sat(2)
     word_ids = [[None, 0, 1, 1, 2]]
-    att = torch.tensor([[0.2, 0.2, 0.2, 0.2, 0.2],
-                        [0.5, 0.1, 0.1, 0.1, 0.2],    # the: most on [CLS]
-                        [0.0, 0.3, 0.1, 0.2, 0.4],    # cat: first piece of "cats"
-                        [0.9, 0.0, 0.0, 0.0, 0.1],    # ##s: not a word's row
-                        [0.0, 0.1, 0.3, 0.3, 0.3]])[None, None]  # sat: "cats" = 0.6
+    att = torch.tensor(
+        [
+            [0.2, 0.2, 0.2, 0.2, 0.2],
+            [0.5, 0.1, 0.1, 0.1, 0.2],  # the: most on [CLS]
+            [0.0, 0.3, 0.1, 0.2, 0.4],  # cat: first piece of "cats"
+            [0.9, 0.0, 0.0, 0.0, 0.1],  # ##s: not a word's row
+            [0.0, 0.1, 0.3, 0.3, 0.3],
+        ]
+    )[None, None]  # sat: "cats" = 0.6
     weights, mask = word_attention(att, word_ids)
     expected = torch.tensor([[0.1, 0.2, 0.2, 0.5], [0.3, 0.3, 0.4, 0.0], [0.1, 0.6, 0.3, 0.0]])
     torch.testing.assert_close(weights[0, 0], expected)
     confidence, _, target = max_attention(weights, mask)
-    assert target[0, 0].tolist() == [3, 2, 1]   # [CLS] (the special column), sat, cats
+    assert target[0, 0].tolist() == [3, 2, 1]  # [CLS] (the special column), sat, cats
     torch.testing.assert_close(confidence[0, 0], torch.tensor([0.5, 0.4, 0.6]))
 
 
@@ -182,7 +202,7 @@ RELS = [["det", "nsubj", "root", "advmod"], ["det", "amod", "nsubj", "root"], ["
 
 def test_relation_baselines_on_a_hand_made_treebank():
     b = relation_baselines(HEADS, RELS)
-    assert b["det", D2H] == dict(n=2, offset=1, baseline=50.0)      # offsets +1, +2: tie -> nearer
+    assert b["det", D2H] == dict(n=2, offset=1, baseline=50.0)  # offsets +1, +2: tie -> nearer
     assert b["det", H2D] == dict(n=2, offset=-1, baseline=50.0)
     assert b["nsubj", D2H] == dict(n=3, offset=1, baseline=100.0)
     assert b["advmod", D2H] == dict(n=1, offset=-1, baseline=100.0)
@@ -198,9 +218,9 @@ def test_attention_on_the_gold_head_is_100_percent_syntactic():
     n = 4
     target = torch.zeros(3, 2, n, dtype=torch.long)
     for s, heads in enumerate(HEADS):
-        target[s, 0, :len(heads)] = torch.tensor([h - 1 if h else i for i, h in enumerate(heads)])
+        target[s, 0, : len(heads)] = torch.tensor([h - 1 if h else i for i, h in enumerate(heads)])
     counts = DependencyCounts(2)
-    counts.add(target[:2], HEADS[:2], RELS[:2])   # two batches
+    counts.add(target[:2], HEADS[:2], RELS[:2])  # two batches
     counts.add(target[2:], HEADS[2:], RELS[2:])
     r = counts.result(labelled=True)
     for relation in ("det", "nsubj", "advmod", "amod", ANY):
@@ -250,14 +270,20 @@ def test_conllu_relations_punctuation_removed_words_normalised(tmp_path):
 
 def test_analysis_of_a_model_with_a_pruned_head(tiny_model):
     from syntaxformer.parsing import load_model
+
     model, tokenizer, _ = load_model(tiny_model("tree-transformer"))
     model.prune_heads({0: [1]})
-    report = analyse_model(model, tokenizer, {}, text="ptb-sample:test", dependencies=["ptb-sample:dev"],
-                           max_sentences=20, batch_size=8)
+    report = analyse_model(
+        model, tokenizer, {}, text="ptb-sample:test", dependencies=["ptb-sample:dev"], max_sentences=20, batch_size=8
+    )
     assert report["text"]["source"] == "ptb-sample:test" and report["text"]["n_sentences"] == 20
     assert report["rare_word"]["frequency_source"].startswith("the analysed text")
-    for grid in (report["importance"]["normalised"], report["confidence"], report["positional"]["previous"],
-                 report["dependencies"][0]["unlabelled_accuracy"]):
+    for grid in (
+        report["importance"]["normalised"],
+        report["confidence"],
+        report["positional"]["previous"],
+        report["dependencies"][0]["unlabelled_accuracy"],
+    ):
         assert grid[0][1] is None and all(v is not None for row in grid[1:] for v in row) and grid[0][0] is not None
     assert report["pruned_heads"] == {"0": [1]}
 
@@ -268,8 +294,11 @@ def test_a_model_without_attention_weights_is_an_input_error():
 
         def forward(self, input_ids, attention_mask, output_attentions=False):
             return type("O", (), {"attentions": None})()
+
     with pytest.raises(InputError, match="no attention weights"):
-        attention_weights(NoAttention(), torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3), head_layout(NoAttention()))
+        attention_weights(
+            NoAttention(), torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3), head_layout(NoAttention())
+        )
     NoAttention.config.num_attention_heads = 0
     with pytest.raises(InputError, match="no attention heads"):
         head_layout(NoAttention())
@@ -277,25 +306,54 @@ def test_a_model_without_attention_weights_is_an_input_error():
 
 def _run(argv):
     from syntaxformer.cli import main
+
     return main(argv)
 
 
 def test_command_end_to_end_on_the_held_out_text(tiny_model, tmp_path, capsys):
     model = tmp_path / "model"
     shutil.copytree(tiny_model("tree-transformer"), model)
-    (model / "training.json").write_text(json.dumps({"arguments": {
-        "corpus": "ptb-sample:dev", "valid": None, "valid_fraction": 0.05, "mask_rate": 0.15,
-        "mask_replace": "bert"}, "preset": "tiny", "seed": 0}))
+    (model / "training.json").write_text(
+        json.dumps(
+            {
+                "arguments": {
+                    "corpus": "ptb-sample:dev",
+                    "valid": None,
+                    "valid_fraction": 0.05,
+                    "mask_rate": 0.15,
+                    "mask_replace": "bert",
+                },
+                "preset": "tiny",
+                "seed": 0,
+            }
+        )
+    )
     out = tmp_path / "out"
-    assert _run(["heads", "--model", str(model), "--out", str(out), "--dependencies", "ptb-sample:dev",
-                 "--max-sentences", "300", "--seed", "1"]) == 0
+    assert (
+        _run(
+            [
+                "heads",
+                "--model",
+                str(model),
+                "--out",
+                str(out),
+                "--dependencies",
+                "ptb-sample:dev",
+                "--max-sentences",
+                "300",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "held-out 0.05 of ptb-sample:dev" in printed and "imp.norm" in printed
     report = json.loads((out / "heads.json").read_text())
-    assert report["text"]["n_sentences"] == 96                       # round(0.05 * 1921)
+    assert report["text"]["n_sentences"] == 96  # round(0.05 * 1921)
     assert report["rare_word"]["frequency_source"] == "training text of ptb-sample:dev (1825 sentences)"
     assert report["importance"]["n_masked_tokens"] > 0 and report["seed"] == 1
-    for layer in report["importance"]["normalised"]:                # unit l2 norm per layer
+    for layer in report["importance"]["normalised"]:  # unit l2 norm per layer
         assert sum(v * v for v in layer) == pytest.approx(1.0, abs=1e-3)
     dep = report["dependencies"][0]
     assert (dep["source"], dep["labelled"], dep["n_sentences"]) == ("ptb-sample:dev", False, 300)
@@ -311,8 +369,23 @@ def test_command_with_wordpiece_structformer_and_conllu(tiny_model, tmp_path, ca
     gold = tmp_path / "gold.conllu"
     gold.write_text(CONLLU * 3, encoding="utf-8")
     out = tmp_path / "out"
-    assert _run(["heads", "--model", str(tiny_model("structformer", "wordpiece")), "--out", str(out),
-                 "--dependencies", str(gold), "--max-sentences", "30", "--json"]) == 0
+    assert (
+        _run(
+            [
+                "heads",
+                "--model",
+                str(tiny_model("structformer", "wordpiece")),
+                "--out",
+                str(out),
+                "--dependencies",
+                str(gold),
+                "--max-sentences",
+                "30",
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["text"]["source"].startswith("ptb-sample:dev (the model's held-out text is unknown)")
     assert summary["text"]["n_split_words"] > 0
@@ -325,11 +398,14 @@ def test_command_with_wordpiece_structformer_and_conllu(tiny_model, tmp_path, ca
     assert (det["n"], det["baseline_offset"], det["baseline"]) == (3, 1, 100.0)
 
 
-@pytest.mark.parametrize("argv,where", [
-    (["--model", "{tmp}/nothing"], "nothing: not a model folder"),
-    (["--dependencies", "{tmp}/missing.conllu"], "missing.conllu"),
-    (["--text", "{tmp}/empty.txt"], "empty.txt"),
-])
+@pytest.mark.parametrize(
+    "argv,where",
+    [
+        (["--model", "{tmp}/nothing"], "nothing: not a model folder"),
+        (["--dependencies", "{tmp}/missing.conllu"], "missing.conllu"),
+        (["--text", "{tmp}/empty.txt"], "empty.txt"),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_file(argv, where, tiny_model, tmp_path, capsys):
     (tmp_path / "empty.txt").write_text("")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]

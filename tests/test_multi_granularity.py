@@ -1,6 +1,7 @@
 """Multi-granularity self-attention (Hao et al. 2019; DESIGN.md §3.3): partitions against hand-written
 ids, compositions against literal loops, single-word phrases = the plain Transformer, padding
 invariance, eager = sdpa, head_mask / prune_heads with mixed granularities, the phrase-label loss."""
+
 import copy
 
 import pytest
@@ -9,9 +10,16 @@ from nltk import Tree
 
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors import PRIORS, MultiGranularityPrior
-from syntaxformer.priors.multi_granularity import (PhraseCNN, PhraseSelfAttention, compose_phrases,
-                                                     ngram_partition, pad_phrase_ids, parse_granularities,
-                                                     tree_partition, tree_phrases)
+from syntaxformer.priors.multi_granularity import (
+    PhraseCNN,
+    PhraseSelfAttention,
+    compose_phrases,
+    ngram_partition,
+    pad_phrase_ids,
+    parse_granularities,
+    tree_partition,
+    tree_phrases,
+)
 
 SENTENCE = Tree.fromstring("(S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))))")
 
@@ -76,19 +84,28 @@ def test_compositions_equal_literal_loops():
     def cnn_literal(words):
         n = words.shape[0]
         padded = torch.cat([torch.zeros(1, 4, dtype=words.dtype), words, torch.zeros(1, 4, dtype=words.dtype)])
-        return torch.stack([cnn.proj(padded[t:t + 3].reshape(-1)) for t in range(n)])
+        return torch.stack([cnn.proj(padded[t : t + 3].reshape(-1)) for t in range(n)])
+
     assert torch.allclose(compose_phrases(x, ids, "cnn", cnn)[0], _literal_compose(x, ids, cnn_literal))
     att = PhraseSelfAttention(4).double()
 
     def att_literal(words):
         scores = att.query(words) @ att.key(words).T / 2.0
         return torch.softmax(scores, -1) @ att.value(words)
+
     assert torch.allclose(compose_phrases(x, ids, "attention", att)[0], _literal_compose(x, ids, att_literal))
 
 
 def _model(granularities, heads=2, **fields):
-    config = make_config("tree-transformer", "tiny", 40, prior="multi-granularity", num_attention_heads=heads,
-                         mgsa_granularities=granularities, **fields)
+    config = make_config(
+        "tree-transformer",
+        "tiny",
+        40,
+        prior="multi-granularity",
+        num_attention_heads=heads,
+        mgsa_granularities=granularities,
+        **fields,
+    )
     return MODELS["tree-transformer"](config).eval()
 
 
@@ -131,7 +148,9 @@ def test_padding_does_not_change_real_tokens(composition):
     part = tree_partition(SENTENCE, 2)
     with torch.no_grad():
         alone = model(ids, structure_inputs=_tree_inputs([part], 6)).logits
-        batched = model(batch, mask, structure_inputs=_tree_inputs([part, [0, 0, 0, 1, 1, 2, 2, 2, 3]], 9)).logits[:1, :6]
+        batched = model(batch, mask, structure_inputs=_tree_inputs([part, [0, 0, 0, 1, 1, 2, 2, 2, 3]], 9)).logits[
+            :1, :6
+        ]
     assert torch.allclose(alone, batched, atol=1e-5), (alone - batched).abs().max()
 
 
@@ -147,8 +166,9 @@ def test_eager_and_sdpa_agree_with_gradients():
         model.config._attn_implementation = impl
         out = model(ids, mask, labels=ids, structure_inputs=inputs)
         out.loss.backward()
-        results.append((out.logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
-                                             if p.grad is not None}))
+        results.append(
+            (out.logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        )
     assert torch.allclose(results[0][0], results[1][0], atol=1e-5)
     assert results[0][1].keys() == results[1][1].keys()
     assert any("memories.tree" in n for n in results[0][1])
@@ -163,15 +183,17 @@ def test_head_mask_equals_pruning_with_mixed_granularities(tmp_path):
     mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
     head_mask = torch.ones(3, 4)
     head_mask[0, [1, 2]] = 0  # a 2gram head and a word head
-    head_mask[1, 3] = 0       # the 3gram head
+    head_mask[1, 3] = 0  # the 3gram head
     pruned = copy.deepcopy(model)
     pruned.prune_heads({0: [1, 2], 1: [3]})
     attention = pruned.tree_transformer.layers[0].attention
     assert attention.head_ids == [0, 3]
     prior = pruned.tree_transformer.layers[0].multi_granularity
     out = prior(torch.randn(2, 7, 32), mask.bool())
-    assert [(positions, m.heads if m else None) for positions, m in attention.head_groups(out)] == \
-        [([0], None), ([1], (3,))]  # the 2gram memory has no head left
+    assert [(positions, m.heads if m else None) for positions, m in attention.head_groups(out)] == [
+        ([0], None),
+        ([1], (3,)),
+    ]  # the 2gram memory has no head left
     with torch.no_grad():
         masked = model(ids, mask, head_mask=head_mask, output_attentions=True)
         physical = pruned(ids, mask, output_attentions=True)
@@ -198,11 +220,13 @@ def test_phrase_label_loss_is_weight_times_nll():
     labels = torch.full((2, 6), -100)
     labels[:, 1] = ids[:, 1]
     labels[0, 4] = ids[0, 4]
-    phrase_ids = [tree_partition(SENTENCE, 2), [0, 0, 1, 2]]   # 4 and 3 phrases
+    phrase_ids = [tree_partition(SENTENCE, 2), [0, 0, 1, 2]]  # 4 and 3 phrases
     phrase_labels = torch.tensor([[0, 2, 1, -100], [1, 1, -100, -100]])
     captured = []
-    hooks = [layer.multi_granularity.register_forward_hook(lambda m, a, out: captured.append(out.record))
-             for layer in model.tree_transformer.layers]
+    hooks = [
+        layer.multi_granularity.register_forward_hook(lambda m, a, out: captured.append(out.record))
+        for layer in model.tree_transformer.layers
+    ]
     inputs = {**_tree_inputs(phrase_ids, 6), "phrase_labels": phrase_labels}
     with_labels = model(ids, mask, labels=labels, structure_inputs=inputs)
     for hook in hooks:
@@ -233,10 +257,36 @@ def test_phrase_label_loss_is_weight_times_nll():
 def test_trains_from_the_command_line(tmp_path):
     from syntaxformer.cli import main
     from syntaxformer.parsing import load_model
+
     out = tmp_path / "mg"
-    assert main(["train", "--prior", "multi-granularity", "--preset", "tiny", "--corpus", "ptb-sample:dev",
-                 "--max-steps", "3", "--batch-size", "8", "--seed", "0", "--threads", "1", "--out", str(out),
-                 "--set", 'mgsa_granularities="word,2gram"', "--set", 'mgsa_composition="cnn"']) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--prior",
+                "multi-granularity",
+                "--preset",
+                "tiny",
+                "--corpus",
+                "ptb-sample:dev",
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "8",
+                "--seed",
+                "0",
+                "--threads",
+                "1",
+                "--out",
+                str(out),
+                "--set",
+                'mgsa_granularities="word,2gram"',
+                "--set",
+                'mgsa_composition="cnn"',
+            ]
+        )
+        == 0
+    )
     model, _, info = load_model(out)
     assert model.config.prior == "multi-granularity" and info["steps"] == 3
     assert model.config.mgsa_composition == "cnn"

@@ -1,5 +1,6 @@
 """Natural-language inference (#14 items 2-3): readers, the Gaussian Transformer pair classifier and
 its baseline, the scores, the trainer (selection, resume) and the ``nli`` command."""
+
 from __future__ import annotations
 
 import json
@@ -10,28 +11,40 @@ import pytest
 import torch
 
 from syntaxformer.cli import main
-from syntaxformer.data.nli import (LABELS, NliPair, PairEncoder, char_ngram_ids, char_ngrams, load_nli,
-                                   load_nli_split, tokenize_sentence)
+from syntaxformer.data.nli import (
+    LABELS,
+    NliPair,
+    PairEncoder,
+    char_ngram_ids,
+    char_ngrams,
+    load_nli,
+    load_nli_split,
+    tokenize_sentence,
+)
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.classification import classification_scores, majority_class_scores
 from syntaxformer.models import PAIR_MODELS
 from syntaxformer.models.gaussian_transformer import scaled_sum
 
-SICK_HEADER = ("pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\t"
-               "entailment_BA\tsentence_A_original\tsentence_B_original\tsentence_A_dataset\t"
-               "sentence_B_dataset\tSemEval_set")
+SICK_HEADER = (
+    "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\t"
+    "entailment_BA\tsentence_A_original\tsentence_B_original\tsentence_A_dataset\t"
+    "sentence_B_dataset\tSemEval_set"
+)
 
 
 def sick_line(i, a, b, label, split):
     return f"{i}\t{a}\t{b}\t{label}\t4.5\tA_x_B\tB_x_A\t{a}\t{b}\tFLICKR\tFLICKR\t{split}"
 
 
-PAIRS = [("a man is playing a guitar", "a man is playing an instrument", "ENTAILMENT"),
-         ("a man is playing a guitar", "nobody is playing a guitar", "CONTRADICTION"),
-         ("a woman is slicing an onion", "a man is cutting a potato", "NEUTRAL"),
-         ("the dog is running in the park", "a dog runs", "ENTAILMENT"),
-         ("two kids are swimming", "no kid is swimming", "CONTRADICTION"),
-         ("a cat sleeps on the sofa", "the cat is eating", "NEUTRAL")]
+PAIRS = [
+    ("a man is playing a guitar", "a man is playing an instrument", "ENTAILMENT"),
+    ("a man is playing a guitar", "nobody is playing a guitar", "CONTRADICTION"),
+    ("a woman is slicing an onion", "a man is cutting a potato", "NEUTRAL"),
+    ("the dog is running in the park", "a dog runs", "ENTAILMENT"),
+    ("two kids are swimming", "no kid is swimming", "CONTRADICTION"),
+    ("a cat sleeps on the sofa", "the cat is eating", "NEUTRAL"),
+]
 
 
 @pytest.fixture
@@ -49,9 +62,20 @@ def sick_file(tmp_path):
 
 # ------------------------------------------------------------------------------------------ readers
 
+
 def test_tokenize_sentence():
     assert tokenize_sentence("A man's dog isn't black, really.") == (
-        "a", "man", "'s", "dog", "is", "n't", "black", ",", "really", ".")
+        "a",
+        "man",
+        "'s",
+        "dog",
+        "is",
+        "n't",
+        "black",
+        ",",
+        "really",
+        ".",
+    )
 
 
 def test_sick_on_the_real_file(shared_data):
@@ -67,18 +91,22 @@ def test_sick_on_the_real_file(shared_data):
 def test_sick_format_is_recognised_by_its_header(sick_file):
     data = load_nli(str(sick_file))
     assert (len(data.train), len(data.valid), len(data.test)) == (6, 3, 3) and data.format == "sick"
-    assert data.train[1] == NliPair(("a", "man", "is", "playing", "a", "guitar"),
-                                    ("nobody", "is", "playing", "a", "guitar"), 2, "2")
+    assert data.train[1] == NliPair(
+        ("a", "man", "is", "playing", "a", "guitar"), ("nobody", "is", "playing", "a", "guitar"), 2, "2"
+    )
     pairs, description = load_nli_split(str(sick_file), "trial")
     assert len(pairs) == 3 and description["split"] == "SICK TRIAL (official split)"
 
 
-@pytest.mark.parametrize("line, message", [
-    ("13\tA man\tA woman\tNEUTRAL\tTEST", "5 tab-separated fields, the header has 12"),
-    (sick_line(13, "a man", "a woman", "MAYBE", "TEST"), "unknown label 'MAYBE'"),
-    (sick_line(13, "a man", " ", "NEUTRAL", "TEST"), "empty hypothesis"),
-    (sick_line(13, "a man", "a woman", "NEUTRAL", "DEV"), "unknown SemEval_set 'DEV'"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("13\tA man\tA woman\tNEUTRAL\tTEST", "5 tab-separated fields, the header has 12"),
+        (sick_line(13, "a man", "a woman", "MAYBE", "TEST"), "unknown label 'MAYBE'"),
+        (sick_line(13, "a man", " ", "NEUTRAL", "TEST"), "empty hypothesis"),
+        (sick_line(13, "a man", "a woman", "NEUTRAL", "DEV"), "unknown SemEval_set 'DEV'"),
+    ],
+)
 def test_sick_bad_lines_name_file_and_line(sick_file, line, message):
     sick_file.write_bytes(sick_file.read_bytes() + b"\r\n" + line.encode())
     with pytest.raises(InputError) as e:
@@ -104,15 +132,29 @@ def test_tsv_premise_hypothesis_label(tmp_path):
     assert pairs[3].hypothesis == ("a", "dog", "runs")
 
 
-@pytest.mark.parametrize("name, text, message", [
-    ("a.jsonl", '{"premise": "a b", "hypothesis": "c", "label": "neutral"}\n{"premise": "a"\n', ":2: not a JSON object"),
-    ("b.jsonl", '{"premise": "a b", "hypothesis": "c", "label": "neutral"}\n{"premise": "a", "label": "x"}\n',
-     ":2: no fields premise/hypothesis/label or sentence1/sentence2/gold_label"),
-    ("c.jsonl", '{"premise": "a b", "hypothesis": "c", "label": "neutral"}\n'
-                '{"premise": "a", "hypothesis": "b", "label": "yes"}\n', ":2: unknown label 'yes'"),
-    ("d.tsv", "premise\thypothesis\tlabel\na\tb\tneutral\na\tb\n", ":3: 2 tab-separated fields, the header has 3"),
-    ("e.tsv", "premise\thypothesis\tlabel\n...\t\tneutral\n", ":2: empty hypothesis"),
-])
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        (
+            "a.jsonl",
+            '{"premise": "a b", "hypothesis": "c", "label": "neutral"}\n{"premise": "a"\n',
+            ":2: not a JSON object",
+        ),
+        (
+            "b.jsonl",
+            '{"premise": "a b", "hypothesis": "c", "label": "neutral"}\n{"premise": "a", "label": "x"}\n',
+            ":2: no fields premise/hypothesis/label or sentence1/sentence2/gold_label",
+        ),
+        (
+            "c.jsonl",
+            '{"premise": "a b", "hypothesis": "c", "label": "neutral"}\n'
+            '{"premise": "a", "hypothesis": "b", "label": "yes"}\n',
+            ":2: unknown label 'yes'",
+        ),
+        ("d.tsv", "premise\thypothesis\tlabel\na\tb\tneutral\na\tb\n", ":3: 2 tab-separated fields, the header has 3"),
+        ("e.tsv", "premise\thypothesis\tlabel\n...\t\tneutral\n", ":2: empty hypothesis"),
+    ],
+)
 def test_generic_bad_lines(tmp_path, name, text, message):
     path = tmp_path / name
     path.write_text(text)
@@ -121,6 +163,7 @@ def test_generic_bad_lines(tmp_path, name, text, message):
 
 
 # ------------------------------------------------------------------------------------------ inputs, scores
+
 
 def test_char_ngrams_and_their_stable_ids():
     assert char_ngrams("dog", [3, 4]) == ["<do", "dog", "og>", "<dog", "dog>"]
@@ -134,16 +177,19 @@ def test_classification_scores_exact():
     s = classification_scores(gold, predicted, LABELS)
     assert s["accuracy"] == pytest.approx(400 / 6)
     assert s["confusion"]["matrix"] == [[2, 1, 0], [0, 2, 0], [0, 1, 0]]
-    assert s["per_class"]["entailment"] == dict(precision=100.0, recall=pytest.approx(200 / 3), f1=80.0,
-                                                support=3, predicted=2)
+    assert s["per_class"]["entailment"] == dict(
+        precision=100.0, recall=pytest.approx(200 / 3), f1=80.0, support=3, predicted=2
+    )
     assert s["per_class"]["neutral"]["precision"] == 50.0 and s["per_class"]["neutral"]["recall"] == 100.0
     assert s["per_class"]["contradiction"]["precision"] is None and s["per_class"]["contradiction"]["recall"] == 0.0
 
 
 # ------------------------------------------------------------------------------------------ models
 
+
 class _Tokenizer:
     """A word vocabulary with the project's special ids ([PAD] 0, [UNK] 1)."""
+
     pad_token_id, unk_token_id = 0, 1
 
     def __init__(self, words):
@@ -165,8 +211,15 @@ def _model(name="gaussian-transformer", **fields):
     return entry.model_class(config).eval(), PairEncoder(tokenizer, config)
 
 
-@pytest.mark.parametrize("name, prior", [("gaussian-transformer", "gaussian"), ("gaussian-transformer", "none"),
-                                         ("gaussian-transformer", "constituent"), ("mean-pool", None)])
+@pytest.mark.parametrize(
+    "name, prior",
+    [
+        ("gaussian-transformer", "gaussian"),
+        ("gaussian-transformer", "none"),
+        ("gaussian-transformer", "constituent"),
+        ("mean-pool", None),
+    ],
+)
 def test_padding_invariance(name, prior):
     model, encoder = _model(name, **({"prior": prior} if prior else {}))
     pairs = _pairs()
@@ -231,6 +284,7 @@ def test_untrained_model_predicts_uniform(name):
 
 def test_recipe_fields_follow_the_model():
     from syntaxformer.workflows.nli import resolve_nli_recipe
+
     fields = resolve_nli_recipe("default", 4439, "mean-pool", overrides={"hidden_size": 16}, lr=None)
     assert fields["overrides"] == {"hidden_dropout_prob": 0.1, "hidden_size": 16}
     assert fields["max_steps"] == 36 * 139 and fields["lr"] == 1e-3
@@ -239,16 +293,21 @@ def test_recipe_fields_follow_the_model():
 
 def test_interaction_sees_the_whole_other_sentence_and_predictions_keep_their_order():
     from syntaxformer.workflows.nli import predict_pairs
+
     model, encoder = _model()
     p = _pairs()[0]
     changed = NliPair(p.premise, p.hypothesis[:-1] + ("onion",), p.label)
     with torch.no_grad():
+
         def aligned(pair):
             b = encoder.batch([pair])
-            x = model.encode(torch.cat([b["premise_ids"], b["hypothesis_ids"]]),
-                             torch.cat([b["premise_mask"], b["hypothesis_mask"]]).bool(),
-                             torch.cat([b["premise_char_ids"], b["hypothesis_char_ids"]]))
+            x = model.encode(
+                torch.cat([b["premise_ids"], b["hypothesis_ids"]]),
+                torch.cat([b["premise_mask"], b["hypothesis_mask"]]).bool(),
+                torch.cat([b["premise_char_ids"], b["hypothesis_char_ids"]]),
+            )
             return model.interact(x[:1], x[1:], b["hypothesis_mask"].bool())[0, 0]  # the premise's first word
+
         assert not torch.allclose(aligned(p), aligned(changed))  # no causal mask: the last word is seen
     model.classifier.out.weight.data.normal_()
     pairs = _pairs()
@@ -261,6 +320,7 @@ def test_interaction_sees_the_whole_other_sentence_and_predictions_keep_their_or
 
 def test_save_load_and_auto_class(tmp_path):
     from transformers import AutoModelForSequenceClassification
+
     model, encoder = _model(prior="constituent", classifier_features="match")
     model.save_pretrained(tmp_path)
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
@@ -290,15 +350,28 @@ def test_frozen_word_vectors_stay_fixed():
 
 # ------------------------------------------------------------------------------------------ training, command
 
+
 def _train_args(sick_file, out, **kw):
     from syntaxformer.training.nli import NliTrainArguments
-    return NliTrainArguments(out=str(out), data=str(sick_file), preset="tiny", batch_size=2, lr=1e-3,
-                             warmup_steps=2, schedule="linear", max_steps=kw.pop("max_steps", 6), seed=3,
-                             quiet=True, **kw)
+
+    return NliTrainArguments(
+        out=str(out),
+        data=str(sick_file),
+        preset="tiny",
+        batch_size=2,
+        lr=1e-3,
+        warmup_steps=2,
+        schedule="linear",
+        max_steps=kw.pop("max_steps", 6),
+        seed=3,
+        quiet=True,
+        **kw,
+    )
 
 
 def test_resume_equals_an_uninterrupted_run(sick_file, tmp_path):
     from syntaxformer.training.nli import NliTrainer
+
     whole = NliTrainer(_train_args(sick_file, tmp_path / "whole"))
     whole.train()
     first = NliTrainer(_train_args(sick_file, tmp_path / "cut", max_steps=4, schedule_steps=6))
@@ -316,8 +389,29 @@ def test_resume_equals_an_uninterrupted_run(sick_file, tmp_path):
 
 def test_nli_command_train_and_evaluate(sick_file, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["nli", "train", "--data", str(sick_file), "--recipe", "tiny", "--max-steps", "3", "--batch-size",
-                 "2", "--out", str(out), "--seed", "1", "--quiet", "--json"]) == 0
+    assert (
+        main(
+            [
+                "nli",
+                "train",
+                "--data",
+                str(sick_file),
+                "--recipe",
+                "tiny",
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "2",
+                "--out",
+                str(out),
+                "--seed",
+                "1",
+                "--quiet",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["steps"] == 3 and report["seed"] == 1 and report["prior"] == "gaussian"
     assert report["scores"]["test"]["n"] == 3 and report["scores"]["valid"]["n"] == 3
@@ -329,9 +423,28 @@ def test_nli_command_train_and_evaluate(sick_file, tmp_path, capsys):
 
 
 def test_nli_command_unknown_field(sick_file, tmp_path, capsys):
-    assert main(["nli", "train", "--data", str(sick_file), "--recipe", "tiny", "--model", "mean-pool", "--set",
-                 "classifier_features=\"match\"", "--out", str(tmp_path / "x")]) == 1
-    assert capsys.readouterr().err.strip() == "syntaxformer nli: error: mean-pool has no config field classifier_features"
+    assert (
+        main(
+            [
+                "nli",
+                "train",
+                "--data",
+                str(sick_file),
+                "--recipe",
+                "tiny",
+                "--model",
+                "mean-pool",
+                "--set",
+                'classifier_features="match"',
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 1
+    )
+    assert (
+        capsys.readouterr().err.strip() == "syntaxformer nli: error: mean-pool has no config field classifier_features"
+    )
 
 
 def test_nli_command_bad_input_is_one_line(sick_file, tmp_path, capsys):
@@ -343,6 +456,7 @@ def test_nli_command_bad_input_is_one_line(sick_file, tmp_path, capsys):
 
 def test_word2vec_is_deterministic_and_read_back(tmp_path):
     from syntaxformer.data.word_vectors import read_word_vectors, train_word2vec
+
     text = tmp_path / "text.txt"
     text.write_text("\n".join(f"{a} <unk>\n{b}" for a, b, _ in PAIRS * 5) + "\n")
     for name in ("a.kv", "b.kv"):

@@ -5,6 +5,7 @@ The reference (:func:`reference_stack`) is written from the paper's equations 9-
 one hidden unit at a time (scalars, no broadcasting, a running sum for cumax), and is compared with
 the model in float64 at 1e-10, values and gradients.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,10 +20,22 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
 from syntaxformer.decoding.spans import labelled_spans, split_by_distance
 from syntaxformer.models import MODELS, make_config
-from syntaxformer.models.on_lstm import (PRESETS, OnLstmConfig, OnLstmForCausalLM, cumax, drop_connect,
-                                         embedding_dropout, expand_chunks, gap_distances, locked_dropout,
-                                         master_forget_gate, master_gates, master_input_gate, on_lstm_loop,
-                                         on_lstm_step)
+from syntaxformer.models.on_lstm import (
+    PRESETS,
+    OnLstmConfig,
+    OnLstmForCausalLM,
+    cumax,
+    drop_connect,
+    embedding_dropout,
+    expand_chunks,
+    gap_distances,
+    locked_dropout,
+    master_forget_gate,
+    master_gates,
+    master_input_gate,
+    on_lstm_loop,
+    on_lstm_step,
+)
 from syntaxformer.parsing import decode, load_model, model_structures
 from syntaxformer.structures import SyntacticDistances
 
@@ -63,17 +76,17 @@ def reference_layer(x, layer, chunk_size):
     c = [x.new_zeros(()) for _ in range(hidden)]
     outputs, distances = [], []
     for t in range(x.shape[0]):
-        z = w_ih @ x[t] + b_ih + w_hh @ torch.stack(h) + b_hh              # (G,)
-        f_master = reference_cumax(z[n_chunk:2 * n_chunk])                  # eq. 9
-        i_master = [1.0 - v for v in reference_cumax(z[:n_chunk])]          # eq. 10
-        o_z, c_z, i_z, f_z = (z[2 * n_chunk + k * hidden: 2 * n_chunk + (k + 1) * hidden] for k in range(4))
+        z = w_ih @ x[t] + b_ih + w_hh @ torch.stack(h) + b_hh  # (G,)
+        f_master = reference_cumax(z[n_chunk : 2 * n_chunk])  # eq. 9
+        i_master = [1.0 - v for v in reference_cumax(z[:n_chunk])]  # eq. 10
+        o_z, c_z, i_z, f_z = (z[2 * n_chunk + k * hidden : 2 * n_chunk + (k + 1) * hidden] for k in range(4))
         new_c, new_h = [], []
         for u in range(hidden):
-            k = u // chunk_size                                             # the unit's master unit
-            omega = f_master[k] * i_master[k]                               # eq. 11
-            f_hat = torch.sigmoid(f_z[u]) * omega + (f_master[k] - omega)   # eq. 12
-            i_hat = torch.sigmoid(i_z[u]) * omega + (i_master[k] - omega)   # eq. 13
-            cu = f_hat * c[u] + i_hat * torch.tanh(c_z[u])                  # eq. 14
+            k = u // chunk_size  # the unit's master unit
+            omega = f_master[k] * i_master[k]  # eq. 11
+            f_hat = torch.sigmoid(f_z[u]) * omega + (f_master[k] - omega)  # eq. 12
+            i_hat = torch.sigmoid(i_z[u]) * omega + (i_master[k] - omega)  # eq. 13
+            cu = f_hat * c[u] + i_hat * torch.tanh(c_z[u])  # eq. 14
             new_c.append(cu)
             new_h.append(torch.sigmoid(o_z[u]) * torch.tanh(cu))
         h, c = new_h, new_c
@@ -101,8 +114,7 @@ def reference_stack(model, input_ids):
 
 def test_cumax_is_monotone_in_unit_interval_and_ends_at_one():
     g = torch.Generator().manual_seed(0)
-    logits = torch.cat([torch.randn(200, 17, generator=g, dtype=torch.float64) * s
-                        for s in (0.1, 1, 10, 100)])
+    logits = torch.cat([torch.randn(200, 17, generator=g, dtype=torch.float64) * s for s in (0.1, 1, 10, 100)])
     out = cumax(logits)
     assert (out.diff(dim=-1) >= 0).all()
     assert (out >= 0).all() and (out <= 1 + 1e-12).all()
@@ -120,7 +132,7 @@ def test_cumax_is_monotone_in_unit_interval_and_ends_at_one():
 
 def test_expand_chunks_gives_each_unit_its_chunk_value():
     gate = torch.arange(12.0).view(2, 6)
-    wide = expand_chunks(gate, 4)                                                  # (2, 24)
+    wide = expand_chunks(gate, 4)  # (2, 24)
     assert wide.shape == (2, 24)
     for u in range(24):
         assert torch.equal(wide[:, u], gate[:, u // 4])
@@ -143,7 +155,7 @@ def test_model_equals_the_literal_equations_values_and_gradients(weight_grad_onc
     for b, (hidden, dist) in enumerate(ref):
         assert torch.allclose(out.last_hidden_state[b], hidden, atol=1e-10, rtol=0)
         assert torch.allclose(out.distances[b], dist, atol=1e-10, rtol=0)
-    named = list(model.on_lstm.named_parameters())                            # (lm_head: not involved)
+    named = list(model.on_lstm.named_parameters())  # (lm_head: not involved)
     params = [p for _, p in named]
     fast = torch.autograd.grad((out.last_hidden_state * weights).sum() + out.distances.sum(), params)
     slow = torch.autograd.grad(sum((h * weights[b]).sum() + d.sum() for b, (h, d) in enumerate(ref)), params)
@@ -157,7 +169,7 @@ def per_step_loop(gates_x, w_hh_t, h, c, mask, first_padded, n_chunk, chunk_size
     for t in range(gates_x.shape[1]):
         h_new, c_new, f_master = on_lstm_step(gates_x[:, t], h, c, w_hh_t, n_chunk, chunk_size)
         if mask is not None:
-            h_new, c_new = torch.where(mask[:, t:t + 1], h_new, h), torch.where(mask[:, t:t + 1], c_new, c)
+            h_new, c_new = torch.where(mask[:, t : t + 1], h_new, h), torch.where(mask[:, t : t + 1], c_new, c)
         h, c = h_new, c_new
         outputs.append(h)
         masters.append(f_master)
@@ -175,10 +187,14 @@ def test_both_loops_equal_a_plain_loop_in_training_with_padding():
     labels = ids.masked_fill(mask == 0, -100)
     labels[1, :3] = -100
     results = []
-    for loop in (per_step_loop, functools.partial(on_lstm_loop, weight_grad_once=True),
-                 functools.partial(on_lstm_loop, weight_grad_once=False), on_lstm_loop):
+    for loop in (
+        per_step_loop,
+        functools.partial(on_lstm_loop, weight_grad_once=True),
+        functools.partial(on_lstm_loop, weight_grad_once=False),
+        on_lstm_loop,
+    ):
         use_loop(model, loop)
-        torch.manual_seed(5)                                                 # the same dropout masks
+        torch.manual_seed(5)  # the same dropout masks
         model.zero_grad()
         loss = model(ids, attention_mask=mask, labels=labels).loss
         loss.backward()
@@ -197,7 +213,7 @@ def test_distances_lie_in_unit_interval_and_are_zero_at_padding():
     mask[1, 5:] = 0
     for training in (False, True):
         model.train(training)
-        d = model(ids, attention_mask=mask).distances                             # (B, L, N)
+        d = model(ids, attention_mask=mask).distances  # (B, L, N)
         assert d.shape == (4, 3, 9)
         assert (d >= 0).all() and (d <= 1).all()
         assert (d[1, :, 5:] == 0).all()
@@ -224,7 +240,7 @@ def test_padding_never_changes_a_sentence():
             real = mask[b].bool()
             assert torch.allclose(batch.logits[b, real], alone.logits[0], atol=1e-12, rtol=0)
             assert torch.allclose(batch.distances[b][:, real], alone.distances[0], atol=1e-12, rtol=0)
-            for (h, c), (h1, c1) in zip(batch.state, alone.state):   # the state after the last token
+            for (h, c), (h1, c1) in zip(batch.state, alone.state):  # the state after the last token
                 assert torch.allclose(h[b], h1[0], atol=1e-12, rtol=0)
                 assert torch.allclose(c[b], c1[0], atol=1e-12, rtol=0)
 
@@ -235,9 +251,9 @@ def test_logits_at_t_do_not_depend_on_later_tokens():
     logits = model(ids).logits
     for t in range(7):
         changed = ids.clone()
-        changed[:, t + 1:] = torch.randint(4, 30, changed[:, t + 1:].shape)
-        assert torch.equal(model(changed).logits[:, :t + 1], logits[:, :t + 1])
-        assert not torch.allclose(model(changed).logits[:, t + 1:], logits[:, t + 1:])
+        changed[:, t + 1 :] = torch.randint(4, 30, changed[:, t + 1 :].shape)
+        assert torch.equal(model(changed).logits[:, : t + 1], logits[:, : t + 1])
+        assert not torch.allclose(model(changed).logits[:, t + 1 :], logits[:, t + 1 :])
 
 
 def test_loss_is_the_shifted_next_word_cross_entropy():
@@ -247,10 +263,14 @@ def test_loss_is_the_shifted_next_word_cross_entropy():
     labels[0, 4:] = -100
     labels[2, 2] = -100
     out = model(ids, labels=labels)
-    terms = [-F.log_softmax(out.logits[b, t], dim=-1)[labels[b, t + 1]]
-             for b in range(3) for t in range(5) if labels[b, t + 1] != -100]
+    terms = [
+        -F.log_softmax(out.logits[b, t], dim=-1)[labels[b, t + 1]]
+        for b in range(3)
+        for t in range(5)
+        if labels[b, t + 1] != -100
+    ]
     assert torch.allclose(out.loss, torch.stack(terms).mean(), atol=1e-12, rtol=0)
-    out.loss.backward()                                                       # the graph is whole
+    out.loss.backward()  # the graph is whole
     assert model.on_lstm.embeddings.weight.grad is not None
 
 
@@ -271,8 +291,7 @@ def test_dropouts_act_in_training_only_and_as_the_public_code():
     torch.manual_seed(0)
     e = embedding_dropout(weight, ids, p, training=True)
     assert torch.equal(e[0, 0], e[0, 1]) and torch.equal(e[0, 0], e[0, 4])
-    assert all(torch.equal(row, 0 * row) or torch.allclose(row, weight[i] / (1 - p))
-               for row, i in zip(e[0], ids[0]))
+    assert all(torch.equal(row, 0 * row) or torch.allclose(row, weight[i] / (1 - p)) for row, i in zip(e[0], ids[0]))
     # DropConnect (public LinearDropConnect): zeroed without rescaling in training, x (1-p) in eval
     w = torch.randn(200, 100)
     dropped = drop_connect(w, 0.3, training=True)
@@ -285,7 +304,7 @@ def test_model_dropouts_change_training_outputs_and_wdrop_scales_in_eval():
     ids = torch.randint(4, 30, (2, 6))
     plain = tiny_model()
     dropped = tiny_model(dropout=0.3, dropouth=0.3, dropouti=0.3, dropoute=0.3)
-    assert torch.equal(plain(ids).logits, dropped(ids).logits)                # no effect in eval
+    assert torch.equal(plain(ids).logits, dropped(ids).logits)  # no effect in eval
     assert not torch.allclose(plain(ids).logits, dropped.train()(ids).logits)
     wdrop = tiny_model(wdrop=0.4)
     with torch.no_grad():
@@ -306,8 +325,15 @@ def test_config_checks_and_presets():
     assert make_config("on-lstm", "paper", 100).layer_sizes == [1150, 1150, 400]
     config = OnLstmConfig(embedding_size=8, hidden_sizes=[12, 8], num_layers=2, chunk_size=4)
     assert config.layer_sizes == [12, 8]
-    for bad in (dict(chunk_size=7), dict(hidden_sizes=[1150, 400]), dict(hidden_sizes=[1150, 1150, 500]),
-                dict(dropout=1.0), dict(wdrop=-0.1), dict(parse_layer=3), dict(num_layers=0)):
+    for bad in (
+        dict(chunk_size=7),
+        dict(hidden_sizes=[1150, 400]),
+        dict(hidden_sizes=[1150, 1150, 500]),
+        dict(dropout=1.0),
+        dict(wdrop=-0.1),
+        dict(parse_layer=3),
+        dict(num_layers=0),
+    ):
         with pytest.raises(ValueError):
             OnLstmConfig(**bad)
     assert OnLstmConfig(num_layers=4).num_hidden_layers == 4
@@ -316,11 +342,11 @@ def test_config_checks_and_presets():
 def test_save_load_round_trip_is_exact(tmp_path):
     model = tiny_model(dtype=torch.float32, parse_layer=2, dropout=0.2)
     model.save_pretrained(tmp_path)
-    for auto in (AutoModelForCausalLM, AutoModelForMaskedLM):        # the second: what load_model reads
+    for auto in (AutoModelForCausalLM, AutoModelForMaskedLM):  # the second: what load_model reads
         loaded = auto.from_pretrained(tmp_path).eval()
         assert type(loaded) is OnLstmForCausalLM
         assert loaded.config.parse_layer == 2 and loaded.config.layer_sizes == [24, 24, 16]
-        assert loaded.lm_head.weight is loaded.on_lstm.embeddings.weight   # still tied
+        assert loaded.lm_head.weight is loaded.on_lstm.embeddings.weight  # still tied
         state, original = loaded.state_dict(), model.state_dict()
         assert state.keys() == original.keys()
         assert all(torch.equal(state[k], original[k]) for k in state)
@@ -348,7 +374,7 @@ def build_tree_spans(depth, start=0):
         spans |= build_tree_spans(depth[:m], start)
         if n - m > 1:
             spans.add((start + m, start + n))
-    spans |= build_tree_spans(depth[m + 1:], start + m + 1)
+    spans |= build_tree_spans(depth[m + 1 :], start + m + 1)
     return spans
 
 
@@ -356,8 +382,7 @@ def test_gap_distances_reproduce_the_public_build_tree():
     rng = random.Random(0)
     for _ in range(500):
         n = rng.randint(1, 30)
-        depth = np.array([rng.choice([0.1, 0.2, 0.3, 0.5]) if rng.random() < 0.5 else rng.random()
-                          for _ in range(n)])
+        depth = np.array([rng.choice([0.1, 0.2, 0.3, 0.5]) if rng.random() < 0.5 else rng.random() for _ in range(n)])
         gaps = gap_distances(depth)
         assert len(gaps) == n - 1
         assert split_by_distance(list(gaps)) == build_tree_spans(depth)
@@ -382,10 +407,10 @@ def test_induce_and_parse_ptb_sample_sentences(tmp_path, ptb_gold):
         assert tree.leaves() == words
         ids = torch.tensor([tok.convert_tokens_to_ids(words)])
         with torch.no_grad():
-            depth = loaded(ids).distances[0, 1].double().numpy()             # layer 1: the public choice
+            depth = loaded(ids).distances[0, 1].double().numpy()  # layer 1: the public choice
         spans = {(i, j) for i, j, _ in labelled_spans(tree) if j - i >= 2}
         assert spans == build_tree_spans(depth) | ({(0, len(words))} if len(words) > 1 else set())
-        assert len(spans) == max(len(words) - 1, 0)                          # binary: n-1 internal nodes
+        assert len(spans) == max(len(words) - 1, 0)  # binary: n-1 internal nodes
     # a prefix token is fed first and its distance dropped
     loaded.config.parse_prefix_token_id = tok.cls_token_id
     ids = torch.tensor([tok.convert_tokens_to_ids(sentences[0])])
@@ -412,7 +437,7 @@ def test_bf16_autocast_keeps_the_state_float32_and_near_float32(weight_grad_once
     assert out.last_hidden_state.dtype == out.distances.dtype == torch.float32
     assert torch.allclose(out.last_hidden_state, ref.last_hidden_state, atol=1e-2, rtol=0)
     assert torch.allclose(out.distances, ref.distances, atol=1e-2, rtol=0)
-    assert not torch.equal(out.last_hidden_state, ref.last_hidden_state)         # the products were bf16
+    assert not torch.equal(out.last_hidden_state, ref.last_hidden_state)  # the products were bf16
     grads = torch.autograd.grad(out.last_hidden_state.square().sum(), params)
     for a, b in zip(grads, ref_grads):
         assert a.dtype == torch.float32

@@ -1,6 +1,7 @@
 """The ON-LSTM + self-attention hybrid (Hao et al., EMNLP 2019; DESIGN.md §3.4; issue 15 item 3):
 shapes, the output is the sum of the ON-LSTM output and the self-attention output, the ON-LSTM part is
 the ON-LSTM model's, padding invariance, save/load, a masked-LM step, ``train --model on-lstm-san``."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,9 @@ from syntaxformer.models.on_lstm_san import OnLstmSanForMaskedLM, OnLstmSanModel
 
 torch.set_num_threads(1)
 
-NO_DROPOUT = dict(dropouti=0.0, dropouth=0.0, dropoute=0.0, wdrop=0.0, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
+NO_DROPOUT = dict(
+    dropouti=0.0, dropouth=0.0, dropoute=0.0, wdrop=0.0, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+)
 V = 40
 
 
@@ -77,8 +79,18 @@ def test_output_is_the_sum_of_the_on_lstm_and_the_self_attention_outputs():
 def test_the_on_lstm_part_is_the_on_lstm_model_and_reads_left_to_right():
     model = tiny()
     base = model.on_lstm_san
-    config = OnLstmConfig(vocab_size=V, embedding_size=32, hidden_sizes=[32, 32], num_layers=2, chunk_size=4,
-                          dropout=0.0, dropouth=0.0, dropouti=0.0, dropoute=0.0, wdrop=0.0)
+    config = OnLstmConfig(
+        vocab_size=V,
+        embedding_size=32,
+        hidden_sizes=[32, 32],
+        num_layers=2,
+        chunk_size=4,
+        dropout=0.0,
+        dropouth=0.0,
+        dropouti=0.0,
+        dropoute=0.0,
+        wdrop=0.0,
+    )
     reference = OnLstmForCausalLM(config).eval()
     reference.on_lstm.embeddings.load_state_dict(base.embeddings.state_dict())
     reference.on_lstm.layers.load_state_dict(base.on_lstm.state_dict())
@@ -104,7 +116,7 @@ def test_padding_never_changes_a_sentence(attn):
         together = model.on_lstm_san(ids, am).last_hidden_state
         for row in range(3):
             n = int(am[row].sum())
-            alone = model.on_lstm_san(ids[row:row + 1, :n], am[row:row + 1, :n]).last_hidden_state
+            alone = model.on_lstm_san(ids[row : row + 1, :n], am[row : row + 1, :n]).last_hidden_state
             torch.testing.assert_close(together[row, :n], alone[0], rtol=1e-5, atol=1e-5)
 
 
@@ -121,7 +133,7 @@ def test_save_load_round_trip_is_exact(tmp_path):
     ids, am = batch()
     with torch.no_grad():
         assert torch.equal(model(ids, am).logits, loaded(ids, am).logits)
-    assert isinstance(OnLstmSanModel.from_pretrained(tmp_path), OnLstmSanModel)   # the sentence encoder
+    assert isinstance(OnLstmSanModel.from_pretrained(tmp_path), OnLstmSanModel)  # the sentence encoder
 
 
 def test_masked_lm_steps_lower_the_loss_on_a_batch():
@@ -130,7 +142,7 @@ def test_masked_lm_steps_lower_the_loss_on_a_batch():
     labels = torch.full_like(ids, -100)
     labels[:, 1::3] = ids[:, 1::3]
     labels[am == 0] = -100
-    inputs = ids.masked_fill(labels != -100, 2)                       # [MASK]
+    inputs = ids.masked_fill(labels != -100, 2)  # [MASK]
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(15):
@@ -145,13 +157,36 @@ def test_masked_lm_steps_lower_the_loss_on_a_batch():
 def test_train_on_lstm_san_with_the_trainer(tmp_path):
     from syntaxformer.cli import main
     from syntaxformer.data.corpus import load_corpus
+
     corpus = tmp_path / "ptb-sample-200.txt"
     corpus.write_text("".join(" ".join(s) + "\n" for s in load_corpus("ptb-sample")[:200]))
     out = tmp_path / "run"
-    assert main(["train", "--model", "on-lstm-san", "--preset", "tiny", "--max-steps", "3", "--batch-size", "16",
-                 "--corpus", str(corpus), "--threads", "1", "--quiet", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "on-lstm-san",
+                "--preset",
+                "tiny",
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "16",
+                "--corpus",
+                str(corpus),
+                "--threads",
+                "1",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = json.loads((out / "training.json").read_text())
     assert record["objective"] == "masked-lm" and record["model"] == "on-lstm-san" and record["steps"] == 3
     from syntaxformer.parsing import load_model
+
     model, _, _ = load_model(out)
     assert type(model) is OnLstmSanForMaskedLM and not model.induces_structure

@@ -1,4 +1,5 @@
 """The one-call parser (``syntaxformer.load_parser`` / ``Parser.parse`` / ``syntaxformer.parse``)."""
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,26 @@ SENTENCE = 'He said, "I can\'t pay $3.50 (or 10%) today."'
 
 def test_tokenize_keeps_the_text_and_finds_punctuation():
     tokens = tokenize(SENTENCE)
-    assert tokens == ["He", "said", ",", '"', "I", "ca", "n't", "pay", "$", "3.50", "(", "or", "10", "%", ")",
-                      "today", ".", '"']
+    assert tokens == [
+        "He",
+        "said",
+        ",",
+        '"',
+        "I",
+        "ca",
+        "n't",
+        "pay",
+        "$",
+        "3.50",
+        "(",
+        "or",
+        "10",
+        "%",
+        ")",
+        "today",
+        ".",
+        '"',
+    ]
     assert [t for t in tokens if is_punctuation(t)] == [",", '"', "$", "(", ")", ".", '"']
 
 
@@ -89,6 +108,7 @@ def test_structformer_gives_dependencies_as_conllu(tiny_model):
 
 def test_saved_decoder_settings_are_the_parsers(tiny_model, tmp_path):
     import shutil
+
     folder = tmp_path / "model"
     shutil.copytree(tiny_model("tree-transformer"), folder)
     save_decoder_options(folder, DecoderOptions(min_layer=1, threshold=0.7))
@@ -96,9 +116,16 @@ def test_saved_decoder_settings_are_the_parsers(tiny_model, tmp_path):
     assert load_parser(folder, {"layer": 0}).options == DecoderOptions(layer=0, threshold=0.7)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("", "empty"), ("   ", "empty"), ("... !", "only punctuation"), (3, "got int"), (["a", None], "got list"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("... !", "only punctuation"),
+        (3, "got int"),
+        (["a", None], "got list"),
+    ],
+)
 def test_bad_input_is_a_value_error_naming_it(shipped, bad, message):
     with pytest.raises(ValueError, match=message):
         shipped.parse(bad)
@@ -108,9 +135,11 @@ def test_bad_input_is_a_value_error_naming_it(shipped, bad, message):
 
 def test_a_model_that_induces_nothing_is_refused_at_load(tmp_path):
     from syntaxformer.models import MODELS, make_config
+
     config = make_config("tree-transformer", "tiny", 10, prior="none")
     MODELS["tree-transformer"](config).save_pretrained(tmp_path)
     from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
+
     save_tokenizer(build_word_tokenizer([["the", "cat", "sat"]]), tmp_path)
     with pytest.raises(InputError, match="induces no structure"):
         load_parser(tmp_path)

@@ -4,6 +4,7 @@ The models are the untrained ``tiny`` ones of the ``tiny_model`` fixture (``conf
 checked is the plumbing (shapes, order, batching, padding, word pieces, normalisation, decoders,
 errors), which does not depend on training.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -71,6 +72,7 @@ def test_load_model_not_a_model_folder(tmp_path, make):
 
 def test_load_model_unreadable_training_record_is_input_error(tiny_model, tmp_path):
     import shutil
+
     folder = tmp_path / "model"
     shutil.copytree(tiny_model("tree-transformer"), folder)
     (folder / "training.json").write_text("{not json", encoding="utf-8")
@@ -79,8 +81,7 @@ def test_load_model_unreadable_training_record_is_input_error(tiny_model, tmp_pa
     assert e.value.path == str(folder / "training.json")
 
 
-@pytest.mark.parametrize("device, message", [("gpu", "is not a torch device"),
-                                             ("cuda:99", "CUDA device")])
+@pytest.mark.parametrize("device, message", [("gpu", "is not a torch device"), ("cuda:99", "CUDA device")])
 def test_load_model_bad_device_is_input_error(tiny_model, device, message):
     with pytest.raises(InputError, match=message):
         load_model(tiny_model("tree-transformer"), device)
@@ -88,8 +89,10 @@ def test_load_model_bad_device_is_input_error(tiny_model, device, message):
 
 def test_a_model_that_induces_no_trees_is_an_input_error():
     from transformers import BertConfig, BertForMaskedLM
-    bert = BertForMaskedLM(BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
-                                      num_attention_heads=1, intermediate_size=8))
+
+    bert = BertForMaskedLM(
+        BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8)
+    )
     with pytest.raises(InputError, match="cannot parse with a BertForMaskedLM"):
         model_structures(bert, None, [["a", "b"]])
 
@@ -125,8 +128,9 @@ def test_batching_and_padding_do_not_change_link_probs(tree_transformer, sentenc
         other = model_structures(model, tokenizer, sentences, batch_size=batch_size)
         for k, (r, o) in enumerate(zip(reference, other)):
             assert o.words == sentences[k]
-            np.testing.assert_allclose(o.link_probs, r.link_probs, rtol=0, atol=1e-6,
-                                       err_msg=f"sentence {k + 1}, batch size {batch_size}")
+            np.testing.assert_allclose(
+                o.link_probs, r.link_probs, rtol=0, atol=1e-6, err_msg=f"sentence {k + 1}, batch size {batch_size}"
+            )
 
 
 def test_words_are_normalised_before_the_model(tree_transformer):
@@ -172,11 +176,13 @@ def test_masked_word_is_the_mask_token_in_its_place(tree_transformer, structform
     masked = [len(s) // 2 for s in some[:-1]] + [None]
     for model, tokenizer, _ in (tree_transformer, structformer):
         by_option = model_structures(model, tokenizer, some, batch_size=5, normalise=False, masked=masked)
-        written = [s if w is None else s[:w] + [tokenizer.mask_token] + s[w + 1:] for s, w in zip(some, masked)]
+        written = [s if w is None else s[:w] + [tokenizer.mask_token] + s[w + 1 :] for s, w in zip(some, masked)]
         by_word = model_structures(model, tokenizer, written, batch_size=5, normalise=False)
         plain = model_structures(model, tokenizer, some, batch_size=5, normalise=False)
+
         def numbers(s):  # the Tree Transformer's link probabilities, StructFormer's distances
             return s.link_probs if s.link_probs is not None else s.distances
+
         for a, b, words in zip(by_option, by_word, some):
             assert a.words == words
             np.testing.assert_allclose(numbers(a), numbers(b), atol=1e-6)
@@ -268,8 +274,11 @@ def test_structformer_structures_shapes_and_batch_invariance(structformer, sente
         p = b.dependency.probs
         assert np.all(p >= 0) and np.all(p.sum(axis=1) <= 1 + 1e-6)
         assert np.all(np.diagonal(p[:, 1:]) < 1e-6)  # p_D(i | i) = 0: no word heads itself
-        for x, y in ((b.constituency.distances, a.constituency.distances),
-                     (b.constituency.heights, a.constituency.heights), (b.dependency.probs, a.dependency.probs)):
+        for x, y in (
+            (b.constituency.distances, a.constituency.distances),
+            (b.constituency.heights, a.constituency.heights),
+            (b.dependency.probs, a.dependency.probs),
+        ):
             np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
 
 

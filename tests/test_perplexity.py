@@ -1,4 +1,5 @@
 """Masked-LM perplexity, the Tree Transformer protocol (one [MASK] per input, every word in turn)."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,7 @@ class UniformMLM(torch.nn.Module):
 
     def __init__(self, vocab_size: int, max_position_embeddings: int = 512):
         super().__init__()
-        self.config = SimpleNamespace(vocab_size=vocab_size,
-                                      max_position_embeddings=max_position_embeddings)
+        self.config = SimpleNamespace(vocab_size=vocab_size, max_position_embeddings=max_position_embeddings)
         self.calls = []
 
     def forward(self, input_ids, attention_mask, labels=None):
@@ -45,7 +45,7 @@ def test_one_mask_inputs_one_mask_per_row_each_position_once(values):
     n = len(values)
     assert inputs.shape == (n, n)
     is_mask = inputs == mask_id
-    assert is_mask.sum(dim=1).tolist() == [1] * n          # exactly one mask per row
+    assert is_mask.sum(dim=1).tolist() == [1] * n  # exactly one mask per row
     assert torch.equal(is_mask, torch.eye(n, dtype=torch.bool))  # row i masks position i
     assert torch.equal(inputs[~is_mask], torch.tensor(values).repeat(n, 1)[~is_mask])  # other tokens unchanged
     some = torch.tensor([n - 1, 0])
@@ -84,10 +84,16 @@ def test_unk_counted_on_a_hand_example():
 
 def _tiny_bert(vocab_size: int, max_positions: int = 64):
     from transformers import BertConfig, BertForMaskedLM
+
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=max_positions)
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=max_positions,
+    )
     return BertForMaskedLM(config).eval()
 
 
@@ -145,11 +151,11 @@ class FullLogitsOnly(torch.nn.Module):
 @pytest.mark.parametrize("prior", ["constituent", "none"])
 def test_tree_transformer_masked_only_path_equals_full_logits(ptb_sentences, prior):
     from syntaxformer.models import MODELS, make_config
+
     sentences = ptb_sentences[:6]
     tokenizer = build_word_tokenizer(sentences)
     torch.manual_seed(0)
-    model = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", len(tokenizer),
-                                                   prior=prior)).eval()
+    model = MODELS["tree-transformer"](make_config("tree-transformer", "tiny", len(tokenizer), prior=prior)).eval()
     fast = masked_lm_perplexity(model, tokenizer, sentences, batch_tokens=300)
     full = masked_lm_perplexity(FullLogitsOnly(model).eval(), tokenizer, sentences, batch_tokens=300)
     assert fast["n_tokens"] == full["n_tokens"] == sum(map(len, sentences))
@@ -161,17 +167,30 @@ def test_tree_transformer_masked_only_path_equals_full_logits(ptb_sentences, pri
 @pytest.fixture(scope="module")
 def trained_tiny(tmp_path_factory):
     """A tiny Tree Transformer trained 60 steps on ptb-sample by the trainer (~15 s on 2 cores)."""
-    from syntaxformer.training.trainer import train
+    from syntaxformer.training.run import train
+
     out = tmp_path_factory.mktemp("tiny-tree-transformer")
-    return train(out=str(out), model="tree-transformer", preset="tiny", corpus="ptb-sample",
-                 max_steps=60, lr=1e-3, batch_size=32, seed=0, quiet=True, eval_every=0,
-                 save_every=0, threads=1)
+    return train(
+        out=str(out),
+        model="tree-transformer",
+        preset="tiny",
+        corpus="ptb-sample",
+        max_steps=60,
+        lr=1e-3,
+        batch_size=32,
+        seed=0,
+        quiet=True,
+        eval_every=0,
+        save_every=0,
+        threads=1,
+    )
 
 
 def test_trained_model_scores_lower_than_its_initialisation(trained_tiny, ptb_sentences):
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
     from syntaxformer.models import MODELS
+
     tokenizer = AutoTokenizer.from_pretrained(trained_tiny)
     trained = AutoModelForMaskedLM.from_pretrained(trained_tiny)
     torch.manual_seed(0)  # the trainer's seed: the same initial parameters
@@ -186,18 +205,21 @@ def test_trained_model_scores_lower_than_its_initialisation(trained_tiny, ptb_se
 
 
 def test_cli_json_matches_the_library(trained_tiny, ptb_sentences, tmp_path, capsys):
-    from syntaxformer.cli import main
     from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from syntaxformer.cli import main
+
     sentences = ptb_sentences[:30]
     text = tmp_path / "test.txt"
     # raw text in capitals and with digits: the CLI normalises it as the training corpus was
-    text.write_text("\n".join(" ".join(w.upper() if w != "N" else "1987" for w in s)
-                              for s in sentences) + "\n", encoding="utf-8")
-    assert main(["perplexity", "--model", str(trained_tiny), "--corpus", str(text), "--json",
-                 "--seed", "3"]) == 0
+    text.write_text(
+        "\n".join(" ".join(w.upper() if w != "N" else "1987" for w in s) for s in sentences) + "\n", encoding="utf-8"
+    )
+    assert main(["perplexity", "--model", str(trained_tiny), "--corpus", str(text), "--json", "--seed", "3"]) == 0
     report = json.loads(capsys.readouterr().out)
-    expected = masked_lm_perplexity(AutoModelForMaskedLM.from_pretrained(trained_tiny),
-                                    AutoTokenizer.from_pretrained(trained_tiny), sentences)
+    expected = masked_lm_perplexity(
+        AutoModelForMaskedLM.from_pretrained(trained_tiny), AutoTokenizer.from_pretrained(trained_tiny), sentences
+    )
     for key in ("n_tokens", "n_unk", "n_sentences", "vocab_size", "protocol"):
         assert report[key] == expected[key], key
     assert report["perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
@@ -207,8 +229,9 @@ def test_cli_json_matches_the_library(trained_tiny, ptb_sentences, tmp_path, cap
 
 @pytest.mark.parametrize("preset", ["tiny", "small"])
 def test_control_has_the_fewest_layers_reaching_the_tree_transformers_parameters(preset):
-    from syntaxformer.workflows.compare import control_layers, count_parameters
     from syntaxformer.models import PRESETS
+    from syntaxformer.workflows.compare import control_layers, count_parameters
+
     vocab = 10_004
     tree = count_parameters(preset, vocab, prior="constituent")
     n = control_layers(preset, vocab, tree)
@@ -218,31 +241,63 @@ def test_control_has_the_fewest_layers_reaching_the_tree_transformers_parameters
     assert n > PRESETS["tree-transformer"][preset]["num_hidden_layers"]
 
 
-def test_compare_trains_three_models_with_the_same_steps_and_reuses_finished_runs(
-        ptb_sentences, tmp_path):
+def test_compare_trains_three_models_with_the_same_steps_and_reuses_finished_runs(ptb_sentences, tmp_path):
     from syntaxformer.cli import main
     from syntaxformer.workflows.compare import compare
+
     train_file, test_file = tmp_path / "train.txt", tmp_path / "test.txt"
     train_file.write_text("\n".join(" ".join(s) for s in ptb_sentences[:150]) + "\n")
     test_file.write_text("\n".join(" ".join(s) for s in ptb_sentences[150:170]) + "\n")
-    report = compare(str(train_file), str(test_file), tmp_path / "out", preset="tiny",
-                     max_steps=5, seed=2, batch_size=16, threads=1, quiet=True)
+    report = compare(
+        str(train_file),
+        str(test_file),
+        tmp_path / "out",
+        preset="tiny",
+        max_steps=5,
+        seed=2,
+        batch_size=16,
+        threads=1,
+        quiet=True,
+    )
     names = [r["name"] for r in report["runs"]]
     assert names[:2] == ["tree-transformer", "transformer"] and names[2].startswith("transformer-L")
     tree, plain, deep = report["runs"]
     assert [r["steps"] for r in report["runs"]] == [5, 5, 5]
     assert (tree["prior"], plain["prior"], deep["prior"]) == ("constituent", "none", "none")
-    assert tree["layers"] == plain["layers"] < deep["layers"] == int(names[2][len("transformer-L"):])
+    assert tree["layers"] == plain["layers"] < deep["layers"] == int(names[2][len("transformer-L") :])
     assert plain["parameters"] < tree["parameters"] <= deep["parameters"]
     words = sum(map(len, ptb_sentences[150:170]))
     assert all(r["n_tokens"] == words for r in report["runs"])
     assert report["best"] == min(report["runs"], key=lambda r: r["perplexity"])["name"]
     assert json.loads((tmp_path / "out" / "compare.json").read_text())["runs"] == report["runs"]
     # the same command again: nothing retrained, the same numbers
-    assert main(["compare", "--corpus", str(train_file), "--test", str(test_file), "--preset",
-                 "tiny", "--max-steps", "5", "--seed", "2", "--batch-size", "16", "--threads",
-                 "1", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--corpus",
+                str(train_file),
+                "--test",
+                str(test_file),
+                "--preset",
+                "tiny",
+                "--max-steps",
+                "5",
+                "--seed",
+                "2",
+                "--batch-size",
+                "16",
+                "--threads",
+                "1",
+                "--quiet",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     again = json.loads((tmp_path / "out" / "compare.json").read_text())
     assert all(r["reused"] for r in again["runs"])
     assert [r["perplexity"] for r in again["runs"]] == pytest.approx(
-        [r["perplexity"] for r in report["runs"]], rel=1e-6)
+        [r["perplexity"] for r in report["runs"]], rel=1e-6
+    )

@@ -1,6 +1,7 @@
 """``train --phrases``: phrase partitions cut from constituency trees (``syntaxformer/data/phrases.py``)
 for the multi-granularity prior's ``"tree"`` heads: gold phrases of a known sentence, the word ->
 token mapping, batching with padding, a tiny training run, and the one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,17 @@ import math
 import pytest
 import torch
 
-from syntaxformer.data.phrases import (NO_LABEL, NO_PHRASE, OTHER, cut_tree, gold_phrase_trees, label_vocabulary,
-                                       phrase_label_ids, token_phrase_ids, word_phrase_ids)
+from syntaxformer.data.phrases import (
+    NO_LABEL,
+    NO_PHRASE,
+    OTHER,
+    cut_tree,
+    gold_phrase_trees,
+    label_vocabulary,
+    phrase_label_ids,
+    token_phrase_ids,
+    word_phrase_ids,
+)
 from syntaxformer.errors import InputError
 from syntaxformer.sources.corpus import load_phrase_trees
 from syntaxformer.training import TrainArguments
@@ -36,6 +46,7 @@ def test_gold_phrases_of_the_first_dev_sentence():
 
 def test_token_mapping_with_cls_and_word_pieces():
     from syntaxformer.data.tokenization import build_word_tokenizer, encode
+
     words = [["the", "dog", "barked", "loudly"]]
     tokenizer = build_word_tokenizer(words, min_freq=1, add_cls=True)
     _, word_ids = encode(tokenizer, words)
@@ -53,9 +64,19 @@ def test_labels_in_a_fixed_vocabulary():
 
 
 def test_batching_two_sentences_gives_each_its_own_ids():
-    data = TrainingData(tokenizer=None, train_ids=[[5, 6, 7, 8], [5, 6]], valid_ids=[], train_sentences=2,
-                        valid_sentences=0, train_over=0, valid_over=0, valid_desc="",
-                        train_phrases=[[-1, 0, 0, 1], [-1, 0]], train_phrase_labels=[[3, 1], [2]], phrases="gold")
+    data = TrainingData(
+        tokenizer=None,
+        train_ids=[[5, 6, 7, 8], [5, 6]],
+        valid_ids=[],
+        train_sentences=2,
+        valid_sentences=0,
+        train_over=0,
+        valid_over=0,
+        valid_desc="",
+        train_phrases=[[-1, 0, 0, 1], [-1, 0]],
+        train_phrase_labels=[[3, 1], [2]],
+        phrases="gold",
+    )
     inputs = data.structure_inputs("train", [0, 1])
     assert set(inputs) == {"phrase_ids", "phrase_labels"}
     assert inputs["phrase_ids"].tolist() == [[-1, 0, 0, 1], [-1, 0, NO_PHRASE, NO_PHRASE]]
@@ -65,6 +86,7 @@ def test_batching_two_sentences_gives_each_its_own_ids():
 
 def test_padding_in_a_batch_does_not_change_a_sentence():
     from syntaxformer.models import MODELS, make_config
+
     torch.manual_seed(0)
     config = make_config("tree-transformer", "tiny", 50, prior="multi-granularity", **TREE_HEADS)
     model = MODELS["tree-transformer"](config).eval()
@@ -73,13 +95,21 @@ def test_padding_in_a_batch_does_not_change_a_sentence():
     batch = torch.tensor([[3, 4, 5, 6, 7], [8, 9, 10, 0, 0]])
     mask = torch.tensor([[1] * 5, [1, 1, 1, 0, 0]])
     from syntaxformer.data.phrases import pad_phrases
+
     with torch.no_grad():
-        both = model(input_ids=batch, attention_mask=mask,
-                     structure_inputs={"phrase_ids": pad_phrases([ids_long, ids_short])}).logits
-        alone = model(input_ids=short, attention_mask=torch.ones_like(short),
-                      structure_inputs={"phrase_ids": torch.tensor([ids_short])}).logits
-        first = model(input_ids=long, attention_mask=torch.ones_like(long),
-                      structure_inputs={"phrase_ids": torch.tensor([ids_long])}).logits
+        both = model(
+            input_ids=batch, attention_mask=mask, structure_inputs={"phrase_ids": pad_phrases([ids_long, ids_short])}
+        ).logits
+        alone = model(
+            input_ids=short,
+            attention_mask=torch.ones_like(short),
+            structure_inputs={"phrase_ids": torch.tensor([ids_short])},
+        ).logits
+        first = model(
+            input_ids=long,
+            attention_mask=torch.ones_like(long),
+            structure_inputs={"phrase_ids": torch.tensor([ids_long])},
+        ).logits
     torch.testing.assert_close(both[1, :3], alone[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(both[0], first[0], atol=1e-5, rtol=1e-5)
 
@@ -87,10 +117,24 @@ def test_padding_in_a_batch_does_not_change_a_sentence():
 def test_training_with_gold_phrases(tmp_path):
     from syntaxformer.parsing import load_model
     from syntaxformer.training import train
-    out = train(out=str(tmp_path / "mg"), model="tree-transformer", preset="tiny", prior="multi-granularity",
-                overrides={**TREE_HEADS, "mgsa_phrase_loss_weight": 0.5, "mgsa_interaction": "none"},
-                corpus="ptb-sample:dev", phrases="gold", add_cls=True, max_length=24, max_steps=3, batch_size=16,
-                eval_every=0, save_every=0, valid_fraction=0.01, quiet=True)
+
+    out = train(
+        out=str(tmp_path / "mg"),
+        model="tree-transformer",
+        preset="tiny",
+        prior="multi-granularity",
+        overrides={**TREE_HEADS, "mgsa_phrase_loss_weight": 0.5, "mgsa_interaction": "none"},
+        corpus="ptb-sample:dev",
+        phrases="gold",
+        add_cls=True,
+        max_length=24,
+        max_steps=3,
+        batch_size=16,
+        eval_every=0,
+        save_every=0,
+        valid_fraction=0.01,
+        quiet=True,
+    )
     record = json.loads((out / "training.json").read_text())
     assert record["steps"] == 3 and record["data"]["phrases"] == "gold" and record["data"]["tree_level"] == 1
     assert math.isfinite(record["final_valid_loss"])
@@ -102,12 +146,18 @@ def test_training_with_gold_phrases(tmp_path):
     words = "pierre vinken N years old will join the board as a nonexecutive director nov. N".split()
     phrases = [(0, 5, "NP"), (5, 15, "VP")]
     enc = tokenizer([words], is_split_into_words=True, return_tensors="pt")
-    structure = {"phrase_ids": torch.tensor([token_phrase_ids(word_phrase_ids(phrases), enc.word_ids(0))]),
-                 "phrase_labels": torch.tensor([phrase_label_ids(phrases, labels)])}
+    structure = {
+        "phrase_ids": torch.tensor([token_phrase_ids(word_phrase_ids(phrases), enc.word_ids(0))]),
+        "phrase_labels": torch.tensor([phrase_label_ids(phrases, labels)]),
+    }
     assert structure["phrase_ids"][0, 0] == NO_PHRASE  # [CLS]
     with torch.no_grad():
-        loss = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                     labels=enc["input_ids"], structure_inputs=structure).loss
+        loss = model(
+            input_ids=enc["input_ids"],
+            attention_mask=enc["attention_mask"],
+            labels=enc["input_ids"],
+            structure_inputs=structure,
+        ).loss
     assert math.isfinite(float(loss))
 
 
@@ -123,20 +173,30 @@ def test_a_tree_whose_words_differ_names_the_file_and_sentence(tmp_path):
         load_phrase_trees("induced:", str(path))
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(prior="constituent", phrases="gold"), "--phrases feeds the 'tree' heads"),
-    (dict(prior="multi-granularity", phrases="gold"), "--phrases feeds the 'tree' heads"),  # default: n-grams
-    (dict(prior="multi-granularity", overrides=dict(TREE_HEADS)), "needs a phrase partition"),
-    (dict(prior="multi-granularity", overrides=dict(TREE_HEADS), phrases="silver"), "--phrases must be"),
-    (dict(prior="multi-granularity", overrides={**TREE_HEADS, "mgsa_phrase_loss_weight": 1.0},
-          phrases="induced:somewhere"), "only --phrases gold"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(prior="constituent", phrases="gold"), "--phrases feeds the 'tree' heads"),
+        (dict(prior="multi-granularity", phrases="gold"), "--phrases feeds the 'tree' heads"),  # default: n-grams
+        (dict(prior="multi-granularity", overrides=dict(TREE_HEADS)), "needs a phrase partition"),
+        (dict(prior="multi-granularity", overrides=dict(TREE_HEADS), phrases="silver"), "--phrases must be"),
+        (
+            dict(
+                prior="multi-granularity",
+                overrides={**TREE_HEADS, "mgsa_phrase_loss_weight": 1.0},
+                phrases="induced:somewhere",
+            ),
+            "only --phrases gold",
+        ),
+    ],
+)
 def test_option_errors_before_training(tmp_path, options, message):
     args = TrainArguments(out=str(tmp_path / "x"), preset="tiny", max_steps=1, **options)
     with pytest.raises(InputError, match=message) as error:
         args.check()
     assert "\n" not in str(error.value)
     from syntaxformer.training import train
+
     with pytest.raises(InputError, match=message):
         train(args)
     assert not (tmp_path / "x" / "training.json").exists()
@@ -154,10 +214,13 @@ def test_induced_phrases_from_a_model_folder(tmp_path, tiny_model, model):
     # folder has no decoder.json), one sentence at a time
     from syntaxformer.parsing import decode, load_model, model_structures
     from syntaxformer.structures import DECODER_FILE, DecoderOptions
+
     assert not (folder / DECODER_FILE).exists()
     net, tokenizer, _ = load_model(folder, device="cpu")
-    expected = [decode(model_structures(net.eval(), tokenizer, [words], normalise=False), DecoderOptions())[0][0]
-                for words in sentences]
+    expected = [
+        decode(model_structures(net.eval(), tokenizer, [words], normalise=False), DecoderOptions())[0][0]
+        for words in sentences
+    ]
     assert trees == expected
     for words, tree in zip(sentences, trees):
         ids = word_phrase_ids(cut_tree(tree, 1))

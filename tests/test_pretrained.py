@@ -1,5 +1,6 @@
 """The pretrained parser shipped in the package: it loads without training, parses from standard
 input with no --model, and reproduces the test-half F1 its report states."""
+
 from __future__ import annotations
 
 import io
@@ -29,7 +30,7 @@ def pretrained():
 def test_shipped_files_are_float16_and_small():
     folder = pretrained_folder()
     weights = folder / "model.safetensors"
-    assert weights.stat().st_size <= 20 * 2 ** 20  # the issue's limit: 20 MB
+    assert weights.stat().st_size <= 20 * 2**20  # the issue's limit: 20 MB
     with safe_open(str(weights), "pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
     report = json.loads((folder / "report.json").read_text())

@@ -1,4 +1,5 @@
 """Probing tasks and the ``probe`` command (Conneau et al. 2018; DESIGN.md §6)."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from nltk import Tree
 
 from syntaxformer.cli import main
 from syntaxformer.data import load_gold_trees
-from syntaxformer.models import make_config, REGISTRY
+from syntaxformer.models import REGISTRY, make_config
 from syntaxformer.probing import build_tasks, write_task_files
 from syntaxformer.probing.classifiers import majority, probe
 from syntaxformer.probing.features import sentence_vectors
@@ -28,7 +29,7 @@ def trees():
 
 def test_depth_and_top_constituents_of_a_hand_tree():
     tree = Tree.fromstring("(S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))))")
-    assert tree_depth(tree) == 5            # S -> VP -> PP -> NP -> NN -> mat
+    assert tree_depth(tree) == 5  # S -> VP -> PP -> NP -> NN -> mat
     assert top_constituents(tree) == "NP VP"
     assert top_constituents(Tree.fromstring("(S (S+VP (VB go)) (RB now))")) == "S RB"
 
@@ -45,11 +46,11 @@ def test_tasks_on_ptb_sample(trees):
     assert len(tasks["BShift"]) == n - singles
     inverted = [it for it in tasks["BShift"] if it.label == "I"]
     assert 0.45 < len(inverted) / len(tasks["BShift"]) < 0.55
-    for it in inverted:                    # exactly one adjacent pair swapped
+    for it in inverted:  # exactly one adjacent pair swapped
         gold = trees[it.index].leaves()
         diff = [k for k in range(len(gold)) if gold[k] != it.words[k]]
         assert len(diff) == 2 and diff[1] == diff[0] + 1 and sorted(gold) == sorted(it.words)
-    assert len({it.label for it in tasks["TopConst"]}) == 20    # 19 sequences + OTHER
+    assert len({it.label for it in tasks["TopConst"]}) == 20  # 19 sequences + OTHER
     assert Counter(it.label for it in tasks["TopConst"]).most_common(1)[0][0] == "NP VP"
 
 
@@ -57,8 +58,7 @@ def test_task_files_are_deterministic_and_splits_disjoint(trees, tmp_path):
     a = write_task_files(build_tasks(trees, seed=3), tmp_path / "a")
     b = write_task_files(build_tasks(trees, seed=3), tmp_path / "b")  # a second, separate build
     c = write_task_files(build_tasks(trees, seed=4), tmp_path / "c")
-    assert [p.name for p in a] == [p.name for p in b] == ["SentLen.tsv", "TreeDepth.tsv", "TopConst.tsv",
-                                                          "BShift.tsv"]
+    assert [p.name for p in a] == [p.name for p in b] == ["SentLen.tsv", "TreeDepth.tsv", "TopConst.tsv", "BShift.tsv"]
     assert [p.read_text() for p in a] == [p.read_text() for p in b]
     assert a[0].read_text() != c[0].read_text()
 
@@ -108,6 +108,7 @@ def test_probe_classifier_learns_a_separable_task_and_majority():
 
 def test_sentence_vectors_are_means_over_tokens_and_padding_free(tmp_path):
     from syntaxformer.data.tokenization import build_word_tokenizer
+
     sentences = [["the", "cat", "sat"], ["a", "dog"], ["the", "zebra", "ran", "far", "away"]]
     tokenizer = build_word_tokenizer(sentences[:2])
     config = make_config("tree-transformer", "tiny", len(tokenizer))
@@ -115,7 +116,7 @@ def test_sentence_vectors_are_means_over_tokens_and_padding_free(tmp_path):
     model = REGISTRY["tree-transformer"].model_class(config).eval()
     layers, counts = sentence_vectors(model, tokenizer, sentences, batch_size=2)
     assert len(layers) == config.num_hidden_layers + 1 and layers[0].shape == (3, config.hidden_size)
-    assert counts["unknown_words"] == 4       # zebra, ran, far, away
+    assert counts["unknown_words"] == 4  # zebra, ran, far, away
     ids = torch.tensor([tokenizer.convert_tokens_to_ids(sentences[1])])
     with torch.no_grad():
         alone = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True).hidden_states
@@ -129,8 +130,24 @@ def test_probe_command_on_ptb_sample(tmp_path, capsys):
     SentLen far above the majority class, every layer reported for both encoders, task files,
     report and figure written."""
     out = tmp_path / "probe"
-    code = main(["probe", "--out", str(out), "--treebank", "ptb-sample:dev", "--max-sentences", "600", "--task", "SentLen",
-                 "--task", "TreeDepth", "--classifier", "logreg", "--json"])
+    code = main(
+        [
+            "probe",
+            "--out",
+            str(out),
+            "--treebank",
+            "ptb-sample:dev",
+            "--max-sentences",
+            "600",
+            "--task",
+            "SentLen",
+            "--task",
+            "TreeDepth",
+            "--classifier",
+            "logreg",
+            "--json",
+        ]
+    )
     assert code == 0
     report = json.loads((out / "report.json").read_text())
     assert json.loads(capsys.readouterr().out) == report
@@ -152,6 +169,7 @@ def test_probe_bad_task_is_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["structformer", "on-lstm"])
 def test_other_models_give_every_layer(name):
     from syntaxformer.data.tokenization import build_word_tokenizer
+
     tokenizer = build_word_tokenizer([["the", "cat", "sat"], ["a", "dog"]])
     config = make_config(name, "tiny", len(tokenizer))
     model = REGISTRY[name].model_class(config).eval()
@@ -165,6 +183,7 @@ def test_word_tasks_from_words_alone_equal_those_from_trees(trees):
     built from the trees whose leaves they are; without trees only they are built, and a constituency
     task is refused."""
     from syntaxformer.probing import WORD_TASKS
+
     part = trees[:300]
     words = [t.leaves() for t in part]
     assert build_tasks(None, 3, words=words) == build_tasks(part, 3, list(WORD_TASKS))
@@ -180,10 +199,26 @@ def test_probe_command_on_ud_ewt(shared_data, tmp_path, capsys):
     error naming the file."""
     from syntaxformer.data.trees import gold_tree_sentences
     from syntaxformer.workflows.probe import load_probe_treebank
+
     conllu = str(shared_data / "ud-ewt" / "en_ewt-ud-dev.conllu")
     out = tmp_path / "probe"
-    assert main(["probe", "--out", str(out), "--treebank", conllu, "--max-sentences", "400",
-                 "--classifier", "logreg", "--json"]) == 0
+    assert (
+        main(
+            [
+                "probe",
+                "--out",
+                str(out),
+                "--treebank",
+                conllu,
+                "--max-sentences",
+                "400",
+                "--classifier",
+                "logreg",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert set(report["tasks"]) == {"SentLen", "BShift"} and report["data"]["n_sentences"] == 400
     sentlen = report["tasks"]["SentLen"]
@@ -198,5 +233,6 @@ def test_probe_command_on_ud_ewt(shared_data, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and "TreeDepth needs constituency trees" in err and conllu in err and err.count("\n") == 1
     from syntaxformer.errors import InputError
+
     with pytest.raises(InputError, match="--phrases gold needs constituency trees"):
         load_probe_treebank(conllu, None, None, "gold", None)

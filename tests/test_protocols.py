@@ -1,6 +1,7 @@
 """The constituency scoring protocols (syntaxformer/evaluation/protocols.py): hand-computed values on
 small trees exercising every rule that differs, properties, equality with today's evaluator, bad input,
 and the ``--protocol`` / ``--all-protocols`` command lines on ptb-sample."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ from syntaxformer.decoding.spans import spans_to_tree, to_bracketed
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import left_branching, right_branching
 from syntaxformer.evaluation.constituency import evaluate_constituency
-from syntaxformer.evaluation.protocols import (PROTOCOLS, CpcfgProtocol, EvalbProtocol, constituents_from_spans,
-                                               get_protocol, tree_constituents)
+from syntaxformer.evaluation.protocols import (
+    PROTOCOLS,
+    CpcfgProtocol,
+    EvalbProtocol,
+    constituents_from_spans,
+    get_protocol,
+    tree_constituents,
+)
 
 T = Tree.fromstring
 
@@ -27,10 +34,12 @@ T = Tree.fromstring
 # B: two words, a unary chain at the root (collapsed S+NP).
 # C: four words: a single-word phrase (NP (PRP he)) and a chain NP+QP inside.
 # D: three words, a unary chain at the root (S+VP).
-GOLD = [T("(NP (NN dog))"),
-        T("(S+NP (DT the) (NN dog))"),
-        T("(S (NP (PRP he)) (VP (VBD saw) (NP+QP (CD two) (NNS dogs))))"),
-        T("(S+VP (VB go) (ADVP (RB right) (RB now)))")]
+GOLD = [
+    T("(NP (NN dog))"),
+    T("(S+NP (DT the) (NN dog))"),
+    T("(S (NP (PRP he)) (VP (VBD saw) (NP+QP (CD two) (NNS dogs))))"),
+    T("(S+VP (VB go) (ADVP (RB right) (RB now)))"),
+]
 PRED = [T("(S dog)"), T("(S the dog)"), T("(S (X he saw) (X two dogs))"), T("(S (X go right) now)")]
 
 
@@ -41,13 +50,14 @@ def by_hand(result: dict, expected: dict):
 
 # ------------------------------------------------------------------------------- reading trees
 
+
 def test_reading_preterminals_chains_and_bare_words():
     gold = tree_constituents(GOLD[2])
     assert gold.tags == ("PRP", "VBD", "CD", "NNS")
     assert gold.nodes == ((0, 4, "S"), (0, 1, "NP"), (1, 4, "VP"), (2, 4, "NP+QP"))
     pred = tree_constituents(PRED[2])
     assert pred.tags == (None,) * 4 and pred.nodes == ((0, 4, "S"), (0, 2, "X"), (2, 4, "X"))
-    assert tree_constituents(PRED[0]).nodes == ()                  # (S dog) is a preterminal
+    assert tree_constituents(PRED[0]).nodes == ()  # (S dog) is a preterminal
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7])
@@ -59,14 +69,27 @@ def test_constituents_from_spans_reads_like_the_tree(n):
 
 # ------------------------------------------------------------------------------- hand-computed values
 
+
 def test_prpn_by_hand():
     # sentence F1: A 1 (both empty), B 1 (both empty: the whole sentence never counts), C 1/2 (pred
     # {(0,2),(2,4)}, gold {(1,4),(2,4)}), D 0 (pred {(0,2)}, gold {(1,3)}) -> 2.5 / 4.
     # corpus (length-1 skipped): tp 0+1+0, pred 0+2+1, gold 0+2+1 -> P = R = 1/3.
     result = PROTOCOLS["prpn"].score(PRED, GOLD)
-    by_hand(result, {"sentence_f1": 62.5, "corpus_f1": 100 / 3, "corpus_precision": 100 / 3,
-                     "corpus_recall": 100 / 3, "matched": 1, "pred_brackets": 3, "gold_brackets": 3,
-                     "n_sentences": 4, "n_scored": 3, "n_sentence_f1": 4})
+    by_hand(
+        result,
+        {
+            "sentence_f1": 62.5,
+            "corpus_f1": 100 / 3,
+            "corpus_precision": 100 / 3,
+            "corpus_recall": 100 / 3,
+            "matched": 1,
+            "pred_brackets": 3,
+            "gold_brackets": 3,
+            "n_sentences": 4,
+            "n_scored": 3,
+            "n_sentence_f1": 4,
+        },
+    )
 
 
 def test_cpcfg_by_hand():
@@ -75,9 +98,20 @@ def test_cpcfg_by_hand():
     # corpus: tp 0+1+0 = 1, pred 0+2+1 = 3, gold 1+2+2 = 5 -> P 1/3, R 1/5, F 1/4.
     # sentence F1 (eval.py): B skipped (pred empty), C 1/2, D 0 -> 1/4 over 2 sentences.
     result = PROTOCOLS["cpcfg"].score(PRED, GOLD)
-    by_hand(result, {"sentence_f1": 25.0, "corpus_f1": 25.0, "corpus_precision": 100 / 3,
-                     "corpus_recall": 20.0, "matched": 1, "pred_brackets": 3, "gold_brackets": 5,
-                     "n_scored": 3, "n_sentence_f1": 2})
+    by_hand(
+        result,
+        {
+            "sentence_f1": 25.0,
+            "corpus_f1": 25.0,
+            "corpus_precision": 100 / 3,
+            "corpus_recall": 20.0,
+            "matched": 1,
+            "pred_brackets": 3,
+            "gold_brackets": 5,
+            "n_scored": 3,
+            "n_sentence_f1": 2,
+        },
+    )
     # compare_trees.py: PRPN's rule over B, C, D: B 0 (gold non-empty, pred empty), C 1/2, D 0.
     trees = PROTOCOLS["cpcfg-trees"].score(PRED, GOLD)
     by_hand(trees, {"sentence_f1": 100 / 6, "corpus_f1": 25.0, "n_scored": 3, "n_sentence_f1": 3})
@@ -102,9 +136,21 @@ def test_evalb_by_hand():
     # D gold (0,3) x2 (1,3), pred (0,3) (0,2) -> 1.   matched 4, pred 0+1+3+2 = 6, gold 1+2+5+3 = 11.
     result = PROTOCOLS["evalb"].score(PRED, GOLD)
     precision, recall = 400 / 6, 400 / 11
-    by_hand(result, {"matched": 4, "pred_brackets": 6, "gold_brackets": 11, "corpus_precision": precision,
-                     "corpus_recall": recall, "corpus_f1": 2 * precision * recall / (precision + recall),
-                     "complete_match": 0.0, "n_scored": 4, "n_cutoff": 4, "cutoff_matched": 4})
+    by_hand(
+        result,
+        {
+            "matched": 4,
+            "pred_brackets": 6,
+            "gold_brackets": 11,
+            "corpus_precision": precision,
+            "corpus_recall": recall,
+            "corpus_f1": 2 * precision * recall / (precision + recall),
+            "complete_match": 0.0,
+            "n_scored": 4,
+            "n_cutoff": 4,
+            "cutoff_matched": 4,
+        },
+    )
     assert result["corpus_f1"] == pytest.approx(100 * 16 / 34)
 
 
@@ -118,10 +164,20 @@ def test_evalb_deletes_punctuation_traces_and_top():
     evalb = PROTOCOLS["evalb"]
     assert evalb.brackets(tree_constituents(gold)) == Counter({(0, 3): 1, (0, 2): 1, (2, 3): 1})
     assert evalb.brackets(tree_constituents(pred)) == Counter({(0, 3): 2})
-    assert evalb.length(tree_constituents(gold)) == 6              # punctuation counts, the trace not
+    assert evalb.length(tree_constituents(gold)) == 6  # punctuation counts, the trace not
     result = evalb.score([pred], [gold])
-    by_hand(result, {"matched": 1, "pred_brackets": 2, "gold_brackets": 3, "corpus_precision": 50.0,
-                     "corpus_recall": 100 / 3, "corpus_f1": 40.0, "n_cutoff": 1})
+    by_hand(
+        result,
+        {
+            "matched": 1,
+            "pred_brackets": 2,
+            "gold_brackets": 3,
+            "corpus_precision": 50.0,
+            "corpus_recall": 100 / 3,
+            "corpus_f1": 40.0,
+            "n_cutoff": 1,
+        },
+    )
     assert EvalbProtocol(cutoff_len=5).score([pred], [gold])["n_cutoff"] == 0
     # prpn and cpcfg read the same trees as given: the punctuation are words, (0,3) a bracket
     assert PROTOCOLS["prpn"].score([pred], [gold])["sentence_f1"] == 0.0
@@ -148,6 +204,7 @@ LABELS = ["S", "NP", "VP", "S+VP", "NP+QP", "X", "TOP"]
 def trees(draw, n):
     """A random tree over the words w0 .. w(n-1): random splits, labels (chains included), unary
     nodes, preterminals or bare words, single-word phrases."""
+
     def build(i, j):
         if j - i == 1:
             word = f"w{i}"
@@ -155,10 +212,11 @@ def trees(draw, n):
             leaf = word if kind == "bare" else Tree("NN", [word])
             return Tree(draw(st.sampled_from(LABELS)), [Tree("NN", [word])]) if kind == "phrase" else leaf
         cuts = sorted(draw(st.sets(st.integers(i + 1, j - 1), max_size=j - i - 1)))
-        bounds = [i] + (cuts or list(range(i + 1, j))) + [j]    # no cut: a flat node over its words
+        bounds = [i] + (cuts or list(range(i + 1, j))) + [j]  # no cut: a flat node over its words
         children = [build(a, b) for a, b in pairwise(bounds)]
         node = Tree(draw(st.sampled_from(LABELS)), children)
         return Tree(draw(st.sampled_from(LABELS)), [node]) if draw(st.booleans()) else node
+
     tree = build(0, n)
     return tree if isinstance(tree, Tree) else Tree("S", [tree])
 
@@ -199,6 +257,7 @@ def test_every_protocol_is_symmetric(pair):
 
 # ------------------------------------------------------------------------------- prpn = today's numbers
 
+
 def test_prpn_equals_evaluate_constituency_on_ptb_sample(ptb_gold):
     right = [spans_to_tree(t.leaves(), right_branching(len(t.leaves()))) for t in ptb_gold]
     today = evaluate_constituency(right, ptb_gold)
@@ -209,6 +268,7 @@ def test_prpn_equals_evaluate_constituency_on_ptb_sample(ptb_gold):
 
 
 # ------------------------------------------------------------------------------- bad input
+
 
 @pytest.mark.parametrize("name", list(PROTOCOLS))
 def test_bad_input_is_one_line_input_error(name):
@@ -228,6 +288,7 @@ def test_unknown_protocol():
 
 # ------------------------------------------------------------------------------- command lines
 
+
 def right_lines(gold) -> str:
     return "\n".join(to_bracketed(spans_to_tree(t.leaves(), right_branching(len(t.leaves())))) for t in gold) + "\n"
 
@@ -236,6 +297,7 @@ def right_lines(gold) -> str:
 def small(tmp_path_factory):
     """The first 3 files of ptb-sample (gold .mrg) and right-branching predictions over their words."""
     from syntaxformer.data import load_gold_trees, ptb_sample_members
+
     folder = tmp_path_factory.mktemp("small")
     for name, text in ptb_sample_members("combined")[:3]:
         (folder / name.split("/")[1]).write_text(text)
@@ -252,7 +314,7 @@ def test_all_protocols_on_ptb_sample(ptb_gold, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["task"] == "protocols" and result["n_sentences"] == 3914 and result["seed"] == 0
     assert list(result["protocols"]) == list(PROTOCOLS)
-    assert result["seconds"] < 60                                   # seconds, not minutes (2 busy cores)
+    assert result["seconds"] < 60  # seconds, not minutes (2 busy cores)
     for name, entry in result["protocols"].items():
         scores = entry["scores"]
         assert scores["prediction"] == scores["right_branching"], name  # the prediction is right-branching
@@ -271,7 +333,7 @@ def test_all_protocols_text_table(small, capsys):
     assert main(["evaluate", "--pred", pred, "--gold", gold, "--all-protocols"]) == 0
     out = capsys.readouterr().out
     assert "right-branching" in out and "left-branching" in out and "compare_trees.py" in out
-    assert all(f"\n{name} " in out for name in PROTOCOLS)          # one block of rows per protocol
+    assert all(f"\n{name} " in out for name in PROTOCOLS)  # one block of rows per protocol
     assert "evalb.c with COLLINS.prm" in out
 
 
@@ -288,7 +350,7 @@ def test_evaluate_one_protocol(small, capsys):
     out = capsys.readouterr().out
     assert "protocol evalb" in out and "COLLINS.prm" in out and "len<=40 F1" in out
     assert main(["evaluate", "--pred", pred, "--gold", gold]) == 0
-    out = capsys.readouterr().out                                  # the default names prpn and its source
+    out = capsys.readouterr().out  # the default names prpn and its source
     assert "protocol:   prpn: unlabelled bracket F1" in out and "test_phrase_grammar.py" in out
 
 

@@ -5,6 +5,7 @@ the curve on untrained tiny models saved as ``syntaxformer train`` leaves them: 
 project's perplexity of the unpruned model exactly, head_mask = physical pruning, the heads removed
 are the lowest-scoring (once and recomputed); the command end to end, ``--save-at`` and bad input.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,24 @@ import torch
 
 from syntaxformer.analysis.heads import HeadLayout, head_importance, head_layout, normalise_by_layer
 from syntaxformer.analysis.pruning import (
-    HeadMasked, by_layer, curve_fractions, head_scores, heads_at, measure, pruned_copy, pruning_curve, rank_heads,
-    random_order, reachable_fractions, removal_mask, select_heads,
+    HeadMasked,
+    by_layer,
+    curve_fractions,
+    head_scores,
+    heads_at,
+    measure,
+    pruned_copy,
+    pruning_curve,
+    random_order,
+    rank_heads,
+    reachable_fractions,
+    removal_mask,
+    select_heads,
 )
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.perplexity import masked_lm_perplexity
 
-LAYOUT = HeadLayout(3, 4, ((0, 1, 2, 3), (0, 1, 2, 3), (0, 2)))   # layer 2 already lost heads 1 and 3
+LAYOUT = HeadLayout(3, 4, ((0, 1, 2, 3), (0, 1, 2, 3), (0, 2)))  # layer 2 already lost heads 1 and 3
 
 
 # --------------------------------------------------------------------------------------------------
@@ -43,7 +55,7 @@ def test_selection_never_removes_the_last_head_of_a_layer():
     # every head of layer 2 first, then layer 0's: layer 2's last head is skipped for the next candidate
     candidates = [(2, 0), (2, 2), (0, 3), (0, 2), (0, 1), (0, 0), (1, 0), (1, 1), (1, 2), (1, 3)]
     assert select_heads(candidates, LAYOUT, [], 3) == [(2, 0), (0, 3), (0, 2)]
-    chosen = select_heads(candidates, LAYOUT, [(2, 0)], 10)                     # more than can go
+    chosen = select_heads(candidates, LAYOUT, [(2, 0)], 10)  # more than can go
     assert chosen == [(0, 3), (0, 2), (0, 1), (1, 0), (1, 1), (1, 2)]
     left = {layer: len(LAYOUT.present[layer]) for layer in range(3)}
     for layer, _ in chosen + [(2, 0)]:
@@ -54,11 +66,23 @@ def test_selection_never_removes_the_last_head_of_a_layer():
 
 def test_rank_is_ascending_with_ties_in_flat_order():
     scores = torch.full((3, 4), float("nan"))
-    for (layer, head), value in zip([(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 2)],
-                                    [0.5, 0.1, 0.5, 0.9, 0.2, 0.5, 0.05, 0.3, 0.1, 0.7]):
+    for (layer, head), value in zip(
+        [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 2)],
+        [0.5, 0.1, 0.5, 0.9, 0.2, 0.5, 0.05, 0.3, 0.1, 0.7],
+    ):
         scores[layer, head] = value
-    assert rank_heads(scores, LAYOUT) == [(1, 2), (0, 1), (2, 0), (1, 0), (1, 3), (0, 0), (0, 2), (1, 1), (2, 2),
-                                          (0, 3)]
+    assert rank_heads(scores, LAYOUT) == [
+        (1, 2),
+        (0, 1),
+        (2, 0),
+        (1, 0),
+        (1, 3),
+        (0, 0),
+        (0, 2),
+        (1, 1),
+        (2, 2),
+        (0, 3),
+    ]
     assert rank_heads(scores, LAYOUT, exclude=[(1, 2), (0, 0)])[:2] == [(0, 1), (2, 0)]
     scores[2, 2] = float("nan")
     with pytest.raises(ValueError):
@@ -69,7 +93,7 @@ def test_random_order_is_reproducible_from_the_seed_and_differs_across_seeds():
     present = sorted((l, h) for l, heads in enumerate(LAYOUT.present) for h in heads)
     orders = [random_order(LAYOUT, seed) for seed in range(5)]
     assert random_order(LAYOUT, 3) == orders[3]
-    assert all(sorted(o) == present for o in orders)           # a permutation of the heads present
+    assert all(sorted(o) == present for o in orders)  # a permutation of the heads present
     assert len({tuple(o) for o in orders}) == 5
 
 
@@ -86,8 +110,11 @@ def folders(tmp_path_factory, ptb_gold):
 
     tokenizer = build_word_tokenizer([tree.leaves() for tree in ptb_gold])
     out = {}
-    for key, name, overrides in [("tree-transformer", "tree-transformer", {}), ("plain", "tree-transformer",
-                                 {"prior": "none"}), ("structformer", "structformer", {})]:
+    for key, name, overrides in [
+        ("tree-transformer", "tree-transformer", {}),
+        ("plain", "tree-transformer", {"prior": "none"}),
+        ("structformer", "structformer", {}),
+    ]:
         torch.manual_seed(0)
         model = MODELS[name](make_config(name, "tiny", len(tokenizer), num_attention_heads=4, **overrides))
         folder = tmp_path_factory.mktemp(key)
@@ -99,11 +126,12 @@ def folders(tmp_path_factory, ptb_gold):
 
 def _data(model, tokenizer, sentences=20, via="prune"):
     from syntaxformer.data.corpus import load_corpus
-    from syntaxformer.workflows.prune import prepare_data
     from syntaxformer.parsing import DecoderOptions
+    from syntaxformer.workflows.prune import prepare_data
 
-    data, _ = prepare_data(model, tokenizer, {}, "ptb-sample:test", sentences, 0, DecoderOptions(), 8, 2048, via,
-                           treebank=None)
+    data, _ = prepare_data(
+        model, tokenizer, {}, "ptb-sample:test", sentences, 0, DecoderOptions(), 8, 2048, via, treebank=None
+    )
     assert data.sentences == [list(s) for s in load_corpus("ptb-sample:test")[:sentences]]
     return data
 
@@ -117,8 +145,11 @@ def test_masking_equals_pruning_and_fraction_zero_is_the_unpruned_perplexity(key
     unpruned = masked_lm_perplexity(model, tokenizer, data.sentences, batch_tokens=2048, too_long="skip")
     points = pruning_curve(model, tokenizer, "random", [0.0, 0.25, 0.5], data, seed=4)
     assert points[0]["perplexity"] == unpruned["perplexity"] and points[0]["n_removed"] == 0
-    assert [p["n_removed"] for p in points] == [0, heads_at(0.25, len(points[0]["removed_per_layer"]) * 4),
-                                                heads_at(0.5, len(points[0]["removed_per_layer"]) * 4)]
+    assert [p["n_removed"] for p in points] == [
+        0,
+        heads_at(0.25, len(points[0]["removed_per_layer"]) * 4),
+        heads_at(0.5, len(points[0]["removed_per_layer"]) * 4),
+    ]
     removed = [(int(l), h) for l, hs in points[2]["removed"].items() for h in hs]
     masked = measure(model, tokenizer, removed, _data(model, tokenizer, via="mask"))["perplexity"]
     assert masked == pytest.approx(points[2]["perplexity"], rel=1e-5)
@@ -143,7 +174,7 @@ def test_importance_order_removes_the_least_important_heads_once_or_recomputed(f
         assert point["removed"] == {str(k): v for k, v in by_layer(want).items()}
         assert point["scores"] == layout.grid(expected, 4)
     recomputed = pruning_curve(model, tokenizer, "importance", [0.0, 0.25, 0.5], data, recompute=True)
-    assert recomputed[1]["removed"] == once[1]["removed"]              # the first step scores the unpruned model
+    assert recomputed[1]["removed"] == once[1]["removed"]  # the first step scores the unpruned model
     first = [(int(l), h) for l, hs in recomputed[1]["removed"].items() for h in hs]
     rescored = head_scores(pruned_copy(model, first), tokenizer, "importance", data)
     step = select_heads(rank_heads(rescored, layout, first), layout, first, recomputed[2]["n_removed"] - len(first))
@@ -159,6 +190,7 @@ def test_importance_order_removes_the_least_important_heads_once_or_recomputed(f
 
 def _run(argv):
     from syntaxformer.cli import main
+
     return main(argv)
 
 
@@ -167,12 +199,43 @@ def test_command_end_to_end_with_save_at(folders, tmp_path, capsys):
     from syntaxformer.parsing import load_model
 
     model = folders["tree-transformer"]
-    record = {"arguments": {"corpus": "ptb-sample:dev", "valid": None, "valid_fraction": 0.01, "mask_rate": 0.15,
-                            "mask_replace": "bert"}, "preset": "tiny", "seed": 0}
+    record = {
+        "arguments": {
+            "corpus": "ptb-sample:dev",
+            "valid": None,
+            "valid_fraction": 0.01,
+            "mask_rate": 0.15,
+            "mask_replace": "bert",
+        },
+        "preset": "tiny",
+        "seed": 0,
+    }
     (model / "training.json").write_text(json.dumps(record))
     out = tmp_path / "out"
-    assert _run(["prune", "--model", str(model), "--out", str(out), "--order", "confidence", "--step", "0.5",
-                 "--seeds", "1", "--seed", "3", "--save-at", "0.5", "--max-sentences", "12"]) == 0
+    assert (
+        _run(
+            [
+                "prune",
+                "--model",
+                str(model),
+                "--out",
+                str(out),
+                "--order",
+                "confidence",
+                "--step",
+                "0.5",
+                "--seeds",
+                "1",
+                "--seed",
+                "3",
+                "--save-at",
+                "0.5",
+                "--max-sentences",
+                "12",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "confidence ppl" in printed and "random ppl" in printed and "held-out 0.01 of ptb-sample:dev" in printed
     report = json.loads((out / "prune.json").read_text())
@@ -197,22 +260,51 @@ def test_command_end_to_end_with_save_at(folders, tmp_path, capsys):
 
 
 def test_random_control_mean_and_sample_sd():
-    runs = [[dict(fraction=0.0, n_removed=0, fraction_removed=0.0, perplexity=10.0, sentence_f1=40.0,
-                  removed_per_layer=[0, 0]),
-             dict(fraction=0.5, n_removed=2, fraction_removed=0.5, perplexity=p, sentence_f1=f,
-                  removed_per_layer=r)]
-            for p, f, r in [(20.0, 30.0, [1, 1]), (30.0, 36.0, [2, 0]), (40.0, 33.0, [1, 1])]]
+    runs = [
+        [
+            dict(
+                fraction=0.0,
+                n_removed=0,
+                fraction_removed=0.0,
+                perplexity=10.0,
+                sentence_f1=40.0,
+                removed_per_layer=[0, 0],
+            ),
+            dict(fraction=0.5, n_removed=2, fraction_removed=0.5, perplexity=p, sentence_f1=f, removed_per_layer=r),
+        ]
+        for p, f, r in [(20.0, 30.0, [1, 1]), (30.0, 36.0, [2, 0]), (40.0, 33.0, [1, 1])]
+    ]
     from syntaxformer.analysis.pruning import average_runs
+
     first, second = average_runs(runs)
     assert (first["perplexity"], first["perplexity_sd"], first["sentence_f1_sd"]) == (10.0, 0.0, 0.0)
-    assert second["perplexity"] == 30.0 and second["perplexity_sd"] == pytest.approx(10.0)    # n - 1
+    assert second["perplexity"] == 30.0 and second["perplexity_sd"] == pytest.approx(10.0)  # n - 1
     assert second["sentence_f1"] == 33.0 and second["sentence_f1_sd"] == pytest.approx(3.0)
     assert second["removed_per_layer_mean"] == pytest.approx([4 / 3, 2 / 3])
 
 
 def test_command_json_for_a_model_without_structure(folders, tmp_path, capsys):
-    assert _run(["prune", "--model", str(folders["plain"]), "--out", str(tmp_path), "--step", "0.5", "--seeds", "1",
-                 "--text", "ptb-sample:test", "--max-sentences", "6", "--json"]) == 0
+    assert (
+        _run(
+            [
+                "prune",
+                "--model",
+                str(folders["plain"]),
+                "--out",
+                str(tmp_path),
+                "--step",
+                "0.5",
+                "--seeds",
+                "1",
+                "--text",
+                "ptb-sample:test",
+                "--max-sentences",
+                "6",
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["data"]["treebank"] is None and summary["fractions"] == [0.0, 0.5]
     assert list(summary["orders"]) == ["importance", "random"]
@@ -220,13 +312,16 @@ def test_command_json_for_a_model_without_structure(folders, tmp_path, capsys):
     assert (tmp_path / "prune.png").is_file()
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--order", "loudest"], "unknown pruning order 'loudest'"),
-    (["--step", "0"], "--step must be strictly between 0 and 1"),
-    (["--step", "1.2"], "--step must be strictly between 0 and 1"),
-    (["--save-at", "0.3", "--step", "0.25"], "--save-at 0.3 is not a fraction of the curve"),
-    (["--order", "random", "--seeds", "0"], "--seeds must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--order", "loudest"], "unknown pruning order 'loudest'"),
+        (["--step", "0"], "--step must be strictly between 0 and 1"),
+        (["--step", "1.2"], "--step must be strictly between 0 and 1"),
+        (["--save-at", "0.3", "--step", "0.25"], "--save-at 0.3 is not a fraction of the curve"),
+        (["--order", "random", "--seeds", "0"], "--seeds must be at least 1"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_1(argv, message, folders, tmp_path, capsys):
     assert _run(["prune", "--model", str(folders["plain"]), "--out", str(tmp_path), *argv]) == 1
     err = capsys.readouterr().err.strip()

@@ -1,4 +1,5 @@
 """Readers on real data (the embedded ptb-sample; ../shared/data when present) and on bad input."""
+
 from __future__ import annotations
 
 import io
@@ -12,11 +13,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nltk import Tree
 
-from syntaxformer.data import (PRPN, WORD_TAGS, DependencySentence, Preprocessing, load_corpus,
-                               load_gold_trees, normalise_word, parse_bracketed,
-                               preprocess_tree, ptb_sample_members, read_conllu, read_dependencies,
-                               read_ptb_dependency, read_text, read_treebank, split_label,
-                               strip_function_tag, write_conllu)
+from syntaxformer.data import (
+    WORD_TAGS,
+    DependencySentence,
+    Preprocessing,
+    load_corpus,
+    load_gold_trees,
+    normalise_word,
+    parse_bracketed,
+    preprocess_tree,
+    ptb_sample_members,
+    read_conllu,
+    read_dependencies,
+    read_ptb_dependency,
+    read_text,
+    read_treebank,
+    split_label,
+    strip_function_tag,
+    write_conllu,
+)
 from syntaxformer.data.dependency import is_conllu_file, parse_conllu
 from syntaxformer.decoding.spans import brackets, to_bracketed
 from syntaxformer.errors import InputError
@@ -36,6 +51,7 @@ def ptb_dep():
 
 # --- embedded sample -----------------------------------------------------------------------------
 
+
 def test_embedded_members():
     combined = ptb_sample_members("combined")
     dependency = ptb_sample_members("dependency")
@@ -50,6 +66,7 @@ def test_embedded_members():
 
 # --- treebank reader -----------------------------------------------------------------------------
 
+
 def test_ptb_sample_counts(ptb_raw):
     assert len(ptb_raw) == 3914
     assert sum(len(t.leaves()) for t in ptb_raw) == 100_676
@@ -63,17 +80,21 @@ def test_read_treebank_folder_file_glob_match_embedded(ptb_raw, shared_data):
     combined = shared_data / "ptb-sample" / "combined"
     assert read_treebank(combined) == ptb_raw
     assert read_treebank(str(combined / "wsj_0001.mrg")) == ptb_raw[:2]
-    assert read_treebank(str(combined / "wsj_000[12].mrg")) == ptb_raw[:len(
-        read_treebank(combined / "wsj_0001.mrg")) + len(read_treebank(combined / "wsj_0002.mrg"))]
+    assert (
+        read_treebank(str(combined / "wsj_000[12].mrg"))
+        == ptb_raw[: len(read_treebank(combined / "wsj_0001.mrg")) + len(read_treebank(combined / "wsj_0002.mrg"))]
+    )
 
 
 def test_parse_bracketed_one_per_line_and_multiline():
     multi = "( (S\n  (NP (DT The) (NN dog))\n  (VP (VBZ barks)) ))\r\n\r\n(S (NN hi))\n"
     trees = parse_bracketed(multi)
-    assert trees == [Tree.fromstring("((S (NP (DT The) (NN dog)) (VP (VBZ barks))))"),
-                     Tree.fromstring("(S (NN hi))")]
+    assert trees == [Tree.fromstring("((S (NP (DT The) (NN dog)) (VP (VBZ barks))))"), Tree.fromstring("(S (NN hi))")]
     assert parse_bracketed("(A a b)\n(B c)\n(C (D d))") == [
-        Tree("A", ["a", "b"]), Tree("B", ["c"]), Tree("C", [Tree("D", ["d"])])]
+        Tree("A", ["a", "b"]),
+        Tree("B", ["c"]),
+        Tree("C", [Tree("D", ["d"])]),
+    ]
 
 
 def test_folder_without_mrg_reads_all_files(tmp_path):
@@ -85,12 +106,15 @@ def test_folder_without_mrg_reads_all_files(tmp_path):
     assert [t.leaves() for t in read_treebank(tmp_path)] == [["z"]]
 
 
-@pytest.mark.parametrize("text, line, message", [
-    ("(S (NN a))\n\n(S (NP (NN b)\n  (VP (VB c))\n", 3, "unbalanced"),   # a tree never closed
-    ("(S (NN a))\n(S (NN b)))\n", 2, "unbalanced"),                     # a stray ')'
-    ("(S (NN a))\nhello\n(S (NN b))\n", 2, "outside any tree"),          # garbage between trees
-    ("(S (NN a))\n\n  trailing", 3, "outside any tree"),                 # garbage after the last
-])
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("(S (NN a))\n\n(S (NP (NN b)\n  (VP (VB c))\n", 3, "unbalanced"),  # a tree never closed
+        ("(S (NN a))\n(S (NN b)))\n", 2, "unbalanced"),  # a stray ')'
+        ("(S (NN a))\nhello\n(S (NN b))\n", 2, "outside any tree"),  # garbage between trees
+        ("(S (NN a))\n\n  trailing", 3, "outside any tree"),  # garbage after the last
+    ],
+)
 def test_malformed_brackets_name_file_and_line(tmp_path, text, line, message):
     path = tmp_path / "bad.mrg"
     path.write_text(text)
@@ -126,6 +150,7 @@ def test_treebank_empty_missing_and_unmatched_glob(tmp_path):
 
 # --- preprocessing -------------------------------------------------------------------------------
 
+
 def test_word_tags_are_the_36_of_design():
     assert len(WORD_TAGS) == 36
     assert {"NN", "PRP$", "WP$", "SYM", "LS", "POS", "TO"} <= WORD_TAGS
@@ -158,7 +183,8 @@ def test_first_sentence_preprocessed(ptb_gold):
     assert first == Tree.fromstring(
         "(S (NP (NP (NNP pierre) (NNP vinken)) (ADJP (NP (CD N) (NNS years)) (JJ old)))"
         " (VP (MD will) (VP (VB join) (NP (DT the) (NN board))"
-        " (PP (IN as) (NP (DT a) (JJ nonexecutive) (NN director))) (NP (NNP nov.) (CD N)))))")
+        " (PP (IN as) (NP (DT a) (JJ nonexecutive) (NN director))) (NP (NNP nov.) (CD N)))))"
+    )
     assert first.pos()[0] == ("pierre", "NNP")
 
 
@@ -169,12 +195,10 @@ def test_ptb_gold_counts(ptb_gold, ptb_raw):
     assert sum(len(t.leaves()) for t in ptb_gold) == 82_369
     assert sum(1 for t in ptb_raw for _, tag in t.pos() if tag in WORD_TAGS) == 82_369
     assert all(tag in WORD_TAGS for t in ptb_gold for _, tag in t.pos())
-    phrasal = Counter(node.label() for t in ptb_gold for node in t.subtrees()
-                      if node.label() not in WORD_TAGS)
+    phrasal = Counter(node.label() for t in ptb_gold for node in t.subtrees() if node.label() not in WORD_TAGS)
     # Function tags stripped, traces gone, unary chains joined outer-first with "+".
     assert all(re.fullmatch(r"[A-Z|]+(\+[A-Z|]+)*", label) for label in phrasal), phrasal
-    assert (phrasal["NP"], phrasal["VP"], phrasal["S+VP"], phrasal["SBAR+S"]) == (
-        30_341, 12_099, 2_217, 725)
+    assert (phrasal["NP"], phrasal["VP"], phrasal["S+VP"], phrasal["SBAR+S"]) == (30_341, 12_099, 2_217, 725)
     # Unary chains are collapsed: no phrasal node has a single phrasal child.
     for t in ptb_gold:
         for node in t.subtrees():
@@ -200,26 +224,30 @@ TRACE_TREE = "( (S (NP-SBJ-1 (-NONE- *)) (VP (VBD Ran) (ADVP-MNR (RB fast)) (NP 
 
 def test_preprocess_switches():
     raw = Tree.fromstring(TRACE_TREE)
-    assert preprocess_tree(raw) == Tree.fromstring(
-        "(S+VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles)))")
+    assert preprocess_tree(raw) == Tree.fromstring("(S+VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles)))")
     assert raw == Tree.fromstring(TRACE_TREE)  # input unchanged
     assert preprocess_tree(raw, Preprocessing(collapse_unary=False)) == Tree.fromstring(
-        "(S (VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles))))")
+        "(S (VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles))))"
+    )
     assert preprocess_tree(raw, Preprocessing(strip_function_tags=False)) == Tree.fromstring(
-        "(S+VP (VBD ran) (ADVP-MNR (RB fast)) (NP (CD N) (NNS miles)))")
+        "(S+VP (VBD ran) (ADVP-MNR (RB fast)) (NP (CD N) (NNS miles)))"
+    )
     assert preprocess_tree(raw, Preprocessing(lowercase=False, digits_to_n=False)).leaves() == [
-        "Ran", "fast", "1,000", "miles"]
+        "Ran",
+        "fast",
+        "1,000",
+        "miles",
+    ]
     assert preprocess_tree(raw, Preprocessing(word_tags=False)) == Tree.fromstring(
-        "(S (NP (-NONE- *)) (VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles))) (. .))")
-    assert preprocess_tree(raw, Preprocessing(delete_empty=False, collapse_unary=False)) == \
-        Tree("S", [Tree("NP", []), Tree.fromstring(
-            "(VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles)))")])
+        "(S (NP (-NONE- *)) (VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles))) (. .))"
+    )
+    assert preprocess_tree(raw, Preprocessing(delete_empty=False, collapse_unary=False)) == Tree(
+        "S", [Tree("NP", []), Tree.fromstring("(VP (VBD ran) (ADVP (RB fast)) (NP (CD N) (NNS miles)))")]
+    )
     # A ROOT wrapper (other tools) is removed like the PTB's empty outer bracket.
-    assert preprocess_tree(Tree.fromstring("(ROOT (S (NN a) (NN b)))")) == Tree.fromstring(
-        "(S (NN a) (NN b))")
+    assert preprocess_tree(Tree.fromstring("(ROOT (S (NN a) (NN b)))")) == Tree.fromstring("(S (NN a) (NN b))")
     # Words without a preterminal (predicted trees) are kept and normalised.
-    assert preprocess_tree(Tree.fromstring("(S (X The dog) barks)")) == Tree.fromstring(
-        "(S (X the dog) barks)")
+    assert preprocess_tree(Tree.fromstring("(S (X The dog) barks)")) == Tree.fromstring("(S (X the dog) barks)")
 
 
 def test_preprocess_no_word_left_is_none():
@@ -239,16 +267,17 @@ def test_load_gold_trees_reports_skipped(tmp_path, caplog):
 # --- bracket string round trip -------------------------------------------------------------------
 
 _LABEL = st.text("ABCNPSV-+$", min_size=1, max_size=5)
-_WORD = st.text(st.characters(blacklist_categories=("Z", "C"), blacklist_characters="()"),
-                min_size=1, max_size=6)
+_WORD = st.text(st.characters(blacklist_categories=("Z", "C"), blacklist_characters="()"), min_size=1, max_size=6)
 
 
 def _trees(depth):
     if depth == 0:
-        return st.builds(lambda label, words: Tree(label, words), _LABEL,
-                         st.lists(_WORD, min_size=1, max_size=3))
-    return st.builds(lambda label, kids: Tree(label, kids), _LABEL,
-                     st.lists(st.one_of(_WORD, _trees(depth - 1)), min_size=1, max_size=3))
+        return st.builds(lambda label, words: Tree(label, words), _LABEL, st.lists(_WORD, min_size=1, max_size=3))
+    return st.builds(
+        lambda label, kids: Tree(label, kids),
+        _LABEL,
+        st.lists(st.one_of(_WORD, _trees(depth - 1)), min_size=1, max_size=3),
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -267,14 +296,14 @@ def test_to_bracketed_escapes_brackets_in_words():
 
 # --- dependencies --------------------------------------------------------------------------------
 
+
 def test_ptb_sample_dependencies_match_trees(ptb_dep, ptb_raw, ptb_gold):
     assert len(ptb_dep) == 3914
     assert sum(len(s) for s in ptb_dep) == 94_084 and sum(sum(s.punct) for s in ptb_dep) == 11_715
     for number, (sentence, raw, gold) in enumerate(zip(ptb_dep, ptb_raw, ptb_gold), start=1):
         pos = [(w, t) for w, t in raw.pos() if t != "-NONE-"]
         assert list(zip(sentence.words, sentence.tags)) == pos, number
-        assert [normalise_word(w) for w, p in zip(sentence.words, sentence.punct) if not p] == \
-            gold.leaves(), number
+        assert [normalise_word(w) for w, p in zip(sentence.words, sentence.punct) if not p] == gold.leaves(), number
         assert sentence.heads.count(0) == 1, number
     first = ptb_dep[0]
     assert first.words[:3] == ("Pierre", "Vinken", ",") and first.heads[:3] == (2, 8, 2)
@@ -284,8 +313,9 @@ def test_ptb_sample_dependencies_match_trees(ptb_dep, ptb_raw, ptb_gold):
 def test_dependency_folder_and_glob(ptb_dep, shared_data):
     folder = shared_data / "ptb-sample" / "dependency"
     assert read_dependencies(folder) == ptb_dep
-    assert read_dependencies(str(folder / "wsj_000[1-2].dp")) == \
-        read_ptb_dependency(folder / "wsj_0001.dp") + read_ptb_dependency(folder / "wsj_0002.dp")
+    assert read_dependencies(str(folder / "wsj_000[1-2].dp")) == read_ptb_dependency(
+        folder / "wsj_0001.dp"
+    ) + read_ptb_dependency(folder / "wsj_0002.dp")
 
 
 CONLLU = """# sent_id = a
@@ -303,28 +333,30 @@ CONLLU = """# sent_id = a
 
 def test_conllu_skips_ranges_and_empty_nodes():
     first, second = parse_conllu(CONLLU)
-    assert first == DependencySentence(("Do", "n't", "go", "."), ("AUX", "PART", "VERB", "PUNCT"),
-                                       (3, 3, 0, 3), (False, False, False, True),
-                                       ("aux", "advmod", "root", "punct"))
+    assert first == DependencySentence(
+        ("Do", "n't", "go", "."),
+        ("AUX", "PART", "VERB", "PUNCT"),
+        (3, 3, 0, 3),
+        (False, False, False, True),
+        ("aux", "advmod", "root", "punct"),
+    )
     assert second.punct == (False,)  # SYM is scored; only PUNCT is punctuation
 
 
-@pytest.mark.parametrize("name, text, line, message", [
-    ("h.dp", "a\tDT\t2\nb\tNN\t0\n\nc\tNN\t0\nd\tNN\t3\n", 5, "out of range"),
-    ("n.dp", "a\tDT\t2\nb\tNN\tx\n", 2, "not an integer"),
-    ("f.dp", "a\tDT\t2\nb NN 0\n", 2, "expected 'word TAB tag TAB head'"),
-    ("h.conllu", "# c\n1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n2\tb\t_\tX\t_\t_\t7\tdep\t_\t_\n", 3,
-     "out of range"),
-    ("n.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n2\tb\t_\tX\t_\t_\tfoo\tdep\t_\t_\n", 2,
-     "malformed CoNLL-U"),
-    ("u.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n2\tb\t_\tX\t_\t_\t_\tdep\t_\t_\n", 2,
-     "not an integer"),
-    ("r.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n\n1-2\tab\t_\t_\t_\t_\t_\t_\t_\t_\n", 3,
-     "no tokens"),
-    ("s.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n3\tb\t_\tX\t_\t_\t1\tdep\t_\t_\n", 2,
-     "out of sequence"),
-    ("c.conllu", "1\ta\t_\tX\t_\t_\t0\troot\n", 1, "10 tab-separated"),
-])
+@pytest.mark.parametrize(
+    "name, text, line, message",
+    [
+        ("h.dp", "a\tDT\t2\nb\tNN\t0\n\nc\tNN\t0\nd\tNN\t3\n", 5, "out of range"),
+        ("n.dp", "a\tDT\t2\nb\tNN\tx\n", 2, "not an integer"),
+        ("f.dp", "a\tDT\t2\nb NN 0\n", 2, "expected 'word TAB tag TAB head'"),
+        ("h.conllu", "# c\n1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n2\tb\t_\tX\t_\t_\t7\tdep\t_\t_\n", 3, "out of range"),
+        ("n.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n2\tb\t_\tX\t_\t_\tfoo\tdep\t_\t_\n", 2, "malformed CoNLL-U"),
+        ("u.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n2\tb\t_\tX\t_\t_\t_\tdep\t_\t_\n", 2, "not an integer"),
+        ("r.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n\n1-2\tab\t_\t_\t_\t_\t_\t_\t_\t_\n", 3, "no tokens"),
+        ("s.conllu", "1\ta\t_\tX\t_\t_\t0\troot\t_\t_\n3\tb\t_\tX\t_\t_\t1\tdep\t_\t_\n", 2, "out of sequence"),
+        ("c.conllu", "1\ta\t_\tX\t_\t_\t0\troot\n", 1, "10 tab-separated"),
+    ],
+)
 def test_malformed_dependencies_name_file_and_line(tmp_path, name, text, line, message):
     path = tmp_path / name
     path.write_text(text)
@@ -361,8 +393,17 @@ def test_format_sniffed_for_other_extensions(tmp_path):
     (tmp_path / "t.mrg").write_text("( (S (NP (DT a)) (VP (VBZ b))) )\n")
     assert is_conllu_file(tmp_path / "x.txt") and is_conllu_file(tmp_path / "missing.conllu")
     (tmp_path / "folder.conllu").mkdir()
-    assert not any(is_conllu_file(p) for p in (tmp_path / "y.txt", tmp_path / "z.dp", tmp_path / "t.mrg",
-                                               tmp_path, tmp_path / "folder.conllu", "ptb-sample:dev"))
+    assert not any(
+        is_conllu_file(p)
+        for p in (
+            tmp_path / "y.txt",
+            tmp_path / "z.dp",
+            tmp_path / "t.mrg",
+            tmp_path,
+            tmp_path / "folder.conllu",
+            "ptb-sample:dev",
+        )
+    )
 
 
 def test_write_conllu_round_trips(ptb_dep, tmp_path):
@@ -396,6 +437,7 @@ def test_ud_ewt(shared_data):
 
 # --- raw text and corpora ------------------------------------------------------------------------
 
+
 def test_read_text(tmp_path, caplog):
     path = tmp_path / "t.txt"
     path.write_text("The dog  barks .\n\n   \n 61 cats\n")
@@ -421,8 +463,9 @@ def test_load_corpus(tmp_path, ptb_gold):
     expected = [["the", "<unk>", "rose", "N", "%"], ["mr.", "vinken"]]
     assert load_corpus(f"{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}") == expected
     assert load_corpus(str(tmp_path / "*.txt")) == expected
-    assert load_corpus(str(tmp_path / "a.txt"), Preprocessing(lowercase=False, digits_to_n=False)) \
-        == [["The", "<unk>", "rose", "1.5", "%"]]
+    assert load_corpus(str(tmp_path / "a.txt"), Preprocessing(lowercase=False, digits_to_n=False)) == [
+        ["The", "<unk>", "rose", "1.5", "%"]
+    ]
     with pytest.raises(InputError, match="no text file matches"):
         load_corpus(str(tmp_path / "*.nothing"))
     with pytest.raises(InputError, match="no such"):
@@ -432,5 +475,20 @@ def test_load_corpus(tmp_path, ptb_gold):
 def test_load_corpus_ptb_lm(shared_data):
     train = load_corpus(str(shared_data / "ptb-lm" / "ptb.train.txt"))
     assert len(train) == 42_068 and sum(map(len, train)) == 887_521
-    assert train[1] == ["pierre", "<unk>", "N", "years", "old", "will", "join", "the", "board",
-                        "as", "a", "nonexecutive", "director", "nov.", "N"]
+    assert train[1] == [
+        "pierre",
+        "<unk>",
+        "N",
+        "years",
+        "old",
+        "will",
+        "join",
+        "the",
+        "board",
+        "as",
+        "a",
+        "nonexecutive",
+        "director",
+        "nov.",
+        "N",
+    ]

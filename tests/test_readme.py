@@ -2,6 +2,7 @@
 virtual environment's programs (so it runs right after them), every ``syntaxformer`` line names a command
 that exists with options its parser accepts, every command of the CLI is in the command table, and every
 ```python block runs (in a temporary folder; a block reading ``induce-out/model`` gets a tiny model there)."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 #: the set-up commands, exactly (a fresh clone: the main job; the tests, as .ci/run)
-SETUP = ["python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/syntaxformer induce --out induce-out",
-         'python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" && .venv/bin/python -m pytest -n 2 -q']
+SETUP = [
+    "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/syntaxformer induce --out induce-out",
+    'python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" && .venv/bin/python -m pytest -n 2 -q',
+]
 
 
 def fenced(language: str) -> list[str]:
@@ -50,7 +53,7 @@ def test_the_setup_commands_are_in_the_readme_and_in_ci():
     lines = shell_lines()
     assert lines[:2] == SETUP
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
-    steps = [step.strip() for step in SETUP[1].split("&&")]   # CI runs the same steps, one per line, in order
+    steps = [step.strip() for step in SETUP[1].split("&&")]  # CI runs the same steps, one per line, in order
     assert all(step in ci for step in steps)
     assert [ci.index(step) for step in steps] == sorted(ci.index(step) for step in steps)
 

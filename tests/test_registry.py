@@ -4,6 +4,7 @@ A toy model that induces syntactic distances (the distance of the gap before a w
 token id) is registered here and parsed by the unchanged ``parse`` command: nothing outside the model
 and its registry entry knows it.
 """
+
 import pytest
 import torch
 from torch import nn
@@ -56,8 +57,20 @@ def test_a_registered_toy_model_parses_through_the_cli(toy_model, tmp_path):
     ToyForMaskedLM(config).save_pretrained(tmp_path / "toy")
     tokenizer.save_pretrained(tmp_path / "toy")
     (tmp_path / "in.txt").write_text("\n".join(" ".join(s) for s in sentences) + "\n")
-    assert main(["parse", "--model", str(tmp_path / "toy"), "--input", str(tmp_path / "in.txt"),
-                 "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "parse",
+                "--model",
+                str(tmp_path / "toy"),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     expected = []
     for words in sentences:
         ids = tokenizer.convert_tokens_to_ids(words)
@@ -65,8 +78,22 @@ def test_a_registered_toy_model_parses_through_the_cli(toy_model, tmp_path):
         expected.append(to_bracketed(tree))
     assert (tmp_path / "out" / "trees.txt").read_text().split("\n")[:2] == expected
     # Tree Transformer decoder options are refused for distances, never ignored
-    assert main(["parse", "--model", str(tmp_path / "toy"), "--input", str(tmp_path / "in.txt"),
-                 "--out", str(tmp_path / "out2"), "--layer", "0"]) == 1
+    assert (
+        main(
+            [
+                "parse",
+                "--model",
+                str(tmp_path / "toy"),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--out",
+                str(tmp_path / "out2"),
+                "--layer",
+                "0",
+            ]
+        )
+        == 1
+    )
 
 
 def test_registry_entries_and_errors(toy_model):
@@ -83,14 +110,15 @@ def test_induce_refuses_a_model_that_induces_nothing_before_training(tmp_path, c
     assert main(["induce", "--prior", "none", "--out", str(tmp_path / "x"), "--quiet"]) == 1
     assert "induces no structure" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
-    assert main(["induce", "--model", "structformer", "--variant", "official",
-                 "--out", str(tmp_path / "y"), "--quiet"]) == 1
+    assert (
+        main(["induce", "--model", "structformer", "--variant", "official", "--out", str(tmp_path / "y"), "--quiet"])
+        == 1
+    )
     assert not (tmp_path / "y").exists()
 
 
 def test_induce_refuses_decoder_options_the_structure_does_not_take(tmp_path, capsys):
     # StructFormer gives syntactic distances: --layer (a link-probability decoder) is refused at once
-    assert main(["induce", "--model", "structformer", "--layer", "0", "--out", str(tmp_path / "z"),
-                 "--quiet"]) == 1
+    assert main(["induce", "--model", "structformer", "--layer", "0", "--out", str(tmp_path / "z"), "--quiet"]) == 1
     assert "Tree Transformer decoder option" in capsys.readouterr().err
     assert not (tmp_path / "z").exists()

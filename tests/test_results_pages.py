@@ -1,5 +1,6 @@
 """The results tables of README.md and docs/results/*.md are what the JSON reports say: every marked table is
 regenerated in memory by ``benchmarks/results_tables.py`` and compared with the page."""
+
 import sys
 from pathlib import Path
 
@@ -16,12 +17,16 @@ def test_page_tables_match_the_reports(page):
     text = page.read_text(encoding="utf-8")
     assert text == results_tables.render(text, str(page)), (
         f"{page.relative_to(ROOT)}: a results table differs from the reports; "
-        "run `.venv/bin/python benchmarks/results_tables.py` and review the diff")
+        "run `.venv/bin/python benchmarks/results_tables.py` and review the diff"
+    )
 
 
 def test_every_table_is_on_a_page_and_every_marker_names_a_table():
-    used = [m["name"] for page in results_tables.PAGES
-            for m in results_tables.MARKER.finditer(page.read_text(encoding="utf-8"))]
+    used = [
+        m["name"]
+        for page in results_tables.PAGES
+        for m in results_tables.MARKER.finditer(page.read_text(encoding="utf-8"))
+    ]
     assert sorted(set(used)) == sorted(results_tables.TABLES)
     assert "readme-induce" in [m["name"] for m in results_tables.MARKER.finditer((ROOT / "README.md").read_text())]
 

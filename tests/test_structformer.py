@@ -1,5 +1,6 @@
 """StructFormer (syntaxformer/models/structformer.py): shapes, the dependency distribution against
 a brute-force sum over constituents, hand-built trees, padding invariance, gradients, save/load."""
+
 from __future__ import annotations
 
 import math
@@ -12,14 +13,26 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from syntaxformer.decoding.spans import split_by_distance
 from syntaxformer.models.structformer import (
-    StructFormerConfig, StructFormerForMaskedLM, calibrate_distances, dependency_distribution)
+    StructFormerConfig,
+    StructFormerForMaskedLM,
+    calibrate_distances,
+    dependency_distribution,
+)
 
 torch.set_num_threads(1)
 
 
 def tiny_config(**overrides) -> StructFormerConfig:
-    values = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=48, n_parser_layers=2, conv_size=3, pad_token_id=0)
+    values = dict(
+        vocab_size=40,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        n_parser_layers=2,
+        conv_size=3,
+        pad_token_id=0,
+    )
     values.update(overrides)
     return StructFormerConfig(**values)
 
@@ -33,6 +46,7 @@ def tiny_model(seed: int = 0, **overrides) -> StructFormerForMaskedLM:
 # Brute force, written from the paper's definitions (§4.3) with Python loops: O(n^4) per sentence.
 # ------------------------------------------------------------------------------------------------
 
+
 def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
@@ -41,14 +55,14 @@ def brute_force_dependency(tau: list[float], delta: list[float], s_d: float, s_h
     """p_D(j|i) (n x n, zero diagonal) and the root mass p(i heads C(x_i)) for one sentence."""
     n = len(delta)
 
-    def p_left_le(i, j):          # P(l_i <= j)
+    def p_left_le(i, j):  # P(l_i <= j)
         if j < 0:
             return 0.0
         if j >= i:
             return 1.0
         return _sigmoid(s_d * (delta[i] - max(tau[j:i])))
 
-    def p_right_ge(i, j):         # P(r_i >= j)
+    def p_right_ge(i, j):  # P(r_i >= j)
         if j >= n:
             return 0.0
         if j <= i:
@@ -72,35 +86,37 @@ def brute_force_dependency(tau: list[float], delta: list[float], s_d: float, s_h
     return p, root
 
 
-sentences = st.integers(1, 6).flatmap(lambda n: st.tuples(
-    st.lists(st.floats(-3, 3), min_size=n - 1, max_size=n - 1),
-    st.lists(st.floats(-3, 3), min_size=n, max_size=n)))
+sentences = st.integers(1, 6).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.floats(-3, 3), min_size=n - 1, max_size=n - 1), st.lists(st.floats(-3, 3), min_size=n, max_size=n)
+    )
+)
 
 
 @settings(max_examples=40, deadline=None)
-@given(batch=st.lists(sentences, min_size=1, max_size=3), s_d=st.floats(0.1, 5),
-       s_h=st.floats(0.1, 5))
+@given(batch=st.lists(sentences, min_size=1, max_size=3), s_d=st.floats(0.1, 5), s_h=st.floats(0.1, 5))
 def test_dependency_distribution_equals_brute_force_sum_over_constituents(batch, s_d, s_h):
     n_max = max(len(h) for _, h in batch)
-    distances = torch.zeros(len(batch), n_max - 1, dtype=torch.float64) if n_max > 1 else \
-        torch.zeros(len(batch), 0, dtype=torch.float64)
+    distances = (
+        torch.zeros(len(batch), n_max - 1, dtype=torch.float64)
+        if n_max > 1
+        else torch.zeros(len(batch), 0, dtype=torch.float64)
+    )
     heights = torch.zeros(len(batch), n_max, dtype=torch.float64)
     mask = torch.zeros(len(batch), n_max, dtype=torch.bool)
     for b, (tau, delta) in enumerate(batch):
         n = len(delta)
-        distances[b, :n - 1] = torch.tensor(tau, dtype=torch.float64)
-        distances[b, n - 1:] = 7.0                # garbage at padded gaps: must not matter
+        distances[b, : n - 1] = torch.tensor(tau, dtype=torch.float64)
+        distances[b, n - 1 :] = 7.0  # garbage at padded gaps: must not matter
         heights[b, :n] = torch.tensor(delta, dtype=torch.float64)
-        heights[b, n:] = 9.0                      # garbage at padding: must not matter
+        heights[b, n:] = 9.0  # garbage at padding: must not matter
         mask[b, :n] = True
     p_dep, p_root = dependency_distribution(distances, heights, mask, s_d, s_h)
     for b, (tau, delta) in enumerate(batch):
         n = len(delta)
         expected, expected_root = brute_force_dependency(tau, delta, s_d, s_h)
-        assert torch.allclose(p_dep[b, :n, :n], torch.tensor(expected, dtype=torch.float64),
-                              atol=1e-10)
-        assert torch.allclose(p_root[b, :n], torch.tensor(expected_root, dtype=torch.float64),
-                              atol=1e-10)
+        assert torch.allclose(p_dep[b, :n, :n], torch.tensor(expected, dtype=torch.float64), atol=1e-10)
+        assert torch.allclose(p_root[b, :n], torch.tensor(expected_root, dtype=torch.float64), atol=1e-10)
         assert (p_dep[b, n:] == 0).all() and (p_dep[b, :, n:] == 0).all() and (p_root[b, n:] == 0).all()
 
 
@@ -114,9 +130,8 @@ def test_rows_sum_to_at_most_one_and_diagonal_is_zero():
     rows = p_dep.sum(-1)
     assert (p_dep.diagonal(dim1=1, dim2=2) == 0).all()
     assert (p_dep >= 0).all() and (rows <= 1 + 1e-12).all()
-    assert torch.allclose((rows + p_root)[mask], torch.ones(int(mask.sum()), dtype=torch.float64),
-                          atol=1e-12)
-    assert p_root[3, 0] == pytest.approx(1.0)      # a one-word sentence is its own root
+    assert torch.allclose((rows + p_root)[mask], torch.ones(int(mask.sum()), dtype=torch.float64), atol=1e-12)
+    assert p_root[3, 0] == pytest.approx(1.0)  # a one-word sentence is its own root
 
 
 # ------------------------------------------------------------------------------------------------
@@ -131,20 +146,20 @@ def test_rows_sum_to_at_most_one_and_diagonal_is_zero():
 
 TAU = [1.0, 4.0, 3.0, 1.0]
 DELTA = [2.0, 5.0, 6.0, 3.5, 2.0]
-HEADS = [2, 3, 0, 3, 4]                    # 1-based, 0 = root (CoNLL-U)
+HEADS = [2, 3, 0, 3, 4]  # 1-based, 0 = root (CoNLL-U)
 
 
 def test_hand_set_distances_and_heights_decode_to_the_known_trees():
     distances, heights = torch.tensor([TAU]), torch.tensor([DELTA])
     mask = torch.ones(1, 5, dtype=torch.bool)
     calibrated = calibrate_distances(distances, heights, mask)
-    assert torch.equal(calibrated, distances)          # every margin is negative: no shift
+    assert torch.equal(calibrated, distances)  # every margin is negative: no shift
     assert split_by_distance(calibrated[0].tolist()) == {(0, 5), (0, 2), (2, 5), (3, 5)}
 
     p_dep, p_root = dependency_distribution(calibrated, heights, mask, 20.0, 20.0)
-    with_root = torch.cat([p_root[0, :, None], p_dep[0]], dim=1)       # column 0 = root
+    with_root = torch.cat([p_root[0, :, None], p_dep[0]], dim=1)  # column 0 = root
     assert with_root.argmax(dim=1).tolist() == HEADS
-    assert (with_root.max(dim=1).values > 0.99).all()                   # nearly hard
+    assert (with_root.max(dim=1).values > 0.99).all()  # nearly hard
 
 
 def test_tree_decoders_recover_the_hand_built_dependency_tree():
@@ -184,6 +199,7 @@ def test_calibration_ignores_padding():
 # Memory: no tensor of the dependency distribution has more than B * N^2 elements.
 # ------------------------------------------------------------------------------------------------
 
+
 class _LargestTensor(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -191,7 +207,7 @@ class _LargestTensor(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+        for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor):
                 self.largest = max(self.largest, t.numel())
         return out
@@ -205,13 +221,14 @@ def test_dependency_distribution_uses_quadratic_memory():
     with _LargestTensor() as probe:
         p_dep, p_root = dependency_distribution(distances, heights, mask, 1.0, 1.0)
         (p_dep.sum() + p_root.sum()).backward()
-    assert probe.largest <= b * n * n          # the public code builds b * n^3 (and more)
+    assert probe.largest <= b * n * n  # the public code builds b * n^3 (and more)
     assert heights.grad.abs().sum() > 0 and distances.grad.abs().sum() > 0
 
 
 # ------------------------------------------------------------------------------------------------
 # The model
 # ------------------------------------------------------------------------------------------------
+
 
 def test_shapes():
     model = tiny_model()
@@ -244,7 +261,7 @@ def test_padding_never_changes_real_tokens():
     short = torch.tensor([[5, 9, 13, 2, 7]])
     alone = model(short, output_dependency=True)
     other = torch.tensor([[3, 4, 5, 6, 7, 8, 9, 10]])
-    garbage = torch.tensor([[31, 17, 22]])          # not even pad ids: the mask decides
+    garbage = torch.tensor([[31, 17, 22]])  # not even pad ids: the mask decides
     batch = torch.cat([torch.cat([short, garbage], dim=1), other])
     mask = torch.tensor([[1] * 5 + [0] * 3, [1] * 8])
     padded = model(batch, attention_mask=mask, output_dependency=True)
@@ -252,7 +269,7 @@ def test_padding_never_changes_real_tokens():
     assert torch.allclose(padded.distances[0, :4], alone.distances[0], atol=1e-6)
     assert torch.allclose(padded.heights[0, :5], alone.heights[0], atol=1e-6)
     assert torch.allclose(padded.dependency_probs[0, :5, :5], alone.dependency_probs[0], atol=1e-9)
-    assert (padded.dependency_probs[0, :, 5:] == 0).all()         # padding is never a parent
+    assert (padded.dependency_probs[0, :, 5:] == 0).all()  # padding is never a parent
     assert (padded.dependency_probs[0, 5:] == 0).all()
     assert torch.isinf(padded.distances[0, 4:]).all() and torch.isinf(padded.heights[0, 5:]).all()
     # without an attention mask, pad_token_id marks the padding
@@ -267,12 +284,14 @@ def test_gradients_reach_the_parser_network():
     labels[0, 0] = ids[0, 0]
     model(ids, labels=labels, masked_only=True).loss.backward()
     parser = model.structformer.parser
-    for name, param in [("conv", parser.convs[0].weight), ("distance", parser.distance_out.weight),
-                        ("height", parser.height_out.weight),
-                        ("distance scale", parser.log_distance_scale),
-                        ("height scale", parser.log_height_scale),
-                        ("relation weights",
-                         model.structformer.encoder.layers[0].attention.relation_logits)]:
+    for name, param in [
+        ("conv", parser.convs[0].weight),
+        ("distance", parser.distance_out.weight),
+        ("height", parser.height_out.weight),
+        ("distance scale", parser.log_distance_scale),
+        ("height scale", parser.log_height_scale),
+        ("relation weights", model.structformer.encoder.layers[0].attention.relation_logits),
+    ]:
         assert param.grad is not None and param.grad.abs().sum() > 0, name
 
 
@@ -291,6 +310,7 @@ def test_save_and_load_through_the_auto_classes(tmp_path):
     from transformers import AutoModelForMaskedLM
 
     import syntaxformer  # noqa: F401  (registers the Auto classes)
+
     model = tiny_model(seed=6, relations=["head", "child", "sibling"], weight_act="sigmoid")
     model.save_pretrained(tmp_path)
     loaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
@@ -316,15 +336,26 @@ def test_config_rejects_bad_values():
 
 def test_registry_presets_build_the_model():
     from syntaxformer.models import MODELS, PRESETS, make_config
+
     assert MODELS["structformer"] is StructFormerForMaskedLM
     assert set(PRESETS["structformer"]) == {"paper", "small", "mini", "tiny"}
     mini = make_config("structformer", "mini", vocab_size=100)
-    assert (mini.num_hidden_layers, mini.hidden_size, mini.num_attention_heads, mini.intermediate_size) == \
-        (4, 128, 4, 512)
+    assert (mini.num_hidden_layers, mini.hidden_size, mini.num_attention_heads, mini.intermediate_size) == (
+        4,
+        128,
+        4,
+        512,
+    )
     paper = make_config("structformer", "paper", vocab_size=10000)
-    assert (paper.num_hidden_layers, paper.hidden_size, paper.num_attention_heads,
-            paper.intermediate_size, paper.n_parser_layers, paper.conv_size,
-            paper.hidden_dropout_prob) == (8, 512, 8, 2048, 3, 9, 0.1)
+    assert (
+        paper.num_hidden_layers,
+        paper.hidden_size,
+        paper.num_attention_heads,
+        paper.intermediate_size,
+        paper.n_parser_layers,
+        paper.conv_size,
+        paper.hidden_dropout_prob,
+    ) == (8, 512, 8, 2048, 3, 9, 0.1)
     torch.manual_seed(0)
     model = MODELS["structformer"](make_config("structformer", "tiny", vocab_size=30))
     ids = torch.randint(1, 30, (2, 6))

@@ -16,6 +16,7 @@ written from the definitions (DESIGN.md §2, the module docstring of syntaxforme
   (n+1)^n head assignments that form a single-rooted tree, under the score ``head_scores`` defines:
   ``sum_d log(max(p(head(d) | d), 1e-12))`` with the root column for the root arc.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,9 +27,13 @@ import torch
 from torch import nn
 
 from syntaxformer.decoding.dependency import is_tree
-from syntaxformer.models.structformer import (StructFormerAttention, StructFormerConfig,
-                                              dependency_constrained_attention,
-                                              dependency_structure, relation_weights)
+from syntaxformer.models.structformer import (
+    StructFormerAttention,
+    StructFormerConfig,
+    dependency_constrained_attention,
+    dependency_structure,
+    relation_weights,
+)
 from syntaxformer.structures import DecoderOptions
 
 RELATION_SETS = [("head",), ("head", "child"), ("head", "child", "sibling")]
@@ -41,6 +46,7 @@ LENGTHS = [5, 3]
 # ---------------------------------------------------------------------------------------------
 # references: explicit loops, plain Python floats
 # ---------------------------------------------------------------------------------------------
+
 
 def sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
@@ -79,8 +85,7 @@ def ref_structure(p: np.ndarray, w: np.ndarray, relations) -> np.ndarray:
         for h in range(w.shape[0]):
             for i in range(n):
                 for j in range(n):
-                    out[b, h, i, j] = sum(w[h, r] * ref_relation(p, name, b, i, j)
-                                          for r, name in enumerate(relations))
+                    out[b, h, i, j] = sum(w[h, r] * ref_relation(p, name, b, i, j) for r, name in enumerate(relations))
     return out
 
 
@@ -117,12 +122,13 @@ def random_p_dep(gen: torch.Generator, zero_padding: bool) -> torch.Tensor:
 
 
 def key_mask() -> torch.Tensor:
-    return torch.arange(N)[None, :] < torch.tensor(LENGTHS)[:, None]                   # (B, N) bool
+    return torch.arange(N)[None, :] < torch.tensor(LENGTHS)[:, None]  # (B, N) bool
 
 
 # ---------------------------------------------------------------------------------------------
 # the functions against the loops
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("act", ACTIVATIONS)
 @pytest.mark.parametrize("relations", RELATION_SETS, ids="+".join)
@@ -170,30 +176,28 @@ def test_relations_by_hand_on_a_three_word_example():
     np.testing.assert_array_equal(dependency_structure(p, one, ["head"])[0, 0].numpy(), p[0].numpy())
     np.testing.assert_array_equal(dependency_structure(p, one, ["child"])[0, 0].numpy(), p[0].T.numpy())
     # sibling[i, j] = sum_k p_D(k | i) p_D(k | j): (0, 1) = .25 * .6, (0, 2) = .5 * .2, (1, 2) = .1 * .3
-    sibling = np.array([[0.0, 0.15, 0.1],
-                        [0.0, 0.0, 0.03],
-                        [0.0, 0.0, 0.0]])
+    sibling = np.array([[0.0, 0.15, 0.1], [0.0, 0.0, 0.03], [0.0, 0.0, 0.0]])
     sibling = sibling + sibling.T
-    np.testing.assert_allclose(dependency_structure(p, one, ["sibling"])[0, 0].numpy(), sibling,
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(dependency_structure(p, one, ["sibling"])[0, 0].numpy(), sibling, rtol=0, atol=1e-15)
     # sigmoid(0) = 1/2 with zero queries: the weights are half the structure, the output its v-sum
     q = torch.zeros(1, 1, 3, 2, dtype=torch.float64)
     v = torch.tensor([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]], dtype=torch.float64)
     structure = dependency_structure(p, one, ["head"])
-    out, weights = dependency_constrained_attention(q, q, v, structure, torch.ones(1, 3, dtype=torch.bool),
-                                                    nn.Dropout(0.0))
+    out, weights = dependency_constrained_attention(
+        q, q, v, structure, torch.ones(1, 3, dtype=torch.bool), nn.Dropout(0.0)
+    )
     np.testing.assert_allclose(weights[0, 0].numpy(), 0.5 * p[0].numpy(), rtol=0, atol=1e-15)
-    np.testing.assert_allclose(out[0, 0].numpy(), [[0.125, 0.375], [0.35, 0.3], [0.15, 0.1]],
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(out[0, 0].numpy(), [[0.125, 0.375], [0.35, 0.3], [0.15, 0.1]], rtol=0, atol=1e-15)
 
 
 def test_weights_below_1e_30_become_zero():
     """Documented: attention weights below 1e-30 are set to 0 (no denormals, DESIGN.md §5)."""
     structure = torch.tensor([[[[0.0, 4e-30], [1e-31, 0.5]]]], dtype=torch.float64)  # (1, 1, 2, 2)
-    q = torch.zeros(1, 1, 2, 1, dtype=torch.float64)                                   # sigmoid = 1/2
+    q = torch.zeros(1, 1, 2, 1, dtype=torch.float64)  # sigmoid = 1/2
     v = torch.ones(1, 1, 2, 1, dtype=torch.float64)
-    _, weights = dependency_constrained_attention(q, q, v, structure, torch.ones(1, 2, dtype=torch.bool),
-                                                  nn.Dropout(0.0))
+    _, weights = dependency_constrained_attention(
+        q, q, v, structure, torch.ones(1, 2, dtype=torch.bool), nn.Dropout(0.0)
+    )
     np.testing.assert_array_equal(weights[0, 0].numpy(), [[0.0, 2e-30], [0.0, 0.25]])
 
 
@@ -203,9 +207,15 @@ def test_attention_module_equals_per_head_loops(act, relations):
     """StructFormerAttention.forward: head h uses columns h*d_h .. (h+1)*d_h of Q, K, V and its own
     row of relation logits; the heads' outputs are concatenated and projected."""
     torch.manual_seed(7)
-    config = StructFormerConfig(vocab_size=10, hidden_size=H * D_H, num_attention_heads=H,
-                                intermediate_size=8, num_hidden_layers=1, relations=relations,
-                                weight_act=act)
+    config = StructFormerConfig(
+        vocab_size=10,
+        hidden_size=H * D_H,
+        num_attention_heads=H,
+        intermediate_size=8,
+        num_hidden_layers=1,
+        relations=relations,
+        weight_act=act,
+    )
     module = StructFormerAttention(config).double().eval()
     with torch.no_grad():
         module.relation_logits.normal_(0.0, 1.5)
@@ -216,10 +226,15 @@ def test_attention_module_equals_per_head_loops(act, relations):
     with torch.no_grad():
         out, attn = module(x, p, mask)
 
-    lin = lambda layer, t: t @ layer.weight.detach().numpy().T + layer.bias.detach().numpy()
+    def lin(layer, t):
+        return t @ layer.weight.detach().numpy().T + layer.bias.detach().numpy()
+
     xs = x.numpy()
-    q, k, v = (lin(module.query, xs), lin(module.key, xs), lin(module.value, xs))      # (B, N, H d_h)
-    split = lambda t: t.reshape(B, N, H, D_H).transpose(0, 2, 1, 3)
+    q, k, v = (lin(module.query, xs), lin(module.key, xs), lin(module.value, xs))  # (B, N, H d_h)
+
+    def split(t):
+        return t.reshape(B, N, H, D_H).transpose(0, 2, 1, 3)
+
     w_ref = ref_weights(module.relation_logits.detach().numpy(), act)
     s_ref = ref_structure(p.numpy(), w_ref, relations)
     heads_out, attn_ref = ref_attention(split(q), split(k), split(v), s_ref, mask.numpy())
@@ -256,7 +271,7 @@ def brute_force_trees(s: np.ndarray):
     rest = np.indices((n + 1,) * (n - 1)).reshape(n - 1, -1).T if n > 1 else np.zeros((1, 0), int)
     all_heads, all_scores = [], []
     for first in range(n + 1):
-        heads = np.concatenate([np.full((len(rest), 1), first), rest], axis=1)      # (M, n)
+        heads = np.concatenate([np.full((len(rest), 1), first), rest], axis=1)  # (M, n)
         one_root = (heads == 0).sum(axis=1) == 1
         # follow every word's head n times: a tree sends every word to the root (0)
         padded = np.concatenate([np.zeros((len(heads), 1), dtype=heads.dtype), heads], axis=1)
@@ -298,9 +313,21 @@ def trained_structformer(tmp_path_factory):
     folder = tmp_path_factory.mktemp("structformer-trained")
     threads = torch.get_num_threads()
     try:
-        out = train(out=str(folder / "model"), model="structformer", preset="tiny", corpus=CORPUS,
-                    max_steps=60, batch_size=16, lr=1e-3, valid_fraction=0.0, eval_every=0,
-                    save_every=0, seed=0, quiet=True, threads=1)
+        out = train(
+            out=str(folder / "model"),
+            model="structformer",
+            preset="tiny",
+            corpus=CORPUS,
+            max_steps=60,
+            batch_size=16,
+            lr=1e-3,
+            valid_fraction=0.0,
+            eval_every=0,
+            save_every=0,
+            seed=0,
+            quiet=True,
+            threads=1,
+        )
     finally:
         torch.set_num_threads(threads)  # the trainer sets the process-wide thread count
     return load_model(out)

@@ -2,6 +2,7 @@
 hand-computed positions of a small tree, the literal relative-key bias, the plain Transformer as the
 zero limit, padding invariance, the eager and sdpa kernels, trees from the data (gold, induced; bad
 trees), and a tiny training run with gold trees."""
+
 import json
 
 import pytest
@@ -11,9 +12,8 @@ from syntaxformer.data.trees import NO_TREE, check_tree, drop_tokens, gold_tree_
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors import PRIORS, StructuralPositionPrior
+from syntaxformer.priors.structural_position import relative_buckets, relative_structural_positions, structural_depths
 from syntaxformer.sources.corpus import load_tree_corpus
-from syntaxformer.priors.structural_position import (relative_buckets, relative_structural_positions,
-                                                     structural_depths)
 
 # A hand-drawn tree over 5 words (0-based heads, -1 = root):
 #
@@ -25,11 +25,7 @@ from syntaxformer.priors.structural_position import (relative_buckets, relative_
 HEADS = [1, 3, 1, -1, 3]
 DEPTHS = [2, 1, 2, 0, 1]
 # rel(i, j) = abs(i) - abs(j) on one root path, else (abs(i) + abs(j)) * sign(i - j), computed by hand
-RELATIVE = [[0, 1, -4, 2, -3],
-            [-1, 0, -1, 1, -2],
-            [4, 1, 0, 2, -3],
-            [-2, -1, -2, 0, -1],
-            [3, 2, 3, 1, 0]]
+RELATIVE = [[0, 1, -4, 2, -3], [-1, 0, -1, 1, -2], [4, 1, 0, 2, -3], [-2, -1, -2, 0, -1], [3, 2, 3, 1, 0]]
 
 
 def test_hand_drawn_tree_positions():
@@ -56,8 +52,11 @@ def test_relative_bias_is_the_literal_formula():
     prior = StructuralPositionPrior(head_dim=4, max_relative=2).double()
     heads = torch.tensor([HEADS])
     q = torch.randn(1, 3, 5, 4, dtype=torch.float64)
-    bias = prior(torch.zeros(1, 5, 12, dtype=torch.float64), torch.ones(1, 5, dtype=torch.bool),
-                 inputs={"heads": heads}).additive_bias(q).detach()
+    bias = (
+        prior(torch.zeros(1, 5, 12, dtype=torch.float64), torch.ones(1, 5, dtype=torch.bool), inputs={"heads": heads})
+        .additive_bias(q)
+        .detach()
+    )
     table = prior.relative_keys.weight.detach()
     for h in range(3):
         for i in range(5):
@@ -71,8 +70,9 @@ def test_relative_bias_is_the_literal_formula():
 
 def _model(prior="structural-position", seed=0):
     torch.manual_seed(seed)
-    return MODELS["tree-transformer"](make_config("tree-transformer", "tiny", 40, prior=prior,
-                                                  structural_max_relative=3)).eval()
+    return MODELS["tree-transformer"](
+        make_config("tree-transformer", "tiny", 40, prior=prior, structural_max_relative=3)
+    ).eval()
 
 
 def test_zero_relative_keys_and_zero_fusion_output_is_the_plain_transformer():
@@ -115,8 +115,10 @@ def test_eager_and_sdpa_agree_with_gradients():
         model.config._attn_implementation = impl
         out = model(ids, mask, structure_inputs={"heads": heads}).logits
         out[mask.bool()].pow(2).mean().backward()
-        grads = [model.tree_transformer.layers[0].structural_position.relative_keys.weight.grad,
-                 model.tree_transformer.embeddings.position_fusion.depth_embeddings.weight.grad]
+        grads = [
+            model.tree_transformer.layers[0].structural_position.relative_keys.weight.grad,
+            model.tree_transformer.embeddings.position_fusion.depth_embeddings.weight.grad,
+        ]
         results.append((out[mask.bool()].detach(), *grads))
     for a, b in zip(*results):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
@@ -132,8 +134,12 @@ def test_word_heads_onto_tokens_and_removed_tokens():
 
 
 def test_bad_trees_name_the_file_and_sentence(tmp_path):
-    for heads, n, message in (([2, 0], 3, "2 heads for 3 words"), ([2, 5, 0], 3, "head 5"),
-                              ([2, 3, 1], 3, "cycle"), ([1, 0], 2, "not itself")):
+    for heads, n, message in (
+        ([2, 0], 3, "2 heads for 3 words"),
+        ([2, 5, 0], 3, "head 5"),
+        ([2, 3, 1], 3, "cycle"),
+        ([1, 0], 2, "not itself"),
+    ):
         with pytest.raises(InputError, match=message) as error:
             check_tree(heads, n, "x.conllu", 4)
         assert str(error.value).startswith("x.conllu, sentence 4:") and "\n" not in str(error.value)
@@ -144,8 +150,9 @@ def test_bad_trees_name_the_file_and_sentence(tmp_path):
 
 
 def _write_dp(sentences, path):
-    path.write_text("\n".join("".join(f"{w}\t{t}\t{h}\n" for w, t, h in zip(s.words, s.tags, s.heads))
-                              for s in sentences))
+    path.write_text(
+        "\n".join("".join(f"{w}\t{t}\t{h}\n" for w, t, h in zip(s.words, s.tags, s.heads)) for s in sentences)
+    )
 
 
 def test_training_with_gold_trees(tmp_path):
@@ -153,19 +160,51 @@ def test_training_with_gold_trees(tmp_path):
     from syntaxformer.parsing import load_model
     from syntaxformer.training import train
     from syntaxformer.training.arguments import TrainArguments
+
     path = tmp_path / "sample.dp"
     _write_dp(read_dependencies("ptb-sample:dev")[:40], path)
     with pytest.raises(InputError, match="needs a dependency tree per sentence"):
         TrainArguments(out=str(tmp_path / "x"), prior="structural-position", corpus=str(path), max_steps=1).check()
     with pytest.raises(InputError, match="takes no structure_inputs"):
-        train(out=str(tmp_path / "lstm"), model="on-lstm", preset="tiny", corpus=str(path), trees="gold",
-              max_steps=1, quiet=True, threads=1)
+        train(
+            out=str(tmp_path / "lstm"),
+            model="on-lstm",
+            preset="tiny",
+            corpus=str(path),
+            trees="gold",
+            max_steps=1,
+            quiet=True,
+            threads=1,
+        )
     with pytest.raises(InputError, match="^--trees: the prior 'none' reads no dependency trees"):
-        train(out=str(tmp_path / "plain"), model="tree-transformer", preset="tiny", prior="none", corpus=str(path),
-              trees="gold", max_steps=1, quiet=True, threads=1)
-    out = train(out=str(tmp_path / "sp"), model="tree-transformer", preset="tiny", prior="structural-position",
-                corpus=str(path), trees="gold", add_cls=True, min_freq=1, max_steps=3, batch_size=8,
-                eval_every=0, seed=0, quiet=True, threads=1, overrides={"structural_max_relative": 4})
+        train(
+            out=str(tmp_path / "plain"),
+            model="tree-transformer",
+            preset="tiny",
+            prior="none",
+            corpus=str(path),
+            trees="gold",
+            max_steps=1,
+            quiet=True,
+            threads=1,
+        )
+    out = train(
+        out=str(tmp_path / "sp"),
+        model="tree-transformer",
+        preset="tiny",
+        prior="structural-position",
+        corpus=str(path),
+        trees="gold",
+        add_cls=True,
+        min_freq=1,
+        max_steps=3,
+        batch_size=8,
+        eval_every=0,
+        seed=0,
+        quiet=True,
+        threads=1,
+        overrides={"structural_max_relative": 4},
+    )
     record = json.loads((out / "training.json").read_text())
     assert record["steps"] == 3 and record["data"]["trees"] == "gold" and record["final_valid_loss"] is not None
     model, tokenizer, _ = load_model(out)
@@ -183,6 +222,7 @@ def test_training_with_gold_trees(tmp_path):
 
 def test_induced_trees_from_a_structformer_folder(tmp_path):
     from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
+
     sentences = [["the", "cat", "sat"], ["a", "dog", "barked", "loudly"], ["it", "rains"]]
     corpus = tmp_path / "text.txt"
     corpus.write_text("\n".join(" ".join(s) for s in sentences) + "\n")
@@ -198,6 +238,7 @@ def test_induced_trees_from_a_structformer_folder(tmp_path):
     # the model's own maximum-spanning-tree heads of each sentence, parsed alone
     from syntaxformer.parsing import model_structures
     from syntaxformer.structures import DecoderOptions
+
     model.eval()
     assert trees == [model_structures(model, tokenizer, [s])[0].heads(DecoderOptions()) for s in sentences]
     with pytest.raises(InputError, match="--trees must be"):
@@ -206,6 +247,7 @@ def test_induced_trees_from_a_structformer_folder(tmp_path):
 
 def test_ptb_sample_gold_words_are_the_corpus_words():
     from syntaxformer.data.corpus import load_corpus
+
     words, trees = gold_tree_sentences("ptb-sample:test")
     assert words == load_corpus("ptb-sample:test")
     for number, (w, t) in enumerate(zip(words, trees), start=1):
@@ -219,8 +261,10 @@ def test_ud_ewt_gold_trees(shared_data):
     words, trees = gold_tree_sentences(str(path))
     # the file has 2,001 sentences (README of ../shared/data; 2,001 "# sent_id" lines), 14 of them
     # punctuation only (e.g. sentence 4, "***"), which are dropped
-    blocks = [[line.split("\t") for line in block.split("\n") if line.split("\t")[0].isdigit()]  # word lines
-              for block in path.read_text(encoding="utf-8").strip().split("\n\n")]
+    blocks = [
+        [line.split("\t") for line in block.split("\n") if line.split("\t")[0].isdigit()]  # word lines
+        for block in path.read_text(encoding="utf-8").strip().split("\n\n")
+    ]
     assert len(blocks) == 2001 and sum(all(t[3] == "PUNCT" for t in b) for b in blocks) == 14
     assert len(words) == len(trees) == 2001 - 14
     assert all(len(w) == len(t) for w, t in zip(words, trees))
@@ -229,9 +273,33 @@ def test_ud_ewt_gold_trees(shared_data):
     assert trees[0] == [3, 3, 4, 0, 6, 4]
     # sentence 3: tokens 9 ("-" of "15-year"), 24 (",") and 29 (".") are PUNCT with no dependents; the
     # tokens after them move down by one, two and three; "15" becomes N; heads read from the file
-    assert words[2] == ["bush", "nominated", "jennifer", "m.", "anderson", "for", "a", "N", "year", "term", "as",
-                        "associate", "judge", "of", "the", "superior", "court", "of", "the", "district", "of",
-                        "columbia", "replacing", "steffen", "w.", "graae"]
-    assert trees[2] == [2, 0, 2, 3, 3, 10, 10, 9, 10, 2, 13, 13, 10, 17, 17, 17, 13, 20, 20, 17, 22, 20,
-                        2, 23, 24, 24]
+    assert words[2] == [
+        "bush",
+        "nominated",
+        "jennifer",
+        "m.",
+        "anderson",
+        "for",
+        "a",
+        "N",
+        "year",
+        "term",
+        "as",
+        "associate",
+        "judge",
+        "of",
+        "the",
+        "superior",
+        "court",
+        "of",
+        "the",
+        "district",
+        "of",
+        "columbia",
+        "replacing",
+        "steffen",
+        "w.",
+        "graae",
+    ]
+    assert trees[2] == [2, 0, 2, 3, 3, 10, 10, 9, 10, 2, 13, 13, 10, 17, 17, 17, 13, 20, 20, 17, 22, 20, 2, 23, 24, 24]
     assert words[3][:4] == ["bush", "also", "nominated", "a."]  # sentence 5: sentence 4 ("***") was dropped

@@ -1,5 +1,6 @@
 """The study reports in ``benchmarks/`` keep what an earlier report recorded: run folders are not kept in
 git, so runs trained on different machines must add up in ``docs/`` (logic study, prior study)."""
+
 import json
 import shutil
 import sys
@@ -28,8 +29,9 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
     # the runs' own clocks: a resumed run's minutes are its last process's, its step minutes the sum
     lstm = before["runs"]["lstm"]["0"]["report"]["training"]
     assert len(lstm["resumed_from_steps"]) == 1
-    assert (f"| lstm | 0 | 1 | {lstm['minutes']:.1f} (the last of 2 processes) | "
-            f"{lstm['train_minutes_total']:.1f} |") in text
+    assert (
+        f"| lstm | 0 | 1 | {lstm['minutes']:.1f} (the last of 2 processes) | {lstm['train_minutes_total']:.1f} |"
+    ) in text
     assert before["runs"], "the shipped study records runs"
 
 
@@ -40,8 +42,9 @@ def test_logic_summary_refuses_seeds_of_different_precisions():
     alike = {int(seed): run for seed, run in runs.items()}
     assert logic_study.summarise({"lstm": alike})["lstm"]["precision"] == "fp32"
     report = alike[1]["report"]
-    bf16 = dict(report, training=dict(report["training"], arguments=dict(report["training"]["arguments"],
-                                                                          precision="bf16")))
+    bf16 = dict(
+        report, training=dict(report["training"], arguments=dict(report["training"]["arguments"], precision="bf16"))
+    )
     with pytest.raises(ValueError, match="precisions"):
         logic_study.summarise({"lstm": {**alike, 1: dict(alike[1], report=bf16)}})
 
@@ -53,7 +56,9 @@ def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
     study = ROOT / "docs" / "logic" / "study.json"
     run = json.loads(study.read_text())["runs"]["lstm"]["0"]["report"]
     rows = logic_study.recipe_choice([f"{study}:lstm:0"], tmp_path)
-    assert [(r["encoder"], r["seed"], r["lr"], r["steps"], r["overrides"]) for r in rows] == [("lstm", 0, 1e-3, 4000, {})]
+    assert [(r["encoder"], r["seed"], r["lr"], r["steps"], r["overrides"]) for r in rows] == [
+        ("lstm", 0, 1e-3, 4000, {})
+    ]
     assert rows[0]["valid_curve"][4000] == round(run["training"]["valid_history"][-1][2], 2)
     assert rows[0]["test_groups"] == run["groups"]
     table = logic_study.recipe_choice_table(rows)
@@ -71,9 +76,15 @@ def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
     (tmp_path / "decay0").mkdir()
     (tmp_path / "decay0" / "training.json").write_text(json.dumps(decay0))
     kept = logic_study.recipe_choice([str(tmp_path / d) for d in ("probe", "bf16", "decay0")], tmp_path)
-    assert [(r["encoder"], r["seed"], r["overrides"], r["precision"], r["final_lr_fraction"], r["test_groups"] is None)
-            for r in kept] == [("lstm", 0, {}, "bf16", 0.1, True), ("lstm", 0, {}, "fp32", 0.1, False),
-                               ("lstm", 0, {}, "fp32", 0.0, True), ("lstm", 0, {"dropout": 0.1}, "fp32", 0.1, True)]
+    assert [
+        (r["encoder"], r["seed"], r["overrides"], r["precision"], r["final_lr_fraction"], r["test_groups"] is None)
+        for r in kept
+    ] == [
+        ("lstm", 0, {}, "bf16", 0.1, True),
+        ("lstm", 0, {}, "fp32", 0.1, False),
+        ("lstm", 0, {}, "fp32", 0.0, True),
+        ("lstm", 0, {"dropout": 0.1}, "fp32", 0.1, True),
+    ]
     table = logic_study.recipe_choice_table(kept)
     assert "| lstm | 0.001 | 0.1 x | 4,000 | dropout=0.1 | fp32 | 0 | " in table
     assert "| lstm | 0.001 | 0 x | 4,000 | - | fp32 | 0 | " in table
@@ -85,8 +96,11 @@ def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
     docs, work = tmp_path / "docs", tmp_path / "work"
     docs.mkdir()
     probe = dict(best=50.0, untrained=40.0, layers=[40.0, 50.0], majority=30.0, bag_of_words=45.0)
-    earlier = dict(measurements=dict(constituent={"0": dict(steps=6000, perplexity=100.0, sentence_f1=40.0,
-                                                            probing=dict(TreeDepth=probe))}))
+    earlier = dict(
+        measurements=dict(
+            constituent={"0": dict(steps=6000, perplexity=100.0, sentence_f1=40.0, probing=dict(TreeDepth=probe))}
+        )
+    )
     (docs / "prior-study.json").write_text(json.dumps(earlier))
     # seed 1 trained here, perplexity measured, nothing else yet
     model = work / "constituent-seed1" / "model"
@@ -102,8 +116,10 @@ def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
     assert row["sentence_f1"]["values"] == [40.0]
     assert row["probing"]["TreeDepth"]["best"]["values"] == [50.0]
     assert study["measurements"]["constituent"]["1"]["perplexity"] == 110.0
-    assert "| constituent | ptb-lm | 0, 1 | 105.00 ± 7.07 (n=2) | – | 40.00 (n=1) | 50.0 [40.0] |" in \
-        (docs / "prior-study.md").read_text()
+    assert (
+        "| constituent | ptb-lm | 0, 1 | 105.00 ± 7.07 (n=2) | – | 40.00 (n=1) | 50.0 [40.0] |"
+        in (docs / "prior-study.md").read_text()
+    )
 
 
 def test_prior_study_masked_copy_perplexity_beside_the_sentence_one(tmp_path):
@@ -137,8 +153,12 @@ def test_prior_study_report_only_runs_no_stage(tmp_path, monkeypatch):
     ran = []
     monkeypatch.setitem(prior_study.STAGES, "train", lambda *a: ran.append(a))
     # no --ptb-lm text is needed: nothing is trained or measured
-    assert prior_study.main(["--report-only", "--ptb-lm", str(tmp_path / "absent"), "--work", str(work),
-                             "--docs", str(docs)]) == 0
+    assert (
+        prior_study.main(
+            ["--report-only", "--ptb-lm", str(tmp_path / "absent"), "--work", str(work), "--docs", str(docs)]
+        )
+        == 0
+    )
     assert ran == []
     study = json.loads((docs / "prior-study.json").read_text())
     assert study["systems"]["gaussian"]["perplexity"]["values"] == [112.0]

@@ -1,14 +1,20 @@
 """Tokenisation: word-level and WordPiece tokenizers, save/load, encode, the word-link rule."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 from transformers import AutoTokenizer
 
-from syntaxformer.data.tokenization import (SPECIAL_TOKENS, build_word_tokenizer, build_wordpiece_tokenizer,
-                                            encode, save_tokenizer, word_links)
+from syntaxformer.data.tokenization import (
+    SPECIAL_TOKENS,
+    build_word_tokenizer,
+    build_wordpiece_tokenizer,
+    encode,
+    save_tokenizer,
+    word_links,
+)
 from syntaxformer.errors import InputError
-
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +55,7 @@ def test_word_tokenizer_round_trip_and_autotokenizer(tmp_path):
 
 def test_save_tokenizer_names_a_class_transformers_4_and_5_both_load(tmp_path):
     import json
+
     tok = build_word_tokenizer(CORPUS, add_cls=True)
     save_tokenizer(tok, tmp_path)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())

@@ -1,5 +1,6 @@
 """Things plug into the trainer without editing its loop: callbacks given to ``Trainer`` are called
 at the right steps, can request evaluations and stop the run; a subclass changes the objective."""
+
 from __future__ import annotations
 
 import json
@@ -12,13 +13,15 @@ from safetensors.torch import load_file
 from syntaxformer.training import StopCondition, TrainArguments, Trainer, TrainerCallback
 from syntaxformer.training.trainer import TRAINING_JSON, initial_model
 
-TINY = dict(preset="tiny", batch_size=16, lr=3e-3, log_every=5, eval_every=4, save_every=5, threads=1,
-            quiet=True, seed=2)
+TINY = dict(
+    preset="tiny", batch_size=16, lr=3e-3, log_every=5, eval_every=4, save_every=5, threads=1, quiet=True, seed=2
+)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     from syntaxformer.data.corpus import load_corpus
+
     path = tmp_path_factory.mktemp("corpus") / "dev-200.txt"
     path.write_text("\n".join(" ".join(s) for s in load_corpus("ptb-sample:dev")[:200]) + "\n")
     return path
@@ -82,8 +85,9 @@ def test_callbacks_are_called_at_the_right_steps(tmp_path, corpus):
     out = Trainer(args, callbacks=[recorder, EvaluateAt([3]), StopAt(11)]).train()
     record = json.loads((out / TRAINING_JSON).read_text())
     assert record["stopped"] == "enough" and record["steps"] == 11
-    assert recorder.calls == dict(begin=[0], step_end=list(range(1, 12)), log=[5, 10],
-                                  evaluate=[0, 3, 4, 8, 11], save=[5, 10, 11], end=[11])
+    assert recorder.calls == dict(
+        begin=[0], step_end=list(range(1, 12)), log=[5, 10], evaluate=[0, 3, 4, 8, 11], save=[5, 10, 11], end=[11]
+    )
     # the custom evaluation saw the validation losses training.json records, and a changing model
     assert [[step, loss] for step, loss, _ in recorder.evaluations] == record["valid_history"]
     norms = [norm for _, _, norm in recorder.evaluations]
@@ -131,14 +135,23 @@ def test_keep_best_writes_the_model_of_the_lowest_validation_loss(tmp_path, corp
     from syntaxformer.errors import InputError
 
     with pytest.raises(InputError, match="--keep-best needs validation data"):
-        TrainArguments(out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, keep_best=True, valid_fraction=0,
-                       **TINY).check()
+        TrainArguments(
+            out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, keep_best=True, valid_fraction=0, **TINY
+        ).check()
     with pytest.raises(InputError, match="--keep-best with --head-gates"):
-        TrainArguments(out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, keep_best=True, head_gates=True,
-                       init_from=str(tmp_path), **TINY).check()
+        TrainArguments(
+            out=str(tmp_path / "x"),
+            corpus=str(corpus),
+            max_steps=2,
+            keep_best=True,
+            head_gates=True,
+            init_from=str(tmp_path),
+            **TINY,
+        ).check()
     # a high learning rate on 200 sentences: the validation loss falls, then rises (overfitting)
-    args = TrainArguments(out=str(tmp_path / "run"), corpus=str(corpus), max_steps=60, keep_best=True,
-                          **{**TINY, "lr": 1e-2})
+    args = TrainArguments(
+        out=str(tmp_path / "run"), corpus=str(corpus), max_steps=60, keep_best=True, **{**TINY, "lr": 1e-2}
+    )
     trainer = Trainer(args)
     out = trainer.train()
     history = json.loads((out / TRAINING_JSON).read_text())["valid_history"]
@@ -156,11 +169,18 @@ def test_early_stopping_stops_after_patience_evaluations_without_a_lower_loss(tm
     from syntaxformer.errors import InputError
 
     with pytest.raises(InputError, match="--early-stopping needs validation data"):
-        TrainArguments(out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, early_stopping=2, valid_fraction=0,
-                       **TINY).check()
+        TrainArguments(
+            out=str(tmp_path / "x"), corpus=str(corpus), max_steps=2, early_stopping=2, valid_fraction=0, **TINY
+        ).check()
     # the overfitting run of the keep-best test, with patience 2 evaluations (eval_every 4)
-    args = TrainArguments(out=str(tmp_path / "run"), corpus=str(corpus), max_steps=60, keep_best=True,
-                          early_stopping=2, **{**TINY, "lr": 1e-2})
+    args = TrainArguments(
+        out=str(tmp_path / "run"),
+        corpus=str(corpus),
+        max_steps=60,
+        keep_best=True,
+        early_stopping=2,
+        **{**TINY, "lr": 1e-2},
+    )
     out = Trainer(args).train()
     record = json.loads((out / TRAINING_JSON).read_text())
     history = record["valid_history"]

@@ -1,5 +1,6 @@
 """The trainer's stops other than ``max_steps``: SIGTERM (a clean checkpoint; resuming equals the
 uninterrupted run), ``epochs`` and ``max_minutes`` (the stop reason in ``training.json``)."""
+
 from __future__ import annotations
 
 import json
@@ -14,18 +15,32 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from syntaxformer.training.trainer import CHECKPOINT, TRAINING_JSON, train
+from syntaxformer.training.run import train
+from syntaxformer.training.trainer import CHECKPOINT, TRAINING_JSON
 
 ROOT = Path(__file__).resolve().parent.parent
 
 #: A tiny run on the first 200 sentences of ptb-sample:dev (190 for training, 10 held out).
-TINY = dict(preset="tiny", batch_size=16, lr=3e-3, warmup_steps=2, schedule="linear", schedule_steps=200,
-            save_every=5, eval_every=7, log_every=3, threads=1, quiet=True, seed=4)
+TINY = dict(
+    preset="tiny",
+    batch_size=16,
+    lr=3e-3,
+    warmup_steps=2,
+    schedule="linear",
+    schedule_steps=200,
+    save_every=5,
+    eval_every=7,
+    log_every=3,
+    threads=1,
+    quiet=True,
+    seed=4,
+)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     from syntaxformer.data.corpus import load_corpus
+
     path = tmp_path_factory.mktemp("corpus") / "dev-200.txt"
     path.write_text("\n".join(" ".join(s) for s in load_corpus("ptb-sample:dev")[:200]) + "\n")
     return path
@@ -48,8 +63,14 @@ def _cli(out: Path, corpus: Path, max_steps: int) -> list[str]:
 def test_sigterm_saves_a_clean_checkpoint_and_resuming_equals_the_uninterrupted_run(tmp_path, corpus):
     out = tmp_path / "signalled"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(_cli(out, corpus, max_steps=100_000), cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _cli(out, corpus, max_steps=100_000),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / CHECKPOINT).exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -105,6 +126,7 @@ def test_max_minutes_stop(tmp_path, corpus, monkeypatch):
 
     import syntaxformer.training.callbacks as callbacks_module
     import syntaxformer.training.trainer as trainer_module
+
     clock = {"now": 1000.0}
     fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
     fake_time.monotonic = lambda: clock["now"]
@@ -116,9 +138,9 @@ def test_max_minutes_stop(tmp_path, corpus, monkeypatch):
         output = real_step(self, batch)
         clock["now"] += 0.7
         return output
+
     monkeypatch.setattr(trainer_module.Trainer, "training_step", step)
-    out = train(out=str(tmp_path / "minutes"), corpus=str(corpus), max_minutes=0.05,
-                **dict(TINY, schedule="constant"))
+    out = train(out=str(tmp_path / "minutes"), corpus=str(corpus), max_minutes=0.05, **dict(TINY, schedule="constant"))
     record = _record(out)
     assert record["stopped"] == "max_minutes"
     assert record["steps"] == 5 and record["minutes"] == round(3.5 / 60, 3)

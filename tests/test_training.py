@@ -1,5 +1,6 @@
 """Training: BERT masking, length-bucketed batches, the trainer (resume after a kill, loss); data
 parallel: tests/test_trainer_ddp.py."""
+
 from __future__ import annotations
 
 import json
@@ -15,15 +16,17 @@ import torch
 from safetensors.torch import load_file
 
 from syntaxformer.cli import main as cli_main
-from syntaxformer.errors import InputError
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
+from syntaxformer.errors import InputError
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
-from syntaxformer.training.trainer import lr_factor, train
+from syntaxformer.training.run import train
+from syntaxformer.training.trainer import lr_factor
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------------------------- masking
+
 
 def _batch(B=400, N=60, V=1000, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -35,8 +38,15 @@ def _batch(B=400, N=60, V=1000, seed=0):
 
 def test_mask_tokens_rate_and_80_10_10():
     ids, am = _batch()
-    inputs, labels = mask_tokens(ids, am, mask_token_id=2, vocab_size=1000, rate=0.15,
-                                 generator=torch.Generator().manual_seed(1), special_ids=[0, 1, 2, 3])
+    inputs, labels = mask_tokens(
+        ids,
+        am,
+        mask_token_id=2,
+        vocab_size=1000,
+        rate=0.15,
+        generator=torch.Generator().manual_seed(1),
+        special_ids=[0, 1, 2, 3],
+    )
     selected = labels != IGNORE_INDEX
     n_real, n_sel = int(am.sum()), int(selected.sum())
     assert abs(n_sel / n_real - 0.15) < 0.01  # ~20k real tokens: sd of the rate ≈ 0.0025
@@ -66,8 +76,14 @@ def test_mask_tokens_public_code_rate_and_at_least_one():
     selected = labels != IGNORE_INDEX
     assert selected.any(dim=1).all() and not selected[:, 2:].any()
     # a sentence of only special tokens has nothing to select
-    _, labels = mask_tokens(torch.tensor([[3, 0]]), torch.tensor([[1, 0]]), 2, 10, special_ids=[0, 3],
-                            generator=torch.Generator().manual_seed(0))
+    _, labels = mask_tokens(
+        torch.tensor([[3, 0]]),
+        torch.tensor([[1, 0]]),
+        2,
+        10,
+        special_ids=[0, 3],
+        generator=torch.Generator().manual_seed(0),
+    )
     assert (labels == IGNORE_INDEX).all()
 
 
@@ -104,6 +120,7 @@ def test_batches_cover_every_sentence_once_per_epoch(kw):
 def test_bucketing_reduces_padding():
     def padding(batches):
         return sum(len(b) * max(LENGTHS[i] for i in b) - sum(LENGTHS[i] for i in b) for b in batches)
+
     bucketed = LengthBucketSampler(LENGTHS, batch_size=16, seed=0, bucket_batches=50).batches(0)
     plain = LengthBucketSampler(LENGTHS, batch_size=16, seed=0, bucket_batches=1).batches(0)
     assert padding(bucketed) < padding(plain) / 5
@@ -111,8 +128,7 @@ def test_bucketing_reduces_padding():
 
 def test_ddp_shards_are_disjoint_and_equal_in_number():
     full = LengthBucketSampler(LENGTHS, batch_size=16, seed=2).batches(0)  # 63 batches
-    shards = [LengthBucketSampler(LENGTHS, batch_size=16, seed=2, num_replicas=2, rank=r).batches(0)
-              for r in (0, 1)]
+    shards = [LengthBucketSampler(LENGTHS, batch_size=16, seed=2, num_replicas=2, rank=r).batches(0) for r in (0, 1)]
     assert len(full) % 2 == 1 and len(shards[0]) == len(shards[1]) == (len(full) + 1) // 2
     assert shards[0] + shards[1][:-1] == full[0::2] + full[1::2]
     assert shards[1][-1] == full[0]  # the padding repeats the first batch
@@ -132,8 +148,19 @@ def test_lr_schedules():
 
 # ---------------------------------------------------------------------------------------- trainer
 
-TINY = dict(preset="tiny", batch_size=16, lr=3e-3, warmup_steps=3, schedule="linear", save_every=10,
-            eval_every=15, log_every=5, threads=1, quiet=True, seed=3)
+TINY = dict(
+    preset="tiny",
+    batch_size=16,
+    lr=3e-3,
+    warmup_steps=3,
+    schedule="linear",
+    save_every=10,
+    eval_every=15,
+    log_every=5,
+    threads=1,
+    quiet=True,
+    seed=3,
+)
 N_STEPS = 30
 
 
@@ -162,6 +189,7 @@ def test_cpu_training_flushes_denormals(tmp_path):
 
 def test_training_writes_a_loadable_model_and_the_loss_falls(reference_run):
     from transformers import AutoTokenizer
+
     out = reference_run
     for name in ("model.safetensors", "config.json", "tokenizer.json", "training.json", "checkpoint.pt"):
         assert (out / name).is_file(), name
@@ -175,7 +203,9 @@ def test_training_writes_a_loadable_model_and_the_loss_falls(reference_run):
     tok = AutoTokenizer.from_pretrained(out)
     assert len(tok) == record["tokenizer"]["vocab_size"]
     from transformers import AutoModelForMaskedLM
+
     import syntaxformer  # noqa: F401  (registers the model classes)
+
     model = AutoModelForMaskedLM.from_pretrained(out)
     saved = _weights(out)
     assert type(model).__name__ == "TreeTransformerForMaskedLM" and saved
@@ -188,6 +218,7 @@ def test_training_writes_a_loadable_model_and_the_loss_falls(reference_run):
 def small_corpus(tmp_path_factory) -> Path:
     """The first 400 ptb-sample sentences as a text file (one sentence per line): quick to load."""
     from syntaxformer.data.corpus import load_corpus
+
     path = tmp_path_factory.mktemp("corpus") / "ptb-sample-400.txt"
     path.write_text("\n".join(" ".join(s) for s in load_corpus("ptb-sample")[:400]) + "\n")
     return path
@@ -196,8 +227,13 @@ def small_corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def small_reference(tmp_path_factory, small_corpus) -> Path:
     """An uninterrupted tiny run of N_STEPS steps on :func:`small_corpus`."""
-    return train(out=str(tmp_path_factory.mktemp("small-reference")), corpus=str(small_corpus),
-                 max_steps=N_STEPS, schedule_steps=N_STEPS, **TINY)
+    return train(
+        out=str(tmp_path_factory.mktemp("small-reference")),
+        corpus=str(small_corpus),
+        max_steps=N_STEPS,
+        schedule_steps=N_STEPS,
+        **TINY,
+    )
 
 
 def test_resume_continues_at_the_next_step_with_identical_parameters(tmp_path, small_corpus, small_reference):
@@ -232,11 +268,41 @@ def test_resume_after_kill(tmp_path, small_corpus, small_reference):
     that was never interrupted."""
     reference = small_reference
     out = tmp_path / "killed"
-    command = [sys.executable, "-m", "syntaxformer.cli", "train", "--out", str(out), "--preset", "tiny",
-               "--corpus", str(small_corpus), "--batch-size", "16", "--lr", "3e-3", "--warmup-steps", "3",
-               "--schedule", "linear", "--save-every", "4", "--eval-every", "15", "--log-every", "5",
-               "--threads", "1", "--seed", "3", "--quiet", "--max-steps", str(N_STEPS),
-               "--schedule-steps", str(N_STEPS)]
+    command = [
+        sys.executable,
+        "-m",
+        "syntaxformer.cli",
+        "train",
+        "--out",
+        str(out),
+        "--preset",
+        "tiny",
+        "--corpus",
+        str(small_corpus),
+        "--batch-size",
+        "16",
+        "--lr",
+        "3e-3",
+        "--warmup-steps",
+        "3",
+        "--schedule",
+        "linear",
+        "--save-every",
+        "4",
+        "--eval-every",
+        "15",
+        "--log-every",
+        "5",
+        "--threads",
+        "1",
+        "--seed",
+        "3",
+        "--quiet",
+        "--max-steps",
+        str(N_STEPS),
+        "--schedule-steps",
+        str(N_STEPS),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -261,14 +327,32 @@ def test_resume_after_kill(tmp_path, small_corpus, small_reference):
 def test_cli_input_errors(tmp_path, capsys, small_corpus):
     assert cli_main(["train", "--out", str(tmp_path / "a"), "--preset", "tiny"]) == 1
     assert "stop condition" in capsys.readouterr().err
-    assert cli_main(["train", "--out", str(tmp_path / "a"), "--max-steps", "2",
-                     "--corpus", str(tmp_path / "missing.txt")]) == 1
+    assert (
+        cli_main(["train", "--out", str(tmp_path / "a"), "--max-steps", "2", "--corpus", str(tmp_path / "missing.txt")])
+        == 1
+    )
     err = capsys.readouterr().err.strip()
     assert "missing.txt" in err and len(err.splitlines()) == 1
     assert cli_main(["train", "--out", str(tmp_path / "b"), "--max-minutes", "1", "--schedule", "linear"]) == 1
     assert "--max-steps" in capsys.readouterr().err
-    assert cli_main(["train", "--out", str(tmp_path / "c"), "--max-steps", "1", "--corpus", str(small_corpus),
-                     "--preset", "tiny", "--set", "hiden_size=8"]) == 1
+    assert (
+        cli_main(
+            [
+                "train",
+                "--out",
+                str(tmp_path / "c"),
+                "--max-steps",
+                "1",
+                "--corpus",
+                str(small_corpus),
+                "--preset",
+                "tiny",
+                "--set",
+                "hiden_size=8",
+            ]
+        )
+        == 1
+    )
     assert "no config field hiden_size" in capsys.readouterr().err
 
 
@@ -276,6 +360,7 @@ def test_mask_replace_rules():
     # "mask" (public StructFormer code): every selected position becomes [MASK]; "bert": 80/10/10
     from syntaxformer.training.mlm import mask_tokens
     from syntaxformer.training.trainer import MASK_REPLACE
+
     ids = torch.randint(4, 1000, (64, 50), generator=torch.Generator().manual_seed(0))
     am = torch.ones_like(ids)
     for rule, expect_all_masked in (("mask", True), ("bert", False)):
@@ -298,12 +383,17 @@ def test_bad_device_is_an_input_error_before_any_work(tmp_path, device):
 def test_prior_on_a_model_without_one_is_an_input_error(tmp_path):
     # StructFormer has no `prior` field: --prior none must not be silently recorded as a plain model
     with pytest.raises(InputError, match="no structural-prior option"):
-        train(out=str(tmp_path / "run"), model="structformer", preset="tiny", prior="none",
-              max_steps=1, quiet=True)
+        train(out=str(tmp_path / "run"), model="structformer", preset="tiny", prior="none", max_steps=1, quiet=True)
 
 
 def test_a_prior_config_the_model_refuses_is_an_input_error(tmp_path):
     # the multi-granularity prior checks its per-head granularities when the layers are built
     with pytest.raises(InputError, match="mgsa_granularities gives 3 heads, the layer has 2"):
-        train(out=str(tmp_path / "run"), preset="tiny", prior="multi-granularity",
-              overrides={"mgsa_granularities": "word*2,2gram"}, max_steps=1, quiet=True)
+        train(
+            out=str(tmp_path / "run"),
+            preset="tiny",
+            prior="multi-granularity",
+            overrides={"mgsa_granularities": "word*2,2gram"},
+            max_steps=1,
+            quiet=True,
+        )

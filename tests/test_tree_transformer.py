@@ -1,4 +1,5 @@
 """TreeTransformerForMaskedLM (tiny preset): shapes, eager/sdpa agreement, padding, save/load, denormals."""
+
 import math
 
 import pytest
@@ -77,10 +78,10 @@ def test_padding_invariance(variant, impl):
         full = model(ids, mask)
         for b in range(3):
             n = int(mask[b].sum())
-            alone = model(ids[b:b + 1, :n])
+            alone = model(ids[b : b + 1, :n])
             assert torch.allclose(full.logits[b, :n], alone.logits[0], atol=1e-5)
             for a_full, a_alone in zip(full.link_probs, alone.link_probs):
-                assert torch.allclose(a_full[b, :n - 1], a_alone[0], atol=1e-6)
+                assert torch.allclose(a_full[b, : n - 1], a_alone[0], atol=1e-6)
 
 
 @pytest.mark.parametrize("prior", ["constituent", "none"])
@@ -161,8 +162,9 @@ def test_no_denormals_with_sharp_links():
     torch.manual_seed(3)
     q, k, v = torch.randn(3, 1, 2, 8, 4).unbind(0)
     q = q * 10  # sharp softmax as well
-    out, attn = eager_attention(q, k, v, torch.ones(1, 8, dtype=torch.bool), ConstituentPrior(cum),
-                                output_attentions=True)
+    out, attn = eager_attention(
+        q, k, v, torch.ones(1, 8, dtype=torch.bool), ConstituentPrior(cum), output_attentions=True
+    )
     tiny_normal = torch.finfo(torch.float32).tiny
     for t in (out, attn):
         nonzero = t[t != 0].abs()
@@ -176,10 +178,13 @@ def test_command_line_sets_flush_to_zero_for_worker_threads():
     # a fresh process: the CLI's process set-up before any tensor work, then a 2-thread product
     import subprocess
     import sys
-    code = ("from syntaxformer.cli import prepare_process; prepare_process(); import torch; "
-            "torch.set_num_threads(2); "
-            "x = torch.full((1_000_000,), 1e-20); z = x * x; "
-            "print(int(((z != 0) & (z.abs() < torch.finfo(torch.float32).tiny)).sum()))")
+
+    code = (
+        "from syntaxformer.cli import prepare_process; prepare_process(); import torch; "
+        "torch.set_num_threads(2); "
+        "x = torch.full((1_000_000,), 1e-20); z = x * x; "
+        "print(int(((z != 0) & (z.abs() < torch.finfo(torch.float32).tiny)).sum()))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
 
@@ -198,8 +203,13 @@ def test_config_and_registry_errors():
     with pytest.raises(ValueError):
         make_config("tree-transformer", "huge", 10)
     paper = make_config("tree-transformer", "paper", 100)
-    assert (paper.num_hidden_layers, paper.hidden_size, paper.num_attention_heads, paper.intermediate_size,
-            paper.hidden_dropout_prob) == (10, 512, 8, 2048, 0.1)
+    assert (
+        paper.num_hidden_layers,
+        paper.hidden_size,
+        paper.num_attention_heads,
+        paper.intermediate_size,
+        paper.hidden_dropout_prob,
+    ) == (10, 512, 8, 2048, 0.1)
     assert MODELS["tree-transformer"] is TreeTransformerForMaskedLM
     assert set(PRESETS["tree-transformer"]) >= {"paper", "small", "tiny"}
     with pytest.raises(ValueError):
@@ -255,14 +265,16 @@ def test_training_step_sdpa_equals_eager_with_dropout(variant):
 def test_constituent_attention_function_gradcheck(flush):
     # the hand-written backward against finite differences (float64, with padding, no dropout)
     from syntaxformer.priors.attention import BlockwisePriorAttention, _padding_bias
+
     torch.manual_seed(8)
     q, k, v = (torch.randn(2, 2, 5, 3, dtype=torch.float64, requires_grad=True) for _ in range(3))
     key_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     cum = torch.cumsum(-torch.rand(2, 5, dtype=torch.float64), -1).requires_grad_()
 
     def fn(q, k, v, cum):
-        return BlockwisePriorAttention.apply(q, k, v, cum, _padding_bias(key_mask, q.dtype), 0.0, flush,
-                                            ConstituentPrior(cum).log_rows)
+        return BlockwisePriorAttention.apply(
+            q, k, v, cum, _padding_bias(key_mask, q.dtype), 0.0, flush, ConstituentPrior(cum).log_rows
+        )
 
     assert torch.autograd.gradcheck(fn, (q, k, v, cum))
     # and it is the eager product
@@ -273,6 +285,7 @@ def test_constituent_attention_function_gradcheck(flush):
 def test_constituent_attention_function_flushes_denormals():
     # IEEE floats (conftest): the kernel flushes explicitly, as the eager one, gradients included
     from syntaxformer.priors.attention import BlockwisePriorAttention, _padding_bias
+
     cum = torch.cumsum(torch.tensor([[0.0, -1e-6, -30.0, -1e-6, -30.0, -1e-6, -30.0, -1e-6]]), -1)
     key_mask = torch.ones(1, 8, dtype=torch.bool)
     torch.manual_seed(3)
@@ -281,8 +294,9 @@ def test_constituent_attention_function_flushes_denormals():
     for fused in (False, True):
         leaves = [t.clone().requires_grad_() for t in (q * 10, k, v)]
         if fused:
-            out = BlockwisePriorAttention.apply(*leaves, cum, _padding_bias(key_mask, q.dtype), 0.0, True,
-                                                ConstituentPrior(cum).log_rows)
+            out = BlockwisePriorAttention.apply(
+                *leaves, cum, _padding_bias(key_mask, q.dtype), 0.0, True, ConstituentPrior(cum).log_rows
+            )
             nonzero = out[out != 0].abs()
             assert nonzero.min() >= torch.finfo(torch.float32).tiny
         else:

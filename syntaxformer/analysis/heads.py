@@ -45,6 +45,7 @@ Definitions (exact; :data:`PROTOCOL` repeats them in every report):
 - Unknown words (``[UNK]``) and words split into pieces are kept and counted; sentences longer
   than the model's positions or empty after punctuation removal are skipped and counted.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,9 +60,17 @@ import torch
 import torch.nn.functional as F
 
 from syntaxformer.data.batching import pad_batch
+from syntaxformer.data.corpus import held_out_indices, load_corpus
+from syntaxformer.data.dependency import read_dependencies
+from syntaxformer.data.preprocess import PRPN, Preprocessing, normalise_word
 from syntaxformer.data.tokenization import encode
 from syntaxformer.errors import InputError
+from syntaxformer.evaluation.dependency import reattach_heads
+from syntaxformer.figures import save_figure, write_index
+from syntaxformer.figures.head_maps import plot_head_map
 from syntaxformer.models.encoder import HeadLayout, head_layout, normalise_pruned_heads  # noqa: F401  (re-exported)
+from syntaxformer.parsing import load_model
+from syntaxformer.training.arguments import MASK_REPLACE
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
 
 logger = logging.getLogger(__name__)
@@ -83,20 +92,20 @@ FALLBACK_TEXT = "ptb-sample:dev"
 
 PROTOCOL = {
     "importance": "I = sum_b T_b |dL_b/dxi| / sum_b T_b; L_b = mean masked-LM cross-entropy (nats) over "
-                  "the T_b masked tokens of batch b; xi = (L, H) head mask of ones; evaluation mode; "
-                  "normalised = I / l2 norm of its layer (DESIGN.md §3.5, Michel et al. 2019)",
+    "the T_b masked tokens of batch b; xi = (L, H) head mask of ones; evaluation mode; "
+    "normalised = I / l2 norm of its layer (DESIGN.md §3.5, Michel et al. 2019)",
     "words": "a word's row = its first piece's row; weight on a word = sum over its pieces; special "
-             "tokens one extra column; rows divided by their sum before maxima; ties to the leftmost",
+    "tokens one extra column; rows divided by their sum before maxima; ties to the leftmost",
     "confidence": "mean over words of the row maximum (0-1), Voita et al. 2019",
     "positional": f"share (%) of words with a previous (next) word whose maximum is on it; positional "
-                  f"when >= {POSITIONAL_THRESHOLD}",
+    f"when >= {POSITIONAL_THRESHOLD}",
     "rare_word": "share (%) of words other than the rarest whose maximum is on the sentence's rarest "
-                 "word (ties: first); one-word sentences not counted",
+    "word (ties: first); one-word sentences not counted",
     "syntactic": f"accuracy (%) of pairs whose dependent's (head's) maximum is on its head (dependent), "
-                 f"punctuation removed and heads re-attached; baseline = most frequent relative "
-                 f"position per relation and direction; syntactic for a relation of {', '.join(RELATIONS)} "
-                 f"or 'any' when gain >= {SYNTACTIC_MARGIN} points on >= {MIN_RELATION_PAIRS} pairs; "
-                 f"relation = UD label before ':'; 'any' = every non-root pair",
+    f"punctuation removed and heads re-attached; baseline = most frequent relative "
+    f"position per relation and direction; syntactic for a relation of {', '.join(RELATIONS)} "
+    f"or 'any' when gain >= {SYNTACTIC_MARGIN} points on >= {MIN_RELATION_PAIRS} pairs; "
+    f"relation = UD label before ':'; 'any' = every non-root pair",
 }
 
 
@@ -118,6 +127,7 @@ class EncodedSentences:
         n_unknown: words with an ``[UNK]`` piece (kept). n_split_words: words of more than one piece.
         n_too_long: sentences over the model's positions (skipped). n_empty: empty ones (skipped).
     """
+
     words: list[list[str]] = field(default_factory=list)
     ids: list[list[int]] = field(default_factory=list)
     word_ids: list[list[int | None]] = field(default_factory=list)
@@ -129,14 +139,18 @@ class EncodedSentences:
 
     def stats(self) -> dict:
         """Counts for the report: sentences, words, tokens, unknown and split words, skipped sentences."""
-        return dict(n_sentences=len(self.ids), n_words=sum(map(len, self.words)),
-                    n_tokens=sum(map(len, self.ids)), n_unknown=self.n_unknown,
-                    n_split_words=self.n_split_words, n_skipped_too_long=self.n_too_long,
-                    n_skipped_empty=self.n_empty)
+        return dict(
+            n_sentences=len(self.ids),
+            n_words=sum(map(len, self.words)),
+            n_tokens=sum(map(len, self.ids)),
+            n_unknown=self.n_unknown,
+            n_split_words=self.n_split_words,
+            n_skipped_too_long=self.n_too_long,
+            n_skipped_empty=self.n_empty,
+        )
 
 
-def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]], max_length: int | None = None
-                     ) -> EncodedSentences:
+def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]], max_length: int | None = None) -> EncodedSentences:
     """Encode word lists (already normalised), counting unknown and split words.
 
     Args:
@@ -170,8 +184,9 @@ def rarest_word(words: Sequence[str], frequencies: Counter) -> int:
     return min(range(len(words)), key=lambda i: (frequencies.get(words[i], 0), i))
 
 
-def word_attention(attention: torch.Tensor, word_ids: Sequence[Sequence[int | None]]
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def word_attention(
+    attention: torch.Tensor, word_ids: Sequence[Sequence[int | None]]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Token attention to word attention (rule in the module docstring).
 
     Args:
@@ -201,8 +216,7 @@ def word_attention(attention: torch.Tensor, word_ids: Sequence[Sequence[int | No
     return rows @ assign[:, None], mask.to(attention.device)
 
 
-def max_attention(weights: torch.Tensor, mask: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def max_attention(weights: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each row's maximum after dividing the row by its sum.
 
     Args:
@@ -263,18 +277,28 @@ class RoleCounts:
         """``(K,)`` float64 tensors: ``confidence`` and ``confidence_raw`` (0-1), and the shares (%)
         ``previous``, ``next``, ``self``, ``special``, ``rare_word`` (NaN when nothing was counted);
         and the counts ``n_words``, ``n_previous``, ``n_next``, ``n_rare``."""
+
         def share(hits, n, scale=100.0):
             return hits * scale / n if n else torch.full_like(hits, float("nan"))
-        return dict(confidence=share(self.confidence, self.n_words, 1.0),
-                    confidence_raw=share(self.confidence_raw, self.n_words, 1.0),
-                    previous=share(self.previous, self.n_previous), next=share(self.next, self.n_next),
-                    self=share(self.self, self.n_words), special=share(self.special, self.n_words),
-                    rare_word=share(self.rare, self.n_rare), n_words=self.n_words,
-                    n_previous=self.n_previous, n_next=self.n_next, n_rare=self.n_rare)
+
+        return dict(
+            confidence=share(self.confidence, self.n_words, 1.0),
+            confidence_raw=share(self.confidence_raw, self.n_words, 1.0),
+            previous=share(self.previous, self.n_previous),
+            next=share(self.next, self.n_next),
+            self=share(self.self, self.n_words),
+            special=share(self.special, self.n_words),
+            rare_word=share(self.rare, self.n_rare),
+            n_words=self.n_words,
+            n_previous=self.n_previous,
+            n_next=self.n_next,
+            n_rare=self.n_rare,
+        )
 
 
-def dependency_pairs(heads: Sequence[Sequence[int]], relations: Sequence[Sequence[str]] | None = None
-                     ) -> list[tuple[int, int, int, str]]:
+def dependency_pairs(
+    heads: Sequence[Sequence[int]], relations: Sequence[Sequence[str]] | None = None
+) -> list[tuple[int, int, int, str]]:
     """Every non-root pair: ``(sentence, dependent, head, relation)``, 0-based word indices within
     the sentence; relation ``None`` when there are no labels.
 
@@ -306,8 +330,9 @@ def _baseline(offsets: Counter) -> tuple[int | None, float | None]:
     return offset, 100.0 * count / sum(offsets.values())
 
 
-def relation_baselines(heads: Sequence[Sequence[int]], relations: Sequence[Sequence[str]] | None = None
-                       ) -> dict[tuple[str, str], dict]:
+def relation_baselines(
+    heads: Sequence[Sequence[int]], relations: Sequence[Sequence[str]] | None = None
+) -> dict[tuple[str, str], dict]:
     """The baseline of every relation and direction: always the most frequent relative position.
 
     Args:
@@ -340,8 +365,9 @@ class DependencyCounts:
         self.hits: dict[tuple[str, str], torch.Tensor] = {}
         self.offsets: dict[tuple[str, str], Counter] = {}
 
-    def add(self, target: torch.Tensor, heads: Sequence[Sequence[int]],
-            relations: Sequence[Sequence[str]] | None = None) -> None:
+    def add(
+        self, target: torch.Tensor, heads: Sequence[Sequence[int]], relations: Sequence[Sequence[str]] | None = None
+    ) -> None:
         """target ``(B, K, N)`` column of each row's maximum (:func:`max_attention`); heads per
         sentence of the batch, 1-based (0 = root); relations per sentence or None."""
         pairs = dependency_pairs(heads, relations)
@@ -349,8 +375,10 @@ class DependencyCounts:
             return
         target = target.cpu()
         b, d, h = (torch.tensor([p[i] for p in pairs]) for i in range(3))
-        correct = {DIRECTIONS[0]: target[b, :, d] == h[:, None],   # (P, K)
-                   DIRECTIONS[1]: target[b, :, h] == d[:, None]}
+        correct = {
+            DIRECTIONS[0]: target[b, :, d] == h[:, None],  # (P, K)
+            DIRECTIONS[1]: target[b, :, h] == d[:, None],
+        }
         members: dict[str, list[int]] = {}
         for index, (_, _, _, relation) in enumerate(pairs):
             for group in _groups(relation):
@@ -377,8 +405,7 @@ class DependencyCounts:
             counter = self.offsets.get(key, Counter())
             n = sum(counter.values())
             offset, baseline = _baseline(counter)
-            accuracy = (self.hits[key] * 100.0 / n if n else torch.full((self.k,), float("nan"),
-                                                                         dtype=torch.float64))
+            accuracy = self.hits[key] * 100.0 / n if n else torch.full((self.k,), float("nan"), dtype=torch.float64)
             gain = accuracy - baseline if baseline is not None else accuracy * float("nan")
             out[key] = dict(n=n, baseline_offset=offset, baseline=baseline, accuracy=accuracy, gain=gain)
         return out
@@ -396,8 +423,9 @@ def normalise_by_layer(importance: torch.Tensor) -> torch.Tensor:
     return torch.where(norms > 0, values / norms.clamp_min(1e-300), values)
 
 
-def head_importance(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-                    layout: HeadLayout | None = None) -> tuple[torch.Tensor, int, float]:
+def head_importance(
+    model, batches: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], layout: HeadLayout | None = None
+) -> tuple[torch.Tensor, int, float]:
     """Michel et al.'s head importance, as defined in the module docstring.
 
     Args:
@@ -440,25 +468,34 @@ def head_importance(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor, t
 def _length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """Indices sorted by length (stable) and cut into batches of ``batch_size``."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def mlm_batches(tokenizer, ids: Sequence[Sequence[int]], batch_size: int, rate: float, replace: str,
-                seed: int, device) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+def mlm_batches(
+    tokenizer, ids: Sequence[Sequence[int]], batch_size: int, rate: float, replace: str, seed: int, device
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Masked batches for :func:`head_importance`: length-sorted batches of ``batch_size``
     sentences, masked by :func:`mask_tokens` (``rate``; ``replace`` a key of
     :data:`~syntaxformer.training.arguments.MASK_REPLACE`) with one generator seeded by ``seed``;
     padding, ``[CLS]`` and ``[MASK]`` are never selected (as in training)."""
-    from syntaxformer.training.arguments import MASK_REPLACE
 
     generator = torch.Generator().manual_seed(seed)
-    special = sorted({i for i in (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.mask_token_id)
-                      if i is not None})
+    special = sorted(
+        {i for i in (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.mask_token_id) if i is not None}
+    )
     batches = []
     for batch in _length_batches([len(x) for x in ids], batch_size):
         input_ids, attention_mask = pad_batch([ids[i] for i in batch], tokenizer.pad_token_id)
-        inputs, labels = mask_tokens(input_ids, attention_mask, tokenizer.mask_token_id, len(tokenizer), rate,
-                                     generator, special, **MASK_REPLACE[replace])
+        inputs, labels = mask_tokens(
+            input_ids,
+            attention_mask,
+            tokenizer.mask_token_id,
+            len(tokenizer),
+            rate,
+            generator,
+            special,
+            **MASK_REPLACE[replace],
+        )
         batches.append((inputs.to(device), attention_mask.to(device), labels.to(device)))
     return batches
 
@@ -470,6 +507,7 @@ def mlm_batches(tokenizer, ids: Sequence[Sequence[int]], batch_size: int, rate: 
 @dataclass
 class TextChoice:
     """The text analysed and the word frequencies of the rare-word role, each with its source."""
+
     sentences: list[list[str]]
     source: str
     frequencies: Counter
@@ -480,9 +518,6 @@ def _training_text(info: dict) -> tuple[list[list[str]], list[list[str]], str] |
     """``(training sentences, held-out sentences, description of the held-out part)`` named by a
     ``training.json`` (the trainer's split: its ``valid`` corpus, else the seed-0 permutation's
     ``valid_fraction``), or None when it names no readable corpus."""
-    from syntaxformer.data.corpus import load_corpus
-    from syntaxformer.data.preprocess import PRPN, Preprocessing
-    from syntaxformer.data.corpus import held_out_indices  # the trainer's own split rule
 
     args = info.get("arguments") or {}
     corpus = args.get("corpus")
@@ -502,8 +537,11 @@ def _training_text(info: dict) -> tuple[list[list[str]], list[list[str]], str] |
     fraction = float(args.get("valid_fraction", 0.05))
     held = held_out_indices(len(sentences), fraction)
     train = [s for i, s in enumerate(sentences) if i not in held]
-    return train, [s for i, s in enumerate(sentences) if i in held], \
-        f"held-out {fraction} of {corpus} (the trainer's seed-0 permutation)"
+    return (
+        train,
+        [s for i, s in enumerate(sentences) if i in held],
+        f"held-out {fraction} of {corpus} (the trainer's seed-0 permutation)",
+    )
 
 
 def choose_text(info: dict, text: str | None = None, max_sentences: int | None = None) -> TextChoice:
@@ -515,7 +553,6 @@ def choose_text(info: dict, text: str | None = None, max_sentences: int | None =
     Raises:
         InputError: an unreadable or empty ``text``.
     """
-    from syntaxformer.data.corpus import load_corpus
 
     training = _training_text(info)
     if text is not None:
@@ -529,10 +566,15 @@ def choose_text(info: dict, text: str | None = None, max_sentences: int | None =
     if not sentences:
         raise InputError("no sentence to analyse", path=text or source)
     if training is not None:
-        return TextChoice(sentences, source, Counter(w for s in training[0] for w in s),
-                          f"training text of {info['arguments']['corpus']} ({len(training[0])} sentences)")
-    return TextChoice(sentences, source, Counter(w for s in sentences for w in s),
-                      "the analysed text (the training text is unknown)")
+        return TextChoice(
+            sentences,
+            source,
+            Counter(w for s in training[0] for w in s),
+            f"training text of {info['arguments']['corpus']} ({len(training[0])} sentences)",
+        )
+    return TextChoice(
+        sentences, source, Counter(w for s in sentences for w in s), "the analysed text (the training text is unknown)"
+    )
 
 
 def read_relations(sentences) -> list[list[str]] | None:
@@ -552,6 +594,7 @@ class DependencyData:
         numbers: 1-based number of each sentence in the source. n_punctuation: tokens removed.
         n_empty: sentences with no word left (skipped).
     """
+
     source: str
     words: list[list[str]]
     heads: list[list[int]]
@@ -568,9 +611,6 @@ def load_dependency_data(source: str, max_sentences: int | None = None) -> Depen
         InputError: as :func:`~syntaxformer.data.dependency.read_dependencies`; a head chain
             cycling through punctuation (names the source and sentence).
     """
-    from syntaxformer.data.dependency import read_dependencies
-    from syntaxformer.data.preprocess import normalise_word
-    from syntaxformer.evaluation.dependency import reattach_heads
 
     sentences = read_dependencies(source)
     relations = read_relations(sentences)
@@ -601,8 +641,7 @@ def load_dependency_data(source: str, max_sentences: int | None = None) -> Depen
 
 
 @torch.no_grad()
-def attention_weights(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      layout: HeadLayout) -> torch.Tensor:
+def attention_weights(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, layout: HeadLayout) -> torch.Tensor:
     """Every head's attention on unmasked input: ``(B, L·H, T, T)`` (flat index ``l·H + h``; zeros
     at pruned heads), from ``model(..., output_attentions=True)``.
 
@@ -612,8 +651,10 @@ def attention_weights(model, input_ids: torch.Tensor, attention_mask: torch.Tens
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
     attentions = getattr(out, "attentions", None)
     if not attentions or len(attentions) != layout.layers or any(a is None for a in attentions):
-        raise InputError(f"{type(model).__name__} returns no attention weights for each of its "
-                         f"{layout.layers} layers (output_attentions=True): no head to score")
+        raise InputError(
+            f"{type(model).__name__} returns no attention weights for each of its "
+            f"{layout.layers} layers (output_attentions=True): no head to score"
+        )
     B, T = input_ids.shape
     full = attentions[0].new_zeros(B, layout.layers, layout.heads, T, T)
     for layer, weights in enumerate(attentions):
@@ -632,8 +673,9 @@ def _word_batches(model, tokenizer, encoded: EncodedSentences, layout: HeadLayou
         yield batch, weights, mask
 
 
-def text_roles(model, tokenizer, encoded: EncodedSentences, frequencies: Counter, layout: HeadLayout,
-               batch_size: int = 32) -> dict:
+def text_roles(
+    model, tokenizer, encoded: EncodedSentences, frequencies: Counter, layout: HeadLayout, batch_size: int = 32
+) -> dict:
     """:meth:`RoleCounts.result` of every head (flat ``L·H``) on ``encoded`` (unmasked)."""
     counts = RoleCounts(layout.size)
     for batch, weights, mask in _word_batches(model, tokenizer, encoded, layout, batch_size):
@@ -642,8 +684,9 @@ def text_roles(model, tokenizer, encoded: EncodedSentences, frequencies: Counter
     return counts.result()
 
 
-def dependency_roles(model, tokenizer, data: DependencyData, layout: HeadLayout, batch_size: int = 32,
-                     max_length: int | None = None) -> tuple[dict, EncodedSentences]:
+def dependency_roles(
+    model, tokenizer, data: DependencyData, layout: HeadLayout, batch_size: int = 32, max_length: int | None = None
+) -> tuple[dict, EncodedSentences]:
     """:meth:`DependencyCounts.result` of every head (flat ``L·H``) on gold trees, and the
     encoding's counts (unknown / split words, sentences skipped)."""
     encoded = encode_sentences(tokenizer, data.words, max_length)
@@ -651,8 +694,11 @@ def dependency_roles(model, tokenizer, data: DependencyData, layout: HeadLayout,
     for batch, weights, mask in _word_batches(model, tokenizer, encoded, layout, batch_size):
         _, _, target = max_attention(weights, mask)
         kept = [encoded.kept[i] for i in batch]
-        counts.add(target, [data.heads[i] for i in kept],
-                   [data.relations[i] for i in kept] if data.relations is not None else None)
+        counts.add(
+            target,
+            [data.heads[i] for i in kept],
+            [data.relations[i] for i in kept] if data.relations is not None else None,
+        )
     return counts.result(labelled=data.relations is not None), encoded
 
 
@@ -660,21 +706,33 @@ def dependency_roles(model, tokenizer, data: DependencyData, layout: HeadLayout,
 # the report
 
 
-def _dependency_section(result: dict, data: DependencyData, encoded: EncodedSentences,
-                        layout: HeadLayout) -> dict:
+def _dependency_section(result: dict, data: DependencyData, encoded: EncodedSentences, layout: HeadLayout) -> dict:
     """One gold source's part of ``heads.json``."""
-    groups = [dict(relation=relation, direction=direction, n=g["n"], baseline_offset=g["baseline_offset"],
-                   baseline=None if g["baseline"] is None else round(g["baseline"], 2),
-                   accuracy=layout.grid(g["accuracy"], 2), gain=layout.grid(g["gain"], 2))
-              for (relation, direction), g in result.items()]
+    groups = [
+        dict(
+            relation=relation,
+            direction=direction,
+            n=g["n"],
+            baseline_offset=g["baseline_offset"],
+            baseline=None if g["baseline"] is None else round(g["baseline"], 2),
+            accuracy=layout.grid(g["accuracy"], 2),
+            gain=layout.grid(g["gain"], 2),
+        )
+        for (relation, direction), g in result.items()
+    ]
     unlabelled = result[(ANY, DIRECTIONS[0])]
     stats = encoded.stats()
     stats["n_skipped_empty"] = data.n_empty
-    return dict(source=data.source, labelled=data.relations is not None, **stats,
-                n_punctuation_removed=data.n_punctuation,
-                unlabelled_accuracy=layout.grid(unlabelled["accuracy"], 2),
-                unlabelled_baseline=unlabelled["baseline"] and round(unlabelled["baseline"], 2),
-                unlabelled_baseline_offset=unlabelled["baseline_offset"], groups=groups)
+    return dict(
+        source=data.source,
+        labelled=data.relations is not None,
+        **stats,
+        n_punctuation_removed=data.n_punctuation,
+        unlabelled_accuracy=layout.grid(unlabelled["accuracy"], 2),
+        unlabelled_baseline=unlabelled["baseline"] and round(unlabelled["baseline"], 2),
+        unlabelled_baseline_offset=unlabelled["baseline_offset"],
+        groups=groups,
+    )
 
 
 def _syntactic_summary(sections: list[dict], layout: HeadLayout) -> tuple[list, list]:
@@ -693,8 +751,15 @@ def _syntactic_summary(sections: list[dict], layout: HeadLayout) -> tuple[list, 
                     gain = g["gain"][layer][head]
                     if gain is None:
                         continue
-                    entry = dict(source=section["source"], relation=g["relation"], direction=g["direction"],
-                                 n=g["n"], accuracy=g["accuracy"][layer][head], baseline=g["baseline"], gain=gain)
+                    entry = dict(
+                        source=section["source"],
+                        relation=g["relation"],
+                        direction=g["direction"],
+                        n=g["n"],
+                        accuracy=g["accuracy"][layer][head],
+                        baseline=g["baseline"],
+                        gain=gain,
+                    )
                     if gain >= SYNTACTIC_MARGIN:
                         syntactic[layer][head].append(entry)
                     candidate = (g["relation"] != ANY) if labelled else True
@@ -711,19 +776,36 @@ def _role_sections(roles: dict, layout: HeadLayout, choice: TextChoice) -> dict:
         if p is None:
             return None
         return "previous" if p >= POSITIONAL_THRESHOLD else ("next" if n >= POSITIONAL_THRESHOLD else False)
+
     return dict(
-        confidence=layout.grid(roles["confidence"], 4), confidence_raw=layout.grid(roles["confidence_raw"], 4),
-        positional=dict(previous=previous, next=following, n_previous=roles["n_previous"], n_next=roles["n_next"],
-                        threshold=POSITIONAL_THRESHOLD,
-                        role=[[positional(p, n) for p, n in zip(pr, nr)] for pr, nr in zip(previous, following)]),
-        self_share=layout.grid(roles["self"], 2), special_share=layout.grid(roles["special"], 2),
-        rare_word=dict(share=layout.grid(roles["rare_word"], 2), n=roles["n_rare"],
-                       frequency_source=choice.frequency_source))
+        confidence=layout.grid(roles["confidence"], 4),
+        confidence_raw=layout.grid(roles["confidence_raw"], 4),
+        positional=dict(
+            previous=previous,
+            next=following,
+            n_previous=roles["n_previous"],
+            n_next=roles["n_next"],
+            threshold=POSITIONAL_THRESHOLD,
+            role=[[positional(p, n) for p, n in zip(pr, nr)] for pr, nr in zip(previous, following)],
+        ),
+        self_share=layout.grid(roles["self"], 2),
+        special_share=layout.grid(roles["special"], 2),
+        rare_word=dict(
+            share=layout.grid(roles["rare_word"], 2), n=roles["n_rare"], frequency_source=choice.frequency_source
+        ),
+    )
 
 
-def analyse_model(model, tokenizer, info: dict, text: str | None = None,
-                  dependencies: Sequence[str] = (FALLBACK_TEXT,), seed: int = 0,
-                  max_sentences: int | None = None, batch_size: int = 32) -> dict:
+def analyse_model(
+    model,
+    tokenizer,
+    info: dict,
+    text: str | None = None,
+    dependencies: Sequence[str] = (FALLBACK_TEXT,),
+    seed: int = 0,
+    max_sentences: int | None = None,
+    batch_size: int = 32,
+) -> dict:
     """Every measure of the module docstring for a loaded model (evaluation mode).
 
     Args:
@@ -754,7 +836,8 @@ def analyse_model(model, tokenizer, info: dict, text: str | None = None,
     rate, replace = float(args.get("mask_rate", 0.15)), str(args.get("mask_replace", "bert"))
     device = next(model.parameters()).device
     raw, n_masked, loss = head_importance(
-        model, mlm_batches(tokenizer, encoded.ids, batch_size, rate, replace, seed, device), layout)
+        model, mlm_batches(tokenizer, encoded.ids, batch_size, rate, replace, seed, device), layout
+    )
     logger.info("importance: %d sentences, %d masked tokens, loss %.4f", len(encoded.ids), n_masked, loss)
     roles = text_roles(model, tokenizer, encoded, choice.frequencies, layout, batch_size)
     sections = []
@@ -762,31 +845,51 @@ def analyse_model(model, tokenizer, info: dict, text: str | None = None,
         result, dep_encoded = dependency_roles(model, tokenizer, data, layout, batch_size, max_length)
         sections.append(_dependency_section(result, data, dep_encoded, layout))
     syntactic, best = _syntactic_summary(sections, layout)
-    importance = dict(raw=layout.grid(raw, 8), normalised=layout.grid(normalise_by_layer(raw), 4),
-                      mean_loss=round(loss, 6), n_masked_tokens=n_masked, mask_rate=rate, mask_replace=replace,
-                      batch_size=batch_size, seed=seed)
+    importance = dict(
+        raw=layout.grid(raw, 8),
+        normalised=layout.grid(normalise_by_layer(raw), 4),
+        mean_loss=round(loss, 6),
+        n_masked_tokens=n_masked,
+        mask_rate=rate,
+        mask_replace=replace,
+        batch_size=batch_size,
+        seed=seed,
+    )
     config = model.config
     return dict(
-        command="heads", model_type=getattr(config, "model_type", type(model).__name__),
-        prior=getattr(config, "prior", None), preset=info.get("preset"), training_seed=info.get("seed"),
-        layers=layout.layers, heads=layout.heads, pruned_heads={str(k): v for k, v in
-                                                                 normalise_pruned_heads(getattr(config, "pruned_heads", None)).items()},
-        seed=seed, protocol=PROTOCOL,
-        text=dict(source=choice.source, **encoded.stats()), importance=importance,
-        **_role_sections(roles, layout, choice), dependencies=sections,
-        syntactic=dict(margin=SYNTACTIC_MARGIN, min_pairs=MIN_RELATION_PAIRS, heads=syntactic, best=best))
+        command="heads",
+        model_type=getattr(config, "model_type", type(model).__name__),
+        prior=getattr(config, "prior", None),
+        preset=info.get("preset"),
+        training_seed=info.get("seed"),
+        layers=layout.layers,
+        heads=layout.heads,
+        pruned_heads={str(k): v for k, v in normalise_pruned_heads(getattr(config, "pruned_heads", None)).items()},
+        seed=seed,
+        protocol=PROTOCOL,
+        text=dict(source=choice.source, **encoded.stats()),
+        importance=importance,
+        **_role_sections(roles, layout, choice),
+        dependencies=sections,
+        syntactic=dict(margin=SYNTACTIC_MARGIN, min_pairs=MIN_RELATION_PAIRS, heads=syntactic, best=best),
+    )
 
 
-def analyse_heads(model_folder: str | os.PathLike, text: str | None = None,
-                  dependencies: Sequence[str] = (FALLBACK_TEXT,), seed: int = 0,
-                  max_sentences: int | None = None, batch_size: int = 32, device: str | None = "cpu") -> dict:
+def analyse_heads(
+    model_folder: str | os.PathLike,
+    text: str | None = None,
+    dependencies: Sequence[str] = (FALLBACK_TEXT,),
+    seed: int = 0,
+    max_sentences: int | None = None,
+    batch_size: int = 32,
+    device: str | None = "cpu",
+) -> dict:
     """:func:`analyse_model` on a model folder (:func:`~syntaxformer.parsing.load_model`); the
     report names the folder (``model``) and the device.
 
     Raises:
         InputError: as :func:`analyse_model`, or a folder that holds no model.
     """
-    from syntaxformer.parsing import load_model
 
     torch.manual_seed(seed)
     model, tokenizer, info = load_model(model_folder, device=device)
@@ -805,34 +908,87 @@ def _nan_grid(grid: list[list[float | None]]) -> list[list[float]]:
 def heatmap_values(report: dict) -> list[tuple[str, str, dict]]:
     """``(file stem, caption, keyword arguments of plot_head_map)`` for each heatmap of a report."""
     positional = report["positional"]
-    shares = [[None if p is None else max(p, n) for p, n in zip(pr, nr)]
-              for pr, nr in zip(positional["previous"], positional["next"])]
-    arrows = [[None if p is None else (f"←{p:.0f}" if p >= n else f"→{n:.0f}") for p, n in zip(pr, nr)]
-              for pr, nr in zip(positional["previous"], positional["next"])]
+    shares = [
+        [None if p is None else max(p, n) for p, n in zip(pr, nr)]
+        for pr, nr in zip(positional["previous"], positional["next"])
+    ]
+    arrows = [
+        [None if p is None else (f"←{p:.0f}" if p >= n else f"→{n:.0f}") for p, n in zip(pr, nr)]
+        for pr, nr in zip(positional["previous"], positional["next"])
+    ]
     best = report["syntactic"]["best"]
     gains = [[None if b is None else b["gain"] for b in row] for row in best]
-    names = [[None if b is None else f"{b['relation']} {'d→h' if b['direction'] == DIRECTIONS[0] else 'h→d'}\n"
-              f"{b['gain']:+.1f}" for b in row] for row in best]
+    names = [
+        [
+            None
+            if b is None
+            else f"{b['relation']} {'d→h' if b['direction'] == DIRECTIONS[0] else 'h→d'}\n{b['gain']:+.1f}"
+            for b in row
+        ]
+        for row in best
+    ]
     text = report["text"]["source"]
     return [
-        ("importance", f"head importance (Michel et al.), ℓ2-normalised per layer; text: {text}",
-         dict(values=_nan_grid(report["importance"]["normalised"]), title="importance (normalised per layer)",
-              colorbar_label="I_h / ||I_layer||", vmin=0.0, vmax=1.0)),
-        ("confidence", "confidence (Voita et al.): mean maximum attention weight",
-         dict(values=_nan_grid(report["confidence"]), title="confidence", colorbar_label="mean max weight",
-              vmin=0.0, vmax=1.0)),
-        ("positional", f"positional share: maximum on the previous (←) or next (→) word, %; positional at "
-                       f"≥ {POSITIONAL_THRESHOLD:g}",
-         dict(values=_nan_grid(shares), title="positional share (%)", colorbar_label="% of words",
-              vmin=0.0, vmax=100.0, labels=arrows)),
-        ("syntactic", "best syntactic gain: accuracy − baseline (points) of the head's best relation "
-                      "and direction; syntactic at ≥ " f"{SYNTACTIC_MARGIN:g}",
-         dict(values=_nan_grid(gains), title="best syntactic gain (points)", colorbar_label="points over baseline",
-              center=0.0, labels=names)),
-        ("rare_word", f"rare-word share (%): maximum on the sentence's rarest word "
-                      f"(frequencies: {report['rare_word']['frequency_source']})",
-         dict(values=_nan_grid(report["rare_word"]["share"]), title="rare-word share (%)",
-              colorbar_label="% of words", vmin=0.0, vmax=100.0)),
+        (
+            "importance",
+            f"head importance (Michel et al.), ℓ2-normalised per layer; text: {text}",
+            dict(
+                values=_nan_grid(report["importance"]["normalised"]),
+                title="importance (normalised per layer)",
+                colorbar_label="I_h / ||I_layer||",
+                vmin=0.0,
+                vmax=1.0,
+            ),
+        ),
+        (
+            "confidence",
+            "confidence (Voita et al.): mean maximum attention weight",
+            dict(
+                values=_nan_grid(report["confidence"]),
+                title="confidence",
+                colorbar_label="mean max weight",
+                vmin=0.0,
+                vmax=1.0,
+            ),
+        ),
+        (
+            "positional",
+            f"positional share: maximum on the previous (←) or next (→) word, %; positional at "
+            f"≥ {POSITIONAL_THRESHOLD:g}",
+            dict(
+                values=_nan_grid(shares),
+                title="positional share (%)",
+                colorbar_label="% of words",
+                vmin=0.0,
+                vmax=100.0,
+                labels=arrows,
+            ),
+        ),
+        (
+            "syntactic",
+            "best syntactic gain: accuracy − baseline (points) of the head's best relation "
+            "and direction; syntactic at ≥ "
+            f"{SYNTACTIC_MARGIN:g}",
+            dict(
+                values=_nan_grid(gains),
+                title="best syntactic gain (points)",
+                colorbar_label="points over baseline",
+                center=0.0,
+                labels=names,
+            ),
+        ),
+        (
+            "rare_word",
+            f"rare-word share (%): maximum on the sentence's rarest word "
+            f"(frequencies: {report['rare_word']['frequency_source']})",
+            dict(
+                values=_nan_grid(report["rare_word"]["share"]),
+                title="rare-word share (%)",
+                colorbar_label="% of words",
+                vmin=0.0,
+                vmax=100.0,
+            ),
+        ),
     ]
 
 
@@ -840,8 +996,6 @@ def write_heads_outputs(report: dict, out: str | os.PathLike) -> list[Path]:
     """Write ``OUT/heads.json``, the heatmaps (``OUT/<measure>.png`` and ``.svg``: importance,
     confidence, positional, syntactic, rare_word) and ``OUT/index.html`` linking them; the report
     gets a ``files`` list. Returns the paths written (JSON first)."""
-    from syntaxformer.figures import save_figure, write_index
-    from syntaxformer.figures.head_maps import plot_head_map
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -850,11 +1004,18 @@ def write_heads_outputs(report: dict, out: str | os.PathLike) -> list[Path]:
         paths = save_figure(plot_head_map(**kwargs), out / stem)
         figures.append((caption, paths[0]))
         written.extend(paths)
-    meta = (f"model {report.get('model')} ({report['model_type']}, prior {report['prior']}); text "
-            f"{report['text']['source']}; dependencies "
-            f"{', '.join(s['source'] for s in report['dependencies']) or 'none'}; seed {report['seed']}")
-    index = write_index(out, "Attention heads: importance and roles", [("layers × heads", figures)], meta=meta,
-                        notes=list(f"{k}: {v}" for k, v in PROTOCOL.items()))
+    meta = (
+        f"model {report.get('model')} ({report['model_type']}, prior {report['prior']}); text "
+        f"{report['text']['source']}; dependencies "
+        f"{', '.join(s['source'] for s in report['dependencies']) or 'none'}; seed {report['seed']}"
+    )
+    index = write_index(
+        out,
+        "Attention heads: importance and roles",
+        [("layers × heads", figures)],
+        meta=meta,
+        notes=list(f"{k}: {v}" for k, v in PROTOCOL.items()),
+    )
     json_path = out / "heads.json"
     written = [json_path, *written, index]
     report["files"] = [str(p) for p in written]

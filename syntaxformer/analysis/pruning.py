@@ -34,6 +34,7 @@ Rules (exact; :data:`PROTOCOL` repeats them in every report):
   are equal (tests/test_heads.py, tests/test_pruning.py); parsing always uses the pruned copy
   (``induce`` takes no head mask).
 """
+
 from __future__ import annotations
 
 import copy
@@ -47,10 +48,20 @@ import torch
 from torch import nn
 
 from syntaxformer.analysis.heads import (
-    PROTOCOL as HEADS_PROTOCOL, EncodedSentences, HeadLayout, head_importance, head_layout, normalise_by_layer,
+    PROTOCOL as HEADS_PROTOCOL,
+)
+from syntaxformer.analysis.heads import (
+    EncodedSentences,
+    HeadLayout,
+    head_importance,
+    head_layout,
+    normalise_by_layer,
     text_roles,
 )
 from syntaxformer.errors import InputError
+from syntaxformer.evaluation.constituency import evaluate_constituency
+from syntaxformer.evaluation.perplexity import masked_lm_perplexity
+from syntaxformer.parsing import decode, model_structures
 
 logger = logging.getLogger(__name__)
 
@@ -63,17 +74,17 @@ SCORED_ORDERS = ("importance", "confidence")
 
 PROTOCOL = {
     "fractions": f"0, step, 2*step, ... <= {MAX_FRACTION}; at fraction f the first floor(f*n + 1/2) heads of "
-                 "the order are removed (n = heads of the model); every layer keeps >= 1 head (a head "
-                 "that is the last of its layer is skipped for the next candidate); a fraction needing "
-                 "more than n - layers heads is left out",
+    "the order are removed (n = heads of the model); every layer keeps >= 1 head (a head "
+    "that is the last of its layer is skipped for the next candidate); a fraction needing "
+    "more than n - layers heads is left out",
     "importance": "ascending l2-normalised importance (least important first): " + HEADS_PROTOCOL["importance"],
     "confidence": "ascending confidence (least confident first): " + HEADS_PROTOCOL["confidence"],
     "random": "a permutation of the heads from torch.Generator().manual_seed(seed); mean and sample sd "
-              "(n - 1) over the seeds",
+    "(n - 1) over the seeds",
     "recompute": "scores from the unpruned model, or (recompute) from the model pruned so far before each "
-                 "step; ties in flat order layer*H + head",
+    "step; ties in flat order layer*H + head",
     "removal": "a physically pruned copy of the model (prune_heads), equal to head_mask = 0 at the removed "
-               "heads; the model itself is never changed",
+    "heads; the model itself is never changed",
 }
 
 Head = tuple[int, int]
@@ -130,8 +141,7 @@ def random_order(layout: HeadLayout, seed: int) -> list[Head]:
     return [heads[int(i)] for i in permutation]
 
 
-def select_heads(candidates: Sequence[Head], layout: HeadLayout, removed: Sequence[Head], count: int
-                 ) -> list[Head]:
+def select_heads(candidates: Sequence[Head], layout: HeadLayout, removed: Sequence[Head], count: int) -> list[Head]:
     """The next ``count`` heads to remove: ``candidates`` in order, skipping heads already removed
     and any head that is the last one left in its layer.
 
@@ -225,6 +235,7 @@ class PruneData:
             :class:`~syntaxformer.structures.DecoderOptions`. batch_tokens: tokens per perplexity pass.
         batch_size: sentences per confidence / parsing pass. via: ``"prune"`` or ``"mask"``.
     """
+
     sentences: list[list[str]]
     encoded: EncodedSentences
     batches: list
@@ -263,8 +274,6 @@ def parse_f1(model: nn.Module, tokenizer, gold: Sequence, options) -> dict:
     Raises:
         InputError: as :func:`~syntaxformer.parsing.model_structures` (a model without structure).
     """
-    from syntaxformer.evaluation.constituency import evaluate_constituency
-    from syntaxformer.parsing import decode, model_structures
 
     structures = model_structures(model, tokenizer, [tree.leaves() for tree in gold])
     trees, _ = decode(structures, options)
@@ -272,8 +281,9 @@ def parse_f1(model: nn.Module, tokenizer, gold: Sequence, options) -> dict:
     return {k: scores[k] for k in ("sentence_f1", "corpus_f1", "wsj10_sentence_f1", "n_sentences")}
 
 
-def measure(model: nn.Module, tokenizer, removed: Sequence[Head], data: PruneData,
-            pruned: nn.Module | None = None) -> dict:
+def measure(
+    model: nn.Module, tokenizer, removed: Sequence[Head], data: PruneData, pruned: nn.Module | None = None
+) -> dict:
     """Perplexity (and F1) with ``removed`` heads taken out of ``model`` (module docstring).
 
     Args:
@@ -288,7 +298,6 @@ def measure(model: nn.Module, tokenizer, removed: Sequence[Head], data: PruneDat
     Raises:
         InputError: as :func:`~syntaxformer.evaluation.perplexity.masked_lm_perplexity`.
     """
-    from syntaxformer.evaluation.perplexity import masked_lm_perplexity
 
     key = frozenset(removed)
     if key in data.cache:
@@ -303,8 +312,9 @@ def measure(model: nn.Module, tokenizer, removed: Sequence[Head], data: PruneDat
     result = dict(perplexity=ppl["perplexity"], cross_entropy=ppl["cross_entropy"], n_words=ppl["n_tokens"])
     if data.gold is not None:
         f1 = parse_f1(pruned, tokenizer, data.gold, data.options)
-        result.update(sentence_f1=f1["sentence_f1"], corpus_f1=f1["corpus_f1"],
-                      wsj10_sentence_f1=f1["wsj10_sentence_f1"])
+        result.update(
+            sentence_f1=f1["sentence_f1"], corpus_f1=f1["corpus_f1"], wsj10_sentence_f1=f1["wsj10_sentence_f1"]
+        )
     data.cache[key] = dict(result)
     return result
 
@@ -313,9 +323,16 @@ def measure(model: nn.Module, tokenizer, removed: Sequence[Head], data: PruneDat
 # curves
 
 
-def pruning_curve(model: nn.Module, tokenizer, order: str, fractions: Sequence[float], data: PruneData,
-                  recompute: bool = False, seed: int = 0,
-                  on_point: Callable[[float, list[Head], nn.Module], None] | None = None) -> list[dict]:
+def pruning_curve(
+    model: nn.Module,
+    tokenizer,
+    order: str,
+    fractions: Sequence[float],
+    data: PruneData,
+    recompute: bool = False,
+    seed: int = 0,
+    on_point: Callable[[float, list[Head], nn.Module], None] | None = None,
+) -> list[dict]:
     """One order's curve: the points at ``fractions`` (module docstring).
 
     Args:
@@ -348,17 +365,28 @@ def pruning_curve(model: nn.Module, tokenizer, order: str, fractions: Sequence[f
             candidates = rank_heads(scores, layout, removed)
         removed += select_heads(candidates, layout, removed, heads_at(fraction, n) - len(removed))
         current = pruned_copy(model, removed) if removed else model
-        point = dict(fraction=fraction, n_removed=len(removed), fraction_removed=round(len(removed) / n, 6),
-                     removed={str(k): v for k, v in by_layer(removed).items()},
-                     removed_per_layer=[sum(1 for l, _ in removed if l == layer) for layer in range(layout.layers)],
-                     heads_left_per_layer=[len(layout.present[layer]) - sum(1 for l, _ in removed if l == layer)
-                                           for layer in range(layout.layers)],
-                     **measure(model, tokenizer, removed, data, pruned=current))
+        point = dict(
+            fraction=fraction,
+            n_removed=len(removed),
+            fraction_removed=round(len(removed) / n, 6),
+            removed={str(k): v for k, v in by_layer(removed).items()},
+            removed_per_layer=[sum(1 for l, _ in removed if l == layer) for layer in range(layout.layers)],
+            heads_left_per_layer=[
+                len(layout.present[layer]) - sum(1 for l, _ in removed if l == layer) for layer in range(layout.layers)
+            ],
+            **measure(model, tokenizer, removed, data, pruned=current),
+        )
         if scores is not None:
             point["scores"] = layout.grid(scores, 4)
-        logger.info("%s%s: %d/%d heads removed, perplexity %.2f%s", order, f" seed {seed}" if order == "random"
-                    else "", len(removed), n, point["perplexity"],
-                    f", sentence F1 {point['sentence_f1']:.2f}" if "sentence_f1" in point else "")
+        logger.info(
+            "%s%s: %d/%d heads removed, perplexity %.2f%s",
+            order,
+            f" seed {seed}" if order == "random" else "",
+            len(removed),
+            n,
+            point["perplexity"],
+            f", sentence F1 {point['sentence_f1']:.2f}" if "sentence_f1" in point else "",
+        )
         points.append(point)
         if on_point is not None:
             on_point(fraction, list(removed), current)
@@ -410,8 +438,7 @@ def plot_pruning_curves(curves: Sequence[dict], title: str = ""):
     Returns:
         A matplotlib figure (save it with :func:`syntaxformer.figures.save_figure`).
     """
-    import syntaxformer.figures  # noqa: F401  (selects the Agg backend)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional heavy dependency, imported on use (start-up time)
 
     with_f1 = any("sentence_f1" in p for c in curves for p in c["points"])
     panels = [("perplexity", "masked-LM perplexity (one mask per input)")]
@@ -422,11 +449,17 @@ def plot_pruning_curves(curves: Sequence[dict], title: str = ""):
         for curve in curves:
             xs = [100 * p["fraction_removed"] for p in curve["points"]]
             ys = [p[name] for p in curve["points"]]
-            line, = ax.plot(xs, ys, marker="o", markersize=3, label=curve["label"])
+            (line,) = ax.plot(xs, ys, marker="o", markersize=3, label=curve["label"])
             if any(f"{name}_sd" in p for p in curve["points"]):
                 sd = [p[f"{name}_sd"] for p in curve["points"]]
-                ax.fill_between(xs, [y - s for y, s in zip(ys, sd)], [y + s for y, s in zip(ys, sd)],
-                                color=line.get_color(), alpha=0.2, linewidth=0)
+                ax.fill_between(
+                    xs,
+                    [y - s for y, s in zip(ys, sd)],
+                    [y + s for y, s in zip(ys, sd)],
+                    color=line.get_color(),
+                    alpha=0.2,
+                    linewidth=0,
+                )
         if name == "perplexity":
             ax.set_yscale("log")
         ax.set_xlabel("heads removed (%)")
@@ -438,7 +471,26 @@ def plot_pruning_curves(curves: Sequence[dict], title: str = ""):
     return fig
 
 
-__all__ = ["ORDERS", "MAX_FRACTION", "PROTOCOL", "PruneData", "HeadMasked", "curve_fractions", "heads_at",
-           "present_heads", "rank_heads", "random_order", "select_heads", "by_layer", "removal_mask",
-           "pruned_copy", "head_scores", "parse_f1", "measure", "pruning_curve", "reachable_fractions",
-           "average_runs", "plot_pruning_curves"]
+__all__ = [
+    "ORDERS",
+    "MAX_FRACTION",
+    "PROTOCOL",
+    "PruneData",
+    "HeadMasked",
+    "curve_fractions",
+    "heads_at",
+    "present_heads",
+    "rank_heads",
+    "random_order",
+    "select_heads",
+    "by_layer",
+    "removal_mask",
+    "pruned_copy",
+    "head_scores",
+    "parse_f1",
+    "measure",
+    "pruning_curve",
+    "reachable_fractions",
+    "average_runs",
+    "plot_pruning_curves",
+]

@@ -7,19 +7,19 @@ Shen, Tan, Sordoni & Courville, "Ordered Neurons", ICLR 2019, §3 (eqs. 9-14); p
 yikangshen/Ordered-Neurons (``ON_LSTM.py``; read, not copied). DESIGN.md §3.4. Conventions (batch
 first, right padding, distances in [0, 1]) are those of :mod:`syntaxformer.models.on_lstm`.
 """
+
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-
 # ----------------------------------------------------------------------------------------------
 # The equations (paper §3; DESIGN.md §3.4), one function each, any float dtype
 # ----------------------------------------------------------------------------------------------
+
 
 def cumax(x: Tensor) -> Tensor:
     """``cumax(x) = cumsum(softmax(x))`` over the last dimension (paper §3.1).
@@ -56,7 +56,7 @@ def master_gates(logits: Tensor) -> tuple[Tensor, Tensor]:
 
     Returns ``(f~ [B, n_chunk], i~ [B, n_chunk])``.
     """
-    cum_i, cum_f = cumax(logits.view(logits.shape[0], 2, -1)).unbind(1)          # (B, C) each
+    cum_i, cum_f = cumax(logits.view(logits.shape[0], 2, -1)).unbind(1)  # (B, C) each
     return cum_f, 1.0 - cum_i
 
 
@@ -96,8 +96,10 @@ def syntactic_distance(f_master: Tensor) -> Tensor:
 # One step and the recurrence
 # ----------------------------------------------------------------------------------------------
 
-def on_lstm_step(gates_x: Tensor, h: Tensor, c: Tensor, w_hh_t: Tensor, n_chunk: int,
-                 chunk_size: int) -> tuple[Tensor, Tensor, Tensor]:
+
+def on_lstm_step(
+    gates_x: Tensor, h: Tensor, c: Tensor, w_hh_t: Tensor, n_chunk: int, chunk_size: int
+) -> tuple[Tensor, Tensor, Tensor]:
     """One ON-LSTM step (eqs. 9-14 and ``h_t = o_t o tanh(c_t)``).
 
     Args:
@@ -118,26 +120,26 @@ def on_lstm_cell(gates: Tensor, c: Tensor, n_chunk: int, chunk_size: int) -> tup
     (``W x_t + U h_{t-1} + b``, layout ``[i~ | f~ | o | c^ | i | f]``) and ``c_{t-1}`` ``[B, H]``.
     Returns ``(h_t [B, H], c_t [B, H], f~_t [B, n_chunk])`` (eqs. 9-14, :func:`on_lstm_step`)."""
     b = c.shape[0]
-    gates = gates.to(c.dtype)      # under bf16 autocast the products are bf16; the state stays c's
+    gates = gates.to(c.dtype)  # under bf16 autocast the products are bf16; the state stays c's
     # split / unbind, never indexing: the backward of an index fills a zero tensor of the whole
     # input per index, the backward of a split concatenates once
     master_logits, unit_logits = gates.split([2 * n_chunk, gates.shape[1] - 2 * n_chunk], dim=1)
-    f_master, i_master = master_gates(master_logits)                             # (B, C) each
-    f_master_u, i_master_u = f_master[:, :, None], i_master[:, :, None]          # (B, C, 1): one per chunk
+    f_master, i_master = master_gates(master_logits)  # (B, C) each
+    f_master_u, i_master_u = f_master[:, :, None], i_master[:, :, None]  # (B, C, 1): one per chunk
     o_z, c_z, i_z, f_z = unit_logits.view(b, 4, n_chunk, chunk_size).unbind(1)  # (B, C, S) each
     o, i, f = torch.sigmoid(o_z), torch.sigmoid(i_z), torch.sigmoid(f_z)
     c_candidate = torch.tanh(c_z)
-    omega = overlap(f_master_u, i_master_u)                                      # (B, C, 1)
-    f_hat = forget_gate_hat(f, f_master_u, omega)                                # (B, C, S)
-    i_hat = input_gate_hat(i, i_master_u, omega)                                 # (B, C, S)
+    omega = overlap(f_master_u, i_master_u)  # (B, C, 1)
+    f_hat = forget_gate_hat(f, f_master_u, omega)  # (B, C, S)
+    i_hat = input_gate_hat(i, i_master_u, omega)  # (B, C, S)
     c_new = cell_state(f_hat, c.view(b, n_chunk, chunk_size), i_hat, c_candidate)
-    h_new = hidden_state(o, c_new)                                               # (B, C, S)
+    h_new = hidden_state(o, c_new)  # (B, C, S)
     return h_new.reshape(b, -1), c_new.reshape(b, -1), f_master
 
 
 #: recurrent weights with at least this many elements get their gradient once after the loop
 #: (8 MB in float32; the paper's layers have 5.6M and 1.9M, ``small``'s 1.1M, ``mini``'s 0.3M)
-WEIGHT_GRAD_ONCE_MIN = 2 ** 21
+WEIGHT_GRAD_ONCE_MIN = 2**21
 
 
 class _WeightGradientOnce(torch.autograd.Function):
@@ -153,7 +155,7 @@ class _WeightGradientOnce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, w_hh_t: Tensor, store: list) -> Tensor:
         ctx.store = store
-        return w_hh_t.new_zeros(())                                              # the token
+        return w_hh_t.new_zeros(())  # the token
 
     @staticmethod
     def backward(ctx, _grad_token):
@@ -161,7 +163,7 @@ class _WeightGradientOnce(torch.autograd.Function):
             return None, None
         hs, grads = zip(*ctx.store)
         ctx.store.clear()
-        return torch.cat(hs).t() @ torch.cat(grads), None                          # (H, G)
+        return torch.cat(hs).t() @ torch.cat(grads), None  # (H, G)
 
 
 class _RecurrentMatmul(torch.autograd.Function):
@@ -177,14 +179,22 @@ class _RecurrentMatmul(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         h, w_hh_t = ctx.saved_tensors
-        grad = grad.to(w_hh_t.dtype)      # under bf16 autocast the forward product was bf16, the weight is not
+        grad = grad.to(w_hh_t.dtype)  # under bf16 autocast the forward product was bf16, the weight is not
         ctx.store.append((h, grad))
         return grad, grad @ w_hh_t.t(), None, grad.new_zeros(()), None
 
 
-def on_lstm_loop(gates_x: Tensor, w_hh_t: Tensor, h: Tensor, c: Tensor, mask: Optional[Tensor],
-                 first_padded: int, n_chunk: int, chunk_size: int, weight_grad_once: bool | None = None
-                 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def on_lstm_loop(
+    gates_x: Tensor,
+    w_hh_t: Tensor,
+    h: Tensor,
+    c: Tensor,
+    mask: Optional[Tensor],
+    first_padded: int,
+    n_chunk: int,
+    chunk_size: int,
+    weight_grad_once: bool | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The loop over time of :func:`on_lstm_recurrence` (see it for the arguments), with the state
     masked from step ``first_padded`` on; ``w_hh_t`` is ``[H, G]``.
 
@@ -202,12 +212,13 @@ def on_lstm_loop(gates_x: Tensor, w_hh_t: Tensor, h: Tensor, c: Tensor, mask: Op
     if batched:
         store: list = []
         token = _WeightGradientOnce.apply(w_hh_t, store)
-    for t, gates_x_t in enumerate(gates_x.unbind(1)):     # unbind: one backward op, not N index fills
-        gates = (_RecurrentMatmul.apply(gates_x_t, h, w_hh_t, token, store) if batched
-                 else torch.addmm(gates_x_t, h, w_hh_t))                         # (B, G)
+    for t, gates_x_t in enumerate(gates_x.unbind(1)):  # unbind: one backward op, not N index fills
+        gates = (
+            _RecurrentMatmul.apply(gates_x_t, h, w_hh_t, token, store) if batched else torch.addmm(gates_x_t, h, w_hh_t)
+        )  # (B, G)
         h_new, c_new, f_master = on_lstm_cell(gates, c, n_chunk, chunk_size)
         if mask is not None and t >= first_padded:
-            keep = mask[:, t:t + 1]                                              # (B, 1) bool
+            keep = mask[:, t : t + 1]  # (B, 1) bool
             h_new = torch.where(keep, h_new, h)
             c_new = torch.where(keep, c_new, c)
         h, c = h_new, c_new
@@ -216,8 +227,9 @@ def on_lstm_loop(gates_x: Tensor, w_hh_t: Tensor, h: Tensor, c: Tensor, mask: Op
     return torch.stack(outputs, dim=1), torch.stack(masters, dim=1), h, c
 
 
-def on_lstm_recurrence(gates_x: Tensor, w_hh: Tensor, h: Tensor, c: Tensor, mask: Tensor | None,
-                       chunk_size: int, loop=on_lstm_loop) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def on_lstm_recurrence(
+    gates_x: Tensor, w_hh: Tensor, h: Tensor, c: Tensor, mask: Tensor | None, chunk_size: int, loop=on_lstm_loop
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Run one ON-LSTM layer over time.
 
     Args:
@@ -235,7 +247,7 @@ def on_lstm_recurrence(gates_x: Tensor, w_hh: Tensor, h: Tensor, c: Tensor, mask
     n_chunk = h.shape[1] // chunk_size
     first_padded = gates_x.shape[1]
     if mask is not None:
-        padded_steps = (~mask).any(dim=0).nonzero()                              # steps where some row pads
+        padded_steps = (~mask).any(dim=0).nonzero()  # steps where some row pads
         first_padded = int(padded_steps[0]) if len(padded_steps) else first_padded
     return loop(gates_x, w_hh.t(), h, c, mask, first_padded, n_chunk, chunk_size)
 
@@ -244,12 +256,13 @@ def on_lstm_recurrence(gates_x: Tensor, w_hh: Tensor, h: Tensor, c: Tensor, mask
 # Regularisation (AWD-LSTM, as the public code applies it)
 # ----------------------------------------------------------------------------------------------
 
+
 def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """Variational dropout: one mask per sentence and feature, shared by every time step.
     ``[B, N, d]`` -> ``[B, N, d]`` (kept values scaled by 1/(1-p))."""
     if not training or p == 0.0:
         return x
-    mask = x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p)   # (B, 1, d)
+    mask = x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p)  # (B, 1, d)
     return x * mask
 
 
@@ -259,7 +272,7 @@ def embedding_dropout(weight: Tensor, input_ids: Tensor, p: float, training: boo
     Args: weight ``[V, E]``; input_ids ``[B, N]``. Returns ``[B, N, E]``.
     """
     if training and p > 0.0:
-        keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p)    # (V, 1)
+        keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p)  # (V, 1)
         weight = weight * keep
     return F.embedding(input_ids, weight)
 
@@ -278,6 +291,7 @@ def drop_connect(weight: Tensor, p: float, training: bool) -> Tensor:
 # Layer and model
 # ----------------------------------------------------------------------------------------------
 
+
 class OnLstmLayer(nn.Module):
     """One ON-LSTM layer: ``ih`` (input -> gates, all steps at once) and ``hh`` (hidden -> gates,
     each step), both with bias, ``G = 2 H / chunk_size + 4 H`` outputs (public ``ONLSTMCell``)."""
@@ -289,7 +303,7 @@ class OnLstmLayer(nn.Module):
         gates = 4 * hidden_size + 2 * self.n_chunk
         self.ih = nn.Linear(input_size, gates)
         self.hh = nn.Linear(hidden_size, gates)
-        self.loop = on_lstm_loop       # the loop over time (a benchmark may put a compiled one here)
+        self.loop = on_lstm_loop  # the loop over time (a benchmark may put a compiled one here)
 
     def forward(self, x: Tensor, mask: Tensor | None, state: tuple[Tensor, Tensor] | None = None):
         """x ``[B, N, in]``, mask ``[B, N]`` bool or None, state ``(h, c)`` each ``[B, H]`` or None
@@ -297,10 +311,9 @@ class OnLstmLayer(nn.Module):
         if state is None:
             zeros = x.new_zeros(x.shape[0], self.hidden_size)
             state = (zeros, zeros)
-        gates_x = F.linear(x, self.ih.weight, self.ih.bias + self.hh.bias)       # (B, N, G)
-        w_hh = drop_connect(self.hh.weight, self.wdrop, self.training)           # (G, H)
-        out, f_master, h, c = on_lstm_recurrence(gates_x, w_hh, state[0], state[1], mask,
-                                                 self.chunk_size, self.loop)
+        gates_x = F.linear(x, self.ih.weight, self.ih.bias + self.hh.bias)  # (B, N, G)
+        w_hh = drop_connect(self.hh.weight, self.wdrop, self.training)  # (G, H)
+        out, f_master, h, c = on_lstm_recurrence(gates_x, w_hh, state[0], state[1], mask, self.chunk_size, self.loop)
         return out, f_master, (h, c)
 
 
@@ -334,10 +347,32 @@ class OnLstmStack(nn.ModuleList):
             states.append(layer_state)
             if l < len(self) - 1:
                 x = locked_dropout(x, self.dropouth, self.training)
-        distances = torch.stack([syntactic_distance(m) for m in masters], dim=1)         # (B, L, N)
+        distances = torch.stack([syntactic_distance(m) for m in masters], dim=1)  # (B, L, N)
         if mask is not None:
             distances = distances.masked_fill(~mask[:, None, :], 0.0)
         return hiddens, distances, states
 
 
-__all__ = ["cumax", "expand_chunks", "master_forget_gate", "master_input_gate", "master_gates", "overlap", "forget_gate_hat", "input_gate_hat", "cell_state", "hidden_state", "syntactic_distance", "on_lstm_step", "on_lstm_cell", "on_lstm_loop", "on_lstm_recurrence", "locked_dropout", "embedding_dropout", "drop_connect", "OnLstmLayer", "OnLstmStack", "WEIGHT_GRAD_ONCE_MIN"]
+__all__ = [
+    "cumax",
+    "expand_chunks",
+    "master_forget_gate",
+    "master_input_gate",
+    "master_gates",
+    "overlap",
+    "forget_gate_hat",
+    "input_gate_hat",
+    "cell_state",
+    "hidden_state",
+    "syntactic_distance",
+    "on_lstm_step",
+    "on_lstm_cell",
+    "on_lstm_loop",
+    "on_lstm_recurrence",
+    "locked_dropout",
+    "embedding_dropout",
+    "drop_connect",
+    "OnLstmLayer",
+    "OnLstmStack",
+    "WEIGHT_GRAD_ONCE_MIN",
+]

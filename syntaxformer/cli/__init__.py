@@ -4,6 +4,7 @@ Each sub-command module defines ``add_parser(subparsers)`` (which registers its 
 ``func`` to its ``run(args)``). :class:`syntaxformer.errors.InputError` from any command is printed
 as one line and ends the process with status 1; nothing else is caught.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,13 +15,27 @@ import sys
 from syntaxformer.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ["induce", "train", "parse", "evaluate", "baselines", "perplexity", "compare", "show", "heads", "prune", "probe", "logic", "nli"]
+COMMANDS = [
+    "induce",
+    "train",
+    "parse",
+    "evaluate",
+    "baselines",
+    "perplexity",
+    "compare",
+    "show",
+    "heads",
+    "prune",
+    "probe",
+    "logic",
+    "nli",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="syntaxformer",
-        description="Transformers that induce syntax from raw text: train, parse, evaluate.")
+        prog="syntaxformer", description="Transformers that induce syntax from raw text: train, parse, evaluate."
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
@@ -37,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 def prepare_process() -> None:
     """Process-wide CPU settings before any tensor work (:func:`syntaxformer.runtime.prepare_process`)."""
     from syntaxformer.runtime import prepare_process as prepare
+
     prepare()
 
 
@@ -44,10 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     prepare_process()
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
     # transformers 5 draws tqdm bars on stderr when it loads or saves weights; an error must stay one line
     from transformers.utils import logging as hf_logging
+
     hf_logging.disable_progress_bar()
     if not getattr(args, "func", None):
         parser.print_help()

@@ -1,4 +1,5 @@
 """Argument helpers shared by several commands (the only module other command modules import)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,22 +15,42 @@ def add_decoder_arguments(parser) -> None:
     (``decoder.json``, written by ``induce``; :func:`syntaxformer.structures.saved_decoder_options`).
     """
     g = parser.add_argument_group(
-        "decoding (default: the settings saved with the model, else Algorithm 1, threshold 0.8)")
-    g.add_argument("--threshold", type=float, default=None,
-                   help="Algorithm 1 break threshold: a weakest link below it splits the span (default: "
-                        "the model's, else 0.8)")
-    g.add_argument("--min-layer", type=int, default=None,
-                   help="Algorithm 1 minimum layer, 0-based: lower layers are never used (default: the "
-                        "model's, else the decoder's, see syntaxformer.decoding.tree_transformer)")
-    g.add_argument("--descend-rule", choices=["paper", "official"], default=None,
-                   help="official = also the public code's rule: a child span whose weakest link is "
-                        "> 0.7 descends one layer before recursing (default: the model's, else paper)")
-    g.add_argument("--layer", type=int, default=None,
-                   help="parse from this single layer (0-based) with the top-down greedy split "
-                        "(paper Figure 4(b)) instead of Algorithm 1")
-    g.add_argument("--dependency", choices=["mst", "argmax"], default=None,
-                   help="StructFormer dependency decoder: mst = Chu-Liu-Edmonds maximum spanning tree "
-                        "(always a tree), argmax = the public code's rule (default: the model's, else mst)")
+        "decoding (default: the settings saved with the model, else Algorithm 1, threshold 0.8)"
+    )
+    g.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="Algorithm 1 break threshold: a weakest link below it splits the span (default: the model's, else 0.8)",
+    )
+    g.add_argument(
+        "--min-layer",
+        type=int,
+        default=None,
+        help="Algorithm 1 minimum layer, 0-based: lower layers are never used (default: the "
+        "model's, else the decoder's, see syntaxformer.decoding.tree_transformer)",
+    )
+    g.add_argument(
+        "--descend-rule",
+        choices=["paper", "official"],
+        default=None,
+        help="official = also the public code's rule: a child span whose weakest link is "
+        "> 0.7 descends one layer before recursing (default: the model's, else paper)",
+    )
+    g.add_argument(
+        "--layer",
+        type=int,
+        default=None,
+        help="parse from this single layer (0-based) with the top-down greedy split "
+        "(paper Figure 4(b)) instead of Algorithm 1",
+    )
+    g.add_argument(
+        "--dependency",
+        choices=["mst", "argmax"],
+        default=None,
+        help="StructFormer dependency decoder: mst = Chu-Liu-Edmonds maximum spanning tree "
+        "(always a tree), argmax = the public code's rule (default: the model's, else mst)",
+    )
 
 
 def decoder_options(args) -> dict:
@@ -43,8 +64,7 @@ def decoder_options(args) -> dict:
 
     if args.layer is not None and args.min_layer is not None:
         raise InputError("--layer (single-layer decoder) and --min-layer (Algorithm 1) exclude each other")
-    choices = dict(layer=args.layer, threshold=args.threshold, min_layer=args.min_layer,
-                   dependency=args.dependency)
+    choices = dict(layer=args.layer, threshold=args.threshold, min_layer=args.min_layer, dependency=args.dependency)
     choices = {key: value for key, value in choices.items() if value is not None}
     if args.descend_rule is not None:
         choices["descend_threshold"] = OFFICIAL_DESCEND_THRESHOLD if args.descend_rule == "official" else None
@@ -63,16 +83,22 @@ def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, no
     """
     note = f" {note}" if note else ""
     parser.add_argument(
-        "--trees", default=None, metavar="gold|induced:MODEL_DIR",
+        "--trees",
+        default=None,
+        metavar="gold|induced:MODEL_DIR",
         help="a dependency tree per sentence, for a prior that reads one (structural-position; "
-             f"required there, refused for other models).{note} gold = {gold_trees}; induced:MODEL_DIR = the "
-             "maximum-spanning-tree heads of a trained StructFormer for each sentence")
+        f"required there, refused for other models).{note} gold = {gold_trees}; induced:MODEL_DIR = the "
+        "maximum-spanning-tree heads of a trained StructFormer for each sentence",
+    )
     parser.add_argument(
-        "--phrases", default=None, metavar="gold|induced:MODEL_DIR",
+        "--phrases",
+        default=None,
+        metavar="gold|induced:MODEL_DIR",
         help="a constituency tree per sentence, cut at mgsa_tree_level into the phrases of the "
-             f"multi-granularity prior's 'tree' heads (required there, refused for other models).{note} gold = {gold_phrases}; "
-             "induced:MODEL_DIR = the trees a trained Tree Transformer or StructFormer induces for each "
-             "sentence (as parse decodes them)")
+        f"multi-granularity prior's 'tree' heads (required there, refused for other models).{note} gold = {gold_phrases}; "
+        "induced:MODEL_DIR = the trees a trained Tree Transformer or StructFormer induces for each "
+        "sentence (as parse decodes them)",
+    )
 
 
 def config_override(text: str) -> tuple[str, object]:

@@ -6,6 +6,7 @@ beside the relation's baseline (Voita et al. 2019). Writes ``OUT/heads.json``, h
 (``OUT/*.png``, ``*.svg``) and ``OUT/index.html``, and prints a table. The work is
 :func:`syntaxformer.analysis.heads.analyse_heads`; this module reads the arguments and prints.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,27 +14,48 @@ import json
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "heads", help="importance and roles (positional, syntactic, rare-word) of every attention head",
+        "heads",
+        help="importance and roles (positional, syntactic, rare-word) of every attention head",
         description="Score every attention head of a trained model: importance (Michel et al. 2019: "
-                    "|dL/dxi| of the masked-LM loss on held-out text), confidence, positional, "
-                    "syntactic and rare-word roles (Voita et al. 2019). Definitions: DESIGN.md §3.5 "
-                    "and syntaxformer.analysis.heads.")
-    p.add_argument("--model", default=None,
-                   help="model folder written by `syntaxformer train` (default: the pretrained Tree "
-                        "Transformer shipped in the package)")
+        "|dL/dxi| of the masked-LM loss on held-out text), confidence, positional, "
+        "syntactic and rare-word roles (Voita et al. 2019). Definitions: DESIGN.md §3.5 "
+        "and syntaxformer.analysis.heads.",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="model folder written by `syntaxformer train` (default: the pretrained Tree "
+        "Transformer shipped in the package)",
+    )
     p.add_argument("--out", required=True, help="output folder (heads.json, heatmaps, index.html)")
-    p.add_argument("--text", default=None,
-                   help="text for importance and the positional / rare-word roles: 'ptb-sample:dev', "
-                        "'ptb-sample:test' or text files (one sentence per line). Default: the held-out "
-                        "part of the model's training data (its training.json), else ptb-sample:dev")
-    p.add_argument("--dependencies", action="append", default=None, metavar="SOURCE",
-                   help="gold dependency trees for the syntactic role (repeatable): 'ptb-sample:dev' "
-                        "(unlabelled: 'attends to its head' only) or a CoNLL-U file, e.g. "
-                        "../shared/data/ud-ewt/en_ewt-ud-dev.conllu (per relation). Default: ptb-sample:dev")
-    p.add_argument("--max-sentences", type=int, default=None,
-                   help="use at most the first N sentences of the text and of each dependency source")
-    p.add_argument("--batch-size", type=int, default=32,
-                   help="sentences per batch; importance takes |gradient| per batch, so it is recorded")
+    p.add_argument(
+        "--text",
+        default=None,
+        help="text for importance and the positional / rare-word roles: 'ptb-sample:dev', "
+        "'ptb-sample:test' or text files (one sentence per line). Default: the held-out "
+        "part of the model's training data (its training.json), else ptb-sample:dev",
+    )
+    p.add_argument(
+        "--dependencies",
+        action="append",
+        default=None,
+        metavar="SOURCE",
+        help="gold dependency trees for the syntactic role (repeatable): 'ptb-sample:dev' "
+        "(unlabelled: 'attends to its head' only) or a CoNLL-U file, e.g. "
+        "../shared/data/ud-ewt/en_ewt-ud-dev.conllu (per relation). Default: ptb-sample:dev",
+    )
+    p.add_argument(
+        "--max-sentences",
+        type=int,
+        default=None,
+        help="use at most the first N sentences of the text and of each dependency source",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="sentences per batch; importance takes |gradient| per batch, so it is recorded",
+    )
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
     p.add_argument("--seed", type=int, default=0, help="seed of the masking of the importance text")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
@@ -46,8 +68,10 @@ def _fmt(value, spec: str) -> str:
 
 def format_table(report: dict) -> str:
     """The terminal table: one row per layer × head."""
-    lines = [f"{'layer':>5} {'head':>4} {'imp.norm':>8} {'conf':>5} {'prev%':>6} {'next%':>6} "
-             f"{'rare%':>6}  {'best relation (acc/base, gain)':<38} roles"]
+    lines = [
+        f"{'layer':>5} {'head':>4} {'imp.norm':>8} {'conf':>5} {'prev%':>6} {'next%':>6} "
+        f"{'rare%':>6}  {'best relation (acc/base, gain)':<38} roles"
+    ]
     positional, best = report["positional"], report["syntactic"]["best"]
     for layer in range(report["layers"]):
         for head in range(report["heads"]):
@@ -56,39 +80,53 @@ def format_table(report: dict) -> str:
                 lines.append(f"{layer:>5} {head:>4}  pruned")
                 continue
             b = best[layer][head]
-            relation = "-" if b is None else (
-                f"{b['relation']} {'d->h' if b['direction'] == 'dependent_to_head' else 'h->d'} "
-                f"{_fmt(b['accuracy'], '.1f')}/{_fmt(b['baseline'], '.1f')}, {b['gain']:+.1f}")
+            relation = (
+                "-"
+                if b is None
+                else (
+                    f"{b['relation']} {'d->h' if b['direction'] == 'dependent_to_head' else 'h->d'} "
+                    f"{_fmt(b['accuracy'], '.1f')}/{_fmt(b['baseline'], '.1f')}, {b['gain']:+.1f}"
+                )
+            )
             roles = []
             if positional["role"][layer][head]:
                 roles.append(f"positional({positional['role'][layer][head]})")
             if report["syntactic"]["heads"][layer][head]:
-                roles.append("syntactic(" + ",".join(sorted({e["relation"] for e in
-                                                             report["syntactic"]["heads"][layer][head]})) + ")")
-            lines.append(f"{layer:>5} {head:>4} {importance:>8.3f} {_fmt(report['confidence'][layer][head], '.3f'):>5} "
-                         f"{_fmt(positional['previous'][layer][head], '.1f'):>6} "
-                         f"{_fmt(positional['next'][layer][head], '.1f'):>6} "
-                         f"{_fmt(report['rare_word']['share'][layer][head], '.1f'):>6}  {relation:<38} "
-                         f"{' '.join(roles)}")
+                roles.append(
+                    "syntactic("
+                    + ",".join(sorted({e["relation"] for e in report["syntactic"]["heads"][layer][head]}))
+                    + ")"
+                )
+            lines.append(
+                f"{layer:>5} {head:>4} {importance:>8.3f} {_fmt(report['confidence'][layer][head], '.3f'):>5} "
+                f"{_fmt(positional['previous'][layer][head], '.1f'):>6} "
+                f"{_fmt(positional['next'][layer][head], '.1f'):>6} "
+                f"{_fmt(report['rare_word']['share'][layer][head], '.1f'):>6}  {relation:<38} "
+                f"{' '.join(roles)}"
+            )
     return "\n".join(lines)
 
 
 def summary_lines(report: dict) -> list[str]:
     """What was analysed, in a few lines (data, protocol, model, seed)."""
     text, imp = report["text"], report["importance"]
-    lines = [f"model {report['model']} ({report['model_type']}, prior {report['prior']}, "
-             f"{report['layers']} layers x {report['heads']} heads); seed {report['seed']}",
-             f"text: {text['source']}: {text['n_sentences']} sentences, {text['n_words']} words, "
-             f"{text['n_tokens']} tokens ({text['n_unknown']} unknown words, {text['n_split_words']} split, "
-             f"{text['n_skipped_too_long']} sentences skipped as too long)",
-             f"importance: {imp['n_masked_tokens']} masked tokens (rate {imp['mask_rate']}, {imp['mask_replace']}), "
-             f"batches of {imp['batch_size']}, mean loss {imp['mean_loss']:.4f} nats",
-             f"rare word: frequencies from {report['rare_word']['frequency_source']}"]
+    lines = [
+        f"model {report['model']} ({report['model_type']}, prior {report['prior']}, "
+        f"{report['layers']} layers x {report['heads']} heads); seed {report['seed']}",
+        f"text: {text['source']}: {text['n_sentences']} sentences, {text['n_words']} words, "
+        f"{text['n_tokens']} tokens ({text['n_unknown']} unknown words, {text['n_split_words']} split, "
+        f"{text['n_skipped_too_long']} sentences skipped as too long)",
+        f"importance: {imp['n_masked_tokens']} masked tokens (rate {imp['mask_rate']}, {imp['mask_replace']}), "
+        f"batches of {imp['batch_size']}, mean loss {imp['mean_loss']:.4f} nats",
+        f"rare word: frequencies from {report['rare_word']['frequency_source']}",
+    ]
     for dep in report["dependencies"]:
-        lines.append(f"dependencies: {dep['source']} ({'labelled' if dep['labelled'] else 'unlabelled'}): "
-                     f"{dep['n_sentences']} sentences, {dep['n_words']} words ({dep['n_punctuation_removed']} "
-                     f"punctuation tokens removed, {dep['n_unknown']} unknown); 'attends to its head' baseline "
-                     f"{_fmt(dep['unlabelled_baseline'], '.1f')}% (offset {dep['unlabelled_baseline_offset']})")
+        lines.append(
+            f"dependencies: {dep['source']} ({'labelled' if dep['labelled'] else 'unlabelled'}): "
+            f"{dep['n_sentences']} sentences, {dep['n_words']} words ({dep['n_punctuation_removed']} "
+            f"punctuation tokens removed, {dep['n_unknown']} unknown); 'attends to its head' baseline "
+            f"{_fmt(dep['unlabelled_baseline'], '.1f')}% (offset {dep['unlabelled_baseline_offset']})"
+        )
     return lines
 
 
@@ -97,9 +135,15 @@ def run(args) -> int:
     from syntaxformer.pretrained import pretrained_folder
 
     model = args.model if args.model is not None else pretrained_folder()
-    report = analyse_heads(model, text=args.text, dependencies=args.dependencies or ["ptb-sample:dev"],
-                           seed=args.seed, max_sentences=args.max_sentences, batch_size=args.batch_size,
-                           device=args.device)
+    report = analyse_heads(
+        model,
+        text=args.text,
+        dependencies=args.dependencies or ["ptb-sample:dev"],
+        seed=args.seed,
+        max_sentences=args.max_sentences,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
     files = write_heads_outputs(report, args.out)
     if args.json:
         keep = ("model", "model_type", "prior", "layers", "heads", "seed", "text", "files")

@@ -5,6 +5,7 @@ for a StructFormer also ``OUT/dependencies.conllu``, and with ``--json`` ``OUT/s
 (per sentence: words, link probabilities per layer or distances/heights). The work is
 :func:`syntaxformer.workflows.parse.run_parse`; this module reads the arguments and prints.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,26 +16,37 @@ from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "parse", help="induce trees for sentences with a trained model",
+        "parse",
+        help="induce trees for sentences with a trained model",
         description="Parse sentences with a trained Tree Transformer or StructFormer. Input: a text "
-                    "file (one sentence per line, whitespace-tokenised), '-' for standard input, or "
-                    "--treebank (its gold trees' words after the PRPN preprocessing).")
-    p.add_argument("--model", default=None,
-                   help="model folder written by `syntaxformer train` (default: the pretrained Tree "
-                        "Transformer shipped in the package, syntaxformer.load_pretrained)")
+        "file (one sentence per line, whitespace-tokenised), '-' for standard input, or "
+        "--treebank (its gold trees' words after the PRPN preprocessing).",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="model folder written by `syntaxformer train` (default: the pretrained Tree "
+        "Transformer shipped in the package, syntaxformer.load_pretrained)",
+    )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="text file, one sentence per line; '-' = standard input")
-    p.add_argument("--tokenize", choices=["whitespace", "treebank"], default="whitespace",
-                   help="how --input lines become tokens: whitespace = already tokenised (default); treebank = "
-                        "raw text, NLTK's Penn-Treebank-style tokenizer. Punctuation tokens are put back as "
-                        "leaves, never shown to the model (syntaxformer.parser)")
+    p.add_argument(
+        "--tokenize",
+        choices=["whitespace", "treebank"],
+        default="whitespace",
+        help="how --input lines become tokens: whitespace = already tokenised (default); treebank = "
+        "raw text, NLTK's Penn-Treebank-style tokenizer. Punctuation tokens are put back as "
+        "leaves, never shown to the model (syntaxformer.parser)",
+    )
     source.add_argument("--treebank", help="'ptb-sample' or a treebank path: parse its sentences' words")
     p.add_argument("--out", required=True, help="output folder (trees.txt, dependencies.conllu, structures.json)")
     add_decoder_arguments(p)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--json", action="store_true",
-                   help="also write OUT/structures.json (link probabilities per layer / distances) "
-                        "and print a JSON summary")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="also write OUT/structures.json (link probabilities per layer / distances) and print a JSON summary",
+    )
     p.add_argument("--draw", action="store_true", help="print each tree as text in the terminal")
     p.add_argument("--seed", type=int, default=0, help="random seed (parsing is deterministic; recorded)")
     p.set_defaults(func=run)
@@ -44,14 +56,17 @@ def read_sentences(args) -> tuple[list[list[str]], str]:
     """The sentences to parse and a name for them."""
     if args.treebank:
         from syntaxformer.data.preprocess import load_gold_trees
+
         return [t.leaves() for t in load_gold_trees(args.treebank)], args.treebank
     from syntaxformer.data.text import parse_text, read_text
+
     if args.input == "-":
         sentences, name = parse_text(sys.stdin.read(), path="<stdin>"), "<stdin>"
     else:
         sentences, name = read_text(args.input), args.input
     if args.tokenize == "treebank":
         from syntaxformer.parser import tokenize
+
         sentences = [tokenize(" ".join(words)) for words in sentences]
     return sentences, name
 
@@ -61,11 +76,20 @@ def run(args) -> int:
 
     options = decoder_options(args)
     sentences, name = read_sentences(args)
-    summary, trees = run_parse(sentences, args.out, model=args.model, options=options, data=name,
-                               batch_size=args.batch_size, write_json=args.json, seed=args.seed,
-                               punctuation=not args.treebank)
+    summary, trees = run_parse(
+        sentences,
+        args.out,
+        model=args.model,
+        options=options,
+        data=name,
+        batch_size=args.batch_size,
+        write_json=args.json,
+        seed=args.seed,
+        punctuation=not args.treebank,
+    )
     if args.draw:
         from syntaxformer.figures.trees import draw_text_tree
+
         for tree in trees:
             print(draw_text_tree(tree))
     if args.json:

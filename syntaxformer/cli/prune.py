@@ -5,6 +5,7 @@ Removes heads a fraction at a time (importance, confidence or random order; the 
 models that induce trees, sentence F1 on ptb-sample:dev. Writes ``OUT/prune.json`` and
 ``OUT/prune.{png,svg}``, prints a table. The work is :func:`syntaxformer.workflows.prune.run_prune`.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,33 +15,60 @@ from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "prune", help="pruning curves: perplexity and F1 as attention heads are removed",
+        "prune",
+        help="pruning curves: perplexity and F1 as attention heads are removed",
         description="Remove attention heads a fraction at a time, least important (Michel et al. 2019) or "
-                    "least confident (Voita et al. 2019) first, or at random (the control), keeping one "
-                    "head per layer; measure masked-LM perplexity (one [MASK] per input) on held-out text "
-                    "and sentence F1 on ptb-sample:dev. Rules: DESIGN.md §3.5, syntaxformer.analysis.pruning.")
-    p.add_argument("--model", default=None,
-                   help="model folder (default: the pretrained Tree Transformer shipped in the package)")
+        "least confident (Voita et al. 2019) first, or at random (the control), keeping one "
+        "head per layer; measure masked-LM perplexity (one [MASK] per input) on held-out text "
+        "and sentence F1 on ptb-sample:dev. Rules: DESIGN.md §3.5, syntaxformer.analysis.pruning.",
+    )
+    p.add_argument(
+        "--model", default=None, help="model folder (default: the pretrained Tree Transformer shipped in the package)"
+    )
     p.add_argument("--out", required=True, help="output folder (prune.json, prune.png, prune.svg)")
-    p.add_argument("--order", nargs="+", default=["importance"], metavar="ORDER",
-                   help="importance, confidence and/or random (default importance); random is added as "
-                        "the control unless --seeds 0")
-    p.add_argument("--step", type=float, default=0.1,
-                   help="fraction of the heads removed per step, in (0, 1); the curve goes up to 0.9 (default 0.1)")
-    p.add_argument("--recompute", action="store_true",
-                   help="recompute importance / confidence on the pruned model before every step")
+    p.add_argument(
+        "--order",
+        nargs="+",
+        default=["importance"],
+        metavar="ORDER",
+        help="importance, confidence and/or random (default importance); random is added as "
+        "the control unless --seeds 0",
+    )
+    p.add_argument(
+        "--step",
+        type=float,
+        default=0.1,
+        help="fraction of the heads removed per step, in (0, 1); the curve goes up to 0.9 (default 0.1)",
+    )
+    p.add_argument(
+        "--recompute",
+        action="store_true",
+        help="recompute importance / confidence on the pruned model before every step",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the importance masks; random seeds start here")
     p.add_argument("--seeds", type=int, default=3, help="seeds of the random control (default 3; 0: no control)")
-    p.add_argument("--save-at", type=float, default=None, metavar="FRACTION",
-                   help="save the first order's pruned model at this fraction of the curve into OUT/pruned-F/")
-    p.add_argument("--text", default=None,
-                   help="text for perplexity and scoring: 'ptb-sample:dev', 'ptb-sample:test' or text files; "
-                        "default: the held-out part of the model's training data, else ptb-sample:dev")
+    p.add_argument(
+        "--save-at",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="save the first order's pruned model at this fraction of the curve into OUT/pruned-F/",
+    )
+    p.add_argument(
+        "--text",
+        default=None,
+        help="text for perplexity and scoring: 'ptb-sample:dev', 'ptb-sample:test' or text files; "
+        "default: the held-out part of the model's training data, else ptb-sample:dev",
+    )
     p.add_argument("--max-sentences", type=int, default=None, help="use at most the first N sentences of the text")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per importance / parsing batch")
     p.add_argument("--batch-tokens", type=int, default=4096, help="tokens per perplexity forward pass")
-    p.add_argument("--via", choices=["prune", "mask"], default="prune",
-                   help="remove heads for the perplexity by pruning a copy (default) or by head_mask (equal)")
+    p.add_argument(
+        "--via",
+        choices=["prune", "mask"],
+        default="prune",
+        help="remove heads for the perplexity by pruning a copy (default) or by head_mask (equal)",
+    )
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
     p.add_argument("--json", action="store_true", help="print prune.json's curves as JSON instead of the table")
     add_decoder_arguments(p)
@@ -70,7 +98,8 @@ def format_table(report: dict) -> str:
         for curve in orders.values():
             point = curve["points"][i]
             row += f" | {_cell(point, 'perplexity', '.2f'):>17}" + (
-                f" {_cell(point, 'sentence_f1', '.2f'):>11}" if with_f1 else "")
+                f" {_cell(point, 'sentence_f1', '.2f'):>11}" if with_f1 else ""
+            )
         per_layer = some.get("removed_per_layer") or [round(x, 1) for x in some["removed_per_layer_mean"]]
         lines.append(row + f" | {per_layer}")
     return "\n".join(lines)
@@ -80,17 +109,21 @@ def summary_lines(report: dict) -> list[str]:
     """What was measured: model, data, protocols, seeds."""
     data = report["data"]
     text, importance = data["text"], data["importance"]
-    lines = [f"model {report['model']} ({report['model_type']}, prior {report['prior']}, {report['layers']} layers "
-             f"x {report['heads']} heads = {report['n_heads']}; at most {report['max_removable']} removable); "
-             f"seed {report['seed']}, random seeds {report['random_seeds']}",
-             f"perplexity: {report['protocol']['perplexity']}",
-             f"  on {text['source']}: {text['n_sentences']} sentences, {text['n_words']} words "
-             f"({text['n_unknown']} unknown, {text['n_skipped_too_long']} sentences skipped as too long)",
-             f"importance: {importance['n_masked_tokens']} masked tokens (rate {importance['mask_rate']}, "
-             f"seed {importance['seed']}), {'recomputed every step' if report['recompute'] else 'scored once'}"]
+    lines = [
+        f"model {report['model']} ({report['model_type']}, prior {report['prior']}, {report['layers']} layers "
+        f"x {report['heads']} heads = {report['n_heads']}; at most {report['max_removable']} removable); "
+        f"seed {report['seed']}, random seeds {report['random_seeds']}",
+        f"perplexity: {report['protocol']['perplexity']}",
+        f"  on {text['source']}: {text['n_sentences']} sentences, {text['n_words']} words "
+        f"({text['n_unknown']} unknown, {text['n_skipped_too_long']} sentences skipped as too long)",
+        f"importance: {importance['n_masked_tokens']} masked tokens (rate {importance['mask_rate']}, "
+        f"seed {importance['seed']}), {'recomputed every step' if report['recompute'] else 'scored once'}",
+    ]
     if data["treebank"]:
-        lines.append(f"F1: sentence-level, {data['treebank']} ({data['n_treebank_sentences']} sentences), "
-                     f"decoder {report['decoder']}")
+        lines.append(
+            f"F1: sentence-level, {data['treebank']} ({data['n_treebank_sentences']} sentences), "
+            f"decoder {report['decoder']}"
+        )
     if report["fractions_left_out"]:
         lines.append(f"left out (more heads than one per layer allows): {report['fractions_left_out']}")
     return lines
@@ -99,21 +132,38 @@ def summary_lines(report: dict) -> list[str]:
 def run(args) -> int:
     from syntaxformer.workflows.prune import run_prune
 
-    report = run_prune(args.out, model=args.model, orders=args.order, step=args.step, recompute=args.recompute,
-                       seed=args.seed, seeds=args.seeds, save_at=args.save_at, text=args.text,
-                       options=decoder_options(args), device=args.device, max_sentences=args.max_sentences,
-                       batch_size=args.batch_size, batch_tokens=args.batch_tokens, via=args.via)
+    report = run_prune(
+        args.out,
+        model=args.model,
+        orders=args.order,
+        step=args.step,
+        recompute=args.recompute,
+        seed=args.seed,
+        seeds=args.seeds,
+        save_at=args.save_at,
+        text=args.text,
+        options=decoder_options(args),
+        device=args.device,
+        max_sentences=args.max_sentences,
+        batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
+        via=args.via,
+    )
     if args.json:
         keep = ("model", "model_type", "n_heads", "seed", "random_seeds", "fractions", "data", "saved", "files")
         summary = {k: report[k] for k in keep}
-        summary["orders"] = {name: [{k: v for k, v in p.items() if k not in ("scores", "removed")}
-                                    for p in curve["points"]] for name, curve in report["orders"].items()}
+        summary["orders"] = {
+            name: [{k: v for k, v in p.items() if k not in ("scores", "removed")} for p in curve["points"]]
+            for name, curve in report["orders"].items()
+        }
         print(json.dumps(summary))
     else:
         print("\n".join(summary_lines(report)))
         print(format_table(report))
         if report["saved"]:
-            print(f"saved the {report['saved']['order']} order's model at {report['saved']['fraction']:g} "
-                  f"({report['saved']['n_removed']} heads removed) to {report['saved']['path']}")
+            print(
+                f"saved the {report['saved']['order']} order's model at {report['saved']['fraction']:g} "
+                f"({report['saved']['n_removed']} heads removed) to {report['saved']['path']}"
+            )
         print("wrote " + ", ".join(report["files"]))
     return 0

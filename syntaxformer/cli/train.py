@@ -12,6 +12,7 @@ Writes into ``--out`` the model (``model.safetensors``, ``config.json``), the to
 ``checkpoint.pt``. The same command runs data-parallel under ``torchrun --nproc_per_node=R``.
 See :mod:`syntaxformer.training.trainer` for what a run does, and for checkpoints and resume.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,18 +21,21 @@ import os
 from dataclasses import fields
 
 from syntaxformer.cli.arguments import add_structure_input_arguments, config_override
-from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, train
+from syntaxformer.training.run import train
+from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments
 
 _D = TrainArguments(out="")  # defaults, for the help texts
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "train", help="train a model (masked LM, or next-word for ON-LSTM)",
+        "train",
+        help="train a model (masked LM, or next-word for ON-LSTM)",
         description="Training with the model's objective: masked LM (BERT 80/10/10 masking) or, for "
-                    "ON-LSTM, next-word prediction; Adam, length-bucketed batches, checkpoints and "
-                    "--resume, TensorBoard. Runs data-parallel under torchrun.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "ON-LSTM, next-word prediction; Adam, length-bucketed batches, checkpoints and "
+        "--resume, TensorBoard. Runs data-parallel under torchrun.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     _model_and_data_arguments(p)
     _batch_and_optimisation_arguments(p)
     _fine_tuning_and_run_arguments(p)
@@ -43,77 +47,144 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("model")
     m.add_argument("--model", default=_D.model, help="model name (syntaxformer.models.MODELS)")
     m.add_argument("--preset", default=_D.preset, help="size preset: paper, small, mini, tiny (per model)")
-    m.add_argument("--prior", default=None,
-                   help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, "
-                        "structural-position (needs --trees), multi-granularity ('tree' heads need --phrases), "
-                        "or none (plain Transformer); default: the model's")
-    m.add_argument("--set", dest="overrides", action="append", type=config_override, default=[], metavar="KEY=VALUE",
-                   help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable")
+    m.add_argument(
+        "--prior",
+        default=None,
+        help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, "
+        "structural-position (needs --trees), multi-granularity ('tree' heads need --phrases), "
+        "or none (plain Transformer); default: the model's",
+    )
+    m.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=config_override,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable",
+    )
     d = p.add_argument_group("data")
-    d.add_argument("--corpus", default=_D.corpus,
-                   help="ptb-sample (the embedded treebank's words) or text files, one sentence per line "
-                        "(comma-separated paths / globs)")
+    d.add_argument(
+        "--corpus",
+        default=_D.corpus,
+        help="ptb-sample (the embedded treebank's words) or text files, one sentence per line "
+        "(comma-separated paths / globs)",
+    )
     d.add_argument("--valid", default=None, help="validation corpus (same forms as --corpus)")
     add_structure_input_arguments(
-        d, gold_trees="the sentences and trees of the dependency source --corpus names (ptb-sample, a "
-                      "CoNLL-U or .dp file; punctuation removed)",
-        gold_phrases="the gold trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file)")
-    d.add_argument("--induced-from", choices=["masked", "sentence"], default=_D.induced_from,
-                   help="for --trees / --phrases induced:MODEL_DIR: 'masked' (default) parses every training "
-                        "batch as the model reads it, masks included, so no tree carries information about a "
-                        "masked word (the source model runs at every step; needs --tokenizer word); 'sentence' "
-                        "parses each unmasked sentence once before training")
-    d.add_argument("--valid-fraction", type=float, default=_D.valid_fraction,
-                   help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)")
-    d.add_argument("--tokenizer", default=_D.tokenizer,
-                   help="word (one token per word), wordpiece, or a folder with a saved tokenizer")
+        d,
+        gold_trees="the sentences and trees of the dependency source --corpus names (ptb-sample, a "
+        "CoNLL-U or .dp file; punctuation removed)",
+        gold_phrases="the gold trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file)",
+    )
+    d.add_argument(
+        "--induced-from",
+        choices=["masked", "sentence"],
+        default=_D.induced_from,
+        help="for --trees / --phrases induced:MODEL_DIR: 'masked' (default) parses every training "
+        "batch as the model reads it, masks included, so no tree carries information about a "
+        "masked word (the source model runs at every step; needs --tokenizer word); 'sentence' "
+        "parses each unmasked sentence once before training",
+    )
+    d.add_argument(
+        "--valid-fraction",
+        type=float,
+        default=_D.valid_fraction,
+        help="without --valid: fraction of the corpus held out (a fixed seed-0 choice)",
+    )
+    d.add_argument(
+        "--tokenizer",
+        default=_D.tokenizer,
+        help="word (one token per word), wordpiece, or a folder with a saved tokenizer",
+    )
     d.add_argument("--min-freq", type=int, default=_D.min_freq, help="minimum word (piece) frequency")
     d.add_argument("--max-vocab", type=int, default=None, help="word vocabulary cap (specials included)")
     d.add_argument("--wordpiece-vocab-size", type=int, default=_D.wordpiece_vocab_size)
     d.add_argument("--add-cls", action="store_true", help="prepend [CLS] to every sentence (as the public code)")
     d.add_argument("--max-length", type=int, default=_D.max_length, help="tokens per sentence")
-    d.add_argument("--overflow", choices=["split", "skip"], default=_D.overflow,
-                   help="what to do with longer sentences (counted in training.json)")
+    d.add_argument(
+        "--overflow",
+        choices=["split", "skip"],
+        default=_D.overflow,
+        help="what to do with longer sentences (counted in training.json)",
+    )
 
 
 def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
     b = p.add_argument_group("batches and masking")
-    b.add_argument("--batch-size", type=int, default=None,
-                   help=f"sentences per batch and process (default {_D.batch_size} unless --max-tokens)")
+    b.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"sentences per batch and process (default {_D.batch_size} unless --max-tokens)",
+    )
     b.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch instead of --batch-size")
-    b.add_argument("--bucket-batches", type=int, default=_D.bucket_batches,
-                   help="batches' worth of sentences sorted by length together")
-    b.add_argument("--mask-rate", type=float, default=_D.mask_rate,
-                   help="BERT selection rate (the public code: 0.142857); masked-LM models only")
-    b.add_argument("--mask-replace", choices=["bert", "mask"], default=_D.mask_replace,
-                   help="a selected token becomes 80%% [MASK] / 10%% random / 10%% kept (bert, default) "
-                        "or always [MASK] (mask: the public StructFormer code)")
+    b.add_argument(
+        "--bucket-batches",
+        type=int,
+        default=_D.bucket_batches,
+        help="batches' worth of sentences sorted by length together",
+    )
+    b.add_argument(
+        "--mask-rate",
+        type=float,
+        default=_D.mask_rate,
+        help="BERT selection rate (the public code: 0.142857); masked-LM models only",
+    )
+    b.add_argument(
+        "--mask-replace",
+        choices=["bert", "mask"],
+        default=_D.mask_replace,
+        help="a selected token becomes 80%% [MASK] / 10%% random / 10%% kept (bert, default) "
+        "or always [MASK] (mask: the public StructFormer code)",
+    )
     o = p.add_argument_group("optimisation")
     o.add_argument("--lr", type=float, default=_D.lr)
     o.add_argument("--betas", type=float, nargs=2, default=list(_D.betas))
     o.add_argument("--eps", type=float, default=_D.eps)
     o.add_argument("--weight-decay", type=float, default=_D.weight_decay, help="> 0: AdamW")
     o.add_argument("--warmup-steps", type=int, default=_D.warmup_steps)
-    o.add_argument("--schedule", choices=["constant", "linear", "cosine"], default=_D.schedule,
-                   help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps")
+    o.add_argument(
+        "--schedule",
+        choices=["constant", "linear", "cosine"],
+        default=_D.schedule,
+        help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps",
+    )
     o.add_argument("--final-lr-fraction", type=float, default=_D.final_lr_fraction)
-    o.add_argument("--schedule-steps", type=int, default=None,
-                   help="where linear/cosine decay ends (default --max-steps)")
+    o.add_argument(
+        "--schedule-steps", type=int, default=None, help="where linear/cosine decay ends (default --max-steps)"
+    )
     o.add_argument("--clip", type=float, default=_D.clip, help="gradient-norm clipping; 0 disables")
 
 
 def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
     f = p.add_argument_group("fine-tuning and head gates (Voita et al. 2019; DESIGN.md §3.5)")
-    f.add_argument("--init-from", default=None, metavar="DIR",
-                   help="start from this trained model folder (its weights, configuration and tokenizer; "
-                        "--model/--preset are then the folder's)")
-    f.add_argument("--head-gates", action="store_true",
-                   help="one hard-concrete gate per attention head (needs --init-from); at the end closed "
-                        "heads are pruned and OUT holds the pruned model and gates.json")
-    f.add_argument("--gate-l0", type=float, default=_D.gate_l0, metavar="LAMBDA",
-                   help="lambda of the penalty lambda * sum_h (1 - P(g_h = 0)) added to the MLM loss")
-    f.add_argument("--gate-temperature", type=float, default=_D.gate_temperature,
-                   help="hard-concrete temperature beta (0.33: the authors' code; Louizos et al.: 2/3)")
+    f.add_argument(
+        "--init-from",
+        default=None,
+        metavar="DIR",
+        help="start from this trained model folder (its weights, configuration and tokenizer; "
+        "--model/--preset are then the folder's)",
+    )
+    f.add_argument(
+        "--head-gates",
+        action="store_true",
+        help="one hard-concrete gate per attention head (needs --init-from); at the end closed "
+        "heads are pruned and OUT holds the pruned model and gates.json",
+    )
+    f.add_argument(
+        "--gate-l0",
+        type=float,
+        default=_D.gate_l0,
+        metavar="LAMBDA",
+        help="lambda of the penalty lambda * sum_h (1 - P(g_h = 0)) added to the MLM loss",
+    )
+    f.add_argument(
+        "--gate-temperature",
+        type=float,
+        default=_D.gate_temperature,
+        help="hard-concrete temperature beta (0.33: the authors' code; Louizos et al.: 2/3)",
+    )
     f.add_argument("--gate-lr", type=float, default=None, help="learning rate of the gates (default --lr)")
     f.add_argument("--gate-init", type=float, default=_D.gate_init, help="initial log alpha of every gate")
     r = p.add_argument_group("run")
@@ -121,24 +192,41 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--seed", type=int, default=_D.seed)
     r.add_argument("--max-steps", type=int, default=None)
     r.add_argument("--epochs", type=int, default=None)
-    r.add_argument("--max-minutes", type=float, default=None,
-                   help="stop cleanly (and save) after this many minutes of this process")
+    r.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="stop cleanly (and save) after this many minutes of this process",
+    )
     r.add_argument("--save-every", type=int, default=_D.save_every, help="checkpoint period (steps)")
-    r.add_argument("--eval-every", type=int, default=_D.eval_every,
-                   help="validation (and learning-curve) period in steps")
-    r.add_argument("--eval-treebank", default=None, metavar="TREEBANK",
-                   help="learning curve: parse this gold treebank (e.g. ptb-sample:dev) at step 0, every "
-                        "--eval-every steps and at the end; F1 of every decoder into training.json and "
-                        "TensorBoard")
-    r.add_argument("--keep-best", action="store_true",
-                   help="also write the model of the lowest validation loss (every --eval-every steps) "
-                        "to OUT/best/ with best.json (step, loss)")
-    r.add_argument("--early-stopping", type=int, default=_D.early_stopping, metavar="PATIENCE",
-                   help="stop when this many evaluations in a row have not lowered the validation loss "
-                        "(0: never)")
+    r.add_argument(
+        "--eval-every", type=int, default=_D.eval_every, help="validation (and learning-curve) period in steps"
+    )
+    r.add_argument(
+        "--eval-treebank",
+        default=None,
+        metavar="TREEBANK",
+        help="learning curve: parse this gold treebank (e.g. ptb-sample:dev) at step 0, every "
+        "--eval-every steps and at the end; F1 of every decoder into training.json and "
+        "TensorBoard",
+    )
+    r.add_argument(
+        "--keep-best",
+        action="store_true",
+        help="also write the model of the lowest validation loss (every --eval-every steps) "
+        "to OUT/best/ with best.json (step, loss)",
+    )
+    r.add_argument(
+        "--early-stopping",
+        type=int,
+        default=_D.early_stopping,
+        metavar="PATIENCE",
+        help="stop when this many evaluations in a row have not lowered the validation loss (0: never)",
+    )
     r.add_argument("--log-every", type=int, default=_D.log_every, help="logging period (steps)")
-    r.add_argument("--resume", action="store_true",
-                   help="continue from OUT/checkpoint.pt if present (else start afresh)")
+    r.add_argument(
+        "--resume", action="store_true", help="continue from OUT/checkpoint.pt if present (else start afresh)"
+    )
     r.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     r.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
     r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -168,21 +256,27 @@ def run(ns: argparse.Namespace) -> int:
         print(json.dumps(record, indent=2))
         return 0
     valid = record["final_valid_loss"]
-    print(f"syntaxformer train: {record['model']} ({record['objective']}) preset {record['preset']} prior {record['prior']} "
-          f"seed {record['seed']} on {record['data']['corpus']}: {record['steps']} steps "
-          f"({record['stopped']}), {record['minutes']:.1f} min"
-          + (f", train loss {record['final_train_loss']:.3f}" if record["final_train_loss"] is not None else "")
-          + (f", valid loss {valid:.3f} (perplexity {record['final_valid_perplexity']:.1f})"
-             if valid is not None else "")
-          + (f", {record['tokens_per_second']:.0f} tokens/s" if record["tokens_per_second"] else "")
-          + f" -> {out}")
+    print(
+        f"syntaxformer train: {record['model']} ({record['objective']}) preset {record['preset']} prior {record['prior']} "
+        f"seed {record['seed']} on {record['data']['corpus']}: {record['steps']} steps "
+        f"({record['stopped']}), {record['minutes']:.1f} min"
+        + (f", train loss {record['final_train_loss']:.3f}" if record["final_train_loss"] is not None else "")
+        + (f", valid loss {valid:.3f} (perplexity {record['final_valid_perplexity']:.1f})" if valid is not None else "")
+        + (f", {record['tokens_per_second']:.0f} tokens/s" if record["tokens_per_second"] else "")
+        + f" -> {out}"
+    )
     gates = record.get("head_gates")
     if gates:
-        print(f"head gates (lambda {gates['gate_l0']:g}, beta {gates['temperature']:g}): {gates['n_kept']} of "
-              f"{gates['n_heads']} heads kept, per layer {gates['kept_per_layer']}"
-              + (f"; silenced {gates['silenced']}" if gates["silenced"] else "")
-              + (f"; pruned model's valid loss {gates['pruned_valid_loss']:.3f}"
-                 if gates["pruned_valid_loss"] is not None else ""))
+        print(
+            f"head gates (lambda {gates['gate_l0']:g}, beta {gates['temperature']:g}): {gates['n_kept']} of "
+            f"{gates['n_heads']} heads kept, per layer {gates['kept_per_layer']}"
+            + (f"; silenced {gates['silenced']}" if gates["silenced"] else "")
+            + (
+                f"; pruned model's valid loss {gates['pruned_valid_loss']:.3f}"
+                if gates["pruned_valid_loss"] is not None
+                else ""
+            )
+        )
     return 0
 
 

@@ -14,6 +14,7 @@ One epoch's batches, given ``seed`` and ``epoch`` only (so a resumed run rebuild
 
 With one replica every sentence is in exactly one batch per epoch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -37,9 +38,17 @@ class LengthBucketSampler:
     Call :meth:`set_epoch` before iterating (or use :meth:`batches` directly).
     """
 
-    def __init__(self, lengths: Sequence[int], batch_size: int | None = None, max_tokens: int | None = None,
-                 seed: int = 0, bucket_batches: int = 50, shuffle: bool = True, num_replicas: int = 1,
-                 rank: int = 0):
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        batch_size: int | None = None,
+        max_tokens: int | None = None,
+        seed: int = 0,
+        bucket_batches: int = 50,
+        shuffle: bool = True,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
         if (batch_size is None) == (max_tokens is None):
             raise ValueError("give exactly one of batch_size and max_tokens")
         if (batch_size is not None and batch_size < 1) or (max_tokens is not None and max_tokens < 1):
@@ -56,12 +65,12 @@ class LengthBucketSampler:
         self.epoch = epoch
 
     def _generator(self, epoch: int) -> torch.Generator:
-        return torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % (2 ** 63))
+        return torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % (2**63))
 
     def _cut(self, order: list[int]) -> list[list[int]]:
         """Cut indices (already in batch order) into batches by count or token budget."""
         if self.batch_size is not None:
-            return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         cuts = token_budget_batches([int(self.lengths[i]) for i in order], self.max_tokens)
         return [[order[j] for j in batch] for batch in cuts]
 
@@ -79,7 +88,7 @@ class LengthBucketSampler:
             chunk = self.bucket_batches * max(1, self.max_tokens // mean)
         batches: list[list[int]] = []
         for start in range(0, n, chunk):
-            idx = perm[start:start + chunk]
+            idx = perm[start : start + chunk]
             idx = idx[torch.argsort(self.lengths[idx], stable=True)]
             batches.extend(self._cut(idx.tolist()))
         order = torch.randperm(len(batches), generator=g).tolist()
@@ -93,7 +102,7 @@ class LengthBucketSampler:
         rounds = -(-len(everything) // self.num_replicas)
         total = rounds * self.num_replicas
         padded = everything + [everything[i % len(everything)] for i in range(total - len(everything))]
-        return padded[self.rank::self.num_replicas]
+        return padded[self.rank :: self.num_replicas]
 
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches())
@@ -131,7 +140,7 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int, length: int | None = Non
     n = length if length is not None else max((len(r) for r in rows), default=0)
     out = torch.full((len(rows), n), value, dtype=torch.long)
     for b, r in enumerate(rows):
-        out[b, :len(r)] = torch.as_tensor(list(r), dtype=torch.long)
+        out[b, : len(r)] = torch.as_tensor(list(r), dtype=torch.long)
     return out
 
 

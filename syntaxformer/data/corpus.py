@@ -1,4 +1,5 @@
 """Training text: the sentences a model is trained on, words normalised by the one rule."""
+
 from __future__ import annotations
 
 import functools
@@ -67,10 +68,10 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
         return [list(words) for words in _ptb_sample_words(options, spec.strip())]
     sentences: list[list[str]] = []
     for path in corpus_files(spec):
-        sentences.extend([normalise_word(w, options.lowercase, options.digits_to_n) for w in words]
-                         for words in read_text(path))
-    logger.info("corpus %s: %d sentences, %d words", spec, len(sentences),
-                sum(map(len, sentences)))
+        sentences.extend(
+            [normalise_word(w, options.lowercase, options.digits_to_n) for w in words] for words in read_text(path)
+        )
+    logger.info("corpus %s: %d sentences, %d words", spec, len(sentences), sum(map(len, sentences)))
     return sentences
 
 

@@ -13,6 +13,7 @@ Punctuation rule:
   preprocessing, so the scored tokens of ptb-sample are exactly the words of the preprocessed
   gold trees (``$`` and ``#`` are therefore not scored in ptb-sample).
 """
+
 from __future__ import annotations
 
 import io
@@ -34,18 +35,47 @@ from syntaxformer.errors import InputError
 logger = logging.getLogger(__name__)
 
 #: The 17 Universal Dependencies UPOS tags.
-UPOS_TAGS = frozenset("ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM "
-                      "VERB X".split())
+UPOS_TAGS = frozenset("ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split())
 
 #: Penn Treebank tag -> UPOS, used only by :func:`write_conllu` to fill the UPOS column when a
 #: sentence carries PTB tags (the usual coarse mapping; the PTB tag itself goes to XPOS).
 PTB_TO_UPOS = {
-    "CC": "CCONJ", "CD": "NUM", "DT": "DET", "EX": "PRON", "FW": "X", "IN": "ADP", "JJ": "ADJ",
-    "JJR": "ADJ", "JJS": "ADJ", "LS": "X", "MD": "AUX", "NN": "NOUN", "NNS": "NOUN",
-    "NNP": "PROPN", "NNPS": "PROPN", "PDT": "DET", "POS": "PART", "PRP": "PRON", "PRP$": "PRON",
-    "RB": "ADV", "RBR": "ADV", "RBS": "ADV", "RP": "ADP", "SYM": "SYM", "TO": "PART", "UH": "INTJ",
-    "VB": "VERB", "VBD": "VERB", "VBG": "VERB", "VBN": "VERB", "VBP": "VERB", "VBZ": "VERB",
-    "WDT": "DET", "WP": "PRON", "WP$": "PRON", "WRB": "ADV",
+    "CC": "CCONJ",
+    "CD": "NUM",
+    "DT": "DET",
+    "EX": "PRON",
+    "FW": "X",
+    "IN": "ADP",
+    "JJ": "ADJ",
+    "JJR": "ADJ",
+    "JJS": "ADJ",
+    "LS": "X",
+    "MD": "AUX",
+    "NN": "NOUN",
+    "NNS": "NOUN",
+    "NNP": "PROPN",
+    "NNPS": "PROPN",
+    "PDT": "DET",
+    "POS": "PART",
+    "PRP": "PRON",
+    "PRP$": "PRON",
+    "RB": "ADV",
+    "RBR": "ADV",
+    "RBS": "ADV",
+    "RP": "ADP",
+    "SYM": "SYM",
+    "TO": "PART",
+    "UH": "INTJ",
+    "VB": "VERB",
+    "VBD": "VERB",
+    "VBG": "VERB",
+    "VBN": "VERB",
+    "VBP": "VERB",
+    "VBZ": "VERB",
+    "WDT": "DET",
+    "WP": "PRON",
+    "WP$": "PRON",
+    "WRB": "ADV",
 }
 
 
@@ -61,6 +91,7 @@ class DependencySentence:
         relations: one dependency relation (DEPREL) per token for CoNLL-U input, as in the file
             (subtypes kept, e.g. ``nmod:poss``); None for ``.dp`` input, which has no labels.
     """
+
     words: tuple[str, ...]
     tags: tuple[str, ...]
     heads: tuple[int, ...]
@@ -69,8 +100,9 @@ class DependencySentence:
 
     def __post_init__(self):
         n = len(self.words)
-        assert len(self.tags) == n and len(self.heads) == n and len(self.punct) == n, \
+        assert len(self.tags) == n and len(self.heads) == n and len(self.punct) == n, (
             "words, tags, heads and punct must have one entry per token"
+        )
         assert self.relations is None or len(self.relations) == n, "one relation per token"
 
     def __len__(self) -> int:
@@ -83,8 +115,7 @@ def _raw(fields: list[str], index: int) -> str:
 
 #: conllu's parsers for the columns we use (ID, HEAD: integers, ranges, decimals); the columns we do
 #: not use (LEMMA, FEATS, DEPS, MISC ...) are kept as raw strings, which makes reading ~2x faster.
-_FIELD_PARSERS = {"lemma": _raw, "xpos": _raw, "feats": _raw, "deprel": _raw, "deps": _raw,
-                  "misc": _raw}
+_FIELD_PARSERS = {"lemma": _raw, "xpos": _raw, "feats": _raw, "deprel": _raw, "deps": _raw, "misc": _raw}
 
 
 def _blocks(text: str):
@@ -106,44 +137,41 @@ def _check_heads(heads: list[int], path: str, numbers: list[int]) -> None:
     n = len(heads)
     for head, number in zip(heads, numbers):
         if not 0 <= head <= n:
-            raise InputError(f"head {head} out of range (sentence has {n} tokens)", path=path,
-                             line=number)
+            raise InputError(f"head {head} out of range (sentence has {n} tokens)", path=path, line=number)
 
 
 def parse_conllu(text: str, path: str = "<string>") -> list[DependencySentence]:
     """Parse CoNLL-U text (see :func:`read_conllu`); ``path`` names it in errors."""
     sentences = []
     for lines, numbers in _blocks(text):
-        token_lines = [(line, number) for line, number in zip(lines, numbers)
-                       if not line.startswith("#")]
+        token_lines = [(line, number) for line, number in zip(lines, numbers) if not line.startswith("#")]
         if not token_lines:
             continue  # comments only (e.g. a file header): not a sentence
         for line, number in token_lines:
             fields = line.split("\t")
             if len(fields) != 10:
-                raise InputError(f"expected 10 tab-separated CoNLL-U fields, found {len(fields)}",
-                                 path=path, line=number)
+                raise InputError(
+                    f"expected 10 tab-separated CoNLL-U fields, found {len(fields)}", path=path, line=number
+                )
         try:
-            tokens = parse_token_and_metadata("\n".join(line for line, _ in token_lines),
-                                              field_parsers=_FIELD_PARSERS)
+            tokens = parse_token_and_metadata("\n".join(line for line, _ in token_lines), field_parsers=_FIELD_PARSERS)
         except ParseException:
             for line, number in token_lines:  # find the offending line
                 try:
                     parse_token_and_metadata(line, field_parsers=_FIELD_PARSERS)
                 except ParseException as e:
-                    raise InputError(f"malformed CoNLL-U token: {e}", path=path,
-                                     line=number) from None
+                    raise InputError(f"malformed CoNLL-U token: {e}", path=path, line=number) from None
             raise
         words, tags, heads, relations, kept = [], [], [], [], []
         for token, (_, number) in zip(tokens, token_lines):
             if not isinstance(token["id"], int):
                 continue  # a multiword-token range (1-2) or an empty node (3.1): not a token
             if token["id"] != len(words) + 1:
-                raise InputError(f"token id {token['id']} out of sequence (expected "
-                                 f"{len(words) + 1})", path=path, line=number)
+                raise InputError(
+                    f"token id {token['id']} out of sequence (expected {len(words) + 1})", path=path, line=number
+                )
             if not isinstance(token["head"], int):
-                raise InputError(f"head {token['head']!r} is not an integer", path=path,
-                                 line=number)
+                raise InputError(f"head {token['head']!r} is not an integer", path=path, line=number)
             words.append(token["form"])
             tags.append(token["upos"])
             heads.append(token["head"])
@@ -152,8 +180,11 @@ def parse_conllu(text: str, path: str = "<string>") -> list[DependencySentence]:
         if not words:
             raise InputError("sentence has no tokens", path=path, line=numbers[0])
         _check_heads(heads, path, kept)
-        sentences.append(DependencySentence(tuple(words), tuple(tags), tuple(heads),
-                                            tuple(tag == "PUNCT" for tag in tags), tuple(relations)))
+        sentences.append(
+            DependencySentence(
+                tuple(words), tuple(tags), tuple(heads), tuple(tag == "PUNCT" for tag in tags), tuple(relations)
+            )
+        )
     if not sentences:
         raise InputError("no sentences found", path=path)
     return sentences
@@ -181,19 +212,22 @@ def parse_ptb_dependency(text: str, path: str = "<string>") -> list[DependencySe
         for line, number in zip(lines, numbers):
             fields = line.split("\t")
             if len(fields) != 3:
-                raise InputError(f"expected 'word TAB tag TAB head', found {len(fields)} "
-                                 f"tab-separated field(s)", path=path, line=number)
+                raise InputError(
+                    f"expected 'word TAB tag TAB head', found {len(fields)} tab-separated field(s)",
+                    path=path,
+                    line=number,
+                )
             word, tag, head = fields
             try:
                 heads.append(int(head))
             except ValueError:
-                raise InputError(f"head {head!r} is not an integer", path=path,
-                                 line=number) from None
+                raise InputError(f"head {head!r} is not an integer", path=path, line=number) from None
             words.append(word)
             tags.append(tag)
         _check_heads(heads, path, numbers)
-        sentences.append(DependencySentence(tuple(words), tuple(tags), tuple(heads),
-                                            tuple(tag not in WORD_TAGS for tag in tags)))
+        sentences.append(
+            DependencySentence(tuple(words), tuple(tags), tuple(heads), tuple(tag not in WORD_TAGS for tag in tags))
+        )
     if not sentences:
         raise InputError("no sentences found", path=path)
     return sentences
@@ -281,8 +315,7 @@ def read_dependencies(source: str | os.PathLike) -> list[DependencySentence]:
     return sentences
 
 
-def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os.PathLike | TextIO
-                 ) -> None:
+def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os.PathLike | TextIO) -> None:
     """Write sentences as valid CoNLL-U, readable by ``conllu`` and by :func:`read_conllu`.
 
     Columns: ID, FORM, LEMMA ``_``, UPOS, XPOS, FEATS ``_``, HEAD, DEPREL (the sentence's relations
@@ -300,7 +333,8 @@ def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os
         out.write(f"# sent_id = {number}\n# text = {' '.join(sentence.words)}\n")
         relations = sentence.relations or tuple("root" if h == 0 else "dep" for h in sentence.heads)
         for i, (word, tag, head, punct, relation) in enumerate(
-                zip(sentence.words, sentence.tags, sentence.heads, sentence.punct, relations), start=1):
+            zip(sentence.words, sentence.tags, sentence.heads, sentence.punct, relations), start=1
+        ):
             if punct:
                 upos = "PUNCT"
             elif tag in UPOS_TAGS and tag != "PUNCT":

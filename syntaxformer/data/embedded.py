@@ -18,6 +18,7 @@ Source: NLTK data (``packages/corpora/treebank.zip`` and ``dependency_treebank.z
 The archive is read once per process (``functools.lru_cache``) with :mod:`tarfile` through
 :mod:`importlib.resources`, so it works from an installed wheel as well as from a checkout.
 """
+
 from __future__ import annotations
 
 import functools
@@ -69,10 +70,12 @@ def ptb_sample_part(source) -> str | None:
         return "all"
     if not text.startswith(PTB_SAMPLE + ":"):
         return None
-    part = text[len(PTB_SAMPLE) + 1:]
+    part = text[len(PTB_SAMPLE) + 1 :]
     if part not in PTB_SAMPLE_PARTS:
-        raise InputError(f"unknown part {part!r} of {PTB_SAMPLE}: expected {PTB_SAMPLE}, "
-                         + " or ".join(f"{PTB_SAMPLE}:{p}" for p in PTB_SAMPLE_PARTS))
+        raise InputError(
+            f"unknown part {part!r} of {PTB_SAMPLE}: expected {PTB_SAMPLE}, "
+            + " or ".join(f"{PTB_SAMPLE}:{p}" for p in PTB_SAMPLE_PARTS)
+        )
     return part
 
 
@@ -96,11 +99,15 @@ def ptb_sample_members(kind: str, part: str = "all") -> list[tuple[str, str]]:
         raise ValueError(f"kind must be one of {sorted(_KINDS)}, not {kind!r}")
     if part != "all" and part not in PTB_SAMPLE_PARTS:
         raise ValueError(f"part must be 'all' or one of {sorted(PTB_SAMPLE_PARTS)}, not {part!r}")
-    first, last = PTB_SAMPLE_PARTS.get(part, (0, 10 ** 9))
+    first, last = PTB_SAMPLE_PARTS.get(part, (0, 10**9))
     prefix, suffix = f"{kind}/", _KINDS[kind]
-    return sorted((name, text) for name, text in _archive_members().items()
-                  if name.startswith(prefix) and name.endswith(suffix)
-                  and first <= int(name[len(prefix) + 4:-len(suffix)]) <= last)
+    return sorted(
+        (name, text)
+        for name, text in _archive_members().items()
+        if name.startswith(prefix)
+        and name.endswith(suffix)
+        and first <= int(name[len(prefix) + 4 : -len(suffix)]) <= last
+    )
 
 
 def ptb_sample_readme() -> str:

@@ -21,6 +21,7 @@ A line that is not three tab-separated fields, has an unknown relation, a token 
 :data:`SYMBOLS` or unbalanced brackets is an :class:`~syntaxformer.errors.InputError` naming the file
 and the 1-based line; nothing is skipped.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,8 +36,15 @@ from syntaxformer.errors import InputError
 #: exclusion), ``|`` alternation (exclusion), ``#`` independence, ``v`` cover (exhaustion).
 RELATIONS = ("<", ">", "=", "^", "|", "#", "v")
 #: Their names, for reports.
-RELATION_NAMES = {"<": "forward entailment", ">": "reverse entailment", "=": "equivalence",
-                  "^": "negation", "|": "alternation", "#": "independence", "v": "cover"}
+RELATION_NAMES = {
+    "<": "forward entailment",
+    ">": "reverse entailment",
+    "=": "equivalence",
+    "^": "negation",
+    "|": "alternation",
+    "#": "independence",
+    "v": "cover",
+}
 #: The logical operators (what "N operators" counts).
 OPERATORS = ("not", "and", "or")
 #: Every token a formula may hold.
@@ -61,6 +69,7 @@ class LogicPair:
             the files of 12, where it may be 12-18).
         line: 1-based line in that file.
     """
+
     relation: str
     left: tuple[str, ...]
     right: tuple[str, ...]
@@ -85,9 +94,12 @@ def _check_formula(tokens: list[str], which: str, path: Path, line: int) -> None
         raise InputError(f"the {which} formula is empty", path, line)
     unknown = sorted(set(tokens) - _SYMBOL_SET)
     if unknown:
-        raise InputError(f"the {which} formula has unknown token(s) {' '.join(map(repr, unknown))}; "
-                         f"expected {' '.join(SYMBOLS)}", path, line)
-    depths = list(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))))          # bracket depth after each token
+        raise InputError(
+            f"the {which} formula has unknown token(s) {' '.join(map(repr, unknown))}; expected {' '.join(SYMBOLS)}",
+            path,
+            line,
+        )
+    depths = list(accumulate(map(_DEPTH_STEP.get, tokens, repeat(0))))  # bracket depth after each token
     if depths[-1] != 0 or min(depths) < 0:
         raise InputError(f"the {which} formula has unbalanced brackets", path, line)
 
@@ -101,8 +113,7 @@ def parse_line(text: str, path: Path, line: int, file_operators: int) -> LogicPa
     """
     fields = text.rstrip("\r\n").split("\t")
     if len(fields) != 3:
-        raise InputError(f"expected 3 tab-separated fields (relation, formula, formula), got {len(fields)}",
-                         path, line)
+        raise InputError(f"expected 3 tab-separated fields (relation, formula, formula), got {len(fields)}", path, line)
     relation, left, right = fields[0].strip(), fields[1].split(), fields[2].split()
     if relation not in RELATIONS:
         raise InputError(f"unknown relation {relation!r}; expected one of {' '.join(RELATIONS)}", path, line)
@@ -142,8 +153,9 @@ def read_logic_split(folder: str | Path, split: str, operators=FILE_OPERATORS) -
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError("no such folder (expected the propositional-logic data: train0 .. train12, "
-                         "test0 .. test12)", folder)
+        raise InputError(
+            "no such folder (expected the propositional-logic data: train0 .. train12, test0 .. test12)", folder
+        )
     if split not in ("train", "test"):
         raise ValueError(f"split must be train or test, got {split!r}")
     return {n: read_logic_file(folder / f"{split}{n}") for n in operators}
@@ -164,5 +176,16 @@ def split_train_valid(files: dict[int, list[LogicPair]], every: int = 10) -> tup
     return train, valid
 
 
-__all__ = ["RELATIONS", "RELATION_NAMES", "OPERATORS", "SYMBOLS", "FILE_OPERATORS", "LogicPair",
-           "count_operators", "parse_line", "read_logic_file", "read_logic_split", "split_train_valid"]
+__all__ = [
+    "RELATIONS",
+    "RELATION_NAMES",
+    "OPERATORS",
+    "SYMBOLS",
+    "FILE_OPERATORS",
+    "LogicPair",
+    "count_operators",
+    "parse_line",
+    "read_logic_file",
+    "read_logic_split",
+    "split_train_valid",
+]

@@ -15,100 +15,28 @@ Labels are class ids into :data:`LABELS`. Sentences are tokenised by :func:`toke
 silently; any other malformed line is an :class:`~syntaxformer.errors.InputError` naming the file and
 line.
 """
+
 from __future__ import annotations
 
 import logging
-import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from syntaxformer.data.corpus import held_out_indices
+from syntaxformer.data.nli_pair import LABELS, NO_LABEL, NliPair, label_id, make_pair, tokenize_sentence, tsv_rows  # noqa: F401  (re-exported: the NLI labels and the pair type)
+from syntaxformer.data.pairs import read_pairs
+from syntaxformer.data.sick import is_sick_header, read_sick
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
 
-#: class names in class-id order (SICK's ``entailment_label`` and SNLI's ``gold_label``, lower-cased)
-LABELS = ("entailment", "neutral", "contradiction")
-#: the label of pairs that have none (SNLI: no majority among the annotators): skipped and counted
-NO_LABEL = "-"
 
 #: ``--data sick``: where SICK is looked for, relative to the working directory, then to the
 #: repository that holds this package (``../shared/data`` beside the project root)
 SICK_RELATIVE = Path("..", "shared", "data", "sick", "SICK.txt")
-
-_TOKEN = re.compile(r"\w+(?=n't\b)|n't\b|'\w+|\w+|[^\w\s]")
-
-
-def tokenize_sentence(text: str) -> tuple[str, ...]:
-    """Lower-cased words of a sentence: word characters, ``n't`` and ``'s``-style clitics split off,
-    every other non-space character a word of its own (``"A man's dog isn't black."`` ->
-    ``a man 's dog is n't black .``)."""
-    return tuple(_TOKEN.findall(text.lower()))
-
-
-def label_id(text: str) -> int | None:
-    """The class id of a label (case-insensitive, surrounding space ignored); None for unknown ones."""
-    text = text.strip().lower()
-    return LABELS.index(text) if text in LABELS else None
-
-
-@dataclass(frozen=True)
-class NliPair:
-    """One labelled sentence pair.
-
-    Attributes:
-        premise, hypothesis: tokenised words (:func:`tokenize_sentence`), never empty.
-        label: class id into :data:`LABELS`.
-        pair_id: the dataset's id when it has one (SICK's ``pair_ID``), else the 1-based line.
-    """
-    premise: tuple[str, ...]
-    hypothesis: tuple[str, ...]
-    label: int
-    pair_id: str = ""
-
-
-def tsv_rows(lines: list[str], path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """The header and the rows of tab-separated text (``lines`` without their newlines; ``\r`` and
-    blank lines ignored): ``(header fields, [(1-based line number, fields)])``.
-
-    Raises:
-        InputError: a row with another number of fields than the header (naming ``path`` and line).
-    """
-    header = lines[0].rstrip("\r").split("\t")
-    rows = []
-    for number, raw in enumerate(lines[1:], 2):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise InputError(f"{len(fields)} tab-separated fields, the header has {len(header)}", path=path,
-                             line=number)
-        rows.append((number, fields))
-    return header, rows
-
-
-def make_pair(premise: str, hypothesis: str, label: str, pair_id: str, path, line: int) -> NliPair | None:
-    """An :class:`NliPair` from raw fields; None when the label is :data:`NO_LABEL` (to be counted).
-
-    Raises:
-        InputError: an unknown label or an empty sentence, naming ``path`` and ``line``.
-    """
-    if label.strip() == NO_LABEL:
-        return None
-    cls = label_id(label)
-    if cls is None:
-        raise InputError(f"unknown label {label.strip()!r}; expected one of {', '.join(LABELS)} (or - to skip)",
-                         path=path, line=line)
-    words = []
-    for name, text in (("premise", premise), ("hypothesis", hypothesis)):
-        tokens = tokenize_sentence(text)
-        if not tokens:
-            raise InputError(f"empty {name}", path=path, line=line)
-        words.append(tokens)
-    return NliPair(words[0], words[1], cls, pair_id)
 
 
 @dataclass
@@ -122,6 +50,7 @@ class NliData:
         valid_desc, test_desc: where the selection and report pairs come from, in words.
         skipped: pairs skipped per split because their label is ``-``.
     """
+
     source: str
     format: str
     train: list[NliPair]
@@ -133,11 +62,20 @@ class NliData:
 
     def record(self) -> dict:
         """What a report says about the data: source, format, pairs and label counts per split."""
-        splits = {name: dict(pairs=len(pairs), labels={LABELS[c]: sum(p.label == c for p in pairs)
-                                                       for c in range(len(LABELS))})
-                  for name, pairs in (("train", self.train), ("valid", self.valid), ("test", self.test))}
-        return dict(source=self.source, format=self.format, valid=self.valid_desc, test=self.test_desc,
-                    splits=splits, skipped_no_label=dict(self.skipped))
+        splits = {
+            name: dict(
+                pairs=len(pairs), labels={LABELS[c]: sum(p.label == c for p in pairs) for c in range(len(LABELS))}
+            )
+            for name, pairs in (("train", self.train), ("valid", self.valid), ("test", self.test))
+        }
+        return dict(
+            source=self.source,
+            format=self.format,
+            valid=self.valid_desc,
+            test=self.test_desc,
+            splits=splits,
+            skipped_no_label=dict(self.skipped),
+        )
 
 
 def sick_path() -> Path:
@@ -160,7 +98,6 @@ def detect_format(path: Path) -> str:
     Raises:
         InputError: a missing or unreadable file, or an empty one.
     """
-    from syntaxformer.data.sick import is_sick_header
     if not path.is_file():
         raise InputError("no such file", path=path)
     try:
@@ -184,8 +121,6 @@ def read_nli_file(path: str | Path) -> tuple[str, list[tuple[NliPair, str | None
     Raises:
         InputError: as the readers.
     """
-    from syntaxformer.data.pairs import read_pairs
-    from syntaxformer.data.sick import read_sick
     path = Path(path)
     fmt = detect_format(path)
     if fmt == "sick":
@@ -195,8 +130,7 @@ def read_nli_file(path: str | Path) -> tuple[str, list[tuple[NliPair, str | None
     return fmt, [(p, None) for p in pairs], skipped
 
 
-def load_nli(data: str, valid: str | None = None, test: str | None = None,
-             valid_fraction: float = 0.05) -> NliData:
+def load_nli(data: str, valid: str | None = None, test: str | None = None, valid_fraction: float = 0.05) -> NliData:
     """The training, selection and report pairs ``data`` names.
 
     Args:
@@ -217,21 +151,35 @@ def load_nli(data: str, valid: str | None = None, test: str | None = None,
         if valid is not None or test is not None:
             raise InputError("--valid / --test: SICK has its official split (TRAIN / TRIAL / TEST)", path=path)
         by_split = {s: [p for p, split in pairs if split == s] for s in ("train", "valid", "test")}
-        result = NliData(str(path), fmt, by_split["train"], by_split["valid"], by_split["test"],
-                         "SICK TRIAL (official split)", "SICK TEST (official split)",
-                         dict(train=0, valid=0, test=0))
+        result = NliData(
+            str(path),
+            fmt,
+            by_split["train"],
+            by_split["valid"],
+            by_split["test"],
+            "SICK TRIAL (official split)",
+            "SICK TEST (official split)",
+            dict(train=0, valid=0, test=0),
+        )
     else:
         result = _generic_splits(path, fmt, [p for p, _ in pairs], skipped, valid, test, valid_fraction)
     if not result.train or not result.valid:
         raise InputError(f"no {'training' if not result.train else 'selection'} pair left", path=path)
-    logger.info("%s (%s): %d training, %d selection, %d report pairs; skipped (label -): %s", path, fmt,
-                len(result.train), len(result.valid), len(result.test), result.skipped)
+    logger.info(
+        "%s (%s): %d training, %d selection, %d report pairs; skipped (label -): %s",
+        path,
+        fmt,
+        len(result.train),
+        len(result.valid),
+        len(result.test),
+        result.skipped,
+    )
     return result
 
 
-def _generic_splits(path: Path, fmt: str, pairs: list[NliPair], skipped: int, valid: str | None,
-                    test: str | None, valid_fraction: float) -> NliData:
-    from syntaxformer.data.corpus import held_out_indices
+def _generic_splits(
+    path: Path, fmt: str, pairs: list[NliPair], skipped: int, valid: str | None, test: str | None, valid_fraction: float
+) -> NliData:
     counts = dict(train=skipped)
     if valid is not None:
         _, valid_pairs, counts["valid"] = read_nli_file(valid)
@@ -246,8 +194,16 @@ def _generic_splits(path: Path, fmt: str, pairs: list[NliPair], skipped: int, va
     if test is not None:
         _, test_pairs, counts["test"] = read_nli_file(test)
         test_pairs = [p for p, _ in test_pairs]
-    return NliData(str(path), fmt, train_pairs, valid_pairs, test_pairs, valid_desc,
-                   str(test) if test is not None else "none", counts)
+    return NliData(
+        str(path),
+        fmt,
+        train_pairs,
+        valid_pairs,
+        test_pairs,
+        valid_desc,
+        str(test) if test is not None else "none",
+        counts,
+    )
 
 
 def load_nli_split(data: str, split: str) -> tuple[list[NliPair], dict]:
@@ -284,7 +240,7 @@ def char_ngrams(word: str, sizes) -> list[str]:
     marked = f"<{word}>"
     grams = []
     for n in sizes:
-        grams += [marked[i:i + n] for i in range(max(1, len(marked) - n + 1))]
+        grams += [marked[i : i + n] for i in range(max(1, len(marked) - n + 1))]
     return grams
 
 
@@ -347,6 +303,21 @@ class PairEncoder:
         return inputs
 
 
-__all__ = ["LABELS", "NO_LABEL", "NliPair", "NliData", "tokenize_sentence", "label_id", "make_pair", "tsv_rows", "sick_path",
-           "detect_format", "read_nli_file", "load_nli", "load_nli_split", "char_ngrams", "char_ngram_ids",
-           "PairEncoder"]
+__all__ = [
+    "LABELS",
+    "NO_LABEL",
+    "NliPair",
+    "NliData",
+    "tokenize_sentence",
+    "label_id",
+    "make_pair",
+    "tsv_rows",
+    "sick_path",
+    "detect_format",
+    "read_nli_file",
+    "load_nli",
+    "load_nli_split",
+    "char_ngrams",
+    "char_ngram_ids",
+    "PairEncoder",
+]

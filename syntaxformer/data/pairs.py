@@ -12,12 +12,13 @@ annotator majority) are skipped and counted. Anything else malformed -- a line t
 object, a missing field, a wrong number of fields, an unknown label, an empty sentence -- is an
 :class:`~syntaxformer.errors.InputError` naming the file and the 1-based line.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from syntaxformer.data.nli import NliPair, make_pair, tsv_rows
+from syntaxformer.data.nli_pair import NliPair, make_pair, tsv_rows
 from syntaxformer.data.treebank import read_text_file
 from syntaxformer.errors import InputError
 

@@ -24,6 +24,7 @@ tokens (``[CLS]``) and padding have :data:`NO_PHRASE` (-1). Phrase labels (for
 (:func:`label_vocabulary`: the labels seen in the training sentences, sorted, then :data:`OTHER` for
 any label not seen there); padding slots are -100.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,6 +32,8 @@ from collections.abc import Sequence
 
 import torch
 
+from syntaxformer.data.batching import pad_rows
+from syntaxformer.data.preprocess import load_gold_trees
 from syntaxformer.decoding.phrases import tree_phrases
 from syntaxformer.errors import InputError
 
@@ -53,14 +56,17 @@ def check_tree_words(tree, words: Sequence[str], path: str | None, sentence: int
     leaves = list(tree.leaves())
     if leaves != list(words):
         diff = next((i for i, (a, b) in enumerate(zip(leaves, words)) if a != b), min(len(leaves), len(words)))
-        raise InputError(f"the constituency tree's words do not match the sentence ({len(leaves)} vs "
-                         f"{len(words)} words, first difference at word {diff + 1}: "
-                         f"{leaves[diff] if diff < len(leaves) else None!r} vs "
-                         f"{words[diff] if diff < len(words) else None!r})", path=path, sentence=sentence)
+        raise InputError(
+            f"the constituency tree's words do not match the sentence ({len(leaves)} vs "
+            f"{len(words)} words, first difference at word {diff + 1}: "
+            f"{leaves[diff] if diff < len(leaves) else None!r} vs "
+            f"{words[diff] if diff < len(words) else None!r})",
+            path=path,
+            sentence=sentence,
+        )
 
 
-def gold_phrase_trees(source: str, sentences: Sequence[Sequence[str]] | None = None
-                      ) -> tuple[list[list[str]], list]:
+def gold_phrase_trees(source: str, sentences: Sequence[Sequence[str]] | None = None) -> tuple[list[list[str]], list]:
     """The sentences (normalised words) and preprocessed gold trees of the treebank ``source``.
 
     Args:
@@ -71,13 +77,13 @@ def gold_phrase_trees(source: str, sentences: Sequence[Sequence[str]] | None = N
         InputError: as :func:`~syntaxformer.data.preprocess.load_gold_trees`; a different number of
             sentences; a tree whose words differ from its sentence (naming ``source`` and the sentence).
     """
-    from syntaxformer.data.preprocess import load_gold_trees
     trees = list(load_gold_trees(source))
     if sentences is None:
         return [list(t.leaves()) for t in trees], trees
     if len(trees) != len(sentences):
-        raise InputError(f"--phrases gold: the treebank has {len(trees)} sentences, the --trees source "
-                         f"{len(sentences)}", path=source)
+        raise InputError(
+            f"--phrases gold: the treebank has {len(trees)} sentences, the --trees source {len(sentences)}", path=source
+        )
     for number, (tree, words) in enumerate(zip(trees, sentences), start=1):
         check_tree_words(tree, words, source, number)
     return [list(s) for s in sentences], trees
@@ -86,8 +92,7 @@ def gold_phrase_trees(source: str, sentences: Sequence[Sequence[str]] | None = N
 def cut_tree(tree, level: int) -> list[Phrase]:
     """The phrases of ``tree`` at ``level`` (:func:`~syntaxformer.decoding.phrases.tree_phrases`),
     each label reduced to its outer part (``S+VP`` -> ``S``)."""
-    return [(i, j, None if label is None else label.split("+")[0])
-            for i, j, label in tree_phrases(tree, level)]
+    return [(i, j, None if label is None else label.split("+")[0]) for i, j, label in tree_phrases(tree, level)]
 
 
 def word_phrase_ids(phrases: Sequence[Phrase]) -> list[int]:
@@ -127,7 +132,6 @@ def phrase_label_ids(phrases: Sequence[Phrase], vocabulary: Sequence[str]) -> li
 def pad_phrases(rows: Sequence[Sequence[int]], value: int = NO_PHRASE, length: int | None = None) -> torch.Tensor:
     """Right-pad per-sentence lists into a (B, N) long tensor with ``value`` (N = the longest, or
     ``length``): token phrase ids (pad :data:`NO_PHRASE`) or phrase labels (pad :data:`NO_LABEL`)."""
-    from syntaxformer.data.batching import pad_rows
     return pad_rows(rows, value, length)
 
 
@@ -137,6 +141,17 @@ def check_phrases_option(phrases: str | None) -> None:
         raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {phrases!r}")
 
 
-__all__ = ["NO_PHRASE", "NO_LABEL", "OTHER", "check_tree_words", "gold_phrase_trees", "cut_tree", "word_phrase_ids", "token_phrase_ids",
- "label_vocabulary",
- "phrase_label_ids", "pad_phrases", "check_phrases_option"]
+__all__ = [
+    "NO_PHRASE",
+    "NO_LABEL",
+    "OTHER",
+    "check_tree_words",
+    "gold_phrase_trees",
+    "cut_tree",
+    "word_phrase_ids",
+    "token_phrase_ids",
+    "label_vocabulary",
+    "phrase_label_ids",
+    "pad_phrases",
+    "check_phrases_option",
+]

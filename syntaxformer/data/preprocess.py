@@ -8,6 +8,7 @@ empty, collapse unary chains, lower-case words, and turn every word containing a
 Word normalisation is one rule, :func:`normalise_word`, applied to gold leaves, to predicted
 leaves and to raw training text, so the three always agree.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,10 +25,12 @@ logger = logging.getLogger(__name__)
 #: The 36 Penn Treebank word tags (DESIGN.md §4; PRPN ``data_ptb.py`` ``word_tags``). Leaves with
 #: any other tag — punctuation ``, . : `` '' -LRB- -RRB-``, ``$``, ``#``, ``-NONE-`` traces —
 #: are removed by the ``word_tags`` switch.
-WORD_TAGS = frozenset("""
+WORD_TAGS = frozenset(
+    """
     CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH
     VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB
-""".split())
+""".split()
+)
 assert len(WORD_TAGS) == 36
 
 #: Labels of an outer root bracket that :func:`preprocess_tree` removes when it has one child:
@@ -64,6 +67,7 @@ class Preprocessing:
             (``NP-SBJ-1`` -> ``NP``, ``PP-CLR`` -> ``PP``, ``NP=2`` -> ``NP``); labels that start
             with ``-`` (``-NONE-``, ``-LRB-``, ``-RRB-``) are kept intact.
     """
+
     word_tags: bool = True
     delete_empty: bool = True
     collapse_unary: bool = True
@@ -127,8 +131,7 @@ def preprocess_tree(tree: Tree, options: Preprocessing = PRPN) -> Tree | None:
     Returns:
         The cleaned tree, or ``None`` if no word is left (e.g. a sentence of only punctuation).
     """
-    while isinstance(tree, Tree) and tree.label() in ROOT_LABELS and len(tree) == 1 \
-            and isinstance(tree[0], Tree):
+    while isinstance(tree, Tree) and tree.label() in ROOT_LABELS and len(tree) == 1 and isinstance(tree[0], Tree):
         tree = tree[0]
     cleaned = _clean(tree, options)
     if cleaned is None or not cleaned.leaves():
@@ -150,8 +153,13 @@ def _clean(node, options: Preprocessing):
     children = [c for c in (_clean(child, options) for child in node) if c is not None]
     if options.delete_empty and not children:
         return None
-    if options.collapse_unary and len(children) == 1 and isinstance(children[0], Tree) \
-            and not _is_preterminal(children[0]) and len(children[0]) > 0:
+    if (
+        options.collapse_unary
+        and len(children) == 1
+        and isinstance(children[0], Tree)
+        and not _is_preterminal(children[0])
+        and len(children[0]) > 0
+    ):
         child = children[0]
         return Tree(f"{label}+{child.label()}", list(child))
     return Tree(label, children)
@@ -169,8 +177,7 @@ class GoldTrees(list):
         n_input: how many trees the input held (``len(self) + len(self.skipped)``).
     """
 
-    def __init__(self, trees, source: str, options: Preprocessing, numbers: list[int],
-                 skipped: list[int]):
+    def __init__(self, trees, source: str, options: Preprocessing, numbers: list[int], skipped: list[int]):
         super().__init__(trees)
         self.source = source
         self.options = options
@@ -204,6 +211,10 @@ def load_gold_trees(source: str | os.PathLike, options: Preprocessing = PRPN) ->
             numbers.append(number)
     if skipped:
         shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
-        logger.warning("%s: %d sentence(s) have no word left after preprocessing and are excluded: "
-                       "%s", os.fspath(source), len(skipped), shown)
+        logger.warning(
+            "%s: %d sentence(s) have no word left after preprocessing and are excluded: %s",
+            os.fspath(source),
+            len(skipped),
+            shown,
+        )
     return GoldTrees(trees, os.fspath(source), options, numbers, skipped)

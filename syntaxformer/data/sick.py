@@ -6,11 +6,12 @@ none). The columns read: ``pair_ID``, ``sentence_A`` (premise), ``sentence_B`` (
 TEST: the official split; 4,439 / 495 / 4,906 pairs). Every line must have as many fields as the
 header; any fault is an :class:`~syntaxformer.errors.InputError` naming the file and line.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from syntaxformer.data.nli import NliPair, make_pair, tsv_rows
+from syntaxformer.data.nli_pair import NliPair, make_pair, tsv_rows
 from syntaxformer.data.treebank import read_text_file
 from syntaxformer.errors import InputError
 
@@ -45,10 +46,19 @@ def read_sick(path: str | Path) -> list[tuple[NliPair, str]]:
     for number, fields in rows:
         split = SICK_SPLITS.get(fields[col["SemEval_set"]].strip())
         if split is None:
-            raise InputError(f"unknown SemEval_set {fields[col['SemEval_set']]!r}; expected TRAIN, TRIAL or TEST",
-                             path=path, line=number)
-        pair = make_pair(fields[col["sentence_A"]], fields[col["sentence_B"]], fields[col["entailment_label"]],
-                         fields[col["pair_ID"]], path, number)
+            raise InputError(
+                f"unknown SemEval_set {fields[col['SemEval_set']]!r}; expected TRAIN, TRIAL or TEST",
+                path=path,
+                line=number,
+            )
+        pair = make_pair(
+            fields[col["sentence_A"]],
+            fields[col["sentence_B"]],
+            fields[col["entailment_label"]],
+            fields[col["pair_ID"]],
+            path,
+            number,
+        )
         if pair is None:
             raise InputError("label - : every SICK pair has a label", path=path, line=number)
         pairs.append((pair, split))

@@ -20,6 +20,7 @@ masked LM reads it: :func:`masked_copy_structures` parses each one-mask copy of 
 (``perplexity --induced-from masked``), :class:`MaskedInputInducer` each training batch (``train
 --induced-from masked``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,6 +28,9 @@ from collections.abc import Sequence
 
 import torch
 
+from syntaxformer.data.batching import pad_rows
+from syntaxformer.data.phrases import NO_PHRASE, cut_tree, token_phrase_ids, word_phrase_ids
+from syntaxformer.data.trees import NO_TREE, token_heads
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -34,17 +38,15 @@ logger = logging.getLogger(__name__)
 
 def _mappers() -> dict:
     """``structure_inputs`` key -> (word -> token mapping, padding value)."""
-    from syntaxformer.data.phrases import NO_PHRASE, token_phrase_ids
-    from syntaxformer.data.trees import NO_TREE, token_heads
     return {"heads": (token_heads, NO_TREE), "phrase_ids": (token_phrase_ids, NO_PHRASE)}
 
 
-def sentence_structures(n: int, heads: Sequence[Sequence[int]] | None = None,
-                        phrase_trees: Sequence | None = None, level: int = 1) -> list[dict] | None:
+def sentence_structures(
+    n: int, heads: Sequence[Sequence[int]] | None = None, phrase_trees: Sequence | None = None, level: int = 1
+) -> list[dict] | None:
     """Per sentence (``n`` of them), its structure dict: ``"heads"`` from ``heads`` (per word, 1-based),
     ``"phrase_ids"`` from ``phrase_trees`` (``nltk.Tree`` per sentence, cut at ``level`` by
     :func:`~syntaxformer.data.phrases.cut_tree`); None when both are None."""
-    from syntaxformer.data.phrases import cut_tree, word_phrase_ids
     if heads is None and phrase_trees is None:
         return None
     out: list[dict] = [{} for _ in range(n)]
@@ -61,8 +63,9 @@ def is_induced(source: str | None) -> bool:
     return source is not None and source.startswith("induced:")
 
 
-def token_structures(structures: Sequence[dict], word_ids: Sequence[Sequence[int | None]],
-                     n_words: Sequence[int]) -> list[dict]:
+def token_structures(
+    structures: Sequence[dict], word_ids: Sequence[Sequence[int | None]], n_words: Sequence[int]
+) -> list[dict]:
     """Map each sentence's per-word structure onto its tokens.
 
     Args:
@@ -77,8 +80,10 @@ def token_structures(structures: Sequence[dict], word_ids: Sequence[Sequence[int
     """
     if len(structures) != len(word_ids):
         raise InputError(f"{len(structures)} structures (trees / phrases) for {len(word_ids)} sentences")
-    return [token_structure(structure, wids, n, s + 1)
-            for s, (structure, wids, n) in enumerate(zip(structures, word_ids, n_words))]
+    return [
+        token_structure(structure, wids, n, s + 1)
+        for s, (structure, wids, n) in enumerate(zip(structures, word_ids, n_words))
+    ]
 
 
 def token_structure(structure: dict, word_ids: Sequence[int | None], n_words: int, sentence: int) -> dict:
@@ -95,8 +100,10 @@ def token_structure(structure: dict, word_ids: Sequence[int | None], n_words: in
             raise InputError(f"unknown structure input {key!r} (known: {', '.join(mappers)})")
         if len(values) != n_words:
             what = "heads" if key == "heads" else "phrase ids"
-            raise InputError(f"the {'tree' if key == 'heads' else 'phrase partition'} has {len(values)} "
-                             f"{what} for {n_words} words", sentence=sentence)
+            raise InputError(
+                f"the {'tree' if key == 'heads' else 'phrase partition'} has {len(values)} {what} for {n_words} words",
+                sentence=sentence,
+            )
         row[key] = mappers[key][0](values, word_ids)
     return row
 
@@ -104,10 +111,8 @@ def token_structure(structure: dict, word_ids: Sequence[int | None], n_words: in
 def pad_structures(rows: Sequence[dict], width: int) -> dict[str, torch.Tensor]:
     """Right-pad the token structures of a batch (one dict per row, the same keys) into
     ``{key: (B, width) long}``, each key with its padding value (module docstring)."""
-    from syntaxformer.data.batching import pad_rows
     mappers = _mappers()
     return {key: pad_rows([row[key] for row in rows], mappers[key][1], width) for key in (rows[0] if rows else {})}
 
 
-__all__ = ["sentence_structures", "is_induced", 
- "token_structures", "token_structure", "pad_structures"]
+__all__ = ["sentence_structures", "is_induced", "token_structures", "token_structure", "pad_structures"]

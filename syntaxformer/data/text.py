@@ -1,4 +1,5 @@
 """Raw text reader: one sentence per line, whitespace-tokenised."""
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,7 @@ def parse_text(text: str, path: str = "<string>") -> list[list[str]]:
     if not sentences:
         raise InputError("no sentences found (the file is empty or blank)", path=path)
     if blank:
-        logger.info("%s: %d blank line(s) skipped (not sentences); %d sentences read", path, blank,
-                    len(sentences))
+        logger.info("%s: %d blank line(s) skipped (not sentences); %d sentences read", path, blank, len(sentences))
     return sentences
 
 

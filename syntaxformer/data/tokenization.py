@@ -26,6 +26,7 @@ Sentences longer than ``max_length`` tokens are never truncated silently: :func:
 training asks for ``overflow="split"`` (cut into consecutive pieces at word boundaries) or
 ``overflow="skip"`` (dropped); both log how many sentences they touched.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,6 +58,8 @@ def frame_sentence(ids: list[int]) -> list[int]:
     already starts with ``[CLS]`` (a tokenizer with ``add_cls``) is not given a second one."""
     start = [] if ids[:1] == [BOUNDARY_ID] else [BOUNDARY_ID]
     return start + list(ids) + [BOUNDARY_ID]
+
+
 #: Mikolov's unknown-word token in ``ptb-lm``; mapped to ``[UNK]``.
 MIKOLOV_UNK = "<unk>"
 
@@ -68,12 +71,19 @@ def _wrap(tok: Tokenizer, add_cls: bool) -> PreTrainedTokenizerFast:
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if add_cls:
         tok.post_processor = processors.TemplateProcessing(
-            single=f"{CLS} $A", special_tokens=[(CLS, tok.token_to_id(CLS))])
+            single=f"{CLS} $A", special_tokens=[(CLS, tok.token_to_id(CLS))]
+        )
     for i, s in enumerate(SPECIAL_TOKENS):
         assert tok.token_to_id(s) == i, (s, tok.token_to_id(s))
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token=PAD, unk_token=UNK, mask_token=MASK, cls_token=CLS,
-        model_input_names=["input_ids", "attention_mask"], clean_up_tokenization_spaces=False)
+        tokenizer_object=tok,
+        pad_token=PAD,
+        unk_token=UNK,
+        mask_token=MASK,
+        cls_token=CLS,
+        model_input_names=["input_ids", "attention_mask"],
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> None:
@@ -100,8 +110,9 @@ def _check_sentences(sentences: Sequence[Sequence[str]]) -> None:
                 raise InputError(f"word {w!r} is empty or contains white space", sentence=s)
 
 
-def build_word_tokenizer(sentences: Iterable[Sequence[str]], min_freq: int = 1,
-                         max_vocab: int | None = None, add_cls: bool = False) -> PreTrainedTokenizerFast:
+def build_word_tokenizer(
+    sentences: Iterable[Sequence[str]], min_freq: int = 1, max_vocab: int | None = None, add_cls: bool = False
+) -> PreTrainedTokenizerFast:
     """One token per word (``tokenizers`` WordLevel model, WhitespaceSplit pre-tokenizer).
 
     The vocabulary is the 4 special tokens (ids 0-3, see the module docstring) followed by every word
@@ -131,13 +142,13 @@ def build_word_tokenizer(sentences: Iterable[Sequence[str]], min_freq: int = 1,
     vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS + words)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     tok.add_special_tokens(SPECIAL_TOKENS)
-    logger.info("word vocabulary: %d entries (%d word types seen, min_freq %d)",
-                len(vocab), len(counts), min_freq)
+    logger.info("word vocabulary: %d entries (%d word types seen, min_freq %d)", len(vocab), len(counts), min_freq)
     return _wrap(tok, add_cls)
 
 
-def build_wordpiece_tokenizer(sentences: Iterable[Sequence[str]], vocab_size: int = 16000,
-                              min_freq: int = 1, add_cls: bool = False) -> PreTrainedTokenizerFast:
+def build_wordpiece_tokenizer(
+    sentences: Iterable[Sequence[str]], vocab_size: int = 16000, min_freq: int = 1, add_cls: bool = False
+) -> PreTrainedTokenizerFast:
     """WordPiece (``tokenizers`` WordPieceTrainer, ``##`` continuation prefix), the paper's option.
 
     Not reproducible between processes: the trainer assigns ids to continuation pieces in hash-map
@@ -159,16 +170,18 @@ def build_wordpiece_tokenizer(sentences: Iterable[Sequence[str]], vocab_size: in
     tok = Tokenizer(models.WordPiece(unk_token=UNK))
     tok.normalizer = normalizers.Replace(MIKOLOV_UNK, UNK)
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_freq,
-                                        special_tokens=SPECIAL_TOKENS, show_progress=False)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_freq, special_tokens=SPECIAL_TOKENS, show_progress=False
+    )
     # <unk> and the special tokens are not text to learn pieces from
     skip = set(SPECIAL_TOKENS) | {MIKOLOV_UNK}
-    tok.train_from_iterator((" ".join(w for w in words if w not in skip) for words in sentences),
-                            trainer=trainer)
+    tok.train_from_iterator((" ".join(w for w in words if w not in skip) for words in sentences), trainer=trainer)
     tok.decoder = decoders.WordPiece()
-    logger.info("WordPiece vocabulary: %d entries (not reproducible by retraining: the tokenizers trainer breaks "
-                "count ties in hash-map order, huggingface/tokenizers#1794; reuse the saved tokenizer instead)",
-                tok.get_vocab_size())
+    logger.info(
+        "WordPiece vocabulary: %d entries (not reproducible by retraining: the tokenizers trainer breaks "
+        "count ties in hash-map order, huggingface/tokenizers#1794; reuse the saved tokenizer instead)",
+        tok.get_vocab_size(),
+    )
     return _wrap(tok, add_cls)
 
 
@@ -209,9 +222,12 @@ def word_links(token_links, word_ids: Sequence[int | None]):
     return [token_links[g] for g in gaps]
 
 
-def encode(tokenizer: PreTrainedTokenizerFast, sentences: Sequence[Sequence[str]],
-           max_length: int | None = None, overflow: str = "error"
-           ) -> tuple[list[list[int]], list[list[int | None]]]:
+def encode(
+    tokenizer: PreTrainedTokenizerFast,
+    sentences: Sequence[Sequence[str]],
+    max_length: int | None = None,
+    overflow: str = "error",
+) -> tuple[list[list[int]], list[list[int | None]]]:
     """Encode word lists to token ids, with each token's word index.
 
     Special tokens the tokenizer adds (e.g. ``[CLS]``) are included, with word index None.
@@ -250,8 +266,9 @@ def encode(tokenizer: PreTrainedTokenizerFast, sentences: Sequence[Sequence[str]
             all_words.append(list(wids))
             continue
         if overflow == "error":
-            raise InputError(f"{len(sentences[i])} words give {len(ids)} tokens, more than "
-                             f"max_length {max_length}", sentence=i + 1)
+            raise InputError(
+                f"{len(sentences[i])} words give {len(ids)} tokens, more than max_length {max_length}", sentence=i + 1
+            )
         if overflow == "skip":
             n_skipped += 1
             continue
@@ -262,8 +279,9 @@ def encode(tokenizer: PreTrainedTokenizerFast, sentences: Sequence[Sequence[str]
     if n_skipped:
         logger.warning("skipped %d of %d sentences longer than %d tokens", n_skipped, len(sentences), max_length)
     if n_split:
-        logger.warning("split %d of %d sentences longer than %d tokens into pieces", n_split,
-                       len(sentences), max_length)
+        logger.warning(
+            "split %d of %d sentences longer than %d tokens into pieces", n_split, len(sentences), max_length
+        )
     return all_ids, all_words
 
 
@@ -273,11 +291,11 @@ def _split(ids: list[int], wids: list[int | None], max_length: int):
     word alone is too long."""
     first = next(t for t, w in enumerate(wids) if w is not None)
     last = max(t for t, w in enumerate(wids) if w is not None)
-    prefix, suffix = ids[:first], ids[last + 1:]
+    prefix, suffix = ids[:first], ids[last + 1 :]
     budget = max_length - len(prefix) - len(suffix)
     if budget < 1:
         raise InputError(f"max_length {max_length} leaves no room for words beside special tokens")
-    body, body_w = ids[first:last + 1], wids[first:last + 1]
+    body, body_w = ids[first : last + 1], wids[first : last + 1]
     start = 0
     while start < len(body):
         end = min(start + budget, len(body))
@@ -287,6 +305,5 @@ def _split(ids: list[int], wids: list[int | None], max_length: int):
             while cut > start and body_w[cut] == body_w[cut - 1]:
                 cut -= 1
             end = cut if cut > start else end
-        yield (prefix + body[start:end] + suffix,
-               [None] * len(prefix) + body_w[start:end] + [None] * len(suffix))
+        yield (prefix + body[start:end] + suffix, [None] * len(prefix) + body_w[start:end] + [None] * len(suffix))
         start = end

@@ -7,6 +7,7 @@ Trees are returned *raw*: exactly what ``nltk.Tree.fromstring`` makes of each to
 (the Penn Treebank's outer unlabelled bracket ``( (S ...) )`` stays as a root with the empty label
 ``""``). The field's cleaning is :func:`syntaxformer.data.preprocess.preprocess_tree`.
 """
+
 from __future__ import annotations
 
 import glob
@@ -45,9 +46,9 @@ def parse_bracketed(text: str, path: str = "<string>") -> list[Tree]:
     """
     trees: list[Tree] = []
     depth = 0
-    start = 0          # offset of the current tree's "("
-    end = 0            # offset just after the previous tree
-    line = 1           # 1-based line of offset `counted`
+    start = 0  # offset of the current tree's "("
+    end = 0  # offset just after the previous tree
+    line = 1  # 1-based line of offset `counted`
     counted = 0
 
     def line_of(offset: int) -> int:
@@ -64,25 +65,25 @@ def parse_bracketed(text: str, path: str = "<string>") -> list[Tree]:
                 gap = text[end:offset]
                 if gap.strip():
                     stray = end + len(gap) - len(gap.lstrip())
-                    raise InputError(f"text outside any tree: {gap.strip()[:40]!r}", path=path,
-                                     line=line_of(stray))
+                    raise InputError(f"text outside any tree: {gap.strip()[:40]!r}", path=path, line=line_of(stray))
                 start = offset
             depth += 1
         else:
             if depth == 0:
-                raise InputError("unbalanced brackets: ')' with no matching '('", path=path,
-                                 line=line_of(offset))
+                raise InputError("unbalanced brackets: ')' with no matching '('", path=path, line=line_of(offset))
             depth -= 1
             if depth == 0:
                 end = offset + 1
                 trees.append(_from_string(text[start:end], path, line_of(start)))
     if depth > 0:
-        raise InputError(f"unbalanced brackets: tree not closed ({depth} ')' missing)", path=path,
-                         line=line_of(start))
+        raise InputError(f"unbalanced brackets: tree not closed ({depth} ')' missing)", path=path, line=line_of(start))
     tail = text[end:]
     if tail.strip():
-        raise InputError(f"text outside any tree: {tail.strip()[:40]!r}", path=path,
-                         line=line_of(end + len(tail) - len(tail.lstrip())))
+        raise InputError(
+            f"text outside any tree: {tail.strip()[:40]!r}",
+            path=path,
+            line=line_of(end + len(tail) - len(tail.lstrip())),
+        )
     if not trees:
         raise InputError("no trees found", path=path)
     return trees
@@ -114,8 +115,9 @@ def read_text_file(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text (byte {e.start})", path=path,
-                         line=data.count(b"\n", 0, e.start) + 1) from None
+        raise InputError(
+            f"not UTF-8 text (byte {e.start})", path=path, line=data.count(b"\n", 0, e.start) + 1
+        ) from None
 
 
 def resolve_files(source: str | os.PathLike, pattern: str, what: str) -> list[Path]:

@@ -21,6 +21,7 @@ the tree (special tokens such as ``[CLS]``; padding). **Rule for words split int
 first piece carries the word's relation (its head = the first piece of the head word); every further
 piece of the word has the first piece as its head.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,6 +29,9 @@ from collections.abc import Sequence
 
 import torch
 
+from syntaxformer.data.batching import pad_rows
+from syntaxformer.data.dependency import read_dependencies
+from syntaxformer.data.preprocess import normalise_word
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -46,8 +50,9 @@ def check_tree(heads: Sequence[int], n_words: int, path: str | None, sentence: i
         raise InputError(f"the tree has {len(heads)} heads for {n_words} words", path=path, sentence=sentence)
     for i, h in enumerate(heads):
         if not 0 <= h <= n_words or h == i + 1:
-            raise InputError(f"word {i + 1} has head {h} (expected 0..{n_words}, not itself)",
-                             path=path, sentence=sentence)
+            raise InputError(
+                f"word {i + 1} has head {h} (expected 0..{n_words}, not itself)", path=path, sentence=sentence
+            )
     depth_known = [False] * n_words
     for start in range(n_words):
         seen, i = [], start
@@ -86,8 +91,6 @@ def gold_tree_sentences(source: str) -> tuple[list[list[str]], list[list[int]]]:
         InputError: as :func:`~syntaxformer.data.dependency.read_dependencies`, or a sentence whose
             heads do not form a tree (naming the source and the 1-based sentence).
     """
-    from syntaxformer.data.dependency import read_dependencies
-    from syntaxformer.data.preprocess import normalise_word
     sentences, trees, empty = [], [], 0
     for number, sent in enumerate(read_dependencies(source), start=1):
         check_tree(list(sent.heads), len(sent.words), source, number)
@@ -136,9 +139,16 @@ def token_heads(word_heads: Sequence[int], word_ids: Sequence[int | None]) -> li
 
 def pad_heads(heads: Sequence[Sequence[int]], length: int | None = None) -> torch.Tensor:
     """Right-pad token heads with :data:`NO_TREE` into a (B, N) long tensor (N = the longest, or ``length``)."""
-    from syntaxformer.data.batching import pad_rows
     return pad_rows(heads, NO_TREE, length)
 
 
-__all__ = ["ROOT", "NO_TREE", "check_tree", "drop_tokens", "gold_tree_sentences", "check_trees_option", 
- "token_heads", "pad_heads"]
+__all__ = [
+    "ROOT",
+    "NO_TREE",
+    "check_tree",
+    "drop_tokens",
+    "gold_tree_sentences",
+    "check_trees_option",
+    "token_heads",
+    "pad_heads",
+]

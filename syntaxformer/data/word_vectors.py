@@ -10,6 +10,7 @@ downloads here, so the project trains its own).
 
 The default text (:data:`DEFAULT_TEXT`) is ``../shared/data``'s ptb-lm and WikiText-2 training files.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from syntaxformer.data.text import read_text
+from syntaxformer.data.treebank import read_text_file
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -51,8 +53,9 @@ def word2vec_sentences(files) -> list[list[str]]:
     return sentences
 
 
-def train_word2vec(files, out: str | Path, dim: int = 100, window: int = 5, min_count: int = 3,
-                   epochs: int = 5, seed: int = 0) -> dict:
+def train_word2vec(
+    files, out: str | Path, dim: int = 100, window: int = 5, min_count: int = 3, epochs: int = 5, seed: int = 0
+) -> dict:
     """Train skip-gram word2vec on ``files`` and save the vectors to ``out`` (``KeyedVectors.save``).
 
     Args:
@@ -66,17 +69,38 @@ def train_word2vec(files, out: str | Path, dim: int = 100, window: int = 5, min_
     Raises:
         InputError: a missing or empty text file.
     """
-    from gensim.models import Word2Vec
+    from gensim.models import Word2Vec  # optional heavy dependency, imported on use (start-up time)
+
     t0 = time.perf_counter()
     sentences = word2vec_sentences(files)
-    model = Word2Vec(sentences, vector_size=dim, window=window, min_count=min_count, sg=1, negative=5,
-                     epochs=epochs, seed=seed, workers=1, hashfxn=stable_hash)
+    model = Word2Vec(
+        sentences,
+        vector_size=dim,
+        window=window,
+        min_count=min_count,
+        sg=1,
+        negative=5,
+        epochs=epochs,
+        seed=seed,
+        workers=1,
+        hashfxn=stable_hash,
+    )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     model.wv.save(str(out))
-    report = dict(files=[str(f) for f in files], sentences=len(sentences), tokens=sum(map(len, sentences)),
-                  vocabulary=len(model.wv), dim=dim, window=window, min_count=min_count, epochs=epochs,
-                  algorithm="word2vec skip-gram, 5 negative samples (gensim)", seed=seed, out=str(out),
-                  seconds=round(time.perf_counter() - t0, 1))
+    report = dict(
+        files=[str(f) for f in files],
+        sentences=len(sentences),
+        tokens=sum(map(len, sentences)),
+        vocabulary=len(model.wv),
+        dim=dim,
+        window=window,
+        min_count=min_count,
+        epochs=epochs,
+        algorithm="word2vec skip-gram, 5 negative samples (gensim)",
+        seed=seed,
+        out=str(out),
+        seconds=round(time.perf_counter() - t0, 1),
+    )
     logger.info("word2vec: %d words of %d tokens -> %s", len(model.wv), report["tokens"], out)
     return report
 
@@ -95,7 +119,8 @@ def read_word_vectors(path: str | Path) -> tuple[list[str], np.ndarray]:
     with path.open("rb") as f:
         head = f.read(64)
     if head.startswith(b"\x80"):  # a pickle: KeyedVectors.save
-        from gensim.models import KeyedVectors
+        from gensim.models import KeyedVectors  # optional heavy dependency, imported on use (start-up time)
+
         try:
             kv = KeyedVectors.load(str(path))
         except Exception as e:  # noqa: BLE001 - any unpickling failure is bad input
@@ -105,14 +130,13 @@ def read_word_vectors(path: str | Path) -> tuple[list[str], np.ndarray]:
 
 
 def _read_text_vectors(path: Path) -> tuple[list[str], np.ndarray]:
-    from syntaxformer.data.treebank import read_text_file
     lines = read_text_file(path).splitlines()
     try:
         count, dim = (int(x) for x in lines[0].split())
     except (ValueError, IndexError):
         raise InputError("expected a word2vec text header 'count dim'", path=path, line=1) from None
     words, rows = [], []
-    for number, line in enumerate(lines[1:count + 1], 2):
+    for number, line in enumerate(lines[1 : count + 1], 2):
         parts = line.rstrip().split(" ")
         if len(parts) != dim + 1:
             raise InputError(f"{len(parts) - 1} numbers, the header says {dim}", path=path, line=number)

@@ -4,16 +4,35 @@
 * :mod:`.tree_transformer` - Tree Transformer Algorithm 1 and the single-layer decoder.
 * :mod:`.dependency` - Chu-Liu-Edmonds (single root) and the public StructFormer argmax rule.
 """
+
 from .dependency import argmax_heads, chu_liu_edmonds, head_scores, is_tree, tree_score
-from .spans import (Span, brackets, escape_word, labelled_spans, spans_to_tree, split_by_distance,
-                    to_bracketed)
-from .tree_transformer import (DEFAULT_MIN_LAYER, DEFAULT_THRESHOLD, OFFICIAL_DESCEND_THRESHOLD,
-                               algorithm1, resolve_min_layer, single_layer)
+from .spans import Span, brackets, escape_word, labelled_spans, spans_to_tree, split_by_distance, to_bracketed
+from .tree_transformer import (
+    DEFAULT_MIN_LAYER,
+    DEFAULT_THRESHOLD,
+    OFFICIAL_DESCEND_THRESHOLD,
+    algorithm1,
+    resolve_min_layer,
+    single_layer,
+)
 
 __all__ = [
-    "Span", "labelled_spans", "brackets", "spans_to_tree", "escape_word", "to_bracketed",
+    "Span",
+    "labelled_spans",
+    "brackets",
+    "spans_to_tree",
+    "escape_word",
+    "to_bracketed",
     "split_by_distance",
-    "algorithm1", "single_layer", "resolve_min_layer", "DEFAULT_THRESHOLD", "DEFAULT_MIN_LAYER",
+    "algorithm1",
+    "single_layer",
+    "resolve_min_layer",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_MIN_LAYER",
     "OFFICIAL_DESCEND_THRESHOLD",
-    "chu_liu_edmonds", "argmax_heads", "head_scores", "tree_score", "is_tree",
+    "chu_liu_edmonds",
+    "argmax_heads",
+    "head_scores",
+    "tree_score",
+    "is_tree",
 ]

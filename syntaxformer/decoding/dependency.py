@@ -11,6 +11,7 @@
 Conventions (ARCHITECTURE.md): heads are 1-based with 0 = the root (CoNLL-U), one per word, listed in
 word order; score matrices put the root at index 0 and word ``i`` (1-based) at index ``i``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -74,7 +75,7 @@ def _find_cycle(heads: np.ndarray) -> list[int] | None:
             path.append(v)
             v = heads[v]
         if state[v] == 1:  # walked back into the current path: a cycle from v
-            return path[path.index(v):]
+            return path[path.index(v) :]
         for u in path:
             state[u] = 2
     return None
@@ -106,15 +107,15 @@ def _max_arborescence(s: np.ndarray) -> np.ndarray:
 
     in_cycle = np.zeros(m, dtype=bool)
     in_cycle[cycle] = True
-    cyc = np.flatnonzero(in_cycle)   # cycle nodes
+    cyc = np.flatnonzero(in_cycle)  # cycle nodes
     rest = np.flatnonzero(~in_cycle)  # the others; rest[0] == 0, the root is never in a cycle
-    k = len(rest)                    # the contracted node gets index k in the smaller graph
-    kept = s[heads[cyc], cyc]        # (|C|,) score of each cycle node's cycle arc
+    k = len(rest)  # the contracted node gets index k in the smaller graph
+    kept = s[heads[cyc], cyc]  # (|C|,) score of each cycle node's cycle arc
 
     enter = s[rest[:, None], cyc] - kept  # (k, |C|) gain of entering the cycle at v from u
-    enter_at = enter.argmax(axis=1)      # (k,) best v for every u
-    leave = s[cyc[:, None], rest]         # (|C|, k) arcs from the cycle to the others
-    leave_from = leave.argmax(axis=0)    # (k,) best cycle node as head of every w
+    enter_at = enter.argmax(axis=1)  # (k,) best v for every u
+    leave = s[cyc[:, None], rest]  # (|C|, k) arcs from the cycle to the others
+    leave_from = leave.argmax(axis=0)  # (k,) best cycle node as head of every w
 
     sub = np.full((k + 1, k + 1), -np.inf)
     sub[:k, :k] = s[rest[:, None], rest]
@@ -166,7 +167,7 @@ def chu_liu_edmonds(scores) -> list[int]:
     if n == 0:
         return []
     s = s.copy()
-    s[:, 0] = -np.inf                  # nothing heads the root
+    s[:, 0] = -np.inf  # nothing heads the root
     s[np.arange(n + 1), np.arange(n + 1)] = -np.inf  # no self-loops
     used = np.ones_like(s, dtype=bool)
     used[:, 0] = False
@@ -175,8 +176,7 @@ def chu_liu_edmonds(scores) -> list[int]:
         raise ValueError("scores must not contain NaN or +inf")
     finite = used & np.isfinite(s)
     if not finite.any():
-        raise ValueError("every arc score is -inf: no single-root dependency tree avoids the "
-                         "-inf arcs")
+        raise ValueError("every arc score is -inf: no single-root dependency tree avoids the -inf arcs")
 
     # Forbidden (-inf) arcs become finite but so low that a tree using one scores below any tree
     # that does not; that keeps every column finite for the contraction.

@@ -1,5 +1,6 @@
 """Phrases of a constituency tree cut at a depth (Hao et al. 2019, §2.2, "syntactic phrases"): the
 partition the multi-granularity prior's ``tree`` heads read, computed from a tree or its spans."""
+
 from __future__ import annotations
 
 from syntaxformer.decoding.spans import labelled_spans

@@ -5,6 +5,7 @@ interval ``i .. j-1`` of a sentence, 0-based; a sentence of ``n`` words has the 
 ``(0, n)``. A **bracket** is a span scored by unlabelled bracket F1: length at least 2 and not the
 whole sentence (DESIGN.md §4).
 """
+
 from __future__ import annotations
 
 import sys
@@ -51,8 +52,7 @@ def brackets(tree: Tree) -> set[Span]:
     return {(i, j) for i, j, _ in labelled_spans(tree) if j - i >= 2 and (i, j) != (0, n)}
 
 
-def spans_to_tree(words: Sequence[str], spans: Iterable[Span], label: str = "X",
-                  root_label: str = "S") -> Tree:
+def spans_to_tree(words: Sequence[str], spans: Iterable[Span], label: str = "X", root_label: str = "S") -> Tree:
     """Build the tree whose constituents are ``spans`` (plus the whole sentence) over ``words``.
 
     Words are leaves directly under their smallest covering span (no preterminals). Spans of
@@ -108,10 +108,12 @@ def escape_word(word: str) -> str:
 
 def to_bracketed(tree: Tree) -> str:
     """One-line bracketed string of ``tree`` (words escaped), readable by the treebank reader."""
+
     def escaped(node):
         if isinstance(node, Tree):
             return Tree(node.label(), [escaped(c) for c in node])
         return escape_word(node)
+
     return escaped(tree).pformat(margin=sys.maxsize)
 
 
@@ -134,7 +136,7 @@ def split_by_distance(distances: Sequence[float]) -> set[Span]:
         if j - i < 2:
             continue
         spans.add((i, j))
-        gaps = distances[i:j - 1]
+        gaps = distances[i : j - 1]
         k = i + max(range(len(gaps)), key=lambda g: (gaps[g], -g))
         stack.append((i, k + 1))
         stack.append((k + 1, j))

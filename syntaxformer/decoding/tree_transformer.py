@@ -19,6 +19,7 @@ Conventions (ARCHITECTURE.md):
   :func:`~syntaxformer.decoding.spans.split_by_distance`; :func:`~syntaxformer.decoding.spans.brackets`
   / :func:`~syntaxformer.decoding.spans.spans_to_tree` take them from there.
 """
+
 from __future__ import annotations
 
 import logging
@@ -69,13 +70,16 @@ def resolve_min_layer(num_layers: int, min_layer: int | None = None) -> int:
     if min_layer is None:
         return min(DEFAULT_MIN_LAYER, num_layers - 1)
     if not 0 <= min_layer < num_layers:
-        raise ValueError(f"min_layer must be a 0-based layer index in 0..{num_layers - 1}, "
-                         f"got {min_layer}")
+        raise ValueError(f"min_layer must be a 0-based layer index in 0..{num_layers - 1}, got {min_layer}")
     return int(min_layer)
 
 
-def algorithm1(link_probs, threshold: float = DEFAULT_THRESHOLD, min_layer: int | None = None,
-               descend_threshold: float | None = None) -> set[Span]:
+def algorithm1(
+    link_probs,
+    threshold: float = DEFAULT_THRESHOLD,
+    min_layer: int | None = None,
+    descend_threshold: float | None = None,
+) -> set[Span]:
     """Unsupervised parsing over all layers: the Tree Transformer's Algorithm 1.
 
     Source: Wang, Lee & Chen (EMNLP 2019), §4 and Algorithm 1 "Unsupervised Parsing with Multiple
@@ -134,7 +138,7 @@ def algorithm1(link_probs, threshold: float = DEFAULT_THRESHOLD, min_layer: int 
         spans.add((s, e))
         # Steps 1 and 3: descend until the weakest link of the span is a break point.
         while True:
-            p = s + int(np.argmin(a[l, s:e - 1]))
+            p = s + int(np.argmin(a[l, s : e - 1]))
             if a[l, p] < threshold or l == m:
                 break
             l -= 1
@@ -143,8 +147,7 @@ def algorithm1(link_probs, threshold: float = DEFAULT_THRESHOLD, min_layer: int 
         # Step 2: split at gap p, visit both children at layer l.
         for cs, ce in ((s, p + 1), (p + 1, e)):
             child_layer = l
-            if (descend_threshold is not None and ce - cs >= 2
-                    and a[l, cs:ce - 1].min() > descend_threshold):
+            if descend_threshold is not None and ce - cs >= 2 and a[l, cs : ce - 1].min() > descend_threshold:
                 child_layer = max(l - 1, m)
             stack.append((cs, ce, child_layer))
     return spans

@@ -11,20 +11,48 @@
 * :mod:`~syntaxformer.evaluation.report`: plain-text tables and JSON shared by the commands' reports.
 * :mod:`~syntaxformer.evaluation.perplexity`: masked-LM perplexity (imported on its own; needs torch).
 """
-from syntaxformer.evaluation.baselines import (balanced, baseline_trees, left_branching, left_chain,
-                                               random_binary, right_branching, right_chain,
-                                               run_baselines)
-from syntaxformer.evaluation.constituency import (PROTOCOL as CONSTITUENCY_PROTOCOL, bracket_scores,
-                                                  corpus_f1, evaluate_constituency, sentence_f1,
-                                                  tree_depth)
-from syntaxformer.evaluation.dependency import (PROTOCOL as DEPENDENCY_PROTOCOL,
-                                                evaluate_dependency, reattach_heads)
+
+from syntaxformer.evaluation.baselines import (
+    balanced,
+    baseline_trees,
+    left_branching,
+    left_chain,
+    random_binary,
+    right_branching,
+    right_chain,
+    run_baselines,
+)
+from syntaxformer.evaluation.constituency import PROTOCOL as CONSTITUENCY_PROTOCOL
+from syntaxformer.evaluation.constituency import (
+    bracket_scores,
+    corpus_f1,
+    evaluate_constituency,
+    sentence_f1,
+    tree_depth,
+)
+from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
+from syntaxformer.evaluation.dependency import evaluate_dependency, reattach_heads
 from syntaxformer.evaluation.protocols import PROTOCOLS, Protocol, get_protocol
 
 __all__ = [
-    "CONSTITUENCY_PROTOCOL", "bracket_scores", "corpus_f1", "evaluate_constituency", "sentence_f1", "tree_depth",
-    "DEPENDENCY_PROTOCOL", "evaluate_dependency", "reattach_heads",
-    "PROTOCOLS", "Protocol", "get_protocol",
-    "balanced", "baseline_trees", "left_branching", "left_chain", "random_binary",
-    "right_branching", "right_chain", "run_baselines",
+    "CONSTITUENCY_PROTOCOL",
+    "bracket_scores",
+    "corpus_f1",
+    "evaluate_constituency",
+    "sentence_f1",
+    "tree_depth",
+    "DEPENDENCY_PROTOCOL",
+    "evaluate_dependency",
+    "reattach_heads",
+    "PROTOCOLS",
+    "Protocol",
+    "get_protocol",
+    "balanced",
+    "baseline_trees",
+    "left_branching",
+    "left_chain",
+    "random_binary",
+    "right_branching",
+    "right_chain",
+    "run_baselines",
 ]

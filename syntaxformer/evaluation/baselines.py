@@ -25,6 +25,7 @@ Dependency chains (heads 1-based, 0 = root, as CoNLL-U):
 Chains are built over the punctuation-free words (what the models see) and scored by
 :func:`syntaxformer.evaluation.dependency.evaluate_dependency`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,11 @@ from collections.abc import Callable, Sequence
 
 from nltk import Tree
 
+from syntaxformer.data.dependency import DependencySentence
 from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
 from syntaxformer.evaluation.constituency import score_brackets
+from syntaxformer.evaluation.dependency import evaluate_dependency
+from syntaxformer.evaluation.protocols import constituents_from_spans, tree_constituents
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +134,12 @@ def _mean_std(results: list[dict], keys: Sequence[str] | None = _SCORES) -> dict
     return out
 
 
-def run_baselines(gold_trees: Sequence[Tree], seeds: Sequence[int] = DEFAULT_SEEDS,
-                  gold_dependencies: Sequence | None = None, protocol=None) -> dict:
+def run_baselines(
+    gold_trees: Sequence[Tree],
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    gold_dependencies: Sequence | None = None,
+    protocol=None,
+) -> dict:
     """Score every baseline against preprocessed gold trees (and gold dependencies, if given).
 
     Args:
@@ -155,10 +163,10 @@ def run_baselines(gold_trees: Sequence[Tree], seeds: Sequence[int] = DEFAULT_SEE
     """
     lengths = [len(tree.leaves()) for tree in gold_trees]
     if protocol is None:
+
         def score(make_spans):  # the spans are over the gold words: no word check needed
             return score_brackets([make_spans(n) for n in lengths], gold_trees)
     else:
-        from syntaxformer.evaluation.protocols import constituents_from_spans, tree_constituents
         gold_read = [tree_constituents(tree) for tree in gold_trees]
 
         def score(make_spans):
@@ -186,14 +194,11 @@ def run_baselines(gold_trees: Sequence[Tree], seeds: Sequence[int] = DEFAULT_SEE
 
 def _score_chain(gold_dependencies: Sequence, make_heads: Callable[[int], list[int]]) -> dict:
     """Score a chain built over each gold sentence's non-punctuation words."""
-    from syntaxformer.data.dependency import DependencySentence
-    from syntaxformer.evaluation.dependency import evaluate_dependency
 
     predictions = []
     for gold in gold_dependencies:
         keep = [i for i, is_punct in enumerate(gold.punct) if not is_punct]
         words = tuple(gold.words[i] for i in keep)
         tags = tuple(gold.tags[i] for i in keep)
-        predictions.append(DependencySentence(words, tags, tuple(make_heads(len(words))),
-                                              (False,) * len(words)))
+        predictions.append(DependencySentence(words, tags, tuple(make_heads(len(words))), (False,) * len(words)))
     return evaluate_dependency(predictions, gold_dependencies)

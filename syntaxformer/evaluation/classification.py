@@ -1,5 +1,6 @@
 """Classification scores (natural-language inference, DESIGN.md §6): accuracy, per-class precision
 and recall, the confusion matrix. Percentages (0-100), as every report of the project."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -43,12 +44,20 @@ def classification_scores(gold: Sequence[int], predicted: Sequence[int], labels:
         tp, support, n_pred = m[c][c], sum(m[c]), sum(m[g][c] for g in range(k))
         precision = 100.0 * tp / n_pred if n_pred else None
         recall = 100.0 * tp / support if support else None
-        f1 = (2 * precision * recall / (precision + recall) if precision and recall else
-              (0.0 if precision is not None and recall is not None else None))
+        f1 = (
+            2 * precision * recall / (precision + recall)
+            if precision and recall
+            else (0.0 if precision is not None and recall is not None else None)
+        )
         per_class[name] = dict(precision=precision, recall=recall, f1=f1, support=support, predicted=n_pred)
     f1s = [v["f1"] for v in per_class.values() if v["f1"] is not None]
-    return dict(n=len(gold), accuracy=100.0 * sum(m[c][c] for c in range(k)) / len(gold), per_class=per_class,
-                macro_f1=sum(f1s) / len(f1s) if f1s else None, confusion=dict(labels=list(labels), matrix=m))
+    return dict(
+        n=len(gold),
+        accuracy=100.0 * sum(m[c][c] for c in range(k)) / len(gold),
+        per_class=per_class,
+        macro_f1=sum(f1s) / len(f1s) if f1s else None,
+        confusion=dict(labels=list(labels), matrix=m),
+    )
 
 
 def majority_class_scores(train_labels: Sequence[int], gold: Sequence[int], labels: Sequence[str]) -> dict:

@@ -23,6 +23,7 @@ Conventions (named in every report by :data:`PROTOCOL`):
 
 Scores in reports are percentages (0-100); :func:`sentence_f1` returns a fraction (0-1).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -34,11 +35,13 @@ from syntaxformer.decoding.spans import Span, brackets, labelled_spans
 from syntaxformer.errors import InputError
 
 #: The convention every constituency number of this module follows.
-PROTOCOL = ("unlabelled bracket F1: PRPN sentence-level (mean over sentences) and corpus-level micro "
-            "(length-1 sentences skipped); gold preprocessed as PRPN/ON-LSTM (only the 36 word tags "
-            "kept: punctuation and traces removed, empty constituents deleted, unary chains "
-            "collapsed); whole-sentence and single-word spans excluded, duplicates counted once; "
-            "WSJ-10 = at most 10 words")
+PROTOCOL = (
+    "unlabelled bracket F1: PRPN sentence-level (mean over sentences) and corpus-level micro "
+    "(length-1 sentences skipped); gold preprocessed as PRPN/ON-LSTM (only the 36 word tags "
+    "kept: punctuation and traces removed, empty constituents deleted, unary chains "
+    "collapsed); whole-sentence and single-word spans excluded, duplicates counted once; "
+    "WSJ-10 = at most 10 words"
+)
 
 #: Gold labels whose recall is reported (Tree Transformer paper, Table 3).
 RECALL_LABELS = ("NP", "VP", "PP", "SBAR", "ADJP", "ADVP")
@@ -143,8 +146,9 @@ def tree_depth(tree: Tree) -> int:
     return depth_of_brackets(brackets(tree), len(tree.leaves()))
 
 
-def check_aligned(pred_trees: Sequence[Tree], gold_trees: Sequence[Tree],
-                  normalise: Callable[[str], str] | None = None) -> None:
+def check_aligned(
+    pred_trees: Sequence[Tree], gold_trees: Sequence[Tree], normalise: Callable[[str], str] | None = None
+) -> None:
     """Check that predicted and gold trees are the same sentences, in the same order.
 
     Predicted and gold leaves are both passed through ``normalise`` (default: the readers'
@@ -155,9 +159,11 @@ def check_aligned(pred_trees: Sequence[Tree], gold_trees: Sequence[Tree],
             word; the message names the sentence, the position and both words.
     """
     if len(pred_trees) != len(gold_trees):
-        raise InputError(f"the prediction has {len(pred_trees)} sentences but the gold has "
-                         f"{len(gold_trees)} (sentences are aligned by order)",
-                         sentence=min(len(pred_trees), len(gold_trees)) + 1)
+        raise InputError(
+            f"the prediction has {len(pred_trees)} sentences but the gold has "
+            f"{len(gold_trees)} (sentences are aligned by order)",
+            sentence=min(len(pred_trees), len(gold_trees)) + 1,
+        )
     normalise = normalise or normalise_word
     for k, (pred, gold) in enumerate(zip(pred_trees, gold_trees), start=1):
         pred_words, gold_words = pred.leaves(), gold.leaves()
@@ -168,12 +174,16 @@ def check_aligned(pred_trees: Sequence[Tree], gold_trees: Sequence[Tree],
             shorter = min(len(pred_words), len(gold_words))
             p = pred_words[shorter] if shorter < len(pred_words) else "<end>"
             g = gold_words[shorter] if shorter < len(gold_words) else "<end>"
-            raise InputError(f"predicted {len(pred_words)} words, gold {len(gold_words)}; word "
-                             f"{shorter + 1}: predicted {p!r}, gold {g!r}", sentence=k)
+            raise InputError(
+                f"predicted {len(pred_words)} words, gold {len(gold_words)}; word "
+                f"{shorter + 1}: predicted {p!r}, gold {g!r}",
+                sentence=k,
+            )
 
 
-def evaluate_constituency(pred_trees: Sequence[Tree], gold_trees: Sequence[Tree],
-                          normalise: Callable[[str], str] | None = None) -> dict:
+def evaluate_constituency(
+    pred_trees: Sequence[Tree], gold_trees: Sequence[Tree], normalise: Callable[[str], str] | None = None
+) -> dict:
     """Score predicted trees against preprocessed gold trees (DESIGN.md §4; module docstring).
 
     Args:
@@ -229,7 +239,7 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
         if n <= WSJ10_MAX_WORDS:
             f1_wsj10.append(score)
         if n > 1:
-            for counts in ([counts_all, counts_wsj10] if n <= WSJ10_MAX_WORDS else [counts_all]):
+            for counts in [counts_all, counts_wsj10] if n <= WSJ10_MAX_WORDS else [counts_all]:
                 counts[0] += len(pred & gold)
                 counts[1] += len(pred)
                 counts[2] += len(gold)
@@ -249,16 +259,16 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
         "wsj10_corpus_f1": 100 * corpus_f1(*counts_wsj10),
         "n_sentences": len(f1_all),
         "n_wsj10": len(f1_wsj10),
-        "label_recall": {label: (100 * found[label] / total[label] if total[label] else None)
-                         for label in RECALL_LABELS},
+        "label_recall": {
+            label: (100 * found[label] / total[label] if total[label] else None) for label in RECALL_LABELS
+        },
         "label_counts": total,
         "mean_depth": sum(depths) / len(depths) if depths else 0.0,
         "protocol": PROTOCOL,
     }
 
 
-def bracket_scores(pred_spans: Sequence[set[Span]], gold_brackets: Sequence[set[Span]],
-                   lengths: Sequence[int]) -> dict:
+def bracket_scores(pred_spans: Sequence[set[Span]], gold_brackets: Sequence[set[Span]], lengths: Sequence[int]) -> dict:
     """Sentence-level and corpus-level unlabelled F1 (percent, 0-100) of span sets against gold brackets.
 
     The two headline numbers of :func:`score_brackets` (same rules, DESIGN.md §4) without label

@@ -15,11 +15,13 @@ Each decoder gets ``{"sentence_f1", "corpus_f1"}`` in percent (0-100). The train
 per evaluation (step 0 included: the untrained model is the control) with the step, tokens seen and
 minutes, in ``training.json`` (``parse_curve``) and TensorBoard (``parse/<decoder>/sentence_f1``).
 """
+
 from __future__ import annotations
 
 from syntaxformer.data import load_gold_trees
 from syntaxformer.decoding.spans import brackets
 from syntaxformer.evaluation.constituency import bracket_scores
+from syntaxformer.parsing import model_structures
 
 
 class ParseCurve:
@@ -53,7 +55,6 @@ class ParseCurve:
             InputError: as :func:`~syntaxformer.parsing.model_structures` (e.g. a plain Transformer,
                 which induces no trees).
         """
-        from syntaxformer.parsing import model_structures
         was_training = model.training
         model.eval()
         try:
@@ -61,8 +62,10 @@ class ParseCurve:
         finally:
             model.train(was_training)
         decoders = [s.constituency.decoders() for s in structures]  # every decoder the structure has
-        return {name: bracket_scores([d[name]() for d in decoders], self.gold_brackets, self.lengths)
-                for name in decoders[0]}
+        return {
+            name: bracket_scores([d[name]() for d in decoders], self.gold_brackets, self.lengths)
+            for name in decoders[0]
+        }
 
 
 __all__ = ["ParseCurve"]

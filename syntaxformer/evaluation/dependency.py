@@ -19,6 +19,7 @@ Conventions (named in every report by :data:`PROTOCOL`):
 
 Scores are percentages (0-100).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -27,16 +28,17 @@ from syntaxformer.data import normalise_word
 from syntaxformer.errors import InputError
 
 #: The convention every dependency number of this module follows.
-PROTOCOL = ("unlabelled attachment: UAS (directed) and UUAS (undirected edges, root edge included), "
-            "micro over tokens; punctuation not scored, a punctuation gold head replaced by its "
-            "nearest non-punctuation ancestor")
+PROTOCOL = (
+    "unlabelled attachment: UAS (directed) and UUAS (undirected edges, root edge included), "
+    "micro over tokens; punctuation not scored, a punctuation gold head replaced by its "
+    "nearest non-punctuation ancestor"
+)
 
 #: The head of a predicted token whose head chain cycles through punctuation (never correct).
 _CYCLE = -1
 
 
-def reattach_heads(heads: Sequence[int], punct: Sequence[bool],
-                   on_cycle: int | None = None) -> list[int]:
+def reattach_heads(heads: Sequence[int], punct: Sequence[bool], on_cycle: int | None = None) -> list[int]:
     """Heads of the non-punctuation tokens after removing punctuation, renumbered (1-based, 0 root).
 
     A head that is punctuation is replaced by its nearest non-punctuation ancestor (0 = root if the
@@ -80,8 +82,7 @@ def reattach_heads(heads: Sequence[int], punct: Sequence[bool],
     return out
 
 
-def evaluate_dependency(pred: Sequence, gold: Sequence,
-                        normalise: Callable[[str], str] | None = None) -> dict:
+def evaluate_dependency(pred: Sequence, gold: Sequence, normalise: Callable[[str], str] | None = None) -> dict:
     """UAS and UUAS of predicted heads against gold dependency trees (module docstring).
 
     Args:
@@ -101,8 +102,10 @@ def evaluate_dependency(pred: Sequence, gold: Sequence,
             whose heads are out of range.
     """
     if len(pred) != len(gold):
-        raise InputError(f"the prediction has {len(pred)} sentences but the gold has {len(gold)} "
-                         f"(sentences are aligned by order)", sentence=min(len(pred), len(gold)) + 1)
+        raise InputError(
+            f"the prediction has {len(pred)} sentences but the gold has {len(gold)} (sentences are aligned by order)",
+            sentence=min(len(pred), len(gold)) + 1,
+        )
     normalise = normalise or normalise_word
     correct = undirected = tokens = 0
     for k, (p, g) in enumerate(zip(pred, gold), start=1):
@@ -116,22 +119,25 @@ def evaluate_dependency(pred: Sequence, gold: Sequence,
         elif n_pred == len(keep):
             gold_positions = keep
         else:
-            raise InputError(f"predicted {n_pred} tokens; gold has {len(g.words)} tokens, "
-                             f"{len(keep)} without punctuation", sentence=k)
+            raise InputError(
+                f"predicted {n_pred} tokens; gold has {len(g.words)} tokens, {len(keep)} without punctuation",
+                sentence=k,
+            )
         for position, (pw, gi) in enumerate(zip(p.words, gold_positions), start=1):
             if normalise(pw) != normalise(g.words[gi]):
-                raise InputError(f"token {position} differs: predicted {pw!r}, gold {g.words[gi]!r}",
-                                 sentence=k)
+                raise InputError(f"token {position} differs: predicted {pw!r}, gold {g.words[gi]!r}", sentence=k)
         for position, h in enumerate(p.heads, start=1):
             if not 0 <= h <= n_pred:
-                raise InputError(f"token {position}: predicted head {h} out of range 0..{n_pred}",
-                                 sentence=k)
+                raise InputError(f"token {position}: predicted head {h} out of range 0..{n_pred}", sentence=k)
         try:
             gold_heads = reattach_heads(g.heads, punct)
         except InputError as e:
             raise InputError(f"gold: {e}", sentence=k) from None
-        pred_heads = (reattach_heads(p.heads, punct, on_cycle=_CYCLE)
-                      if n_pred == len(g.words) and n_pred != len(keep) else list(p.heads))
+        pred_heads = (
+            reattach_heads(p.heads, punct, on_cycle=_CYCLE)
+            if n_pred == len(g.words) and n_pred != len(keep)
+            else list(p.heads)
+        )
         correct += sum(ph == gh for ph, gh in zip(pred_heads, gold_heads))
         pred_edges = {frozenset((i, h)) for i, h in enumerate(pred_heads, start=1) if h != _CYCLE}
         gold_edges = {frozenset((i, h)) for i, h in enumerate(gold_heads, start=1)}

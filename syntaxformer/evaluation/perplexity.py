@@ -41,6 +41,7 @@ is small. Evaluation runs under :func:`torch.inference_mode`; on CPU, denormal f
 zero (the constituent prior multiplies many probabilities, and CPU arithmetic on denormals is 10-100x
 slower, see DESIGN section 5).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -50,26 +51,31 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
+from syntaxformer.data.batching import pad_batch, token_budget_batches
+from syntaxformer.data.structure_inputs import pad_structures, token_structure
 from syntaxformer.data.tokenization import BOUNDARY_ID, encode, frame_sentence
 from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu
-from syntaxformer.data.batching import token_budget_batches
 
 logger = logging.getLogger(__name__)
 
 #: The masked-LM protocol's name, as every report and JSON states it.
-PROTOCOL = ("one-mask-per-input masked-LM perplexity (Tree Transformer, Wang et al. 2019, Table 4): "
-            "every word masked in turn, perplexity = exp(mean cross-entropy over all words, nats)")
+PROTOCOL = (
+    "one-mask-per-input masked-LM perplexity (Tree Transformer, Wang et al. 2019, Table 4): "
+    "every word masked in turn, perplexity = exp(mean cross-entropy over all words, nats)"
+)
 #: The causal-LM protocol's name, as every report and JSON states it.
-NEXT_WORD_PROTOCOL = ("next-word perplexity (causal LM): each sentence read from a fresh state as [CLS] w_1 .. "
-                      "w_n [CLS]; every word and the sentence end predicted from the tokens before it; "
-                      "perplexity = exp(mean cross-entropy over the n + 1 predictions per sentence, nats); "
-                      "word_perplexity: over the n words only")
+NEXT_WORD_PROTOCOL = (
+    "next-word perplexity (causal LM): each sentence read from a fresh state as [CLS] w_1 .. "
+    "w_n [CLS]; every word and the sentence end predicted from the tokens before it; "
+    "perplexity = exp(mean cross-entropy over the n + 1 predictions per sentence, nats); "
+    "word_perplexity: over the n words only"
+)
 
 
-def one_mask_inputs(ids: torch.Tensor, mask_id: int, positions: torch.Tensor | None = None
-                    ) -> torch.Tensor:
+def one_mask_inputs(ids: torch.Tensor, mask_id: int, positions: torch.Tensor | None = None) -> torch.Tensor:
     """The copies of one sentence with one position masked in each (the paper's one-mask protocol).
 
     Args:
@@ -92,8 +98,7 @@ def one_mask_inputs(ids: torch.Tensor, mask_id: int, positions: torch.Tensor | N
     return inputs
 
 
-def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]]
-                     ) -> tuple[list[list[int]], list[list[int]]]:
+def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]]) -> tuple[list[list[int]], list[list[int]]]:
     """Token ids of each sentence (with the tokenizer's special tokens) and where its words are.
 
     Encoding is :func:`syntaxformer.data.tokenization.encode` (the trainer's), with no length limit
@@ -121,9 +126,12 @@ def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]]
     for s, (words, wids) in enumerate(zip(sentences, word_ids)):
         pos = [p for p, w in enumerate(wids) if w is not None]
         if [wids[p] for p in pos] != list(range(len(words))):
-            raise InputError("the tokenizer does not give exactly one token per word "
-                             f"({len(words)} words, {len(pos)} word tokens); the perplexity "
-                             "protocols score one token per word", sentence=s + 1)
+            raise InputError(
+                "the tokenizer does not give exactly one token per word "
+                f"({len(words)} words, {len(pos)} word tokens); the perplexity "
+                "protocols score one token per word",
+                sentence=s + 1,
+            )
         positions.append(pos)
     return ids, positions
 
@@ -140,8 +148,9 @@ def _model_device(model) -> torch.device:
         return torch.device("cpu")
 
 
-def _checked_options(model, objective: str, refusal: str, too_long: str, batch_tokens: int,
-                     device, max_length: int | None) -> tuple[torch.device, int | None]:
+def _checked_options(
+    model, objective: str, refusal: str, too_long: str, batch_tokens: int, device, max_length: int | None
+) -> tuple[torch.device, int | None]:
     """The shared argument checks of the two perplexity protocols; returns (device, max_length).
 
     Raises:
@@ -159,10 +168,17 @@ def _checked_options(model, objective: str, refusal: str, too_long: str, batch_t
     return device, (_model_max_length(model) if max_length is None else max_length)
 
 
-def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
-                         batch_tokens: int = 4096, device: str | torch.device | None = None,
-                         too_long: str = "error", max_length: int | None = None,
-                         progress: bool = False, structures: Sequence[dict] | None = None) -> dict:
+def masked_lm_perplexity(
+    model,
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    batch_tokens: int = 4096,
+    device: str | torch.device | None = None,
+    too_long: str = "error",
+    max_length: int | None = None,
+    progress: bool = False,
+    structures: Sequence[dict] | None = None,
+) -> dict:
     """Masked-LM perplexity of ``model`` on ``sentences``, the Tree Transformer paper's protocol.
 
     Every word of every sentence is masked in turn (one ``[MASK]`` per input); perplexity is
@@ -203,8 +219,9 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
             without one token per word or without ``[MASK]``; ``structures`` not one entry per word
             (or per masked copy) of each sentence (naming it).
     """
-    device, max_length = _checked_options(model, "masked-lm", "masked-LM perplexity does not apply to it",
-                                          too_long, batch_tokens, device, max_length)
+    device, max_length = _checked_options(
+        model, "masked-lm", "masked-LM perplexity does not apply to it", too_long, batch_tokens, device, max_length
+    )
     mask_id, pad_id, unk_id = tokenizer.mask_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id
     if mask_id is None:
         raise InputError("the tokenizer has no [MASK] token")
@@ -218,11 +235,13 @@ def masked_lm_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]],
     # One row per (sentence, masked word); rows sorted by length, cut into batches by token budget.
     scored.sort(key=lambda s: len(ids[s]))
     all_rows = [(s, p) for s in scored for p in word_positions[s]]
-    batches = [[all_rows[j] for j in batch] for batch in
-               token_budget_batches([len(ids[s]) for s, _ in all_rows], batch_tokens)]
+    batches = [
+        [all_rows[j] for j in batch] for batch in token_budget_batches([len(ids[s]) for s, _ in all_rows], batch_tokens)
+    ]
 
     total, n_tokens, n_unk, vocab_size = _one_mask_cross_entropy(
-        model, batches, ids, (pad_id, mask_id, unk_id), token_structure, device, progress)
+        model, batches, ids, (pad_id, mask_id, unk_id), token_structure, device, progress
+    )
     cross_entropy = float(total) / n_tokens
     return {
         "perplexity": math.exp(cross_entropy),
@@ -256,17 +275,19 @@ def _one_mask_cross_entropy(model, batches, ids, special_ids, token_structure, d
     total = torch.zeros((), dtype=torch.float64)
     n_tokens = n_unk = 0
     vocab_size = None
-    from tqdm.auto import tqdm
     try:
         with torch.inference_mode():
             for rows in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
                 input_ids, attention_mask, masked_at, targets, batch_structure = _one_mask_batch(
-                    rows, ids, pad_id, mask_id, token_structure)
-                masked_logits = _masked_logits(model, input_ids, attention_mask, masked_at, targets, device,
-                                               masked_only, batch_structure)  # (B, V)
+                    rows, ids, pad_id, mask_id, token_structure
+                )
+                masked_logits = _masked_logits(
+                    model, input_ids, attention_mask, masked_at, targets, device, masked_only, batch_structure
+                )  # (B, V)
                 vocab_size = masked_logits.shape[-1]
-                total += F.cross_entropy(masked_logits, targets.to(masked_logits.device),
-                                         reduction="sum").double().cpu()
+                total += (
+                    F.cross_entropy(masked_logits, targets.to(masked_logits.device), reduction="sum").double().cpu()
+                )
                 n_tokens += len(rows)
                 if unk_id is not None:
                     n_unk += int((targets == unk_id).sum())
@@ -291,16 +312,20 @@ def _scored_sentences(ids, word_positions, max_length: int | None, too_long: str
             continue
         if max_length is not None and len(sentence_ids) > max_length:
             if too_long == "error":
-                raise InputError(f"{len(pos)} words make {len(sentence_ids)} tokens, more than the "
-                                 f"model's {max_length}; pass too_long='skip' (CLI: --skip-long) to "
-                                 "leave such sentences out, counted", sentence=s + 1)
+                raise InputError(
+                    f"{len(pos)} words make {len(sentence_ids)} tokens, more than the "
+                    f"model's {max_length}; pass too_long='skip' (CLI: --skip-long) to "
+                    "leave such sentences out, counted",
+                    sentence=s + 1,
+                )
             n_skipped += 1
             n_skipped_words += len(pos)
             continue
         scored.append(s)
     if n_skipped:
-        logger.warning("%d sentences (%d words) longer than %d tokens were skipped", n_skipped,
-                       n_skipped_words, max_length)
+        logger.warning(
+            "%d sentences (%d words) longer than %d tokens were skipped", n_skipped, n_skipped_words, max_length
+        )
     if not scored:
         raise InputError("no words to score")
     return scored, n_empty, n_skipped, n_skipped_words
@@ -316,7 +341,6 @@ def _sentence_token_structures(structures, ids, word_positions) -> list:
     Raises:
         InputError: a number of sentences, of copies or of per-word entries that does not match (naming the sentence).
     """
-    from syntaxformer.data.structure_inputs import token_structure
     if len(structures) != len(ids):
         raise InputError(f"{len(structures)} structures (trees / phrases) for {len(ids)} sentences")
     out: list = []
@@ -345,30 +369,30 @@ def _one_mask_batch(rows, ids, pad_id: int, mask_id: int, token_structure=None):
     without)."""
     width = max(len(ids[s]) for s, _ in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, N)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)    # (B, N)
-    masked_at = torch.tensor([p for _, p in rows], dtype=torch.long)      # (B,)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, N)
+    masked_at = torch.tensor([p for _, p in rows], dtype=torch.long)  # (B,)
     r = 0
     while r < len(rows):  # consecutive rows of one sentence: build its copies at once
         s = rows[r][0]
         k = r
         while k < len(rows) and rows[k][0] == s:
             k += 1
-        input_ids[r:k, :len(ids[s])] = one_mask_inputs(torch.tensor(ids[s], dtype=torch.long), mask_id,
-                                                       masked_at[r:k])
-        attention_mask[r:k, :len(ids[s])] = 1
+        input_ids[r:k, : len(ids[s])] = one_mask_inputs(torch.tensor(ids[s], dtype=torch.long), mask_id, masked_at[r:k])
+        attention_mask[r:k, : len(ids[s])] = 1
         r = k
     targets = torch.tensor([ids[s][p] for s, p in rows], dtype=torch.long)  # (B,)
     if token_structure is None:
         return input_ids, attention_mask, masked_at, targets, None
-    from syntaxformer.data.structure_inputs import pad_structures
-    rows_structure = [token_structure[s] if isinstance(token_structure[s], dict) else token_structure[s][p]
-                      for s, p in rows]  # the sentence's structure, or its masked copy's
+    rows_structure = [
+        token_structure[s] if isinstance(token_structure[s], dict) else token_structure[s][p] for s, p in rows
+    ]  # the sentence's structure, or its masked copy's
     structure = pad_structures(rows_structure, width)  # (B, N) each
     return input_ids, attention_mask, masked_at, targets, structure
 
 
-def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device, masked_only: bool,
-                   structure: dict | None = None):
+def _masked_logits(
+    model, input_ids, attention_mask, masked_at, targets, device, masked_only: bool, structure: dict | None = None
+):
     """(B, V) float32 logits at each row's masked position (the output layer only there when the
     model supports ``masked_only``); ``structure`` (``{key: (B, N)}``) goes to the model as
     ``structure_inputs``."""
@@ -377,18 +401,32 @@ def _masked_logits(model, input_ids, attention_mask, masked_at, targets, device,
     if masked_only:  # the output layer only at the one masked position of each row
         labels = torch.full_like(input_ids, -100)
         labels[rows_idx, masked_at] = targets
-        masked_logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                              labels=labels.to(device), masked_only=True, **extra).logits  # (B, V)
+        masked_logits = model(
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
+            labels=labels.to(device),
+            masked_only=True,
+            **extra,
+        ).logits  # (B, V)
     else:
-        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                       **extra).logits  # (B, N, V)
+        logits = model(
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **extra
+        ).logits  # (B, N, V)
         masked_logits = logits[rows_idx.to(logits.device), masked_at.to(logits.device)]
     return masked_logits.float()
 
 
-def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], batch_tokens: int = 4096,
-                         device: str | torch.device | None = None, too_long: str = "error",
-                         max_length: int | None = None, progress: bool = False, structures=None) -> dict:
+def next_word_perplexity(
+    model,
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    batch_tokens: int = 4096,
+    device: str | torch.device | None = None,
+    too_long: str = "error",
+    max_length: int | None = None,
+    progress: bool = False,
+    structures=None,
+) -> dict:
     """Next-word perplexity of a causal LM on ``sentences`` (:data:`NEXT_WORD_PROTOCOL`, module docstring).
 
     Args:
@@ -417,30 +455,44 @@ def next_word_perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], b
             ``too_long="error"``); a tokenizer without one token per word or whose ``[CLS]`` is not
             the training boundary.
     """
-    device, max_length = _checked_options(model, "causal-lm", "next-word perplexity needs a causal LM",
-                                          too_long, batch_tokens, device, max_length)
+    device, max_length = _checked_options(
+        model, "causal-lm", "next-word perplexity needs a causal LM", too_long, batch_tokens, device, max_length
+    )
     if structures is not None:
         raise InputError("--trees / --phrases: next-word perplexity (a causal LM) reads no trees or phrases")
     if tokenizer.cls_token_id != BOUNDARY_ID:
-        raise InputError(f"next-word perplexity frames sentences with [CLS] = id {BOUNDARY_ID}; "
-                         f"this tokenizer has {tokenizer.cls_token_id}")
+        raise InputError(
+            f"next-word perplexity frames sentences with [CLS] = id {BOUNDARY_ID}; "
+            f"this tokenizer has {tokenizer.cls_token_id}"
+        )
     ids, word_positions = encode_sentences(tokenizer, sentences)
     framed = [frame_sentence(x) for x in ids]
     scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(framed, word_positions, max_length, too_long)
     scored.sort(key=lambda s: len(framed[s]))
-    batches = [[scored[j] for j in batch] for batch in
-               token_budget_batches([len(framed[s]) for s in scored], batch_tokens)]
-    totals, n_unk, vocab_size = _next_word_cross_entropy(model, [[framed[s] for s in rows] for rows in batches],
-                                                         tokenizer, device, progress)
+    batches = [
+        [scored[j] for j in batch] for batch in token_budget_batches([len(framed[s]) for s in scored], batch_tokens)
+    ]
+    totals, n_unk, vocab_size = _next_word_cross_entropy(
+        model, [[framed[s] for s in rows] for rows in batches], tokenizer, device, progress
+    )
     n_words = sum(len(word_positions[s]) for s in scored)
     n_tokens = n_words + len(scored)
     cross_entropy, word_cross_entropy = float(totals.sum()) / n_tokens, float(totals[0]) / n_words
     return {
-        "perplexity": math.exp(cross_entropy), "cross_entropy": cross_entropy,
-        "word_perplexity": math.exp(word_cross_entropy), "word_cross_entropy": word_cross_entropy,
-        "n_tokens": n_tokens, "n_words": n_words, "n_unk": n_unk, "n_sentences": len(scored),
-        "n_empty": n_empty, "n_skipped": n_skipped, "n_skipped_words": n_skipped_words,
-        "vocab_size": vocab_size, "max_length": max_length, "protocol": NEXT_WORD_PROTOCOL,
+        "perplexity": math.exp(cross_entropy),
+        "cross_entropy": cross_entropy,
+        "word_perplexity": math.exp(word_cross_entropy),
+        "word_cross_entropy": word_cross_entropy,
+        "n_tokens": n_tokens,
+        "n_words": n_words,
+        "n_unk": n_unk,
+        "n_sentences": len(scored),
+        "n_empty": n_empty,
+        "n_skipped": n_skipped,
+        "n_skipped_words": n_skipped_words,
+        "vocab_size": vocab_size,
+        "max_length": max_length,
+        "protocol": NEXT_WORD_PROTOCOL,
     }
 
 
@@ -448,18 +500,18 @@ def _next_word_cross_entropy(model, batches: list[list[list[int]]], tokenizer, d
     """Summed next-word cross-entropy (nats) over ``batches`` of framed sentences, the model in eval
     mode (its training mode restored after). Returns ``(totals, n_unk, vocab_size)``: ``totals`` a
     float64 ``(2,)`` tensor (over words, over sentence ends), ``n_unk`` word targets that are ``[UNK]``."""
-    from tqdm.auto import tqdm
     was_training = model.training
     model.eval()
     model.to(device)
     flush_denormals_on_cpu(device)
-    totals = torch.zeros(2, dtype=torch.float64)      # cross-entropy over words, over sentence ends
+    totals = torch.zeros(2, dtype=torch.float64)  # cross-entropy over words, over sentence ends
     n_unk, vocab_size = 0, None
     try:
         with torch.inference_mode():
             for sequences in tqdm(batches, desc="perplexity", unit="batch", disable=not progress):
-                losses, is_end, targets, vocab_size = _next_word_losses(model, sequences, tokenizer.pad_token_id,
-                                                                        device)
+                losses, is_end, targets, vocab_size = _next_word_losses(
+                    model, sequences, tokenizer.pad_token_id, device
+                )
                 totals += torch.stack([losses[~is_end].sum(), losses[is_end].sum()]).double()
                 if tokenizer.unk_token_id is not None:
                     n_unk += int((targets[~is_end] == tokenizer.unk_token_id).sum())
@@ -471,15 +523,17 @@ def _next_word_cross_entropy(model, batches: list[list[list[int]]], tokenizer, d
 def _next_word_losses(model, sequences: list[list[int]], pad_id: int, device):
     """One batch of framed sentences: per prediction (flattened, padding dropped) its cross-entropy
     (nats, float64 on the CPU), whether it predicts the closing boundary, and its target id; and V."""
-    from syntaxformer.data.batching import pad_batch
-    input_ids, attention_mask = pad_batch(sequences, pad_id)                            # (B, N)
+    input_ids, attention_mask = pad_batch(sequences, pad_id)  # (B, N)
     logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
-    targets = input_ids[:, 1:]                                                          # (B, N-1)
-    scored = attention_mask[:, 1:].bool()                                               # (B, N-1)
-    lengths = attention_mask.sum(-1)                                                    # (B,)
-    is_end = torch.arange(targets.shape[1])[None, :] == (lengths - 2)[:, None]          # (B, N-1)
-    losses = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets.to(logits.device),
-                             reduction="none").double().cpu()                           # (B, N-1)
+    targets = input_ids[:, 1:]  # (B, N-1)
+    scored = attention_mask[:, 1:].bool()  # (B, N-1)
+    lengths = attention_mask.sum(-1)  # (B,)
+    is_end = torch.arange(targets.shape[1])[None, :] == (lengths - 2)[:, None]  # (B, N-1)
+    losses = (
+        F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets.to(logits.device), reduction="none")
+        .double()
+        .cpu()
+    )  # (B, N-1)
     return losses[scored], is_end[scored], targets[scored], logits.shape[-1]
 
 

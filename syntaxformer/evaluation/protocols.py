@@ -64,6 +64,7 @@ COLLINS.prm has ``CUTOFF_LEN 10``), which a punctuation-free prediction cannot r
 The scripts' ``1e-8`` smoothing terms are left out (they change no reported digit: < 1e-6 points);
 a precision or recall with a zero denominator is 0 where the scripts would divide by zero.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -75,8 +76,8 @@ from nltk import Tree
 from syntaxformer.data import split_label
 from syntaxformer.decoding.spans import Span
 from syntaxformer.errors import InputError
-from syntaxformer.evaluation.constituency import (PROTOCOL as PRPN_RULES, check_aligned, predicted_brackets,
-                                                  score_brackets, sentence_f1)
+from syntaxformer.evaluation.constituency import PROTOCOL as PRPN_RULES
+from syntaxformer.evaluation.constituency import check_aligned, predicted_brackets, score_brackets, sentence_f1
 
 #: The protocol of every command unless ``--protocol`` names another.
 DEFAULT_PROTOCOL = "prpn"
@@ -91,6 +92,7 @@ class Constituents:
         nodes: ``(start, end, label)`` of every constituent (non-preterminal node), pre-order, the
             root first; half-open spans over all the words.
     """
+
     tags: tuple[str | None, ...]
     nodes: tuple[tuple[int, int, str], ...]
 
@@ -145,9 +147,14 @@ def _ratio(numerator: int, denominator: int) -> float:
 def _corpus(matched: int, n_pred: int, n_gold: int, prefix: str = "") -> dict:
     """Corpus precision, recall, F1 (percent) and their counts under keys ``prefix + name``."""
     precision, recall = _ratio(matched, n_pred), _ratio(matched, n_gold)
-    return {f"{prefix}corpus_precision": precision, f"{prefix}corpus_recall": recall,
-            f"{prefix}corpus_f1": _f1(precision, recall), f"{prefix}matched": matched,
-            f"{prefix}pred_brackets": n_pred, f"{prefix}gold_brackets": n_gold}
+    return {
+        f"{prefix}corpus_precision": precision,
+        f"{prefix}corpus_recall": recall,
+        f"{prefix}corpus_f1": _f1(precision, recall),
+        f"{prefix}matched": matched,
+        f"{prefix}pred_brackets": n_pred,
+        f"{prefix}gold_brackets": n_gold,
+    }
 
 
 @dataclass(frozen=True)
@@ -161,14 +168,16 @@ class Protocol:
         papers: which papers report numbers under it.
         columns: ``(key, title)`` of its headline scores, in report order.
     """
+
     name: str
     source: str
     rules: str
     papers: str
     columns: tuple[tuple[str, str], ...] = ()
 
-    def score(self, pred_trees: Sequence[Tree], gold_trees: Sequence[Tree],
-              normalise: Callable[[str], str] | None = None) -> dict:
+    def score(
+        self, pred_trees: Sequence[Tree], gold_trees: Sequence[Tree], normalise: Callable[[str], str] | None = None
+    ) -> dict:
         """Score predicted trees against gold trees over the same words.
 
         Args:
@@ -184,11 +193,13 @@ class Protocol:
                 (:func:`~syntaxformer.evaluation.constituency.check_aligned`).
         """
         check_aligned(pred_trees, gold_trees, normalise)
-        return self.score_constituents([tree_constituents(t) for t in pred_trees],
-                                       [tree_constituents(t) for t in gold_trees], gold_trees)
+        return self.score_constituents(
+            [tree_constituents(t) for t in pred_trees], [tree_constituents(t) for t in gold_trees], gold_trees
+        )
 
-    def score_constituents(self, pred: Sequence[Constituents], gold: Sequence[Constituents],
-                           gold_trees: Sequence[Tree]) -> dict:
+    def score_constituents(
+        self, pred: Sequence[Constituents], gold: Sequence[Constituents], gold_trees: Sequence[Tree]
+    ) -> dict:
         """:meth:`score` from already-read, already-aligned trees (``gold`` read from ``gold_trees``)."""
         raise NotImplementedError
 
@@ -203,15 +214,24 @@ class PrpnProtocol(Protocol):
     ``corpus_precision``, ``corpus_recall``, ``matched``, ``pred_brackets``, ``gold_brackets``
     (length-1 sentences skipped) and ``n_scored`` (sentences of >= 2 words).
     """
+
     name: str = "prpn"
-    source: str = ("PRPN (Shen et al., ICLR 2018) test_phrase_grammar.py, lines 83-89 (yikangshen/PRPN; "
-                   "the same in yikangshen/Ordered-Neurons); corpus F1: compound-pcfg's micro convention")
+    source: str = (
+        "PRPN (Shen et al., ICLR 2018) test_phrase_grammar.py, lines 83-89 (yikangshen/PRPN; "
+        "the same in yikangshen/Ordered-Neurons); corpus F1: compound-pcfg's micro convention"
+    )
     rules: str = PRPN_RULES
-    papers: str = ("PRPN (Shen et al., ICLR 2018), ON-LSTM (Shen et al., ICLR 2019), Tree Transformer "
-                   "(Wang et al., EMNLP 2019), StructFormer (Shen et al., ACL 2021): sentence-level F1")
-    columns: tuple = (("sentence_f1", "sentence F1"), ("corpus_f1", "corpus F1"),
-                      ("wsj10_sentence_f1", "WSJ-10 sent. F1"), ("wsj10_corpus_f1", "WSJ-10 corpus F1"),
-                      ("mean_depth", "mean depth"))
+    papers: str = (
+        "PRPN (Shen et al., ICLR 2018), ON-LSTM (Shen et al., ICLR 2019), Tree Transformer "
+        "(Wang et al., EMNLP 2019), StructFormer (Shen et al., ACL 2021): sentence-level F1"
+    )
+    columns: tuple = (
+        ("sentence_f1", "sentence F1"),
+        ("corpus_f1", "corpus F1"),
+        ("wsj10_sentence_f1", "WSJ-10 sent. F1"),
+        ("wsj10_corpus_f1", "WSJ-10 corpus F1"),
+        ("mean_depth", "mean depth"),
+    )
 
     def score_constituents(self, pred, gold, gold_trees) -> dict:
         pred_spans = [{(i, j) for i, j, _ in c.nodes} for c in pred]
@@ -250,18 +270,29 @@ class CpcfgProtocol(Protocol):
     tp, tp + fp, tp + fn), ``n_sentences``, ``n_scored`` (sentences in the corpus counts),
     ``n_sentence_f1`` (sentences averaged).
     """
+
     name: str = "cpcfg"
-    source: str = ("Compound PCFG (Kim, Dyer & Rush, ACL 2019): harvardnlp/compound-pcfg eval.py "
-                   "(commit d999980) with utils.py get_nonbinary_spans / get_stats; gold from process_ptb.py")
-    rules: str = ("length-1 sentences skipped; span sets (duplicates once) of constituents of >= 2 words "
-                  "minus one copy of the whole-sentence span (gold unary chains not collapsed, so a "
-                  "root chain such as S+VP keeps it in the gold set); corpus F1 micro over the sets; "
-                  "sentence F1 = mean 2PR/(P+R) over sentences whose predicted and gold sets are both "
-                  "non-empty")
-    papers: str = ("Compound PCFG and neural PCFG (Kim, Dyer & Rush, ACL 2019): corpus-level and "
-                   "sentence-level F1 from this script")
-    columns: tuple = (("sentence_f1", "sentence F1"), ("corpus_f1", "corpus F1"),
-                      ("corpus_precision", "corpus P"), ("corpus_recall", "corpus R"))
+    source: str = (
+        "Compound PCFG (Kim, Dyer & Rush, ACL 2019): harvardnlp/compound-pcfg eval.py "
+        "(commit d999980) with utils.py get_nonbinary_spans / get_stats; gold from process_ptb.py"
+    )
+    rules: str = (
+        "length-1 sentences skipped; span sets (duplicates once) of constituents of >= 2 words "
+        "minus one copy of the whole-sentence span (gold unary chains not collapsed, so a "
+        "root chain such as S+VP keeps it in the gold set); corpus F1 micro over the sets; "
+        "sentence F1 = mean 2PR/(P+R) over sentences whose predicted and gold sets are both "
+        "non-empty"
+    )
+    papers: str = (
+        "Compound PCFG and neural PCFG (Kim, Dyer & Rush, ACL 2019): corpus-level and "
+        "sentence-level F1 from this script"
+    )
+    columns: tuple = (
+        ("sentence_f1", "sentence F1"),
+        ("corpus_f1", "corpus F1"),
+        ("corpus_precision", "corpus P"),
+        ("corpus_recall", "corpus R"),
+    )
     sentence_rule: str = "nonempty"
     length_cutoff: int | None = None
     kim_gold: bool = True
@@ -297,8 +328,13 @@ class CpcfgProtocol(Protocol):
                 f1s.append(sentence_f1(p, g))
             elif p and g:
                 f1s.append(_f1(overlap / len(p), overlap / len(g)))
-        return {"sentence_f1": 100 * sum(f1s) / len(f1s) if f1s else 0.0, **_corpus(matched, n_pred, n_gold),
-                "n_sentences": len(gold), "n_scored": scored, "n_sentence_f1": len(f1s)}
+        return {
+            "sentence_f1": 100 * sum(f1s) / len(f1s) if f1s else 0.0,
+            **_corpus(matched, n_pred, n_gold),
+            "n_sentences": len(gold),
+            "n_scored": scored,
+            "n_sentence_f1": len(f1s),
+        }
 
 
 #: COLLINS.prm's ``DELETE_LABEL`` lines: preterminals with these tags are deleted with their word,
@@ -336,18 +372,29 @@ class EvalbProtocol(Protocol):
     ``cutoff_`` for sentences of at most ``cutoff_len`` words (``n_cutoff`` of them), ``cutoff_len``,
     ``n_sentences``, ``n_scored`` (EVALB's valid sentences: all, the words being checked first).
     """
+
     name: str = "evalb"
-    source: str = ("EVALB (Sekine & Collins 1997, nlp.cs.nyu.edu/evalb) evalb.c with COLLINS.prm, "
-                   "LABELED 0 (as harvardnlp/urnng's COLLINS.prm)")
-    rules: str = ("corpus-level bracket P/R/F1; one bracket per constituent node, whole sentence and "
-                  "single-word phrases included, a unary chain A+B once per part, matched as multisets; "
-                  "preterminals are not brackets; words tagged -NONE- , : `` '' . deleted and brackets "
-                  "left empty dropped; TOP brackets dropped; all sentences and length <= 40")
-    papers: str = ("supervised parsing since Collins (1997); URNNG (Kim et al., NAACL 2019) with LABELED 0 "
-                   "on trees with punctuation, which EVALB deletes")
-    columns: tuple = (("corpus_f1", "corpus F1"), ("corpus_precision", "corpus P"),
-                      ("corpus_recall", "corpus R"), ("cutoff_corpus_f1", "len<=40 F1"),
-                      ("complete_match", "complete match"))
+    source: str = (
+        "EVALB (Sekine & Collins 1997, nlp.cs.nyu.edu/evalb) evalb.c with COLLINS.prm, "
+        "LABELED 0 (as harvardnlp/urnng's COLLINS.prm)"
+    )
+    rules: str = (
+        "corpus-level bracket P/R/F1; one bracket per constituent node, whole sentence and "
+        "single-word phrases included, a unary chain A+B once per part, matched as multisets; "
+        "preterminals are not brackets; words tagged -NONE- , : `` '' . deleted and brackets "
+        "left empty dropped; TOP brackets dropped; all sentences and length <= 40"
+    )
+    papers: str = (
+        "supervised parsing since Collins (1997); URNNG (Kim et al., NAACL 2019) with LABELED 0 "
+        "on trees with punctuation, which EVALB deletes"
+    )
+    columns: tuple = (
+        ("corpus_f1", "corpus F1"),
+        ("corpus_precision", "corpus P"),
+        ("corpus_recall", "corpus R"),
+        ("cutoff_corpus_f1", "len<=40 F1"),
+        ("complete_match", "complete match"),
+    )
     cutoff_len: int = 40
     delete_labels: frozenset = field(default=EVALB_DELETE_LABELS)
     delete_for_length: frozenset = field(default=EVALB_DELETE_FOR_LENGTH)
@@ -385,27 +432,46 @@ class EvalbProtocol(Protocol):
                 for k, value in enumerate((matched, n_pred, n_gold, complete, 1)):
                     totals[part][k] += value
         (m, p, g, c, s), (cm, cp, cg, cc, cs) = totals["all"], totals["cut"]
-        return {**_corpus(m, p, g), "complete_match": _ratio(c, s), **_corpus(cm, cp, cg, prefix="cutoff_"),
-                "cutoff_complete_match": _ratio(cc, cs), "cutoff_len": self.cutoff_len,
-                "n_sentences": len(gold), "n_scored": s, "n_cutoff": cs}
+        return {
+            **_corpus(m, p, g),
+            "complete_match": _ratio(c, s),
+            **_corpus(cm, cp, cg, prefix="cutoff_"),
+            "cutoff_complete_match": _ratio(cc, cs),
+            "cutoff_len": self.cutoff_len,
+            "n_sentences": len(gold),
+            "n_scored": s,
+            "n_cutoff": cs,
+        }
 
 
 _CPCFG_TREES = {
-    "name": "cpcfg-trees", "sentence_rule": "prpn", "length_cutoff": 150,
-    "source": ("Compound PCFG (Kim, Dyer & Rush, ACL 2019): harvardnlp/compound-pcfg compare_trees.py "
-               "(commit 4af1eb0), the README's way 'to just evaluate F1 given the trees'"),
-    "rules": ("as cpcfg, but sentences of more than 150 words skipped too, and sentence F1 = PRPN's rule "
-              "(empty gold set: R = 1; both empty: P = 1) over every scored sentence"),
-    "papers": ("scoring given trees with compound-pcfg's code, e.g. its released WSJ-test parses of PRPN, "
-               "ON-LSTM, N-PCFG and C-PCFG (README: 'Parsed Datasets')")}
+    "name": "cpcfg-trees",
+    "sentence_rule": "prpn",
+    "length_cutoff": 150,
+    "source": (
+        "Compound PCFG (Kim, Dyer & Rush, ACL 2019): harvardnlp/compound-pcfg compare_trees.py "
+        "(commit 4af1eb0), the README's way 'to just evaluate F1 given the trees'"
+    ),
+    "rules": (
+        "as cpcfg, but sentences of more than 150 words skipped too, and sentence F1 = PRPN's rule "
+        "(empty gold set: R = 1; both empty: P = 1) over every scored sentence"
+    ),
+    "papers": (
+        "scoring given trees with compound-pcfg's code, e.g. its released WSJ-test parses of PRPN, "
+        "ON-LSTM, N-PCFG and C-PCFG (README: 'Parsed Datasets')"
+    ),
+}
 
 #: The registry: ``--protocol NAME`` -> protocol. One line per protocol.
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
-    PrpnProtocol(),
-    CpcfgProtocol(),
-    CpcfgProtocol(**_CPCFG_TREES),
-    EvalbProtocol(),
-)}
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        PrpnProtocol(),
+        CpcfgProtocol(),
+        CpcfgProtocol(**_CPCFG_TREES),
+        EvalbProtocol(),
+    )
+}
 
 
 def get_protocol(name: str) -> Protocol:

@@ -2,6 +2,7 @@
 
 Commands print; this module only builds strings (the library never prints).
 """
+
 from __future__ import annotations
 
 import json
@@ -86,8 +87,12 @@ def _nan_to_none(value):
 
 #: Display names of the structure-free baselines (:mod:`syntaxformer.evaluation.baselines`), in
 #: table order.
-BASELINE_NAMES = {"left_branching": "left-branching", "right_branching": "right-branching",
-                  "random": "random binary", "balanced": "balanced binary"}
+BASELINE_NAMES = {
+    "left_branching": "left-branching",
+    "right_branching": "right-branching",
+    "random": "random binary",
+    "balanced": "balanced binary",
+}
 
 
 def score_cell(result: dict, key: str, label: str | None = None):

@@ -11,6 +11,7 @@ Conventions (ARCHITECTURE.md): layers and heads are numbered from 0; link probab
 the gap between words ``k`` and ``k+1`` and is drawn between those two words; all values shown are
 probabilities in [0, 1], never log.
 """
+
 from __future__ import annotations
 
 import matplotlib

@@ -4,6 +4,7 @@
 (:mod:`syntaxformer.evaluation.curve`): one line per decoder, sentence-level F1 (percent, 0-100)
 against the training minutes at each point (the first point is step 0, the untrained model).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -16,8 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 
-def plot_parse_curve(points: Sequence[Mapping], decoders: Sequence[str], baselines: Mapping[str, float],
-                     title: str = "") -> Figure:
+def plot_parse_curve(
+    points: Sequence[Mapping], decoders: Sequence[str], baselines: Mapping[str, float], title: str = ""
+) -> Figure:
     """Sentence F1 of ``decoders`` against training minutes.
 
     Args:

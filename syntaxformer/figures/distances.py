@@ -8,6 +8,7 @@ the row the decoder splits highlighted. The tree decoder splits a span at its la
 Conventions (ARCHITECTURE.md): distance ``d[k]`` belongs to the gap between words ``k`` and ``k+1``
 and is drawn between them; layers are numbered from 0.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -26,9 +27,14 @@ from syntaxformer.figures.heatmaps import as_array, label_fontsize  # noqa: E402
 PARSED_COLOUR, OTHER_COLOUR = "#d95f02", "#7570b3"
 
 
-def plot_syntactic_distances(distances, words: Sequence[str], model_name: str = "model",
-                             parsed: int | None = None, layers: Sequence[int] | None = None,
-                             annotate: bool | None = None) -> Figure:
+def plot_syntactic_distances(
+    distances,
+    words: Sequence[str],
+    model_name: str = "model",
+    parsed: int | None = None,
+    layers: Sequence[int] | None = None,
+    annotate: bool | None = None,
+) -> Figure:
     """Syntactic distances per layer: one bar chart per row, each bar between the words of its gap.
 
     Args:
@@ -59,10 +65,16 @@ def plot_syntactic_distances(distances, words: Sequence[str], model_name: str = 
     fontsize = min(9.0, label_fontsize(n) + 2)
     top = max(float(distances.max()), 1e-6) * (1.18 if annotate else 1.05)
     bottom = min(float(distances.min()), 0.0)
-    fig, axes = plt.subplots(count, 1, layout="constrained", sharex=True, squeeze=False,
-                             figsize=(max(5.5, 0.32 * n + 1.5), 1.3 * count + 1.2))
+    fig, axes = plt.subplots(
+        count,
+        1,
+        layout="constrained",
+        sharex=True,
+        squeeze=False,
+        figsize=(max(5.5, 0.32 * n + 1.5), 1.3 * count + 1.2),
+    )
     for row in range(count):
-        ax = axes[count - 1 - row, 0]                       # layer 0 at the bottom
+        ax = axes[count - 1 - row, 0]  # layer 0 at the bottom
         colour = PARSED_COLOUR if row == parsed else OTHER_COLOUR
         ax.bar(np.arange(n - 1) + 0.5, distances[row], width=0.8, color=colour)
         if annotate:
@@ -71,7 +83,8 @@ def plot_syntactic_distances(distances, words: Sequence[str], model_name: str = 
         ax.set_ylim(bottom, top)
         ax.set_xlim(-0.5, n - 0.5)
         name = (layers[row] if isinstance(layers[row], str) else f"layer {layers[row]}") + (
-            " (parsed)" if row == parsed else "")
+            " (parsed)" if row == parsed else ""
+        )
         ax.set_ylabel(name, fontsize=8)
         ax.tick_params(labelsize=7, length=2, pad=1)
         ax.grid(axis="y", linewidth=0.3, alpha=0.5)

@@ -4,6 +4,7 @@
 annotated with its value (or a given label); NaN cells (pruned heads) are grey and marked
 "pruned". Used by ``syntaxformer heads`` (:mod:`syntaxformer.analysis.heads`).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,9 +37,16 @@ def _norm(values: np.ndarray, vmin, vmax, center):
     return TwoSlopeNorm(vcenter=center, vmin=center - half, vmax=center + half)
 
 
-def plot_head_map(values, title: str, colorbar_label: str = "", vmin: float | None = None,
-                  vmax: float | None = None, center: float | None = None,
-                  labels: Sequence[Sequence[str | None]] | None = None, digits: int = 2) -> Figure:
+def plot_head_map(
+    values,
+    title: str,
+    colorbar_label: str = "",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    center: float | None = None,
+    labels: Sequence[Sequence[str | None]] | None = None,
+    digits: int = 2,
+) -> Figure:
     """Heatmap of one value per head.
 
     Args:
@@ -58,8 +66,7 @@ def plot_head_map(values, title: str, colorbar_label: str = "", vmin: float | No
     layers, heads = grid.shape
     norm = _norm(grid, vmin, vmax, center)
     cmap = plt.get_cmap(DIVERGING_CMAP if center is not None else CMAP).with_extremes(bad=MISSING_COLOUR)
-    fig, ax = plt.subplots(figsize=(max(3.5, 0.75 * heads + 2.2), max(2.5, 0.55 * layers + 1.4)),
-                           layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(3.5, 0.75 * heads + 2.2), max(2.5, 0.55 * layers + 1.4)), layout="constrained")
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
     fontsize = 8 if heads <= 12 else 6
     for layer in range(layers):

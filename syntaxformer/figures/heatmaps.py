@@ -13,6 +13,7 @@ probabilities (0-1, never log). Layers and heads are numbered from 0. Sizes and 
 sentence length so that word labels do not overlap up to (at least) 40 words: x labels are rotated
 90 degrees, the font shrinks from 9 to 5 points, and each panel grows by 0.1 inch per word.
 """
+
 from __future__ import annotations
 
 import math
@@ -72,13 +73,20 @@ def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
 def _check_square(matrices: np.ndarray, words: Sequence[str], what: str) -> None:
     n = len(words)
     if matrices.ndim != 3 or matrices.shape[1:] != (n, n):
-        raise ValueError(f"{what} must have shape (panels, {n}, {n}) for {n} words, "
-                         f"got {tuple(matrices.shape)}")
+        raise ValueError(f"{what} must have shape (panels, {n}, {n}) for {n} words, got {tuple(matrices.shape)}")
 
 
-def _heatmap_grid(matrices: np.ndarray, words: Sequence[str], panel_titles: Sequence[str],
-                  suptitle: str, colorbar_label: str, vmax: float, ncols: int,
-                  xlabel: str, ylabel: str) -> Figure:
+def _heatmap_grid(
+    matrices: np.ndarray,
+    words: Sequence[str],
+    panel_titles: Sequence[str],
+    suptitle: str,
+    colorbar_label: str,
+    vmax: float,
+    ncols: int,
+    xlabel: str,
+    ylabel: str,
+) -> Figure:
     """One figure of ``len(matrices)`` word-by-word heatmaps sharing one colour scale and bar."""
     n = len(words)
     count = len(matrices)
@@ -90,15 +98,18 @@ def _heatmap_grid(matrices: np.ndarray, words: Sequence[str], panel_titles: Sequ
     # Room for the rotated / left word labels: about 0.6 em per character.
     label_room = 0.6 * fontsize / 72 * max(len(w) for w in words) + 0.35
     fig, axes = plt.subplots(
-        nrows, ncols, squeeze=False, layout="constrained",
-        figsize=(ncols * (side + label_room) + 1.2, nrows * (side + label_room + 0.3) + 0.6))
+        nrows,
+        ncols,
+        squeeze=False,
+        layout="constrained",
+        figsize=(ncols * (side + label_room) + 1.2, nrows * (side + label_room + 0.3) + 0.6),
+    )
     image = None
     for index, ax in enumerate(axes.flat):
         if index >= count:
             ax.set_axis_off()
             continue
-        image = ax.imshow(matrices[index], cmap=CMAP, vmin=0.0, vmax=vmax,
-                          interpolation="nearest", aspect="equal")
+        image = ax.imshow(matrices[index], cmap=CMAP, vmin=0.0, vmax=vmax, interpolation="nearest", aspect="equal")
         ax.set_xticks(range(n), labels=words, rotation=90, fontsize=fontsize)
         ax.set_yticks(range(n), labels=words, fontsize=fontsize)
         ax.tick_params(length=2, pad=1)
@@ -113,8 +124,9 @@ def _heatmap_grid(matrices: np.ndarray, words: Sequence[str], panel_titles: Sequ
     return fig
 
 
-def plot_constituent_priors(priors, words: Sequence[str], model_name: str = "model",
-                            layers: Sequence[int] | None = None, ncols: int = 5) -> Figure:
+def plot_constituent_priors(
+    priors, words: Sequence[str], model_name: str = "model", layers: Sequence[int] | None = None, ncols: int = 5
+) -> Figure:
     """Grid of the constituent prior of every layer, words on both axes (paper Figure 5).
 
     Args:
@@ -136,14 +148,21 @@ def plot_constituent_priors(priors, words: Sequence[str], model_name: str = "mod
     _check_square(priors, words, "priors")
     layers = list(range(len(priors))) if layers is None else list(layers)
     return _heatmap_grid(
-        priors, words, [f"layer {l}" for l in layers],
+        priors,
+        words,
+        [f"layer {l}" for l in layers],
         f"Constituent prior $C^l$ per layer - {model_name}",
-        "constituent prior $C_{ij}$ (probability)", vmax=1.0, ncols=ncols,
-        xlabel="word j", ylabel="word i")
+        "constituent prior $C_{ij}$ (probability)",
+        vmax=1.0,
+        ncols=ncols,
+        xlabel="word j",
+        ylabel="word i",
+    )
 
 
-def plot_attention_heads(attention, words: Sequence[str], layer: int, model_name: str = "model",
-                         vmax: float | None = None, ncols: int = 4) -> Figure:
+def plot_attention_heads(
+    attention, words: Sequence[str], layer: int, model_name: str = "model", vmax: float | None = None, ncols: int = 4
+) -> Figure:
     """Attention of every head of one layer, queries on the y axis, keys on the x axis.
 
     For Tree Transformer this is ``E = C ⊙ softmax(QKᵀ/√d)`` (rows need not sum to 1); for a plain
@@ -167,14 +186,25 @@ def plot_attention_heads(attention, words: Sequence[str], layer: int, model_name
     if vmax is None:
         vmax = float(attention.max()) if attention.size and attention.max() > 0 else 1.0
     return _heatmap_grid(
-        attention, words, [f"layer {layer}, head {h}" for h in range(len(attention))],
+        attention,
+        words,
+        [f"layer {layer}, head {h}" for h in range(len(attention))],
         f"Attention of every head, layer {layer} - {model_name}",
-        "attention weight", vmax=vmax, ncols=ncols, xlabel="key", ylabel="query")
+        "attention weight",
+        vmax=vmax,
+        ncols=ncols,
+        xlabel="key",
+        ylabel="query",
+    )
 
 
-def plot_link_probabilities(link_probs, words: Sequence[str], model_name: str = "model",
-                            layers: Sequence[int] | None = None,
-                            annotate: bool | None = None) -> Figure:
+def plot_link_probabilities(
+    link_probs,
+    words: Sequence[str],
+    model_name: str = "model",
+    layers: Sequence[int] | None = None,
+    annotate: bool | None = None,
+) -> Figure:
     """Link probabilities of every layer: one row per layer, each cell between the words it links.
 
     Args:
@@ -195,8 +225,7 @@ def plot_link_probabilities(link_probs, words: Sequence[str], model_name: str = 
     if n < 2:
         raise ValueError("a link-probability chart needs at least 2 words")
     if link_probs.ndim != 2 or link_probs.shape[1] != n - 1:
-        raise ValueError(f"link_probs must have shape (layers, {n - 1}) for {n} words, "
-                         f"got {tuple(link_probs.shape)}")
+        raise ValueError(f"link_probs must have shape (layers, {n - 1}) for {n} words, got {tuple(link_probs.shape)}")
     count = len(link_probs)
     layers = list(range(count)) if layers is None else list(layers)
     annotate = (n - 1 <= 20) if annotate is None else annotate
@@ -206,8 +235,16 @@ def plot_link_probabilities(link_probs, words: Sequence[str], model_name: str = 
     height = max(2.0, 0.3 * count + 0.8) + label_room
     fig, ax = plt.subplots(layout="constrained", figsize=(width, height))
     # x edges at word positions: gap k fills [k, k+1]; y edges between layers.
-    image = ax.pcolormesh(np.arange(n), np.arange(count + 1) - 0.5, link_probs, cmap=CMAP,
-                          vmin=0.0, vmax=1.0, edgecolors="white", linewidth=0.5)
+    image = ax.pcolormesh(
+        np.arange(n),
+        np.arange(count + 1) - 0.5,
+        link_probs,
+        cmap=CMAP,
+        vmin=0.0,
+        vmax=1.0,
+        edgecolors="white",
+        linewidth=0.5,
+    )
     ax.set_xlim(-0.5, n - 0.5)
     ax.set_ylim(-0.5, count - 0.5)
     ax.set_xticks(range(n), labels=words, rotation=90, fontsize=fontsize)
@@ -218,8 +255,15 @@ def plot_link_probabilities(link_probs, words: Sequence[str], model_name: str = 
         for row in range(count):
             for k in range(n - 1):
                 value = link_probs[row, k]
-                ax.text(k + 0.5, row, f"{value:.2f}", ha="center", va="center",
-                        fontsize=min(7, fontsize), color="black" if value > 0.6 else "white")
+                ax.text(
+                    k + 0.5,
+                    row,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=min(7, fontsize),
+                    color="black" if value > 0.6 else "white",
+                )
     bar = fig.colorbar(image, ax=ax, aspect=20, pad=0.01)
     bar.set_label("link probability $a^l_k$", fontsize=9)
     ax.set_xlabel("words (each cell lies between the two words it links)", fontsize=9)

@@ -1,4 +1,5 @@
 """``index.html``: every figure of a ``syntaxformer show`` run on one page, for quick browsing."""
+
 from __future__ import annotations
 
 import html
@@ -15,9 +16,13 @@ overflow-x: auto; } .meta { color: #495057; font-size: 0.9em; }
 """
 
 
-def write_index(out_dir: str | Path, title: str,
-                sections: Sequence[tuple[str, Sequence[tuple[str, str | Path]]]],
-                meta: str = "", notes: Sequence[str] = ()) -> Path:
+def write_index(
+    out_dir: str | Path,
+    title: str,
+    sections: Sequence[tuple[str, Sequence[tuple[str, str | Path]]]],
+    meta: str = "",
+    notes: Sequence[str] = (),
+) -> Path:
     """Write ``out_dir/index.html`` showing every figure, grouped in sections.
 
     Args:
@@ -33,9 +38,12 @@ def write_index(out_dir: str | Path, title: str,
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
     if meta:
         parts.append(f'<p class="meta">{html.escape(meta)}</p>')
     for heading, figures in sections:

@@ -4,6 +4,7 @@
 with the sample standard deviation as error bars): accuracy in percent (0-100) on each ``testN``
 against N, with the operator counts seen in training shaded.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -16,8 +17,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 
-def plot_accuracy_by_operators(curves: Mapping[str, Mapping[str, Sequence]], max_train_operators: int = 6,
-                               baseline: Mapping[int, float] | None = None, title: str = "") -> Figure:
+def plot_accuracy_by_operators(
+    curves: Mapping[str, Mapping[str, Sequence]],
+    max_train_operators: int = 6,
+    baseline: Mapping[int, float] | None = None,
+    title: str = "",
+) -> Figure:
     """Accuracy (%) of each curve against the number of operators.
 
     Args:

@@ -1,6 +1,7 @@
 """Probing accuracy per layer (``syntaxformer probe``): one panel per task, the trained and the
 untrained encoder's test accuracy (percent, 0-100) against the layer, with the majority class and
 the bag-of-words probe as horizontal lines."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -37,7 +38,6 @@ def plot_probe(report: Mapping, classifier: str | None = None) -> Figure:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(f"test accuracy (%), {kind}")
     axes[0][-1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"{report['model_type']} probed on {report['data']['treebank']} (seed {report['seed']})",
-                 fontsize=10)
+    fig.suptitle(f"{report['model_type']} probed on {report['data']['treebank']} (seed {report['seed']})", fontsize=10)
     fig.tight_layout()
     return fig

@@ -9,6 +9,7 @@
 
 Spans are half-open word intervals, brackets as in :func:`syntaxformer.decoding.spans.brackets`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -90,8 +91,7 @@ def _layout(tree: Tree) -> tuple[_Node, int]:
         children = [walk(child, depth + 1) for child in node]
         if not children:  # an empty constituent: drawn at the gap where it sits
             return _Node(start - 0.5, depth, str(node.label()), (start, start), False, [])
-        return _Node((children[0].x + children[-1].x) / 2, depth, str(node.label()),
-                     (start, position), False, children)
+        return _Node((children[0].x + children[-1].x) / 2, depth, str(node.label()), (start, position), False, children)
 
     root = walk(tree, 0)
     return root, deepest
@@ -111,8 +111,9 @@ def _slot_inches(words: list[str], fontsize: float) -> tuple[float, bool]:
     return 0.3, True
 
 
-def plot_tree(tree: Tree, ax=None, title: str | None = None, reference: set[Span] | None = None,
-              fontsize: float | None = None) -> Figure:
+def plot_tree(
+    tree: Tree, ax=None, title: str | None = None, reference: set[Span] | None = None, fontsize: float | None = None
+) -> Figure:
     """Draw ``tree`` (an ``nltk.Tree`` with string leaves) as a picture.
 
     Args:
@@ -131,11 +132,11 @@ def plot_tree(tree: Tree, ax=None, title: str | None = None, reference: set[Span
     fontsize = _tree_fontsize(n) if fontsize is None else fontsize
     root, bottom = _layout(tree)
     slot, rotate = _slot_inches(words, fontsize)
-    word_room = (0.6 * fontsize / 72 * max((len(w) for w in words), default=1) + 0.1
-                 if rotate else 0.3)
+    word_room = 0.6 * fontsize / 72 * max((len(w) for w in words), default=1) + 0.1 if rotate else 0.3
     if ax is None:
-        fig, ax = plt.subplots(layout="constrained", figsize=(
-            max(3.0, slot * n + 0.6), LEVEL_INCHES * (bottom + 1) + word_room + 0.6))
+        fig, ax = plt.subplots(
+            layout="constrained", figsize=(max(3.0, slot * n + 0.6), LEVEL_INCHES * (bottom + 1) + word_room + 0.6)
+        )
     whole = (0, n)
 
     def colour(node: _Node) -> str:
@@ -145,20 +146,39 @@ def plot_tree(tree: Tree, ax=None, title: str | None = None, reference: set[Span
 
     def draw(node: _Node) -> None:
         for child in node.children:
-            ax.plot([node.x, child.x], [-node.depth, -child.depth], color="#6c757d",
-                    linewidth=0.8, zorder=1)
+            ax.plot([node.x, child.x], [-node.depth, -child.depth], color="#6c757d", linewidth=0.8, zorder=1)
             draw(child)
         if node.leaf:
             if node.depth < bottom:  # drop the word to the bottom row
-                ax.plot([node.x, node.x], [-node.depth, -bottom], color="#adb5bd",
-                        linewidth=0.6, linestyle=(0, (2, 2)), zorder=1)
-            ax.text(node.x, -bottom - 0.1, node.label, rotation=90 if rotate else 0,
-                    ha="center", va="top", fontsize=fontsize, zorder=3)
+                ax.plot(
+                    [node.x, node.x],
+                    [-node.depth, -bottom],
+                    color="#adb5bd",
+                    linewidth=0.6,
+                    linestyle=(0, (2, 2)),
+                    zorder=1,
+                )
+            ax.text(
+                node.x,
+                -bottom - 0.1,
+                node.label,
+                rotation=90 if rotate else 0,
+                ha="center",
+                va="top",
+                fontsize=fontsize,
+                zorder=3,
+            )
         else:
-            ax.text(node.x, -node.depth, node.label, ha="center", va="center",
-                    fontsize=max(5.0, fontsize - 1), zorder=3,
-                    bbox=dict(boxstyle="round,pad=0.2", facecolor=colour(node),
-                              edgecolor="#6c757d", linewidth=0.5))
+            ax.text(
+                node.x,
+                -node.depth,
+                node.label,
+                ha="center",
+                va="center",
+                fontsize=max(5.0, fontsize - 1),
+                zorder=3,
+                bbox=dict(boxstyle="round,pad=0.2", facecolor=colour(node), edgecolor="#6c757d", linewidth=0.5),
+            )
 
     draw(root)
     ax.set_xlim(-0.7, n - 0.3)
@@ -196,26 +216,42 @@ def plot_trees(predicted: Tree, gold: Tree | None = None, title: str | None = No
     fontsize = _tree_fontsize(n)
     slot, rotate = _slot_inches(words, fontsize)
     depths = [_layout(predicted)[1], _layout(gold)[1]]
-    word_room = (0.6 * fontsize / 72 * max(len(w) for w in words) + 0.1 if rotate else 0.3)
+    word_room = 0.6 * fontsize / 72 * max(len(w) for w in words) + 0.1 if rotate else 0.3
     panel_w = max(3.0, slot * n + 0.6)
     panel_h = [LEVEL_INCHES * (depth + 1) + word_room + 0.5 for depth in depths]
     if panel_w > MAX_SIDE_BY_SIDE_INCHES:  # stacked, each tree as tall as it needs
-        fig, axes = plt.subplots(2, 1, layout="constrained", height_ratios=panel_h,
-                                 figsize=(panel_w, sum(panel_h) + 0.8))
+        fig, axes = plt.subplots(
+            2, 1, layout="constrained", height_ratios=panel_h, figsize=(panel_w, sum(panel_h) + 0.8)
+        )
     else:
-        fig, axes = plt.subplots(1, 2, layout="constrained",
-                                 figsize=(2 * panel_w, max(panel_h) + 0.8))
+        fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(2 * panel_w, max(panel_h) + 0.8))
     pred_brackets, gold_brackets = brackets(predicted), brackets(gold)
     shared = len(pred_brackets & gold_brackets)
-    plot_tree(predicted, ax=axes.flat[0], reference=gold_brackets, fontsize=fontsize,
-              title=f"predicted: {shared} of {len(pred_brackets)} brackets are in gold")
-    plot_tree(gold, ax=axes.flat[1], reference=pred_brackets, fontsize=fontsize,
-              title=f"gold: {shared} of {len(gold_brackets)} brackets were found")
-    fig.legend(handles=[Patch(facecolor=MATCHED, edgecolor="#6c757d", label="in both trees"),
-                        Patch(facecolor=UNMATCHED, edgecolor="#6c757d", label="only in this tree"),
-                        Patch(facecolor=NEUTRAL, edgecolor="#6c757d",
-                              label="not a bracket (root, one word)")],
-               loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    plot_tree(
+        predicted,
+        ax=axes.flat[0],
+        reference=gold_brackets,
+        fontsize=fontsize,
+        title=f"predicted: {shared} of {len(pred_brackets)} brackets are in gold",
+    )
+    plot_tree(
+        gold,
+        ax=axes.flat[1],
+        reference=pred_brackets,
+        fontsize=fontsize,
+        title=f"gold: {shared} of {len(gold_brackets)} brackets were found",
+    )
+    fig.legend(
+        handles=[
+            Patch(facecolor=MATCHED, edgecolor="#6c757d", label="in both trees"),
+            Patch(facecolor=UNMATCHED, edgecolor="#6c757d", label="only in this tree"),
+            Patch(facecolor=NEUTRAL, edgecolor="#6c757d", label="not a bracket (root, one word)"),
+        ],
+        loc="outside lower center",
+        ncols=3,
+        fontsize=8,
+        frameon=False,
+    )
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

@@ -22,6 +22,7 @@ output (so both kernels and their backward are untouched), indexed by the head's
 after pruning; :meth:`MultiHeadSelfAttention.prune_heads` removes a head's rows of Q/K/V and its
 columns of the output projection.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,6 @@ from torch import nn
 from transformers.pytorch_utils import prune_linear_layer
 
 from ..errors import InputError
-
 from ..priors import build_position_fusion, build_prior, prior_attribute
 from ..priors.attention import ATTENTION_FUNCTIONS
 from ..priors.base import KeyMemory, PriorOutput
@@ -65,12 +65,12 @@ class SinusoidalEmbeddings(nn.Module):
             self.position_fusion = fusion
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
         self.scale = math.sqrt(config.hidden_size)
-        self.register_buffer("positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size),
-                             persistent=False)
+        self.register_buffer(
+            "positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size), persistent=False
+        )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor, structure_inputs: dict[str, torch.Tensor] | None = None
-                ) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, structure_inputs: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, N) ids (and the structure inputs, read by a position fusion only) -> (B, N, d)."""
         n = input_ids.shape[1]
         positions = self.positions
@@ -95,8 +95,13 @@ def head_index(kept_positions: Iterable[int], head_dim: int) -> torch.Tensor:
     return torch.cat([torch.arange(p * head_dim, (p + 1) * head_dim) for p in kept_positions])
 
 
-def prune_head_projections(module: nn.Module, heads: Iterable[int], head_dim: int,
-                           names: tuple[str, ...] = ("query", "key", "value"), output: str = "output") -> list[int]:
+def prune_head_projections(
+    module: nn.Module,
+    heads: Iterable[int],
+    head_dim: int,
+    names: tuple[str, ...] = ("query", "key", "value"),
+    output: str = "output",
+) -> list[int]:
     """Remove heads (original numbers) from an attention module in place; returns the kept positions.
 
     The module keeps ``head_ids`` (original numbers of the heads it has, in order) and ``num_heads``;
@@ -147,8 +152,14 @@ class MultiHeadSelfAttention(nn.Module):
         """Remove ``heads`` (original 0-based numbers) for good (see :func:`prune_head_projections`)."""
         prune_head_projections(self, heads, self.head_dim)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, prior: PriorOutput | None,
-                head_mask: torch.Tensor | None = None, output_attentions: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_mask: torch.Tensor,
+        prior: PriorOutput | None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ):
         """x (B, N, d), key_mask (B, N) bool, head_mask (H_original,) (1 keeps, 0 drops) or None
         -> ((B, N, d), attentions (B, H, N, N) or None).
 
@@ -165,13 +176,17 @@ class MultiHeadSelfAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         groups = self.head_groups(prior)
         if len(groups) == 1 and groups[0][1] is None:
-            k, v = (lin(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
-                    for lin in (self.key, self.value))
-            out, attn = attention(q, k, v, key_mask, multiplicative, dropout_p=dropout_p,
-                                  output_attentions=output_attentions, bias=bias)  # (B, H, N, d_k)
+            k, v = (
+                lin(x).view(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
+                for lin in (self.key, self.value)
+            )
+            out, attn = attention(
+                q, k, v, key_mask, multiplicative, dropout_p=dropout_p, output_attentions=output_attentions, bias=bias
+            )  # (B, H, N, d_k)
         else:
-            out, attn = self._grouped_attention(attention, groups, q, x, key_mask, multiplicative, bias,
-                                                dropout_p, output_attentions)
+            out, attn = self._grouped_attention(
+                attention, groups, q, x, key_mask, multiplicative, bias, dropout_p, output_attentions
+            )
         if head_mask is not None:
             keep = head_mask[self.head_ids].to(out.dtype)  # (H,) of the heads present
             out = out * keep[None, :, None, None]
@@ -198,8 +213,7 @@ class MultiHeadSelfAttention(nn.Module):
         out = F.linear(source, linear.weight[index], linear.bias[index] if linear.bias is not None else None)
         return out.view(*source.shape[:2], len(positions), self.head_dim).transpose(1, 2)
 
-    def _grouped_attention(self, attention, groups, q, x, key_mask, multiplicative, bias, dropout_p,
-                           output_attentions):
+    def _grouped_attention(self, attention, groups, q, x, key_mask, multiplicative, bias, dropout_p, output_attentions):
         """One kernel call per group of heads (a memory has its own key length P): word heads with
         the prior's multiplicative prior and bias, keys and values from ``x`` (B, N, d); memory heads
         over their memory (no bias). Returns ``(out (B, H, N, d_k), attentions (B, H, N, N) or None)``
@@ -210,12 +224,27 @@ class MultiHeadSelfAttention(nn.Module):
             if memory is None:
                 k, v = (self.head_projection(lin, x, positions) for lin in (self.key, self.value))
                 group_bias = bias.index_select(1, index) if bias is not None and bias.shape[1] > 1 else bias
-                out, attn = attention(q.index_select(1, index), k, v, key_mask, multiplicative, dropout_p=dropout_p,
-                                      output_attentions=output_attentions, bias=group_bias)
+                out, attn = attention(
+                    q.index_select(1, index),
+                    k,
+                    v,
+                    key_mask,
+                    multiplicative,
+                    dropout_p=dropout_p,
+                    output_attentions=output_attentions,
+                    bias=group_bias,
+                )
             else:
                 k, v = (self.head_projection(lin, memory.hidden, positions) for lin in (self.key, self.value))
-                out, attn = attention(q.index_select(1, index), k, v, memory.mask, None, dropout_p=dropout_p,
-                                      output_attentions=output_attentions)  # (B, h, N, d_k), (B, h, N, P)
+                out, attn = attention(
+                    q.index_select(1, index),
+                    k,
+                    v,
+                    memory.mask,
+                    None,
+                    dropout_p=dropout_p,
+                    output_attentions=output_attentions,
+                )  # (B, h, N, d_k), (B, h, N, P)
                 if attn is not None:
                     attn = memory_attention_over_words(attn, memory.phrase_ids)
             outs.append(out)
@@ -318,14 +347,20 @@ class PreLNLayer(nn.Module):
         """This layer's :class:`~syntaxformer.priors.base.StructuralPrior`, or None."""
         return getattr(self, self.prior_name) if self.prior_name else None
 
-    def forward(self, x, key_mask, prior_state=None, head_mask=None, output_attentions=False,
-                structure_inputs: dict[str, torch.Tensor] | None = None):
+    def forward(
+        self,
+        x,
+        key_mask,
+        prior_state=None,
+        head_mask=None,
+        output_attentions=False,
+        structure_inputs: dict[str, torch.Tensor] | None = None,
+    ):
         """x (B, N, d), key_mask (B, N) bool, the prior's state from the layer below (or None),
         head_mask (H_original,) or None, structure_inputs (per-sentence structure handed to the prior
         as ``inputs``, e.g. ``{"heads": (B, N)}``; or None) -> ``(x, PriorOutput or None, attentions
         or None)``."""
-        prior = (self.prior(x, key_mask, prior_state, inputs=structure_inputs) if self.prior is not None
-                 else None)
+        prior = self.prior(x, key_mask, prior_state, inputs=structure_inputs) if self.prior is not None else None
         h, attn = self.attention(self.attention_norm(x), key_mask, prior, head_mask, output_attentions)
         x = x + self.dropout(h)
         x = x + self.dropout(self.ffn(self.ffn_norm(x)))
@@ -347,14 +382,16 @@ def layer_head_masks(head_mask: torch.Tensor | None, num_layers: int, num_heads:
         return [head_mask] * num_layers
     if head_mask.shape == (num_layers, num_heads):
         return list(head_mask.unbind(0))
-    raise ValueError(f"head_mask of shape {tuple(head_mask.shape)}: expected ({num_heads},) or "
-                     f"({num_layers}, {num_heads})")
+    raise ValueError(
+        f"head_mask of shape {tuple(head_mask.shape)}: expected ({num_heads},) or ({num_layers}, {num_heads})"
+    )
 
 
 @dataclass
 class EncoderOutput:
     """What :class:`PreLNEncoder` returns (tuples over layers; ``records`` by the prior's names;
     ``loss`` the sum of the priors' auxiliary losses, or None)."""
+
     hidden: torch.Tensor
     loss: torch.Tensor | None = None
     records: dict[str, tuple] = field(default_factory=dict)
@@ -374,10 +411,16 @@ class PreLNEncoder(nn.ModuleList):
         for layer, heads in (getattr(config, "pruned_heads", None) or {}).items():
             self[int(layer)].attention.prune_heads(heads)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, head_mask: torch.Tensor | None = None,
-                output_attentions: bool = False, output_priors: bool = False,
-                output_hidden_states: bool = False,
-                structure_inputs: dict[str, torch.Tensor] | None = None) -> EncoderOutput:
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_mask: torch.Tensor,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_priors: bool = False,
+        output_hidden_states: bool = False,
+        structure_inputs: dict[str, torch.Tensor] | None = None,
+    ) -> EncoderOutput:
         """x (B, N, d) embeddings, key_mask (B, N) bool (True = real), head_mask (H,) or (L, H),
         structure_inputs (the same dict to every layer's prior, ``inputs``; None: none) -> output."""
         masks = layer_head_masks(head_mask, len(self), self.num_heads)
@@ -395,10 +438,14 @@ class PreLNEncoder(nn.ModuleList):
                     priors.append(torch.exp(prior.multiplicative.log_prior()))  # (B, N, N)
             attentions.append(attn)
             hidden_states.append(x)
-        return EncoderOutput(hidden=x, loss=loss, records={k: tuple(v) for k, v in records.items()},
-                             priors=tuple(priors) if output_priors else None,
-                             attentions=tuple(attentions) if output_attentions else None,
-                             hidden_states=tuple(hidden_states) if output_hidden_states else None)
+        return EncoderOutput(
+            hidden=x,
+            loss=loss,
+            records={k: tuple(v) for k, v in records.items()},
+            priors=tuple(priors) if output_priors else None,
+            attentions=tuple(attentions) if output_attentions else None,
+            hidden_states=tuple(hidden_states) if output_hidden_states else None,
+        )
 
 
 class HeadPruningMixin:
@@ -440,6 +487,7 @@ class HeadPruningMixin:
 class HeadLayout:
     """The heads of a model: ``layers`` × ``heads`` original numbers, ``present[l]`` the heads of
     layer ``l`` not pruned (ascending). Flat index of (l, h): ``l * heads + h``."""
+
     layers: int
     heads: int
     present: tuple[tuple[int, ...], ...]
@@ -461,8 +509,13 @@ class HeadLayout:
         pruned heads (and at NaN)."""
         flat = torch.as_tensor(values, dtype=torch.float64).reshape(self.layers, self.heads)
         keep = self.kept()
-        return [[(round(float(flat[l, h]), digits) if keep[l, h] and not torch.isnan(flat[l, h]) else None)
-                 for h in range(self.heads)] for l in range(self.layers)]
+        return [
+            [
+                (round(float(flat[l, h]), digits) if keep[l, h] and not torch.isnan(flat[l, h]) else None)
+                for h in range(self.heads)
+            ]
+            for l in range(self.layers)
+        ]
 
 
 def head_layout(model) -> HeadLayout:
@@ -476,8 +529,10 @@ def head_layout(model) -> HeadLayout:
     layers = int(getattr(config, "num_hidden_layers", 0) or 0)
     heads = int(getattr(config, "num_attention_heads", 0) or 0)
     if layers < 1 or heads < 1:
-        raise InputError(f"{type(model).__name__} has no attention heads to score "
-                         f"(num_hidden_layers={layers}, num_attention_heads={heads})")
+        raise InputError(
+            f"{type(model).__name__} has no attention heads to score "
+            f"(num_hidden_layers={layers}, num_attention_heads={heads})"
+        )
     pruned = normalise_pruned_heads(getattr(config, "pruned_heads", None))
     present = tuple(tuple(h for h in range(heads) if h not in pruned.get(layer, ())) for layer in range(layers))
     return HeadLayout(layers, heads, present)

@@ -34,6 +34,7 @@ Dropout -> Linear; character n-grams are hashed into ``char_ngram_buckets`` buck
 ``prior="constituent"`` give the twins of the study (the same model without a prior, or with the
 Tree Transformer's constituent prior in the encoding block).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,27 +49,57 @@ from ..data.nli import LABELS
 from ..priors import check_prior
 from ..priors.attention import ATTENTION_FUNCTIONS
 from ..priors.constituent import check_constituent_options
-from .encoder import (FeedForward, PreLNEncoder, check_residual_init, mark_zero_residual, normalise_pruned_heads,
-                      sinusoidal_positions, zero_init_if_marked)
+from .encoder import (
+    FeedForward,
+    PreLNEncoder,
+    check_residual_init,
+    mark_zero_residual,
+    normalise_pruned_heads,
+    sinusoidal_positions,
+    zero_init_if_marked,
+)
 
 #: config fields of the named sizes
 PRESETS = {
     # the paper's SNLI size (d_model 300 as its GloVe vectors, M = 3, N = 2)
-    "paper": dict(hidden_size=300, num_hidden_layers=3, num_interaction_layers=2, num_attention_heads=6,
-                  intermediate_size=1200, word_embedding_dim=300, char_embedding_dim=100),
+    "paper": dict(
+        hidden_size=300,
+        num_hidden_layers=3,
+        num_interaction_layers=2,
+        num_attention_heads=6,
+        intermediate_size=1200,
+        word_embedding_dim=300,
+        char_embedding_dim=100,
+    ),
     # the CPU recipe's size (README, docs/nli.md): d_model 64 keeps inference well above 2,000 pairs/s
     # on 2 CPU cores at batch 64
-    "small": dict(hidden_size=64, num_hidden_layers=3, num_interaction_layers=1, num_attention_heads=4,
-                  intermediate_size=128, word_embedding_dim=100, char_embedding_dim=50),
+    "small": dict(
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_interaction_layers=1,
+        num_attention_heads=4,
+        intermediate_size=128,
+        word_embedding_dim=100,
+        char_embedding_dim=50,
+    ),
     # tests: seconds
-    "tiny": dict(hidden_size=32, num_hidden_layers=3, num_interaction_layers=1, num_attention_heads=2,
-                 intermediate_size=64, word_embedding_dim=16, char_embedding_dim=8, char_ngram_buckets=1000),
+    "tiny": dict(
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_interaction_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        word_embedding_dim=16,
+        char_embedding_dim=8,
+        char_ngram_buckets=1000,
+    ),
 }
 
 
 # ----------------------------------------------------------------------------------------------
 # Config
 # ----------------------------------------------------------------------------------------------
+
 
 class GaussianTransformerConfig(PretrainedConfig):
     """Configuration of a Gaussian Transformer for sentence-pair classification (BERT field names).
@@ -106,15 +137,34 @@ class GaussianTransformerConfig(PretrainedConfig):
 
     model_type = "gaussian-transformer-nli"
 
-    def __init__(self, vocab_size: int = 10000, word_embedding_dim: int = 300, char_embedding_dim: int = 100,
-                 char_ngram_sizes=(3, 4, 5), char_ngram_buckets: int = 20000, freeze_word_embeddings: bool = False,
-                 hidden_size: int = 300, num_hidden_layers: int = 3, num_interaction_layers: int = 2,
-                 num_attention_heads: int = 6, intermediate_size: int = 1200, hidden_dropout_prob: float = 0.1,
-                 attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 128,
-                 layer_norm_eps: float = 1e-6, pad_token_id: int = 0, initializer_range: float = 0.1,
-                 prior: str = "gaussian", gaussian_w_init: float = 0.01, gaussian_b_init: float = 0.0,
-                 constituent_variant: str = "paper", classifier_features: str = "concat",
-                 residual_init: str = "xavier", pruned_heads=None, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 10000,
+        word_embedding_dim: int = 300,
+        char_embedding_dim: int = 100,
+        char_ngram_sizes=(3, 4, 5),
+        char_ngram_buckets: int = 20000,
+        freeze_word_embeddings: bool = False,
+        hidden_size: int = 300,
+        num_hidden_layers: int = 3,
+        num_interaction_layers: int = 2,
+        num_attention_heads: int = 6,
+        intermediate_size: int = 1200,
+        hidden_dropout_prob: float = 0.1,
+        attention_probs_dropout_prob: float = 0.1,
+        max_position_embeddings: int = 128,
+        layer_norm_eps: float = 1e-6,
+        pad_token_id: int = 0,
+        initializer_range: float = 0.1,
+        prior: str = "gaussian",
+        gaussian_w_init: float = 0.01,
+        gaussian_b_init: float = 0.0,
+        constituent_variant: str = "paper",
+        classifier_features: str = "concat",
+        residual_init: str = "xavier",
+        pruned_heads=None,
+        **kwargs,
+    ):
         check_prior(prior)
         check_constituent_options(constituent_variant)
         if classifier_features not in ("concat", "match"):
@@ -155,6 +205,7 @@ class GaussianTransformerConfig(PretrainedConfig):
 # Blocks
 # ----------------------------------------------------------------------------------------------
 
+
 class PairEmbeddings(nn.Module):
     """The embedding block: ``LN(W [word(w); max-pooled char n-grams(w)]) (+ sinusoidal positions)``.
 
@@ -170,15 +221,17 @@ class PairEmbeddings(nn.Module):
 
     def __init__(self, config, positions: bool = True):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.word_embedding_dim,
-                                            padding_idx=config.pad_token_id)
+        self.word_embeddings = nn.Embedding(
+            config.vocab_size, config.word_embedding_dim, padding_idx=config.pad_token_id
+        )
         self.word_embeddings.weight.requires_grad_(not config.freeze_word_embeddings)
         self.char_embeddings = nn.Embedding(config.char_ngram_buckets + 1, config.char_embedding_dim, padding_idx=0)
         self.projection = nn.Linear(config.word_embedding_dim + config.char_embedding_dim, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=getattr(config, "layer_norm_eps", 1e-6))
         self.use_positions = positions
-        self.register_buffer("positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size),
-                             persistent=False)
+        self.register_buffer(
+            "positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size), persistent=False
+        )
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def char_vectors(self, char_ids: torch.Tensor) -> torch.Tensor:
@@ -226,8 +279,13 @@ class CrossAttention(nn.Module):
             return t.view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_k)
 
         attention = ATTENTION_FUNCTIONS[self.config._attn_implementation or "eager"]
-        out, _ = attention(heads(self.query(x)), heads(self.key(memory)), heads(self.value(memory)), memory_mask,
-                           dropout_p=self.dropout_p if self.training else 0.0)  # (B, H, N, d_k)
+        out, _ = attention(
+            heads(self.query(x)),
+            heads(self.key(memory)),
+            heads(self.value(memory)),
+            memory_mask,
+            dropout_p=self.dropout_p if self.training else 0.0,
+        )  # (B, H, N, d_k)
         return self.output(out.transpose(1, 2).reshape(B, N, -1))
 
 
@@ -295,6 +353,7 @@ class PairClassifier(nn.Module):
 # Models
 # ----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class PairClassifierOutput(ModelOutput):
     """Output of a sentence-pair classifier.
@@ -303,6 +362,7 @@ class PairClassifierOutput(ModelOutput):
         loss: mean cross-entropy (nats) over the batch, when labels are given.
         logits: (B, labels) unnormalised log-probabilities.
     """
+
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
 
@@ -383,12 +443,16 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
         self.encoder_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.interaction = nn.ModuleList(InteractionLayer(config) for _ in range(config.num_interaction_layers))
         self.interaction_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.comparison = nn.Sequential(nn.Linear(2 * config.hidden_size, config.intermediate_size), nn.GELU(),
-                                        nn.Dropout(config.hidden_dropout_prob),
-                                        nn.Linear(config.intermediate_size, config.hidden_size))
+        self.comparison = nn.Sequential(
+            nn.Linear(2 * config.hidden_size, config.intermediate_size),
+            nn.GELU(),
+            nn.Dropout(config.hidden_dropout_prob),
+            nn.Linear(config.intermediate_size, config.hidden_size),
+        )
         k = 2 if config.classifier_features == "concat" else 4
-        self.classifier = PairClassifier(k * config.hidden_size, config.hidden_size, config.num_labels,
-                                         config.hidden_dropout_prob)
+        self.classifier = PairClassifier(
+            k * config.hidden_size, config.hidden_size, config.num_labels, config.hidden_dropout_prob
+        )
         self.post_init()
 
     def encode(self, input_ids: torch.Tensor, mask: torch.Tensor, char_ids: torch.Tensor) -> torch.Tensor:
@@ -401,9 +465,17 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
             x = layer(x, memory, memory_mask)
         return self.interaction_norm(x)
 
-    def forward(self, premise_ids: torch.Tensor, premise_mask: torch.Tensor, premise_char_ids: torch.Tensor,
-                hypothesis_ids: torch.Tensor, hypothesis_mask: torch.Tensor, hypothesis_char_ids: torch.Tensor,
-                labels: torch.Tensor | None = None, return_dict: bool = True) -> PairClassifierOutput | tuple:
+    def forward(
+        self,
+        premise_ids: torch.Tensor,
+        premise_mask: torch.Tensor,
+        premise_char_ids: torch.Tensor,
+        hypothesis_ids: torch.Tensor,
+        hypothesis_mask: torch.Tensor,
+        hypothesis_char_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        return_dict: bool = True,
+    ) -> PairClassifierOutput | tuple:
         """Classify pairs.
 
         Args:
@@ -418,8 +490,9 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
         """
         B = premise_ids.shape[0]
         mask = torch.cat([premise_mask, hypothesis_mask]).bool()  # (2B, N): premises, then hypotheses
-        x = self.encode(torch.cat([premise_ids, hypothesis_ids]), mask,
-                        torch.cat([premise_char_ids, hypothesis_char_ids]))  # (2B, N, d)
+        x = self.encode(
+            torch.cat([premise_ids, hypothesis_ids]), mask, torch.cat([premise_char_ids, hypothesis_char_ids])
+        )  # (2B, N, d)
         other = torch.cat([x[B:], x[:B]])  # (2B, N, d): each sentence's partner
         aligned = self.interact(x, other, torch.cat([mask[B:], mask[:B]]))  # (2B, N, d)
         v = self.comparison(torch.cat([x, aligned], dim=-1))  # (2B, N, d)
@@ -430,9 +503,20 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
 
 
 AutoConfig.register(GaussianTransformerConfig.model_type, GaussianTransformerConfig, exist_ok=True)
-AutoModelForSequenceClassification.register(GaussianTransformerConfig, GaussianTransformerForSequencePairClassification,
-                                            exist_ok=True)
+AutoModelForSequenceClassification.register(
+    GaussianTransformerConfig, GaussianTransformerForSequencePairClassification, exist_ok=True
+)
 
-__all__ = ["PRESETS", "GaussianTransformerConfig", "GaussianTransformerForSequencePairClassification",
-           "PairEmbeddings", "CrossAttention", "InteractionLayer", "PairClassifier", "PairClassifierOutput",
-           "PairClassifierPreTrainedModel", "scaled_sum", "pair_features"]
+__all__ = [
+    "PRESETS",
+    "GaussianTransformerConfig",
+    "GaussianTransformerForSequencePairClassification",
+    "PairEmbeddings",
+    "CrossAttention",
+    "InteractionLayer",
+    "PairClassifier",
+    "PairClassifierOutput",
+    "PairClassifierPreTrainedModel",
+    "scaled_sum",
+    "pair_features",
+]

@@ -10,6 +10,7 @@ registry (:mod:`syntaxformer.models.registry`): the sentence-encoder registry
 Batch first, right padding (``attention_mask`` 1 = token): the sequences are packed
 (``pack_padded_sequence``), so padding never reaches a real output; outputs at padding are 0.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,9 +41,17 @@ class LstmConfig(PretrainedConfig):
     model_type = "lstm-encoder"
     attribute_map = {"num_hidden_layers": "num_layers"}
 
-    def __init__(self, vocab_size: int = 100, embedding_size: int = 128, hidden_size: int = 400,
-                 num_layers: int = 1, dropout: float = 0.2, init_range: float = 0.1, pad_token_id: int = 0,
-                 **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 100,
+        embedding_size: int = 128,
+        hidden_size: int = 400,
+        num_layers: int = 1,
+        dropout: float = 0.2,
+        init_range: float = 0.1,
+        pad_token_id: int = 0,
+        **kwargs,
+    ):
         super().__init__(pad_token_id=pad_token_id, **kwargs)
         if min(vocab_size, embedding_size, hidden_size, num_layers) < 1:
             raise ValueError("vocab_size, embedding_size, hidden_size and num_layers must be at least 1")
@@ -56,6 +65,7 @@ class LstmConfig(PretrainedConfig):
 class LstmOutput(ModelOutput):
     """Output of :class:`LstmModel`: ``last_hidden_state`` ``(B, N, H)`` the top layer's outputs
     (0 at padding)."""
+
     last_hidden_state: torch.FloatTensor | None = None
 
 
@@ -70,8 +80,13 @@ class LstmModel(PreTrainedModel):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_size)
         self.drop = nn.Dropout(config.dropout)
-        self.lstm = nn.LSTM(config.embedding_size, config.hidden_size, config.num_layers, batch_first=True,
-                            dropout=config.dropout if config.num_layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            config.embedding_size,
+            config.hidden_size,
+            config.num_layers,
+            batch_first=True,
+            dropout=config.dropout if config.num_layers > 1 else 0.0,
+        )
         self.post_init()
 
     def _init_weights(self, module):
@@ -94,8 +109,8 @@ class LstmModel(PreTrainedModel):
         default ``input_ids != pad_token_id``). Returns :class:`LstmOutput`."""
         if attention_mask is None:
             attention_mask = (input_ids != self.config.pad_token_id).long()
-        lengths = attention_mask.sum(-1).clamp(min=1).cpu()                       # (B,)
-        x = self.drop(self.embeddings(input_ids))                                  # (B, N, E)
+        lengths = attention_mask.sum(-1).clamp(min=1).cpu()  # (B,)
+        x = self.drop(self.embeddings(input_ids))  # (B, N, E)
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, _ = self.lstm(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=input_ids.shape[1])  # (B, N, H)

@@ -10,14 +10,20 @@ classifier (:class:`~syntaxformer.models.gaussian_transformer.PairClassifier`) r
 No attention, no order. Same inputs, outputs, initialisation and word-vector options as the
 Gaussian Transformer, so the study trains both with one recipe.
 """
+
 from __future__ import annotations
 
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig
 
 from ..data.nli import LABELS
-from .gaussian_transformer import (PairClassifier, PairClassifierOutput, PairClassifierPreTrainedModel,
-                                   PairEmbeddings, pair_features)
+from .gaussian_transformer import (
+    PairClassifier,
+    PairClassifierOutput,
+    PairClassifierPreTrainedModel,
+    PairEmbeddings,
+    pair_features,
+)
 
 #: config fields of the named sizes (the same names as the Gaussian Transformer's)
 PRESETS = {
@@ -39,10 +45,21 @@ class MeanPoolPairConfig(PretrainedConfig):
 
     model_type = "mean-pool-pair"
 
-    def __init__(self, vocab_size: int = 10000, word_embedding_dim: int = 300, char_embedding_dim: int = 100,
-                 char_ngram_sizes=(3, 4, 5), char_ngram_buckets: int = 20000, freeze_word_embeddings: bool = False,
-                 hidden_size: int = 300, hidden_dropout_prob: float = 0.1, max_position_embeddings: int = 128,
-                 pad_token_id: int = 0, initializer_range: float = 0.1, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 10000,
+        word_embedding_dim: int = 300,
+        char_embedding_dim: int = 100,
+        char_ngram_sizes=(3, 4, 5),
+        char_ngram_buckets: int = 20000,
+        freeze_word_embeddings: bool = False,
+        hidden_size: int = 300,
+        hidden_dropout_prob: float = 0.1,
+        max_position_embeddings: int = 128,
+        pad_token_id: int = 0,
+        initializer_range: float = 0.1,
+        **kwargs,
+    ):
         kwargs.setdefault("id2label", dict(enumerate(LABELS)))
         super().__init__(pad_token_id=pad_token_id, **kwargs)
         self.vocab_size = vocab_size
@@ -72,13 +89,22 @@ class MeanPoolForSequencePairClassification(PairClassifierPreTrainedModel):
     def __init__(self, config: MeanPoolPairConfig):
         super().__init__(config)
         self.embeddings = PairEmbeddings(config, positions=False)
-        self.classifier = PairClassifier(4 * config.hidden_size, config.hidden_size, config.num_labels,
-                                         config.hidden_dropout_prob)
+        self.classifier = PairClassifier(
+            4 * config.hidden_size, config.hidden_size, config.num_labels, config.hidden_dropout_prob
+        )
         self.post_init()
 
-    def forward(self, premise_ids: torch.Tensor, premise_mask: torch.Tensor, premise_char_ids: torch.Tensor,
-                hypothesis_ids: torch.Tensor, hypothesis_mask: torch.Tensor, hypothesis_char_ids: torch.Tensor,
-                labels: torch.Tensor | None = None, return_dict: bool = True) -> PairClassifierOutput | tuple:
+    def forward(
+        self,
+        premise_ids: torch.Tensor,
+        premise_mask: torch.Tensor,
+        premise_char_ids: torch.Tensor,
+        hypothesis_ids: torch.Tensor,
+        hypothesis_mask: torch.Tensor,
+        hypothesis_char_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        return_dict: bool = True,
+    ) -> PairClassifierOutput | tuple:
         """The inputs and outputs of
         :meth:`~syntaxformer.models.gaussian_transformer.GaussianTransformerForSequencePairClassification.forward`."""
         u = masked_mean(self.embeddings(premise_ids, premise_char_ids), premise_mask.bool())  # (B, d)

@@ -71,11 +71,11 @@ Where this file differs from the public code
 * Parsing hands the per-word distances to the shared top-down decoder as n-1 gap distances
   (:func:`gap_distances`), which reproduces the public ``build_tree`` exactly.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
@@ -85,29 +85,29 @@ from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, Pre
 from transformers.utils import ModelOutput
 
 from ..blocks.on_lstm import (  # noqa: F401  (the recurrence lives in the blocks layer; re-exported)
-    cumax,
-    expand_chunks,
-    master_forget_gate,
-    master_input_gate,
-    master_gates,
-    overlap,
-    forget_gate_hat,
-    input_gate_hat,
-    cell_state,
-    hidden_state,
-    syntactic_distance,
-    on_lstm_step,
-    on_lstm_cell,
-    _WeightGradientOnce,
-    _RecurrentMatmul,
-    on_lstm_loop,
-    on_lstm_recurrence,
-    locked_dropout,
-    embedding_dropout,
-    drop_connect,
+    WEIGHT_GRAD_ONCE_MIN,
     OnLstmLayer,
     OnLstmStack,
-    WEIGHT_GRAD_ONCE_MIN,
+    _RecurrentMatmul,
+    _WeightGradientOnce,
+    cell_state,
+    cumax,
+    drop_connect,
+    embedding_dropout,
+    expand_chunks,
+    forget_gate_hat,
+    hidden_state,
+    input_gate_hat,
+    locked_dropout,
+    master_forget_gate,
+    master_gates,
+    master_input_gate,
+    on_lstm_cell,
+    on_lstm_loop,
+    on_lstm_recurrence,
+    on_lstm_step,
+    overlap,
+    syntactic_distance,
 )
 from ..structures import SyntacticDistances
 
@@ -116,19 +116,55 @@ PRESETS = {
     # the public recipe (yikangshen/Ordered-Neurons README; DESIGN.md §3.4): 3 layers, embedding 400,
     # hidden 1150 (the last layer 400, tied), chunk 10, AWD-LSTM regularisation; trained with
     # batch 20 x bptt 70, SGD lr 30 then NT-ASGD, clip 0.25, weight decay 1.2e-6, 1000 epochs
-    "paper": dict(embedding_size=400, hidden_size=1150, num_layers=3, chunk_size=10,
-                  dropout=0.45, dropouth=0.3, dropouti=0.5, dropoute=0.1, wdrop=0.45),
+    "paper": dict(
+        embedding_size=400,
+        hidden_size=1150,
+        num_layers=3,
+        chunk_size=10,
+        dropout=0.45,
+        dropouth=0.3,
+        dropouti=0.5,
+        dropoute=0.1,
+        wdrop=0.45,
+    ),
     # CPU sizes (same shape: 3 layers, the last one as wide as the embeddings); their dropouts are
     # the public ones scaled down for short runs, not tuned (issue 15 item 2 chooses recipes).
     # The recurrent stack alone, forward+backward, batch 64 x 25, one CPU thread
     # (benchmarks/on_lstm_speed.py): small ~2,200 tokens/s, mini ~6,500 tokens/s
-    "small": dict(embedding_size=256, hidden_size=512, num_layers=3, chunk_size=8,
-                  dropout=0.3, dropouth=0.2, dropouti=0.3, dropoute=0.05, wdrop=0.3),
-    "mini": dict(embedding_size=128, hidden_size=256, num_layers=3, chunk_size=8,
-                 dropout=0.2, dropouth=0.1, dropouti=0.2, dropoute=0.0, wdrop=0.2),
+    "small": dict(
+        embedding_size=256,
+        hidden_size=512,
+        num_layers=3,
+        chunk_size=8,
+        dropout=0.3,
+        dropouth=0.2,
+        dropouti=0.3,
+        dropoute=0.05,
+        wdrop=0.3,
+    ),
+    "mini": dict(
+        embedding_size=128,
+        hidden_size=256,
+        num_layers=3,
+        chunk_size=8,
+        dropout=0.2,
+        dropouth=0.1,
+        dropouti=0.2,
+        dropoute=0.0,
+        wdrop=0.2,
+    ),
     # tests: milliseconds
-    "tiny": dict(embedding_size=16, hidden_size=24, num_layers=3, chunk_size=4,
-                 dropout=0.1, dropouth=0.1, dropouti=0.1, dropoute=0.0, wdrop=0.1),
+    "tiny": dict(
+        embedding_size=16,
+        hidden_size=24,
+        num_layers=3,
+        chunk_size=4,
+        dropout=0.1,
+        dropouth=0.1,
+        dropouti=0.1,
+        dropoute=0.0,
+        wdrop=0.1,
+    ),
 }
 
 #: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields): next-word training on
@@ -141,10 +177,28 @@ PRESETS = {
 #: 2 idle CPU cores; ``long`` = 7,500 steps, three times as many. The parse layer stays the public
 #: code's (1); on ptb-sample:dev this recipe's layer 2 parses better (README, docs/induce).
 RECIPES = {
-    "default": dict(preset="mini", max_steps=2500, batch_size=64, lr=2e-3,
-                    warmup_steps=100, schedule="linear", final_lr_fraction=0.1, clip=0.25, min_freq=2),
-    "long": dict(preset="mini", max_steps=7500, batch_size=64, lr=2e-3,
-                 warmup_steps=100, schedule="linear", final_lr_fraction=0.1, clip=0.25, min_freq=2),
+    "default": dict(
+        preset="mini",
+        max_steps=2500,
+        batch_size=64,
+        lr=2e-3,
+        warmup_steps=100,
+        schedule="linear",
+        final_lr_fraction=0.1,
+        clip=0.25,
+        min_freq=2,
+    ),
+    "long": dict(
+        preset="mini",
+        max_steps=7500,
+        batch_size=64,
+        lr=2e-3,
+        warmup_steps=100,
+        schedule="linear",
+        final_lr_fraction=0.1,
+        clip=0.25,
+        min_freq=2,
+    ),
 }
 
 _DROPOUTS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop")
@@ -153,6 +207,7 @@ _DROPOUTS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop")
 # ----------------------------------------------------------------------------------------------
 # Config
 # ----------------------------------------------------------------------------------------------
+
 
 class OnLstmConfig(PretrainedConfig):
     """Configuration of :class:`OnLstmForCausalLM`. Defaults: the public recipe (the ``paper`` preset).
@@ -192,12 +247,26 @@ class OnLstmConfig(PretrainedConfig):
     model_type = "on-lstm"
     attribute_map = {"num_hidden_layers": "num_layers"}
 
-    def __init__(self, vocab_size: int = 10000, embedding_size: int = 400, hidden_size: int = 1150,
-                 hidden_sizes: list[int] | None = None, num_layers: int = 3, chunk_size: int = 10,
-                 dropout: float = 0.45, dropouth: float = 0.3, dropouti: float = 0.5,
-                 dropoute: float = 0.1, wdrop: float = 0.45, parse_layer: int = 1,
-                 parse_prefix_token_id: int | None = None, init_range: float = 0.1,
-                 pad_token_id: int = 0, tie_word_embeddings: bool = True, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 10000,
+        embedding_size: int = 400,
+        hidden_size: int = 1150,
+        hidden_sizes: list[int] | None = None,
+        num_layers: int = 3,
+        chunk_size: int = 10,
+        dropout: float = 0.45,
+        dropouth: float = 0.3,
+        dropouti: float = 0.5,
+        dropoute: float = 0.1,
+        wdrop: float = 0.45,
+        parse_layer: int = 1,
+        parse_prefix_token_id: int | None = None,
+        init_range: float = 0.1,
+        pad_token_id: int = 0,
+        tie_word_embeddings: bool = True,
+        **kwargs,
+    ):
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
@@ -206,7 +275,12 @@ class OnLstmConfig(PretrainedConfig):
         self.num_layers = num_layers
         self.chunk_size = chunk_size
         self.dropout, self.dropouth, self.dropouti, self.dropoute, self.wdrop = (
-            dropout, dropouth, dropouti, dropoute, wdrop)
+            dropout,
+            dropouth,
+            dropouti,
+            dropoute,
+            wdrop,
+        )
         self.parse_layer = parse_layer
         self.parse_prefix_token_id = parse_prefix_token_id
         self.init_range = init_range
@@ -226,12 +300,13 @@ class OnLstmConfig(PretrainedConfig):
         if len(sizes) != self.num_layers:
             raise ValueError(f"hidden_sizes has {len(sizes)} widths for {self.num_layers} layers")
         if self.tie_word_embeddings and sizes[-1] != self.embedding_size:
-            raise ValueError(f"the last layer's width {sizes[-1]} must equal embedding_size "
-                             f"{self.embedding_size} (tied output layer)")
+            raise ValueError(
+                f"the last layer's width {sizes[-1]} must equal embedding_size "
+                f"{self.embedding_size} (tied output layer)"
+            )
         bad = [s for s in sizes if s < 1 or s % self.chunk_size]
         if bad or self.chunk_size < 1:
-            raise ValueError(f"layer widths {sizes} must be positive multiples of chunk_size "
-                             f"{self.chunk_size}")
+            raise ValueError(f"layer widths {sizes} must be positive multiples of chunk_size {self.chunk_size}")
         for name in _DROPOUTS:
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
@@ -288,10 +363,10 @@ class OnLstmPreTrainedModel(PreTrainedModel):
         if isinstance(module, nn.Embedding):
             nn.init.uniform_(module.weight, -self.config.init_range, self.config.init_range)
         elif isinstance(module, nn.Linear) and module is getattr(self, "lm_head", None):
-            nn.init.zeros_(module.bias)            # its weight is the embeddings' (tied)
+            nn.init.zeros_(module.bias)  # its weight is the embeddings' (tied)
         elif isinstance(module, nn.Linear):
             bound = 1.0 / math.sqrt(module.in_features)
-            nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5))   # = U(-bound, bound)
+            nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5))  # = U(-bound, bound)
             nn.init.uniform_(module.bias, -bound, bound)
 
 
@@ -313,8 +388,9 @@ class OnLstmModel(OnLstmPreTrainedModel):
     def __init__(self, config: OnLstmConfig):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_size)
-        self.layers = OnLstmStack([config.embedding_size] + config.layer_sizes, config.chunk_size, config.wdrop,
-                                  config.dropouth)
+        self.layers = OnLstmStack(
+            [config.embedding_size] + config.layer_sizes, config.chunk_size, config.wdrop, config.dropouth
+        )
         self.post_init()
 
     def get_input_embeddings(self):
@@ -323,8 +399,14 @@ class OnLstmModel(OnLstmPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings = value
 
-    def forward(self, input_ids: torch.LongTensor, attention_mask: Tensor | None = None,
-                state=None, output_hidden_states: bool = False, return_dict: bool = True) -> OnLstmOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: Tensor | None = None,
+        state=None,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+    ) -> OnLstmOutput:
         """Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = token, 0 = padding), default
         ``input_ids != pad_token_id``; state: per layer ``(h, c)`` ``[B, H_l]`` to start from (zeros
         when None). Returns :class:`OnLstmOutput`."""
@@ -332,10 +414,13 @@ class OnLstmModel(OnLstmPreTrainedModel):
         mask = _padding_mask(cfg, input_ids, attention_mask)
         x = embedding_dropout(self.embeddings.weight, input_ids, cfg.dropoute, self.training)  # (B, N, E)
         x = locked_dropout(x, cfg.dropouti, self.training)
-        hiddens, distances, states = self.layers(x, mask, state)                         # (B, L, N)
-        out = OnLstmOutput(last_hidden_state=hiddens[-1], distances=distances,
-                           hidden_states=tuple(hiddens) if output_hidden_states else None,
-                           state=tuple(states))
+        hiddens, distances, states = self.layers(x, mask, state)  # (B, L, N)
+        out = OnLstmOutput(
+            last_hidden_state=hiddens[-1],
+            distances=distances,
+            hidden_states=tuple(hiddens) if output_hidden_states else None,
+            state=tuple(states),
+        )
         return out if return_dict else out.to_tuple()
 
 
@@ -368,9 +453,16 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def forward(self, input_ids: torch.LongTensor, attention_mask: Tensor | None = None,
-                labels: torch.LongTensor | None = None, state=None, output_hidden_states: bool = False,
-                return_dict: bool = True, **kwargs) -> OnLstmCausalLMOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        state=None,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> OnLstmCausalLMOutput:
         """Causal-LM forward pass.
 
         Args:
@@ -386,13 +478,15 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
         """
         base = self.on_lstm(input_ids, attention_mask, state=state, output_hidden_states=output_hidden_states)
         hidden = locked_dropout(base.last_hidden_state, self.config.dropout, self.training)  # (B, N, E)
-        logits = self.lm_head(hidden)                                                    # (B, N, V)
+        logits = self.lm_head(hidden)  # (B, N, V)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
-                                   ignore_index=-100)
-        out = OnLstmCausalLMOutput(loss=loss, logits=logits, distances=base.distances,
-                                   hidden_states=base.hidden_states, state=base.state)
+            loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
+            )
+        out = OnLstmCausalLMOutput(
+            loss=loss, logits=logits, distances=base.distances, hidden_states=base.hidden_states, state=base.state
+        )
         return out if return_dict else out.to_tuple()
 
     @torch.no_grad()
@@ -407,21 +501,27 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
         Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = token, right padding).
         """
         prefix = self.config.parse_prefix_token_id
-        skip = int(prefix is not None)                                                   # prefix steps
+        skip = int(prefix is not None)  # prefix steps
         if prefix is not None:
             input_ids = torch.cat([torch.full_like(input_ids[:, :1], prefix), input_ids], dim=1)
             attention_mask = torch.cat([torch.ones_like(attention_mask[:, :1]), attention_mask], dim=1)
         out = self(input_ids=input_ids, attention_mask=attention_mask)
-        words = out.distances[:, :, skip:].double().cpu().numpy()                        # (B, L, N)
+        words = out.distances[:, :, skip:].double().cpu().numpy()  # (B, L, N)
         lengths = (attention_mask.sum(-1) - skip).tolist()
-        return [[SyntacticDistances.of_layers(np.stack([gap_distances(d[:t]) for d in words[row]]),
-                                              self.config.parse_layer)]
-                for row, t in enumerate(lengths)]
+        return [
+            [
+                SyntacticDistances.of_layers(
+                    np.stack([gap_distances(d[:t]) for d in words[row]]), self.config.parse_layer
+                )
+            ]
+            for row, t in enumerate(lengths)
+        ]
 
 
 # ----------------------------------------------------------------------------------------------
 # Parsing
 # ----------------------------------------------------------------------------------------------
+
 
 def gap_distances(word_distances: np.ndarray) -> np.ndarray:
     """Per-word distances ``[n]`` -> gap distances ``[n-1]``: ``g_k = max(d_k, d_{k+1})``.
@@ -447,9 +547,32 @@ AutoModelForCausalLM.register(OnLstmConfig, OnLstmForCausalLM, exist_ok=True)
 
 
 __all__ = [
-    "PRESETS", "RECIPES", "OnLstmConfig", "OnLstmLayer", "OnLstmStack", "OnLstmModel", "OnLstmForCausalLM",
-    "OnLstmOutput", "OnLstmCausalLMOutput", "cumax", "expand_chunks", "master_forget_gate",
-    "master_input_gate", "master_gates", "overlap", "forget_gate_hat", "input_gate_hat", "cell_state",
-    "hidden_state", "syntactic_distance", "on_lstm_step", "on_lstm_cell", "on_lstm_loop",
-    "on_lstm_recurrence", "locked_dropout", "embedding_dropout", "drop_connect", "gap_distances",
+    "PRESETS",
+    "RECIPES",
+    "OnLstmConfig",
+    "OnLstmLayer",
+    "OnLstmStack",
+    "OnLstmModel",
+    "OnLstmForCausalLM",
+    "OnLstmOutput",
+    "OnLstmCausalLMOutput",
+    "cumax",
+    "expand_chunks",
+    "master_forget_gate",
+    "master_input_gate",
+    "master_gates",
+    "overlap",
+    "forget_gate_hat",
+    "input_gate_hat",
+    "cell_state",
+    "hidden_state",
+    "syntactic_distance",
+    "on_lstm_step",
+    "on_lstm_cell",
+    "on_lstm_loop",
+    "on_lstm_recurrence",
+    "locked_dropout",
+    "embedding_dropout",
+    "drop_connect",
+    "gap_distances",
 ]

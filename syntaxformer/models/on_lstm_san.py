@@ -25,6 +25,7 @@ Xavier-uniform with zero bias, embeddings U(-init_range, init_range) (the ON-LST
 The per-layer syntactic distances of the ON-LSTM layers come back in the output (``distances``,
 ``[B, K, N]``), but the model does not offer them as a parser (``induces_structure`` is False).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,19 +37,43 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..priors import check_prior
-from .encoder import HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, normalise_pruned_heads, sinusoidal_positions
+from .encoder import (
+    HeadPruningMixin,
+    MultiHeadSelfAttention,
+    PreLNEncoder,
+    normalise_pruned_heads,
+    sinusoidal_positions,
+)
 from .on_lstm import OnLstmStack, embedding_dropout, locked_dropout
 
 #: config fields of the named sizes (``make_config("on-lstm-san", preset, ...)``): K = 2-3 ON-LSTM
 #: layers under L = 2-3 self-attention layers of the same width (our CPU sizes, not the paper's NMT ones)
 PRESETS = {
-    "small": dict(hidden_size=256, num_on_lstm_layers=3, num_hidden_layers=3, num_attention_heads=4,
-                  intermediate_size=1024, chunk_size=8),
-    "mini": dict(hidden_size=128, num_on_lstm_layers=2, num_hidden_layers=2, num_attention_heads=4,
-                 intermediate_size=512, chunk_size=8),
+    "small": dict(
+        hidden_size=256,
+        num_on_lstm_layers=3,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        chunk_size=8,
+    ),
+    "mini": dict(
+        hidden_size=128,
+        num_on_lstm_layers=2,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=512,
+        chunk_size=8,
+    ),
     # tests: milliseconds
-    "tiny": dict(hidden_size=32, num_on_lstm_layers=2, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=64, chunk_size=4),
+    "tiny": dict(
+        hidden_size=32,
+        num_on_lstm_layers=2,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        chunk_size=4,
+    ),
 }
 
 #: ``induce`` recipes: none (the hybrid is not offered as a parser).
@@ -86,18 +111,37 @@ class OnLstmSanConfig(PretrainedConfig):
 
     model_type = "on-lstm-san"
 
-    def __init__(self, vocab_size: int = 10000, hidden_size: int = 256, num_on_lstm_layers: int = 3,
-                 chunk_size: int = 8, dropouti: float = 0.1, dropouth: float = 0.1, dropoute: float = 0.0,
-                 wdrop: float = 0.1, num_hidden_layers: int = 3, num_attention_heads: int = 4,
-                 intermediate_size: int = 1024, hidden_dropout_prob: float = 0.1,
-                 attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
-                 san_positions: bool = False, layer_norm_eps: float = 1e-6, init_range: float = 0.1,
-                 pad_token_id: int = 0, prior: str = "none", pruned_heads=None, tie_word_embeddings: bool = False,
-                 **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 10000,
+        hidden_size: int = 256,
+        num_on_lstm_layers: int = 3,
+        chunk_size: int = 8,
+        dropouti: float = 0.1,
+        dropouth: float = 0.1,
+        dropoute: float = 0.0,
+        wdrop: float = 0.1,
+        num_hidden_layers: int = 3,
+        num_attention_heads: int = 4,
+        intermediate_size: int = 1024,
+        hidden_dropout_prob: float = 0.1,
+        attention_probs_dropout_prob: float = 0.1,
+        max_position_embeddings: int = 512,
+        san_positions: bool = False,
+        layer_norm_eps: float = 1e-6,
+        init_range: float = 0.1,
+        pad_token_id: int = 0,
+        prior: str = "none",
+        pruned_heads=None,
+        tie_word_embeddings: bool = False,
+        **kwargs,
+    ):
         check_prior(prior)
         if hidden_size % chunk_size or hidden_size % num_attention_heads:
-            raise ValueError(f"hidden_size {hidden_size} must be a multiple of chunk_size {chunk_size} and of "
-                             f"num_attention_heads {num_attention_heads}")
+            raise ValueError(
+                f"hidden_size {hidden_size} must be a multiple of chunk_size {chunk_size} and of "
+                f"num_attention_heads {num_attention_heads}"
+            )
         if num_on_lstm_layers < 1 or num_hidden_layers < 1:
             raise ValueError(f"need at least one layer of each kind, got K={num_on_lstm_layers}, L={num_hidden_layers}")
         for name, p in (("dropouti", dropouti), ("dropouth", dropouth), ("dropoute", dropoute), ("wdrop", wdrop)):
@@ -130,6 +174,7 @@ class OnLstmSanOutput(ModelOutput):
         attentions: per self-attention layer ``(B, H, N, N)``, when asked.
         hidden_states: the self-attention input, then each of its layers' output, when asked.
     """
+
     last_hidden_state: torch.Tensor | None = None
     on_lstm_hidden_state: torch.Tensor | None = None
     san_hidden_state: torch.Tensor | None = None
@@ -143,6 +188,7 @@ class OnLstmSanMaskedLMOutput(ModelOutput):
     """Output of :class:`OnLstmSanForMaskedLM`: ``loss`` (mean cross-entropy in nats over labels
     other than -100), ``logits`` ``(B, N, V)`` (or ``(M, V)`` with ``masked_only``), and the
     base model's ``distances``, ``attentions``, ``hidden_states``."""
+
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     distances: torch.Tensor | None = None
@@ -159,7 +205,7 @@ class OnLstmSanPreTrainedModel(HeadPruningMixin, PreTrainedModel):
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:
-        return True     # the encoder's kernels are chosen at call time from config._attn_implementation
+        return True  # the encoder's kernels are chosen at call time from config._attn_implementation
 
     def attention_modules(self) -> list[MultiHeadSelfAttention]:
         """Each self-attention layer's attention, bottom-up (what ``prune_heads`` prunes)."""
@@ -186,8 +232,9 @@ class OnLstmSanModel(OnLstmSanPreTrainedModel):
         super().__init__(config)
         d = config.hidden_size
         self.embeddings = nn.Embedding(config.vocab_size, d)
-        self.on_lstm = OnLstmStack([d] * (config.num_on_lstm_layers + 1), config.chunk_size, config.wdrop,
-                                   config.dropouth)
+        self.on_lstm = OnLstmStack(
+            [d] * (config.num_on_lstm_layers + 1), config.chunk_size, config.wdrop, config.dropouth
+        )
         self.san_dropout = nn.Dropout(config.hidden_dropout_prob)
         self.san = PreLNEncoder(config)
         self.san_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
@@ -207,23 +254,39 @@ class OnLstmSanModel(OnLstmSanPreTrainedModel):
             x = x + sinusoidal_positions(x.shape[1], x.shape[2]).to(x)
         return self.san_dropout(x)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False, **kwargs) -> OnLstmSanOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        **kwargs,
+    ) -> OnLstmSanOutput:
         """Args: input_ids ``(B, N)``; attention_mask ``(B, N)`` 1 = token, 0 = padding (None: all
         real); head_mask ``(H,)`` or ``(L, H)`` (1 keeps a head). Returns :class:`OnLstmSanOutput`."""
         cfg = self.config
         key_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).bool()  # (B, N)
-        x = embedding_dropout(self.embeddings.weight, input_ids, cfg.dropoute, self.training)       # (B, N, d)
+        x = embedding_dropout(self.embeddings.weight, input_ids, cfg.dropoute, self.training)  # (B, N, d)
         x = locked_dropout(x, cfg.dropouti, self.training)
         hiddens, distances, _ = self.on_lstm(x, None if bool(key_mask.all()) else key_mask)
-        on_lstm_hidden = hiddens[-1]                                                              # (B, N, d)
-        out = self.san(self.san_input(on_lstm_hidden), key_mask, head_mask, output_attentions,
-                       output_hidden_states=output_hidden_states)
-        san_hidden = self.san_norm(out.hidden)                                                    # (B, N, d)
-        return OnLstmSanOutput(last_hidden_state=on_lstm_hidden + san_hidden, on_lstm_hidden_state=on_lstm_hidden,
-                               san_hidden_state=san_hidden, distances=distances, attentions=out.attentions,
-                               hidden_states=out.hidden_states)
+        on_lstm_hidden = hiddens[-1]  # (B, N, d)
+        out = self.san(
+            self.san_input(on_lstm_hidden),
+            key_mask,
+            head_mask,
+            output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        san_hidden = self.san_norm(out.hidden)  # (B, N, d)
+        return OnLstmSanOutput(
+            last_hidden_state=on_lstm_hidden + san_hidden,
+            on_lstm_hidden_state=on_lstm_hidden,
+            san_hidden_state=san_hidden,
+            distances=distances,
+            attentions=out.attentions,
+            hidden_states=out.hidden_states,
+        )
 
 
 class OnLstmSanForMaskedLM(OnLstmSanPreTrainedModel):
@@ -239,10 +302,18 @@ class OnLstmSanForMaskedLM(OnLstmSanPreTrainedModel):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None, head_mask: torch.Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False,
-                masked_only: bool = False, return_dict: bool = True, **kwargs) -> OnLstmSanMaskedLMOutput | tuple:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        masked_only: bool = False,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> OnLstmSanMaskedLMOutput | tuple:
         """Masked-LM forward pass.
 
         Args:
@@ -260,18 +331,33 @@ class OnLstmSanForMaskedLM(OnLstmSanPreTrainedModel):
         if masked_only:
             if labels is None:
                 raise ValueError("masked_only=True needs labels (the positions to predict)")
-            selected = labels != -100                                                            # (B, N)
-            hidden, targets = hidden[selected], labels[selected]                                 # (M, d), (M,)
-        logits = self.lm_head(hidden)                                                            # (B, N, V) | (M, V)
+            selected = labels != -100  # (B, N)
+            hidden, targets = hidden[selected], labels[selected]  # (M, d), (M,)
+        logits = self.lm_head(hidden)  # (B, N, V) | (M, V)
         loss = None
         if labels is not None:
             flat_logits, flat_targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
-            loss = (F.cross_entropy(flat_logits, flat_targets, ignore_index=-100) if (flat_targets != -100).any()
-                    else flat_logits.sum() * 0.0)      # nothing to predict: a zero that keeps the graph
-        result = OnLstmSanMaskedLMOutput(loss=loss, logits=logits, distances=out.distances,
-                                         attentions=out.attentions, hidden_states=out.hidden_states)
+            loss = (
+                F.cross_entropy(flat_logits, flat_targets, ignore_index=-100)
+                if (flat_targets != -100).any()
+                else flat_logits.sum() * 0.0
+            )  # nothing to predict: a zero that keeps the graph
+        result = OnLstmSanMaskedLMOutput(
+            loss=loss,
+            logits=logits,
+            distances=out.distances,
+            attentions=out.attentions,
+            hidden_states=out.hidden_states,
+        )
         return result if return_dict else result.to_tuple()
 
 
-__all__ = ["PRESETS", "RECIPES", "OnLstmSanConfig", "OnLstmSanModel", "OnLstmSanForMaskedLM", "OnLstmSanOutput",
-           "OnLstmSanMaskedLMOutput"]
+__all__ = [
+    "PRESETS",
+    "RECIPES",
+    "OnLstmSanConfig",
+    "OnLstmSanModel",
+    "OnLstmSanForMaskedLM",
+    "OnLstmSanOutput",
+    "OnLstmSanMaskedLMOutput",
+]

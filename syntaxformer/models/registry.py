@@ -9,6 +9,7 @@ goes through the model's ``induce`` method and the typed structures of :mod:`syn
 Adding a model: its file in ``models/`` and one ``register_model`` line in ``models/__init__.py``
 (ARCHITECTURE.md, "How to add a model").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class ModelEntry:
         presets: ``{preset: config fields}``.
         recipes: ``{recipe: TrainArguments fields (+ "overrides", "min_layer")}`` for ``induce``; may be empty.
     """
+
     name: str
     config_class: type
     model_class: type

@@ -74,6 +74,7 @@ Where this file deliberately differs from the public code
   and the Transformer layers have no position embeddings (the public defaults: ``pos_emb`` and
   ``relative_bias`` off), so word order reaches the encoder only through ``p_D``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -104,29 +105,66 @@ WEIGHT_ACTIVATIONS = ("softmax", "sigmoid")
 PRESETS = {
     # the public configuration (Shen et al. 2021, §5; DESIGN.md §2); train with mask rate 0.3,
     # Adam lr 3e-4 (see StructFormerConfig)
-    "paper": dict(num_hidden_layers=8, hidden_size=512, num_attention_heads=8, intermediate_size=2048,
-                  n_parser_layers=3, conv_size=9, hidden_dropout_prob=0.1,
-                  attention_probs_dropout_prob=0.0),
+    "paper": dict(
+        num_hidden_layers=8,
+        hidden_size=512,
+        num_attention_heads=8,
+        intermediate_size=2048,
+        n_parser_layers=3,
+        conv_size=9,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.0,
+    ),
     # CPU, a <= 20-minute run on 2 cores: ~640 tokens/s per training step on one busy core
     # (batch 64 x 25 words, vocabulary 10k, logits at masked positions only)
-    "small": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
-                  n_parser_layers=2, conv_size=9, hidden_dropout_prob=0.1,
-                  attention_probs_dropout_prob=0.0),
+    "small": dict(
+        num_hidden_layers=4,
+        hidden_size=256,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        n_parser_layers=2,
+        conv_size=9,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.0,
+    ),
     # the induce recipes' size (docs/recipes.md): ~7,300 tokens/s on 2 CPU cores
-    "mini": dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512,
-                 n_parser_layers=2, conv_size=9, hidden_dropout_prob=0.1,
-                 attention_probs_dropout_prob=0.0),
+    "mini": dict(
+        num_hidden_layers=4,
+        hidden_size=128,
+        num_attention_heads=4,
+        intermediate_size=512,
+        n_parser_layers=2,
+        conv_size=9,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.0,
+    ),
     # tests: seconds
-    "tiny": dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                 n_parser_layers=2, conv_size=3, hidden_dropout_prob=0.1,
-                 attention_probs_dropout_prob=0.0),
+    "tiny": dict(
+        num_hidden_layers=2,
+        hidden_size=32,
+        num_attention_heads=2,
+        intermediate_size=64,
+        n_parser_layers=2,
+        conv_size=3,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.0,
+    ),
 }
 
 # docs/recipes.md: sf-4x128; 5,400 steps: ~17 minutes on 2 idle cores, estimated from its
 # measured 7,300 tokens/s (the README's runs of it were made on a GPU)
-_DEFAULT_RECIPE = dict(preset="mini", max_steps=5400, batch_size=64, lr=5e-4,
-                       warmup_steps=300, schedule="linear", final_lr_fraction=0.1,
-                       mask_rate=0.3, mask_replace="mask", min_freq=2)
+_DEFAULT_RECIPE = dict(
+    preset="mini",
+    max_steps=5400,
+    batch_size=64,
+    lr=5e-4,
+    warmup_steps=300,
+    schedule="linear",
+    final_lr_fraction=0.1,
+    mask_rate=0.3,
+    mask_replace="mask",
+    min_freq=2,
+)
 #: ``induce`` recipes (TrainArguments fields), chosen on ptb-sample:dev (docs/recipes.md).
 RECIPES = {
     "default": _DEFAULT_RECIPE,
@@ -141,6 +179,7 @@ RECIPES = {
 # ----------------------------------------------------------------------------------------------
 # Config
 # ----------------------------------------------------------------------------------------------
+
 
 class StructFormerConfig(PretrainedConfig):
     """Configuration of :class:`StructFormerForMaskedLM` (BERT-style names).
@@ -177,17 +216,31 @@ class StructFormerConfig(PretrainedConfig):
 
     model_type = "structformer"
 
-    def __init__(self, vocab_size: int = 10000, hidden_size: int = 512, num_hidden_layers: int = 8,
-                 num_attention_heads: int = 8, intermediate_size: int = 2048,
-                 hidden_act: str = "leaky_relu", hidden_dropout_prob: float = 0.1,
-                 attention_probs_dropout_prob: float = 0.0, n_parser_layers: int = 3,
-                 conv_size: int = 9, relations=("head", "child"), weight_act: str = "softmax",
-                 layer_norm_eps: float = 1e-5, pad_token_id: int = 0, pruned_heads=None,
-                 tie_word_embeddings: bool = True, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 10000,
+        hidden_size: int = 512,
+        num_hidden_layers: int = 8,
+        num_attention_heads: int = 8,
+        intermediate_size: int = 2048,
+        hidden_act: str = "leaky_relu",
+        hidden_dropout_prob: float = 0.1,
+        attention_probs_dropout_prob: float = 0.0,
+        n_parser_layers: int = 3,
+        conv_size: int = 9,
+        relations=("head", "child"),
+        weight_act: str = "softmax",
+        layer_norm_eps: float = 1e-5,
+        pad_token_id: int = 0,
+        pruned_heads=None,
+        tie_word_embeddings: bool = True,
+        **kwargs,
+    ):
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         if hidden_size % num_attention_heads:
-            raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
-                             f"num_attention_heads {num_attention_heads}")
+            raise ValueError(
+                f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}"
+            )
         unknown = [r for r in relations if r not in RELATIONS]
         if unknown or not relations:
             raise ValueError(f"relations must be a non-empty subset of {RELATIONS}, got {relations}")
@@ -213,6 +266,7 @@ class StructFormerConfig(PretrainedConfig):
 # Parser network (§4.2)
 # ----------------------------------------------------------------------------------------------
 
+
 class StructFormerParser(nn.Module):
     """Parser network: syntactic distances and heights from word embeddings (paper §4.2, Fig. 3).
 
@@ -231,10 +285,12 @@ class StructFormerParser(nn.Module):
     def __init__(self, config: StructFormerConfig):
         super().__init__()
         d = config.hidden_size
-        self.convs = nn.ModuleList(nn.Conv1d(d, d, config.conv_size, padding="same")
-                                   for _ in range(config.n_parser_layers))
-        self.norms = nn.ModuleList(nn.LayerNorm(d, elementwise_affine=False, eps=config.layer_norm_eps)
-                                   for _ in range(config.n_parser_layers))
+        self.convs = nn.ModuleList(
+            nn.Conv1d(d, d, config.conv_size, padding="same") for _ in range(config.n_parser_layers)
+        )
+        self.norms = nn.ModuleList(
+            nn.LayerNorm(d, elementwise_affine=False, eps=config.layer_norm_eps) for _ in range(config.n_parser_layers)
+        )
         self.distance_conv = nn.Conv1d(d, d, 2)
         self.distance_norm = nn.LayerNorm(d, elementwise_affine=False, eps=config.layer_norm_eps)
         self.distance_out = nn.Linear(d, 1)
@@ -263,10 +319,10 @@ class StructFormerParser(nn.Module):
         h = embeddings
         for conv, norm in zip(self.convs, self.norms):
             h = h.masked_fill(~mask[:, :, None], 0.0)
-            h = torch.tanh(norm(conv(h.transpose(1, 2)).transpose(1, 2)))           # (B, N, d)
+            h = torch.tanh(norm(conv(h.transpose(1, 2)).transpose(1, 2)))  # (B, N, d)
         n = h.shape[1]
         # window-2 convolution: output k sees words k and k+1 (a zero column keeps N = 1 legal)
-        gaps = self.distance_conv(F.pad(h.transpose(1, 2), (0, 1))).transpose(1, 2)[:, :n - 1]
+        gaps = self.distance_conv(F.pad(h.transpose(1, 2), (0, 1))).transpose(1, 2)[:, : n - 1]
         distances = self.distance_out(torch.tanh(self.distance_norm(gaps))).squeeze(-1)
         heights = self.height_out(torch.tanh(self.height_norm(self.height_proj(h)))).squeeze(-1)
         return distances, heights
@@ -275,6 +331,7 @@ class StructFormerParser(nn.Module):
 # ----------------------------------------------------------------------------------------------
 # Distance and height (§3, appendix A.2)
 # ----------------------------------------------------------------------------------------------
+
 
 def _gap_mask(mask: torch.Tensor) -> torch.Tensor:
     """``[B, N-1]`` bool: gap k lies between two real words."""
@@ -300,13 +357,12 @@ def range_max(values: torch.Tensor) -> torch.Tensor:
     """
     n = values.shape[-1]
     idx = torch.arange(n, device=values.device)
-    below = idx[None, :] < idx[:, None]                                             # (N, N): c < a
-    rows = values[:, None, :].expand(-1, n, -1).masked_fill(below, -_BIG)           # (B, N, N)
+    below = idx[None, :] < idx[:, None]  # (N, N): c < a
+    rows = values[:, None, :].expand(-1, n, -1).masked_fill(below, -_BIG)  # (B, N, N)
     return rows.cummax(dim=-1).values
 
 
-def calibrate_distances(distances: torch.Tensor, heights: torch.Tensor,
-                        mask: torch.Tensor) -> torch.Tensor:
+def calibrate_distances(distances: torch.Tensor, heights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Shift distances so that only the whole sentence can lack a parent (paper appendix A.2).
 
     A span ``[a, b]`` (inclusive) whose two boundary distances ``tau_{a-1}``, ``tau_b`` both exceed
@@ -328,17 +384,20 @@ def calibrate_distances(distances: torch.Tensor, heights: torch.Tensor,
         public code). Values at padded gaps are unchanged and meaningless.
     """
     n = heights.shape[1]
-    full = _full_distances(distances, mask)                                         # (B, N)
-    left = F.pad(full[:, :-1], (1, 0), value=_BIG)                                  # tau_{a-1}: (B, N)
-    height_max = range_max(heights.masked_fill(~mask, -_BIG))                       # (B, a, b)
-    boundary = torch.minimum(left[:, :, None], full[:, None, :])                    # (B, a, b)
+    full = _full_distances(distances, mask)  # (B, N)
+    left = F.pad(full[:, :-1], (1, 0), value=_BIG)  # tau_{a-1}: (B, N)
+    height_max = range_max(heights.masked_fill(~mask, -_BIG))  # (B, a, b)
+    boundary = torch.minimum(left[:, :, None], full[:, None, :])  # (B, a, b)
     margin = torch.relu(boundary - height_max)
     idx = torch.arange(n, device=heights.device)
-    lengths = mask.sum(dim=1)                                                       # (B,)
-    valid = ((idx[None, :, None] <= idx[None, None, :])                             # a <= b
-             & mask[:, :, None] & mask[:, None, :]                                  # real words
-             & ~((idx[None, :, None] == 0) & (idx[None, None, :] == lengths[:, None, None] - 1)))
-    margin = margin.masked_fill(~valid, 0.0).amax(dim=(1, 2))                       # (B,)
+    lengths = mask.sum(dim=1)  # (B,)
+    valid = (
+        (idx[None, :, None] <= idx[None, None, :])  # a <= b
+        & mask[:, :, None]
+        & mask[:, None, :]  # real words
+        & ~((idx[None, :, None] == 0) & (idx[None, None, :] == lengths[:, None, None] - 1))
+    )
+    margin = margin.masked_fill(~valid, 0.0).amax(dim=(1, 2))  # (B,)
     return distances - margin[:, None]
 
 
@@ -346,8 +405,10 @@ def calibrate_distances(distances: torch.Tensor, heights: torch.Tensor,
 # Dependency distribution (§4.3)
 # ----------------------------------------------------------------------------------------------
 
-def constituent_membership(distances: torch.Tensor, heights: torch.Tensor, mask: torch.Tensor,
-                           scale: torch.Tensor | float):
+
+def constituent_membership(
+    distances: torch.Tensor, heights: torch.Tensor, mask: torch.Tensor, scale: torch.Tensor | float
+):
     """Cumulative membership probabilities of the smallest legal constituent ``C(x_i)`` (§4.3).
 
     Word ``l < i`` belongs to ``C(x_i)`` when every gap between them is lower than ``x_i``'s height:
@@ -368,18 +429,24 @@ def constituent_membership(distances: torch.Tensor, heights: torch.Tensor, mask:
         edges are impassable boundaries (probability exactly 0 beyond them).
     """
     n = heights.shape[1]
-    full = _full_distances(distances, mask)                                         # (B, N)
-    span_max = range_max(full)                                                      # (B, a, c)
+    full = _full_distances(distances, mask)  # (B, N)
+    span_max = range_max(full)  # (B, a, c)
     idx = torch.arange(n, device=heights.device)
-    delta = heights[:, :, None]                                                     # (B, i, 1)
+    delta = heights[:, :, None]  # (B, i, 1)
     # left[i, j] needs max(tau_j .. tau_{i-1}) = span_max[j, i-1]
     left_max = F.pad(span_max.transpose(1, 2)[:, :-1, :], (0, 0, 1, 0), value=_BIG)
-    left = torch.where(idx[None, :] < idx[:, None],                                 # j < i
-                       torch.sigmoid(scale * (delta - left_max)), torch.ones_like(left_max))
+    left = torch.where(
+        idx[None, :] < idx[:, None],  # j < i
+        torch.sigmoid(scale * (delta - left_max)),
+        torch.ones_like(left_max),
+    )
     # right[i, j] needs max(tau_i .. tau_{j-1}) = span_max[i, j-1]
     right_max = F.pad(span_max[:, :, :-1], (1, 0), value=_BIG)
-    right = torch.where(idx[None, :] > idx[:, None],                                # j > i
-                        torch.sigmoid(scale * (delta - right_max)), torch.ones_like(right_max))
+    right = torch.where(
+        idx[None, :] > idx[:, None],  # j > i
+        torch.sigmoid(scale * (delta - right_max)),
+        torch.ones_like(right_max),
+    )
     return left, right
 
 
@@ -416,7 +483,7 @@ def parent_probability(heights: torch.Tensor, scale: torch.Tensor | float) -> to
     inside = (idx[:, None, None] <= idx[None, None, :]) & (idx[None, None, :] <= idx[None, :, None])
     logits = (scale * heights)[:, None, None, :].expand(-1, n, n, -1).masked_fill(~inside, -torch.inf)
     probs = torch.softmax(logits, dim=-1)
-    return torch.nan_to_num(probs, nan=0.0)                     # empty spans (r < l) -> all 0
+    return torch.nan_to_num(probs, nan=0.0)  # empty spans (r < l) -> all 0
 
 
 def parent_normalizers(heights: torch.Tensor, mask: torch.Tensor, scale: torch.Tensor | float):
@@ -433,18 +500,22 @@ def parent_normalizers(heights: torch.Tensor, mask: torch.Tensor, scale: torch.T
     hi = logits.masked_fill(~mask, -torch.inf).amax(dim=1, keepdim=True)
     mid = torch.where(mask.any(dim=1, keepdim=True), (lo + hi) / 2, 0.0).detach()
     z = (logits - mid).masked_fill(~mask, 0.0).clamp(-_CLAMP, _CLAMP)
-    e = z.exp()                                                                     # (B, N)
+    e = z.exp()  # (B, N)
     n = heights.shape[1]
     idx = torch.arange(n, device=heights.device)
-    empty = idx[None, :] < idx[:, None]                                             # (l, r): r < l
-    partial = (e[:, None, :] * ~empty).cumsum(dim=-1)                               # (B, l, r) = Z
+    empty = idx[None, :] < idx[:, None]  # (l, r): r < l
+    partial = (e[:, None, :] * ~empty).cumsum(dim=-1)  # (B, l, r) = Z
     inv_z = (1.0 / partial.masked_fill(empty, 1.0)).masked_fill(empty, 0.0)
     return e, inv_z
 
 
-def dependency_distribution(distances: torch.Tensor, heights: torch.Tensor, mask: torch.Tensor,
-                            distance_scale: torch.Tensor | float = 1.0,
-                            height_scale: torch.Tensor | float = 1.0):
+def dependency_distribution(
+    distances: torch.Tensor,
+    heights: torch.Tensor,
+    mask: torch.Tensor,
+    distance_scale: torch.Tensor | float = 1.0,
+    height_scale: torch.Tensor | float = 1.0,
+):
     """The dependency distribution ``p_D(j | i)`` of §4.3 in O(N^2) memory per sentence.
 
         p_D(j | i) = sum_{[l, r]} p([l, r] | i) p(parent = j | [l, r]),   p_D(i | i) := 0
@@ -464,18 +535,18 @@ def dependency_distribution(distances: torch.Tensor, heights: torch.Tensor, mask
         padding.
     """
     with torch.autocast(device_type=heights.device.type, enabled=False):
-        left, right = constituent_membership(distances.double(), heights.double(), mask,
-                                             distance_scale)
-        p_left, p_right = boundary_probabilities(left, right)                      # (B, i, l), (B, i, r)
-        e, inv_z = parent_normalizers(heights.double(), mask, height_scale)        # (B, N), (B, l, r)
-        g = p_right @ inv_z.transpose(1, 2)                                         # (B, i, l)
-        h = p_left @ inv_z                                                          # (B, i, r)
-        before = (p_left * g).cumsum(dim=-1) * e[:, None, :]                        # j <= i
-        after = (p_right * h).flip(-1).cumsum(dim=-1).flip(-1) * e[:, None, :]      # j >= i
+        left, right = constituent_membership(distances.double(), heights.double(), mask, distance_scale)
+        p_left, p_right = boundary_probabilities(left, right)  # (B, i, l), (B, i, r)
+        e, inv_z = parent_normalizers(heights.double(), mask, height_scale)  # (B, N), (B, l, r)
+        g = p_right @ inv_z.transpose(1, 2)  # (B, i, l)
+        h = p_left @ inv_z  # (B, i, r)
+        before = (p_left * g).cumsum(dim=-1) * e[:, None, :]  # j <= i
+        after = (p_right * h).flip(-1).cumsum(dim=-1).flip(-1) * e[:, None, :]  # j >= i
         n = heights.shape[1]
         idx = torch.arange(n, device=heights.device)
-        p = torch.where(idx[None, :] < idx[:, None], before,
-                        torch.where(idx[None, :] > idx[:, None], after, 0.0))       # (B, i, j)
+        p = torch.where(
+            idx[None, :] < idx[:, None], before, torch.where(idx[None, :] > idx[:, None], after, 0.0)
+        )  # (B, i, j)
         pair = mask[:, :, None] & mask[:, None, :]
         p_dep = p.masked_fill(~pair, 0.0)
         p_root = before.diagonal(dim1=1, dim2=2).masked_fill(~mask, 0.0)
@@ -485,6 +556,7 @@ def dependency_distribution(distances: torch.Tensor, heights: torch.Tensor, mask
 # ----------------------------------------------------------------------------------------------
 # Dependency-constrained multi-head self-attention (§4.4)
 # ----------------------------------------------------------------------------------------------
+
 
 def relation_weights(logits: torch.Tensor, weight_act: str) -> torch.Tensor:
     """Per-head mixing weights of the relations (§4.4): softmax over relations (paper) or sigmoid.
@@ -504,16 +576,25 @@ def dependency_structure(p_dep: torch.Tensor, weights: torch.Tensor, relations) 
 
     Args: p_dep ``[B, N, N]``; weights ``[H, R]``; relations: R names. Returns ``[B, H, N, N]``.
     """
-    rel = {"head": lambda: p_dep, "child": lambda: p_dep.transpose(1, 2),
-           "sibling": lambda: (p_dep @ p_dep.transpose(1, 2)).diagonal_scatter(
-               p_dep.new_zeros(p_dep.shape[:2]), dim1=1, dim2=2)}
-    stacked = torch.stack([rel[name]() for name in relations], dim=1)               # (B, R, N, N)
+    rel = {
+        "head": lambda: p_dep,
+        "child": lambda: p_dep.transpose(1, 2),
+        "sibling": lambda: (p_dep @ p_dep.transpose(1, 2)).diagonal_scatter(
+            p_dep.new_zeros(p_dep.shape[:2]), dim1=1, dim2=2
+        ),
+    }
+    stacked = torch.stack([rel[name]() for name in relations], dim=1)  # (B, R, N, N)
     return torch.einsum("hr,brij->bhij", weights.to(stacked.dtype), stacked)
 
 
-def dependency_constrained_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                     structure: torch.Tensor, key_mask: torch.Tensor,
-                                     dropout: nn.Module):
+def dependency_constrained_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    structure: torch.Tensor,
+    key_mask: torch.Tensor,
+    dropout: nn.Module,
+):
     """``a_ij = sigmoid(q_i . k_j / sqrt(d_h)) * structure_ij``; output ``sum_j a_ij v_j`` (§4.4).
 
     A sigmoid instead of a softmax, and no renormalisation: the dependency structure decides how much
@@ -522,7 +603,7 @@ def dependency_constrained_attention(q: torch.Tensor, k: torch.Tensor, v: torch.
     Args: q, k, v ``[B, H, N, d_h]``; structure ``[B, H, N, N]``; key_mask ``[B, N]`` bool.
     Returns: ``(output [B, H, N, d_h], weights [B, H, N, N])`` (weights before dropout).
     """
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5                           # (B, H, N, N)
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, H, N, N)
     weights = torch.sigmoid(scores) * structure
     weights = weights.masked_fill(~key_mask[:, None, None, :] | (weights < _TINY), 0.0)
     return dropout(weights) @ v, weights
@@ -556,29 +637,32 @@ class StructFormerAttention(nn.Module):
         if len(kept) != self.relation_logits.shape[0]:
             self.relation_logits = nn.Parameter(self.relation_logits.data[kept].clone())
 
-    def forward(self, x: torch.Tensor, p_dep: torch.Tensor, mask: torch.Tensor,
-                head_mask: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, p_dep: torch.Tensor, mask: torch.Tensor, head_mask: torch.Tensor | None = None):
         """x ``[B, N, d]``, p_dep ``[B, N, N]`` (in x's dtype), mask ``[B, N]`` bool, head_mask
         ``[H_original]`` (1 keeps, 0 drops) or None.
 
         Returns ``(output [B, N, d], weights [B, H, N, N])``.
         """
         b, n, d = x.shape
-        heads = lambda t: t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))   # (B, H, N, d_h)
-        weights = relation_weights(self.relation_logits, self.weight_act)          # (H, R)
-        structure = dependency_structure(p_dep, weights, self.relations)            # (B, H, N, N)
+
+        def heads(t):
+            return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))  # (B, H, N, d_h)
+        weights = relation_weights(self.relation_logits, self.weight_act)  # (H, R)
+        structure = dependency_structure(p_dep, weights, self.relations)  # (B, H, N, N)
         out, attn = dependency_constrained_attention(q, k, v, structure, mask, self.dropout)
         if head_mask is not None:
-            keep = head_mask[self.head_ids].to(out.dtype)[None, :, None, None]      # (1, H, 1, 1)
+            keep = head_mask[self.head_ids].to(out.dtype)[None, :, None, None]  # (1, H, 1, 1)
             out, attn = out * keep, attn * keep
-        out = out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)     # (B, N, H d_h)
+        out = out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)  # (B, N, H d_h)
         return self.output(out), attn
 
 
 # ----------------------------------------------------------------------------------------------
 # Layer, encoder
 # ----------------------------------------------------------------------------------------------
+
 
 class StructFormerLayer(nn.Module):
     """Pre-LayerNorm Transformer layer (public code): ``x + attn(LN(x))``, then ``x + FFN(x)`` with
@@ -621,13 +705,17 @@ class StructFormerEncoder(nn.Module):
             hidden_states.append(x)
             if output_attentions:
                 attentions.append(attn)
-        return (self.norm(x), (tuple(attentions) if output_attentions else None),
-                tuple(hidden_states) if output_hidden_states else None)
+        return (
+            self.norm(x),
+            (tuple(attentions) if output_attentions else None),
+            tuple(hidden_states) if output_hidden_states else None,
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # Model
 # ----------------------------------------------------------------------------------------------
+
 
 @dataclass
 class StructFormerOutput(ModelOutput):
@@ -723,9 +811,15 @@ class StructFormerModel(StructFormerPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings = value
 
-    def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False, return_dict: bool = True,
-                head_mask: torch.Tensor | None = None, output_hidden_states: bool = False) -> StructFormerOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        return_dict: bool = True,
+        head_mask: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+    ) -> StructFormerOutput:
         """Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = word, 0 = padding, right
         padding), default ``input_ids != pad_token_id``; head_mask ``[H]`` or ``[L, H]`` (1 keeps a
         head, 0 drops it; original head numbers); output_hidden_states: also return the embeddings
@@ -735,20 +829,25 @@ class StructFormerModel(StructFormerPreTrainedModel):
             mask = input_ids != pad if pad is not None else torch.ones_like(input_ids, dtype=torch.bool)
         else:
             mask = attention_mask.bool()
-        x = self.embeddings(input_ids)                                              # (B, N, d)
+        x = self.embeddings(input_ids)  # (B, N, d)
         distances, heights = self.parser(x, mask)
         distances = calibrate_distances(distances, heights, mask)
-        p_dep, p_root = dependency_distribution(distances, heights, mask,
-                                                self.parser.distance_scale,
-                                                self.parser.height_scale)
+        p_dep, p_root = dependency_distribution(
+            distances, heights, mask, self.parser.distance_scale, self.parser.height_scale
+        )
         p_attn = p_dep.masked_fill(p_dep < _TINY, 0.0).to(x.dtype)
-        hidden, attentions, hidden_states = self.encoder(x, p_attn, mask, output_attentions, head_mask,
-                                                         output_hidden_states)
+        hidden, attentions, hidden_states = self.encoder(
+            x, p_attn, mask, output_attentions, head_mask, output_hidden_states
+        )
         out = StructFormerOutput(
             last_hidden_state=hidden,
             distances=distances.masked_fill(~_gap_mask(mask), torch.inf),
             heights=heights.masked_fill(~mask, -torch.inf),
-            dependency_probs=p_dep, root_probs=p_root, attentions=attentions, hidden_states=hidden_states)
+            dependency_probs=p_dep,
+            root_probs=p_root,
+            attentions=attentions,
+            hidden_states=hidden_states,
+        )
         return out if return_dict else out.to_tuple()
 
 
@@ -777,11 +876,18 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def forward(self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.LongTensor | None = None, output_attentions: bool = False,
-                output_dependency: bool = False, masked_only: bool = False,
-                return_dict: bool = True, head_mask: torch.Tensor | None = None,
-                output_hidden_states: bool = False) -> StructFormerMaskedLMOutput:
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_attentions: bool = False,
+        output_dependency: bool = False,
+        masked_only: bool = False,
+        return_dict: bool = True,
+        head_mask: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+    ) -> StructFormerMaskedLMOutput:
         """Masked-LM forward pass.
 
         Args:
@@ -802,29 +908,37 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
         """
         if masked_only and labels is None:
             raise ValueError("masked_only=True needs labels (it keeps the labelled positions)")
-        base = self.structformer(input_ids, attention_mask, output_attentions=output_attentions,
-                                 head_mask=head_mask, output_hidden_states=output_hidden_states)
-        hidden = self.dropout(base.last_hidden_state)                               # (B, N, d)
+        base = self.structformer(
+            input_ids,
+            attention_mask,
+            output_attentions=output_attentions,
+            head_mask=head_mask,
+            output_hidden_states=output_hidden_states,
+        )
+        hidden = self.dropout(base.last_hidden_state)  # (B, N, d)
         loss = None
         if masked_only:
             selected = labels != -100
-            logits = self.lm_head(hidden[selected])                                 # (M, V)
+            logits = self.lm_head(hidden[selected])  # (M, V)
             if selected.any():
                 loss = F.cross_entropy(logits, labels[selected])
             else:
-                loss = logits.sum() * 0.0       # no labelled position: zero, but keeps the graph
+                loss = logits.sum() * 0.0  # no labelled position: zero, but keeps the graph
         else:
-            logits = self.lm_head(hidden)                                           # (B, N, V)
+            logits = self.lm_head(hidden)  # (B, N, V)
             if labels is not None:
-                loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1),
-                                       ignore_index=-100)
+                loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
         out = StructFormerMaskedLMOutput(
-            loss=loss, logits=logits, distances=base.distances, heights=base.heights,
+            loss=loss,
+            logits=logits,
+            distances=base.distances,
+            heights=base.heights,
             dependency_probs=base.dependency_probs if output_dependency else None,
             root_probs=base.root_probs if output_dependency else None,
-            attentions=base.attentions, hidden_states=base.hidden_states)
+            attentions=base.attentions,
+            hidden_states=base.hidden_states,
+        )
         return out if return_dict else out.to_tuple()
-
 
     def induce(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[list]:
         """The structure interface (:mod:`syntaxformer.structures`): per sentence, its syntactic
@@ -837,19 +951,35 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
         results = []
         for row, t in enumerate(attention_mask.sum(-1).tolist()):
             heights = out.heights[row, :t].double().cpu().numpy()
-            dep = out.dependency_probs[row, :t, :t].double().cpu().numpy()                # (t, t) p(j | i)
-            root = out.root_probs[row, :t].double().cpu().numpy()                         # (t,)
-            results.append([SyntacticDistances(out.distances[row, :t - 1].double().cpu().numpy(), heights),
-                            DependencyDistribution(np.concatenate([root[:, None], dep], axis=1), heights)])
+            dep = out.dependency_probs[row, :t, :t].double().cpu().numpy()  # (t, t) p(j | i)
+            root = out.root_probs[row, :t].double().cpu().numpy()  # (t,)
+            results.append(
+                [
+                    SyntacticDistances(out.distances[row, : t - 1].double().cpu().numpy(), heights),
+                    DependencyDistribution(np.concatenate([root[:, None], dep], axis=1), heights),
+                ]
+            )
         return results
 
     induces_structure = True
 
 
 __all__ = [
-    "StructFormerConfig", "StructFormerParser", "StructFormerModel", "StructFormerForMaskedLM",
-    "StructFormerOutput", "StructFormerMaskedLMOutput", "calibrate_distances",
-    "constituent_membership", "boundary_probabilities", "span_probability", "parent_probability",
-    "parent_normalizers", "dependency_distribution", "relation_weights", "dependency_structure",
-    "dependency_constrained_attention", "range_max",
+    "StructFormerConfig",
+    "StructFormerParser",
+    "StructFormerModel",
+    "StructFormerForMaskedLM",
+    "StructFormerOutput",
+    "StructFormerMaskedLMOutput",
+    "calibrate_distances",
+    "constituent_membership",
+    "boundary_probabilities",
+    "span_probability",
+    "parent_probability",
+    "parent_normalizers",
+    "dependency_distribution",
+    "relation_weights",
+    "dependency_structure",
+    "dependency_constrained_attention",
+    "range_max",
 ]

@@ -23,6 +23,7 @@ that after the × √d_model scaling they are about 0.3-0.5 per coordinate, belo
 positions (≈ 0.7): DESIGN.md §5 measured that N(0, 1) embeddings × √d drown the position signal and
 training stalls at the unigram loss, while small (Xavier) embeddings train.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,35 +36,76 @@ from transformers.utils import ModelOutput
 
 from ..errors import InputError
 from ..priors import PRIORS, check_prior
-from ..structures import LinkProbabilities
 from ..priors.constituent import check_constituent_options
-from .encoder import (HeadPruningMixin, MultiHeadSelfAttention, PreLNEncoder, SinusoidalEmbeddings,
-                      check_residual_init, normalise_pruned_heads, sinusoidal_positions, zero_init_if_marked)
-
+from ..structures import LinkProbabilities
+from .encoder import (
+    HeadPruningMixin,
+    MultiHeadSelfAttention,
+    PreLNEncoder,
+    SinusoidalEmbeddings,
+    check_residual_init,
+    normalise_pruned_heads,
+    sinusoidal_positions,
+    zero_init_if_marked,
+)
 
 #: config fields of the named sizes (``make_config("tree-transformer", preset, ...)``)
 PRESETS = {
     # the paper's headline configuration (Wang et al. 2019, §4; DESIGN.md §1)
-    "paper": dict(num_hidden_layers=10, hidden_size=512, num_attention_heads=8, intermediate_size=2048,
-                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "paper": dict(
+        num_hidden_layers=10,
+        hidden_size=512,
+        num_attention_heads=8,
+        intermediate_size=2048,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
     # the size DESIGN.md §5 found to train on 2 CPU cores (loss leaving the unigram plateau after ~600
     # steps); 6 layers leave Algorithm 1 room for a minimum layer of 1-2.
-    "small": dict(num_hidden_layers=6, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
-                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "small": dict(
+        num_hidden_layers=6,
+        hidden_size=256,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
     # the induce recipes' size: the best dev F1 per CPU minute of the sizes searched (docs/recipes.md,
     # with the measured speeds)
-    "mini": dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, intermediate_size=512,
-                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "mini": dict(
+        num_hidden_layers=4,
+        hidden_size=128,
+        num_attention_heads=4,
+        intermediate_size=512,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
     # tests: seconds
-    "tiny": dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "tiny": dict(
+        num_hidden_layers=3,
+        hidden_size=32,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
 }
 
 # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search (its runs' times:
 # docs/results/induce.md)
-_DEFAULT_RECIPE = dict(preset="mini", max_steps=6000, batch_size=64, lr=1e-3,
-                       warmup_steps=300, schedule="linear", final_lr_fraction=0.1, mask_rate=0.15,
-                       min_freq=2, overrides=dict(constituent_variant="official"), min_layer=0)
+_DEFAULT_RECIPE = dict(
+    preset="mini",
+    max_steps=6000,
+    batch_size=64,
+    lr=1e-3,
+    warmup_steps=300,
+    schedule="linear",
+    final_lr_fraction=0.1,
+    mask_rate=0.15,
+    min_freq=2,
+    overrides=dict(constituent_variant="official"),
+    min_layer=0,
+)
 #: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields; ``min_layer`` = Algorithm 1's
 #: minimum layer), chosen on ptb-sample:dev by benchmarks/recipe_search.py (docs/recipes.md).
 #: ``default``: a fixed number of steps of the ``mini`` model on ptb-sample; ``long``: ``small`` on the ptb-lm text.
@@ -80,6 +122,7 @@ RECIPES = {
 # ----------------------------------------------------------------------------------------------
 # Config
 # ----------------------------------------------------------------------------------------------
+
 
 class TreeTransformerConfig(PretrainedConfig):
     """Configuration of a Tree Transformer (BERT field names).
@@ -121,13 +164,27 @@ class TreeTransformerConfig(PretrainedConfig):
 
     model_type = "tree-transformer"
 
-    def __init__(self, vocab_size: int = 10000, hidden_size: int = 512, num_hidden_layers: int = 10,
-                 num_attention_heads: int = 8, intermediate_size: int = 2048, hidden_dropout_prob: float = 0.1,
-                 attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
-                 layer_norm_eps: float = 1e-6, pad_token_id: int = 0, initializer_range: float = 0.02,
-                 prior: str = "constituent", constituent_variant: str = "paper", residual_init: str = "xavier",
-                 pruned_heads=None, constituent_scale: float | None = None, constituent_diagonal: str | None = None,
-                 **kwargs):
+    def __init__(
+        self,
+        vocab_size: int = 10000,
+        hidden_size: int = 512,
+        num_hidden_layers: int = 10,
+        num_attention_heads: int = 8,
+        intermediate_size: int = 2048,
+        hidden_dropout_prob: float = 0.1,
+        attention_probs_dropout_prob: float = 0.1,
+        max_position_embeddings: int = 512,
+        layer_norm_eps: float = 1e-6,
+        pad_token_id: int = 0,
+        initializer_range: float = 0.02,
+        prior: str = "constituent",
+        constituent_variant: str = "paper",
+        residual_init: str = "xavier",
+        pruned_heads=None,
+        constituent_scale: float | None = None,
+        constituent_diagonal: str | None = None,
+        **kwargs,
+    ):
         check_prior(prior)
         check_residual_init(residual_init)
         check_constituent_options(constituent_variant, constituent_scale, constituent_diagonal)
@@ -156,6 +213,7 @@ class TreeTransformerConfig(PretrainedConfig):
 # Model, MLM head
 # ----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class TreeTransformerOutput(ModelOutput):
     """Output of :class:`TreeTransformerModel`.
@@ -170,6 +228,7 @@ class TreeTransformerOutput(ModelOutput):
         prior_loss: the priors' auxiliary loss (scalar, already weighted, e.g. the multi-granularity
             prior's phrase-label NLL), or None.
     """
+
     last_hidden_state: torch.Tensor | None = None
     link_probs: tuple | None = None
     priors: tuple | None = None
@@ -187,6 +246,7 @@ class TreeTransformerMaskedLMOutput(ModelOutput):
         logits: (B, N, V), or (M, V) at the M labelled positions (row-major order) with ``masked_only``.
         link_probs, priors, attentions, hidden_states: as :class:`TreeTransformerOutput`.
     """
+
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     link_probs: tuple | None = None
@@ -243,10 +303,16 @@ class TreeTransformerModel(TreeTransformerPreTrainedModel):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                head_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_priors: bool = False, output_hidden_states: bool = False,
-                structure_inputs: dict[str, torch.Tensor] | None = None) -> TreeTransformerOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_priors: bool = False,
+        output_hidden_states: bool = False,
+        structure_inputs: dict[str, torch.Tensor] | None = None,
+    ) -> TreeTransformerOutput:
         """input_ids (B, N), attention_mask (B, N) 1 = real / 0 = padding (None: all real), head_mask
         (H,) or (L, H) (1 keeps a head, 0 drops it; original head numbers; None: all heads),
         structure_inputs: per-sentence structure in token positions for priors that read it (e.g.
@@ -256,11 +322,23 @@ class TreeTransformerModel(TreeTransformerPreTrainedModel):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         key_mask = attention_mask.bool()  # (B, N)
-        out = self.layers(self.embeddings(input_ids, structure_inputs), key_mask, head_mask, output_attentions,
-                          output_priors, output_hidden_states, structure_inputs=structure_inputs)
+        out = self.layers(
+            self.embeddings(input_ids, structure_inputs),
+            key_mask,
+            head_mask,
+            output_attentions,
+            output_priors,
+            output_hidden_states,
+            structure_inputs=structure_inputs,
+        )
         return TreeTransformerOutput(
-            last_hidden_state=self.norm(out.hidden), link_probs=out.records.get("link_probs", ()),
-            priors=out.priors, attentions=out.attentions, hidden_states=out.hidden_states, prior_loss=out.loss)
+            last_hidden_state=self.norm(out.hidden),
+            link_probs=out.records.get("link_probs", ()),
+            priors=out.priors,
+            attentions=out.attentions,
+            hidden_states=out.hidden_states,
+            prior_loss=out.loss,
+        )
 
 
 class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
@@ -272,11 +350,19 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None, head_mask: torch.Tensor | None = None,
-                output_attentions: bool = False, output_priors: bool = False, output_hidden_states: bool = False,
-                masked_only: bool = False, return_dict: bool = True,
-                structure_inputs: dict[str, torch.Tensor] | None = None) -> TreeTransformerMaskedLMOutput | tuple:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_priors: bool = False,
+        output_hidden_states: bool = False,
+        masked_only: bool = False,
+        return_dict: bool = True,
+        structure_inputs: dict[str, torch.Tensor] | None = None,
+    ) -> TreeTransformerMaskedLMOutput | tuple:
         """Masked-LM forward pass.
 
         Args:
@@ -303,9 +389,15 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
         Raises:
             ValueError: ``masked_only`` without ``labels``.
         """
-        out = self.tree_transformer(input_ids, attention_mask, head_mask, output_attentions=output_attentions,
-                                    output_priors=output_priors, output_hidden_states=output_hidden_states,
-                                    structure_inputs=structure_inputs)
+        out = self.tree_transformer(
+            input_ids,
+            attention_mask,
+            head_mask,
+            output_attentions=output_attentions,
+            output_priors=output_priors,
+            output_hidden_states=output_hidden_states,
+            structure_inputs=structure_inputs,
+        )
         hidden = out.last_hidden_state
         loss = None
         if masked_only:
@@ -326,9 +418,14 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
                 loss = flat_logits.sum() * 0.0
             if out.prior_loss is not None:
                 loss = loss + out.prior_loss
-        result = TreeTransformerMaskedLMOutput(loss=loss, logits=logits, link_probs=out.link_probs,
-                                               priors=out.priors, attentions=out.attentions,
-                                               hidden_states=out.hidden_states)
+        result = TreeTransformerMaskedLMOutput(
+            loss=loss,
+            logits=logits,
+            link_probs=out.link_probs,
+            priors=out.priors,
+            attentions=out.attentions,
+            hidden_states=out.hidden_states,
+        )
         return result if return_dict else result.to_tuple()
 
     @property
@@ -347,9 +444,10 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
             InputError: the model induces no structure (``prior="none"``).
         """
         if not self.induces_structure:
-            raise InputError(f"this model has prior={self.config.prior!r}: it computes no link probabilities, "
-                             "so it induces no trees")
+            raise InputError(
+                f"this model has prior={self.config.prior!r}: it computes no link probabilities, so it induces no trees"
+            )
         out = self.tree_transformer(input_ids, attention_mask)  # the encoder alone: no output layer
         links = torch.stack(out.link_probs, dim=1).double().cpu()  # (B, L, N-1)
         lengths = attention_mask.sum(-1).tolist()
-        return [[LinkProbabilities(links[b, :, :t - 1].numpy())] for b, t in enumerate(lengths)]
+        return [[LinkProbabilities(links[b, :, : t - 1].numpy())] for b, t in enumerate(lengths)]

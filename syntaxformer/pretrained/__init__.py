@@ -10,6 +10,7 @@ seed). ``syntaxformer parse`` and ``show`` use it when ``--model`` is not given;
 Licence: trained on the Penn Treebank WSJ sample (LDC, fair use, **non-commercial only**; see
 ``syntaxformer/data/embedded/LICENSE.txt``), so the weights carry the same restriction.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -92,5 +93,4 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     return folder
 
 
-__all__ = ["PRETRAINED_NAME", "pretrained_folder", "model_or_pretrained",
-           "load_pretrained", "export_pretrained"]
+__all__ = ["PRETRAINED_NAME", "pretrained_folder", "model_or_pretrained", "load_pretrained", "export_pretrained"]

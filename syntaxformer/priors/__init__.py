@@ -6,6 +6,7 @@ attention kernels that consume it (``ATTENTION_FUNCTIONS["eager" | "sdpa"]``) in
 :mod:`syntaxformer.priors.attention`. Adding a prior: its file, one line below, its tests
 (ARCHITECTURE.md).
 """
+
 from __future__ import annotations
 
 from .attention import ATTENTION_FUNCTIONS
@@ -64,7 +65,21 @@ def needs_structure_inputs(name: str) -> bool:
     return bool(getattr(PRIORS[name], "needs_inputs", ()))
 
 
-__all__ = ["ATTENTION_FUNCTIONS", "PRIORS", "ConstituentAttention", "ConstituentPrior", "GaussianPrior",
-           "MultiGranularityPrior", "MultiplicativePrior", "PriorOutput", "StructuralPositionFusion",
-           "StructuralPositionPrior", "StructuralPrior", "build_position_fusion", "build_prior", "check_prior",
-           "needs_structure_inputs", "prior_attribute"]
+__all__ = [
+    "ATTENTION_FUNCTIONS",
+    "PRIORS",
+    "ConstituentAttention",
+    "ConstituentPrior",
+    "GaussianPrior",
+    "MultiGranularityPrior",
+    "MultiplicativePrior",
+    "PriorOutput",
+    "StructuralPositionFusion",
+    "StructuralPositionPrior",
+    "StructuralPrior",
+    "build_position_fusion",
+    "build_prior",
+    "check_prior",
+    "needs_structure_inputs",
+    "prior_attribute",
+]

@@ -36,6 +36,7 @@ below the smallest normal float to 0 themselves (what flush-to-zero hardware doe
 
 benchmarks/README.md has the measured step times and peak memory.
 """
+
 from __future__ import annotations
 
 import math
@@ -81,7 +82,8 @@ def exp_flushed(log_x: torch.Tensor) -> torch.Tensor:
 def _padding_bias(key_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(B, 1, 1, N) additive mask: 0 for real keys, a large negative number for padding keys."""
     return torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device).masked_fill(
-        ~key_mask, torch.finfo(dtype).min)[:, None, None, :]
+        ~key_mask, torch.finfo(dtype).min
+    )[:, None, None, :]
 
 
 def dropout_keep_mask(like: torch.Tensor, dropout_p: float) -> torch.Tensor:
@@ -98,8 +100,16 @@ def dropout_keep_mask(like: torch.Tensor, dropout_p: float) -> torch.Tensor:
     return torch.rand(like.shape, device=like.device) < 1.0 - dropout_p
 
 
-def eager_attention(query, key, value, key_mask, prior: MultiplicativePrior | None = None,
-                    dropout_p: float = 0.0, output_attentions: bool = False, bias: torch.Tensor | None = None):
+def eager_attention(
+    query,
+    key,
+    value,
+    key_mask,
+    prior: MultiplicativePrior | None = None,
+    dropout_p: float = 0.0,
+    output_attentions: bool = False,
+    bias: torch.Tensor | None = None,
+):
     """The literal reference: ``E = M ⊙ softmax(QKᵀ/√d_k + B)``, ``out = dropout(E) V``.
 
     Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``M``. Values of ``M`` below the
@@ -137,8 +147,9 @@ SAVE_ATTENTION_ELEMENTS = 1 << 23
 BLOCK_ELEMENTS = 1 << 22
 
 
-def query_blocks(batch: int, heads: int, n_query: int, n_key: int,
-                 block_elements: int = BLOCK_ELEMENTS) -> list[tuple[int, int]]:
+def query_blocks(
+    batch: int, heads: int, n_query: int, n_key: int, block_elements: int = BLOCK_ELEMENTS
+) -> list[tuple[int, int]]:
     """The blocks of query rows of :class:`BlockwisePriorAttention`'s recomputing mode.
 
     Args:
@@ -190,8 +201,18 @@ class BlockwisePriorAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, state, pad, dropout_p: float, flush: bool,
-                log_rows=None, block_elements: int | None = None):
+    def forward(
+        ctx,
+        query,
+        key,
+        value,
+        state,
+        pad,
+        dropout_p: float,
+        flush: bool,
+        log_rows=None,
+        block_elements: int | None = None,
+    ):
         batch, heads, n, _ = query.shape
         scale = 1.0 / math.sqrt(query.shape[-1])
         query = query * scale  # (B, H, N, d_k); scaling Q is cheaper than scaling the N×N scores
@@ -243,8 +264,9 @@ class BlockwisePriorAttention(torch.autograd.Function):
                     attn, used = saved
                 else:
                     attn, used = _block_attention(query[:, :, rows], key, log_c.detach(), pad, dropout_p, flush)
-                grad_value = accumulate(grad_value, torch.matmul(used.transpose(-2, -1).to(grad_out.dtype),
-                                                                 grad_out[:, :, rows]))
+                grad_value = accumulate(
+                    grad_value, torch.matmul(used.transpose(-2, -1).to(grad_out.dtype), grad_out[:, :, rows])
+                )
                 g = torch.matmul(grad_out[:, :, rows], value.transpose(-2, -1)).to(acc).mul_(used)  # G = E' ⊙ dP
                 del used
                 if flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
@@ -259,8 +281,7 @@ class BlockwisePriorAttention(torch.autograd.Function):
             if restore_rng is not None:
                 _set_rng_state(query.device, restore_rng)
         grad_cum = grad_cum.to(cum.dtype) if grad_cum is not None else None
-        return (grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), grad_cum,
-                None, None, None, None, None)
+        return (grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), grad_cum, None, None, None, None, None)
 
 
 def _block_attention(query, key, log_c, pad, dropout_p, flush):
@@ -302,8 +323,16 @@ def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
         torch.set_rng_state(state)
 
 
-def sdpa_attention(query, key, value, key_mask, prior: MultiplicativePrior | None = None,
-                   dropout_p: float = 0.0, output_attentions: bool = False, bias: torch.Tensor | None = None):
+def sdpa_attention(
+    query,
+    key,
+    value,
+    key_mask,
+    prior: MultiplicativePrior | None = None,
+    dropout_p: float = 0.0,
+    output_attentions: bool = False,
+    bias: torch.Tensor | None = None,
+):
     """Fused path: PyTorch's fused attention without a multiplicative prior, the blockwise kernel with one.
 
     What runs and what materialises, per layer (honest account; see benchmarks/README.md):
@@ -341,8 +370,17 @@ def sdpa_attention(query, key, value, key_mask, prior: MultiplicativePrior | Non
     flush = _needs_explicit_flush(query)
     batch, heads, n, _ = query.shape
     keep_attention = torch.is_grad_enabled() and batch * heads * n * n <= SAVE_ATTENTION_ELEMENTS
-    out = BlockwisePriorAttention.apply(query, key, value, prior.state, pad, dropout_p, flush, prior.log_rows,
-                                        None if keep_attention else BLOCK_ELEMENTS)
+    out = BlockwisePriorAttention.apply(
+        query,
+        key,
+        value,
+        prior.state,
+        pad,
+        dropout_p,
+        flush,
+        prior.log_rows,
+        None if keep_attention else BLOCK_ELEMENTS,
+    )
     return out, None
 
 

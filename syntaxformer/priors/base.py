@@ -26,6 +26,7 @@ name. Per-sentence structure given with the input (e.g. a dependency tree's head
 layer's prior as ``forward(..., inputs=dict)`` (the model's ``structure_inputs``). A new prior is one file defining a :class:`StructuralPrior` subclass, one line in the registry,
 and its tests (ARCHITECTURE.md, "How to add a prior").
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -46,6 +47,7 @@ class MultiplicativePrior:
             (nats, <= 0), or all rows (B, N, N) when ``rows`` is None. Must be a pure function of
             ``state`` (the kernel calls it again in the backward).
     """
+
     state: torch.Tensor
     log_rows: Callable[[torch.Tensor, tuple[int, int] | None], torch.Tensor]
 
@@ -68,6 +70,7 @@ class KeyMemory:
         phrase_ids: (B, N) long, the slot of each word (-1 = padding), or None; used to show the
             heads' attention over words (a slot's weight split evenly over its words).
     """
+
     hidden: torch.Tensor
     mask: torch.Tensor
     heads: tuple[int, ...]
@@ -89,6 +92,7 @@ class PriorOutput:
         loss: auxiliary loss of this layer (scalar, nats, already weighted) that the model adds to
             its training loss, or None.
     """
+
     score_bias: torch.Tensor | None = None
     query_score_bias: Callable[[torch.Tensor], torch.Tensor] | None = None
     multiplicative: MultiplicativePrior | None = None
@@ -125,8 +129,9 @@ class StructuralPrior(nn.Module):
         """The prior of 0-based layer ``layer_index`` of a model with ``config``."""
         raise NotImplementedError
 
-    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None,
-                inputs: dict[str, torch.Tensor] | None = None) -> PriorOutput:
+    def forward(
+        self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None, inputs: dict[str, torch.Tensor] | None = None
+    ) -> PriorOutput:
         """hidden (B, N, d) layer input, key_mask (B, N) bool (True = real token), state from the layer
         below (None at the first layer), ``inputs``: per-sentence structure the model was given
         (``structure_inputs``, the same dict for every layer; e.g. ``{"heads": (B, N) long}`` in token

@@ -40,6 +40,7 @@ Two variants (``variant=``):
 Padding never leaks into real tokens in either variant: real-real entries of ``C`` only involve
 links between real words. (Real-padding entries are finite; the attention masks padding keys.)
 """
+
 from __future__ import annotations
 
 import math
@@ -54,7 +55,6 @@ VARIANTS = ("paper", "official")
 #: ``diagonal=`` choices for the diagonal of ``C``: "one" (the paper's ``C_ii = 1``) or "official" (the
 #: public code's tiny value, :func:`official_log_diagonal`); by default each variant's own.
 DIAGONALS = ("one", "official")
-
 
 
 def check_constituent_options(variant: str, scale: float | None = None, diagonal: str | None = None) -> None:
@@ -83,6 +83,7 @@ OFFICIAL_SCALE = 256.0
 # The equations, one function each
 # ----------------------------------------------------------------------------------------------
 
+
 def neighbour_scores(query: torch.Tensor, key: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Scores of each word with its right and left neighbour (paper §3.2, eq. 5).
 
@@ -102,8 +103,9 @@ def neighbour_scores(query: torch.Tensor, key: torch.Tensor, scale: float) -> tu
     return s_right, s_left
 
 
-def neighbour_score_form(query: nn.Linear, key: nn.Linear,
-                         scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def neighbour_score_form(
+    query: nn.Linear, key: nn.Linear, scale: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The neighbour scores of eq. 5 as one bilinear form of the layer input (DESIGN.md §5).
 
     With ``q_i = W_q h_i + b_q`` and ``k_j = W_k h_j + b_k`` (``nn.Linear``), exactly
@@ -173,8 +175,9 @@ class _BilinearNeighbourScores(torch.autograd.Function):
         return grad_r, grad_hidden, grad_uw, g_right.sum() + g_left.sum()
 
 
-def neighbour_scores_bilinear(hidden: torch.Tensor, bilinear: torch.Tensor, linear: torch.Tensor,
-                              offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def neighbour_scores_bilinear(
+    hidden: torch.Tensor, bilinear: torch.Tensor, linear: torch.Tensor, offset: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`neighbour_scores` of ``query(hidden)``, ``key(hidden)`` from :func:`neighbour_score_form`.
 
     ``s_{i,j} = r_i · h_j + h_i·u + h_j·w + c`` (all over ``scale``) with ``r = h M``: one d×d
@@ -190,8 +193,9 @@ def neighbour_scores_bilinear(hidden: torch.Tensor, bilinear: torch.Tensor, line
     return _BilinearNeighbourScores.apply(r, hidden, linear, offset)
 
 
-def neighbour_log_probabilities(s_right: torch.Tensor, s_left: torch.Tensor,
-                                gap_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def neighbour_log_probabilities(
+    s_right: torch.Tensor, s_left: torch.Tensor, gap_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The two-way softmax of each word over its neighbours, in log space (paper §3.2, eq. 6).
 
     Word i chooses between its right neighbour (score ``s_{i,i+1}``) and its left one
@@ -217,8 +221,9 @@ def neighbour_log_probabilities(s_right: torch.Tensor, s_left: torch.Tensor,
     return log_p_right, log_p_left
 
 
-def link_probability(log_p_right: torch.Tensor, log_p_left: torch.Tensor, gap_mask: torch.Tensor,
-                     variant: str = "paper") -> torch.Tensor:
+def link_probability(
+    log_p_right: torch.Tensor, log_p_left: torch.Tensor, gap_mask: torch.Tensor, variant: str = "paper"
+) -> torch.Tensor:
     """Link probability of neighbouring words from their mutual attention (paper §3.2, eq. 7).
 
     ``â_k = sqrt(p_{k,k+1} · p_{k+1,k})`` (paper; computed as ``exp((log p + log p) / 2)``), or
@@ -287,8 +292,12 @@ def official_log_diagonal(layer_index: int) -> float:
     return math.log(-math.expm1((layer_index + 1) * math.log1p(-e)))
 
 
-def log_constituent_prior(cum_log_links: torch.Tensor, variant: str = "paper",
-                          log_diagonal: float | None = None, rows: tuple[int, int] | None = None) -> torch.Tensor:
+def log_constituent_prior(
+    cum_log_links: torch.Tensor,
+    variant: str = "paper",
+    log_diagonal: float | None = None,
+    rows: tuple[int, int] | None = None,
+) -> torch.Tensor:
     """``log C`` from the cumulative log links (paper §3.1, eqs. 3-4).
 
     Paper: ``log C_ij = -|P_i - P_j|`` (so ``C_ij = prod_{k=i}^{j-1} a_k``, symmetric, ``C_ii = 1``).
@@ -351,6 +360,7 @@ class ConstituentPrior(MultiplicativePrior):
 # The module
 # ----------------------------------------------------------------------------------------------
 
+
 class ConstituentAttention(StructuralPrior):
     """Tree Transformer constituent attention: link probabilities and the constituent prior of a layer.
 
@@ -376,8 +386,15 @@ class ConstituentAttention(StructuralPrior):
         ValueError: unknown ``variant`` or ``diagonal``, or ``scale`` <= 0.
     """
 
-    def __init__(self, d_model: int, variant: str = "paper", layer_index: int = 0, layer_norm_eps: float = 1e-5,
-                 scale: float | None = None, diagonal: str | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        variant: str = "paper",
+        layer_index: int = 0,
+        layer_norm_eps: float = 1e-5,
+        scale: float | None = None,
+        diagonal: str | None = None,
+    ):
         super().__init__()
         check_constituent_options(variant, scale, diagonal)
         self.d_model = d_model
@@ -390,8 +407,9 @@ class ConstituentAttention(StructuralPrior):
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
 
-    def link_probabilities(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
-                           prior: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def link_probabilities(
+        self, hidden: torch.Tensor, mask: torch.Tensor | None = None, prior: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Link probabilities ``a^l`` (eqs. 5-8) and their cumulative logs ``P`` (O(N) prior state).
 
         Args:
@@ -423,18 +441,25 @@ class ConstituentAttention(StructuralPrior):
         """The module of 0-based layer ``layer_index`` (``hidden_size``, ``constituent_variant``,
         ``layer_norm_eps``, ``constituent_scale``, ``constituent_diagonal`` of a
         :class:`~syntaxformer.models.tree_transformer.TreeTransformerConfig`)."""
-        return cls(config.hidden_size, getattr(config, "constituent_variant", "paper"), layer_index,
-                   config.layer_norm_eps, getattr(config, "constituent_scale", None),
-                   getattr(config, "constituent_diagonal", None))
+        return cls(
+            config.hidden_size,
+            getattr(config, "constituent_variant", "paper"),
+            layer_index,
+            config.layer_norm_eps,
+            getattr(config, "constituent_scale", None),
+            getattr(config, "constituent_diagonal", None),
+        )
 
-    def prior_state(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
-                    prior: torch.Tensor | None = None) -> tuple[ConstituentPrior, torch.Tensor]:
+    def prior_state(
+        self, hidden: torch.Tensor, mask: torch.Tensor | None = None, prior: torch.Tensor | None = None
+    ) -> tuple[ConstituentPrior, torch.Tensor]:
         """Like :meth:`constituent_prior` without materialising C: ``(ConstituentPrior, a)``; O(N) per sentence."""
         a, cum = self.link_probabilities(hidden, mask, prior)
         return ConstituentPrior(cum, self.variant, self.log_diagonal), a
 
-    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state: torch.Tensor | None = None,
-                inputs=None) -> PriorOutput:
+    def forward(
+        self, hidden: torch.Tensor, key_mask: torch.Tensor, state: torch.Tensor | None = None, inputs=None
+    ) -> PriorOutput:
         """The prior interface (:class:`~syntaxformer.priors.base.StructuralPrior`): hidden (B, N, d),
         key_mask (B, N) bool, state = (B, N-1) links of the layer below or None (``inputs``, the
         structure inputs, ignored) -> the multiplicative prior C, next state a^l (B, N-1) and
@@ -442,8 +467,9 @@ class ConstituentAttention(StructuralPrior):
         prior, a = self.prior_state(hidden, key_mask, state)
         return PriorOutput(multiplicative=prior, state=a, record={"link_probs": a})
 
-    def constituent_prior(self, hidden: torch.Tensor, mask: torch.Tensor | None = None,
-                          prior: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def constituent_prior(
+        self, hidden: torch.Tensor, mask: torch.Tensor | None = None, prior: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Constituent prior and link probabilities of this layer.
 
         Args:
@@ -458,5 +484,7 @@ class ConstituentAttention(StructuralPrior):
         return torch.exp(state.log_prior()), a
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, "
-                f"diagonal={self.diagonal!r}, layer_index={self.layer_index}")
+        return (
+            f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, "
+            f"diagonal={self.diagonal!r}, layer_index={self.layer_index}"
+        )

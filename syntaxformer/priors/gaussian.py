@@ -17,6 +17,7 @@ state between layers and records nothing (it induces no trees).
 Config fields read: ``num_attention_heads``, ``gaussian_w_init`` (default :data:`W_INIT`),
 ``gaussian_b_init`` (default :data:`B_INIT`, must be <= 0).
 """
+
 from __future__ import annotations
 
 import math
@@ -75,8 +76,11 @@ class GaussianPrior(StructuralPrior):
     @classmethod
     def from_config(cls, config, layer_index: int) -> GaussianPrior:
         """The prior of any layer (``num_attention_heads``, ``gaussian_w_init``, ``gaussian_b_init``)."""
-        return cls(config.num_attention_heads, getattr(config, "gaussian_w_init", W_INIT),
-                   getattr(config, "gaussian_b_init", B_INIT))
+        return cls(
+            config.num_attention_heads,
+            getattr(config, "gaussian_w_init", W_INIT),
+            getattr(config, "gaussian_b_init", B_INIT),
+        )
 
     @property
     def w(self) -> torch.Tensor:

@@ -50,6 +50,7 @@ from the block input normalised by its own LayerNorm (as the constituent prior),
 post-LN layer uses the same ``H`` for words and phrases; phrases and their memory are rebuilt at every
 layer; the label loss is averaged over the layers (``weight × mean_l NLL_l``).
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,6 @@ from ..blocks.on_lstm import OnLstmStack
 from ..decoding.phrases import tree_partition, tree_phrases  # noqa: F401  (re-exported)
 from .base import KeyMemory, PriorOutput, StructuralPrior
 
-
 #: the phrase compositions of :func:`compose_phrases`
 COMPOSITIONS = ("max-pool", "cnn", "attention")
 #: the phrase interactions (:func:`interact_phrases`)
@@ -75,6 +75,7 @@ _GRANULARITY = re.compile(r"^(word|tree|[1-9][0-9]*gram)$")
 # ----------------------------------------------------------------------------------------------
 # Granularities
 # ----------------------------------------------------------------------------------------------
+
 
 def default_granularities(num_heads: int) -> tuple[str, ...]:
     """The first ``ceil(H/2)`` heads ``"word"``, the others ``"2gram"``, ``"3gram"``, ``"2gram"``, ..."""
@@ -122,6 +123,7 @@ def parse_granularities(spec: str | Sequence[str] | None, num_heads: int) -> tup
 # Partitions
 # ----------------------------------------------------------------------------------------------
 
+
 def ngram_partition(key_mask: torch.Tensor, n: int) -> torch.Tensor:
     """Non-overlapping n-grams from the first real token (Hao et al. 2019, §2.2 "n-gram phrases").
 
@@ -149,6 +151,7 @@ def pad_phrase_ids(partitions: Iterable[Sequence[int]], length: int) -> torch.Te
 # Composition and interaction
 # ----------------------------------------------------------------------------------------------
 
+
 def phrase_mask(phrase_ids: torch.Tensor) -> torch.Tensor:
     """(B, N) phrase ids (-1 padding) -> (B, P) bool, True = a real phrase; P = largest id + 1 in the
     batch (at least 1). Ids must number each sentence's phrases 0, 1, ... in order."""
@@ -162,7 +165,8 @@ def max_pool_phrases(hidden: torch.Tensor, phrase_ids: torch.Tensor, num_phrases
     B, N, d = hidden.shape
     index = torch.where(phrase_ids >= 0, phrase_ids, num_phrases)  # padding words into a dump slot
     pooled = hidden.new_full((B, num_phrases + 1, d), float("-inf")).scatter_reduce(
-        1, index[..., None].expand(B, N, d), hidden, reduce="amax", include_self=True)[:, :num_phrases]
+        1, index[..., None].expand(B, N, d), hidden, reduce="amax", include_self=True
+    )[:, :num_phrases]
     return pooled.masked_fill(torch.isinf(pooled), 0.0)
 
 
@@ -189,8 +193,8 @@ class PhraseCNN(nn.Module):
         n = hidden.shape[1]
         parts = []
         for offset in range(2 * r + 1):
-            same = (padded_ids[:, offset:offset + n] == phrase_ids) & (phrase_ids >= 0)  # (B, N)
-            parts.append(padded[:, offset:offset + n] * same[..., None].to(hidden.dtype))
+            same = (padded_ids[:, offset : offset + n] == phrase_ids) & (phrase_ids >= 0)  # (B, N)
+            parts.append(padded[:, offset : offset + n] * same[..., None].to(hidden.dtype))
         return self.proj(torch.cat(parts, dim=-1))
 
 
@@ -212,8 +216,9 @@ class PhraseSelfAttention(nn.Module):
         return torch.softmax(scores, dim=-1) @ v
 
 
-def compose_phrases(hidden: torch.Tensor, phrase_ids: torch.Tensor, method: str = "max-pool",
-                    encoder: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def compose_phrases(
+    hidden: torch.Tensor, phrase_ids: torch.Tensor, method: str = "max-pool", encoder: nn.Module | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Phrase vectors from word vectors (Hao et al. 2019, §2.2 "composition"; DESIGN.md §3.3).
 
     Args:
@@ -270,14 +275,17 @@ def phrase_label_nll(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
 # The prior
 # ----------------------------------------------------------------------------------------------
 
+
 class PhraseMemory(nn.Module):
     """One granularity's phrase memory: composition (+ its word-level module) and interaction."""
 
     def __init__(self, hidden_size: int, composition: str, interaction: str, chunk_size: int):
         super().__init__()
         if composition not in COMPOSITIONS or interaction not in INTERACTIONS:
-            raise ValueError(f"mgsa: composition {composition!r} (one of {COMPOSITIONS}), "
-                             f"interaction {interaction!r} (one of {INTERACTIONS})")
+            raise ValueError(
+                f"mgsa: composition {composition!r} (one of {COMPOSITIONS}), "
+                f"interaction {interaction!r} (one of {INTERACTIONS})"
+            )
         self.composition = composition
         self.encoder = None  # the word-level module of the composition
         if composition == "cnn":
@@ -313,13 +321,28 @@ class MultiGranularityPrior(StructuralPrior):
     """
 
     record_names = ("phrase_logits",)
-    config_defaults = {"mgsa_granularities": None, "mgsa_composition": "max-pool", "mgsa_interaction": "on-lstm",
-                       "mgsa_chunk_size": 8, "mgsa_num_phrase_labels": 0, "mgsa_phrase_loss_weight": 0.0,
-                       "mgsa_tree_level": 1}
+    config_defaults = {
+        "mgsa_granularities": None,
+        "mgsa_composition": "max-pool",
+        "mgsa_interaction": "on-lstm",
+        "mgsa_chunk_size": 8,
+        "mgsa_num_phrase_labels": 0,
+        "mgsa_phrase_loss_weight": 0.0,
+        "mgsa_tree_level": 1,
+    }
 
-    def __init__(self, hidden_size: int, granularities: Sequence[str], composition: str = "max-pool",
-                 interaction: str = "on-lstm", chunk_size: int = 8, num_phrase_labels: int = 0,
-                 phrase_loss_weight: float = 0.0, num_layers: int = 1, layer_norm_eps: float = 1e-6):
+    def __init__(
+        self,
+        hidden_size: int,
+        granularities: Sequence[str],
+        composition: str = "max-pool",
+        interaction: str = "on-lstm",
+        chunk_size: int = 8,
+        num_phrase_labels: int = 0,
+        phrase_loss_weight: float = 0.0,
+        num_layers: int = 1,
+        layer_norm_eps: float = 1e-6,
+    ):
         super().__init__()
         self.granularities = tuple(granularities)
         self.groups = {}  # granularity -> original head numbers, in order of first appearance
@@ -329,8 +352,9 @@ class MultiGranularityPrior(StructuralPrior):
         if num_phrase_labels > 0 and "tree" not in self.groups:
             raise ValueError("mgsa_num_phrase_labels > 0 needs a 'tree' head (labels are syntactic phrases')")
         self.norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
-        self.memories = nn.ModuleDict({name: PhraseMemory(hidden_size, composition, interaction, chunk_size)
-                                       for name in self.groups})
+        self.memories = nn.ModuleDict(
+            {name: PhraseMemory(hidden_size, composition, interaction, chunk_size) for name in self.groups}
+        )
         self.phrase_classifier = nn.Linear(hidden_size, num_phrase_labels) if num_phrase_labels > 0 else None
         self.phrase_loss_weight = phrase_loss_weight
         self.num_layers = num_layers
@@ -339,15 +363,22 @@ class MultiGranularityPrior(StructuralPrior):
     def from_config(cls, config, layer_index: int) -> MultiGranularityPrior:
         """The prior of any layer (``hidden_size``, the ``mgsa_*`` fields of ``config_defaults``)."""
         field = {k: getattr(config, k, default) for k, default in cls.config_defaults.items()}
-        return cls(config.hidden_size, parse_granularities(field["mgsa_granularities"], config.num_attention_heads),
-                   field["mgsa_composition"], field["mgsa_interaction"], field["mgsa_chunk_size"],
-                   field["mgsa_num_phrase_labels"], field["mgsa_phrase_loss_weight"], config.num_hidden_layers,
-                   getattr(config, "layer_norm_eps", 1e-6))
+        return cls(
+            config.hidden_size,
+            parse_granularities(field["mgsa_granularities"], config.num_attention_heads),
+            field["mgsa_composition"],
+            field["mgsa_interaction"],
+            field["mgsa_chunk_size"],
+            field["mgsa_num_phrase_labels"],
+            field["mgsa_phrase_loss_weight"],
+            config.num_hidden_layers,
+            getattr(config, "layer_norm_eps", 1e-6),
+        )
 
     def partition(self, name: str, key_mask: torch.Tensor, inputs: dict | None) -> torch.Tensor:
         """(B, N) phrase ids of granularity ``name`` (n-grams from the mask, ``"tree"`` from inputs)."""
         if name != "tree":
-            return ngram_partition(key_mask, int(name[:-len("gram")]))
+            return ngram_partition(key_mask, int(name[: -len("gram")]))
         if not inputs or inputs.get("phrase_ids") is None:
             raise ValueError("a 'tree' head of the multi-granularity prior needs inputs['phrase_ids'] (B, N)")
         ids = inputs["phrase_ids"].to(key_mask.device)
@@ -355,8 +386,9 @@ class MultiGranularityPrior(StructuralPrior):
             raise ValueError(f"inputs['phrase_ids'] has shape {tuple(ids.shape)}, the batch {tuple(key_mask.shape)}")
         return ids.masked_fill(~key_mask, -1)
 
-    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None,
-                inputs: dict[str, torch.Tensor] | None = None) -> PriorOutput:
+    def forward(
+        self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None, inputs: dict[str, torch.Tensor] | None = None
+    ) -> PriorOutput:
         """hidden (B, N, d) block input, key_mask (B, N) bool, inputs (``"phrase_ids"`` (B, N) long,
         ``"phrase_labels"`` (B, P) long, for ``"tree"`` heads) -> ``key_memories`` (one per
         granularity), ``record["phrase_logits"]`` (B, P, C) and ``loss`` with a classifier."""

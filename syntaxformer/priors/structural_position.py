@@ -46,6 +46,7 @@ O(depth) pointer-jumping steps over (B, N, N) booleans.
 Config fields read (``getattr(config, name, default)``): ``num_attention_heads``, ``hidden_size``,
 ``structural_max_relative`` (:data:`MAX_RELATIVE`), ``structural_max_depth`` (:data:`MAX_DEPTH`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -54,6 +55,7 @@ from torch import nn
 from ..data.trees import NO_TREE, ROOT  # head of the root (-1); of a token outside the tree (-100)
 from ..errors import InputError
 from .base import PriorOutput, StructuralPrior
+
 #: default clipping distance K of the relative structural positions (Shaw et al. clip at 2-16)
 MAX_RELATIVE = 8
 #: default largest depth with its own absolute embedding (deeper words share the last one)
@@ -123,8 +125,7 @@ def relative_structural_positions(heads: torch.Tensor) -> torch.Tensor:
     n = heads.shape[1]
     positions = torch.arange(n, device=heads.device)
     order = torch.sign(positions[:, None] - positions[None, :])  # (N, N) sign(i − j)
-    rel = torch.where(same_path, depth[:, :, None] - depth[:, None, :],
-                      (depth[:, :, None] + depth[:, None, :]) * order)
+    rel = torch.where(same_path, depth[:, :, None] - depth[:, None, :], (depth[:, :, None] + depth[:, None, :]) * order)
     return rel * tree_pairs(heads)
 
 
@@ -156,11 +157,14 @@ def required_heads(inputs: dict | None, hidden: torch.Tensor) -> torch.Tensor:
     """
     heads = None if inputs is None else inputs.get("heads")
     if heads is None:
-        raise InputError("prior='structural-position' needs a dependency tree per sentence: "
-                         "structure_inputs={'heads': (B, N) token positions} (train with --trees)")
+        raise InputError(
+            "prior='structural-position' needs a dependency tree per sentence: "
+            "structure_inputs={'heads': (B, N) token positions} (train with --trees)"
+        )
     if tuple(heads.shape) != tuple(hidden.shape[:2]):
-        raise InputError(f"structure_inputs['heads'] has shape {tuple(heads.shape)}, the input ids "
-                         f"{tuple(hidden.shape[:2])}")
+        raise InputError(
+            f"structure_inputs['heads'] has shape {tuple(heads.shape)}, the input ids {tuple(hidden.shape[:2])}"
+        )
     return heads.to(device=hidden.device, dtype=torch.long)
 
 
@@ -212,23 +216,25 @@ class StructuralPositionPrior(StructuralPrior):
         if max_relative < 1:
             raise ValueError(f"structural_max_relative must be at least 1, got {max_relative}")
         self.max_relative = max_relative
-        self.scale = head_dim ** -0.5
+        self.scale = head_dim**-0.5
         self.relative_keys = nn.Embedding(2 * max_relative + 2, head_dim)
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> StructuralPositionPrior:
         """The prior of any layer (head width ``hidden_size / num_attention_heads``,
         ``structural_max_relative``)."""
-        return cls(config.hidden_size // config.num_attention_heads,
-                   getattr(config, "structural_max_relative", MAX_RELATIVE))
+        return cls(
+            config.hidden_size // config.num_attention_heads, getattr(config, "structural_max_relative", MAX_RELATIVE)
+        )
 
     @classmethod
     def position_fusion(cls, config) -> StructuralPositionFusion:
         """The embeddings' hook (``priors.build_position_fusion``): the absolute-position fusion."""
         return StructuralPositionFusion(config.hidden_size, getattr(config, "structural_max_depth", MAX_DEPTH))
 
-    def forward(self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None,
-                inputs: dict[str, torch.Tensor] | None = None) -> PriorOutput:
+    def forward(
+        self, hidden: torch.Tensor, key_mask: torch.Tensor, state=None, inputs: dict[str, torch.Tensor] | None = None
+    ) -> PriorOutput:
         """hidden (B, N, d), key_mask (B, N), ``inputs["heads"]`` (B, N), ``state``: the layer below's
         (B, N, N) relative buckets (None at the first layer) -> ``query_score_bias``: queries
         (B, H, N, d_k) -> (B, H, N, N) ``q_i · r_{bucket(i, j)} / √d_k``; the buckets go up as

@@ -1,6 +1,7 @@
 """Probing classifiers (scikit-learn): logistic regression and a one-hidden-layer MLP on frozen,
 standardised features, the regularisation chosen on dev (Conneau et al., ACL 2018, SentEval's
 protocol: the classifier's L2 strength is tuned on the dev split, accuracy reported on test)."""
+
 from __future__ import annotations
 
 import warnings
@@ -18,22 +19,25 @@ CLASSIFIERS = ("logreg", "mlp")
 
 
 def _model(kind: str, strength: float, seed: int):
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.neural_network import MLPClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.linear_model import LogisticRegression  # optional heavy dependency, imported on use (start-up time)
+    from sklearn.neural_network import MLPClassifier  # optional heavy dependency, imported on use (start-up time)
+    from sklearn.pipeline import make_pipeline  # optional heavy dependency, imported on use (start-up time)
+    from sklearn.preprocessing import StandardScaler  # optional heavy dependency, imported on use (start-up time)
+
     if kind == "logreg":
         head = LogisticRegression(C=strength, max_iter=300)
     elif kind == "mlp":
-        head = MLPClassifier(hidden_layer_sizes=(MLP_HIDDEN,), alpha=strength, max_iter=200,
-                             early_stopping=True, random_state=seed)   # stops on 10% of train
+        head = MLPClassifier(
+            hidden_layer_sizes=(MLP_HIDDEN,), alpha=strength, max_iter=200, early_stopping=True, random_state=seed
+        )  # stops on 10% of train
     else:
         raise ValueError(f"unknown classifier {kind!r}; choose from {CLASSIFIERS}")
     return make_pipeline(StandardScaler(), head)
 
 
-def probe(features: np.ndarray, labels: Sequence[str], split: Sequence[str], kind: str = "logreg",
-          seed: int = 0) -> dict:
+def probe(
+    features: np.ndarray, labels: Sequence[str], split: Sequence[str], kind: str = "logreg", seed: int = 0
+) -> dict:
     """Train a probe on the ``train`` rows, choose its L2 strength on ``dev``, score ``test``.
 
     Args:
@@ -54,10 +58,10 @@ def probe(features: np.ndarray, labels: Sequence[str], split: Sequence[str], kin
     if not all(r.any() for r in rows.values()):
         raise ValueError("every split (train, dev, test) needs at least one sentence")
     best = None
-    for strength in (LOGREG_C if kind == "logreg" else MLP_ALPHA):
+    for strength in LOGREG_C if kind == "logreg" else MLP_ALPHA:
         model = _model(kind, strength, seed)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")       # convergence warnings: the dev score decides
+            warnings.simplefilter("ignore")  # convergence warnings: the dev score decides
             model.fit(features[rows["train"]], labels[rows["train"]])
         dev = 100.0 * float((model.predict(features[rows["dev"]]) == labels[rows["dev"]]).mean())
         if best is None or dev > best[0]:
@@ -73,14 +77,20 @@ def majority(labels: Sequence[str], split: Sequence[str]) -> dict:
     labels, split = np.asarray(labels), np.asarray(split)
     values, counts = np.unique(labels[split == "train"], return_counts=True)
     top = values[counts.argmax()]
-    return {"dev": 100.0 * float((labels[split == "dev"] == top).mean()),
-            "test": 100.0 * float((labels[split == "test"] == top).mean()), "class": str(top)}
+    return {
+        "dev": 100.0 * float((labels[split == "dev"] == top).mean()),
+        "test": 100.0 * float((labels[split == "test"] == top).mean()),
+        "class": str(top),
+    }
 
 
 def bag_of_words(sentences: Sequence[Sequence[str]], split: Sequence[str]) -> np.ndarray:
     """Word-count vectors ``(S, V)`` over the train split's vocabulary (the bag-of-words control;
     scikit-learn's CountVectorizer, words as given)."""
-    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.feature_extraction.text import (
+        CountVectorizer,  # optional heavy dependency, imported on use (start-up time)
+    )
+
     vectorizer = CountVectorizer(analyzer=lambda words: list(words), lowercase=False)
     vectorizer.fit([s for s, part in zip(sentences, split) if part == "train"])
     return vectorizer.transform(list(sentences)).toarray().astype(np.float32)

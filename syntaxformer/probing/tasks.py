@@ -24,6 +24,7 @@ Splits: the sentences are shuffled with the seed and cut 80 / 10 / 10 % into tra
 the same cut for every task, so no sentence is in two splits; BShift's swap and position also come
 from the seed. The task files are deterministic for a seed (:func:`write_task_files`).
 """
+
 from __future__ import annotations
 
 import random
@@ -76,8 +77,7 @@ def tree_depth(tree: Tree) -> int:
 def top_constituents(tree: Tree) -> str:
     """The root's children's labels joined by spaces; a collapsed unary chain (``S+VP``) counts as
     its first label; a word directly under the root counts as its tag."""
-    return " ".join(child.label().split("+")[0] if isinstance(child, Tree) else str(child)
-                    for child in tree)
+    return " ".join(child.label().split("+")[0] if isinstance(child, Tree) else str(child) for child in tree)
 
 
 def splits(n: int, seed: int) -> list[str]:
@@ -96,15 +96,19 @@ def _sentlen(words, trees, parts, seed):
 
 
 def _treedepth(words, trees, parts, seed):
-    return [ProbeItem(i, parts[i], tuple(w), _bin(tree_depth(t), TREEDEPTH_BINS))
-            for i, (w, t) in enumerate(zip(words, trees))]
+    return [
+        ProbeItem(i, parts[i], tuple(w), _bin(tree_depth(t), TREEDEPTH_BINS))
+        for i, (w, t) in enumerate(zip(words, trees))
+    ]
 
 
 def _topconst(words, trees, parts, seed):
     counts = Counter(top_constituents(t) for i, t in enumerate(trees) if parts[i] == "train")
     kept = {label for label, _ in counts.most_common(TOPCONST_CLASSES)}
-    return [ProbeItem(i, parts[i], tuple(w), top_constituents(t) if top_constituents(t) in kept else "OTHER")
-            for i, (w, t) in enumerate(zip(words, trees))]
+    return [
+        ProbeItem(i, parts[i], tuple(w), top_constituents(t) if top_constituents(t) in kept else "OTHER")
+        for i, (w, t) in enumerate(zip(words, trees))
+    ]
 
 
 def bigram_shift(words: Sequence[str], rng: random.Random) -> tuple[tuple[str, ...], str] | None:
@@ -132,14 +136,17 @@ def _bshift(words, trees, parts, seed):
 
 
 #: name -> builder(words, trees, splits, seed) -> items. A new task is one function and one line here.
-TASKS: dict[str, Callable] = {"SentLen": _sentlen, "TreeDepth": _treedepth, "TopConst": _topconst,
-                              "BShift": _bshift}
+TASKS: dict[str, Callable] = {"SentLen": _sentlen, "TreeDepth": _treedepth, "TopConst": _topconst, "BShift": _bshift}
 #: The tasks built from the words alone (no constituency tree): those of a dependency treebank.
 WORD_TASKS = ("SentLen", "BShift")
 
 
-def build_tasks(trees: Sequence[Tree] | None, seed: int = 0, names: Sequence[str] | None = None,
-                words: Sequence[Sequence[str]] | None = None) -> dict[str, list[ProbeItem]]:
+def build_tasks(
+    trees: Sequence[Tree] | None,
+    seed: int = 0,
+    names: Sequence[str] | None = None,
+    words: Sequence[Sequence[str]] | None = None,
+) -> dict[str, list[ProbeItem]]:
     """The probing tasks of ``trees`` (gold trees with normalised words), or of the sentences ``words``.
 
     Args:

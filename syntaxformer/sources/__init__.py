@@ -11,12 +11,39 @@ and runs no model.
   input;
 * :mod:`~syntaxformer.sources.checks`: which structure a model reads, by its prior.
 """
-from syntaxformer.sources.checks import (check_model_phrases, check_model_trees, model_reads_phrases,
-                                         model_reads_trees, model_tree_level, tree_level)
-from syntaxformer.sources.corpus import load_phrase_trees, load_structured_corpus, load_tree_corpus
-from syntaxformer.sources.induced import (MaskedInputInducer, induced_heads, induced_phrase_trees,
-                                          masked_copy_structures, model_heads, model_phrase_trees)
 
-__all__ = ["check_model_phrases", "check_model_trees", "model_reads_phrases", "model_reads_trees", "model_tree_level",
-           "tree_level", "load_phrase_trees", "load_structured_corpus", "load_tree_corpus", "MaskedInputInducer",
-           "induced_heads", "induced_phrase_trees", "masked_copy_structures", "model_heads", "model_phrase_trees"]
+from syntaxformer.sources.checks import (
+    check_model_phrases,
+    check_model_trees,
+    model_reads_phrases,
+    model_reads_trees,
+    model_tree_level,
+    tree_level,
+)
+from syntaxformer.sources.corpus import load_phrase_trees, load_structured_corpus, load_tree_corpus
+from syntaxformer.sources.induced import (
+    MaskedInputInducer,
+    induced_heads,
+    induced_phrase_trees,
+    masked_copy_structures,
+    model_heads,
+    model_phrase_trees,
+)
+
+__all__ = [
+    "check_model_phrases",
+    "check_model_trees",
+    "model_reads_phrases",
+    "model_reads_trees",
+    "model_tree_level",
+    "tree_level",
+    "load_phrase_trees",
+    "load_structured_corpus",
+    "load_tree_corpus",
+    "MaskedInputInducer",
+    "induced_heads",
+    "induced_phrase_trees",
+    "masked_copy_structures",
+    "model_heads",
+    "model_phrase_trees",
+]

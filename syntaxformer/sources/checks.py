@@ -1,6 +1,7 @@
 """Which per-sentence structure a model reads, by its prior (structural-position: dependency trees;
 multi-granularity with ``tree`` heads: phrases), and the evaluation commands' rule that ``--trees`` /
 ``--phrases`` are given exactly when the model reads them."""
+
 from __future__ import annotations
 
 import inspect
@@ -17,8 +18,12 @@ def model_reads_trees(model) -> bool:
     inputs (:func:`syntaxformer.priors.needs_structure_inputs`) and its forward takes ``structure_inputs``."""
 
     prior = getattr(getattr(model, "config", None), "prior", None)
-    return (isinstance(prior, str) and prior in PRIORS and needs_structure_inputs(prior)
-            and "structure_inputs" in inspect.signature(model.forward).parameters)
+    return (
+        isinstance(prior, str)
+        and prior in PRIORS
+        and needs_structure_inputs(prior)
+        and "structure_inputs" in inspect.signature(model.forward).parameters
+    )
 
 
 def check_model_trees(model, trees: str | None) -> None:
@@ -33,11 +38,15 @@ def check_model_trees(model, trees: str | None) -> None:
     prior = getattr(getattr(model, "config", None), "prior", None)
     reads = model_reads_trees(model)
     if reads and trees is None:
-        raise InputError(f"this model's prior {prior} needs a dependency tree per sentence: pass --trees gold "
-                         "or --trees induced:MODEL_DIR")
+        raise InputError(
+            f"this model's prior {prior} needs a dependency tree per sentence: pass --trees gold "
+            "or --trees induced:MODEL_DIR"
+        )
     if trees is not None and not reads:
-        raise InputError(f"--trees {trees}: this {type(model).__name__} (prior {prior}) reads no trees; "
-                         "leave --trees out (only a prior such as structural-position reads them)")
+        raise InputError(
+            f"--trees {trees}: this {type(model).__name__} (prior {prior}) reads no trees; "
+            "leave --trees out (only a prior such as structural-position reads them)"
+        )
 
 
 def tree_level(config: dict) -> int:
@@ -50,9 +59,9 @@ def model_reads_phrases(model) -> bool:
     """Whether ``model`` reads a phrase partition per sentence: its config's ``prior`` is
     ``multi-granularity`` with at least one ``"tree"`` head (``mgsa_granularities``)."""
     config = getattr(model, "config", None)
-    return (getattr(config, "prior", None) == "multi-granularity"
-            and "tree" in parse_granularities(getattr(config, "mgsa_granularities", None),
-                                              config.num_attention_heads))
+    return getattr(config, "prior", None) == "multi-granularity" and "tree" in parse_granularities(
+        getattr(config, "mgsa_granularities", None), config.num_attention_heads
+    )
 
 
 def model_tree_level(model) -> int:
@@ -71,13 +80,23 @@ def check_model_phrases(model, phrases: str | None) -> None:
     check_phrases_option(phrases)
     reads = model_reads_phrases(model)
     if reads and phrases is None:
-        raise InputError("this model's multi-granularity prior has 'tree' heads, which need a phrase partition "
-                         "per sentence: pass --phrases gold or --phrases induced:MODEL_DIR")
+        raise InputError(
+            "this model's multi-granularity prior has 'tree' heads, which need a phrase partition "
+            "per sentence: pass --phrases gold or --phrases induced:MODEL_DIR"
+        )
     if phrases is not None and not reads:
         prior = getattr(getattr(model, "config", None), "prior", None)
-        raise InputError(f"--phrases {phrases}: this {type(model).__name__} (prior {prior}) has no 'tree' heads "
-                         "and reads no phrases; leave --phrases out")
+        raise InputError(
+            f"--phrases {phrases}: this {type(model).__name__} (prior {prior}) has no 'tree' heads "
+            "and reads no phrases; leave --phrases out"
+        )
 
 
-__all__ = ["model_reads_trees", "check_model_trees", "tree_level", "model_reads_phrases", "model_tree_level",
-           "check_model_phrases"]
+__all__ = [
+    "model_reads_trees",
+    "check_model_trees",
+    "tree_level",
+    "model_reads_phrases",
+    "model_tree_level",
+    "check_model_phrases",
+]

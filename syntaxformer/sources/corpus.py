@@ -1,5 +1,6 @@
 """Corpora with their per-sentence structure: ``--trees`` / ``--phrases`` as ``gold`` (read from a
 treebank) or ``induced:DIR`` (parsed by a trained model, :mod:`syntaxformer.sources.induced`)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,14 +20,15 @@ def load_tree_corpus(trees: str, corpus: str) -> tuple[list[list[str]], list[lis
     """
     if trees == "gold":
         return gold_tree_sentences(corpus)
-    if trees.startswith("induced:") and trees[len("induced:"):]:
+    if trees.startswith("induced:") and trees[len("induced:") :]:
         sentences = load_corpus(corpus)
-        return sentences, induced_heads(trees[len("induced:"):], sentences)
+        return sentences, induced_heads(trees[len("induced:") :], sentences)
     raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {trees!r}")
 
 
-def load_phrase_trees(phrases: str, corpus: str, sentences: Sequence[Sequence[str]] | None = None
-                      ) -> tuple[list[list[str]], list]:
+def load_phrase_trees(
+    phrases: str, corpus: str, sentences: Sequence[Sequence[str]] | None = None
+) -> tuple[list[list[str]], list]:
     """Sentences and a constituency tree per sentence for ``--phrases`` and ``--corpus``.
 
     Args:
@@ -39,16 +41,17 @@ def load_phrase_trees(phrases: str, corpus: str, sentences: Sequence[Sequence[st
     """
     if phrases == "gold":
         return gold_phrase_trees(corpus, sentences)
-    if phrases.startswith("induced:") and phrases[len("induced:"):]:
+    if phrases.startswith("induced:") and phrases[len("induced:") :]:
         if sentences is None:
             sentences = load_corpus(corpus)
         sentences = [list(s) for s in sentences]
-        return sentences, induced_phrase_trees(phrases[len("induced:"):], sentences)
+        return sentences, induced_phrase_trees(phrases[len("induced:") :], sentences)
     raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {phrases!r}")
 
 
-def load_structured_corpus(corpus: str, trees: str | None = None, phrases: str | None = None
-                           ) -> tuple[list[list[str]], list[list[int]] | None, list | None]:
+def load_structured_corpus(
+    corpus: str, trees: str | None = None, phrases: str | None = None
+) -> tuple[list[list[str]], list[list[int]] | None, list | None]:
     """``(sentences, per-word heads or None, constituency trees or None)`` of ``corpus``, the rule of
     ``train --trees / --phrases``: the sentences come from the dependency source (``trees="gold"``), else
     the treebank (``phrases="gold"``), else :func:`~syntaxformer.data.corpus.load_corpus`; each structure
@@ -65,7 +68,7 @@ def load_structured_corpus(corpus: str, trees: str | None = None, phrases: str |
     if phrases is not None:
         sentences, constituency = load_phrase_trees(phrases, corpus, sentences)
     if trees is not None and heads is None:
-        heads = induced_heads(trees[len("induced:"):], sentences)
+        heads = induced_heads(trees[len("induced:") :], sentences)
     if sentences is None:
         sentences = load_corpus(corpus)
     return sentences, heads, constituency

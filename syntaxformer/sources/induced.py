@@ -1,6 +1,7 @@
 """Structure sources that run a model: trees, heads and phrases induced by a trained model for the
 sentences another model reads (``--trees induced:DIR``, ``--phrases induced:DIR``), once per sentence
 or from every masked input as the reading model sees it."""
+
 from __future__ import annotations
 
 import logging
@@ -8,8 +9,14 @@ from collections.abc import Sequence
 
 import torch
 
-from syntaxformer.data.phrases import (NO_PHRASE, check_tree_words, cut_tree, pad_phrases, token_phrase_ids,
-                                       word_phrase_ids)
+from syntaxformer.data.phrases import (
+    NO_PHRASE,
+    check_tree_words,
+    cut_tree,
+    pad_phrases,
+    token_phrase_ids,
+    word_phrase_ids,
+)
 from syntaxformer.data.structure_inputs import is_induced
 from syntaxformer.data.trees import check_tree, pad_heads, token_heads
 from syntaxformer.errors import InputError
@@ -18,8 +25,9 @@ from syntaxformer.parsing import DecoderOptions, decode, load_model, model_struc
 logger = logging.getLogger(__name__)
 
 
-def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                  masked: Sequence[int | None] | None = None) -> list[list[int]]:
+def induced_heads(
+    model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64, masked: Sequence[int | None] | None = None
+) -> list[list[int]]:
     """Maximum-spanning-tree heads (1-based, 0 = root) of a trained model for ``sentences``
     (normalised words, as the training corpora), once, in evaluation mode on the CPU. ``masked``: per
     sentence, the 0-based word the model sees as ``[MASK]`` (or None), as
@@ -35,29 +43,36 @@ def induced_heads(model_dir: str, sentences: Sequence[Sequence[str]], batch_size
     return trees
 
 
-def model_heads(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                masked: Sequence[int | None] | None = None, source: str | None = None) -> list[list[int]]:
+def model_heads(
+    model,
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int = 64,
+    masked: Sequence[int | None] | None = None,
+    source: str | None = None,
+) -> list[list[int]]:
     """:func:`induced_heads` with a loaded ``model`` (evaluation mode) and its ``tokenizer``; ``source``
     names the model in errors.
 
     Raises:
         InputError: as :func:`induced_heads`.
     """
-    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
-                                  masked=masked)
+    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False, masked=masked)
     trees = []
     for number, (words, s) in enumerate(zip(sentences, structures), start=1):
         heads = s.heads()
         if heads is None:
-            raise InputError("--trees induced: this model induces no dependency heads (a StructFormer is "
-                             "needed)", path=source)
+            raise InputError(
+                "--trees induced: this model induces no dependency heads (a StructFormer is needed)", path=source
+            )
         check_tree(heads, len(words), source, number)
         trees.append(list(heads))
     return trees
 
 
-def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                         masked: Sequence[int | None] | None = None) -> list:
+def induced_phrase_trees(
+    model_dir: str, sentences: Sequence[Sequence[str]], batch_size: int = 64, masked: Sequence[int | None] | None = None
+) -> list:
     """The trees (``nltk.Tree``, leaves = the words) a trained model induces for ``sentences``
     (normalised words), decoded with the model's own decoder settings as ``parse`` does
     (:func:`syntaxformer.parsing.resolve_decoder_options`: its ``decoder.json``, else the defaults); once, in
@@ -69,15 +84,22 @@ def induced_phrase_trees(model_dir: str, sentences: Sequence[Sequence[str]], bat
             not match its sentence (naming ``model_dir`` and the 1-based sentence).
     """
     model, tokenizer, _ = load_model(model_dir, device="cpu")
-    trees = model_phrase_trees(model, tokenizer, sentences, batch_size, masked, source=model_dir,
-                               options=resolve_decoder_options(model_dir))
+    trees = model_phrase_trees(
+        model, tokenizer, sentences, batch_size, masked, source=model_dir, options=resolve_decoder_options(model_dir)
+    )
     logger.info("induced the constituency trees of %d sentences with %s", len(trees), model_dir)
     return trees
 
 
-def model_phrase_trees(model, tokenizer, sentences: Sequence[Sequence[str]], batch_size: int = 64,
-                       masked: Sequence[int | None] | None = None, source: str | None = None,
-                       options=None) -> list:
+def model_phrase_trees(
+    model,
+    tokenizer,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int = 64,
+    masked: Sequence[int | None] | None = None,
+    source: str | None = None,
+    options=None,
+) -> list:
     """:func:`induced_phrase_trees` with a loaded ``model`` (evaluation mode) and its ``tokenizer``;
     ``source`` names the model in errors; ``options``: the
     :class:`~syntaxformer.structures.DecoderOptions` (None = the defaults).
@@ -85,17 +107,21 @@ def model_phrase_trees(model, tokenizer, sentences: Sequence[Sequence[str]], bat
     Raises:
         InputError: as :func:`induced_phrase_trees`.
     """
-    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False,
-                                  masked=masked)
+    structures = model_structures(model, tokenizer, sentences, batch_size=batch_size, normalise=False, masked=masked)
     trees, _ = decode(structures, options or DecoderOptions())
     for number, (tree, words) in enumerate(zip(trees, sentences), start=1):
         check_tree_words(tree, words, source, number)
     return trees
 
 
-def masked_copy_structures(sentences: Sequence[Sequence[str]], trees: str | None = None,
-                           phrases: str | None = None, heads: Sequence[Sequence[int]] | None = None,
-                           phrase_trees: Sequence | None = None, level: int = 1) -> list[list[dict]]:
+def masked_copy_structures(
+    sentences: Sequence[Sequence[str]],
+    trees: str | None = None,
+    phrases: str | None = None,
+    heads: Sequence[Sequence[int]] | None = None,
+    phrase_trees: Sequence | None = None,
+    level: int = 1,
+) -> list[list[dict]]:
     """Per sentence, per word ``w``, the structure of the masked-LM protocol's copy in which ``w`` is
     masked: an induced source (``trees`` / ``phrases`` = ``induced:MODEL_DIR``) parses that copy, so the
     source model sees ``[MASK]`` where the scored model does and no structure carries information about
@@ -113,11 +139,13 @@ def masked_copy_structures(sentences: Sequence[Sequence[str]], trees: str | None
     copies = [(s, w) for s, words in enumerate(sentences) for w in range(len(words))]
     copy_sentences, masked = [list(sentences[s]) for s, _ in copies], [w for _, w in copies]
     if (trees is not None and not is_induced(trees) and heads is None) or (
-            phrases is not None and not is_induced(phrases) and phrase_trees is None):
+        phrases is not None and not is_induced(phrases) and phrase_trees is None
+    ):
         raise InputError("a gold structure source needs its trees")
-    copy_heads = induced_heads(trees[len("induced:"):], copy_sentences, masked=masked) if is_induced(trees) else None
-    copy_trees = (induced_phrase_trees(phrases[len("induced:"):], copy_sentences, masked=masked)
-                  if is_induced(phrases) else None)
+    copy_heads = induced_heads(trees[len("induced:") :], copy_sentences, masked=masked) if is_induced(trees) else None
+    copy_trees = (
+        induced_phrase_trees(phrases[len("induced:") :], copy_sentences, masked=masked) if is_induced(phrases) else None
+    )
     out: list[list[dict]] = [[{} for _ in words] for words in sentences]
     for k, (s, w) in enumerate(copies):
         structure = out[s][w]
@@ -126,8 +154,11 @@ def masked_copy_structures(sentences: Sequence[Sequence[str]], trees: str | None
         if phrases is not None:
             tree = copy_trees[k] if copy_trees is not None else phrase_trees[s]
             structure["phrase_ids"] = word_phrase_ids(cut_tree(tree, level))
-    logger.info("structures of %d masked copies (%s)", len(copies),
-                ", ".join(f"{name} {src}" for name, src in (("trees", trees), ("phrases", phrases)) if src))
+    logger.info(
+        "structures of %d masked copies (%s)",
+        len(copies),
+        ", ".join(f"{name} {src}" for name, src in (("trees", trees), ("phrases", phrases)) if src),
+    )
     return out
 
 
@@ -155,24 +186,37 @@ class MaskedInputInducer:
             :func:`syntaxformer.parsing.load_model`.
     """
 
-    def __init__(self, tokenizer, trees: str | None = None, phrases: str | None = None, level: int = 1,
-                 device: str | torch.device = "cpu"):
+    def __init__(
+        self,
+        tokenizer,
+        trees: str | None = None,
+        phrases: str | None = None,
+        level: int = 1,
+        device: str | torch.device = "cpu",
+    ):
         if not (is_induced(trees) or is_induced(phrases)):
             raise InputError("--induced-from masked needs --trees or --phrases induced:MODEL_DIR")
         model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
         if type(model).__name__ != "WordLevel":
-            raise InputError("--induced-from masked reads the inputs back as words: it needs a tokenizer with one "
-                             "token per word (--tokenizer word), or use --induced-from sentence")
+            raise InputError(
+                "--induced-from masked reads the inputs back as words: it needs a tokenizer with one "
+                "token per word (--tokenizer word), or use --induced-from sentence"
+            )
         self.tokenizer, self.level = tokenizer, level
         self.not_words = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id, tokenizer.unk_token_id}
-        self.heads_source = ((trees[len("induced:"):], *load_model(trees[len("induced:"):], device)[:2])
-                             if is_induced(trees) else None)
-        self.phrase_source = ((phrases[len("induced:"):], *load_model(phrases[len("induced:"):], device)[:2])
-                              if is_induced(phrases) else None)
-        self.phrase_decoder = resolve_decoder_options(phrases[len("induced:"):]) if is_induced(phrases) else None
+        self.heads_source = (
+            (trees[len("induced:") :], *load_model(trees[len("induced:") :], device)[:2]) if is_induced(trees) else None
+        )
+        self.phrase_source = (
+            (phrases[len("induced:") :], *load_model(phrases[len("induced:") :], device)[:2])
+            if is_induced(phrases)
+            else None
+        )
+        self.phrase_decoder = resolve_decoder_options(phrases[len("induced:") :]) if is_induced(phrases) else None
 
-    def words(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
-              ) -> tuple[list[list[str]], list[list[int | None]]]:
+    def words(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[list[list[str]], list[list[int | None]]]:
         """Per row of ``input_ids`` (B, N), its words (the tokens' strings, special tokens and padding
         left out) and, per position, its 0-based word or None."""
         sentences, word_ids = [], []
@@ -202,12 +246,22 @@ class MaskedInputInducer:
                 out["heads"] = pad_heads([token_heads(h, w) for h, w in zip(heads, word_ids)], width)
             if self.phrase_source is not None:
                 path, model, tokenizer = self.phrase_source
-                trees = model_phrase_trees(model, tokenizer, sentences, batch_size=len(sentences), source=path,
-                                           options=self.phrase_decoder)
-                out["phrase_ids"] = pad_phrases([token_phrase_ids(word_phrase_ids(cut_tree(t, self.level)), w)
-                                                 for t, w in zip(trees, word_ids)], NO_PHRASE, width)
+                trees = model_phrase_trees(
+                    model, tokenizer, sentences, batch_size=len(sentences), source=path, options=self.phrase_decoder
+                )
+                out["phrase_ids"] = pad_phrases(
+                    [token_phrase_ids(word_phrase_ids(cut_tree(t, self.level)), w) for t, w in zip(trees, word_ids)],
+                    NO_PHRASE,
+                    width,
+                )
         return out
 
 
-__all__ = ["induced_heads", "model_heads", "induced_phrase_trees", "model_phrase_trees",
-           "masked_copy_structures", "MaskedInputInducer"]
+__all__ = [
+    "induced_heads",
+    "model_heads",
+    "induced_phrase_trees",
+    "model_phrase_trees",
+    "masked_copy_structures",
+    "MaskedInputInducer",
+]

@@ -39,6 +39,7 @@ accuracy, docs/results/logic.md "Recipe choice"); the attention encoders' ``base
 d 128, 4 heads, d_ff 512, dropout 0.1) has a similar number of encoder parameters: 795,264 (plain) and 928,384 (Tree
 Transformer, with its constituent prior) against 892,320 (ON-LSTM) and 849,920 (LSTM).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -61,13 +62,13 @@ from syntaxformer.models.tree_transformer import TreeTransformerConfig, TreeTran
 def pool_last(hidden: Tensor, mask: Tensor) -> Tensor:
     """The output at each sentence's last real token (right padding): ``h[b, len_b - 1]``.
     hidden ``(B, N, D)``, mask ``(B, N)`` 1 = token -> ``(B, D)``."""
-    last = (mask.sum(-1) - 1).clamp(min=0)                                   # (B,)
+    last = (mask.sum(-1) - 1).clamp(min=0)  # (B,)
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
 def pool_mean(hidden: Tensor, mask: Tensor) -> Tensor:
     """The mean of the outputs over real tokens: ``sum_t m_t h_t / sum_t m_t``. ``(B, N, D)`` -> ``(B, D)``."""
-    m = mask.to(hidden.dtype).unsqueeze(-1)                                   # (B, N, 1)
+    m = mask.to(hidden.dtype).unsqueeze(-1)  # (B, N, 1)
     return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
@@ -112,6 +113,7 @@ class EncoderEntry:
             ``bf16``: ``torch.autocast`` to bfloat16, :attr:`syntaxformer.tasks.logic.LogicArguments.precision`);
             default ``fp32``.
     """
+
     name: str
     config_class: type
     model_class: type
@@ -173,44 +175,122 @@ def build_encoder(name: str, config: PretrainedConfig) -> nn.Module:
 # ----------------------------------------------------------------------------------------------
 
 _TRANSFORMER_PRESETS = {
-    "base": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
-                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "base": dict(
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=512,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
+    "tiny": dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
 }
 
-register_encoder(EncoderEntry(
-    "on-lstm", OnLstmConfig, OnLstmModel,
-    presets={"base": dict(embedding_size=128, hidden_sizes=[400], num_layers=1, chunk_size=10,
-                          dropouti=0.1, dropouth=0.1),
-             "tiny": dict(embedding_size=16, hidden_sizes=[24], num_layers=1, chunk_size=4,
-                          dropouti=0.1, dropouth=0.1)},
-    pooling="last",
-    # no output layer (untied); the LM-only dropouts off; distances of the top layer
-    fixed=dict(tie_word_embeddings=False, dropout=0.0, dropoute=0.0, wdrop=0.0, parse_layer=-1),
-    width=lambda config: config.layer_sizes[-1],
-    # chosen on validation accuracy (docs/results/logic.md, "Recipe choice"; docs/logic/recipe-choice.json):
-    # lr 3e-3 (the public code's 1e-3 learns too slowly), dropouts 0.1 (the public code's 0.2), bf16
-    # products and the steps that fit in 30 minutes of 2 CPU cores (the measured times are on that page)
-    lr=3e-3, max_steps=8000, precision="bf16"))
-register_encoder(EncoderEntry("tree-transformer", TreeTransformerConfig, TreeTransformerModel,
-                              presets=_TRANSFORMER_PRESETS, pooling="mean", fixed=dict(prior="constituent")))
-register_encoder(EncoderEntry("transformer", TreeTransformerConfig, TreeTransformerModel,
-                              presets=_TRANSFORMER_PRESETS, pooling="mean", fixed=dict(prior="none")))
-register_encoder(EncoderEntry(
-    "lstm", LstmConfig, LstmModel,
-    presets={"base": dict(embedding_size=128, hidden_size=400, num_layers=1, dropout=0.2),
-             "tiny": dict(embedding_size=16, hidden_size=24, num_layers=1, dropout=0.1)},
-    pooling="last"))
+register_encoder(
+    EncoderEntry(
+        "on-lstm",
+        OnLstmConfig,
+        OnLstmModel,
+        presets={
+            "base": dict(
+                embedding_size=128, hidden_sizes=[400], num_layers=1, chunk_size=10, dropouti=0.1, dropouth=0.1
+            ),
+            "tiny": dict(embedding_size=16, hidden_sizes=[24], num_layers=1, chunk_size=4, dropouti=0.1, dropouth=0.1),
+        },
+        pooling="last",
+        # no output layer (untied); the LM-only dropouts off; distances of the top layer
+        fixed=dict(tie_word_embeddings=False, dropout=0.0, dropoute=0.0, wdrop=0.0, parse_layer=-1),
+        width=lambda config: config.layer_sizes[-1],
+        # chosen on validation accuracy (docs/results/logic.md, "Recipe choice"; docs/logic/recipe-choice.json):
+        # lr 3e-3 (the public code's 1e-3 learns too slowly), dropouts 0.1 (the public code's 0.2), bf16
+        # products and the steps that fit in 30 minutes of 2 CPU cores (the measured times are on that page)
+        lr=3e-3,
+        max_steps=8000,
+        precision="bf16",
+    )
+)
+register_encoder(
+    EncoderEntry(
+        "tree-transformer",
+        TreeTransformerConfig,
+        TreeTransformerModel,
+        presets=_TRANSFORMER_PRESETS,
+        pooling="mean",
+        fixed=dict(prior="constituent"),
+    )
+)
+register_encoder(
+    EncoderEntry(
+        "transformer",
+        TreeTransformerConfig,
+        TreeTransformerModel,
+        presets=_TRANSFORMER_PRESETS,
+        pooling="mean",
+        fixed=dict(prior="none"),
+    )
+)
+register_encoder(
+    EncoderEntry(
+        "lstm",
+        LstmConfig,
+        LstmModel,
+        presets={
+            "base": dict(embedding_size=128, hidden_size=400, num_layers=1, dropout=0.2),
+            "tiny": dict(embedding_size=16, hidden_size=24, num_layers=1, dropout=0.1),
+        },
+        pooling="last",
+    )
+)
 
-register_encoder(EncoderEntry(
-    "on-lstm-san", OnLstmSanConfig, OnLstmSanModel,
-    presets={"base": dict(hidden_size=128, num_on_lstm_layers=1, chunk_size=8, dropouti=0.2, dropouth=0.2,
-                          num_hidden_layers=2, num_attention_heads=4, intermediate_size=512),
-             "tiny": dict(hidden_size=16, num_on_lstm_layers=1, chunk_size=4, dropouti=0.1, dropouth=0.1,
-                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)},
-    pooling="last", fixed=dict(dropoute=0.0, wdrop=0.0)))
+register_encoder(
+    EncoderEntry(
+        "on-lstm-san",
+        OnLstmSanConfig,
+        OnLstmSanModel,
+        presets={
+            "base": dict(
+                hidden_size=128,
+                num_on_lstm_layers=1,
+                chunk_size=8,
+                dropouti=0.2,
+                dropouth=0.2,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=512,
+            ),
+            "tiny": dict(
+                hidden_size=16,
+                num_on_lstm_layers=1,
+                chunk_size=4,
+                dropouti=0.1,
+                dropouth=0.1,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                intermediate_size=32,
+            ),
+        },
+        pooling="last",
+        fixed=dict(dropoute=0.0, wdrop=0.0),
+    )
+)
 
 
-__all__ = ["POOLINGS", "pool_last", "pool_mean", "pool_max", "EncoderEntry", "ENCODERS", "register_encoder",
-           "encoder_entry", "encoder_config", "build_encoder"]
+__all__ = [
+    "POOLINGS",
+    "pool_last",
+    "pool_mean",
+    "pool_max",
+    "EncoderEntry",
+    "ENCODERS",
+    "register_encoder",
+    "encoder_entry",
+    "encoder_config",
+    "build_encoder",
+]

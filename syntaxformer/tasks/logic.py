@@ -34,6 +34,7 @@ pairs, MLP dropout 0.2.
   (``schedule="plateau"``, :class:`~syntaxformer.training.plateau.PlateauSchedule`). About 48,000
   steps: a GPU's work.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,9 +51,18 @@ from syntaxformer.errors import InputError
 from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.encoders import ENCODERS, POOLINGS, encoder_config, encoder_entry
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
-from syntaxformer.training.callbacks import (EvaluateEachEpoch, MaxEpochs, MaxMinutes, MaxSteps, Periodic,
-                                             ProgressCallback, StepOutput, StopOnSignal, TensorBoardCallback,
-                                             TrainerCallback)
+from syntaxformer.training.callbacks import (
+    EvaluateEachEpoch,
+    MaxEpochs,
+    MaxMinutes,
+    MaxSteps,
+    Periodic,
+    ProgressCallback,
+    StepOutput,
+    StopOnSignal,
+    TensorBoardCallback,
+    TrainerCallback,
+)
 from syntaxformer.training.checkpoint import read_checkpoint
 from syntaxformer.training.plateau import PlateauSchedule, ReduceOnPlateau
 from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, lr_factor
@@ -67,13 +77,34 @@ GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
 #: ``lr=None``, ``max_steps=None`` and ``precision=None``: the encoder's (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`,
 #: :attr:`~syntaxformer.tasks.encoders.EncoderEntry.max_steps`; 4,000 steps = 4.2 epochs of the 121,977
 #: training pairs unless the encoder says otherwise)
-RECIPE = dict(max_steps=None, epochs=None, batch_size=128, lr=None, schedule="linear", final_lr_fraction=0.1,
-              warmup_steps=0, eval_every=500, eval_each_epoch=False, save_every=500, precision=None)
+RECIPE = dict(
+    max_steps=None,
+    epochs=None,
+    batch_size=128,
+    lr=None,
+    schedule="linear",
+    final_lr_fraction=0.1,
+    warmup_steps=0,
+    eval_every=500,
+    eval_each_epoch=False,
+    save_every=500,
+    precision=None,
+)
 #: ``syntaxformer logic train --recipe NAME``: the fields each recipe sets (module docstring); options
 #: given on the command line win
-RECIPES = {"default": RECIPE,
-           "public": dict(RECIPE, max_steps=None, epochs=50, lr=1e-3, schedule="plateau", eval_every=0,
-                          eval_each_epoch=True, precision="fp32")}
+RECIPES = {
+    "default": RECIPE,
+    "public": dict(
+        RECIPE,
+        max_steps=None,
+        epochs=50,
+        lr=1e-3,
+        schedule="plateau",
+        eval_every=0,
+        eval_each_epoch=True,
+        precision="fp32",
+    ),
+}
 #: the schedules of ``--schedule``: :func:`~syntaxformer.training.trainer.lr_factor`'s, and ``plateau``
 SCHEDULES = ("constant", "linear", "cosine", "plateau")
 #: the precisions of ``--precision``: float32 throughout, or the products under ``torch.autocast`` to bfloat16
@@ -87,6 +118,7 @@ BEST = "best"
 # ----------------------------------------------------------------------------------------------
 # Options
 # ----------------------------------------------------------------------------------------------
+
 
 @dataclass
 class LogicArguments:
@@ -126,6 +158,7 @@ class LogicArguments:
         seed [0], device [None: CUDA if available], threads [None], resume [False], quiet [False]:
             as ``syntaxformer train``.
     """
+
     out: str
     data: str | None = None
     encoder: str = "on-lstm"
@@ -166,7 +199,7 @@ class LogicArguments:
     quiet: bool = False
 
     def __post_init__(self) -> None:
-        if self.encoder not in ENCODERS:                    # check()'s error
+        if self.encoder not in ENCODERS:  # check()'s error
             return
         if self.lr is None:
             self.lr = ENCODERS[self.encoder].lr
@@ -177,15 +210,19 @@ class LogicArguments:
 
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for a missing, inconsistent or out-of-range option."""
+
         def bad(msg):
             raise InputError(msg)
+
         if self.data is None:
             bad("give --data, the propositional-logic folder (e.g. ../shared/data/propositional-logic)")
         if self.encoder not in ENCODERS:
             bad(f"unknown --encoder {self.encoder!r}; expected one of {', '.join(sorted(ENCODERS))}")
         if self.preset not in ENCODERS[self.encoder].presets:
-            bad(f"unknown --preset {self.preset!r} for {self.encoder}; expected one of "
-                f"{', '.join(sorted(ENCODERS[self.encoder].presets))}")
+            bad(
+                f"unknown --preset {self.preset!r} for {self.encoder}; expected one of "
+                f"{', '.join(sorted(ENCODERS[self.encoder].presets))}"
+            )
         if self.pooling is not None and self.pooling not in POOLINGS:
             bad(f"unknown --pooling {self.pooling!r}; expected one of {', '.join(sorted(POOLINGS))}")
         for name in ("batch_size", "max_steps", "epochs", "max_train_pairs", "mlp_hidden", "log_every"):
@@ -208,8 +245,10 @@ class LogicArguments:
         if self.schedule == "plateau" and self.warmup_steps:
             bad("--schedule plateau has no warm-up: give --warmup-steps 0")
         if self.schedule == "plateau" and not (0.0 < self.plateau_factor < 1.0 and self.plateau_patience >= 0):
-            bad(f"--plateau-factor must lie in (0, 1) and --plateau-patience be >= 0, got "
-                f"{self.plateau_factor} and {self.plateau_patience}")
+            bad(
+                f"--plateau-factor must lie in (0, 1) and --plateau-patience be >= 0, got "
+                f"{self.plateau_factor} and {self.plateau_patience}"
+            )
         if self.schedule == "plateau" and not (self.eval_every or self.eval_each_epoch):
             bad("--schedule plateau needs validations: give --eval-every N or --eval-each-epoch")
         if self.schedule in ("linear", "cosine") and self.max_steps is None and self.schedule_steps is None:
@@ -254,6 +293,7 @@ class LogicData:
         train, valid: the pairs; train_items, valid_items: encoded (:func:`encode_pairs`).
         folder: the data folder; held_out_every: the validation rule; subset: ``max_train_pairs``.
     """
+
     tokenizer: object
     train: list[LogicPair]
     valid: list[LogicPair]
@@ -265,17 +305,24 @@ class LogicData:
 
     def record(self) -> dict:
         """What ``training.json`` says of the data: folder, files, pairs per operator count, split."""
+
         def per_n(pairs):
             counts: dict[int, int] = {}
             for p in pairs:
                 counts[p.file_operators] = counts.get(p.file_operators, 0) + 1
             return dict(sorted(counts.items()))
-        return dict(folder=self.folder, train_files=sorted({f"train{p.file_operators}" for p in self.train}),
-                    train_pairs=len(self.train), valid_pairs=len(self.valid),
-                    train_pairs_per_operators=per_n(self.train), valid_pairs_per_operators=per_n(self.valid),
-                    validation=f"every {self.held_out_every}th pair of the training files in file order "
-                               "(the public ON-LSTM code's split)",
-                    train_subset=self.subset)
+
+        return dict(
+            folder=self.folder,
+            train_files=sorted({f"train{p.file_operators}" for p in self.train}),
+            train_pairs=len(self.train),
+            valid_pairs=len(self.valid),
+            train_pairs_per_operators=per_n(self.train),
+            valid_pairs_per_operators=per_n(self.valid),
+            validation=f"every {self.held_out_every}th pair of the training files in file order "
+            "(the public ON-LSTM code's split)",
+            train_subset=self.subset,
+        )
 
 
 def prepare_logic_data(args: LogicArguments) -> LogicData:
@@ -289,17 +336,26 @@ def prepare_logic_data(args: LogicArguments) -> LogicData:
     files = read_logic_split(args.data, "train", range(args.max_train_operators + 1))
     train, valid = split_train_valid(files, args.valid_every)
     if args.max_train_pairs is not None and args.max_train_pairs < len(train):
-        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))[:args.max_train_pairs]
+        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))[: args.max_train_pairs]
         train = [train[i] for i in sorted(keep.tolist())]
     tokenizer = logic_tokenizer()
     logger.info("logic data %s: %d training pairs, %d validation pairs", args.data, len(train), len(valid))
-    return LogicData(tokenizer, train, valid, encode_pairs(tokenizer, train), encode_pairs(tokenizer, valid),
-                     str(args.data), args.valid_every, args.max_train_pairs)
+    return LogicData(
+        tokenizer,
+        train,
+        valid,
+        encode_pairs(tokenizer, train),
+        encode_pairs(tokenizer, valid),
+        str(args.data),
+        args.valid_every,
+        args.max_train_pairs,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # Model and evaluation
 # ----------------------------------------------------------------------------------------------
+
 
 def build_classifier(args: LogicArguments, vocab_size: int, pad_token_id: int) -> PairClassifier:
     """A fresh :class:`~syntaxformer.tasks.pair.PairClassifier` for ``args`` (encoder, preset, pooling,
@@ -319,10 +375,18 @@ def build_classifier(args: LogicArguments, vocab_size: int, pad_token_id: int) -
     except (TypeError, ValueError) as e:
         raise InputError(f"cannot build encoder {args.encoder} / {args.preset}: {e}") from e
     width = entry.width(config)
-    return PairClassifier(PairClassifierConfig(
-        encoder=args.encoder, encoder_config=config.to_dict(), num_labels=len(RELATIONS),
-        pooling=args.pooling or entry.pooling, mlp_hidden=args.mlp_hidden or width, dropout=args.dropout,
-        preset=args.preset, labels=list(RELATIONS)))
+    return PairClassifier(
+        PairClassifierConfig(
+            encoder=args.encoder,
+            encoder_config=config.to_dict(),
+            num_labels=len(RELATIONS),
+            pooling=args.pooling or entry.pooling,
+            mlp_hidden=args.mlp_hidden or width,
+            dropout=args.dropout,
+            preset=args.preset,
+            labels=list(RELATIONS),
+        )
+    )
 
 
 @torch.no_grad()
@@ -334,7 +398,7 @@ def predict(model: PairClassifier, items: list[Item], pad_id: int, device, batch
     order = sorted(range(len(items)), key=lambda i: max(len(items[i][0]), len(items[i][1])))
     predictions = [0] * len(items)
     for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
+        chunk = order[start : start + batch_size]
         ids, mask, _ = collate([items[i] for i in chunk], pad_id)
         labels = model(ids.to(device), mask.to(device)).argmax(-1).tolist()
         for i, label in zip(chunk, labels):
@@ -343,8 +407,9 @@ def predict(model: PairClassifier, items: list[Item], pad_id: int, device, batch
     return predictions
 
 
-def accuracy_by_operators(model: PairClassifier, tokenizer, files: dict[int, list[LogicPair]], device,
-                          batch_size: int = 256) -> dict[int, dict]:
+def accuracy_by_operators(
+    model: PairClassifier, tokenizer, files: dict[int, list[LogicPair]], device, batch_size: int = 256
+) -> dict[int, dict]:
     """Accuracy on each file: ``{N: {"pairs", "correct", "accuracy", "majority"}}``: accuracy of the
     model and of always answering :data:`MAJORITY` (the majority-class baseline), in percent (0-100)."""
     result = {}
@@ -353,26 +418,34 @@ def accuracy_by_operators(model: PairClassifier, tokenizer, files: dict[int, lis
         predicted = predict(model, items, tokenizer.pad_token_id, device, batch_size)
         correct = sum(int(p == it[2]) for p, it in zip(predicted, items))
         majority = sum(p.relation == MAJORITY for p in pairs)
-        result[n] = dict(pairs=len(items), correct=correct,
-                         accuracy=100.0 * correct / len(items) if items else float("nan"),
-                         majority=100.0 * majority / len(items) if items else float("nan"))
+        result[n] = dict(
+            pairs=len(items),
+            correct=correct,
+            accuracy=100.0 * correct / len(items) if items else float("nan"),
+            majority=100.0 * majority / len(items) if items else float("nan"),
+        )
     return result
 
 
 def group_means(per_n: dict[int, dict]) -> dict[str, float]:
     """The mean of the per-N accuracies (percent) of each group of :data:`GROUPS` present."""
-    return {name: sum(per_n[n]["accuracy"] for n in ns) / len(ns)
-            for name, ns in GROUPS.items() if all(n in per_n for n in ns)}
+    return {
+        name: sum(per_n[n]["accuracy"] for n in ns) / len(ns)
+        for name, ns in GROUPS.items()
+        if all(n in per_n for n in ns)
+    }
 
 
 # ----------------------------------------------------------------------------------------------
 # Training
 # ----------------------------------------------------------------------------------------------
 
+
 @dataclass
 class LogicTrainerState(TrainerState):
     """:class:`~syntaxformer.training.trainer.TrainerState` plus the best validation accuracy so far
     (percent) and its step; ``valid_history`` holds ``[step, loss, accuracy]``."""
+
     pairs_seen: int = 0
     best_valid_accuracy: float = -1.0
     best_step: int | None = None
@@ -390,8 +463,9 @@ class KeepBest(TrainerCallback):
             return
         state.best_valid_accuracy, state.best_step = accuracy, state.step
         trainer.model.save_pretrained(trainer.out / BEST)
-        logger.info("step %d: best validation accuracy so far, %.2f%%: saved to %s", state.step, accuracy,
-                    trainer.out / BEST)
+        logger.info(
+            "step %d: best validation accuracy so far, %.2f%%: saved to %s", state.step, accuracy, trainer.out / BEST
+        )
 
 
 class LogicTrainer(Trainer):
@@ -426,9 +500,12 @@ class LogicTrainer(Trainer):
         if checkpoint is not None:
             self.resume(checkpoint)
         self.ddp_model = self.model
-        self.sampler = LengthBucketSampler([max(len(a), len(b)) for a, b, _ in self.data.train_items],
-                                           batch_size=args.batch_size, seed=args.seed,
-                                           bucket_batches=args.bucket_batches)
+        self.sampler = LengthBucketSampler(
+            [max(len(a), len(b)) for a, b, _ in self.data.train_items],
+            batch_size=args.batch_size,
+            seed=args.seed,
+            bucket_batches=args.bucket_batches,
+        )
         self.callbacks = self.default_callbacks() + self.extra_callbacks
 
     def _build_model(self) -> None:
@@ -437,14 +514,18 @@ class LogicTrainer(Trainer):
         self.model = build_classifier(args, len(self.tokenizer), self.tokenizer.pad_token_id).to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.n_encoder_params = sum(p.numel() for p in self.model.encoder.parameters())
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=args.lr, betas=tuple(args.betas),
-                                          eps=args.eps, weight_decay=args.weight_decay)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
+        )
         if args.schedule == "plateau":
             self.scheduler = PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience)
         else:
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-                self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
-                                                    args.schedule_steps or args.max_steps, args.final_lr_fraction))
+                self.optimizer,
+                lambda s: lr_factor(
+                    s, args.warmup_steps, args.schedule, args.schedule_steps or args.max_steps, args.final_lr_fraction
+                ),
+            )
 
     def resume(self, checkpoint: dict) -> None:
         """Load a checkpoint into the model, optimizer, scheduler and :attr:`state`."""
@@ -458,8 +539,11 @@ class LogicTrainer(Trainer):
         conditions (max_steps, epochs, max_minutes, signals), TensorBoard, the progress bar,
         :class:`KeepBest` and, for the plateau schedule, :class:`~syntaxformer.training.plateau.ReduceOnPlateau`."""
         args = self.args
-        callbacks = [Periodic(args.log_every, "log"), Periodic(args.eval_every, "evaluate"),
-                     Periodic(args.save_every, "save")]
+        callbacks = [
+            Periodic(args.log_every, "log"),
+            Periodic(args.eval_every, "evaluate"),
+            Periodic(args.save_every, "save"),
+        ]
         callbacks += [EvaluateEachEpoch(len(self.sampler.batches(0)))] if args.eval_each_epoch else []
         callbacks += [ReduceOnPlateau("valid/accuracy")] if args.schedule == "plateau" else []
         callbacks += [MaxSteps(args.max_steps)] if args.max_steps is not None else []
@@ -472,15 +556,15 @@ class LogicTrainer(Trainer):
         dropout seeded by ``(seed, step)``, cross-entropy, backward, clip, Adam, schedule."""
         t0 = time.perf_counter()
         args, step = self.args, self.state.step
-        inputs, attention_mask, labels = collate([self.data.train_items[i] for i in batch],
-                                                 self.tokenizer.pad_token_id)
+        inputs, attention_mask, labels = collate([self.data.train_items[i] for i in batch], self.tokenizer.pad_token_id)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
         loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
         loss_value, lr = self.apply_gradients(loss)
         return self.record_step(loss_value, lr, int(attention_mask.sum()), t0, pairs=len(batch))
 
-    def compute_loss(self, model, inputs: torch.Tensor, attention_mask: torch.Tensor,
-                     labels: torch.Tensor) -> torch.Tensor:
+    def compute_loss(
+        self, model, inputs: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """Mean cross-entropy (nats) of the batch's relations. inputs, attention_mask ``(2B, N)`` (left
         formulas, then right ones), labels ``(B,)``."""
         with self.autocast():
@@ -501,7 +585,7 @@ class LogicTrainer(Trainer):
         loss_sum, correct = 0.0, 0
         with torch.no_grad(), self.autocast():
             for start in range(0, len(items), 256):
-                ids, mask, labels = collate(items[start:start + 256], self.tokenizer.pad_token_id)
+                ids, mask, labels = collate(items[start : start + 256], self.tokenizer.pad_token_id)
                 logits = self.model(ids.to(self.device), mask.to(self.device))
                 labels = labels.to(self.device)
                 loss_sum += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
@@ -547,12 +631,18 @@ class LogicTrainer(Trainer):
         return dict(
             task="propositional-logic inference (Bowman et al. 2015), 7 relations",
             arguments={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(args).items()},
-            encoder=args.encoder, preset=args.preset, pooling=self.model.config.pooling, seed=args.seed,
+            encoder=args.encoder,
+            preset=args.preset,
+            pooling=self.model.config.pooling,
+            seed=args.seed,
             data=self.data.record(),
-            parameters=self.n_params, encoder_parameters=self.n_encoder_params,
-            steps=state.step, steps_this_run=self.steps_this_run,
+            parameters=self.n_params,
+            encoder_parameters=self.n_encoder_params,
+            steps=state.step,
+            steps_this_run=self.steps_this_run,
             epochs=state.epoch + state.batch_in_epoch / max(1, len(self.sampler.batches(state.epoch))),
-            pairs_seen=state.pairs_seen, tokens_seen=state.tokens_seen,
+            pairs_seen=state.pairs_seen,
+            tokens_seen=state.tokens_seen,
             minutes=round((time.monotonic() - self.t_start) / 60, 3),
             train_minutes_total=round(state.train_seconds / 60, 3),
             tokens_per_second=(round(rate, 1) if rate is not None else None),
@@ -563,10 +653,35 @@ class LogicTrainer(Trainer):
             best_valid_accuracy=(state.best_valid_accuracy if state.best_step is not None else None),
             best_step=state.best_step,
             valid_history=state.valid_history,
-            resumed_from_steps=state.resumed_from, stopped=self.stop_reason,
-            device=str(self.device), threads=torch.get_num_threads(), torch=torch.__version__)
+            resumed_from_steps=state.resumed_from,
+            stopped=self.stop_reason,
+            device=str(self.device),
+            threads=torch.get_num_threads(),
+            torch=torch.__version__,
+        )
 
 
-__all__ = ["TEST_OPERATORS", "GROUPS", "RECIPE", "RECIPES", "SCHEDULES", "PRECISIONS", "MAJORITY", "BEST", "LogicArguments", "LogicData", "Item", "logic_tokenizer",
-           "encode_pairs", "collate", "prepare_logic_data", "build_classifier", "predict", "accuracy_by_operators",
-           "group_means", "LogicTrainerState", "KeepBest", "LogicTrainer"]
+__all__ = [
+    "TEST_OPERATORS",
+    "GROUPS",
+    "RECIPE",
+    "RECIPES",
+    "SCHEDULES",
+    "PRECISIONS",
+    "MAJORITY",
+    "BEST",
+    "LogicArguments",
+    "LogicData",
+    "Item",
+    "logic_tokenizer",
+    "encode_pairs",
+    "collate",
+    "prepare_logic_data",
+    "build_classifier",
+    "predict",
+    "accuracy_by_operators",
+    "group_means",
+    "LogicTrainerState",
+    "KeepBest",
+    "LogicTrainer",
+]

@@ -12,6 +12,7 @@ The encoder is any entry of :data:`syntaxformer.tasks.encoders.ENCODERS`, pooled
 sentence (:data:`~syntaxformer.tasks.encoders.POOLINGS`). Saved as ``pair_classifier.json`` (this
 config, with the encoder's config as a dict) and ``model.safetensors`` (all weights).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,6 +45,7 @@ class PairClassifierConfig:
         preset: the encoder preset it was built from (a record only).
         labels: the class names, in index order (a record only).
     """
+
     encoder: str
     encoder_config: dict
     num_labels: int
@@ -77,8 +79,13 @@ class PairClassifier(nn.Module):
         self.encoder = build_encoder(config.encoder, entry.config_class.from_dict(config.encoder_config))
         self.pool = POOLINGS[config.pooling]
         width = entry.width(self.encoder.config)
-        self.mlp = nn.Sequential(nn.Dropout(config.dropout), nn.Linear(4 * width, config.mlp_hidden), nn.ELU(),
-                                 nn.Dropout(config.dropout), nn.Linear(config.mlp_hidden, config.num_labels))
+        self.mlp = nn.Sequential(
+            nn.Dropout(config.dropout),
+            nn.Linear(4 * width, config.mlp_hidden),
+            nn.ELU(),
+            nn.Dropout(config.dropout),
+            nn.Linear(config.mlp_hidden, config.num_labels),
+        )
 
     def encode(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """Sentence vectors: input_ids, attention_mask ``(S, N)`` (1 = token, right padding) -> ``(S, D)``."""
@@ -94,9 +101,9 @@ class PairClassifier(nn.Module):
         Returns:
             ``(B, C)`` logits (unnormalised; softmax gives probabilities).
         """
-        vectors = self.encode(input_ids, attention_mask)                          # (2B, D)
-        u, v = vectors.chunk(2, dim=0)                                            # (B, D) each
-        return self.mlp(pair_features(u, v))                                      # (B, C)
+        vectors = self.encode(input_ids, attention_mask)  # (2B, D)
+        u, v = vectors.chunk(2, dim=0)  # (B, D) each
+        return self.mlp(pair_features(u, v))  # (B, C)
 
     def loss(self, input_ids: Tensor, attention_mask: Tensor, labels: Tensor) -> Tensor:
         """Mean cross-entropy (nats) of the B pairs' labels ``(B,)`` (class indices)."""
@@ -123,8 +130,9 @@ class PairClassifier(nn.Module):
         folder = Path(folder)
         for name in (CONFIG_NAME, WEIGHTS_NAME):
             if not (folder / name).is_file():
-                raise InputError(f"not a pair-classifier folder: no {name} (train one with `syntaxformer logic "
-                                 "train`)", folder)
+                raise InputError(
+                    f"not a pair-classifier folder: no {name} (train one with `syntaxformer logic train`)", folder
+                )
         config = PairClassifierConfig(**json.loads((folder / CONFIG_NAME).read_text()))
         try:
             model = cls(config)

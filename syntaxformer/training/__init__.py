@@ -2,10 +2,23 @@
 (:class:`LengthBucketSampler`), and the trainer (:func:`train`, :class:`TrainArguments`,
 :class:`Trainer` with its :class:`TrainerCallback` hooks) with checkpoints, resume after a kill,
 TensorBoard logs and data parallelism under ``torchrun``."""
+
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.training.callbacks import StopCondition, TrainerCallback, TrainerControl
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
-from syntaxformer.training.trainer import TrainArguments, Trainer, lr_factor, train
+from syntaxformer.training.run import train
+from syntaxformer.training.trainer import TrainArguments, Trainer, lr_factor
 
-__all__ = ["mask_tokens", "IGNORE_INDEX", "LengthBucketSampler", "pad_batch", "TrainArguments", "train",
-           "lr_factor", "Trainer", "TrainerCallback", "TrainerControl", "StopCondition"]
+__all__ = [
+    "mask_tokens",
+    "IGNORE_INDEX",
+    "LengthBucketSampler",
+    "pad_batch",
+    "TrainArguments",
+    "train",
+    "lr_factor",
+    "Trainer",
+    "TrainerCallback",
+    "TrainerControl",
+    "StopCondition",
+]

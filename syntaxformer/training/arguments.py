@@ -1,21 +1,26 @@
 """The options of a training run: :class:`TrainArguments` (one field per ``syntaxformer train``
 option) and the masking rules :data:`MASK_REPLACE`."""
+
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from syntaxformer.data.structure_inputs import is_induced
+from syntaxformer.data.trees import check_trees_option
 from syntaxformer.errors import InputError
+from syntaxformer.models import MODELS
+from syntaxformer.priors import PRIORS, needs_structure_inputs
+from syntaxformer.priors.multi_granularity import expand_granularities
 from syntaxformer.runtime import resolve_device
-
-#: ``--mask-replace``: the (mask_prob, random_prob) of
-#: :func:`~syntaxformer.training.mlm.mask_tokens` for each rule.
-MASK_REPLACE = {"bert": dict(mask_prob=0.8, random_prob=0.1), "mask": dict(mask_prob=1.0, random_prob=0.0)}
+from syntaxformer.training.mlm import MASK_REPLACE
+from syntaxformer.training.objectives import objective_class
 
 
 @dataclass
 class TrainArguments:
-    """Everything :func:`~syntaxformer.training.trainer.train` needs; field names are the
+    """Everything :func:`~syntaxformer.training.run.train` needs; field names are the
     ``syntaxformer train`` options.
 
     Attributes (defaults in brackets):
@@ -102,6 +107,7 @@ class TrainArguments:
         gate_lr [None]: Adam learning rate of the gates' ``log α`` (None: ``lr``); never weight-decayed.
         gate_init [3.0]: initial ``log α`` (every gate open at the start).
     """
+
     out: str
     model: str = "tree-transformer"
     preset: str = "small"
@@ -159,13 +165,13 @@ class TrainArguments:
 
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option."""
+
         def bad(msg):
             raise InputError(msg)
+
         if self.max_steps is None and self.epochs is None and self.max_minutes is None:
             bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
-        from syntaxformer.models import MODELS
         if self.model in MODELS:
-            from syntaxformer.training.objectives import objective_class
             objective_class(MODELS[self.model])  # an objective the trainer knows (InputError if not)
         if (self.batch_size is None) == (self.max_tokens is None):
             bad("give exactly one of --batch-size and --max-tokens")
@@ -212,26 +218,23 @@ class TrainArguments:
     def check_trees(self) -> None:
         """Raise :class:`InputError` (one line) when the prior reads trees and none are given, or for a
         bad ``trees`` value."""
-        from syntaxformer.priors import PRIORS, needs_structure_inputs
         prior = self.prior if self.prior is not None else self.overrides.get("prior")
         if prior in PRIORS and needs_structure_inputs(prior) and self.trees is None:
-            raise InputError(f"--prior {prior} needs a dependency tree per sentence: give --trees gold "
-                             "or --trees induced:MODEL_DIR")
-        from syntaxformer.data.trees import check_trees_option
+            raise InputError(
+                f"--prior {prior} needs a dependency tree per sentence: give --trees gold or --trees induced:MODEL_DIR"
+            )
         check_trees_option(self.trees)
 
     @property
     def induces_from_masked_inputs(self) -> bool:
         """Whether the run parses its masked inputs at every step (``induced_from="masked"`` with an
         ``induced:`` ``trees`` or ``phrases``)."""
-        from syntaxformer.data.structure_inputs import is_induced
         return self.induced_from == "masked" and (is_induced(self.trees) or is_induced(self.phrases))
 
     def _prior_config(self) -> dict:
         """The prior's config fields this run will have: ``prior`` and the overrides, or, with
         ``init_from``, the folder's ``config.json`` ({} when unreadable: its own check reports it)."""
         if self.init_from is not None:
-            import json
             try:
                 return json.loads(Path(self.init_from, "config.json").read_text())
             except (OSError, ValueError):
@@ -242,37 +245,49 @@ class TrainArguments:
         """Raise :class:`InputError` (one line) for a bad ``phrases`` value, ``phrases`` without a
         prior that has ``"tree"`` heads, ``"tree"`` heads without ``phrases``, or phrase labels
         (``mgsa_phrase_loss_weight > 0``) from induced trees (which have no labels)."""
-        from syntaxformer.priors.multi_granularity import expand_granularities
         config = self._prior_config()
         try:
-            tree_heads = (config.get("prior") == "multi-granularity" and config.get("mgsa_granularities") is not None
-                          and "tree" in expand_granularities(config["mgsa_granularities"]))
+            tree_heads = (
+                config.get("prior") == "multi-granularity"
+                and config.get("mgsa_granularities") is not None
+                and "tree" in expand_granularities(config["mgsa_granularities"])
+            )
         except ValueError as e:
             raise InputError(str(e)) from None
-        if self.phrases is not None and not (self.phrases == "gold" or
-                                             (self.phrases.startswith("induced:") and len(self.phrases) > 8)):
+        if self.phrases is not None and not (
+            self.phrases == "gold" or (self.phrases.startswith("induced:") and len(self.phrases) > 8)
+        ):
             raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {self.phrases!r}")
         if tree_heads and self.phrases is None:
-            raise InputError("a 'tree' granularity of --prior multi-granularity needs a phrase partition per "
-                             "sentence: give --phrases gold or --phrases induced:MODEL_DIR")
+            raise InputError(
+                "a 'tree' granularity of --prior multi-granularity needs a phrase partition per "
+                "sentence: give --phrases gold or --phrases induced:MODEL_DIR"
+            )
         if self.phrases is not None and not tree_heads:
-            raise InputError("--phrases feeds the 'tree' heads of --prior multi-granularity: give that prior "
-                             "with a tree head, e.g. --set mgsa_granularities='\"word*2,tree,2gram\"'")
+            raise InputError(
+                "--phrases feeds the 'tree' heads of --prior multi-granularity: give that prior "
+                "with a tree head, e.g. --set mgsa_granularities='\"word*2,tree,2gram\"'"
+            )
         labelled = float(config.get("mgsa_phrase_loss_weight") or 0) > 0
         if self.phrases is not None and self.phrases != "gold" and labelled:
             raise InputError("mgsa_phrase_loss_weight > 0 needs phrase labels, which only --phrases gold has")
 
     def check_fine_tuning(self) -> None:
         """Raise :class:`InputError` (one line) for inconsistent ``init_from`` / head-gate options."""
+
         def bad(msg):
             raise InputError(msg)
+
         if self.head_gates and self.init_from is None:
             bad("--head-gates fine-tunes a trained model: give --init-from DIR")
         if self.head_gates and self.keep_best:
             bad("--keep-best with --head-gates: the gated model's validation loss is not its pruned model's")
         if not self.head_gates:
-            given = [f"--{n.replace('_', '-')}" for n, default in (("gate_l0", 0.0), ("gate_lr", None))
-                     if getattr(self, n) != default]
+            given = [
+                f"--{n.replace('_', '-')}"
+                for n, default in (("gate_l0", 0.0), ("gate_lr", None))
+                if getattr(self, n) != default
+            ]
             if given:
                 bad(f"{', '.join(given)} without --head-gates")
         if self.gate_l0 < 0:
@@ -290,8 +305,10 @@ class TrainArguments:
         if self.tokenizer not in ("word", str(self.init_from)):
             bad("--init-from: the tokenizer is the folder's; do not give --tokenizer")
         if self.head_gates and self.eval_treebank:
-            bad("--eval-treebank with --head-gates: the learning curve parses without the gates; "
-                "parse the saved (pruned) model instead")
+            bad(
+                "--eval-treebank with --head-gates: the learning curve parses without the gates; "
+                "parse the saved (pruned) model instead"
+            )
 
 
 __all__ = ["TrainArguments", "MASK_REPLACE"]

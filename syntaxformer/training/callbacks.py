@@ -28,6 +28,7 @@ same on every process (they trigger collective operations); a :class:`StopCondit
 may differ between processes sets ``per_process = True`` and the trainer stops all of them when any
 reaches it.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,6 +39,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+from tqdm.auto import tqdm
+
+from syntaxformer.data.tokenization import save_tokenizer
+from syntaxformer.evaluation.curve import ParseCurve
+
 logger = logging.getLogger(__name__)
 
 
@@ -46,6 +52,7 @@ class StepOutput:
     """What one optimizer step did: ``loss`` (mean over this process's masked tokens), ``lr`` (the
     learning rate the step used), ``tokens`` (real tokens in this process's batch), ``seconds``
     (wall time of the step)."""
+
     loss: float
     lr: float
     tokens: int
@@ -55,6 +62,7 @@ class StepOutput:
 @dataclass
 class TrainerControl:
     """Actions requested for the end of the current step (reset after each step)."""
+
     should_log: bool = False
     should_evaluate: bool = False
     should_save: bool = False
@@ -118,6 +126,7 @@ class EvaluateEachEpoch(TrainerCallback):
 
 # ------------------------------------------------------------------------------------ stop conditions
 
+
 class StopCondition(TrainerCallback):
     """A reason to stop: :meth:`reached` is asked before the first step, after every step and at
     every epoch end; the first condition reached (in callback order) stops the run cleanly (final
@@ -126,6 +135,7 @@ class StopCondition(TrainerCallback):
     ``per_process`` is True for a condition whose answer may differ between data-parallel
     processes (time, signals): the trainer then combines the answers of all processes.
     """
+
     reason: str = "stopped"
     per_process: bool = False
 
@@ -135,6 +145,7 @@ class StopCondition(TrainerCallback):
 
 class MaxSteps(StopCondition):
     """Stop at ``max_steps`` optimizer steps (all runs of a resumed training together)."""
+
     reason = "max_steps"
 
     def __init__(self, max_steps: int):
@@ -146,6 +157,7 @@ class MaxSteps(StopCondition):
 
 class MaxEpochs(StopCondition):
     """Stop after ``epochs`` passes over the training batches."""
+
     reason = "epochs"
 
     def __init__(self, epochs: int):
@@ -159,6 +171,7 @@ class EarlyStopping(StopCondition):
     """Stop when the last ``patience`` evaluations have all failed to lower the validation loss below
     the lowest before them (``state.valid_history``; the same on every process, as the loss is
     all-reduced). With ``keep_best`` the model of that lowest loss is in ``OUT/best/``."""
+
     reason = "early_stopping"
 
     def __init__(self, patience: int):
@@ -168,11 +181,12 @@ class EarlyStopping(StopCondition):
         losses = [loss for _, loss in trainer.state.valid_history]
         if len(losses) <= self.patience:
             return False
-        return min(losses[-self.patience:]) >= min(losses[:-self.patience])
+        return min(losses[-self.patience :]) >= min(losses[: -self.patience])
 
 
 class MaxMinutes(StopCondition):
     """Stop after ``minutes`` of this process's wall time (since :meth:`Trainer.train` started)."""
+
     reason = "max_minutes"
     per_process = True
 
@@ -187,6 +201,7 @@ class StopOnSignal(StopCondition):
     """Turns SIGTERM / SIGINT into a clean stop after the current step (a second signal raises
     ``KeyboardInterrupt`` at once). Handlers are installed only from the main thread, and the
     previous ones restored at :meth:`close`."""
+
     reason = "signal"
     per_process = True
 
@@ -216,6 +231,7 @@ class StopOnSignal(StopCondition):
 
 # ------------------------------------------------------------------------------------ writers (rank 0)
 
+
 class TensorBoardCallback(TrainerCallback):
     """Writes every logged scalar to ``OUT/tensorboard`` at the current step; a resumed run purges
     the events after its checkpoint's step (those of the killed run)."""
@@ -224,7 +240,8 @@ class TensorBoardCallback(TrainerCallback):
         self.writer = None
 
     def on_train_begin(self, trainer) -> None:
-        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter  # optional heavy dependency, imported on use (start-up time)
+
         step = trainer.state.step
         self.writer = SummaryWriter(str(trainer.out / "tensorboard"), purge_step=step + 1 if step else None)
 
@@ -247,9 +264,13 @@ class ProgressCallback(TrainerCallback):
         self.bar = None
 
     def on_train_begin(self, trainer) -> None:
-        from tqdm.auto import tqdm
-        self.bar = tqdm(total=trainer.args.max_steps, initial=trainer.state.step, unit="step",
-                        dynamic_ncols=True, disable=self.quiet or not sys.stderr.isatty())
+        self.bar = tqdm(
+            total=trainer.args.max_steps,
+            initial=trainer.state.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=self.quiet or not sys.stderr.isatty(),
+        )
 
     def on_step_end(self, trainer, output: StepOutput) -> None:
         self.bar.update(1)
@@ -266,8 +287,13 @@ class ProgressCallback(TrainerCallback):
             logger.info("step %d: validation loss %.4f", trainer.state.step, metrics["valid/loss"])
 
     def on_train_end(self, trainer) -> None:
-        logger.info("stopped (%s) at step %d after %.1f minutes; saved to %s", trainer.stop_reason,
-                    trainer.state.step, (time.monotonic() - trainer.t_start) / 60, trainer.out)
+        logger.info(
+            "stopped (%s) at step %d after %.1f minutes; saved to %s",
+            trainer.stop_reason,
+            trainer.state.step,
+            (time.monotonic() - trainer.t_start) / 60,
+            trainer.out,
+        )
 
     def close(self, trainer) -> None:
         if self.bar is not None:
@@ -294,7 +320,6 @@ class KeepBestModel(TrainerCallback):
         self.best = json.loads(record.read_text())["valid_loss"] if record.is_file() else None
 
     def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
-        from syntaxformer.data.tokenization import save_tokenizer
 
         loss = metrics.get("valid/loss")
         if loss is None or (self.best is not None and loss >= self.best):
@@ -305,8 +330,9 @@ class KeepBestModel(TrainerCallback):
         trainer.model.save_pretrained(folder, safe_serialization=True)
         save_tokenizer(trainer.tokenizer, folder)
         (folder / "best.json").write_text(json.dumps(dict(step=trainer.state.step, valid_loss=loss)) + "\n")
-        logger.info("step %d: lowest validation loss so far (%.4f): model written to %s", trainer.state.step,
-                    loss, folder)
+        logger.info(
+            "step %d: lowest validation loss so far (%.4f): model written to %s", trainer.state.step, loss, folder
+        )
 
 
 class ParseCurveCallback(TrainerCallback):
@@ -323,7 +349,6 @@ class ParseCurveCallback(TrainerCallback):
     """
 
     def __init__(self, treebank: str):
-        from syntaxformer.evaluation.curve import ParseCurve
         self.curve = ParseCurve(treebank)
 
     def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
@@ -332,17 +357,39 @@ class ParseCurveCallback(TrainerCallback):
             return
         t0 = time.perf_counter()
         scores = self.curve(trainer.model, trainer.tokenizer)
-        state.parse_curve.append(dict(step=state.step, tokens_seen=state.tokens_seen,
-                                      train_minutes=round(state.train_seconds / 60, 4),
-                                      wall_minutes=round((time.monotonic() - trainer.t_start) / 60, 4),
-                                      scores=scores))
-        trainer.log({f"parse/{name}/{key}": value for name, values in scores.items()
-                     for key, value in values.items()})
+        state.parse_curve.append(
+            dict(
+                step=state.step,
+                tokens_seen=state.tokens_seen,
+                train_minutes=round(state.train_seconds / 60, 4),
+                wall_minutes=round((time.monotonic() - trainer.t_start) / 60, 4),
+                scores=scores,
+            )
+        )
+        trainer.log({f"parse/{name}/{key}": value for name, values in scores.items() for key, value in values.items()})
         best = max(scores, key=lambda k: scores[k]["sentence_f1"])
-        logger.info("step %d: %s parsed in %.1f s; best decoder %s, sentence F1 %.2f", state.step,
-                    self.curve.treebank, time.perf_counter() - t0, best, scores[best]["sentence_f1"])
+        logger.info(
+            "step %d: %s parsed in %.1f s; best decoder %s, sentence F1 %.2f",
+            state.step,
+            self.curve.treebank,
+            time.perf_counter() - t0,
+            best,
+            scores[best]["sentence_f1"],
+        )
 
 
-__all__ = ["TrainerCallback", "TrainerControl", "StepOutput", "Periodic", "EvaluateEachEpoch", "StopCondition", "MaxSteps",
-           "MaxEpochs", "MaxMinutes", "StopOnSignal", "TensorBoardCallback", "ProgressCallback",
-           "ParseCurveCallback"]
+__all__ = [
+    "TrainerCallback",
+    "TrainerControl",
+    "StepOutput",
+    "Periodic",
+    "EvaluateEachEpoch",
+    "StopCondition",
+    "MaxSteps",
+    "MaxEpochs",
+    "MaxMinutes",
+    "StopOnSignal",
+    "TensorBoardCallback",
+    "ProgressCallback",
+    "ParseCurveCallback",
+]

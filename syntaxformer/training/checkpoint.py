@@ -5,6 +5,7 @@
 dict), ``args`` (the run's :class:`~syntaxformer.training.arguments.TrainArguments` as a dict) and
 ``world_size`` (the number of data-parallel processes).
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,9 +24,24 @@ CHECKPOINT = "checkpoint.pt"
 
 #: Options that may differ between a checkpoint and the run resuming it (stop conditions, periods, where and
 #: how it runs, what it writes besides the model: none changes the steps taken).
-RESUMABLE_CHANGES = frozenset({"out", "resume", "max_steps", "max_minutes", "epochs", "save_every",
-                               "eval_every", "log_every", "quiet", "threads", "device", "eval_treebank",
-                               "keep_best", "early_stopping"})
+RESUMABLE_CHANGES = frozenset(
+    {
+        "out",
+        "resume",
+        "max_steps",
+        "max_minutes",
+        "epochs",
+        "save_every",
+        "eval_every",
+        "log_every",
+        "quiet",
+        "threads",
+        "device",
+        "eval_treebank",
+        "keep_best",
+        "early_stopping",
+    }
+)
 
 
 def read_checkpoint(args: TrainArguments, world: int) -> dict | None:
@@ -66,8 +82,11 @@ def check_resume(args: TrainArguments, checkpoint: dict, world: int, path: Path)
     the checkpoint was written counts as its default), or the number of processes differs."""
     saved = {**asdict(type(args)(out=args.out)), **checkpoint["args"]}  # the run's own options class
     current = asdict(args)
-    diffs = [f"{k}: {saved[k]!r} -> {current[k]!r}" for k in current
-             if k not in RESUMABLE_CHANGES and _norm(saved[k]) != _norm(current[k])]
+    diffs = [
+        f"{k}: {saved[k]!r} -> {current[k]!r}"
+        for k in current
+        if k not in RESUMABLE_CHANGES and _norm(saved[k]) != _norm(current[k])
+    ]
     if diffs:
         raise InputError(f"{path} was trained with other options ({'; '.join(diffs)})")
     if checkpoint["world_size"] != world:

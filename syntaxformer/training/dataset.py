@@ -1,16 +1,23 @@
 """A training run's data: the corpus split into training and validation sentences, the tokenizer,
 and the encoded sentences (:func:`prepare_data` → :class:`TrainingData`)."""
+
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import torch
+from transformers import AutoTokenizer
 
+from syntaxformer.data import phrases as ph
 from syntaxformer.data.corpus import held_out_indices, load_corpus
+from syntaxformer.data.phrases import NO_LABEL, NO_PHRASE, pad_phrases
+from syntaxformer.data.structure_inputs import is_induced
 from syntaxformer.data.tokenization import build_word_tokenizer, build_wordpiece_tokenizer, encode
+from syntaxformer.data.trees import pad_heads, token_heads
 from syntaxformer.errors import InputError
+from syntaxformer.sources.checks import tree_level
+from syntaxformer.sources.corpus import load_structured_corpus
 from syntaxformer.training.arguments import TrainArguments
 
 logger = logging.getLogger(__name__)
@@ -38,6 +45,7 @@ class TrainingData:
         phrases: the ``--phrases`` value, or None; tree_level: the level the trees were cut at.
         phrase_label_names: the phrase-label vocabulary (training labels sorted, then ``other``), or None.
     """
+
     tokenizer: object
     train_ids: list[list[int]]
     valid_ids: list[list[int]]
@@ -62,8 +70,6 @@ class TrainingData:
         ``"valid"``), padded to the batch's longest sequence: ``"heads"`` (B, N) long (-100 padding)
         with ``--trees``; ``"phrase_ids"`` (B, N) long (-1 padding) and, with labels,
         ``"phrase_labels"`` (B, P) long (-100 padding) with ``--phrases``; None with neither."""
-        from syntaxformer.data.phrases import NO_LABEL, NO_PHRASE, pad_phrases
-        from syntaxformer.data.trees import pad_heads
         out = {}
         heads, phrase_ids, labels = (getattr(self, f"{split}_{k}") for k in ("heads", "phrases", "phrase_labels"))
         if heads is not None:
@@ -88,12 +94,13 @@ class TrainingData:
         """
         if not self.phrase_label_names:
             return args
-        from dataclasses import replace
         n = len(self.phrase_label_names)
         given = args.overrides.get("mgsa_num_phrase_labels")
         if given not in (None, 0, n):
-            raise InputError(f"mgsa_num_phrase_labels is {given}, the phrase labels of the training trees are "
-                             f"{n} ({', '.join(self.phrase_label_names)}): leave it unset")
+            raise InputError(
+                f"mgsa_num_phrase_labels is {given}, the phrase labels of the training trees are "
+                f"{n} ({', '.join(self.phrase_label_names)}): leave it unset"
+            )
         if args.init_from is not None:
             return args
         return replace(args, overrides={**args.overrides, "mgsa_num_phrase_labels": n})
@@ -106,20 +113,28 @@ class TrainingData:
 
     @staticmethod
     def _induced(args: TrainArguments) -> bool:
-        from syntaxformer.data.structure_inputs import is_induced
         return is_induced(args.trees) or is_induced(args.phrases)
 
     def record(self, args: TrainArguments) -> dict:
         """The ``data`` section of ``training.json``."""
-        return dict(corpus=args.corpus, valid=self.valid_desc,
-                    train_sentences=self.train_sentences, train_sequences=len(self.train_ids),
-                    train_tokens=sum(map(len, self.train_ids)), valid_sentences=self.valid_sentences,
-                    valid_sequences=len(self.valid_ids), max_length=args.max_length,
-                    overflow=args.overflow, train_over_max_length=self.train_over,
-                    valid_over_max_length=self.valid_over, trees=self.trees, phrases=self.phrases,
-                    **({"induced_from": args.induced_from} if self._induced(args) else {}),
-                    **({"tree_level": self.tree_level} if self.phrases is not None else {}),
-                    **({"phrase_labels": self.phrase_label_names} if self.phrase_label_names else {}))
+        return dict(
+            corpus=args.corpus,
+            valid=self.valid_desc,
+            train_sentences=self.train_sentences,
+            train_sequences=len(self.train_ids),
+            train_tokens=sum(map(len, self.train_ids)),
+            valid_sentences=self.valid_sentences,
+            valid_sequences=len(self.valid_ids),
+            max_length=args.max_length,
+            overflow=args.overflow,
+            train_over_max_length=self.train_over,
+            valid_over_max_length=self.valid_over,
+            trees=self.trees,
+            phrases=self.phrases,
+            **({"induced_from": args.induced_from} if self._induced(args) else {}),
+            **({"tree_level": self.tree_level} if self.phrases is not None else {}),
+            **({"phrase_labels": self.phrase_label_names} if self.phrase_label_names else {}),
+        )
 
 
 def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> TrainingData:
@@ -147,17 +162,22 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
     valid_ids, valid_over = _encode_counted(tokenizer, valid_sents, args.max_length, args.overflow)
     if not train_ids:
         raise InputError("no training sentence left after encoding", path=args.corpus)
-    logger.info("training: %d sentences (%d tokens), validation: %d sentences, vocabulary %d",
-                len(train_ids), sum(map(len, train_ids)), len(valid_ids), len(tokenizer))
-    return TrainingData(tokenizer, train_ids, valid_ids, len(train_sents), len(valid_sents),
-                        train_over, valid_over, valid_desc)
+    logger.info(
+        "training: %d sentences (%d tokens), validation: %d sentences, vocabulary %d",
+        len(train_ids),
+        sum(map(len, train_ids)),
+        len(valid_ids),
+        len(tokenizer),
+    )
+    return TrainingData(
+        tokenizer, train_ids, valid_ids, len(train_sents), len(valid_sents), train_over, valid_over, valid_desc
+    )
 
 
 def _load_structured(args: TrainArguments, corpus: str):
     """``(sentences, word heads or None, constituency trees or None)`` of ``corpus`` for ``--trees`` /
     ``--phrases``: the sentences come from the dependency source (``--trees gold``), else the treebank
     (``--phrases gold``), else :func:`load_corpus`; each structure is read or induced for them."""
-    from syntaxformer.sources.corpus import load_structured_corpus
     return load_structured_corpus(corpus, args.trees, args.phrases)
 
 
@@ -179,11 +199,27 @@ def _prepare_tree_data(args: TrainArguments, saved_tokenizer: Path | None) -> Tr
     valid_enc = _encode_trees(tokenizer, valid, args.max_length)
     if not train_enc["ids"]:
         raise InputError("no training sentence left after encoding", path=args.corpus)
-    logger.info("training with %s: %d sentences (%d tokens), validation: %d sentences, vocabulary %d",
-                " and ".join(f"{k} {v}" for k, v in (("--trees", args.trees), ("--phrases", args.phrases)) if v),
-                len(train_enc["ids"]), sum(map(len, train_enc["ids"])), len(valid_enc["ids"]), len(tokenizer))
-    data = TrainingData(tokenizer, train_enc["ids"], valid_enc["ids"], len(train), len(valid), train_enc["over"],
-                        valid_enc["over"], valid_desc, train_enc["heads"], valid_enc["heads"], args.trees)
+    logger.info(
+        "training with %s: %d sentences (%d tokens), validation: %d sentences, vocabulary %d",
+        " and ".join(f"{k} {v}" for k, v in (("--trees", args.trees), ("--phrases", args.phrases)) if v),
+        len(train_enc["ids"]),
+        sum(map(len, train_enc["ids"])),
+        len(valid_enc["ids"]),
+        len(tokenizer),
+    )
+    data = TrainingData(
+        tokenizer,
+        train_enc["ids"],
+        valid_enc["ids"],
+        len(train),
+        len(valid),
+        train_enc["over"],
+        valid_enc["over"],
+        valid_desc,
+        train_enc["heads"],
+        valid_enc["heads"],
+        args.trees,
+    )
     if trees is not None:
         _add_phrases(data, args, train_enc["words"], valid_enc["words"], [r[2] for r in train], [r[2] for r in valid])
     return data
@@ -196,45 +232,55 @@ def _fill(loaded):
     return sentences, heads or none, trees or none
 
 
-def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_words, train_trees,
-                 valid_trees) -> None:
+def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_words, train_trees, valid_trees) -> None:
     """Cut the kept sentences' trees at the run's ``mgsa_tree_level`` into token phrase ids (and,
     with ``mgsa_phrase_loss_weight > 0``, phrase labels in the training sentences' vocabulary, or in
     the ``mgsa_phrase_labels`` of an ``--init-from`` folder);
     ``train_words`` / ``valid_words``: per kept sequence, its sentence index and token word ids."""
-    from syntaxformer.data import phrases as ph
-    from syntaxformer.sources.checks import tree_level
     config = args._prior_config()
     level = tree_level(config)
-    cut = {"train": [(ph.cut_tree(train_trees[i], level), w) for i, w in train_words],
-           "valid": [(ph.cut_tree(valid_trees[i], level), w) for i, w in valid_words]}
+    cut = {
+        "train": [(ph.cut_tree(train_trees[i], level), w) for i, w in train_words],
+        "valid": [(ph.cut_tree(valid_trees[i], level), w) for i, w in valid_words],
+    }
     data.phrases, data.tree_level = args.phrases, level
     data.train_phrases, data.valid_phrases = (
-        [ph.token_phrase_ids(ph.word_phrase_ids(p), w) for p, w in cut[k]] for k in ("train", "valid"))
+        [ph.token_phrase_ids(ph.word_phrase_ids(p), w) for p, w in cut[k]] for k in ("train", "valid")
+    )
     if float(config.get("mgsa_phrase_loss_weight") or 0) > 0:
         saved = config.get("mgsa_phrase_labels")  # an --init-from folder's vocabulary
         data.phrase_label_names = list(saved) if saved else ph.label_vocabulary([p for p, _ in cut["train"]])
         data.train_phrase_labels, data.valid_phrase_labels = (
-            [ph.phrase_label_ids(p, data.phrase_label_names) for p, _ in cut[k]] for k in ("train", "valid"))
+            [ph.phrase_label_ids(p, data.phrase_label_names) for p, _ in cut[k]] for k in ("train", "valid")
+        )
     n_phrases = sum(len(p) for p, _ in cut["train"])
-    logger.info("phrases (%s) cut at level %d: %d phrases in training%s", args.phrases, level, n_phrases,
-                f", {len(data.phrase_label_names)} phrase labels" if data.phrase_label_names else "")
+    logger.info(
+        "phrases (%s) cut at level %d: %d phrases in training%s",
+        args.phrases,
+        level,
+        n_phrases,
+        f", {len(data.phrase_label_names)} phrase labels" if data.phrase_label_names else "",
+    )
 
 
 def _encode_trees(tokenizer, rows, max_length: int) -> dict:
     """Encode ``rows`` (sentence, word heads or None, tree or None): ``ids``, token ``heads`` (None
     without heads), ``words`` (per kept sequence: its row index and token word ids) and ``over`` (the
     number of rows over ``max_length`` tokens, dropped and logged)."""
-    from syntaxformer.data.trees import token_heads
     ids, word_ids = encode(tokenizer, [r[0] for r in rows]) if rows else ([], [])
     kept = [i for i, x in enumerate(ids) if len(x) <= max_length]
     over = len(ids) - len(kept)
     if over:
-        logger.warning("dropped %d of %d sentences longer than %d tokens (a tree cannot be split)", over,
-                       len(ids), max_length)
+        logger.warning(
+            "dropped %d of %d sentences longer than %d tokens (a tree cannot be split)", over, len(ids), max_length
+        )
     has_heads = bool(rows) and rows[0][1] is not None
-    return dict(ids=[ids[i] for i in kept], over=over, words=[(i, word_ids[i]) for i in kept],
-                heads=[token_heads(rows[i][1], word_ids[i]) for i in kept] if has_heads else None)
+    return dict(
+        ids=[ids[i] for i in kept],
+        over=over,
+        words=[(i, word_ids[i]) for i in kept],
+        heads=[token_heads(rows[i][1], word_ids[i]) for i in kept] if has_heads else None,
+    )
 
 
 def _encode_counted(tokenizer, sentences, max_length: int, overflow: str):
@@ -255,26 +301,29 @@ def held_out_split(items: list, args: TrainArguments) -> tuple[list, list, str]:
     """``(training items, validation items, description)``: the validation slice is
     :func:`held_out_indices` ``(len(items), args.valid_fraction)``, the rest trains (order kept)."""
     held = held_out_indices(len(items), args.valid_fraction)
-    return ([x for i, x in enumerate(items) if i not in held], [x for i, x in enumerate(items) if i in held],
-            f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)")
+    return (
+        [x for i, x in enumerate(items) if i not in held],
+        [x for i, x in enumerate(items) if i in held],
+        f"{args.valid_fraction} of {args.corpus} (seed-0 permutation)",
+    )
 
 
 def _tokenizer(args: TrainArguments, saved_tokenizer, sentences):
     """The tokenizer saved in ``saved_tokenizer`` (a resumed run), else one built on ``sentences``."""
     if saved_tokenizer is not None and (saved_tokenizer / "tokenizer.json").is_file():
-        from transformers import AutoTokenizer
         return AutoTokenizer.from_pretrained(saved_tokenizer)
     return _build_tokenizer(args, sentences)
 
 
 def _build_tokenizer(args: TrainArguments, sentences):
     if args.tokenizer == "word":
-        return build_word_tokenizer(sentences, min_freq=max(1, args.min_freq), max_vocab=args.max_vocab,
-                                    add_cls=args.add_cls)
+        return build_word_tokenizer(
+            sentences, min_freq=max(1, args.min_freq), max_vocab=args.max_vocab, add_cls=args.add_cls
+        )
     if args.tokenizer == "wordpiece":
-        return build_wordpiece_tokenizer(sentences, vocab_size=args.wordpiece_vocab_size,
-                                         min_freq=max(1, args.min_freq), add_cls=args.add_cls)
-    from transformers import AutoTokenizer
+        return build_wordpiece_tokenizer(
+            sentences, vocab_size=args.wordpiece_vocab_size, min_freq=max(1, args.min_freq), add_cls=args.add_cls
+        )
     return AutoTokenizer.from_pretrained(args.tokenizer)
 
 

@@ -22,6 +22,7 @@ schedule, checkpoints and ``--resume``, data parallel): :class:`FineTuneTrainer`
 ``make_model`` (load the folder, wrap it with the gates), ``parameter_groups`` (the gates' own
 learning rate, no weight decay), ``compute_loss`` (the penalty) and ``report``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,8 +34,12 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from transformers import AutoConfig
 
 from syntaxformer.errors import InputError
+from syntaxformer.models import MODELS, REGISTRY
+from syntaxformer.models.encoder import head_layout
+from syntaxformer.parsing import load_model, read_training_record
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.callbacks import StepOutput, TrainerCallback
 from syntaxformer.training.hard_concrete import GAMMA, OPEN_THRESHOLD, ZETA, HeadGates
@@ -53,21 +58,27 @@ GATES_JSON = "gates.json"
 
 def registry_name(config) -> str | None:
     """The ``--model`` name of a config (by its ``model_type``), or None for a model not in the registry."""
-    from syntaxformer.models import REGISTRY
-    return next((name for name, entry in REGISTRY.items()
-                 if getattr(entry.config_class, "model_type", None) == getattr(config, "model_type", None)), None)
+    return next(
+        (
+            name
+            for name, entry in REGISTRY.items()
+            if getattr(entry.config_class, "model_type", None) == getattr(config, "model_type", None)
+        ),
+        None,
+    )
 
 
 def check_gateable(config, folder) -> None:
     """Raise :class:`InputError` unless the model of ``config`` (read from ``folder``) has attention
     heads and takes a ``head_mask``."""
-    from syntaxformer.models import MODELS
     layers = int(getattr(config, "num_hidden_layers", 0) or 0)
     heads = int(getattr(config, "num_attention_heads", 0) or 0)
     name = registry_name(config)
     if layers < 1 or heads < 1 or name is None:
-        raise InputError(f"--head-gates: the {getattr(config, 'model_type', 'unknown')} model has no attention "
-                         "heads to gate", path=folder)
+        raise InputError(
+            f"--head-gates: the {getattr(config, 'model_type', 'unknown')} model has no attention heads to gate",
+            path=folder,
+        )
     if "head_mask" not in inspect.signature(MODELS[name].forward).parameters:
         raise InputError(f"--head-gates: {name} takes no head_mask", path=folder)
 
@@ -80,10 +91,6 @@ def resolve_arguments(args: TrainArguments) -> tuple[TrainArguments, dict]:
         InputError: as :meth:`TrainArguments.check_fine_tuning`; an unreadable folder; a model not in
             the registry; with ``head_gates``, a model without attention heads.
     """
-    from transformers import AutoConfig
-
-    import syntaxformer  # noqa: F401  (registers the models with the Auto classes)
-    from syntaxformer.parsing import read_training_record
 
     args.check_fine_tuning()
     folder = Path(args.init_from)
@@ -97,9 +104,15 @@ def resolve_arguments(args: TrainArguments) -> tuple[TrainArguments, dict]:
     if name is None:
         raise InputError(f"--init-from: {config.model_type} is not a model of syntaxformer.models", path=folder)
     info = read_training_record(folder)
-    source = dict(folder=str(folder), model=name, preset=info.get("preset"), seed=info.get("seed"),
-                  steps=info.get("steps"), prior=getattr(config, "prior", None),
-                  pruned_heads=getattr(config, "pruned_heads", None) or {})
+    source = dict(
+        folder=str(folder),
+        model=name,
+        preset=info.get("preset"),
+        seed=info.get("seed"),
+        steps=info.get("steps"),
+        prior=getattr(config, "prior", None),
+        pruned_heads=getattr(config, "pruned_heads", None) or {},
+    )
     resolved = replace(args, model=name, preset=info.get("preset") or "unknown", tokenizer=str(folder))
     return resolved, source
 
@@ -143,13 +156,19 @@ class GatedMaskedLM(nn.Module):
         """The masked LM's config."""
         return self.model.config
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None, masked_only: bool = False):
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        masked_only: bool = False,
+    ):
         """input_ids, attention_mask, labels ``(B, N)`` -> the masked LM's output with the gates
         as ``head_mask`` ``(L, H)``."""
         kwargs = dict(masked_only=True) if masked_only and self._takes_masked_only else {}
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
-                          head_mask=self.gates(), **kwargs)
+        return self.model(
+            input_ids=input_ids, attention_mask=attention_mask, labels=labels, head_mask=self.gates(), **kwargs
+        )
 
     def finalise(self) -> tuple[nn.Module, dict]:
         """The binarised model: a deep copy of the masked LM with every closed head pruned (a layer
@@ -183,18 +202,30 @@ class GatedMaskedLM(nn.Module):
             silence_head(pruned.attention_modules()[layer], head)
         if closed:
             pruned.prune_heads(closed)
-        grid = lambda t, digits: [[round(float(t[l, h]), digits) if present[l, h] else None for h in range(heads)]
-                                  for l in range(layers)]
+
+        def grid(t, digits):
+            return [
+                [round(float(t[l, h]), digits) if present[l, h] else None for h in range(heads)] for l in range(layers)
+            ]
+
         change = (deterministic - is_open.to(deterministic.dtype)).abs()[present]
         record = dict(
-            log_alpha=grid(log_alpha, 4), p_closed=grid(p_closed, 6), deterministic=grid(deterministic, 6),
+            log_alpha=grid(log_alpha, 4),
+            p_closed=grid(p_closed, 6),
+            deterministic=grid(deterministic, 6),
             open=[[bool(is_open[l, h]) if present[l, h] else None for h in range(heads)] for l in range(layers)],
-            kept_per_layer=[int(is_open[l].sum()) for l in range(layers)], n_kept=int(is_open.sum()),
-            n_heads=int(present.sum()), closed={str(k): v for k, v in closed.items()},
+            kept_per_layer=[int(is_open[l].sum()) for l in range(layers)],
+            n_kept=int(is_open.sum()),
+            n_heads=int(present.sum()),
+            closed={str(k): v for k, v in closed.items()},
             silenced={str(k): v for k, v in silenced.items()},
             max_binarisation_change=round(float(change.max()), 6) if change.numel() else 0.0,
             expected_open=round(float((1.0 - p_closed)[present].sum()), 4),
-            temperature=gates.temperature, gamma=gates.gamma, zeta=gates.zeta, open_threshold=OPEN_THRESHOLD)
+            temperature=gates.temperature,
+            gamma=gates.gamma,
+            zeta=gates.zeta,
+            open_threshold=OPEN_THRESHOLD,
+        )
         return pruned, record
 
     def save_pretrained(self, folder, **kwargs) -> None:
@@ -242,14 +273,11 @@ class FineTuneTrainer(Trainer):
 
     def make_model(self) -> nn.Module:
         """The source folder's model (float32, CPU), wrapped in :class:`GatedMaskedLM` with head gates."""
-        from syntaxformer.models.encoder import head_layout
-        from syntaxformer.parsing import load_model
 
         model, _, _ = load_model(self.args.init_from, device="cpu")
         if not self.args.head_gates:
             return model
-        gates = HeadGates(head_layout(model).kept(), temperature=self.args.gate_temperature,
-                          init=self.args.gate_init)
+        gates = HeadGates(head_layout(model).kept(), temperature=self.args.gate_temperature, init=self.args.gate_init)
         return GatedMaskedLM(model, gates)
 
     def parameter_groups(self) -> list:
@@ -257,8 +285,10 @@ class FineTuneTrainer(Trainer):
         if not isinstance(self.model, GatedMaskedLM):
             return super().parameter_groups()
         gate_lr = self.args.gate_lr if self.args.gate_lr is not None else self.args.lr
-        return [dict(params=list(self.model.model.parameters())),
-                dict(params=list(self.model.gates.parameters()), lr=gate_lr, weight_decay=0.0)]
+        return [
+            dict(params=list(self.model.model.parameters())),
+            dict(params=list(self.model.gates.parameters()), lr=gate_lr, weight_decay=0.0),
+        ]
 
     def default_callbacks(self) -> list[TrainerCallback]:
         return super().default_callbacks() + ([GateLogCallback()] if self.args.head_gates else [])
@@ -281,8 +311,12 @@ class FineTuneTrainer(Trainer):
         with torch.no_grad():
             for inputs, attention_mask, labels in self.valid_batches:
                 n = int((labels != IGNORE_INDEX).sum())
-                out = pruned(input_ids=inputs.to(self.device), attention_mask=attention_mask.to(self.device),
-                             labels=labels.to(self.device), **(dict(masked_only=True) if masked_only else {}))
+                out = pruned(
+                    input_ids=inputs.to(self.device),
+                    attention_mask=attention_mask.to(self.device),
+                    labels=labels.to(self.device),
+                    **(dict(masked_only=True) if masked_only else {}),
+                )
                 total += float(out.loss) * n
                 count += n
         return total / count
@@ -297,14 +331,33 @@ class FineTuneTrainer(Trainer):
         if isinstance(self.model, GatedMaskedLM):
             pruned, gates = self.model.finalise()
             record["head_gates"] = dict(
-                gate_l0=self.args.gate_l0, gate_lr=self.args.gate_lr or self.args.lr, gate_init=self.args.gate_init,
+                gate_l0=self.args.gate_l0,
+                gate_lr=self.args.gate_lr or self.args.lr,
+                gate_init=self.args.gate_init,
                 penalty="lambda * sum_h (1 - P(g_h = 0)), P(g = 0) = sigmoid(beta * log(-gamma / zeta) - log alpha)",
                 parameters_after_pruning=sum(p.numel() for p in pruned.parameters()),
-                pruned_valid_loss=self.pruned_validation_loss(pruned.to(self.device)), **gates)
-            logger.info("head gates: %d of %d heads kept (per layer %s)%s", gates["n_kept"], gates["n_heads"],
-                        gates["kept_per_layer"], f"; silenced {gates['silenced']}" if gates["silenced"] else "")
+                pruned_valid_loss=self.pruned_validation_loss(pruned.to(self.device)),
+                **gates,
+            )
+            logger.info(
+                "head gates: %d of %d heads kept (per layer %s)%s",
+                gates["n_kept"],
+                gates["n_heads"],
+                gates["kept_per_layer"],
+                f"; silenced {gates['silenced']}" if gates["silenced"] else "",
+            )
         return record
 
 
-__all__ = ["FineTuneTrainer", "GatedMaskedLM", "GateLogCallback", "GATES_JSON", "registry_name", "check_gateable",
-           "resolve_arguments", "silence_head", "GAMMA", "ZETA"]
+__all__ = [
+    "FineTuneTrainer",
+    "GatedMaskedLM",
+    "GateLogCallback",
+    "GATES_JSON",
+    "registry_name",
+    "check_gateable",
+    "resolve_arguments",
+    "silence_head",
+    "GAMMA",
+    "ZETA",
+]

@@ -20,6 +20,7 @@ models' ``head_mask``, which multiplies each head's output): a fresh sample per 
 the deterministic gate in evaluation mode. :func:`binarise` turns a gate into 0 or 1 at the end of
 fine-tuning (the authors' ``hard`` rule: open when above 0.5).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,14 @@ OPEN_THRESHOLD = 0.5
 LOG_ALPHA_INIT = 3.0
 
 
-def sample_gates(log_alpha: torch.Tensor, temperature: float = TEMPERATURE, gamma: float = GAMMA,
-                 zeta: float = ZETA, generator: torch.Generator | None = None, eps: float = EPS) -> torch.Tensor:
+def sample_gates(
+    log_alpha: torch.Tensor,
+    temperature: float = TEMPERATURE,
+    gamma: float = GAMMA,
+    zeta: float = ZETA,
+    generator: torch.Generator | None = None,
+    eps: float = EPS,
+) -> torch.Tensor:
     """Hard-concrete samples ``g = min(1, max(0, σ((log u − log(1−u) + log α)/β)(ζ−γ) + γ))``.
 
     Louizos et al. 2018, eqs. 10-11 (the reparametrisation: differentiable in ``log α`` wherever
@@ -71,8 +78,9 @@ def stretch_and_clip(s: torch.Tensor, gamma: float = GAMMA, zeta: float = ZETA) 
     return torch.clamp(s * (zeta - gamma) + gamma, 0.0, 1.0)
 
 
-def probability_closed(log_alpha: torch.Tensor, temperature: float = TEMPERATURE, gamma: float = GAMMA,
-                       zeta: float = ZETA) -> torch.Tensor:
+def probability_closed(
+    log_alpha: torch.Tensor, temperature: float = TEMPERATURE, gamma: float = GAMMA, zeta: float = ZETA
+) -> torch.Tensor:
     """``P(g = 0) = σ(β · log(−γ/ζ) − log α)``, the closed form (Louizos et al. 2018, eq. 12).
 
     Args:
@@ -87,8 +95,13 @@ def probability_closed(log_alpha: torch.Tensor, temperature: float = TEMPERATURE
     return torch.sigmoid(temperature * math.log(-gamma / zeta) - log_alpha)
 
 
-def l0_penalty(log_alpha: torch.Tensor, temperature: float = TEMPERATURE, gamma: float = GAMMA,
-               zeta: float = ZETA, present: torch.Tensor | None = None) -> torch.Tensor:
+def l0_penalty(
+    log_alpha: torch.Tensor,
+    temperature: float = TEMPERATURE,
+    gamma: float = GAMMA,
+    zeta: float = ZETA,
+    present: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``L_C = Σ_h (1 − P(g_h = 0))``: the expected number of open gates (Voita et al. 2019, §6.1).
 
     Args:
@@ -127,8 +140,14 @@ class HeadGates(nn.Module):
             :data:`LOG_ALPHA_INIT`). gamma, zeta: stretch limits.
     """
 
-    def __init__(self, present: torch.Tensor, temperature: float = TEMPERATURE, init: float = LOG_ALPHA_INIT,
-                 gamma: float = GAMMA, zeta: float = ZETA):
+    def __init__(
+        self,
+        present: torch.Tensor,
+        temperature: float = TEMPERATURE,
+        init: float = LOG_ALPHA_INIT,
+        gamma: float = GAMMA,
+        zeta: float = ZETA,
+    ):
         super().__init__()
         if temperature <= 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
@@ -161,6 +180,19 @@ class HeadGates(nn.Module):
         return binarise(self.deterministic()).bool() & self.present
 
 
-__all__ = ["GAMMA", "ZETA", "TEMPERATURE", "LOUIZOS_TEMPERATURE", "EPS", "OPEN_THRESHOLD", "LOG_ALPHA_INIT",
-           "sample_gates", "stretch_and_clip", "probability_closed", "l0_penalty", "deterministic_gates",
-           "binarise", "HeadGates"]
+__all__ = [
+    "GAMMA",
+    "ZETA",
+    "TEMPERATURE",
+    "LOUIZOS_TEMPERATURE",
+    "EPS",
+    "OPEN_THRESHOLD",
+    "LOG_ALPHA_INIT",
+    "sample_gates",
+    "stretch_and_clip",
+    "probability_closed",
+    "l0_penalty",
+    "deterministic_gates",
+    "binarise",
+    "HeadGates",
+]

@@ -5,18 +5,30 @@ with probability 0.8, by a random token with probability 0.1, and kept with prob
 model is trained to predict the original token at the selected positions only. The Tree Transformer
 paper says "as BERT" (rate 0.15); its public code selects with probability 1/7 (``rate=0.142857``).
 """
+
 from __future__ import annotations
 
 import torch
+
+#: ``--mask-replace``: the (mask_prob, random_prob) of
+#: :func:`~syntaxformer.training.mlm.mask_tokens` for each rule.
+MASK_REPLACE = {"bert": dict(mask_prob=0.8, random_prob=0.1), "mask": dict(mask_prob=1.0, random_prob=0.0)}
 
 #: Label value ignored by the cross-entropy (PyTorch's ``ignore_index``).
 IGNORE_INDEX = -100
 
 
-def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_token_id: int,
-                vocab_size: int, rate: float = 0.15, generator: torch.Generator | None = None,
-                special_ids=(), mask_prob: float = 0.8, random_prob: float = 0.1
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    mask_token_id: int,
+    vocab_size: int,
+    rate: float = 0.15,
+    generator: torch.Generator | None = None,
+    special_ids=(),
+    mask_prob: float = 0.8,
+    random_prob: float = 0.1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Apply BERT's 80/10/10 masking to a padded batch.
 
     Eligible positions are real tokens (``attention_mask`` true) whose id is not in ``special_ids``
@@ -70,8 +82,7 @@ def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_toke
     if specials.numel():
         allowed[specials[specials < vocab_size]] = False
     allowed_ids = allowed.nonzero().squeeze(1)  # (V',)
-    random_tokens = allowed_ids[torch.randint(len(allowed_ids), input_ids.shape, generator=generator,
-                                              device=device)]
+    random_tokens = allowed_ids[torch.randint(len(allowed_ids), input_ids.shape, generator=generator, device=device)]
 
     inputs = input_ids.clone()
     inputs[to_mask] = mask_token_id

@@ -24,22 +24,29 @@ The model: :data:`syntaxformer.models.PAIR_MODELS` ``[model]`` at ``preset`` wit
 reads) sets the word embeddings' size and values, frozen unless ``overrides`` says
 ``freeze_word_embeddings=False``.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import math
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import torch
+from transformers import AutoTokenizer
 
 from syntaxformer.data.batching import LengthBucketSampler
-from syntaxformer.data.nli import LABELS, NliData, PairEncoder
+from syntaxformer.data.nli import LABELS, NliData, PairEncoder, load_nli
 from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
+from syntaxformer.data.word_vectors import read_word_vectors
 from syntaxformer.errors import InputError
+from syntaxformer.models import PAIR_MODELS
+from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.callbacks import EvaluateEachEpoch, StepOutput
+from syntaxformer.training.checkpoint import read_checkpoint
 from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, _jsonable, lr_factor
 
 logger = logging.getLogger(__name__)
@@ -58,6 +65,7 @@ class NliTrainArguments(TrainArguments):
         word_vectors [None]: pre-trained word vectors (a gensim KeyedVectors file or word2vec text).
         min_freq: words of the training pairs seen at least this often enter the vocabulary (1).
     """
+
     model: str = "gaussian-transformer"
     data: str = "sick"
     valid_file: str | None = None
@@ -69,12 +77,13 @@ class NliTrainArguments(TrainArguments):
         """:meth:`TrainArguments.check`, ``model`` must be a sentence-pair classifier, and the masked-LM
         ``keep_best`` / ``early_stopping`` are refused (this trainer selects on accuracy into ``OUT/best/``)."""
         super().check()
-        from syntaxformer.models import PAIR_MODELS
         if self.model not in PAIR_MODELS:
             raise InputError(f"--model {self.model}: expected one of {', '.join(PAIR_MODELS)}")
         if self.keep_best or self.early_stopping:
-            raise InputError("keep_best / early_stopping are masked-LM options: NLI training keeps the model of the "
-                             "best selection accuracy in OUT/best/")
+            raise InputError(
+                "keep_best / early_stopping are masked-LM options: NLI training keeps the model of the "
+                "best selection accuracy in OUT/best/"
+            )
 
 
 @dataclass
@@ -82,6 +91,7 @@ class NliTrainerState(TrainerState):
     """:class:`~syntaxformer.training.trainer.TrainerState` plus the selection: ``pairs_seen``,
     ``selection`` (``[step, epoch, loss, accuracy]`` per evaluation; accuracy 0-100), ``best_step``
     and ``best_accuracy`` (the selected model's)."""
+
     pairs_seen: int = 0
     selection: list = field(default_factory=list)
     best_step: int | None = None
@@ -95,7 +105,6 @@ def build_vocabulary(data: NliData, min_freq: int, vector_words=()) -> object:
     sentences = [list(p.premise) + list(p.hypothesis) for p in data.train]
     if not vector_words:
         return build_word_tokenizer(sentences, min_freq=max(1, min_freq))
-    from collections import Counter
     counts = Counter(w for s in sentences for w in s)
     kept = {w for w, c in counts.items() if c >= min_freq}
     extra = [w for w in vector_words if w not in kept and w.strip() and not any(ch.isspace() for ch in w)]
@@ -122,9 +131,6 @@ class NliTrainer(Trainer):
     def build(self) -> None:
         """Seed; read the checkpoint, the pairs and the word vectors; build the vocabulary (or load
         a resumed run's), the model, optimizer and schedule; the batches and the callbacks."""
-        from syntaxformer.data.nli import load_nli
-        from syntaxformer.runtime import flush_denormals_on_cpu
-        from syntaxformer.training.checkpoint import read_checkpoint
         args = self.args
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -135,10 +141,8 @@ class NliTrainer(Trainer):
             self.nli_data = load_nli(args.data, args.valid_file, args.test_file)
         vectors = None
         if args.word_vectors:
-            from syntaxformer.data.word_vectors import read_word_vectors
             vectors = read_word_vectors(args.word_vectors)
         if checkpoint is not None and (self.out / "tokenizer.json").is_file():
-            from transformers import AutoTokenizer
             self.tokenizer = AutoTokenizer.from_pretrained(self.out)
         else:
             self.tokenizer = build_vocabulary(self.nli_data, args.min_freq, vectors[0] if vectors else ())
@@ -147,21 +151,27 @@ class NliTrainer(Trainer):
         if checkpoint is not None:
             self.resume(checkpoint)
         self.ddp_model = self.model
-        self.sampler = LengthBucketSampler([max(len(p.premise), len(p.hypothesis)) for p in self.nli_data.train],
-                                           batch_size=args.batch_size, max_tokens=args.max_tokens, seed=args.seed,
-                                           bucket_batches=args.bucket_batches)
+        self.sampler = LengthBucketSampler(
+            [max(len(p.premise), len(p.hypothesis)) for p in self.nli_data.train],
+            batch_size=args.batch_size,
+            max_tokens=args.max_tokens,
+            seed=args.seed,
+            bucket_batches=args.bucket_batches,
+        )
         self.batches_per_epoch = len(self.sampler.batches(0))
-        self.valid_batches = [self.encoder.batch(self.nli_data.valid[i:i + 256])
-                              for i in range(0, len(self.nli_data.valid), 256)]
+        self.valid_batches = [
+            self.encoder.batch(self.nli_data.valid[i : i + 256]) for i in range(0, len(self.nli_data.valid), 256)
+        ]
         self.callbacks = self.default_callbacks() + [EvaluateEachEpoch(self.batches_per_epoch)] + self.extra_callbacks
 
     def _build_model(self, vectors=None) -> None:
-        from syntaxformer.models import PAIR_MODELS
         args = self.args
         entry = PAIR_MODELS[args.model]
         fields = dict(entry.presets.get(args.preset) or {})
         if args.preset not in entry.presets:
-            raise InputError(f"unknown preset {args.preset!r} for {args.model}; expected one of {sorted(entry.presets)}")
+            raise InputError(
+                f"unknown preset {args.preset!r} for {args.model}; expected one of {sorted(entry.presets)}"
+            )
         if args.prior is not None:
             fields["prior"] = args.prior
         if vectors is not None:
@@ -184,11 +194,15 @@ class NliTrainer(Trainer):
         self.n_trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
-        self.optimizer = optimizer(trainable, lr=args.lr, betas=tuple(args.betas), eps=args.eps,
-                                   weight_decay=args.weight_decay)
+        self.optimizer = optimizer(
+            trainable, lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
-                                                args.schedule_steps or args.max_steps, args.final_lr_fraction))
+            self.optimizer,
+            lambda s: lr_factor(
+                s, args.warmup_steps, args.schedule, args.schedule_steps or args.max_steps, args.final_lr_fraction
+            ),
+        )
 
     def _vector_rows(self, vectors) -> tuple[torch.Tensor, torch.Tensor]:
         """(V, dim) rows of the pre-trained vectors by token id, and (V,) found."""
@@ -274,8 +288,14 @@ class NliTrainer(Trainer):
             if state.best_accuracy is None or accuracy > state.best_accuracy:
                 state.best_step, state.best_accuracy = state.step, accuracy
                 self.save_best()
-        logger.info("step %d: selection loss %.4f, accuracy %.2f (best %.2f at step %d)", state.step, loss,
-                    accuracy, state.best_accuracy, state.best_step)
+        logger.info(
+            "step %d: selection loss %.4f, accuracy %.2f (best %.2f at step %d)",
+            state.step,
+            loss,
+            accuracy,
+            state.best_accuracy,
+            state.best_step,
+        )
         metrics = {"valid/loss": loss, "valid/accuracy": accuracy}
         for callback in self.callbacks:
             callback.on_evaluate(self, metrics)
@@ -287,33 +307,66 @@ class NliTrainer(Trainer):
         best.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(best, safe_serialization=True)
         save_tokenizer(self.tokenizer, best)
-        (best / "selection.json").write_text(json.dumps(dict(
-            step=self.state.step, selection_accuracy=self.state.best_accuracy,
-            selection=self.nli_data.valid_desc, seed=self.args.seed), indent=2) + "\n")
+        (best / "selection.json").write_text(
+            json.dumps(
+                dict(
+                    step=self.state.step,
+                    selection_accuracy=self.state.best_accuracy,
+                    selection=self.nli_data.valid_desc,
+                    seed=self.args.seed,
+                ),
+                indent=2,
+            )
+            + "\n"
+        )
 
     def report(self) -> dict:
         """The contents of ``training.json`` (module docstring)."""
         args, state = self.args, self.state
         seconds = max(state.train_seconds, 1e-9)
         return dict(
-            arguments=_jsonable(asdict(args)), task="nli", model=args.model, preset=args.preset,
-            prior=getattr(self.model.config, "prior", None), seed=args.seed, labels=list(LABELS),
-            data=self.nli_data.record(), vocabulary=len(self.tokenizer),
-            word_vectors=(dict(path=args.word_vectors, **self.vector_coverage,
-                               frozen=bool(self.model.config.freeze_word_embeddings))
-                          if args.word_vectors else "learned"),
-            parameters=self.n_params, trainable_parameters=self.n_trainable,
-            steps=state.step, steps_this_run=self.steps_this_run,
+            arguments=_jsonable(asdict(args)),
+            task="nli",
+            model=args.model,
+            preset=args.preset,
+            prior=getattr(self.model.config, "prior", None),
+            seed=args.seed,
+            labels=list(LABELS),
+            data=self.nli_data.record(),
+            vocabulary=len(self.tokenizer),
+            word_vectors=(
+                dict(
+                    path=args.word_vectors,
+                    **self.vector_coverage,
+                    frozen=bool(self.model.config.freeze_word_embeddings),
+                )
+                if args.word_vectors
+                else "learned"
+            ),
+            parameters=self.n_params,
+            trainable_parameters=self.n_trainable,
+            steps=state.step,
+            steps_this_run=self.steps_this_run,
             epochs=state.epoch + state.batch_in_epoch / max(1, self.batches_per_epoch),
-            batches_per_epoch=self.batches_per_epoch, pairs_seen=state.pairs_seen,
+            batches_per_epoch=self.batches_per_epoch,
+            pairs_seen=state.pairs_seen,
             train_minutes_total=round(state.train_seconds / 60, 3),
             minutes=round((time.monotonic() - self.t_start) / 60, 3),
             train_pairs_per_second=round(state.pairs_seen / seconds, 1),
             final_train_loss=self.recent_train_loss,
-            selection=dict(split=self.nli_data.valid_desc, history=state.selection, best_step=state.best_step,
-                           best_accuracy=state.best_accuracy, folder=str(self.out / BEST)),
-            resumed_from_steps=state.resumed_from, stopped=self.stop_reason,
-            device=str(self.device), threads=torch.get_num_threads(), torch=torch.__version__)
+            selection=dict(
+                split=self.nli_data.valid_desc,
+                history=state.selection,
+                best_step=state.best_step,
+                best_accuracy=state.best_accuracy,
+                folder=str(self.out / BEST),
+            ),
+            resumed_from_steps=state.resumed_from,
+            stopped=self.stop_reason,
+            device=str(self.device),
+            threads=torch.get_num_threads(),
+            torch=torch.__version__,
+        )
 
 
 def steps_for_epochs(n_pairs: int, batch_size: int, epochs: int) -> int:
@@ -321,5 +374,4 @@ def steps_for_epochs(n_pairs: int, batch_size: int, epochs: int) -> int:
     return epochs * math.ceil(n_pairs / batch_size)
 
 
-__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "build_vocabulary",
-           "steps_for_epochs", "BEST"]
+__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "build_vocabulary", "steps_for_epochs", "BEST"]

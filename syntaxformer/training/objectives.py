@@ -21,6 +21,7 @@ The validation loss is the same objective on the held-out sentences (fixed masks
 mean cross-entropy in nats over :meth:`Objective.n_targets`; its exp is the validation perplexity
 (``training.json``: ``final_valid_perplexity``; TensorBoard ``valid/perplexity``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,7 @@ import torch
 from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.tokenization import BOUNDARY_ID, frame_sentence
 from syntaxformer.errors import InputError
-from syntaxformer.training.arguments import MASK_REPLACE
-from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
+from syntaxformer.training.mlm import IGNORE_INDEX, MASK_REPLACE, mask_tokens
 
 
 class Objective:
@@ -41,6 +41,7 @@ class Objective:
         config_defaults: model config fields the objective sets unless the run overrides them (only
             fields the model's config has).
     """
+
     name = ""
     description = ""
     config_defaults: dict = {}
@@ -48,8 +49,9 @@ class Objective:
     def __init__(self, args, tokenizer, special_ids: list[int]):
         self.args, self.tokenizer, self.special_ids = args, tokenizer, special_ids
 
-    def batch(self, sequences: list[list[int]], generator: torch.Generator
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(
+        self, sequences: list[list[int]], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(input_ids, attention_mask, labels)``, each ``(B, N)`` long, from token ids per
         sequence; any randomness from ``generator``."""
         raise NotImplementedError
@@ -65,6 +67,7 @@ class MaskedLM(Objective):
     Raises:
         InputError: a tokenizer without ``[MASK]`` (at construction).
     """
+
     name = "masked-lm"
     description = "masked LM: predict the selected tokens (BERT masking)"
 
@@ -74,10 +77,17 @@ class MaskedLM(Objective):
             raise InputError("the masked-LM objective needs a tokenizer with a [MASK] token")
 
     def batch(self, sequences, generator):
-        ids, attention_mask = pad_batch(sequences, self.tokenizer.pad_token_id)          # (B, N)
-        inputs, labels = mask_tokens(ids, attention_mask, self.tokenizer.mask_token_id, len(self.tokenizer),
-                                     self.args.mask_rate, generator, self.special_ids,
-                                     **MASK_REPLACE[self.args.mask_replace])
+        ids, attention_mask = pad_batch(sequences, self.tokenizer.pad_token_id)  # (B, N)
+        inputs, labels = mask_tokens(
+            ids,
+            attention_mask,
+            self.tokenizer.mask_token_id,
+            len(self.tokenizer),
+            self.args.mask_rate,
+            generator,
+            self.special_ids,
+            **MASK_REPLACE[self.args.mask_replace],
+        )
         return inputs, attention_mask, labels
 
     def n_targets(self, labels):
@@ -91,6 +101,7 @@ class CausalLM(Objective):
         InputError: a tokenizer whose ``[CLS]`` is not :attr:`BOUNDARY_ID` (every tokenizer this
             package builds has it there), at construction.
     """
+
     name = "causal-lm"
     description = "causal LM: predict every next token of [CLS] w_1 .. w_n [CLS] (no masking)"
     #: the boundary token's id: ``[CLS]`` in every tokenizer of :mod:`syntaxformer.data.tokenization`
@@ -100,19 +111,21 @@ class CausalLM(Objective):
     def __init__(self, args, tokenizer, special_ids: list[int]):
         super().__init__(args, tokenizer, special_ids)
         if tokenizer.cls_token_id != self.BOUNDARY_ID:
-            raise InputError(f"the causal-LM objective frames sentences with [CLS] = id {self.BOUNDARY_ID}; "
-                             f"this tokenizer has {tokenizer.cls_token_id}")
+            raise InputError(
+                f"the causal-LM objective frames sentences with [CLS] = id {self.BOUNDARY_ID}; "
+                f"this tokenizer has {tokenizer.cls_token_id}"
+            )
 
     #: ``[CLS] ids [CLS]`` (:func:`syntaxformer.data.tokenization.frame_sentence`)
     frame = staticmethod(frame_sentence)
 
     def batch(self, sequences, generator):
         ids, attention_mask = pad_batch([self.frame(s) for s in sequences], self.tokenizer.pad_token_id)
-        labels = ids.masked_fill(attention_mask == 0, IGNORE_INDEX)                        # (B, N)
+        labels = ids.masked_fill(attention_mask == 0, IGNORE_INDEX)  # (B, N)
         return ids, attention_mask, labels
 
     def n_targets(self, labels):
-        return int((labels[:, 1:] != IGNORE_INDEX).sum())       # the model scores labels[:, 1:]
+        return int((labels[:, 1:] != IGNORE_INDEX).sum())  # the model scores labels[:, 1:]
 
 
 #: objective name (a model class's ``objective``) -> :class:`Objective` subclass
@@ -132,8 +145,10 @@ def objective_class(model_class) -> type[Objective]:
     """
     name = objective_name(model_class)
     if name not in OBJECTIVES:
-        raise InputError(f"{model_class.__name__} is trained for {name!r}, which the trainer does not know "
-                         f"(objectives: {', '.join(sorted(OBJECTIVES))})")
+        raise InputError(
+            f"{model_class.__name__} is trained for {name!r}, which the trainer does not know "
+            f"(objectives: {', '.join(sorted(OBJECTIVES))})"
+        )
     return OBJECTIVES[name]
 
 
@@ -146,5 +161,4 @@ def build_objective(model_class, args, tokenizer, special_ids: list[int]) -> Obj
     return objective_class(model_class)(args, tokenizer, special_ids)
 
 
-__all__ = ["Objective", "MaskedLM", "CausalLM", "OBJECTIVES", "objective_name",
-           "objective_class", "build_objective"]
+__all__ = ["Objective", "MaskedLM", "CausalLM", "OBJECTIVES", "objective_name", "objective_class", "build_objective"]

@@ -7,6 +7,7 @@ moves only when a validation score arrives. :class:`PlateauSchedule` is that sch
 ``step()`` does nothing) and :class:`ReduceOnPlateau` the callback that hands it each evaluation's score.
 The rule itself is torch's :class:`torch.optim.lr_scheduler.ReduceLROnPlateau`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,10 +34,12 @@ class PlateauSchedule:
 
     def __init__(self, optimizer: torch.optim.Optimizer, factor: float = 0.5, patience: int = 2):
         if not 0.0 < factor < 1.0 or patience < 0:
-            raise ValueError(f"plateau schedule: factor must lie in (0, 1) and patience be >= 0, "
-                             f"got {factor} and {patience}")
-        self.rule = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=factor,
-                                                               patience=patience, threshold=0.0)
+            raise ValueError(
+                f"plateau schedule: factor must lie in (0, 1) and patience be >= 0, got {factor} and {patience}"
+            )
+        self.rule = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="max", factor=factor, patience=patience, threshold=0.0
+        )
         self.last_step: int | None = None  # the optimizer step of the last score seen
 
     def step(self) -> None:
@@ -52,8 +55,14 @@ class PlateauSchedule:
         self.last_step = step
         after = self.rule.optimizer.param_groups[0]["lr"]
         if after < before:
-            logger.info("step %d: no better validation score than %.4g in %d evaluation(s): learning rate %.3g -> %.3g",
-                        step, self.rule.best, self.rule.patience + 1, before, after)
+            logger.info(
+                "step %d: no better validation score than %.4g in %d evaluation(s): learning rate %.3g -> %.3g",
+                step,
+                self.rule.best,
+                self.rule.patience + 1,
+                before,
+                after,
+            )
 
     def state_dict(self) -> dict:
         """What a checkpoint keeps: torch's rule state (best score, evaluations without improvement,

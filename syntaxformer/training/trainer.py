@@ -58,6 +58,7 @@ takes every R-th batch, and only rank 0 writes logs, checkpoints and the model. 
 mean over its own target tokens and DDP averages the gradients; a step consumes R batches, so
 ``max_steps`` counts optimizer steps. A resumed run must use the same number of processes.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -75,17 +76,32 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from syntaxformer.data.batching import LengthBucketSampler
 from syntaxformer.data.preprocess import PRPN
 from syntaxformer.data.tokenization import save_tokenizer
-from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.errors import InputError
+from syntaxformer.models import MODELS, make_config
+from syntaxformer.priors import PRIORS
 from syntaxformer.runtime import flush_denormals_on_cpu
+from syntaxformer.sources.checks import model_reads_trees
+from syntaxformer.sources.induced import MaskedInputInducer
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
-from syntaxformer.data.batching import LengthBucketSampler
-from syntaxformer.training.callbacks import (EarlyStopping, KeepBestModel, MaxEpochs, MaxMinutes, MaxSteps,
-                                             ParseCurveCallback, Periodic, ProgressCallback, StepOutput,
-                                             StopCondition, StopOnSignal, TensorBoardCallback, TrainerCallback,
-                                             TrainerControl)
+from syntaxformer.training.callbacks import (
+    EarlyStopping,
+    KeepBestModel,
+    MaxEpochs,
+    MaxMinutes,
+    MaxSteps,
+    ParseCurveCallback,
+    Periodic,
+    ProgressCallback,
+    StepOutput,
+    StopCondition,
+    StopOnSignal,
+    TensorBoardCallback,
+    TrainerCallback,
+    TrainerControl,
+)
 from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint, write_checkpoint
 from syntaxformer.training.dataset import TrainingData, prepare_data
 from syntaxformer.training.objectives import Objective, build_objective, objective_class
@@ -101,14 +117,13 @@ TRAINING_JSON = "training.json"
 
 def _derived_seed(seed: int, *parts: int) -> int:
     """A 63-bit seed from ``seed`` and integers (step, rank, stream), distinct for distinct tuples."""
-    value = seed & (2 ** 63 - 1)
+    value = seed & (2**63 - 1)
     for p in parts:
-        value = (value * 1_000_003 + p + 1) % (2 ** 61 - 1)
+        value = (value * 1_000_003 + p + 1) % (2**61 - 1)
     return value
 
 
-def lr_factor(step: int, warmup_steps: int, schedule: str, max_steps: int | None,
-              final_fraction: float = 0.0) -> float:
+def lr_factor(step: int, warmup_steps: int, schedule: str, max_steps: int | None, final_fraction: float = 0.0) -> float:
     """Multiplier of the peak learning rate for optimizer step ``step`` (0-based).
 
     Linear warm-up ``(step+1)/warmup_steps`` for the first ``warmup_steps`` steps, then ``constant``
@@ -129,8 +144,6 @@ def lr_factor(step: int, warmup_steps: int, schedule: str, max_steps: int | None
 def _build_model(args: TrainArguments, vocab_size: int):
     """The model of ``args``: its preset, the overrides, and the config fields its objective sets
     (:attr:`~syntaxformer.training.objectives.Objective.config_defaults`) unless overridden."""
-    from syntaxformer.models import MODELS, make_config
-    from syntaxformer.priors import PRIORS
     overrides = dict(args.overrides)
     if args.prior is not None:
         overrides.setdefault("prior", args.prior)
@@ -191,34 +204,6 @@ def _choose_device(name: str | None, world: int) -> torch.device:
     return device
 
 
-# --------------------------------------------------------------------------------------------------
-# the run
-
-
-def train(args: TrainArguments | None = None, **kwargs) -> Path:
-    """Train a model (its own objective) as described in the module docstring; return the output folder.
-
-    ``Trainer(args).train()`` (with ``init_from``:
-    :class:`~syntaxformer.training.finetune.FineTuneTrainer`); use a trainer directly to add callbacks.
-
-    Args:
-        args: the options; or give them as keyword arguments (``train(out=..., max_steps=...)``).
-
-    Raises:
-        InputError: bad options, an unreadable corpus, an OUT holding a checkpoint without
-            ``resume``, a checkpoint that does not match the options.
-        TypeError: both ``args`` and keyword arguments.
-    """
-    if args is None:
-        args = TrainArguments(**kwargs)
-    elif kwargs:
-        raise TypeError("give TrainArguments or keyword arguments, not both")
-    if args.init_from is not None:  # fine-tuning a trained model (with head gates): training/finetune.py
-        from syntaxformer.training.finetune import FineTuneTrainer
-        return FineTuneTrainer(args).train()
-    return Trainer(args).train()
-
-
 @dataclass
 class TrainerState:
     """The progress of a run, carried by the checkpoint (as a dict) across a resume.
@@ -232,6 +217,7 @@ class TrainerState:
         resumed_from: the step of every resume.
         parse_curve: the learning-curve points (:class:`~syntaxformer.training.callbacks.ParseCurveCallback`).
     """
+
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
@@ -437,11 +423,17 @@ class Trainer:
         self.ddp_model = self.model
         if self.world > 1:
             self.ddp_model = torch.nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        self.sampler = LengthBucketSampler([len(x) for x in self.data.train_ids], batch_size=args.batch_size,
-                                           max_tokens=args.max_tokens, seed=args.seed,
-                                           bucket_batches=args.bucket_batches, num_replicas=self.world,
-                                           rank=self.rank)
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
+        self.sampler = LengthBucketSampler(
+            [len(x) for x in self.data.train_ids],
+            batch_size=args.batch_size,
+            max_tokens=args.max_tokens,
+            seed=args.seed,
+            bucket_batches=args.bucket_batches,
+            num_replicas=self.world,
+            rank=self.rank,
+        )
         self.valid_batches = self._validation_batches()
         self.callbacks = self.default_callbacks() + self.extra_callbacks
 
@@ -452,29 +444,38 @@ class Trainer:
         self._takes_masked_only = "masked_only" in inspect.signature(self.model.forward).parameters
         if self.data.has_structure and "structure_inputs" not in inspect.signature(self.model.forward).parameters:
             option = "--trees" if self.data.train_heads is not None else "--phrases"
-            raise InputError(f"{option}: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
-                             "family model with a prior that reads trees, e.g. --prior structural-position, does)")
+            raise InputError(
+                f"{option}: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
+                "family model with a prior that reads trees, e.g. --prior structural-position, does)"
+            )
         if self.data.train_heads is not None and not model_reads_trees(self.model):
-            raise InputError(f"--trees: the prior {getattr(self.model.config, 'prior', None)!r} reads no dependency "
-                             "trees (--prior structural-position does)")
+            raise InputError(
+                f"--trees: the prior {getattr(self.model.config, 'prior', None)!r} reads no dependency "
+                "trees (--prior structural-position does)"
+            )
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
-        self.optimizer = optimizer(self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps,
-                                   weight_decay=args.weight_decay)
+        self.optimizer = optimizer(
+            self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_factor(s, args.warmup_steps, args.schedule,
-                                                args.schedule_steps or args.max_steps, args.final_lr_fraction))
+            self.optimizer,
+            lambda s: lr_factor(
+                s, args.warmup_steps, args.schedule, args.schedule_steps or args.max_steps, args.final_lr_fraction
+            ),
+        )
 
     def _masked_input_inducer(self):
         """The :class:`~syntaxformer.sources.induced.MaskedInputInducer` of a run that parses its
         masked inputs (``induced_from="masked"`` with an induced source), else None."""
         if not self.args.induces_from_masked_inputs:
             return None
-        from syntaxformer.sources.induced import MaskedInputInducer
-        return MaskedInputInducer(self.tokenizer, self.args.trees, self.args.phrases,
-                                  self.data.tree_level or 1, self.device)
+        return MaskedInputInducer(
+            self.tokenizer, self.args.trees, self.args.phrases, self.data.tree_level or 1, self.device
+        )
 
-    def batch_structure(self, split: str, indices: list[int], inputs: torch.Tensor,
-                        attention_mask: torch.Tensor) -> dict | None:
+    def batch_structure(
+        self, split: str, indices: list[int], inputs: torch.Tensor, attention_mask: torch.Tensor
+    ) -> dict | None:
         """The ``structure_inputs`` of one batch: the sequences' own (:meth:`TrainingData.structure_inputs`),
         the induced ones replaced by the structures of ``inputs`` (B, N) as the model reads them when the
         run parses its masked inputs (:attr:`inducer`)."""
@@ -512,8 +513,11 @@ class Trainer:
         (``eval_treebank``)."""
         args = self.args
         curve = ParseCurveCallback(args.eval_treebank) if self.is_main and args.eval_treebank else None
-        callbacks = [Periodic(args.log_every, "log"), Periodic(args.eval_every, "evaluate"),
-                     Periodic(args.save_every, "save")]
+        callbacks = [
+            Periodic(args.log_every, "log"),
+            Periodic(args.eval_every, "evaluate"),
+            Periodic(args.save_every, "save"),
+        ]
         callbacks += [MaxSteps(args.max_steps)] if args.max_steps is not None else []
         callbacks += [MaxEpochs(args.epochs)] if args.epochs is not None else []
         callbacks += [MaxMinutes(args.max_minutes)] if args.max_minutes is not None else []
@@ -531,8 +535,9 @@ class Trainer:
         self.valid_structure = []  # per batch, its structure_inputs (None without --trees)
         if not valid_ids:
             return []
-        sampler = LengthBucketSampler([len(x) for x in valid_ids], batch_size=self.args.batch_size,
-                                      max_tokens=self.args.max_tokens, shuffle=False)
+        sampler = LengthBucketSampler(
+            [len(x) for x in valid_ids], batch_size=self.args.batch_size, max_tokens=self.args.max_tokens, shuffle=False
+        )
         generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, 0, 0, 7))
         batches, self.valid_structure = [], []
         for b, idx in enumerate(sampler.all_batches(0)):
@@ -575,8 +580,9 @@ class Trainer:
         loss_value, lr = self.apply_gradients(loss)
         return self.record_step(loss_value, lr, int(attention_mask.sum()), t0)
 
-    def record_step(self, loss_value: float, lr: float, n_tokens: int, t0: float,
-                    pairs: int | None = None) -> StepOutput:
+    def record_step(
+        self, loss_value: float, lr: float, n_tokens: int, t0: float, pairs: int | None = None
+    ) -> StepOutput:
         """Advance :attr:`state` by one optimizer step that saw ``n_tokens`` tokens (and ``pairs``
         examples, for the sentence-pair trainers) in this process, started at ``time.perf_counter()``
         ``t0``; the counts in :attr:`state` are summed over all processes (one all-reduce of two
@@ -591,8 +597,9 @@ class Trainer:
         self.state.train_seconds += seconds
         return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
 
-    def compute_loss(self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
-                     labels: torch.Tensor) -> torch.Tensor:
+    def compute_loss(
+        self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """The training loss of one batch, a scalar to minimise: the model's own loss for the
         objective's labels (:meth:`model_loss`). Override it in a subclass for another loss (e.g.
         add a penalty); the validation loss stays :meth:`model_loss`.
@@ -604,23 +611,28 @@ class Trainer:
         """
         return self.model_loss(model, inputs, attention_mask, labels)
 
-    def model_loss(self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
-                   labels: torch.Tensor) -> torch.Tensor:
+    def model_loss(
+        self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """Mean cross-entropy (nats) over the batch's targets: ``model(...).loss`` (masked LM: the
         logits of masked positions only where the model offers ``masked_only``; causal LM: the
         model shifts the labels), under bfloat16 autocast with ``bf16``. With ``--trees`` the batch's
         :attr:`structure_inputs` (set by :meth:`training_step` and :meth:`validation_loss` before the
         loss; ``{"heads": (B, N)}``, ``"phrase_ids"``, ``"phrase_labels"``) go to the model as
         ``structure_inputs``."""
-        kw = dict(input_ids=inputs.to(self.device), attention_mask=attention_mask.to(self.device),
-                  labels=labels.to(self.device))
+        kw = dict(
+            input_ids=inputs.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            labels=labels.to(self.device),
+        )
         structure = getattr(self, "structure_inputs", None)
         if structure is not None:
             kw["structure_inputs"] = {k: v.to(self.device) for k, v in structure.items()}
         if self._takes_masked_only:
             kw["masked_only"] = True
-        autocast = (torch.autocast(device_type=self.device.type, dtype=torch.bfloat16) if self.args.bf16
-                    else nullcontext())
+        autocast = (
+            torch.autocast(device_type=self.device.type, dtype=torch.bfloat16) if self.args.bf16 else nullcontext()
+        )
         with autocast:
             return model(**kw).loss
 
@@ -689,9 +701,14 @@ class Trainer:
         """Replace ``OUT/checkpoint.pt`` (rank 0; atomically) with the model, optimizer, scheduler,
         :attr:`state`, the options and the number of processes; then every ``on_save``."""
         if self.is_main:
-            blob = dict(model=self.model.state_dict(), optimizer=self.optimizer.state_dict(),
-                        scheduler=self.scheduler.state_dict(), state=asdict(self.state), args=asdict(self.args),
-                        world_size=self.world)
+            blob = dict(
+                model=self.model.state_dict(),
+                optimizer=self.optimizer.state_dict(),
+                scheduler=self.scheduler.state_dict(),
+                state=asdict(self.state),
+                args=asdict(self.args),
+                world_size=self.world,
+            )
             write_checkpoint(self.out / CHECKPOINT, blob)
         self._saved_at = self.state.step
         for callback in self.callbacks:
@@ -712,20 +729,28 @@ class Trainer:
         tokens, minutes (this process; ``train_minutes_total``: the optimizer steps of all runs),
         losses, the learning curve, resumes, the stop reason, device and processes."""
         args, state = self.args, self.state
-        curve = ({"parse_curve": dict(treebank=args.eval_treebank, every=args.eval_every,
-                                      points=state.parse_curve)} if args.eval_treebank else {})
+        curve = (
+            {"parse_curve": dict(treebank=args.eval_treebank, every=args.eval_every, points=state.parse_curve)}
+            if args.eval_treebank
+            else {}
+        )
         rate = self.tokens_per_second
         return dict(
             arguments=_jsonable(asdict(args)),
-            model=args.model, preset=args.preset, prior=getattr(self.model.config, "prior", args.prior),
-            objective=self.objective.name, objective_description=self.objective.description,
+            model=args.model,
+            preset=args.preset,
+            prior=getattr(self.model.config, "prior", args.prior),
+            objective=self.objective.name,
+            objective_description=self.objective.description,
             seed=args.seed,
             preprocessing=asdict(PRPN),  # what load_corpus applied to the words
             data=self.data.record(args),
-            tokenizer=dict(kind=args.tokenizer, vocab_size=len(self.tokenizer), add_cls=args.add_cls,
-                           min_freq=args.min_freq),
+            tokenizer=dict(
+                kind=args.tokenizer, vocab_size=len(self.tokenizer), add_cls=args.add_cls, min_freq=args.min_freq
+            ),
             parameters=self.n_params,
-            steps=state.step, steps_this_run=self.steps_this_run,
+            steps=state.step,
+            steps_this_run=self.steps_this_run,
             epochs=state.epoch + state.batch_in_epoch / max(1, len(self.sampler.batches(state.epoch))),
             tokens_seen=state.tokens_seen,
             minutes=round((time.monotonic() - self.t_start) / 60, 3),
@@ -739,7 +764,9 @@ class Trainer:
             **curve,
             resumed_from_steps=state.resumed_from,
             stopped=self.stop_reason,
-            device=str(self.device), world_size=self.world, bf16=args.bf16,
+            device=str(self.device),
+            world_size=self.world,
+            bf16=args.bf16,
             torch=torch.__version__,
         )
 
@@ -766,5 +793,14 @@ def _let_communication_threads_settle(seconds: float = 0.2) -> None:
     time.sleep(seconds)
 
 
-__all__ = ["TrainArguments", "train", "Trainer", "TrainerState", "initial_model", "lr_factor", "MASK_REPLACE",
-           "CHECKPOINT", "TRAINING_JSON", "RESUMABLE_CHANGES"]
+__all__ = [
+    "TrainArguments",
+    "Trainer",
+    "TrainerState",
+    "initial_model",
+    "lr_factor",
+    "MASK_REPLACE",
+    "CHECKPOINT",
+    "TRAINING_JSON",
+    "RESUMABLE_CHANGES",
+]

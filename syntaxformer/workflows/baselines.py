@@ -5,9 +5,17 @@ and balanced binary trees; left and right dependency chains when gold dependenci
 (``ptb-sample`` has them). Definitions: :mod:`syntaxformer.evaluation.baselines`; protocols:
 :mod:`syntaxformer.evaluation.protocols` (default ``prpn``).
 """
+
 from __future__ import annotations
 
 import time
+
+from syntaxformer.data import load_gold_trees, ptb_sample_part
+from syntaxformer.data.dependency import read_dependencies
+from syntaxformer.evaluation.baselines import run_baselines
+from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
+from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, get_protocol
+from syntaxformer.workflows.evaluate import protocol_fields
 
 #: Number of seeds of the random baseline: seed ``S`` uses seeds S .. S + 4.
 N_SEEDS = 5
@@ -18,8 +26,9 @@ def random_seeds(seed: int) -> tuple[int, ...]:
     return tuple(range(seed, seed + N_SEEDS))
 
 
-def baselines_report(treebank: str = "ptb-sample", dependencies: str | None = None,
-                     seed: int = 0, protocol: str = "prpn") -> dict:
+def baselines_report(
+    treebank: str = "ptb-sample", dependencies: str | None = None, seed: int = 0, protocol: str = "prpn"
+) -> dict:
     """Score every baseline against ``treebank`` (and the chains against its dependencies).
 
     Args:
@@ -38,11 +47,6 @@ def baselines_report(treebank: str = "ptb-sample", dependencies: str | None = No
     Raises:
         InputError: unknown protocol, unreadable treebank or dependencies.
     """
-    from syntaxformer.data import load_gold_trees, ptb_sample_part
-    from syntaxformer.evaluation.baselines import run_baselines
-    from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
-    from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, get_protocol
-    from syntaxformer.workflows.evaluate import protocol_fields
 
     chosen = get_protocol(protocol)
     start = time.perf_counter()
@@ -52,14 +56,20 @@ def baselines_report(treebank: str = "ptb-sample", dependencies: str | None = No
         dependencies_source = treebank  # ptb-sample (or a half) has gold dependencies too
     gold_dependencies = None
     if dependencies_source is not None:
-        from syntaxformer.data.dependency import read_dependencies
         gold_dependencies = read_dependencies(dependencies_source)
     seeds = random_seeds(seed)
-    result = run_baselines(gold_trees, seeds=seeds, gold_dependencies=gold_dependencies,
-                           protocol=None if chosen.name == DEFAULT_PROTOCOL else chosen)
+    result = run_baselines(
+        gold_trees,
+        seeds=seeds,
+        gold_dependencies=gold_dependencies,
+        protocol=None if chosen.name == DEFAULT_PROTOCOL else chosen,
+    )
     result["meta"] = {
-        "treebank": str(treebank), "dependencies": dependencies_source,
-        "n_sentences": len(gold_trees), "seed": seed, "seeds": list(seeds),
+        "treebank": str(treebank),
+        "dependencies": dependencies_source,
+        "n_sentences": len(gold_trees),
+        "seed": seed,
+        "seeds": list(seeds),
         **protocol_fields(chosen),
         "dependency_protocol": DEPENDENCY_PROTOCOL if gold_dependencies is not None else None,
         "seconds": round(time.perf_counter() - start, 3),

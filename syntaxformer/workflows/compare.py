@@ -1,7 +1,7 @@
 """Tree Transformer vs plain Transformer masked-LM perplexity (paper Table 4; ``syntaxformer compare``).
 
 Trains three masked LMs on the same data, for the same number of steps, from the same seed and with the
-same optimisation options (the trainer, :func:`syntaxformer.training.trainer.train`):
+same optimisation options (the trainer, :func:`syntaxformer.training.run.train`):
 
 1. ``tree-transformer``: the Tree Transformer (constituent prior) at ``preset``;
 2. ``transformer``: the same model with ``prior="none"`` (a plain Transformer, same layers);
@@ -18,20 +18,27 @@ train for exactly the steps it reached (same steps for all three, as the compari
 is saved in ``OUT/NAME``; running the same comparison again reuses a run whose ``training.json`` shows
 it finished with the same options, and resumes one that was interrupted (its checkpoint).
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import math
 import time
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig
 
 from syntaxformer.errors import InputError
+from syntaxformer.evaluation.perplexity import PROTOCOL
+from syntaxformer.models import MODELS, make_config
+from syntaxformer.parsing import read_training_record
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.checkpoint import RESUMABLE_CHANGES
+from syntaxformer.training.run import train
+from syntaxformer.workflows.perplexity import evaluate_folder
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +46,7 @@ MODEL = "tree-transformer"
 COMPARE_JSON = "compare.json"
 #: TrainArguments fields whose equality means a saved run can be reused: every field that shapes the
 #: training (those a resume may not change), plus its length.
-_REUSE_KEYS = tuple(sorted({f.name for f in fields(TrainArguments)} - RESUMABLE_CHANGES
-                           | {"max_steps", "max_minutes"}))
+_REUSE_KEYS = tuple(sorted({f.name for f in fields(TrainArguments)} - RESUMABLE_CHANGES | {"max_steps", "max_minutes"}))
 
 
 def count_parameters(preset: str, vocab_size: int, **overrides) -> int:
@@ -50,7 +56,6 @@ def count_parameters(preset: str, vocab_size: int, **overrides) -> int:
     Raises:
         ValueError: an unknown preset or config field (from ``make_config``).
     """
-    from syntaxformer.models import MODELS, make_config
     with torch.device("meta"):
         model = MODELS[MODEL](make_config(MODEL, preset, vocab_size, **overrides))
     return sum(p.numel() for p in model.parameters())
@@ -73,8 +78,6 @@ def control_layers(preset: str, vocab_size: int, target: int) -> int:
 
 def _reusable(folder: Path, args) -> dict | None:
     """The ``training.json`` of a finished run in ``folder`` made with the same options, else None."""
-    from dataclasses import asdict
-    from syntaxformer.parsing import read_training_record
     record = read_training_record(folder)
     if not record:
         return None
@@ -91,64 +94,109 @@ def _reusable(folder: Path, args) -> dict | None:
 
 def _train(args) -> dict:
     """Train (or reuse / resume) one run; return its ``training.json`` record."""
-    from syntaxformer.training.trainer import train
     out = Path(args.out)
     record = _reusable(out, args)
     if record is not None:
         logger.info("%s: reusing the finished run (%d steps)", out, record["steps"])
         return {**record, "reused": True}
     train(replace(args, resume=True))
-    from syntaxformer.parsing import read_training_record
     return read_training_record(out)
 
 
-def _train_all(base, out: Path, preset: str, max_steps: int | None,
-               max_minutes: float | None) -> list[tuple[str, object, dict]]:
+def _train_all(
+    base, out: Path, preset: str, max_steps: int | None, max_minutes: float | None
+) -> list[tuple[str, object, dict]]:
     """Train the three runs (the Tree Transformer first: its steps and parameters fix the others');
     ``(name, TrainArguments, training record)`` each, the Tree Transformer first."""
-    tree_args = replace(base, out=str(out / "tree-transformer"), prior="constituent",
-                        max_steps=max_steps, max_minutes=max_minutes)
+    tree_args = replace(
+        base, out=str(out / "tree-transformer"), prior="constituent", max_steps=max_steps, max_minutes=max_minutes
+    )
     logger.info("training the Tree Transformer (%s)", tree_args.out)
     tree = _train(tree_args)
     steps = tree["steps"]
     vocab_size = tree["tokenizer"]["vocab_size"]
     layers = control_layers(preset, vocab_size, tree["parameters"])
     plain_args = replace(base, out=str(out / "transformer"), prior="none", max_steps=steps)
-    deep_args = replace(base, out=str(out / f"transformer-L{layers}"), prior="none", max_steps=steps,
-                        overrides={"num_hidden_layers": layers})
-    logger.info("training the Transformer (%s) and the %d-layer control (%s) for %d steps",
-                plain_args.out, layers, deep_args.out, steps)
-    return [("tree-transformer", tree_args, tree), ("transformer", plain_args, _train(plain_args)),
-            (f"transformer-L{layers}", deep_args, _train(deep_args))]
+    deep_args = replace(
+        base,
+        out=str(out / f"transformer-L{layers}"),
+        prior="none",
+        max_steps=steps,
+        overrides={"num_hidden_layers": layers},
+    )
+    logger.info(
+        "training the Transformer (%s) and the %d-layer control (%s) for %d steps",
+        plain_args.out,
+        layers,
+        deep_args.out,
+        steps,
+    )
+    return [
+        ("tree-transformer", tree_args, tree),
+        ("transformer", plain_args, _train(plain_args)),
+        (f"transformer-L{layers}", deep_args, _train(deep_args)),
+    ]
 
 
-def _score_run(name: str, args, record: dict, test: str, batch_tokens: int, skip_long: bool,
-               device: str | None, seed: int, quiet: bool) -> dict:
+def _score_run(
+    name: str,
+    args,
+    record: dict,
+    test: str,
+    batch_tokens: int,
+    skip_long: bool,
+    device: str | None,
+    seed: int,
+    quiet: bool,
+) -> dict:
     """One run's row of ``compare.json``: its training record and its perplexity on ``test``."""
-    from transformers import AutoConfig
 
-    from syntaxformer.workflows.perplexity import evaluate_folder
     logger.info("scoring %s on %s", name, test)
-    result = evaluate_folder(args.out, test, batch_tokens=batch_tokens, skip_long=skip_long,
-                             device=device, seed=seed, progress=not quiet)
+    result = evaluate_folder(
+        args.out, test, batch_tokens=batch_tokens, skip_long=skip_long, device=device, seed=seed, progress=not quiet
+    )
     config = AutoConfig.from_pretrained(args.out)
     return dict(
-        name=name, prior=record["prior"], layers=config.num_hidden_layers,
-        hidden_size=config.hidden_size, parameters=record["parameters"], steps=record["steps"],
-        train_minutes=record["minutes"], reused=record.get("reused", False),
+        name=name,
+        prior=record["prior"],
+        layers=config.num_hidden_layers,
+        hidden_size=config.hidden_size,
+        parameters=record["parameters"],
+        steps=record["steps"],
+        train_minutes=record["minutes"],
+        reused=record.get("reused", False),
         final_train_loss=record.get("final_train_loss"),
         final_valid_loss=record.get("final_valid_loss"),
-        perplexity=result["perplexity"], cross_entropy=result["cross_entropy"],
-        n_tokens=result["n_tokens"], n_unk=result["n_unk"], n_sentences=result["n_sentences"],
-        n_skipped=result["n_skipped"], eval_minutes=result["minutes"], folder=args.out)
+        perplexity=result["perplexity"],
+        cross_entropy=result["cross_entropy"],
+        n_tokens=result["n_tokens"],
+        n_unk=result["n_unk"],
+        n_sentences=result["n_sentences"],
+        n_skipped=result["n_skipped"],
+        eval_minutes=result["minutes"],
+        folder=args.out,
+    )
 
 
-def compare(corpus: str, test: str, out: str | Path, preset: str = "small",
-            max_steps: int | None = None, max_minutes: float | None = None, seed: int = 0,
-            valid: str | None = None, lr: float | None = None, warmup_steps: int | None = None,
-            batch_size: int | None = None, eval_every: int = 0, batch_tokens: int = 4096,
-            skip_long: bool = False, threads: int | None = None, device: str | None = None,
-            quiet: bool = False) -> dict:
+def compare(
+    corpus: str,
+    test: str,
+    out: str | Path,
+    preset: str = "small",
+    max_steps: int | None = None,
+    max_minutes: float | None = None,
+    seed: int = 0,
+    valid: str | None = None,
+    lr: float | None = None,
+    warmup_steps: int | None = None,
+    batch_size: int | None = None,
+    eval_every: int = 0,
+    batch_tokens: int = 4096,
+    skip_long: bool = False,
+    threads: int | None = None,
+    device: str | None = None,
+    quiet: bool = False,
+) -> dict:
     """Train the three models and score them on ``test``; write and return ``OUT/compare.json``.
 
     Args:
@@ -173,31 +221,53 @@ def compare(corpus: str, test: str, out: str | Path, preset: str = "small",
     Raises:
         InputError: neither or both of ``max_steps`` / ``max_minutes``; bad trainer options.
     """
-    from syntaxformer.evaluation.perplexity import PROTOCOL
-    from syntaxformer.training.trainer import TrainArguments
     if (max_steps is None) == (max_minutes is None):
         raise InputError("give exactly one of max_steps and max_minutes")
     start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    options = {k: v for k, v in dict(lr=lr, warmup_steps=warmup_steps, batch_size=batch_size).items()
-               if v is not None}
-    base = TrainArguments(out="", model=MODEL, preset=preset, corpus=corpus, valid=valid, seed=seed,
-                          eval_every=eval_every, threads=threads, device=device, quiet=quiet,
-                          **options)
+    options = {k: v for k, v in dict(lr=lr, warmup_steps=warmup_steps, batch_size=batch_size).items() if v is not None}
+    base = TrainArguments(
+        out="",
+        model=MODEL,
+        preset=preset,
+        corpus=corpus,
+        valid=valid,
+        seed=seed,
+        eval_every=eval_every,
+        threads=threads,
+        device=device,
+        quiet=quiet,
+        **options,
+    )
     records = _train_all(base, out, preset, max_steps, max_minutes)
-    runs = [_score_run(name, args, record, test, batch_tokens, skip_long, device, seed, quiet)
-            for name, args, record in records]
+    runs = [
+        _score_run(name, args, record, test, batch_tokens, skip_long, device, seed, quiet)
+        for name, args, record in records
+    ]
     assert len({r["steps"] for r in runs}) == 1, [r["steps"] for r in runs]
     tree_args, steps = records[0][1], records[0][2]["steps"]
     report = dict(
         data=dict(train=corpus, valid=valid or "5% of train held out by the trainer", test=test),
-        protocol=PROTOCOL, preset=preset, seed=seed, steps=steps,
-        stop=(f"max_steps {max_steps}" if max_steps is not None
-              else f"max_minutes {max_minutes} (Tree Transformer), then its {steps} steps for all"),
-        training=dict(lr=tree_args.lr, warmup_steps=tree_args.warmup_steps,
-                      batch_size=tree_args.batch_size, schedule=tree_args.schedule),
-        runs=runs, best=min(runs, key=lambda r: r["perplexity"])["name"],
-        minutes=(time.perf_counter() - start) / 60, torch=torch.__version__)
+        protocol=PROTOCOL,
+        preset=preset,
+        seed=seed,
+        steps=steps,
+        stop=(
+            f"max_steps {max_steps}"
+            if max_steps is not None
+            else f"max_minutes {max_minutes} (Tree Transformer), then its {steps} steps for all"
+        ),
+        training=dict(
+            lr=tree_args.lr,
+            warmup_steps=tree_args.warmup_steps,
+            batch_size=tree_args.batch_size,
+            schedule=tree_args.schedule,
+        ),
+        runs=runs,
+        best=min(runs, key=lambda r: r["perplexity"])["name"],
+        minutes=(time.perf_counter() - start) / 60,
+        torch=torch.__version__,
+    )
     (out / COMPARE_JSON).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

@@ -6,12 +6,19 @@ gold), aligned with the gold sentences by order. Dependency: a ``.conllu`` predi
 :mod:`syntaxformer.evaluation.protocols` (constituency: ``prpn``, the default, is
 :mod:`syntaxformer.evaluation.constituency`), :mod:`syntaxformer.evaluation.dependency`.
 """
+
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from syntaxformer.data import load_gold_trees, read_treebank
+from syntaxformer.data.dependency import read_conllu, read_dependencies
 from syntaxformer.errors import InputError
+from syntaxformer.evaluation.baselines import left_branching, right_branching
+from syntaxformer.evaluation.constituency import check_aligned
+from syntaxformer.evaluation.dependency import evaluate_dependency
+from syntaxformer.evaluation.protocols import PROTOCOLS, constituents_from_spans, get_protocol, tree_constituents
 
 
 def _with_path(error: InputError, path: str) -> InputError:
@@ -32,8 +39,6 @@ def _read_aligned(pred_path: str, gold: str):
     Raises:
         InputError: unreadable files, or sentences that do not align (naming the prediction file).
     """
-    from syntaxformer.data import load_gold_trees, read_treebank
-    from syntaxformer.evaluation.constituency import check_aligned
 
     pred_trees = read_treebank(pred_path)  # first: a bad prediction file fails fast
     gold_trees = load_gold_trees(gold)
@@ -61,19 +66,18 @@ def run_constituency(pred_path: str, gold: str, protocol: str = "prpn") -> dict:
         InputError: unknown protocol, unreadable files, or predictions that do not align with the
             gold sentences (naming the prediction file).
     """
-    from syntaxformer.evaluation.protocols import get_protocol, tree_constituents
 
     chosen = get_protocol(protocol)
     pred_trees, gold_trees = _read_aligned(pred_path, gold)
-    result = chosen.score_constituents([tree_constituents(t) for t in pred_trees],
-                                       [tree_constituents(t) for t in gold_trees], gold_trees)
+    result = chosen.score_constituents(
+        [tree_constituents(t) for t in pred_trees], [tree_constituents(t) for t in gold_trees], gold_trees
+    )
     skipped = list(getattr(gold_trees, "skipped", ()))
     return {"task": "constituency", **result, **protocol_fields(chosen), "gold_skipped": skipped}
 
 
 #: The trees ``--all-protocols`` scores, in table order: the prediction and two baselines.
-COMPARED_TREES = {"prediction": "prediction", "right_branching": "right-branching",
-                  "left_branching": "left-branching"}
+COMPARED_TREES = {"prediction": "prediction", "right_branching": "right-branching", "left_branching": "left-branching"}
 
 
 def run_all_protocols(pred_path: str, gold: str) -> dict:
@@ -93,23 +97,30 @@ def run_all_protocols(pred_path: str, gold: str) -> dict:
     Raises:
         InputError: as :func:`run_constituency`.
     """
-    from syntaxformer.evaluation.baselines import left_branching, right_branching
-    from syntaxformer.evaluation.protocols import PROTOCOLS, constituents_from_spans, tree_constituents
 
     pred_trees, gold_trees = _read_aligned(pred_path, gold)
     gold_read = [tree_constituents(t) for t in gold_trees]
     lengths = [tree.n_words for tree in gold_read]
-    trees = {"prediction": [tree_constituents(t) for t in pred_trees],
-             "right_branching": [constituents_from_spans(n, right_branching(n)) for n in lengths],
-             "left_branching": [constituents_from_spans(n, left_branching(n)) for n in lengths]}
+    trees = {
+        "prediction": [tree_constituents(t) for t in pred_trees],
+        "right_branching": [constituents_from_spans(n, right_branching(n)) for n in lengths],
+        "left_branching": [constituents_from_spans(n, left_branching(n)) for n in lengths],
+    }
     protocols = {}
     for name, protocol in PROTOCOLS.items():
-        protocols[name] = {"source": protocol.source, "rules": protocol.rules, "papers": protocol.papers,
-                           "columns": [list(column) for column in protocol.columns],
-                           "scores": {k: protocol.score_constituents(v, gold_read, gold_trees)
-                                      for k, v in trees.items()}}
-    return {"task": "protocols", "n_sentences": len(gold_trees),
-            "gold_skipped": list(getattr(gold_trees, "skipped", ())), "protocols": protocols}
+        protocols[name] = {
+            "source": protocol.source,
+            "rules": protocol.rules,
+            "papers": protocol.papers,
+            "columns": [list(column) for column in protocol.columns],
+            "scores": {k: protocol.score_constituents(v, gold_read, gold_trees) for k, v in trees.items()},
+        }
+    return {
+        "task": "protocols",
+        "n_sentences": len(gold_trees),
+        "gold_skipped": list(getattr(gold_trees, "skipped", ())),
+        "protocols": protocols,
+    }
 
 
 def run_dependency(pred_path: str, gold: str) -> dict:
@@ -126,8 +137,6 @@ def run_dependency(pred_path: str, gold: str) -> dict:
     Raises:
         InputError: unreadable files, or sentences that do not align (naming the prediction file).
     """
-    from syntaxformer.data.dependency import read_conllu, read_dependencies
-    from syntaxformer.evaluation.dependency import evaluate_dependency
 
     pred_sentences = read_conllu(pred_path)
     gold_sentences = read_dependencies(gold)
@@ -138,8 +147,9 @@ def run_dependency(pred_path: str, gold: str) -> dict:
     return {"task": "dependency", **result}
 
 
-def evaluate_predictions(pred: str, gold: str, seed: int = 0, protocol: str = "prpn",
-                         all_protocols: bool = False) -> dict:
+def evaluate_predictions(
+    pred: str, gold: str, seed: int = 0, protocol: str = "prpn", all_protocols: bool = False
+) -> dict:
     """Score a prediction file: a ``.conllu`` one by UAS/UUAS, any other as bracketed trees.
 
     Args:
@@ -162,8 +172,11 @@ def evaluate_predictions(pred: str, gold: str, seed: int = 0, protocol: str = "p
         raise InputError("no such prediction file", path=pred)
     if str(pred).endswith(".conllu"):
         if all_protocols or protocol != "prpn":
-            raise InputError("--protocol / --all-protocols choose a constituency protocol; a .conllu "
-                             "prediction is scored by UAS/UUAS", path=pred)
+            raise InputError(
+                "--protocol / --all-protocols choose a constituency protocol; a .conllu "
+                "prediction is scored by UAS/UUAS",
+                path=pred,
+            )
         result = run_dependency(pred, gold)
     elif all_protocols:
         result = run_all_protocols(pred, gold)

@@ -14,6 +14,7 @@ wall-clock cap cuts it unless the user asks (``max_minutes``): a run stopped ear
 (``training.steps`` of ``training.planned_steps``, ``training.complete``) and in the printed header. The recipes were chosen on the dev half (``benchmarks/recipe_search.py``,
 docs/recipes.md); the report says so, and the test half is the headline.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -22,11 +23,23 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import torch
+
+from syntaxformer.data import load_gold_trees, ptb_sample_part
+from syntaxformer.data.dependency import DependencySentence, read_dependencies
 from syntaxformer.errors import InputError
+from syntaxformer.evaluation.baselines import run_baselines
+from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency
+from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.report import to_json
-from syntaxformer.models import REGISTRY
-from syntaxformer.structures import save_decoder_options
+from syntaxformer.figures import plot_parse_curve, save_figure
+from syntaxformer.models import REGISTRY, make_config
+from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode, load_model, model_structures
+from syntaxformer.structures import Structures, save_decoder_options
+from syntaxformer.training.run import train as train_model
+from syntaxformer.training.trainer import TrainArguments, initial_model
 from syntaxformer.workflows.baselines import random_seeds
+from syntaxformer.workflows.outputs import write_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +57,14 @@ CURVE_TREEBANK = "ptb-sample:dev"
 CURVE_POINTS = 12
 
 
-def resolve_recipe(model: str, recipe: str = "default", train: dict | None = None,
-                   variant: str | None = None, prior: str | None = None,
-                   config: dict | None = None) -> tuple[dict, dict, int | None]:
+def resolve_recipe(
+    model: str,
+    recipe: str = "default",
+    train: dict | None = None,
+    variant: str | None = None,
+    prior: str | None = None,
+    config: dict | None = None,
+) -> tuple[dict, dict, int | None]:
     """The training of a named recipe with some fields replaced (:func:`run_induce` checks the
     resulting model before any work).
 
@@ -80,11 +98,7 @@ def _check_induces_structure(model: str, preset: str, prior: str | None, overrid
     """Refuse, before any training, a model that would induce no structure (e.g. ``--prior none``:
     a plain Transformer), an invalid configuration, or decoder options its structures do not take:
     the untrained model (vocabulary of 8) parses a three-token sentence with ``options`` (InputError)."""
-    import torch
 
-    from syntaxformer.models import make_config
-    from syntaxformer.parsing import check_induces_structure
-    from syntaxformer.structures import Structures
     fields = dict(overrides, **({} if prior is None else {"prior": prior}))
     try:
         config = make_config(model, preset, 8, **fields)
@@ -102,7 +116,6 @@ def _check_induces_structure(model: str, preset: str, prior: str | None, overrid
 
 def _parts(treebank: str) -> dict[str, str]:
     """The gold sets scored: test, dev and all of ptb-sample, or the one treebank given."""
-    from syntaxformer.data import ptb_sample_part
     if ptb_sample_part(treebank) == "all":
         return {"test": "ptb-sample:test", "dev": "ptb-sample:dev", "all": "ptb-sample"}
     return {"all": treebank}
@@ -113,34 +126,41 @@ def _decode_part(model, untrained, tokenizer, gold, options) -> dict:
     ``trees``, ``heads`` (or None), ``untrained_trees`` and ``layer_trees`` ({layer: trees}, the
     single-layer decoder of a structure with layers: the Tree Transformer's link probabilities,
     ON-LSTM's distances), each a list over the sentences."""
-    from syntaxformer.parsing import decode, model_structures
     sentences = [t.leaves() for t in gold]
     structures = model_structures(model, tokenizer, sentences)
     trees, heads = decode(structures, options)
     layer_trees = {}
     for layer in range(getattr(structures[0].constituency, "num_layers", 0)):
         layer_trees[layer] = decode(structures, replace(options, layer=layer, min_layer=None))[0]
-    return dict(structures=structures, trees=trees, heads=heads, layer_trees=layer_trees,
-                untrained_trees=decode(model_structures(untrained, tokenizer, sentences), options)[0])
+    return dict(
+        structures=structures,
+        trees=trees,
+        heads=heads,
+        layer_trees=layer_trees,
+        untrained_trees=decode(model_structures(untrained, tokenizer, sentences), options)[0],
+    )
 
 
 def _concatenate(first: dict, second: dict) -> dict:
     """Two :func:`_decode_part` results joined: ptb-sample (all) is its dev half then its test half,
     so its parses are theirs, in that order (no sentence is parsed twice)."""
+
     def join(a, b):
         return None if a is None else a + b
+
     joined = {k: join(first[k], second[k]) for k in ("structures", "trees", "heads", "untrained_trees")}
-    joined["layer_trees"] = {layer: first["layer_trees"][layer] + second["layer_trees"][layer]
-                             for layer in first["layer_trees"]}
+    joined["layer_trees"] = {
+        layer: first["layer_trees"][layer] + second["layer_trees"][layer] for layer in first["layer_trees"]
+    }
     return joined
 
 
 def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None) -> dict:
     """Scores of one gold set: the model, the untrained model, every single layer, the baselines."""
-    from syntaxformer.evaluation.baselines import run_baselines
-    from syntaxformer.evaluation.constituency import evaluate_constituency
-    part = {name: evaluate_constituency(decoded["trees"], gold),
-            "untrained": evaluate_constituency(decoded["untrained_trees"], gold)}
+    part = {
+        name: evaluate_constituency(decoded["trees"], gold),
+        "untrained": evaluate_constituency(decoded["untrained_trees"], gold),
+    }
     if decoded["layer_trees"]:
         part["single_layer"] = {}
         for layer, trees in decoded["layer_trees"].items():
@@ -154,13 +174,11 @@ def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None) -> di
 def _gold_dependencies(dependencies, part, parts, heads):
     """Gold dependencies of one part, or None: ptb-sample's own for each of its halves; a file given
     with ``--dependencies`` covers the whole treebank, so it scores the part ``all`` only."""
-    from syntaxformer.data import ptb_sample_part
     if heads is None:
         return None
     if dependencies is None:
         logger.warning("no gold dependencies for %s: pass --dependencies to score UAS/UUAS", parts[part])
         return None
-    from syntaxformer.data.dependency import read_dependencies
     if ptb_sample_part(dependencies) == "all":
         return read_dependencies(parts[part])
     return read_dependencies(dependencies) if part == "all" else None
@@ -168,15 +186,15 @@ def _gold_dependencies(dependencies, part, parts, heads):
 
 def _dependency_scores(name: str, gold, heads, gold_deps, chains) -> dict:
     """UAS/UUAS of the predicted heads beside the dependency-chain baselines (``chains``)."""
-    from syntaxformer.data.dependency import DependencySentence
-    from syntaxformer.evaluation.dependency import evaluate_dependency
-    pred = [DependencySentence(tuple(t.leaves()), ("X",) * len(h), tuple(h), (False,) * len(h))
-            for t, h in zip(gold, heads)]
+    pred = [
+        DependencySentence(tuple(t.leaves()), ("X",) * len(h), tuple(h), (False,) * len(h)) for t, h in zip(gold, heads)
+    ]
     return {name: evaluate_dependency(pred, gold_deps), **chains}
 
 
-def _decode_and_score(model_name: str, model, untrained, tokenizer, golds: dict, parts: dict, options,
-                      dependencies: str | None, seed: int) -> tuple[dict, dict]:
+def _decode_and_score(
+    model_name: str, model, untrained, tokenizer, golds: dict, parts: dict, options, dependencies: str | None, seed: int
+) -> tuple[dict, dict]:
     """Parse and score every gold set (``all`` of ptb-sample joins its halves' parses):
     ``(scores, decoded)``, both keyed by part."""
     name = model_name.replace("-", "_")
@@ -191,67 +209,98 @@ def _decode_and_score(model_name: str, model, untrained, tokenizer, golds: dict,
         gold_deps = _gold_dependencies(dependencies, part, parts, heads)
         scores[part] = _score_part(name, decoded[part], gold, seed, gold_deps)
         if heads is not None and gold_deps:
-            scores[part]["dependency"] = _dependency_scores(name, gold, heads, gold_deps,
-                                                             scores[part].get("dependency") or {})
+            scores[part]["dependency"] = _dependency_scores(
+                name, gold, heads, gold_deps, scores[part].get("dependency") or {}
+            )
     return scores, decoded
 
 
-def _report(job: dict, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes,
-            start, protocol) -> dict:
+def _report(
+    job: dict, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes, start, protocol
+) -> dict:
     """report.json: data, protocol, recipe, how it was chosen, and the scores of every part
     (``job``: ``model``, ``recipe``, ``treebank``, ``corpus``, ``seed``, ``recipe_text``: the text the
     recipe names, e.g. ``ptb-lm``, or None)."""
     primary = "test" if "test" in scores else "all"
-    from syntaxformer.data import ptb_sample_part
     corpus, treebank = job["corpus"], job["treebank"]
     on_sample = ptb_sample_part(treebank) is not None
     transductive = corpus == treebank or (ptb_sample_part(corpus) == "all" and on_sample)
-    setting = ("transductive (the parsed sentences' words are in the training text)" if transductive
-               else "transductive (the ptb-lm training text contains ptb-sample's sentences)"
-               if job.get("recipe_text") == "ptb-lm" and on_sample
-               else "inductive (or unknown: check the corpus)")
-    keep = ("steps", "minutes", "tokens_per_second", "stopped", "initial_valid_loss", "final_train_loss",
-            "final_valid_loss", "parameters", "device")
+    setting = (
+        "transductive (the parsed sentences' words are in the training text)"
+        if transductive
+        else "transductive (the ptb-lm training text contains ptb-sample's sentences)"
+        if job.get("recipe_text") == "ptb-lm" and on_sample
+        else "inductive (or unknown: check the corpus)"
+    )
+    keep = (
+        "steps",
+        "minutes",
+        "tokens_per_second",
+        "stopped",
+        "initial_valid_loss",
+        "final_train_loss",
+        "final_valid_loss",
+        "parameters",
+        "device",
+    )
     return {
-        "data": {"train": corpus, "recipe_text": job.get("recipe_text"), "treebank": treebank,
-                 "n_sentences": len(golds[primary]),
-                 "parts": {p: {"source": s, "n_sentences": len(golds[p])} for p, s in parts.items()},
-                 "setting": setting},
-        "protocol": protocol, "model": job["model"], "preset": recipe["preset"], "seed": job["seed"],
-        "recipe": job["recipe"], "primary": primary,
+        "data": {
+            "train": corpus,
+            "recipe_text": job.get("recipe_text"),
+            "treebank": treebank,
+            "n_sentences": len(golds[primary]),
+            "parts": {p: {"source": s, "n_sentences": len(golds[p])} for p, s in parts.items()},
+            "setting": setting,
+        },
+        "protocol": protocol,
+        "model": job["model"],
+        "preset": recipe["preset"],
+        "seed": job["seed"],
+        "recipe": job["recipe"],
+        "primary": primary,
         "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/recipes.md); "
-                     "the test half was not used for any choice",
-        "training": {k: info.get(k) for k in keep if k in info} | {
+        "the test half was not used for any choice",
+        "training": {k: info.get(k) for k in keep if k in info}
+        | {
             "planned_steps": recipe.get("max_steps"),
             "complete": recipe.get("max_steps") is None or info.get("steps") == recipe.get("max_steps"),
-            "recipe": recipe, "config": overrides},
+            "recipe": recipe,
+            "config": overrides,
+        },
         "decoder": asdict(options),
         "decoder_rules": "no tie-breaking toward either direction beyond Algorithm 1's leftmost weakest "
-                         "link (and the distance split's leftmost largest distance); no fallback to "
-                         "right-branching",
+        "link (and the distance split's leftmost largest distance); no fallback to "
+        "right-branching",
         **scores[primary],
         "parts": scores,
-        "curve": ({"treebank": curve, "points": info["parse_curve"]["points"]} if info.get("parse_curve")
-                  else None),
+        "curve": ({"treebank": curve, "points": info["parse_curve"]["points"]} if info.get("parse_curve") else None),
         "minutes": {"train": round(train_minutes, 2), "total": round((time.monotonic() - start) / 60, 2)},
     }
 
 
 def _curve_figure(out: Path, info: dict, report: dict) -> None:
     """OUT/curve.{png,svg}: the dev F1 of the report's decoder and every single layer vs minutes."""
-    from syntaxformer.figures import plot_parse_curve, save_figure
     points = info["parse_curve"]["points"]
     decoders = list(points[0]["scores"])
     decoder = report["decoder"]
-    main = (f"layer{decoder['layer']}" if decoder["layer"] is not None else "distance" if "distance" in decoders
-            else f"algorithm1_m{decoder['min_layer'] or 0}")
+    main = (
+        f"layer{decoder['layer']}"
+        if decoder["layer"] is not None
+        else "distance"
+        if "distance" in decoders
+        else f"algorithm1_m{decoder['min_layer'] or 0}"
+    )
     shown = [main] + [d for d in decoders if d.startswith("layer") and d != main][:6]
     part = "dev" if "dev" in report["parts"] else "all"
-    baselines = {"right-branching": report["parts"][part]["right_branching"]["sentence_f1"],
-                 "balanced": report["parts"][part]["balanced"]["sentence_f1"],
-                 "random": report["parts"][part]["random"]["sentence_f1"]}
-    title = (f"{report['model']} (recipe {report['recipe']}, seed {report['seed']}): sentence F1 on "
-             f"{info['parse_curve']['treebank']}")
+    baselines = {
+        "right-branching": report["parts"][part]["right_branching"]["sentence_f1"],
+        "balanced": report["parts"][part]["balanced"]["sentence_f1"],
+        "random": report["parts"][part]["random"]["sentence_f1"],
+    }
+    title = (
+        f"{report['model']} (recipe {report['recipe']}, seed {report['seed']}): sentence F1 on "
+        f"{info['parse_curve']['treebank']}"
+    )
     save_figure(plot_parse_curve(points, shown, baselines, title), out / "curve")
 
 
@@ -263,20 +312,21 @@ def _recipe_text(train: dict, corpus: str | None, model: str, recipe: str) -> st
     """
     recipe_text = train.pop("corpus", None)
     if recipe_text is not None and corpus is None:
-        raise InputError(f"the {recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
-                         f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)")
+        raise InputError(
+            f"the {recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
+            f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)"
+        )
     return recipe_text
 
 
 def _train(out: Path, curve: str | None, train: dict, **fields):
     """Trains the model into ``OUT/model`` (TrainArguments ``fields`` and the recipe's ``train``), recording
     the learning curve on ``curve`` at :data:`CURVE_POINTS` points; returns the TrainArguments."""
-    from syntaxformer.training.trainer import TrainArguments
-    from syntaxformer.training.trainer import train as train_model
 
     steps = train.get("max_steps") or 1000
-    train_args = TrainArguments(out=str(out / "model"), eval_treebank=curve,
-                                eval_every=max(1, steps // (CURVE_POINTS - 1)), **fields, **train)
+    train_args = TrainArguments(
+        out=str(out / "model"), eval_treebank=curve, eval_every=max(1, steps // (CURVE_POINTS - 1)), **fields, **train
+    )
     train_model(train_args)
     return train_args
 
@@ -294,7 +344,6 @@ def induce_decoder_options(options, min_layer: int | None):
     Returns:
         A :class:`~syntaxformer.structures.DecoderOptions`.
     """
-    from syntaxformer.parsing import DecoderOptions
 
     recipe = DecoderOptions(min_layer=min_layer)
     if options is None or not isinstance(options, DecoderOptions):
@@ -304,12 +353,25 @@ def induce_decoder_options(options, min_layer: int | None):
     return options
 
 
-def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "default",
-               train: dict | None = None, overrides: dict | None = None, min_layer: int | None = None,
-               treebank: str = "ptb-sample", corpus: str | None = None, curve_treebank: str | None = None,
-               dependencies: str | None = None, seed: int = 0, prior: str | None = None,
-               threads: int | None = None, device: str | None = None, quiet: bool = False,
-               resume: bool = False, options=None) -> dict:
+def run_induce(
+    out: str | Path,
+    model: str = "tree-transformer",
+    recipe: str = "default",
+    train: dict | None = None,
+    overrides: dict | None = None,
+    min_layer: int | None = None,
+    treebank: str = "ptb-sample",
+    corpus: str | None = None,
+    curve_treebank: str | None = None,
+    dependencies: str | None = None,
+    seed: int = 0,
+    prior: str | None = None,
+    threads: int | None = None,
+    device: str | None = None,
+    quiet: bool = False,
+    resume: bool = False,
+    options=None,
+) -> dict:
     """Train ``model`` on raw words, parse ``treebank``, score it beside the untrained model and the
     baselines; write the model folder, ``trees.txt``, ``dependencies.conllu`` (with heads),
     ``report.json`` and ``curve.{png,svg}`` (with a curve) into ``out``.
@@ -344,11 +406,6 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
         InputError: bad gold trees or dependencies, bad training options, a model inducing nothing, a
             recipe that names an unshipped text with no ``corpus``.
     """
-    from syntaxformer.data import load_gold_trees, ptb_sample_part
-    from syntaxformer.evaluation.constituency import PROTOCOL
-    from syntaxformer.parsing import load_model
-    from syntaxformer.training.trainer import initial_model
-    from syntaxformer.workflows.outputs import write_outputs
 
     start = time.monotonic()
     if train is None:
@@ -363,22 +420,31 @@ def run_induce(out: str | Path, model: str = "tree-transformer", recipe: str = "
     golds = {part: load_gold_trees(source) for part, source in parts.items()}  # bad input fails first
     curve = curve_treebank or (CURVE_TREEBANK if "dev" in parts else treebank)
     curve = None if curve == "none" else curve
-    train_args = _train(out, curve, train, model=model, corpus=corpus, seed=seed, prior=prior, threads=threads,
-                        quiet=quiet, overrides=overrides, device=device, resume=resume)
+    train_args = _train(
+        out,
+        curve,
+        train,
+        model=model,
+        corpus=corpus,
+        seed=seed,
+        prior=prior,
+        threads=threads,
+        quiet=quiet,
+        overrides=overrides,
+        device=device,
+        resume=resume,
+    )
     train_minutes = (time.monotonic() - start) / 60
 
     trained, tokenizer, info = load_model(out / "model", device=device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
     save_decoder_options(out / "model", options)
     dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
-    scores, decoded = _decode_and_score(model, trained, untrained, tokenizer, golds, parts, options,
-                                        dependencies, seed)
+    scores, decoded = _decode_and_score(model, trained, untrained, tokenizer, golds, parts, options, dependencies, seed)
     everything = decoded["all"]
-    write_outputs(out, everything["trees"], everything["heads"],
-                  [t.leaves() for t in golds["all"]])
+    write_outputs(out, everything["trees"], everything["heads"], [t.leaves() for t in golds["all"]])
     job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed, recipe_text=recipe_text)
-    report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes,
-                     start, PROTOCOL)
+    report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes, start, PROTOCOL)
     (out / "report.json").write_text(to_json(report) + "\n")
     if info.get("parse_curve"):
         _curve_figure(out, info, report)

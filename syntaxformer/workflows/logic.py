@@ -6,16 +6,28 @@ tests it on ``test1 .. test12``; :func:`run_logic_evaluate` tests a saved model 
 ``OUT/logic.json`` (the report), ``OUT/logic.md`` (the table) and ``OUT/accuracy.{png,svg}``
 (accuracy against operators), and return the report. The protocol is in :mod:`syntaxformer.tasks.logic`.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
 
-
 from syntaxformer.data.logic import read_logic_split
 from syntaxformer.errors import InputError
+from syntaxformer.figures import save_figure
+from syntaxformer.figures.logic import plot_accuracy_by_operators
 from syntaxformer.runtime import resolve_device
+from syntaxformer.tasks.logic import (
+    BEST,
+    TEST_OPERATORS,
+    LogicTrainer,
+    accuracy_by_operators,
+    group_means,
+    logic_tokenizer,
+)
+from syntaxformer.tasks.pair import PairClassifier
+from syntaxformer.training.trainer import TRAINING_JSON
 
 logger = logging.getLogger(__name__)
 
@@ -23,13 +35,16 @@ REPORT_JSON = "logic.json"
 REPORT_TABLE = "logic.md"
 FIGURE = "accuracy"
 
-PROTOCOL = ("train on train0-train6 (<= 6 operators) less every 10th pair in file order (validation, "
-            "the public ON-LSTM code's split); the model of the best validation accuracy; accuracy (%) on "
-            "each of test1-test12 (test12: 12 or more operators); groups = mean of the per-N accuracies")
+PROTOCOL = (
+    "train on train0-train6 (<= 6 operators) less every 10th pair in file order (validation, "
+    "the public ON-LSTM code's split); the model of the best validation accuracy; accuracy (%) on "
+    "each of test1-test12 (test12: 12 or more operators); groups = mean of the per-N accuracies"
+)
 
 
-def score_test_files(model_dir: str | Path, data: str | Path, device=None, batch_size: int = 256,
-                max_test_pairs: int | None = None) -> dict:
+def score_test_files(
+    model_dir: str | Path, data: str | Path, device=None, batch_size: int = 256, max_test_pairs: int | None = None
+) -> dict:
     """Accuracy of a saved pair classifier on every ``testN``, N = 1..12.
 
     Args:
@@ -45,23 +60,30 @@ def score_test_files(model_dir: str | Path, data: str | Path, device=None, batch
     Raises:
         InputError: not a model folder, a missing data folder or file, a malformed line.
     """
-    from syntaxformer.tasks.logic import TEST_OPERATORS, accuracy_by_operators, group_means, logic_tokenizer
-    from syntaxformer.tasks.pair import PairClassifier
 
     device = resolve_device(device)
     model = PairClassifier.from_pretrained(model_dir, device=device)
     tokenizer = logic_tokenizer()
     vocab = model.config.encoder_config.get("vocab_size")
     if vocab != len(tokenizer):
-        raise InputError(f"the model's vocabulary has {vocab} entries, the logic symbols {len(tokenizer)}: not a "
-                         "logic model", model_dir)
+        raise InputError(
+            f"the model's vocabulary has {vocab} entries, the logic symbols {len(tokenizer)}: not a logic model",
+            model_dir,
+        )
     files = read_logic_split(data, "test", TEST_OPERATORS)
     if max_test_pairs is not None:
         files = {n: pairs[:max_test_pairs] for n, pairs in files.items()}
     per_n = accuracy_by_operators(model, tokenizer, files, device, batch_size)
-    return dict(model=str(model_dir), encoder=model.config.encoder, preset=model.config.preset,
-                pooling=model.config.pooling, test=per_n, groups=group_means(per_n),
-                max_test_pairs=max_test_pairs, device=str(device))
+    return dict(
+        model=str(model_dir),
+        encoder=model.config.encoder,
+        preset=model.config.preset,
+        pooling=model.config.pooling,
+        test=per_n,
+        groups=group_means(per_n),
+        max_test_pairs=max_test_pairs,
+        device=str(device),
+    )
 
 
 def format_table(report: dict) -> str:
@@ -73,30 +95,39 @@ def format_table(report: dict) -> str:
     head = "| operators | " + " | ".join(str(n) for n in ns) + " | " + " | ".join(groups) + " |"
     rule = "|---|" + "--:|" * (len(ns) + len(groups))
     pairs = "| test pairs | " + " | ".join(str(test[n]["pairs"]) for n in ns) + " |" + " |" * len(groups)
-    accuracy = ("| accuracy % | " + " | ".join(f"{test[n]['accuracy']:.2f}" for n in ns) + " | "
-                + " | ".join(f"{v:.2f}" for v in groups.values()) + " |")
-    majority = ("| majority class (#) % | " + " | ".join(f"{test[n]['majority']:.2f}" for n in ns) + " |"
-                + " |" * len(groups))
+    accuracy = (
+        "| accuracy % | "
+        + " | ".join(f"{test[n]['accuracy']:.2f}" for n in ns)
+        + " | "
+        + " | ".join(f"{v:.2f}" for v in groups.values())
+        + " |"
+    )
+    majority = (
+        "| majority class (#) % | " + " | ".join(f"{test[n]['majority']:.2f}" for n in ns) + " |" + " |" * len(groups)
+    )
     return "\n".join([head, rule, pairs, accuracy, majority])
 
 
 def summary_line(report: dict) -> str:
     """One line naming the model, data, protocol's selection, preset and seed."""
     training = report.get("training")
-    line = (f"{report['encoder']} (preset {report['preset']}, pooling {report['pooling']}"
-            + (f", seed {report['seed']}" if "seed" in report else "") + f") on {report['data']}")
+    line = (
+        f"{report['encoder']} (preset {report['preset']}, pooling {report['pooling']}"
+        + (f", seed {report['seed']}" if "seed" in report else "")
+        + f") on {report['data']}"
+    )
     if training:
         recipe = training.get("arguments", {}).get("recipe", "default")
-        line += (f": recipe {recipe}, {training['steps']} steps ({training['stopped']}), {training['train_minutes_total']:.1f} "
-                 f"training minutes on {training['device']} ({training['threads']} threads); best validation "
-                 f"accuracy {training['best_valid_accuracy']:.2f}% at step {training['best_step']}")
+        line += (
+            f": recipe {recipe}, {training['steps']} steps ({training['stopped']}), {training['train_minutes_total']:.1f} "
+            f"training minutes on {training['device']} ({training['threads']} threads); best validation "
+            f"accuracy {training['best_valid_accuracy']:.2f}% at step {training['best_step']}"
+        )
     return line
 
 
 def write_outputs(report: dict, out: str | Path) -> list[str]:
     """Write ``logic.json``, ``logic.md`` and ``accuracy.{png,svg}`` into ``out``; returns the paths."""
-    from syntaxformer.figures import save_figure
-    from syntaxformer.figures.logic import plot_accuracy_by_operators
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -104,9 +135,12 @@ def write_outputs(report: dict, out: str | Path) -> list[str]:
     ns = sorted(test)
     label = f"{report['encoder']} ({report['preset']}" + (f", seed {report['seed']})" if "seed" in report else ")")
     trained = report.get("training", {}).get("arguments", {}).get("max_train_operators", 6)
-    fig = plot_accuracy_by_operators({label: dict(operators=ns, accuracy=[test[n]["accuracy"] for n in ns])},
-                                     trained, baseline={n: test[n]["majority"] for n in ns},
-                                     title=f"propositional logic, {label}")
+    fig = plot_accuracy_by_operators(
+        {label: dict(operators=ns, accuracy=[test[n]["accuracy"] for n in ns])},
+        trained,
+        baseline={n: test[n]["majority"] for n in ns},
+        title=f"propositional logic, {label}",
+    )
     paths = [str(p) for p in save_figure(fig, out / FIGURE)]
     table = f"{summary_line(report)}\n\nProtocol: {PROTOCOL}.\n\n{format_table(report)}\n"
     (out / REPORT_TABLE).write_text(table)
@@ -131,23 +165,35 @@ def run_logic_train(args, callbacks=(), batch_size: int = 256, max_test_pairs: i
     Raises:
         InputError: as :class:`~syntaxformer.tasks.logic.LogicTrainer` and :func:`score_test_files`.
     """
-    from syntaxformer.tasks.logic import BEST, LogicTrainer
-    from syntaxformer.training.trainer import TRAINING_JSON
 
     out = LogicTrainer(args, callbacks).train()
     training = json.loads((out / TRAINING_JSON).read_text())
     model_dir = out / BEST if (out / BEST).is_dir() else out
     tested = score_test_files(model_dir, args.data, args.device, batch_size, max_test_pairs)
-    report = dict(data=str(args.data), protocol=PROTOCOL, encoder=args.encoder, preset=args.preset,
-                  pooling=tested["pooling"], seed=args.seed, parameters=training["parameters"],
-                  encoder_parameters=training["encoder_parameters"], training=training, **{
-                      k: tested[k] for k in ("model", "test", "groups", "max_test_pairs", "device")})
+    report = dict(
+        data=str(args.data),
+        protocol=PROTOCOL,
+        encoder=args.encoder,
+        preset=args.preset,
+        pooling=tested["pooling"],
+        seed=args.seed,
+        parameters=training["parameters"],
+        encoder_parameters=training["encoder_parameters"],
+        training=training,
+        **{k: tested[k] for k in ("model", "test", "groups", "max_test_pairs", "device")},
+    )
     write_outputs(report, out)
     return report
 
 
-def run_logic_evaluate(model: str | Path, data: str | Path, out: str | Path, device=None, batch_size: int = 256,
-                       max_test_pairs: int | None = None) -> dict:
+def run_logic_evaluate(
+    model: str | Path,
+    data: str | Path,
+    out: str | Path,
+    device=None,
+    batch_size: int = 256,
+    max_test_pairs: int | None = None,
+) -> dict:
     """Test a saved model folder on ``test1 .. test12`` and write the outputs into ``out``.
 
     Returns:
@@ -167,5 +213,15 @@ def run_logic_evaluate(model: str | Path, data: str | Path, out: str | Path, dev
     return report
 
 
-__all__ = ["run_logic_train", "run_logic_evaluate", "score_test_files", "format_table", "summary_line", "write_outputs",
-           "PROTOCOL", "REPORT_JSON", "REPORT_TABLE", "FIGURE"]
+__all__ = [
+    "run_logic_train",
+    "run_logic_evaluate",
+    "score_test_files",
+    "format_table",
+    "summary_line",
+    "write_outputs",
+    "PROTOCOL",
+    "REPORT_JSON",
+    "REPORT_TABLE",
+    "FIGURE",
+]

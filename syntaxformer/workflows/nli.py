@@ -11,6 +11,7 @@ classifier and score it, or score a saved one.
 Reports: accuracy, per-class precision and recall, confusion matrix (rows gold, columns predicted),
 parameters, training and inference pairs/s; data, protocol, recipe, preset and seed.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,28 +20,58 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-from syntaxformer.data.nli import LABELS, NliPair, PairEncoder
+from syntaxformer.data.nli import LABELS, NliPair, PairEncoder, load_nli, load_nli_split
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.classification import classification_scores, majority_class_scores
+from syntaxformer.models import PAIR_MODELS
+from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
+from syntaxformer.training.nli import BEST, NliTrainArguments, NliTrainer, steps_for_epochs
 
 logger = logging.getLogger(__name__)
 
 #: the selection / report protocol, named in every report
-PROTOCOL = ("3-way accuracy; the model of the best selection accuracy over the evaluations (every epoch "
-            "end; earliest on ties) is scored on the report split (SICK: select on TRIAL, report TEST)")
+PROTOCOL = (
+    "3-way accuracy; the model of the best selection accuracy over the evaluations (every epoch "
+    "end; earliest on ties) is scored on the report split (SICK: select on TRIAL, report TEST)"
+)
 
 #: training recipes (NliTrainArguments fields; ``epochs`` becomes max_steps = epochs × batches per epoch).
 #: ``default``: the study's one recipe for every system (docs/nli.md); ``overrides`` apply to the
 #: config fields a model has (the mean-pool baseline has no attention nor classifier_features)
 RECIPES = {
-    "default": dict(preset="small", epochs=36, batch_size=32, lr=1e-3, betas=(0.9, 0.98), eps=1e-9,
-                    warmup_steps=50, schedule="linear", final_lr_fraction=0.05, clip=5.0, eval_every=0,
-                    save_every=0, overrides=dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0,
-                                                 classifier_features="match", residual_init="zero")),
+    "default": dict(
+        preset="small",
+        epochs=36,
+        batch_size=32,
+        lr=1e-3,
+        betas=(0.9, 0.98),
+        eps=1e-9,
+        warmup_steps=50,
+        schedule="linear",
+        final_lr_fraction=0.05,
+        clip=5.0,
+        eval_every=0,
+        save_every=0,
+        overrides=dict(
+            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0, classifier_features="match", residual_init="zero"
+        ),
+    ),
     # tests and smoke runs: one epoch of the tiny preset
-    "tiny": dict(preset="tiny", epochs=1, batch_size=32, lr=1e-3, warmup_steps=10, schedule="linear",
-                 final_lr_fraction=0.1, clip=1.0, eval_every=0, save_every=0, overrides={}),
+    "tiny": dict(
+        preset="tiny",
+        epochs=1,
+        batch_size=32,
+        lr=1e-3,
+        warmup_steps=10,
+        schedule="linear",
+        final_lr_fraction=0.1,
+        clip=1.0,
+        eval_every=0,
+        save_every=0,
+        overrides={},
+    ),
 }
 
 REPORT_JSON = "report.json"
@@ -54,8 +85,6 @@ def resolve_nli_recipe(recipe: str, n_train: int, model: str = "gaussian-transfo
     Raises:
         InputError: an unknown recipe or model.
     """
-    from syntaxformer.models import PAIR_MODELS
-    from syntaxformer.training.nli import steps_for_epochs
     if recipe not in RECIPES:
         raise InputError(f"unknown recipe {recipe!r}; expected one of {', '.join(RECIPES)}")
     if model not in PAIR_MODELS:
@@ -70,8 +99,9 @@ def resolve_nli_recipe(recipe: str, n_train: int, model: str = "gaussian-transfo
     return fields
 
 
-def predict_pairs(model, tokenizer, pairs: list[NliPair], batch_size: int = 64,
-                  device: torch.device | str = "cpu") -> tuple[list[int], dict]:
+def predict_pairs(
+    model, tokenizer, pairs: list[NliPair], batch_size: int = 64, device: torch.device | str = "cpu"
+) -> tuple[list[int], dict]:
     """Predicted class ids of ``pairs`` (in order) and the timing.
 
     Pairs are batched in order of length (less padding), ``batch_size`` per batch; one warm-up batch
@@ -91,7 +121,7 @@ def predict_pairs(model, tokenizer, pairs: list[NliPair], batch_size: int = 64,
         warm = encoder.batch([pairs[i] for i in order[:batch_size]])
         model(**{k: v.to(device) for k, v in warm.items() if k != "labels"})
         for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             t0 = time.perf_counter()
             inputs = {k: v.to(device) for k, v in encoder.batch([pairs[i] for i in idx]).items() if k != "labels"}
             t1 = time.perf_counter()
@@ -102,9 +132,14 @@ def predict_pairs(model, tokenizer, pairs: list[NliPair], batch_size: int = 64,
             total += t2 - t0
             for i, p in zip(idx, predicted):
                 predictions[i] = p
-    timing = dict(pairs=len(pairs), batch_size=batch_size, forward_seconds=round(forward, 4),
-                  total_seconds=round(total, 4), pairs_per_second=round(len(pairs) / max(forward, 1e-9), 1),
-                  pairs_per_second_end_to_end=round(len(pairs) / max(total, 1e-9), 1))
+    timing = dict(
+        pairs=len(pairs),
+        batch_size=batch_size,
+        forward_seconds=round(forward, 4),
+        total_seconds=round(total, 4),
+        pairs_per_second=round(len(pairs) / max(forward, 1e-9), 1),
+        pairs_per_second_end_to_end=round(len(pairs) / max(total, 1e-9), 1),
+    )
     return predictions, timing
 
 
@@ -114,8 +149,6 @@ def load_pair_model(folder: str | Path, device: torch.device | str = "cpu"):
     Raises:
         InputError: not a folder with a sentence-pair classifier and its tokenizer.
     """
-    import syntaxformer.models  # noqa: F401 - registers the Auto classes
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
     folder = Path(folder)
     if not (folder / "config.json").is_file() or not (folder / "tokenizer.json").is_file():
         raise InputError("not a model folder (config.json and tokenizer.json expected)", path=folder)
@@ -132,13 +165,25 @@ def score_split(model, tokenizer, pairs: list[NliPair], batch_size: int, device)
     predictions, timing = predict_pairs(model, tokenizer, pairs, batch_size, device)
     words = [w for p in pairs for w in p.premise + p.hypothesis]
     unknown = PairEncoder(tokenizer, model.config).unknown(words)
-    return dict(classification_scores([p.label for p in pairs], predictions, LABELS), inference=timing,
-                words=len(words), unknown_words=unknown)
+    return dict(
+        classification_scores([p.label for p in pairs], predictions, LABELS),
+        inference=timing,
+        words=len(words),
+        unknown_words=unknown,
+    )
 
 
-def run_nli_train(out: str | Path, data: str = "sick", model: str = "gaussian-transformer", recipe: str = "default",
-                  seed: int = 0, valid: str | None = None, test: str | None = None, eval_batch_size: int = 64,
-                  **changes) -> dict:
+def run_nli_train(
+    out: str | Path,
+    data: str = "sick",
+    model: str = "gaussian-transformer",
+    recipe: str = "default",
+    seed: int = 0,
+    valid: str | None = None,
+    test: str | None = None,
+    eval_batch_size: int = 64,
+    **changes,
+) -> dict:
     """Train a sentence-pair classifier, select it, score it (module docstring).
 
     Args:
@@ -156,13 +201,12 @@ def run_nli_train(out: str | Path, data: str = "sick", model: str = "gaussian-tr
     Raises:
         InputError: bad data, options or checkpoint.
     """
-    from syntaxformer.data.nli import load_nli
-    from syntaxformer.training.nli import BEST, NliTrainArguments, NliTrainer
     pairs = load_nli(data, valid, test)
     fields = resolve_nli_recipe(recipe, len(pairs.train), model, **changes)
     try:
-        args = NliTrainArguments(out=str(out), model=model, data=data, valid_file=valid, test_file=test, seed=seed,
-                                 **fields)
+        args = NliTrainArguments(
+            out=str(out), model=model, data=data, valid_file=valid, test_file=test, seed=seed, **fields
+        )
     except TypeError as e:
         raise InputError(f"bad option: {e}") from None
     trainer = NliTrainer(args, data=pairs)
@@ -172,30 +216,52 @@ def run_nli_train(out: str | Path, data: str = "sick", model: str = "gaussian-tr
     scores = {"valid": score_split(best, tokenizer, pairs.valid, eval_batch_size, trainer.device)}
     if pairs.test:
         scores["test"] = score_split(best, tokenizer, pairs.test, eval_batch_size, trainer.device)
-        scores["majority_test"] = majority_class_scores([p.label for p in pairs.train],
-                                                        [p.label for p in pairs.test], LABELS)
-    report = dict(command="nli train", data=pairs.record(), protocol=PROTOCOL, recipe=recipe, model=model,
-                  preset=args.preset, prior=training["prior"], seed=seed, word_vectors=training["word_vectors"],
-                  parameters=training["parameters"], trainable_parameters=training["trainable_parameters"],
-                  steps=training["steps"], epochs=training["epochs"], stopped=training["stopped"],
-                  train_minutes=training["train_minutes_total"],
-                  train_pairs_per_second=training["train_pairs_per_second"],
-                  selected_step=training["selection"]["best_step"], selection=training["selection"]["history"],
-                  threads=training["threads"], device=training["device"], scores=scores, out=str(out))
+        scores["majority_test"] = majority_class_scores(
+            [p.label for p in pairs.train], [p.label for p in pairs.test], LABELS
+        )
+    report = dict(
+        command="nli train",
+        data=pairs.record(),
+        protocol=PROTOCOL,
+        recipe=recipe,
+        model=model,
+        preset=args.preset,
+        prior=training["prior"],
+        seed=seed,
+        word_vectors=training["word_vectors"],
+        parameters=training["parameters"],
+        trainable_parameters=training["trainable_parameters"],
+        steps=training["steps"],
+        epochs=training["epochs"],
+        stopped=training["stopped"],
+        train_minutes=training["train_minutes_total"],
+        train_pairs_per_second=training["train_pairs_per_second"],
+        selected_step=training["selection"]["best_step"],
+        selection=training["selection"]["history"],
+        threads=training["threads"],
+        device=training["device"],
+        scores=scores,
+        out=str(out),
+    )
     (Path(out) / REPORT_JSON).write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 
-def run_nli_evaluate(model: str | Path, data: str = "sick", split: str = "test", batch_size: int = 64,
-                     seed: int = 0, threads: int | None = None, device: str | None = None) -> dict:
+def run_nli_evaluate(
+    model: str | Path,
+    data: str = "sick",
+    split: str = "test",
+    batch_size: int = 64,
+    seed: int = 0,
+    threads: int | None = None,
+    device: str | None = None,
+) -> dict:
     """Score a model folder on one split (SICK ``train`` / ``trial`` / ``test``, or ``all`` pairs of a
     generic file).
 
     Raises:
         InputError: a bad folder, file or split.
     """
-    from syntaxformer.data.nli import load_nli_split
-    from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
     if threads:
         torch.set_num_threads(threads)
     resolved = resolve_device(device)
@@ -204,11 +270,28 @@ def run_nli_evaluate(model: str | Path, data: str = "sick", split: str = "test",
     pairs, description = load_nli_split(data, split)
     net, tokenizer = load_pair_model(model, resolved)
     config = net.config
-    return dict(command="nli evaluate", model=str(model), model_type=config.model_type,
-                prior=getattr(config, "prior", None), data=description, protocol="3-way accuracy", seed=seed,
-                parameters=sum(p.numel() for p in net.parameters()), threads=torch.get_num_threads(),
-                device=str(resolved), scores=score_split(net, tokenizer, pairs, batch_size, resolved))
+    return dict(
+        command="nli evaluate",
+        model=str(model),
+        model_type=config.model_type,
+        prior=getattr(config, "prior", None),
+        data=description,
+        protocol="3-way accuracy",
+        seed=seed,
+        parameters=sum(p.numel() for p in net.parameters()),
+        threads=torch.get_num_threads(),
+        device=str(resolved),
+        scores=score_split(net, tokenizer, pairs, batch_size, resolved),
+    )
 
 
-__all__ = ["RECIPES", "PROTOCOL", "resolve_nli_recipe", "predict_pairs", "load_pair_model", "score_split",
-           "run_nli_train", "run_nli_evaluate"]
+__all__ = [
+    "RECIPES",
+    "PROTOCOL",
+    "resolve_nli_recipe",
+    "predict_pairs",
+    "load_pair_model",
+    "score_split",
+    "run_nli_train",
+    "run_nli_evaluate",
+]

@@ -1,8 +1,12 @@
 """The files a parse writes: ``trees.txt``, ``dependencies.conllu`` and ``structures.json``."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from syntaxformer.data.dependency import DependencySentence, write_conllu
+from syntaxformer.decoding.spans import to_bracketed
 
 
 def write_outputs(out: Path, trees, heads, words_list) -> list[Path]:
@@ -18,15 +22,15 @@ def write_outputs(out: Path, trees, heads, words_list) -> list[Path]:
     Returns:
         The paths written, ``trees.txt`` first.
     """
-    from syntaxformer.data.dependency import DependencySentence, write_conllu
-    from syntaxformer.decoding.spans import to_bracketed
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "trees.txt"]
     paths[0].write_text("".join(to_bracketed(t) + "\n" for t in trees), encoding="utf-8")
     if heads is not None:
-        sentences = [DependencySentence(words=tuple(w), tags=("X",) * len(w), heads=tuple(h),
-                                        punct=(False,) * len(w)) for w, h in zip(words_list, heads)]
+        sentences = [
+            DependencySentence(words=tuple(w), tags=("X",) * len(w), heads=tuple(h), punct=(False,) * len(w))
+            for w, h in zip(words_list, heads)
+        ]
         paths.append(out / "dependencies.conllu")
         write_conllu(sentences, paths[-1])
     return paths

@@ -1,4 +1,5 @@
 """Parse sentences with a model folder and write the trees (``syntaxformer parse``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,11 +7,21 @@ from pathlib import Path
 import torch
 
 from syntaxformer.errors import InputError
+from syntaxformer.parser import load_parser
+from syntaxformer.workflows.outputs import write_outputs, write_structures_json
 
 
-def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | None = None,
-              options=None, data: str = "<sentences>", batch_size: int = 64,
-              write_json: bool = False, seed: int = 0, punctuation: bool = True) -> tuple[dict, list]:
+def run_parse(
+    sentences: list[list[str]],
+    out: str | Path,
+    model: str | Path | None = None,
+    options=None,
+    data: str = "<sentences>",
+    batch_size: int = 64,
+    write_json: bool = False,
+    seed: int = 0,
+    punctuation: bool = True,
+) -> tuple[dict, list]:
     """Induce trees for ``sentences`` with a :class:`~syntaxformer.parser.Parser` and write them into ``out``.
 
     Writes ``OUT/trees.txt``, for a model with dependency heads ``OUT/dependencies.conllu`` and with
@@ -38,8 +49,6 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
     Raises:
         InputError: no sentence, no pretrained model shipped, or the loader's / decoder's errors.
     """
-    from syntaxformer.parser import load_parser
-    from syntaxformer.workflows.outputs import write_outputs, write_structures_json
 
     torch.manual_seed(seed)
     if not sentences:
@@ -51,6 +60,12 @@ def run_parse(sentences: list[list[str]], out: str | Path, model: str | Path | N
     paths = write_outputs(out, trees, heads, sentences)
     if write_json:
         paths.append(write_structures_json(out, structures))
-    summary = {"model": str(model), "data": data, "n_sentences": len(trees), "decoder": options.to_dict(),
-               "seed": seed, "files": [str(p) for p in paths]}
+    summary = {
+        "model": str(model),
+        "data": data,
+        "n_sentences": len(trees),
+        "decoder": options.to_dict(),
+        "seed": seed,
+        "files": [str(p) for p in paths],
+    }
     return summary, trees

@@ -19,6 +19,7 @@ carries information about the masked word; ``induced_from="sentence"`` gives eve
 of the unmasked sentence, as ``train --induced-from sentence`` trains (the number is then not a masked
 LM's alone).
 """
+
 from __future__ import annotations
 
 import time
@@ -26,16 +27,30 @@ from pathlib import Path
 
 import torch
 
+from syntaxformer.data.structure_inputs import is_induced, sentence_structures
 from syntaxformer.errors import InputError
+from syntaxformer.evaluation.perplexity import perplexity
+from syntaxformer.parsing import load_model
+from syntaxformer.sources.checks import check_model_phrases, check_model_trees, model_tree_level
+from syntaxformer.sources.corpus import load_structured_corpus
+from syntaxformer.sources.induced import masked_copy_structures
 
 #: where an induced structure comes from (``evaluate_folder``'s ``induced_from``; ``perplexity --induced-from``)
 INDUCED_FROM = ("masked", "sentence")
 
 
-def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
-                    skip_long: bool = False, device: str | None = None, seed: int = 0,
-                    progress: bool = False, trees: str | None = None,
-                    phrases: str | None = None, induced_from: str = "masked") -> dict:
+def evaluate_folder(
+    folder: str | Path,
+    corpus: str,
+    batch_tokens: int = 4096,
+    skip_long: bool = False,
+    device: str | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    trees: str | None = None,
+    phrases: str | None = None,
+    induced_from: str = "masked",
+) -> dict:
     """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
 
     The folder is read by :func:`syntaxformer.parsing.load_model` (``device`` None = CUDA if
@@ -75,12 +90,6 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
             (:func:`~syntaxformer.sources.checks.check_model_phrases`), a tree whose words do not match
             its sentence (naming it), an unknown ``induced_from``, or any of the protocol's.
     """
-    from syntaxformer.data.structure_inputs import is_induced, sentence_structures
-    from syntaxformer.sources.checks import check_model_phrases, check_model_trees, model_tree_level
-    from syntaxformer.sources.corpus import load_structured_corpus
-    from syntaxformer.sources.induced import masked_copy_structures
-    from syntaxformer.evaluation.perplexity import perplexity
-    from syntaxformer.parsing import load_model
     if induced_from not in INDUCED_FROM:
         raise InputError(f"--induced-from must be {' or '.join(INDUCED_FROM)}, got {induced_from!r}")
     torch.manual_seed(seed)
@@ -96,9 +105,15 @@ def evaluate_folder(folder: str | Path, corpus: str, batch_tokens: int = 4096,
         structures = masked_copy_structures(sentences, trees, phrases, heads, phrase_trees, level or 1)
     else:
         structures = sentence_structures(len(sentences), heads, phrase_trees, level or 1)
-    result = perplexity(model, tokenizer, sentences, batch_tokens=batch_tokens,
-                        too_long="skip" if skip_long else "error", progress=progress,
-                        **({} if structures is None else {"structures": structures}))
+    result = perplexity(
+        model,
+        tokenizer,
+        sentences,
+        batch_tokens=batch_tokens,
+        too_long="skip" if skip_long else "error",
+        progress=progress,
+        **({} if structures is None else {"structures": structures}),
+    )
     return {
         "model": str(folder),
         "model_type": getattr(model.config, "model_type", None),

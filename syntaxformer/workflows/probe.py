@@ -29,6 +29,7 @@ Transformer / StructFormer induces for each sentence as the encoder reads it (BS
 :func:`syntaxformer.sources.induced.induced_phrase_trees`). Each item's structure is a dict of per-word
 lists (``{"heads": ..., "phrase_ids": ...}``, :mod:`syntaxformer.data.structure_inputs`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,13 +40,30 @@ from typing import Sequence
 
 import torch
 
+from syntaxformer.data import load_gold_trees
+from syntaxformer.data.dependency import is_conllu_file
+from syntaxformer.data.embedded import ptb_sample_part
+from syntaxformer.data.phrases import cut_tree, word_phrase_ids
+from syntaxformer.data.trees import gold_tree_sentences
 from syntaxformer.errors import InputError
+from syntaxformer.evaluation.report import to_json
+from syntaxformer.figures import save_figure
+from syntaxformer.figures.probing import plot_probe
+from syntaxformer.parsing import load_model
+from syntaxformer.pretrained import pretrained_folder
+from syntaxformer.probing.classifiers import CLASSIFIERS, bag_of_words, majority, probe
+from syntaxformer.probing.features import sentence_vectors
+from syntaxformer.probing.tasks import TASKS, WORD_TASKS, build_tasks, write_task_files
+from syntaxformer.sources.checks import check_model_phrases, check_model_trees, model_tree_level
+from syntaxformer.sources.induced import induced_heads, induced_phrase_trees
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL = ("probing (Conneau et al. 2018): frozen encoder, mean over a sentence's tokens of each layer's "
-            "output, standardised; logistic regression and a 50-unit MLP, L2 strength chosen on dev; "
-            "accuracy (%) on test; splits 80/10/10 of the treebank's sentences by seed")
+PROTOCOL = (
+    "probing (Conneau et al. 2018): frozen encoder, mean over a sentence's tokens of each layer's "
+    "output, standardised; logistic regression and a 50-unit MLP, L2 strength chosen on dev; "
+    "accuracy (%) on test; splits 80/10/10 of the treebank's sentences by seed"
+)
 
 
 def _untrained_twin(model, seed: int):
@@ -59,16 +77,19 @@ def _vectors(model, tokenizer, tasks, batch_size, structures=None):
     """Per task, every layer's sentence vectors; the tasks sharing their sentences (and structures)
     share vectors. ``structures``: per task, per item, its structure dict (per-word ``heads`` and / or
     ``phrase_ids``), or None without trees and phrases."""
-    from syntaxformer.probing.features import sentence_vectors
     cache, out, counts = {}, {}, {}
     for name, items in tasks.items():
         task_structures = None if structures is None else structures[name]
-        frozen = None if task_structures is None else tuple(
-            tuple(sorted((k, tuple(v)) for k, v in st.items())) for st in task_structures)
+        frozen = (
+            None
+            if task_structures is None
+            else tuple(tuple(sorted((k, tuple(v)) for k, v in st.items())) for st in task_structures)
+        )
         key = (tuple(it.words for it in items), frozen)
         if key not in cache:
-            cache[key] = sentence_vectors(model, tokenizer, [list(w) for w in key[0]], batch_size,
-                                          structures=task_structures)
+            cache[key] = sentence_vectors(
+                model, tokenizer, [list(w) for w in key[0]], batch_size, structures=task_structures
+            )
         out[name], counts[name] = cache[key]
     return out, counts
 
@@ -86,11 +107,11 @@ def gold_dependency_heads(treebank: str, gold_trees) -> list[list[int]]:
             sentence without a dependency tree, or whose words differ (naming the treebank and the
             1-based sentence, with the first differing word).
     """
-    from syntaxformer.data.embedded import ptb_sample_part
-    from syntaxformer.data.trees import gold_tree_sentences
     if ptb_sample_part(treebank) is None:
-        raise InputError(f"--trees gold: gold dependency trees are known for ptb-sample only, not {treebank} "
-                         "(use --trees induced:MODEL_DIR)")
+        raise InputError(
+            f"--trees gold: gold dependency trees are known for ptb-sample only, not {treebank} "
+            "(use --trees induced:MODEL_DIR)"
+        )
     return match_dependency_trees(treebank, [t.leaves() for t in gold_trees], *gold_tree_sentences(treebank))
 
 
@@ -99,20 +120,30 @@ def match_dependency_trees(source: str, words, dep_words, dep_heads) -> list[lis
     dependency ``source`` has the words of sentence i (:func:`gold_dependency_heads`' rule)."""
     for i, sentence in enumerate(words):
         if i >= len(dep_words):
-            raise InputError(f"--trees gold: no dependency tree for this sentence ({len(dep_words)} trees)",
-                             path=source, sentence=i + 1)
+            raise InputError(
+                f"--trees gold: no dependency tree for this sentence ({len(dep_words)} trees)",
+                path=source,
+                sentence=i + 1,
+            )
         if list(sentence) != list(dep_words[i]):
-            k = next((k for k, (a, b) in enumerate(zip(sentence, dep_words[i])) if a != b),
-                     min(len(sentence), len(dep_words[i])))
-            raise InputError(f"--trees gold: the dependency tree's words differ from the constituency tree's "
-                             f"({len(dep_words[i])} vs {len(sentence)} words; word {k + 1}: "
-                             f"{' '.join(dep_words[i][k:k + 1]) or '(none)'!r} vs "
-                             f"{' '.join(sentence[k:k + 1]) or '(none)'!r})", path=source, sentence=i + 1)
-    return [list(h) for h in dep_heads[:len(words)]]
+            k = next(
+                (k for k, (a, b) in enumerate(zip(sentence, dep_words[i])) if a != b),
+                min(len(sentence), len(dep_words[i])),
+            )
+            raise InputError(
+                f"--trees gold: the dependency tree's words differ from the constituency tree's "
+                f"({len(dep_words[i])} vs {len(sentence)} words; word {k + 1}: "
+                f"{' '.join(dep_words[i][k : k + 1]) or '(none)'!r} vs "
+                f"{' '.join(sentence[k : k + 1]) or '(none)'!r})",
+                path=source,
+                sentence=i + 1,
+            )
+    return [list(h) for h in dep_heads[: len(words)]]
 
 
-def load_probe_treebank(treebank: str, tasks: Sequence[str] | None, trees: str | None, phrases: str | None,
-                        max_sentences: int | None) -> tuple[list | None, list[list[str]], list[list[int]] | None]:
+def load_probe_treebank(
+    treebank: str, tasks: Sequence[str] | None, trees: str | None, phrases: str | None, max_sentences: int | None
+) -> tuple[list | None, list[list[str]], list[list[int]] | None]:
     """The probed sentences of ``treebank``: its constituency trees (None for a dependency treebank),
     its sentences (normalised words) and, with ``trees == "gold"``, their gold dependency heads (1-based).
 
@@ -126,20 +157,22 @@ def load_probe_treebank(treebank: str, tasks: Sequence[str] | None, trees: str |
     Raises:
         InputError: as the readers; a constituency task or ``phrases == "gold"`` with a dependency treebank.
     """
-    from syntaxformer.data import load_gold_trees
-    from syntaxformer.data.dependency import is_conllu_file
-    from syntaxformer.data.trees import gold_tree_sentences
-    from syntaxformer.probing.tasks import WORD_TASKS
     if not is_conllu_file(treebank):
         gold = load_gold_trees(treebank)[:max_sentences]
         return gold, [t.leaves() for t in gold], gold_dependency_heads(treebank, gold) if trees == "gold" else None
     needs_trees = [name for name in (tasks or []) if name not in WORD_TASKS]
     if needs_trees:
-        raise InputError(f"{needs_trees[0]} needs constituency trees, which the dependency treebank has not: "
-                         f"probe it with --task {' --task '.join(WORD_TASKS)}", path=treebank)
+        raise InputError(
+            f"{needs_trees[0]} needs constituency trees, which the dependency treebank has not: "
+            f"probe it with --task {' --task '.join(WORD_TASKS)}",
+            path=treebank,
+        )
     if phrases == "gold":
-        raise InputError("--phrases gold needs constituency trees, which the dependency treebank has not "
-                         "(use --phrases induced:MODEL_DIR)", path=treebank)
+        raise InputError(
+            "--phrases gold needs constituency trees, which the dependency treebank has not "
+            "(use --phrases induced:MODEL_DIR)",
+            path=treebank,
+        )
     words, heads = gold_tree_sentences(treebank)
     return None, words[:max_sentences], heads[:max_sentences] if trees == "gold" else None
 
@@ -150,24 +183,22 @@ def _task_heads(trees: str | None, built, gold_heads) -> dict | None:
         return None
     if trees == "gold":
         return {name: [gold_heads[it.index] for it in items] for name, items in built.items()}
-    from syntaxformer.sources.induced import induced_heads
     distinct = list(dict.fromkeys(it.words for items in built.values() for it in items))
-    parsed = dict(zip(distinct, induced_heads(trees[len("induced:"):], [list(w) for w in distinct])))
+    parsed = dict(zip(distinct, induced_heads(trees[len("induced:") :], [list(w) for w in distinct])))
     return {name: [parsed[it.words] for it in items] for name, items in built.items()}
 
 
 def _task_phrases(phrases: str | None, built, gold, level: int) -> dict | None:
     """Per task, per item, its per-word phrase ids cut at ``level`` (module docstring's rule), or None
     without ``phrases``. ``gold``: the treebank's trees the tasks index (``item.index``)."""
-    from syntaxformer.data.phrases import cut_tree, word_phrase_ids
-    from syntaxformer.sources.induced import induced_phrase_trees
     if phrases is None:
         return None
     if phrases == "gold":
-        return {name: [word_phrase_ids(cut_tree(gold[it.index], level)) for it in items]
-                for name, items in built.items()}
+        return {
+            name: [word_phrase_ids(cut_tree(gold[it.index], level)) for it in items] for name, items in built.items()
+        }
     distinct = list(dict.fromkeys(it.words for items in built.values() for it in items))
-    trees = induced_phrase_trees(phrases[len("induced:"):], [list(w) for w in distinct])
+    trees = induced_phrase_trees(phrases[len("induced:") :], [list(w) for w in distinct])
     parsed = {words: word_phrase_ids(cut_tree(tree, level)) for words, tree in zip(distinct, trees)}
     return {name: [parsed[it.words] for it in items] for name, items in built.items()}
 
@@ -177,13 +208,19 @@ def _task_structures(heads: dict | None, phrase_ids: dict | None) -> dict | None
     if heads is None and phrase_ids is None:
         return None
     names = (heads or phrase_ids).keys()
-    return {name: [{**({} if heads is None else {"heads": heads[name][i]}),
-                    **({} if phrase_ids is None else {"phrase_ids": phrase_ids[name][i]})}
-                   for i in range(len((heads or phrase_ids)[name]))] for name in names}
+    return {
+        name: [
+            {
+                **({} if heads is None else {"heads": heads[name][i]}),
+                **({} if phrase_ids is None else {"phrase_ids": phrase_ids[name][i]}),
+            }
+            for i in range(len((heads or phrase_ids)[name]))
+        ]
+        for name in names
+    }
 
 
 def _probe_layers(layers, labels, split, classifiers, seed) -> list[dict]:
-    from syntaxformer.probing.classifiers import probe
     return [{kind: probe(features, labels, split, kind, seed) for kind in classifiers} for features in layers]
 
 
@@ -194,14 +231,16 @@ def _best(rows: list[dict], kind: str) -> dict:
 
 
 def _task_report(name, items, trained, untrained, counts, classifiers, seed) -> dict:
-    from syntaxformer.probing.classifiers import bag_of_words, majority, probe
     labels, split = [it.label for it in items], [it.split for it in items]
     bow = bag_of_words([it.words for it in items], split)
-    layers = {"trained": _probe_layers(trained, labels, split, classifiers, seed),
-              "untrained": _probe_layers(untrained, labels, split, classifiers, seed)}
+    layers = {
+        "trained": _probe_layers(trained, labels, split, classifiers, seed),
+        "untrained": _probe_layers(untrained, labels, split, classifiers, seed),
+    }
     return {
         "n_sentences": {part: split.count(part) for part in ("train", "dev", "test")},
-        "classes": sorted(set(labels)), "majority": majority(labels, split),
+        "classes": sorted(set(labels)),
+        "majority": majority(labels, split),
         "bag_of_words": {kind: probe(bow, labels, split, kind, seed) for kind in classifiers},
         "layers": layers,
         "best_layer": {enc: {kind: _best(rows, kind) for kind in classifiers} for enc, rows in layers.items()},
@@ -209,10 +248,19 @@ def _task_report(name, items, trained, untrained, counts, classifiers, seed) -> 
     }
 
 
-def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = "ptb-sample",
-              tasks: Sequence[str] | None = None, classifiers: Sequence[str] = ("logreg", "mlp"),
-              seed: int = 0, batch_size: int = 64, device: str | None = "cpu",
-              max_sentences: int | None = None, trees: str | None = None, phrases: str | None = None) -> dict:
+def run_probe(
+    out: str | Path,
+    model: str | Path | None = None,
+    treebank: str = "ptb-sample",
+    tasks: Sequence[str] | None = None,
+    classifiers: Sequence[str] = ("logreg", "mlp"),
+    seed: int = 0,
+    batch_size: int = 64,
+    device: str | None = "cpu",
+    max_sentences: int | None = None,
+    trees: str | None = None,
+    phrases: str | None = None,
+) -> dict:
     """Probe every layer of ``model`` on the tasks of ``treebank``; write the report and the figure.
 
     Args:
@@ -246,20 +294,13 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
             dependency trees that do not match the treebank's sentences (naming the sentence), a
             constituency task or ``--phrases gold`` with a dependency treebank.
     """
-    from syntaxformer.sources.checks import check_model_phrases, check_model_trees, model_tree_level
-    from syntaxformer.figures.probing import plot_probe
-    from syntaxformer.figures import save_figure
-    from syntaxformer.evaluation.report import to_json
-    from syntaxformer.parsing import load_model
-    from syntaxformer.pretrained import pretrained_folder
-    from syntaxformer.probing.classifiers import CLASSIFIERS
-    from syntaxformer.probing.tasks import TASKS, build_tasks, write_task_files
 
     start = time.monotonic()
     unknown = [t for t in (tasks or []) if t not in TASKS] + [c for c in classifiers if c not in CLASSIFIERS]
     if unknown:
-        raise InputError(f"unknown task or classifier {unknown[0]!r}: tasks {sorted(TASKS)}, "
-                         f"classifiers {list(CLASSIFIERS)}")
+        raise InputError(
+            f"unknown task or classifier {unknown[0]!r}: tasks {sorted(TASKS)}, classifiers {list(CLASSIFIERS)}"
+        )
     if max_sentences is not None and max_sentences < 10:
         raise InputError(f"--max-sentences must be at least 10 (three splits), got {max_sentences}")
     folder = model or pretrained_folder()
@@ -275,14 +316,21 @@ def run_probe(out: str | Path, model: str | Path | None = None, treebank: str = 
     untrained = _untrained_twin(trained, seed)
     vectors, counts = _vectors(trained, tokenizer, built, batch_size, structures)
     control, _ = _vectors(untrained, tokenizer, built, batch_size, structures)
-    report = {"data": {"treebank": treebank, "n_sentences": len(words)}, "protocol": PROTOCOL,
-              "trees": trees, "phrases": phrases, **({"tree_level": level} if phrases is not None else {}),
-              "model": str(folder), "model_type": trained.config.model_type, "seed": seed,
-              "classifiers": list(classifiers), "tasks": {}}
+    report = {
+        "data": {"treebank": treebank, "n_sentences": len(words)},
+        "protocol": PROTOCOL,
+        "trees": trees,
+        "phrases": phrases,
+        **({"tree_level": level} if phrases is not None else {}),
+        "model": str(folder),
+        "model_type": trained.config.model_type,
+        "seed": seed,
+        "classifiers": list(classifiers),
+        "tasks": {},
+    }
     for name, items in built.items():
         logger.info("probing %s (%d sentences)", name, len(items))
-        report["tasks"][name] = _task_report(name, items, vectors[name], control[name], counts[name],
-                                             classifiers, seed)
+        report["tasks"][name] = _task_report(name, items, vectors[name], control[name], counts[name], classifiers, seed)
     report["minutes"] = round((time.monotonic() - start) / 60, 2)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(to_json(report) + "\n")

@@ -7,6 +7,7 @@ one-mask protocol) on held-out text and, for models that induce structure, brack
 ``ptb-sample:dev``; writes ``OUT/prune.json`` and ``OUT/prune.{png,svg}``, and with ``save_at`` the
 pruned model at that fraction (``OUT/pruned-F/``). The rules are in :mod:`syntaxformer.analysis.pruning`.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,29 @@ from pathlib import Path
 
 import torch
 
+from syntaxformer.analysis.heads import choose_text, encode_sentences, head_layout, mlm_batches
+from syntaxformer.analysis.pruning import (
+    ORDERS,
+    PROTOCOL,
+    SCORED_ORDERS,
+    PruneData,
+    average_runs,
+    by_layer,
+    curve_fractions,
+    plot_pruning_curves,
+    present_heads,
+    pruning_curve,
+    reachable_fractions,
+)
+from syntaxformer.data import load_gold_trees
+from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
-from syntaxformer.parsing import induces_structure
+from syntaxformer.evaluation.constituency import PROTOCOL as F1_PROTOCOL
+from syntaxformer.evaluation.perplexity import PROTOCOL as PPL_PROTOCOL
+from syntaxformer.figures import save_figure
+from syntaxformer.parsing import induces_structure, load_model
+from syntaxformer.pretrained import model_or_pretrained
+from syntaxformer.training.mlm import IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +57,6 @@ def check_arguments(orders, step: float, seeds: int, save_at: float | None, via:
         InputError: an unknown order, no order, ``step`` outside (0, 1), a negative number of seeds
             (or none with the random order), ``save_at`` not one of the fractions, an unknown ``via``.
     """
-    from syntaxformer.analysis.pruning import ORDERS, curve_fractions
 
     if not orders:
         raise InputError(f"no pruning order: choose from {', '.join(ORDERS)}")
@@ -53,8 +74,19 @@ def check_arguments(orders, step: float, seeds: int, save_at: float | None, via:
     return fractions
 
 
-def prepare_data(model, tokenizer, info: dict, text: str | None, max_sentences: int | None, seed: int,
-                 options, batch_size: int, batch_tokens: int, via: str, treebank: str | None = F1_TREEBANK):
+def prepare_data(
+    model,
+    tokenizer,
+    info: dict,
+    text: str | None,
+    max_sentences: int | None,
+    seed: int,
+    options,
+    batch_size: int,
+    batch_tokens: int,
+    via: str,
+    treebank: str | None = F1_TREEBANK,
+):
     """The :class:`~syntaxformer.analysis.pruning.PruneData` of a loaded model and a description of it
     (text, importance masking, treebank) for the report; F1 against ``treebank`` for models that
     induce structure (None: no F1).
@@ -62,9 +94,6 @@ def prepare_data(model, tokenizer, info: dict, text: str | None, max_sentences: 
     Raises:
         InputError: an unreadable or empty text, no sentence that fits the model.
     """
-    from syntaxformer.analysis.heads import choose_text, encode_sentences, mlm_batches
-    from syntaxformer.analysis.pruning import PruneData
-    from syntaxformer.training.mlm import IGNORE_INDEX
 
     choice = choose_text(info, text, max_sentences)
     encoded = encode_sentences(tokenizer, choice.sentences, getattr(model.config, "max_position_embeddings", None))
@@ -77,15 +106,30 @@ def prepare_data(model, tokenizer, info: dict, text: str | None, max_sentences: 
     gold = None
     induces = induces_structure(model)
     if treebank is not None and induces:
-        from syntaxformer.data import load_gold_trees
         gold = load_gold_trees(treebank)
-    data = PruneData(sentences=encoded.words, encoded=encoded, batches=batches, frequencies=choice.frequencies,
-                     gold=gold, options=options, batch_tokens=batch_tokens, batch_size=batch_size, via=via)
-    described = dict(text=dict(source=choice.source, **encoded.stats()),
-                     importance=dict(n_masked_tokens=sum(int((b[2] != IGNORE_INDEX).sum()) for b in batches),
-                                     mask_rate=rate, mask_replace=replace, batch_size=batch_size, seed=seed),
-                     treebank=treebank if gold is not None else None,
-                     n_treebank_sentences=len(gold) if gold is not None else None)
+    data = PruneData(
+        sentences=encoded.words,
+        encoded=encoded,
+        batches=batches,
+        frequencies=choice.frequencies,
+        gold=gold,
+        options=options,
+        batch_tokens=batch_tokens,
+        batch_size=batch_size,
+        via=via,
+    )
+    described = dict(
+        text=dict(source=choice.source, **encoded.stats()),
+        importance=dict(
+            n_masked_tokens=sum(int((b[2] != IGNORE_INDEX).sum()) for b in batches),
+            mask_rate=rate,
+            mask_replace=replace,
+            batch_size=batch_size,
+            seed=seed,
+        ),
+        treebank=treebank if gold is not None else None,
+        n_treebank_sentences=len(gold) if gold is not None else None,
+    )
     return data, described
 
 
@@ -93,7 +137,6 @@ def save_pruned(pruned, tokenizer, source: Path, folder: Path, record: dict) -> 
     """Write a pruned model where :func:`~syntaxformer.parsing.load_model` reads it: ``save_pretrained``
     (``config.pruned_heads`` restores the shape), the tokenizer, the source's ``training.json`` and
     ``pruning.json`` (``record``: order, fraction, heads removed)."""
-    from syntaxformer.data.tokenization import save_tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     pruned.save_pretrained(folder, safe_serialization=True)
@@ -115,27 +158,43 @@ def run_curves(model, tokenizer, orders, fractions, data, recompute: bool, seeds
     """``{order: {"label", "recompute", "points", ("seeds", "runs" for random)}}``; ``saver`` (the
     :func:`~syntaxformer.analysis.pruning.pruning_curve` ``on_point``, or None) watches the first order
     (its first seed)."""
-    from syntaxformer.analysis.pruning import SCORED_ORDERS, average_runs, pruning_curve
 
     curves = {}
     for i, order in enumerate(orders):
         watch = saver if i == 0 else None
         if order == "random":
-            runs = [pruning_curve(model, tokenizer, order, fractions, data, seed=s,
-                                  on_point=watch if j == 0 else None) for j, s in enumerate(seeds)]
-            curves[order] = dict(label=_label(order, False, seeds), recompute=False, seeds=seeds,
-                                 points=average_runs(runs), runs=runs)
+            runs = [
+                pruning_curve(model, tokenizer, order, fractions, data, seed=s, on_point=watch if j == 0 else None)
+                for j, s in enumerate(seeds)
+            ]
+            curves[order] = dict(
+                label=_label(order, False, seeds), recompute=False, seeds=seeds, points=average_runs(runs), runs=runs
+            )
         else:
             points = pruning_curve(model, tokenizer, order, fractions, data, recompute=recompute, on_point=watch)
-            curves[order] = dict(label=_label(order, recompute), recompute=recompute and order in SCORED_ORDERS,
-                                 points=points)
+            curves[order] = dict(
+                label=_label(order, recompute), recompute=recompute and order in SCORED_ORDERS, points=points
+            )
     return curves
 
 
-def run_prune(out: str | Path, model: str | Path | None = None, orders=("importance",), step: float = 0.1,
-              recompute: bool = False, seed: int = 0, seeds: int = N_SEEDS, save_at: float | None = None,
-              text: str | None = None, options=None, device: str | None = "cpu", max_sentences: int | None = None,
-              batch_size: int = 32, batch_tokens: int = 4096, via: str = "prune") -> dict:
+def run_prune(
+    out: str | Path,
+    model: str | Path | None = None,
+    orders=("importance",),
+    step: float = 0.1,
+    recompute: bool = False,
+    seed: int = 0,
+    seeds: int = N_SEEDS,
+    save_at: float | None = None,
+    text: str | None = None,
+    options=None,
+    device: str | None = "cpu",
+    max_sentences: int | None = None,
+    batch_size: int = 32,
+    batch_tokens: int = 4096,
+    via: str = "prune",
+) -> dict:
     """Pruning curves of a model folder; writes ``OUT/prune.json``, ``OUT/prune.{png,svg}`` and with
     ``save_at`` ``OUT/pruned-F/``.
 
@@ -160,12 +219,6 @@ def run_prune(out: str | Path, model: str | Path | None = None, orders=("importa
         InputError: bad arguments (:func:`check_arguments`), no model, unreadable text, a tokenizer
             without one token per word (the perplexity protocol).
     """
-    from syntaxformer.analysis.heads import head_layout
-    from syntaxformer.analysis.pruning import PROTOCOL, present_heads, reachable_fractions
-    from syntaxformer.evaluation.constituency import PROTOCOL as F1_PROTOCOL
-    from syntaxformer.evaluation.perplexity import PROTOCOL as PPL_PROTOCOL
-    from syntaxformer.parsing import load_model
-    from syntaxformer.pretrained import model_or_pretrained
 
     orders = list(dict.fromkeys(orders))
     fractions = check_arguments(orders, step, seeds, save_at, via)
@@ -178,31 +231,53 @@ def run_prune(out: str | Path, model: str | Path | None = None, orders=("importa
     fractions, left_out = reachable_fractions(fractions, layout)
     if save_at is not None and not any(abs(save_at - f) < 1e-9 for f in fractions):
         raise InputError(f"--save-at {save_at}: more heads than can go with one kept per layer")
-    data, described = prepare_data(loaded, tokenizer, info, text, max_sentences, seed, options, batch_size,
-                                   batch_tokens, via)
+    data, described = prepare_data(
+        loaded, tokenizer, info, text, max_sentences, seed, options, batch_size, batch_tokens, via
+    )
     out = Path(out)
     saved = {}
 
     def saver(fraction, removed, pruned):
         if save_at is not None and abs(fraction - save_at) < 1e-9:
-            from syntaxformer.analysis.pruning import by_layer
-            record = dict(source=str(folder), order=orders[0], fraction=fraction, n_removed=len(removed),
-                          removed={str(k): v for k, v in by_layer(removed).items()},
-                          seed=seed if orders[0] == "random" else None)
-            saved.update(record, path=str(save_pruned(pruned, tokenizer, Path(folder), out / f"pruned-{save_at:g}",
-                                                      record)))
+            record = dict(
+                source=str(folder),
+                order=orders[0],
+                fraction=fraction,
+                n_removed=len(removed),
+                removed={str(k): v for k, v in by_layer(removed).items()},
+                seed=seed if orders[0] == "random" else None,
+            )
+            saved.update(
+                record, path=str(save_pruned(pruned, tokenizer, Path(folder), out / f"pruned-{save_at:g}", record))
+            )
+
     curves = run_curves(loaded, tokenizer, orders, fractions, data, recompute, list(range(seed, seed + seeds)), saver)
     config = loaded.config
     report = dict(
-        command="prune", model=str(folder), model_type=getattr(config, "model_type", None),
-        prior=getattr(config, "prior", None), preset=info.get("preset"), training_seed=info.get("seed"),
-        device=str(next(loaded.parameters()).device), layers=layout.layers, heads=layout.heads,
-        n_heads=len(present_heads(layout)), max_removable=len(present_heads(layout)) - layout.layers,
-        seed=seed, random_seeds=list(range(seed, seed + seeds)), step=step, recompute=recompute, via=via,
-        fractions=fractions, fractions_left_out=left_out, data=described,
+        command="prune",
+        model=str(folder),
+        model_type=getattr(config, "model_type", None),
+        prior=getattr(config, "prior", None),
+        preset=info.get("preset"),
+        training_seed=info.get("seed"),
+        device=str(next(loaded.parameters()).device),
+        layers=layout.layers,
+        heads=layout.heads,
+        n_heads=len(present_heads(layout)),
+        max_removable=len(present_heads(layout)) - layout.layers,
+        seed=seed,
+        random_seeds=list(range(seed, seed + seeds)),
+        step=step,
+        recompute=recompute,
+        via=via,
+        fractions=fractions,
+        fractions_left_out=left_out,
+        data=described,
         decoder=asdict(options) if data.gold is not None else None,
         protocol=dict(perplexity=PPL_PROTOCOL, f1=F1_PROTOCOL if data.gold is not None else None, pruning=PROTOCOL),
-        orders=curves, saved=saved or None)
+        orders=curves,
+        saved=saved or None,
+    )
     write_prune_outputs(report, out)
     return report
 
@@ -210,18 +285,17 @@ def run_prune(out: str | Path, model: str | Path | None = None, orders=("importa
 def write_prune_outputs(report: dict, out: str | Path) -> list[Path]:
     """Write ``OUT/prune.json`` and the plot ``OUT/prune.png`` / ``.svg``; the report gets ``files``.
     Returns the paths written (JSON first)."""
-    from syntaxformer.analysis.pruning import plot_pruning_curves
-    from syntaxformer.figures import save_figure
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     curves = [dict(label=c["label"], points=c["points"]) for c in report["orders"].values()]
-    title = (f"{Path(report['model']).name} ({report['model_type']}, {report['n_heads']} heads); text: "
-             f"{report['data']['text']['source']}; seed {report['seed']}")
+    title = (
+        f"{Path(report['model']).name} ({report['model_type']}, {report['n_heads']} heads); text: "
+        f"{report['data']['text']['source']}; seed {report['seed']}"
+    )
     figures = save_figure(plot_pruning_curves(curves, title=title), out / "prune")
     json_path = out / "prune.json"
     written = [json_path, *figures]
     report["files"] = [str(p) for p in written]
     json_path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return written
-

@@ -17,14 +17,33 @@ folder's masked-LM (``AutoModelForMaskedLM`` + ``AutoTokenizer``) gives:
 each written as PNG and SVG into ``out``, with an ``index.html`` showing them all
 (:func:`run_show`).
 """
+
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from pathlib import Path
 
+import torch
+
+from syntaxformer.data.preprocess import load_gold_trees, normalise_word
+from syntaxformer.data.tokenization import encode
+from syntaxformer.decoding.spans import spans_to_tree, to_bracketed
 from syntaxformer.errors import InputError
-from syntaxformer.parsing import induces_structure
+from syntaxformer.figures import (
+    plot_attention_heads,
+    plot_constituent_priors,
+    plot_link_probabilities,
+    plot_syntactic_distances,
+    plot_tree,
+    plot_trees,
+    save_figure,
+    write_index,
+)
+from syntaxformer.parsing import induces_structure, load_model, model_structures
+from syntaxformer.pretrained import model_or_pretrained
+from syntaxformer.structures import LinkProbabilities, SyntacticDistances, min_layer_of
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +69,7 @@ def parse_layers(text: str | None, num_layers: int) -> list[int]:
     return sorted(set(layers))
 
 
-def token_labels(tokens: list[str], word_ids: list[int | None], words: list[str],
-                 unk_token: str) -> list[str]:
+def token_labels(tokens: list[str], word_ids: list[int | None], words: list[str], unk_token: str) -> list[str]:
     """Axis labels of the token-level figures: the word for a one-piece word, the piece for a word
     of several pieces, the token itself for special tokens, and ``word*`` for a word the vocabulary
     lacks (encoded as ``[UNK]``)."""
@@ -85,11 +103,6 @@ def forward_one(model, tokenizer, words: list[str]) -> dict:
         for a model without them) and ``attentions`` (``[L, H, T, T]``, or None for a model
         without attention), as numpy arrays.
     """
-    import inspect
-
-    import torch
-
-    from syntaxformer.data.tokenization import encode
 
     ids, word_ids = encode(tokenizer, [words])
     ids, word_ids = ids[0], word_ids[0]
@@ -104,15 +117,15 @@ def forward_one(model, tokenizer, words: list[str]) -> dict:
     tokens = tokenizer.convert_ids_to_tokens(ids)
     return {
         "labels": token_labels(tokens, word_ids, words, tokenizer.unk_token),
-        "unknown": {w for token, w in zip(tokens, word_ids)
-                    if w is not None and token == tokenizer.unk_token},
+        "unknown": {w for token, w in zip(tokens, word_ids) if w is not None and token == tokenizer.unk_token},
         "priors": (torch.stack([c[0] for c in priors]).float().cpu().numpy() if priors else None),
         "attentions": (torch.stack([e[0] for e in attentions]).float().cpu().numpy() if attentions else None),
     }
 
 
-def sentences_to_show(sentences=(), treebank: str | None = None, indices=(), gold: bool = False,
-                      normalise: bool = True) -> list[tuple[str, list[str], object]]:
+def sentences_to_show(
+    sentences=(), treebank: str | None = None, indices=(), gold: bool = False, normalise: bool = True
+) -> list[tuple[str, list[str], object]]:
     """``(heading, words, gold tree or None)`` for every sentence asked for.
 
     Args:
@@ -128,7 +141,6 @@ def sentences_to_show(sentences=(), treebank: str | None = None, indices=(), gol
         InputError: nothing to draw, ``indices``/``gold`` without ``treebank``, an index out of
             range, or an empty sentence.
     """
-    from syntaxformer.data.preprocess import normalise_word
 
     if not sentences and not treebank:
         raise InputError("give sentences to draw, or --treebank with --index")
@@ -145,13 +157,13 @@ def sentences_to_show(sentences=(), treebank: str | None = None, indices=(), gol
             words = [normalise_word(w) for w in words]
         items.append((f"sentence {number}: {' '.join(words)}", words, None))
     if treebank:
-        from syntaxformer.data.preprocess import load_gold_trees
-
         gold_trees = load_gold_trees(treebank)
         for index in indices:
             if not 0 <= index < len(gold_trees):
-                raise InputError(f"--index {index} is out of range: the treebank has "
-                                 f"{len(gold_trees)} sentences (0-based)", path=treebank)
+                raise InputError(
+                    f"--index {index} is out of range: the treebank has {len(gold_trees)} sentences (0-based)",
+                    path=treebank,
+                )
             tree = gold_trees[index]
             words = [str(w) for w in tree.leaves()]
             items.append((f"{treebank} #{index}: {' '.join(words)}", words, tree if gold else None))
@@ -161,7 +173,6 @@ def sentences_to_show(sentences=(), treebank: str | None = None, indices=(), gol
 def _decoder_description(structure, options) -> str:
     """One line naming the tree decoder of a sentence's constituency ``structure``, as the figures'
     captions and the report show it."""
-    from syntaxformer.structures import LinkProbabilities, min_layer_of
 
     if not isinstance(structure, LinkProbabilities):
         layer = options.layer if options.layer is not None else structure.layer
@@ -170,22 +181,19 @@ def _decoder_description(structure, options) -> str:
     if options.layer is not None:
         return f"single layer {options.layer}, top-down greedy split (paper Figure 4(b))"
     rule = "official descend rule" if options.descend_threshold is not None else "paper rule"
-    return (f"Algorithm 1, threshold {options.threshold}, minimum layer "
-            f"{min_layer_of(options, num_layers)}, {rule}")
+    return f"Algorithm 1, threshold {options.threshold}, minimum layer {min_layer_of(options, num_layers)}, {rule}"
 
 
 def _draw_sentence(job: dict, number: int, item: tuple, structure, notes: list[str]) -> tuple[list, dict]:
     """Every figure of one sentence (``job``: model, tokenizer, out, options, decoder, layers,
     title_name): ``(figures as (caption, PNG path), report entry)``; notes are appended to ``notes``."""
-    from syntaxformer.decoding.spans import spans_to_tree, to_bracketed
-    from syntaxformer.figures import (plot_attention_heads, plot_constituent_priors,
-                                      plot_link_probabilities, plot_tree, plot_trees, save_figure)
 
     heading, words, gold = item
     title_name, tokenizer = job["title_name"], job["tokenizer"]
     if len(words) > READABLE_WORDS:
-        notes.append(f"sentence {number} has {len(words)} words: labels are sized for at most "
-                     f"{READABLE_WORDS} and may overlap")
+        notes.append(
+            f"sentence {number} has {len(words)} words: labels are sized for at most {READABLE_WORDS} and may overlap"
+        )
     result = forward_one(job["model"], tokenizer, words)
     word_labels = [w + "*" if k in result["unknown"] else w for k, w in enumerate(words)]
     figures, entry = [], {"sentence": number, "words": words, "files": []}
@@ -198,33 +206,40 @@ def _draw_sentence(job: dict, number: int, item: tuple, structure, notes: list[s
     if job["decoder"] is not None:
         predicted = spans_to_tree(words, structure.spans(job["options"]))
         entry["tree"] = to_bracketed(predicted)
-        fig = (plot_trees(predicted, gold, title=f"{title_name} - sentence {number}")
-               if gold is not None
-               else plot_tree(predicted, title=f"induced tree - {title_name}"))
-        save(fig, "tree", f"Induced tree ({job['decoder']})"
-                          + (", beside the gold tree" if gold is not None else ""))
+        fig = (
+            plot_trees(predicted, gold, title=f"{title_name} - sentence {number}")
+            if gold is not None
+            else plot_tree(predicted, title=f"induced tree - {title_name}")
+        )
+        save(fig, "tree", f"Induced tree ({job['decoder']})" + (", beside the gold tree" if gold is not None else ""))
     elif gold is not None:
         save(plot_tree(gold, title="gold tree"), "gold", "Gold tree (this model induces none)")
     if result["priors"] is not None:
-        save(plot_constituent_priors(result["priors"], result["labels"], title_name),
-             "priors", "Constituent prior C of every layer")
+        save(
+            plot_constituent_priors(result["priors"], result["labels"], title_name),
+            "priors",
+            "Constituent prior C of every layer",
+        )
     if structure is not None:
         _draw_structure(structure.constituency, job["options"], word_labels, title_name, number, save, notes)
     for layer in job["layers"]:
-        save(plot_attention_heads(result["attentions"][layer], result["labels"], layer, title_name),
-             f"attention-layer{layer}", f"Attention of every head, layer {layer}")
+        save(
+            plot_attention_heads(result["attentions"][layer], result["labels"], layer, title_name),
+            f"attention-layer{layer}",
+            f"Attention of every head, layer {layer}",
+        )
     if result["unknown"]:
-        notes.append(f"sentence {number}: words marked * are not in the model's vocabulary "
-                     f"(encoded as {tokenizer.unk_token})")
+        notes.append(
+            f"sentence {number}: words marked * are not in the model's vocabulary (encoded as {tokenizer.unk_token})"
+        )
     return figures, entry
 
 
-def _draw_structure(constituency, options, word_labels: list[str], title_name: str, number: int, save,
-                    notes: list[str]) -> None:
+def _draw_structure(
+    constituency, options, word_labels: list[str], title_name: str, number: int, save, notes: list[str]
+) -> None:
     """The figure of a sentence's constituency structure: link probabilities (Tree Transformer) or
     syntactic distances (the decoder's row highlighted); a note instead for a one-word sentence."""
-    from syntaxformer.figures import plot_link_probabilities, plot_syntactic_distances
-    from syntaxformer.structures import LinkProbabilities, SyntacticDistances
 
     if not isinstance(constituency, (LinkProbabilities, SyntacticDistances)):
         return
@@ -232,16 +247,24 @@ def _draw_structure(constituency, options, word_labels: list[str], title_name: s
     if len(word_labels) < 2:
         notes.append(f"sentence {number} has one word: no {what} to draw")
     elif isinstance(constituency, LinkProbabilities):
-        save(plot_link_probabilities(constituency.probs, word_labels, title_name),
-             "links", "Link probabilities of every layer (between the words they link)")
+        save(
+            plot_link_probabilities(constituency.probs, word_labels, title_name),
+            "links",
+            "Link probabilities of every layer (between the words they link)",
+        )
     elif constituency.layers is not None:
         parsed = range(constituency.num_layers)[options.layer if options.layer is not None else constituency.layer]
-        save(plot_syntactic_distances(constituency.layers, word_labels, title_name, parsed=parsed),
-             "distances", f"Syntactic distances of every layer (layer {parsed} parsed; between the words of each gap)")
+        save(
+            plot_syntactic_distances(constituency.layers, word_labels, title_name, parsed=parsed),
+            "distances",
+            f"Syntactic distances of every layer (layer {parsed} parsed; between the words of each gap)",
+        )
     else:
-        save(plot_syntactic_distances(constituency.distances, word_labels, title_name, parsed=0,
-                                      layers=["distances"]),
-             "distances", "Syntactic distances (between the words of each gap)")
+        save(
+            plot_syntactic_distances(constituency.distances, word_labels, title_name, parsed=0, layers=["distances"]),
+            "distances",
+            "Syntactic distances (between the words of each gap)",
+        )
 
 
 def kind_text(model_type: str, prior: str | None, induces: bool) -> str:
@@ -258,13 +281,29 @@ def _describe(model, folder) -> dict:
     induces = induces_structure(model)
     kind_text_ = kind_text(config.model_type, prior, induces)
     name = Path(folder).resolve().name
-    return dict(kind=config.model_type, prior=prior, kind_text=kind_text_, induces=induces, name=name,
-                title_name=f"{name} ({kind_text_})")
+    return dict(
+        kind=config.model_type,
+        prior=prior,
+        kind_text=kind_text_,
+        induces=induces,
+        name=name,
+        title_name=f"{name} ({kind_text_})",
+    )
 
 
-def run_show(out: str | Path, sentences=(), treebank: str | None = None, indices=(), gold: bool = False,
-             normalise: bool = True, model: str | Path | None = None, options=None,
-             layers: str | None = None, device: str | None = "cpu", seed: int = 0) -> dict:
+def run_show(
+    out: str | Path,
+    sentences=(),
+    treebank: str | None = None,
+    indices=(),
+    gold: bool = False,
+    normalise: bool = True,
+    model: str | Path | None = None,
+    options=None,
+    layers: str | None = None,
+    device: str | None = "cpu",
+    seed: int = 0,
+) -> dict:
     """Draw the figures of every sentence asked for into ``out`` and write ``out/index.html``.
 
     Args:
@@ -288,11 +327,6 @@ def run_show(out: str | Path, sentences=(), treebank: str | None = None, indices
         InputError: see :func:`sentences_to_show` and :func:`parse_layers`; no pretrained model
             shipped; the loader's errors.
     """
-    import torch
-
-    from syntaxformer.figures import write_index
-    from syntaxformer.parsing import load_model, model_structures
-    from syntaxformer.pretrained import model_or_pretrained
 
     start = time.perf_counter()
     torch.manual_seed(seed)
@@ -300,32 +334,54 @@ def run_show(out: str | Path, sentences=(), treebank: str | None = None, indices
     folder, options = model_or_pretrained(model, options)  # default: shipped
     loaded, tokenizer, _ = load_model(folder, device)
     config = loaded.config
-    heads = getattr(config, "num_attention_heads", None)   # None: a model without attention (ON-LSTM)
+    heads = getattr(config, "num_attention_heads", None)  # None: a model without attention (ON-LSTM)
     if not heads and layers is not None:
         raise InputError(f"--layers {layers!r}: this model ({config.model_type}) has no attention heads to draw")
     layers = parse_layers(layers, config.num_hidden_layers) if heads else []
     about = _describe(loaded, folder)
     # a model that induces no structure (e.g. prior="none"): nothing for the parsing path to do
-    structures = (model_structures(loaded, tokenizer, [words for _, words, _ in items], normalise=False)
-                  if about["induces"] else [None] * len(items))
+    structures = (
+        model_structures(loaded, tokenizer, [words for _, words, _ in items], normalise=False)
+        if about["induces"]
+        else [None] * len(items)
+    )
     decoder = _decoder_description(structures[0].constituency, options) if about["induces"] else None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    job = dict(model=loaded, tokenizer=tokenizer, out=out, options=options, decoder=decoder, layers=layers,
-               title_name=about["title_name"])
+    job = dict(
+        model=loaded,
+        tokenizer=tokenizer,
+        out=out,
+        options=options,
+        decoder=decoder,
+        layers=layers,
+        title_name=about["title_name"],
+    )
     sections, notes, report = [], [], []
     for number, (item, structure) in enumerate(zip(items, structures), 1):
         figures, entry = _draw_sentence(job, number, item, structure, notes)
         sections.append((item[0], figures))
         report.append(entry)
     data = treebank or "command line"
-    meta = (f"model {folder} ({about['kind_text']}, {config.num_hidden_layers} layers, "
-            f"{heads or 'no attention'} heads, hidden {config.hidden_size}); data: {data}; "
-            f"decoder: {decoder or 'none'}; seed {seed}")
+    meta = (
+        f"model {folder} ({about['kind_text']}, {config.num_hidden_layers} layers, "
+        f"{heads or 'no attention'} heads, hidden {config.hidden_size}); data: {data}; "
+        f"decoder: {decoder or 'none'}; seed {seed}"
+    )
     index = write_index(out, f"syntaxformer show - {about['name']}", sections, meta=meta, notes=notes)
     return {
-        "model": str(folder), "model_type": about["kind"], "prior": about["prior"],
-        "layers": config.num_hidden_layers, "heads": heads,
-        "hidden": config.hidden_size, "data": data, "seed": seed, "decoder": decoder,
-        "attention_layers": layers, "index": str(index), "sentences": report, "notes": notes,
-        "seconds": round(time.perf_counter() - start, 3)}
+        "model": str(folder),
+        "model_type": about["kind"],
+        "prior": about["prior"],
+        "layers": config.num_hidden_layers,
+        "heads": heads,
+        "hidden": config.hidden_size,
+        "data": data,
+        "seed": seed,
+        "decoder": decoder,
+        "attention_layers": layers,
+        "index": str(index),
+        "sentences": report,
+        "notes": notes,
+        "seconds": round(time.perf_counter() - start, 3),
+    }

@@ -1,0 +1,36 @@
+"""Run a training: :func:`train` picks the trainer for the options (:class:`~syntaxformer.training.trainer.Trainer`,
+or :class:`~syntaxformer.training.finetune.FineTuneTrainer` with ``init_from``) and runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.finetune import FineTuneTrainer
+from syntaxformer.training.trainer import Trainer
+
+
+def train(args: TrainArguments | None = None, **kwargs) -> Path:
+    """Train a model (its own objective) as described in the module docstring; return the output folder.
+
+    ``Trainer(args).train()`` (with ``init_from``:
+    :class:`~syntaxformer.training.finetune.FineTuneTrainer`); use a trainer directly to add callbacks.
+
+    Args:
+        args: the options; or give them as keyword arguments (``train(out=..., max_steps=...)``).
+
+    Raises:
+        InputError: bad options, an unreadable corpus, an OUT holding a checkpoint without
+            ``resume``, a checkpoint that does not match the options.
+        TypeError: both ``args`` and keyword arguments.
+    """
+    if args is None:
+        args = TrainArguments(**kwargs)
+    elif kwargs:
+        raise TypeError("give TrainArguments or keyword arguments, not both")
+    if args.init_from is not None:  # fine-tuning a trained model (with head gates): training/finetune.py
+        return FineTuneTrainer(args).train()
+    return Trainer(args).train()
+
+
+__all__ = ["train"]
