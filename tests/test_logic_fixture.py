@@ -1,0 +1,271 @@
+"""``syntaxformer logic train`` + ``logic evaluate`` on a fresh clone (issue 40 item 2.3).
+
+The tests of tests/test_logic.py need ``../shared/data/propositional-logic``; these write a tiny data
+folder of their own (``train0 .. train12``, ``test0 .. test12``; ``RELATION TAB formula TAB formula``)
+whose relations are computed here by truth tables over the variables ``a`` - ``f`` (MacCartney &
+Manning's 7 relations between the sets of assignments that satisfy each formula), independent of the
+code under test. One run trains under ``--precision bf16`` (bfloat16 autocast, parameters float32).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import syntaxformer.tasks.logic as logic_module
+import syntaxformer.workflows.logic as workflow_module
+from syntaxformer.cli import main
+
+VARIABLES = "abcdef"
+#: every assignment of the 6 variables (64)
+ASSIGNMENTS = [dict(zip(VARIABLES, values)) for values in itertools.product((False, True), repeat=6)]
+TRAIN_PER_FILE = 12  # train0 .. train6: 84 pairs; every 10th held out: 76 training, 8 validation
+TEST_PER_FILE = 5  # test1 .. test12
+
+
+def random_formula(rng: random.Random, operators: int) -> tuple[list[str], object]:
+    """A formula with exactly ``operators`` operators in the data's bracketing (``( not X )``,
+    ``( X ( and Y ) )``, ``( X ( or Y ) )``) and its truth function."""
+    if operators == 0:
+        v = rng.choice(VARIABLES)
+        return [v], lambda a, v=v: a[v]
+    if rng.random() < 0.3:
+        tokens, f = random_formula(rng, operators - 1)
+        return ["(", "not", *tokens, ")"], lambda a, f=f: not f(a)
+    left_ops = rng.randrange(operators)
+    left, f = random_formula(rng, left_ops)
+    right, g = random_formula(rng, operators - 1 - left_ops)
+    op = rng.choice(("and", "or"))
+    if op == "and":
+        return ["(", *left, "(", "and", *right, ")", ")"], lambda a, f=f, g=g: f(a) and g(a)
+    return ["(", *left, "(", "or", *right, ")", ")"], lambda a, f=f, g=g: f(a) or g(a)
+
+
+def relation(f, g) -> str:
+    """The natural-logic relation of the sets x = {f true}, y = {g true} over the 64 assignments
+    (Bowman et al. 2015, Table 1)."""
+    x = {i for i, a in enumerate(ASSIGNMENTS) if f(a)}
+    y = {i for i, a in enumerate(ASSIGNMENTS) if g(a)}
+    universe = set(range(len(ASSIGNMENTS)))
+    if x == y:
+        return "="
+    if x < y:
+        return "<"
+    if x > y:
+        return ">"
+    disjoint, exhaustive = not (x & y), (x | y) == universe
+    if disjoint and exhaustive:
+        return "^"
+    if disjoint:
+        return "|"
+    if exhaustive:
+        return "v"
+    return "#"
+
+
+def write_logic_folder(folder: Path, seed: int = 0) -> dict[str, list[str]]:
+    """``train0 .. train12`` and ``test0 .. test12`` of random pairs (the longer formula of file N has
+    N operators); returns each file's relations."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    relations = {}
+    for split, per_file in (("train", TRAIN_PER_FILE), ("test", TEST_PER_FILE)):
+        for n in range(13):
+            lines, rels = [], []
+            for _ in range(per_file):
+                left, f = random_formula(rng, n)
+                right, g = random_formula(rng, rng.randrange(n + 1))
+                if rng.random() < 0.5:
+                    (left, f), (right, g) = (right, g), (left, f)
+                rel = relation(f, g)
+                rels.append(rel)
+                lines.append(f"{rel}\t{' '.join(left)}\t{' '.join(right)}\n")
+            (folder / f"{split}{n}").write_text("".join(lines))
+            relations[f"{split}{n}"] = rels
+    return relations
+
+
+def test_truth_table_relations_by_hand():
+    a = lambda x: x["a"]  # noqa: E731
+    b = lambda x: x["b"]  # noqa: E731
+    assert relation(a, a) == "="
+    assert relation(lambda x: x["a"] and x["b"], a) == "<"
+    assert relation(a, lambda x: x["a"] and x["b"]) == ">"
+    assert relation(a, lambda x: not x["a"]) == "^"
+    assert relation(lambda x: x["a"] and x["b"], lambda x: not x["a"]) == "|"
+    assert relation(lambda x: x["a"] or x["b"], lambda x: not x["a"]) == "v"
+    assert relation(a, b) == "#"
+
+
+@pytest.fixture(scope="module")
+def logic_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("propositional-logic")
+    return folder, write_logic_folder(folder)
+
+
+def _train(data: Path, out: Path, precision: str) -> int:
+    return main(
+        [
+            "logic",
+            "train",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--encoder",
+            "lstm",
+            "--preset",
+            "tiny",
+            "--set",
+            "embedding_size=16",
+            "--set",
+            "hidden_size=16",
+            "--precision",
+            precision,
+            "--batch-size",
+            "8",
+            "--max-steps",
+            "3",
+            "--eval-every",
+            "3",
+            "--save-every",
+            "3",
+            "--seed",
+            "1",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--quiet",
+            "--json",
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def bf16_run(logic_folder, tmp_path_factory):
+    """``logic train --precision bf16`` for 3 steps, with a forward hook on every ``nn.Linear`` of the
+    classifier recording (training mode, autocast enabled, output dtype, weight dtype)."""
+    folder, _ = logic_folder
+    out = tmp_path_factory.mktemp("logic-bf16") / "run"
+    seen: list[tuple[bool, bool, torch.dtype, torch.dtype]] = []
+    real_build = logic_module.build_classifier
+    real_load = workflow_module.PairClassifier.from_pretrained
+
+    def hooked(model):
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.register_forward_hook(
+                    lambda m, i, o: seen.append((m.training, torch.is_autocast_enabled("cpu"), o.dtype, m.weight.dtype))
+                )
+        return model
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logic_module, "build_classifier", lambda *a, **k: hooked(real_build(*a, **k)))
+        mp.setattr(
+            workflow_module,
+            "PairClassifier",
+            SimpleNamespace(from_pretrained=lambda *a, **k: hooked(real_load(*a, **k))),
+        )
+        capsys_out = _run_capturing(lambda: _train(folder, out, "bf16"))
+    return out, capsys_out, seen
+
+
+def _run_capturing(call):
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = call()
+    assert code == 0
+    return json.loads(buffer.getvalue())
+
+
+def test_bf16_training_runs_under_autocast_with_float32_parameters(bf16_run):
+    out, report, seen = bf16_run
+    training_calls = [s for s in seen if s[0]]
+    assert training_calls, "no forward pass in training mode"
+    # every linear layer of a training step: autocast on, bfloat16 products, float32 weights
+    assert all(autocast and out_dtype == torch.bfloat16 for _, autocast, out_dtype, _ in training_calls)
+    assert all(weight == torch.float32 for *_, weight in seen)
+    # validation (evaluation mode) under autocast too; the test of the reloaded best model in float32
+    # (the option's help: "training and validation under torch.autocast ... test in float32")
+    eval_calls = [s for s in seen if not s[0]]
+    validation = [s for s in eval_calls if s[1]]
+    testing = [s for s in eval_calls if not s[1]]
+    assert validation and all(out_dtype == torch.bfloat16 for _, _, out_dtype, _ in validation)
+    assert testing and all(out_dtype == torch.float32 for _, _, out_dtype, _ in testing)
+    # saved parameters are float32; the report records the precision and the steps
+    for name in ("model.safetensors", "best/model.safetensors"):
+        tensors = load_file(out / name)
+        assert {t.dtype for t in tensors.values()} == {torch.float32}, name
+    assert report["training"]["arguments"]["precision"] == "bf16"
+    assert json.loads((out / "training.json").read_text())["arguments"]["precision"] == "bf16"
+    assert report["training"]["steps"] == 3 and report["training"]["stopped"] == "max_steps"
+
+
+def test_fp32_training_has_no_autocast(logic_folder, tmp_path, monkeypatch):
+    folder, _ = logic_folder
+    seen = []
+    real_build = logic_module.build_classifier
+
+    def build(*args, **kwargs):
+        model = real_build(*args, **kwargs)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.register_forward_hook(lambda m, i, o: seen.append((torch.is_autocast_enabled("cpu"), o.dtype)))
+        return model
+
+    monkeypatch.setattr(logic_module, "build_classifier", build)
+    report = _run_capturing(lambda: _train(folder, tmp_path / "run", "fp32"))
+    assert seen and all(not autocast and dtype == torch.float32 for autocast, dtype in seen)
+    assert report["training"]["arguments"]["precision"] == "fp32"
+
+
+def test_train_and_evaluate_on_the_fixture(bf16_run, logic_folder, tmp_path):
+    folder, relations = logic_folder
+    out, report, _ = bf16_run
+    training = report["training"]
+    # 7 files of 12 pairs, every 10th pair (in file order) held out
+    assert training["data"]["train_pairs"] == 76 and training["data"]["valid_pairs"] == 8
+    assert training["data"]["train_files"] == [f"train{n}" for n in range(7)]
+    assert report["model"] == str(out / "best")
+    assert sorted(map(int, report["test"])) == list(range(1, 13))
+    for n in range(1, 13):
+        cell = report["test"][str(n)]  # JSON keys
+        assert cell["pairs"] == TEST_PER_FILE
+        assert cell["majority"] == pytest.approx(100 * relations[f"test{n}"].count("#") / TEST_PER_FILE)
+        assert cell["accuracy"] == pytest.approx(100 * cell["correct"] / TEST_PER_FILE)
+    for name in ("logic.json", "logic.md", "accuracy.png", "best/pair_classifier.json"):
+        assert (out / name).is_file(), name
+
+    evaluated = _run_capturing(
+        lambda: main(
+            [
+                "logic",
+                "evaluate",
+                "--model",
+                str(out / "best"),
+                "--data",
+                str(folder),
+                "--out",
+                str(tmp_path / "eval"),
+                "--device",
+                "cpu",
+                "--json",
+            ]
+        )
+    )
+    assert {n: v["correct"] for n, v in evaluated["test"].items()} == {
+        n: v["correct"] for n, v in report["test"].items()
+    }
+    assert evaluated["seed"] == 1 and evaluated["training"]["arguments"]["precision"] == "bf16"
+    assert (tmp_path / "eval" / "logic.md").is_file()
