@@ -22,7 +22,7 @@ from syntaxformer.evaluation.baselines import (
     right_chain,
     run_baselines,
 )
-from syntaxformer.evaluation.constituency import tree_depth
+from syntaxformer.evaluation.constituency import bracket_depth
 
 
 def test_exact_trees():
@@ -64,8 +64,8 @@ def test_every_baseline_tree_covers_exactly_the_words(n, seed):
         if n >= 2:
             assert len(spans) == n - 1 and (0, n) in spans  # full binary tree: n - 1 nodes
             assert is_binary(tree)
-    assert tree_depth(spans_to_tree(words, balanced(n))) == math.ceil(math.log2(n))
-    assert tree_depth(spans_to_tree(words, right_branching(n))) == max(n - 1, 0)
+    assert bracket_depth(spans_to_tree(words, balanced(n))) == math.ceil(math.log2(n))
+    assert bracket_depth(spans_to_tree(words, right_branching(n))) == max(n - 1, 0)
 
 
 @given(st.integers(1, 60))

@@ -18,11 +18,11 @@ from syntaxformer.evaluation.baselines import baseline_trees, right_branching
 from syntaxformer.evaluation.constituency import (
     RECALL_LABELS,
     base_labels,
+    bracket_depth,
     corpus_f1,
     evaluate_constituency,
     gold_labelled_brackets,
     sentence_f1,
-    tree_depth,
 )
 from syntaxformer.evaluation.dependency import evaluate_dependency, reattach_heads
 
@@ -129,10 +129,10 @@ def test_collapsed_label_counts_for_each_part():
 
 
 def test_tree_depth():
-    assert tree_depth(pred("a", [])) == 0
-    assert tree_depth(pred("a b", [])) == 1
-    assert tree_depth(pred("a b c d e", right_branching(5))) == 4
-    assert tree_depth(Tree.fromstring("(S (X (X a b) c))")) == 2  # (0,3) and (0,2); unary once
+    assert bracket_depth(pred("a", [])) == 0
+    assert bracket_depth(pred("a b", [])) == 1
+    assert bracket_depth(pred("a b c d e", right_branching(5))) == 4
+    assert bracket_depth(Tree.fromstring("(S (X (X a b) c))")) == 2  # (0,3) and (0,2); unary once
     golds = [gold("(S (NP (DT a) (NN b)) (VB c))"), gold("(S (NN a))")]
     result = evaluate_constituency([pred("a b c", right_branching(3)), pred("a", [])], golds)
     assert result["mean_depth"] == 1.0  # (2 + 0) / 2

@@ -17,7 +17,7 @@ from syntaxformer.models import REGISTRY, make_config
 from syntaxformer.probing import build_tasks, write_task_files
 from syntaxformer.probing.classifiers import majority, probe
 from syntaxformer.probing.features import sentence_vectors
-from syntaxformer.probing.tasks import bigram_shift, top_constituents, tree_depth
+from syntaxformer.probing.tasks import bigram_shift, parse_tree_depth, top_constituents
 
 torch.set_num_threads(1)
 
@@ -29,7 +29,7 @@ def trees():
 
 def test_depth_and_top_constituents_of_a_hand_tree():
     tree = Tree.fromstring("(S (NP (DT the) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))))")
-    assert tree_depth(tree) == 5  # S -> VP -> PP -> NP -> NN -> mat
+    assert parse_tree_depth(tree) == 5  # S -> VP -> PP -> NP -> NN -> mat
     assert top_constituents(tree) == "NP VP"
     assert top_constituents(Tree.fromstring("(S (S+VP (VB go)) (RB now))")) == "S RB"
 

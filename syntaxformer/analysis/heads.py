@@ -150,7 +150,7 @@ class EncodedSentences:
         )
 
 
-def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]], max_length: int | None = None) -> EncodedSentences:
+def encode_counted(tokenizer, sentences: Sequence[Sequence[str]], max_length: int | None = None) -> EncodedSentences:
     """Encode word lists (already normalised), counting unknown and split words.
 
     Args:
@@ -689,7 +689,7 @@ def dependency_roles(
 ) -> tuple[dict, EncodedSentences]:
     """:meth:`DependencyCounts.result` of every head (flat ``L·H``) on gold trees, and the
     encoding's counts (unknown / split words, sentences skipped)."""
-    encoded = encode_sentences(tokenizer, data.words, max_length)
+    encoded = encode_counted(tokenizer, data.words, max_length)
     counts = DependencyCounts(layout.size)
     for batch, weights, mask in _word_batches(model, tokenizer, encoded, layout, batch_size):
         _, _, target = max_attention(weights, mask)
@@ -829,7 +829,7 @@ def analyse_model(
     max_length = getattr(model.config, "max_position_embeddings", None)
     gold = [load_dependency_data(source, max_sentences) for source in dependencies]  # bad input first
     choice = choose_text(info, text, max_sentences)
-    encoded = encode_sentences(tokenizer, choice.sentences, max_length)
+    encoded = encode_counted(tokenizer, choice.sentences, max_length)
     if not encoded.ids:
         raise InputError("no sentence of the text fits the model", path=choice.source)
     args = info.get("arguments") or {}

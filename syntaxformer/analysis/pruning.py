@@ -228,7 +228,7 @@ class PruneData:
 
     Attributes:
         sentences: the perplexity text (word lists, normalised as the training corpus was).
-        encoded: the same text encoded (:func:`~syntaxformer.analysis.heads.encode_sentences`), for
+        encoded: the same text encoded (:func:`~syntaxformer.analysis.heads.encode_counted`), for
             confidence. batches: masked batches (:func:`~syntaxformer.analysis.heads.mlm_batches`), for
             importance. frequencies: training-text word counts (:func:`text_roles` needs them).
         gold: gold trees for F1 (None: no F1). options: the decoder's

@@ -77,7 +77,7 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def format_table(report: dict) -> str:
+def format_compare_report(report: dict) -> str:
     """The comparison as a plain-text table with a header naming data, protocol, preset and seed
     (:mod:`syntaxformer.evaluation.report`'s header and table)."""
     from syntaxformer.evaluation.report import format_header
@@ -143,5 +143,5 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         quiet=args.quiet,
     )
-    print(json.dumps(report, indent=2) if args.json else format_table(report))
+    print(json.dumps(report, indent=2) if args.json else format_compare_report(report))
     return 0

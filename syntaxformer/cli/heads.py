@@ -66,7 +66,7 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def format_table(report: dict) -> str:
+def format_heads_report(report: dict) -> str:
     """The terminal table: one row per layer × head."""
     lines = [
         f"{'layer':>5} {'head':>4} {'imp.norm':>8} {'conf':>5} {'prev%':>6} {'next%':>6} "
@@ -154,6 +154,6 @@ def run(args) -> int:
         print(json.dumps(summary))
     else:
         print("\n".join(summary_lines(report)))
-        print(format_table(report))
+        print(format_heads_report(report))
         print("wrote " + ", ".join(str(p) for p in files))
     return 0

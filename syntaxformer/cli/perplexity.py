@@ -75,7 +75,7 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def format_table(result: dict) -> str:
+def format_perplexity_report(result: dict) -> str:
     """A plain-text report naming data, protocol, model, preset and seed
     (:func:`syntaxformer.evaluation.report.format_header`)."""
     from syntaxformer.evaluation.report import format_header
@@ -144,5 +144,5 @@ def run(args: argparse.Namespace) -> int:
         phrases=args.phrases,
         induced_from=args.induced_from,
     )
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    print(json.dumps(result, indent=2) if args.json else format_perplexity_report(result))
     return 0

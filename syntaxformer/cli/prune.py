@@ -82,7 +82,7 @@ def _cell(point: dict, name: str, spec: str) -> str:
     return f"{value}±{format(point[name + '_sd'], spec)}" if f"{name}_sd" in point else value
 
 
-def format_table(report: dict) -> str:
+def format_prune_report(report: dict) -> str:
     """One row per fraction: heads removed, then per order perplexity and sentence F1 (random: mean±sd),
     then the first order's heads removed per layer."""
     orders = report["orders"]
@@ -159,7 +159,7 @@ def run(args) -> int:
         print(json.dumps(summary))
     else:
         print("\n".join(summary_lines(report)))
-        print(format_table(report))
+        print(format_prune_report(report))
         if report["saved"]:
             print(
                 f"saved the {report['saved']['order']} order's model at {report['saved']['fraction']:g} "

@@ -24,11 +24,11 @@ from syntaxformer.evaluation.baselines import (
 )
 from syntaxformer.evaluation.constituency import PROTOCOL as CONSTITUENCY_PROTOCOL
 from syntaxformer.evaluation.constituency import (
+    bracket_depth,
     bracket_scores,
     corpus_f1,
     evaluate_constituency,
     sentence_f1,
-    tree_depth,
 )
 from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
 from syntaxformer.evaluation.dependency import evaluate_dependency, reattach_heads
@@ -40,7 +40,7 @@ __all__ = [
     "corpus_f1",
     "evaluate_constituency",
     "sentence_f1",
-    "tree_depth",
+    "bracket_depth",
     "DEPENDENCY_PROTOCOL",
     "evaluate_dependency",
     "reattach_heads",

@@ -140,7 +140,7 @@ def depth_of_brackets(spans: set[Span], n: int) -> int:
     return best
 
 
-def tree_depth(tree: Tree) -> int:
+def bracket_depth(tree: Tree) -> int:
     """Depth of a tree: the most constituents of length >= 2 (whole sentence included, duplicate spans
     once) containing one word; 0 for a one-word sentence. See the module docstring."""
     return depth_of_brackets(brackets(tree), len(tree.leaves()))

@@ -98,7 +98,7 @@ def one_mask_inputs(ids: torch.Tensor, mask_id: int, positions: torch.Tensor | N
     return inputs
 
 
-def encode_sentences(tokenizer, sentences: Sequence[Sequence[str]]) -> tuple[list[list[int]], list[list[int]]]:
+def encode_word_positions(tokenizer, sentences: Sequence[Sequence[str]]) -> tuple[list[list[int]], list[list[int]]]:
     """Token ids of each sentence (with the tokenizer's special tokens) and where its words are.
 
     Encoding is :func:`syntaxformer.data.tokenization.encode` (the trainer's), with no length limit
@@ -188,7 +188,7 @@ def masked_lm_perplexity(
     Args:
         model: a masked LM called as ``model(input_ids=(B, N), attention_mask=(B, N))`` whose output
             has ``.logits`` of shape ``(B, N, V)`` (unnormalised scores over a vocabulary of ``V``).
-        tokenizer: its fast tokenizer, one token per word (see :func:`encode_sentences`); must have
+        tokenizer: its fast tokenizer, one token per word (see :func:`encode_word_positions`); must have
             ``mask_token_id``, ``pad_token_id`` and ``unk_token_id``.
         sentences: words of each sentence, already normalised as the training corpus was.
         batch_tokens: at most this many tokens (rows x padded length) per forward pass; a larger
@@ -228,7 +228,7 @@ def masked_lm_perplexity(
     if pad_id is None:
         pad_id = mask_id  # padded positions are masked out of attention; the id does not matter
 
-    ids, word_positions = encode_sentences(tokenizer, sentences)
+    ids, word_positions = encode_word_positions(tokenizer, sentences)
     token_structure = None if structures is None else _sentence_token_structures(structures, ids, word_positions)
     scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(ids, word_positions, max_length, too_long)
 
@@ -465,7 +465,7 @@ def next_word_perplexity(
             f"next-word perplexity frames sentences with [CLS] = id {BOUNDARY_ID}; "
             f"this tokenizer has {tokenizer.cls_token_id}"
         )
-    ids, word_positions = encode_sentences(tokenizer, sentences)
+    ids, word_positions = encode_word_positions(tokenizer, sentences)
     framed = [frame_sentence(x) for x in ids]
     scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(framed, word_positions, max_length, too_long)
     scored.sort(key=lambda s: len(framed[s]))

@@ -69,7 +69,7 @@ def _bin(value: int, bins: Sequence[tuple[int, int]]) -> str:
     raise ValueError(f"{value} is in no bin of {bins}")
 
 
-def tree_depth(tree: Tree) -> int:
+def parse_tree_depth(tree: Tree) -> int:
     """Edges from the root to the deepest word (``(S (NP (DT the) (NN cat)) (VBD sat))``: 3)."""
     return tree.height() - 1
 
@@ -97,7 +97,7 @@ def _sentlen(words, trees, parts, seed):
 
 def _treedepth(words, trees, parts, seed):
     return [
-        ProbeItem(i, parts[i], tuple(w), _bin(tree_depth(t), TREEDEPTH_BINS))
+        ProbeItem(i, parts[i], tuple(w), _bin(parse_tree_depth(t), TREEDEPTH_BINS))
         for i, (w, t) in enumerate(zip(words, trees))
     ]
 

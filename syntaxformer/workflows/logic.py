@@ -86,7 +86,7 @@ def score_test_files(
     )
 
 
-def format_table(report: dict) -> str:
+def accuracy_markdown(report: dict) -> str:
     """A markdown table: per operator count the test pairs, the accuracy (%) and the majority-class
     baseline's (%), then the group means of the accuracy."""
     test = {int(n): v for n, v in report["test"].items()}
@@ -142,7 +142,7 @@ def write_outputs(report: dict, out: str | Path) -> list[str]:
         title=f"propositional logic, {label}",
     )
     paths = [str(p) for p in save_figure(fig, out / FIGURE)]
-    table = f"{summary_line(report)}\n\nProtocol: {PROTOCOL}.\n\n{format_table(report)}\n"
+    table = f"{summary_line(report)}\n\nProtocol: {PROTOCOL}.\n\n{accuracy_markdown(report)}\n"
     (out / REPORT_TABLE).write_text(table)
     files = [str(out / REPORT_JSON), str(out / REPORT_TABLE)] + paths
     report["files"] = files
@@ -217,7 +217,7 @@ __all__ = [
     "run_logic_train",
     "run_logic_evaluate",
     "score_test_files",
-    "format_table",
+    "accuracy_markdown",
     "summary_line",
     "write_outputs",
     "PROTOCOL",

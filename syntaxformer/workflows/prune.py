@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from syntaxformer.analysis.heads import choose_text, encode_sentences, head_layout, mlm_batches
+from syntaxformer.analysis.heads import choose_text, encode_counted, head_layout, mlm_batches
 from syntaxformer.analysis.pruning import (
     ORDERS,
     PROTOCOL,
@@ -96,7 +96,7 @@ def prepare_data(
     """
 
     choice = choose_text(info, text, max_sentences)
-    encoded = encode_sentences(tokenizer, choice.sentences, getattr(model.config, "max_position_embeddings", None))
+    encoded = encode_counted(tokenizer, choice.sentences, getattr(model.config, "max_position_embeddings", None))
     if not encoded.ids:
         raise InputError("no sentence of the text fits the model", path=choice.source)
     args = info.get("arguments") or {}
