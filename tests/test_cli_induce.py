@@ -17,6 +17,7 @@ from syntaxformer.data.treebank import read_treebank
 from syntaxformer.decoding.dependency import is_tree
 from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.evaluation.constituency import evaluate_constituency
+from syntaxformer.evaluation.protocols import PROTOCOLS
 from syntaxformer.models import MODELS
 from syntaxformer.parsing import load_model
 from syntaxformer.workflows.induce import RECIPES, resolve_recipe
@@ -96,6 +97,8 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
     assert report["data"]["treebank"] == str(mrg) and report["data"]["train"] == str(text)
     assert list(report["parts"]) == ["all"] and report["primary"] == "all"
     assert report["curve"]["treebank"] == str(mrg)
+    # the default protocol (prpn): the report as before --protocol existed (no name, no curve protocol)
+    assert "protocol_name" not in report and set(report["curve"]) == {"treebank", "points"}
     assert (tmp_path / "curve.png").is_file() and (tmp_path / "curve.svg").is_file()
     # the model folder is a loadable model trained for 3 steps
     model, _, info = load_model(tmp_path / "model")
@@ -207,6 +210,73 @@ def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
     assert all(is_tree(list(s.heads), single_root=True) for s in sentences)
     assert len(conllu.parse((tmp_path / "dependencies.conllu").read_text(encoding="utf-8"))) == 3914
     assert len((tmp_path / "trees.txt").read_text().splitlines()) == 3914
+
+
+def _induce_small(capsys, small_treebank, out, *extra) -> tuple[dict, str]:
+    """``induce`` of the tiny preset for 3 steps on the small treebank: (report.json, printed text)."""
+    mrg, text = small_treebank
+    code, printed, err = _run(capsys, "induce", "--treebank", mrg, "--corpus", text, "--out", out, *TINY, *extra)
+    assert code == 0, err
+    return json.loads((out / "report.json").read_text()), printed
+
+
+def _evaluate_json(capsys, protocol: str, pred, gold) -> dict:
+    code, printed, err = _run(capsys, "evaluate", "--protocol", protocol, "--pred", pred, "--gold", gold, "--json")
+    assert code == 0, err
+    return json.loads(printed)
+
+
+def test_induce_protocol_evalb_scores_every_part_with_evalb(capsys, small_treebank, tmp_path):
+    """--protocol evalb: the model's corpus F1 is evaluate --protocol evalb's on trees.txt; every row is
+    EVALB's (no sentence F1, WSJ-10 or label recall); the report names the protocol; the curve stays PRPN."""
+    mrg, _ = small_treebank
+    gold = load_gold_trees(mrg)
+    report, printed = _induce_small(capsys, small_treebank, tmp_path, "--protocol", "evalb")
+    evaluated = _evaluate_json(capsys, "evalb", tmp_path / "trees.txt", mrg)
+    assert report["tree_transformer"]["corpus_f1"] == pytest.approx(evaluated["corpus_f1"])
+    assert report["tree_transformer"]["matched"] == evaluated["matched"]
+    assert report["protocol_name"] == "evalb" and report["protocol_source"] == PROTOCOLS["evalb"].source
+    assert report["protocol"] == PROTOCOLS["evalb"].rules
+    # a binary tree over n words has n - 1 internal nodes, each one EVALB bracket (whole sentence
+    # included; the gold has no punctuation left to delete), for every row
+    binary_brackets = sum(len(g.leaves()) - 1 for g in gold)
+    for row in ("tree_transformer", "untrained") + BASELINES:
+        scores = report[row]
+        assert scores["pred_brackets"] == binary_brackets, row
+        assert scores["matched"] >= len(gold)  # the whole-sentence bracket always matches
+        assert not {"sentence_f1", "wsj10_sentence_f1", "label_recall"} & set(scores), row
+    right = [spans_to_tree(g.leaves(), {(i, len(g.leaves())) for i in range(len(g.leaves()) - 1)}) for g in gold]
+    assert report["right_branching"]["corpus_f1"] == pytest.approx(PROTOCOLS["evalb"].score(right, gold)["corpus_f1"])
+    assert report["random"]["std"]["corpus_f1"] > 0
+    layers = report["parts"]["all"]["single_layer"]
+    assert layers and all(set(r) == {"corpus_f1"} for r in layers.values())
+    assert report["curve"]["protocol"] == "prpn" and [p["step"] for p in report["curve"]["points"]][-1] == 3
+    # the table: EVALB's columns, no sentence F1; the header names the protocol and its source
+    assert "protocol: evalb: " in printed and f"source:   {PROTOCOLS['evalb'].source}" in printed
+    assert "corpus F1" in printed and "complete match" in printed and "sentence F1" not in printed
+    assert "label recall: not given by protocol evalb" in printed and "corpus F1 by layer" in printed
+
+
+def test_induce_protocol_cpcfg_sentence_f1_is_evaluates(capsys, small_treebank, tmp_path):
+    mrg, _ = small_treebank
+    gold = load_gold_trees(mrg)
+    report, printed = _induce_small(capsys, small_treebank, tmp_path, "--protocol", "cpcfg", "--curve-treebank", "none")
+    evaluated = _evaluate_json(capsys, "cpcfg", tmp_path / "trees.txt", mrg)
+    for key in ("sentence_f1", "corpus_f1", "n_sentence_f1"):
+        assert report["tree_transformer"][key] == pytest.approx(evaluated[key]), key
+    assert report["protocol_name"] == "cpcfg" and report["curve"] is None
+    # compound-pcfg's span set of a binary tree: its n - 1 internal nodes but the whole sentence
+    assert report["untrained"]["pred_brackets"] == sum(len(g.leaves()) - 2 for g in gold)
+    assert "wsj10_sentence_f1" not in report["balanced"] and "label_recall" not in report["left_branching"]
+    assert "sentence F1 by layer" in printed and "corpus R" in printed and "WSJ-10" not in printed
+
+
+def test_induce_unknown_protocol_fails_before_training(capsys, small_treebank, tmp_path):
+    mrg, text = small_treebank
+    argv = ["induce", "--protocol", "nope", "--treebank", mrg, "--corpus", text, "--out", tmp_path / "o", *TINY]
+    code, _, err = _run(capsys, *argv)
+    assert code == 1 and "'nope'" in err and "evalb" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
 
 
 def test_induce_cut_by_max_minutes_says_so_and_resume_finishes_it(capsys, small_treebank, tmp_path):

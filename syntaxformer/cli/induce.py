@@ -8,7 +8,8 @@ beside the same model untrained (step 0: same seed, same decoder) and left-/righ
 and balanced trees. This is the transductive setting (the sentences parsed are in the training text,
 as the Tree Transformer paper's "WSJ-all"). It writes into ``--out``: the model folder (``model/``),
 ``trees.txt`` (all sentences), (StructFormer: ``dependencies.conllu``), ``report.json`` and
-``curve.{png,svg}``.
+``curve.{png,svg}``. ``--protocol NAME`` scores every part under another protocol of
+:data:`syntaxformer.evaluation.protocols.PROTOCOLS` (the learning curve stays ``prpn``).
 
 A recipe is a fixed number of steps (reproducible from the seed: the same model on any machine);
 ``--max-minutes`` stops training early only when given, and the header then says ``STOPPED EARLY: N of M
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 
 from syntaxformer.cli.arguments import add_decoder_arguments, config_override, decoder_options
+from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, PrpnProtocol
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
 from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 
@@ -75,6 +77,13 @@ def add_parser(subparsers) -> None:
         default=None,
         help="treebank of the learning curve (default: ptb-sample:dev with ptb-sample, else "
         "--treebank); 'none' for no curve",
+    )
+    p.add_argument(
+        "--protocol",
+        default=DEFAULT_PROTOCOL,
+        help="constituency scoring protocol of every part's scores (model, untrained model, single "
+        "layers, baselines): " + ", ".join(PROTOCOLS) + f" (default {DEFAULT_PROTOCOL}; docs/protocols.md); "
+        "the learning curve is scored with prpn",
     )
     p.add_argument("--out", default="induce-out", help="output folder (default induce-out)")
     p.add_argument("--seed", type=int, default=0)
@@ -152,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         resume=args.resume,
         options=decoder_options(args),
+        protocol=args.protocol,
     )
     print(to_json(report) if args.json else format_induce_report(report))
     return 0
@@ -167,10 +177,48 @@ def _steps_text(training: dict) -> str:
     return f"STOPPED EARLY: {steps:,} of {planned:,} planned steps ({training.get('stopped') or 'stopped'})"
 
 
+def _columns(report: dict, names: dict) -> tuple[tuple[str, str], ...]:
+    """``(key, title)`` of the score table: the report's protocol's columns (``prpn``: sentence and corpus
+    F1, WSJ-10, mean depth), keeping those some row of some part has."""
+    protocol = PROTOCOLS.get(report.get("protocol_name", DEFAULT_PROTOCOL), PrpnProtocol())
+    rows = [scores[n] for scores in report["parts"].values() for n in names if n in scores]
+    return tuple((key, title) for key, title in protocol.columns if any(key in row for row in rows))
+
+
+def _cell(scores: dict, key: str, label: str | None = None):
+    """:func:`score_cell`, or None (printed ``-``) when the protocol gave no such score."""
+    if key not in scores or (label is not None and label not in scores[key]):
+        return None
+    return score_cell(scores, key, label)
+
+
+def _single_layer_line(layers: dict) -> str:
+    """The single-layer decoder's scores by layer: sentence F1, or corpus F1 where the protocol has no
+    sentence F1 (``evalb``)."""
+    key = "sentence_f1" if all("sentence_f1" in r for r in layers.values()) else "corpus_f1"
+    return f"single-layer decoder (one layer's links or distances), {key.replace('_f1', '')} F1 by layer: " + ", ".join(
+        f"{layer}: {r[key]:.2f}" for layer, r in layers.items()
+    )
+
+
+def _label_recall(report: dict, name: str, names: dict) -> str:
+    """The label recall table of the primary part, or a line saying the protocol gives none."""
+    if "label_recall" not in report[name]:
+        return f"label recall: not given by protocol {report.get('protocol_name', DEFAULT_PROTOCOL)}"
+    labels = list(report[name]["label_recall"])
+    rows = [n for n in names if n in report]
+    return f"label recall ({report['primary']})\n" + format_table(
+        ["recall (%)"] + labels,
+        [[names[n]] + [_cell(report[n], "label_recall", lab) for lab in labels] for n in rows],
+    )
+
+
 def format_induce_report(report: dict) -> str:
-    """The tables of ``induce``: per scored part, the model beside the untrained model and every baseline."""
+    """The tables of ``induce``: per scored part, the model beside the untrained model and every baseline,
+    in the columns of the report's protocol (those it gives); the label recall where it gives one."""
     name = report["model"].replace("-", "_")
     names = {name: report["model"], "untrained": "same model, untrained (step 0)", **BASELINE_NAMES}
+    protocol_name = report.get("protocol_name")
     header = format_header(
         "syntaxformer induce",
         {
@@ -178,12 +226,13 @@ def format_induce_report(report: dict) -> str:
             "training": f"{report['data']['train']}, {_steps_text(report['training'])}, "
             f"{report['minutes']['train']:.1f} min",
             "treebank": f"{report['data']['treebank']} ({report['data']['setting']})",
-            "protocol": report["protocol"],
+            "protocol": report["protocol"] if protocol_name is None else f"{protocol_name}: {report['protocol']}",
+            "source": report.get("protocol_source"),
             "decoder": ", ".join(f"{k}={v}" for k, v in report["decoder"].items()),
             "chosen": report["selection"],
         },
     )
-    keys = ("sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "mean_depth")
+    columns = _columns(report, names)
     parts = [header]
     for part, scores in report["parts"].items():
         rows = [n for n in names if n in scores]
@@ -191,15 +240,12 @@ def format_induce_report(report: dict) -> str:
         parts.append(
             f"{part}: {source['source']}, {source['n_sentences']:,} sentences\n"
             + format_table(
-                ["trees", "sentence F1", "corpus F1", "WSJ-10 sent. F1", "WSJ-10 corpus F1", "mean depth"],
-                [[names[n]] + [score_cell(scores[n], k) for k in keys] for n in rows],
+                ["trees"] + [title for _, title in columns],
+                [[names[n]] + [_cell(scores[n], key) for key, _ in columns] for n in rows],
             )
         )
         if scores.get("single_layer"):
-            parts.append(
-                "single-layer decoder (one layer's links or distances), sentence F1 by layer: "
-                + ", ".join(f"{layer}: {r['sentence_f1']:.2f}" for layer, r in scores["single_layer"].items())
-            )
+            parts.append(_single_layer_line(scores["single_layer"]))
         if scores.get("dependency"):
             parts.append(
                 format_table(
@@ -207,13 +253,5 @@ def format_induce_report(report: dict) -> str:
                     [[k.replace("_", " "), v["uas"], v["uuas"]] for k, v in scores["dependency"].items()],
                 )
             )
-    labels = list(report[name]["label_recall"])
-    rows = [n for n in names if n in report]
-    parts.append(
-        f"label recall ({report['primary']})\n"
-        + format_table(
-            ["recall (%)"] + labels,
-            [[names[n]] + [score_cell(report[n], "label_recall", lab) for lab in labels] for n in rows],
-        )
-    )
+    parts.append(_label_recall(report, name, names))
     return "\n\n".join(parts)

@@ -31,6 +31,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import run_baselines
 from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency
 from syntaxformer.evaluation.dependency import evaluate_dependency
+from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import plot_parse_curve, save_figure
 from syntaxformer.models import REGISTRY, make_config
@@ -39,6 +40,7 @@ from syntaxformer.structures import Structures, save_decoder_options
 from syntaxformer.training.run import train as train_model
 from syntaxformer.training.trainer import TrainArguments, initial_model
 from syntaxformer.workflows.baselines import random_seeds
+from syntaxformer.workflows.evaluate import protocol_fields
 from syntaxformer.workflows.outputs import write_outputs
 
 logger = logging.getLogger(__name__)
@@ -155,18 +157,22 @@ def _concatenate(first: dict, second: dict) -> dict:
     return joined
 
 
-def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None) -> dict:
-    """Scores of one gold set: the model, the untrained model, every single layer, the baselines."""
-    part = {
-        name: evaluate_constituency(decoded["trees"], gold),
-        "untrained": evaluate_constituency(decoded["untrained_trees"], gold),
-    }
+def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None, protocol: Protocol | None = None) -> dict:
+    """Scores of one gold set: the model, the untrained model, every single layer, the baselines, all
+    under ``protocol`` (None: ``prpn``, :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`'s
+    dict with WSJ-10, label recall and mean depth; else the protocol's :meth:`Protocol.score` dict).
+    A single layer keeps the sentence and corpus F1 its protocol gives (``evalb``: corpus F1 only)."""
+
+    def score(trees):
+        return evaluate_constituency(trees, gold) if protocol is None else protocol.score(trees, gold)
+
+    part = {name: score(decoded["trees"]), "untrained": score(decoded["untrained_trees"])}
     if decoded["layer_trees"]:
         part["single_layer"] = {}
         for layer, trees in decoded["layer_trees"].items():
-            r = evaluate_constituency(trees, gold)
-            part["single_layer"][str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1")}
-    baselines = run_baselines(gold, seeds=random_seeds(seed), gold_dependencies=gold_deps)
+            r = score(trees)
+            part["single_layer"][str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1") if k in r}
+    baselines = run_baselines(gold, seeds=random_seeds(seed), gold_dependencies=gold_deps, protocol=protocol)
     part.update({k: v for k, v in baselines.items() if v is not None})
     return part
 
@@ -193,10 +199,19 @@ def _dependency_scores(name: str, gold, heads, gold_deps, chains) -> dict:
 
 
 def _decode_and_score(
-    model_name: str, model, untrained, tokenizer, golds: dict, parts: dict, options, dependencies: str | None, seed: int
+    model_name: str,
+    model,
+    untrained,
+    tokenizer,
+    golds: dict,
+    parts: dict,
+    options,
+    dependencies: str | None,
+    seed: int,
+    protocol: Protocol | None = None,
 ) -> tuple[dict, dict]:
-    """Parse and score every gold set (``all`` of ptb-sample joins its halves' parses):
-    ``(scores, decoded)``, both keyed by part."""
+    """Parse and score every gold set (``all`` of ptb-sample joins its halves' parses) under
+    ``protocol`` (None: ``prpn``; :func:`_score_part`): ``(scores, decoded)``, both keyed by part."""
     name = model_name.replace("-", "_")
     scores, decoded = {}, {}
     for part, gold in golds.items():
@@ -207,7 +222,7 @@ def _decode_and_score(
             decoded[part] = _decode_part(model, untrained, tokenizer, gold, options)
         heads = decoded[part]["heads"]
         gold_deps = _gold_dependencies(dependencies, part, parts, heads)
-        scores[part] = _score_part(name, decoded[part], gold, seed, gold_deps)
+        scores[part] = _score_part(name, decoded[part], gold, seed, gold_deps, protocol)
         if heads is not None and gold_deps:
             scores[part]["dependency"] = _dependency_scores(
                 name, gold, heads, gold_deps, scores[part].get("dependency") or {}
@@ -215,12 +230,28 @@ def _decode_and_score(
     return scores, decoded
 
 
+def _protocol_entries(protocol: Protocol | None) -> dict:
+    """What report.json says of its protocol: ``prpn`` (None): ``protocol`` = the long-standing
+    :data:`~syntaxformer.evaluation.constituency.PROTOCOL` string, as before ``--protocol``; another:
+    ``protocol`` (its rules), ``protocol_name`` and ``protocol_source``."""
+    return {"protocol": PROTOCOL} if protocol is None else protocol_fields(protocol)
+
+
+def _curve_entry(curve: str | None, info: dict, protocol: Protocol | None) -> dict | None:
+    """report.json's ``curve``: the learning curve's treebank and points (None without a curve); with a
+    protocol other than ``prpn`` also ``protocol: "prpn"``, the curve's own (it is scored in training)."""
+    if not info.get("parse_curve"):
+        return None
+    entry = {"treebank": curve, "points": info["parse_curve"]["points"]}
+    return entry if protocol is None else entry | {"protocol": DEFAULT_PROTOCOL}
+
+
 def _report(
     job: dict, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes, start, protocol
 ) -> dict:
     """report.json: data, protocol, recipe, how it was chosen, and the scores of every part
     (``job``: ``model``, ``recipe``, ``treebank``, ``corpus``, ``seed``, ``recipe_text``: the text the
-    recipe names, e.g. ``ptb-lm``, or None)."""
+    recipe names, e.g. ``ptb-lm``, or None; ``protocol``: the scoring protocol, None = ``prpn``)."""
     primary = "test" if "test" in scores else "all"
     corpus, treebank = job["corpus"], job["treebank"]
     on_sample = ptb_sample_part(treebank) is not None
@@ -252,7 +283,7 @@ def _report(
             "parts": {p: {"source": s, "n_sentences": len(golds[p])} for p, s in parts.items()},
             "setting": setting,
         },
-        "protocol": protocol,
+        **_protocol_entries(protocol),
         "model": job["model"],
         "preset": recipe["preset"],
         "seed": job["seed"],
@@ -273,13 +304,15 @@ def _report(
         "right-branching",
         **scores[primary],
         "parts": scores,
-        "curve": ({"treebank": curve, "points": info["parse_curve"]["points"]} if info.get("parse_curve") else None),
+        "curve": _curve_entry(curve, info, protocol),
         "minutes": {"train": round(train_minutes, 2), "total": round((time.monotonic() - start) / 60, 2)},
     }
 
 
-def _curve_figure(out: Path, info: dict, report: dict) -> None:
-    """OUT/curve.{png,svg}: the dev F1 of the report's decoder and every single layer vs minutes."""
+def _curve_figure(out: Path, info: dict, report: dict, golds: dict, protocol: Protocol | None) -> None:
+    """OUT/curve.{png,svg}: the dev F1 of the report's decoder and every single layer vs minutes, beside
+    the baselines' sentence F1 under the curve's protocol (``prpn``: the report's; under another
+    ``protocol`` they are scored again with ``prpn`` on the same gold part, ``golds[part]``)."""
     points = info["parse_curve"]["points"]
     decoders = list(points[0]["scores"])
     decoder = report["decoder"]
@@ -292,10 +325,11 @@ def _curve_figure(out: Path, info: dict, report: dict) -> None:
     )
     shown = [main] + [d for d in decoders if d.startswith("layer") and d != main][:6]
     part = "dev" if "dev" in report["parts"] else "all"
+    scored = report["parts"][part] if protocol is None else run_baselines(golds[part], random_seeds(report["seed"]))
     baselines = {
-        "right-branching": report["parts"][part]["right_branching"]["sentence_f1"],
-        "balanced": report["parts"][part]["balanced"]["sentence_f1"],
-        "random": report["parts"][part]["random"]["sentence_f1"],
+        "right-branching": scored["right_branching"]["sentence_f1"],
+        "balanced": scored["balanced"]["sentence_f1"],
+        "random": scored["random"]["sentence_f1"],
     }
     title = (
         f"{report['model']} (recipe {report['recipe']}, seed {report['seed']}): sentence F1 on "
@@ -371,6 +405,7 @@ def run_induce(
     quiet: bool = False,
     resume: bool = False,
     options=None,
+    protocol: str = DEFAULT_PROTOCOL,
 ) -> dict:
     """Train ``model`` on raw words, parse ``treebank``, score it beside the untrained model and the
     baselines; write the model folder, ``trees.txt``, ``dependencies.conllu`` (with heads),
@@ -396,18 +431,28 @@ def run_induce(
             flags, or a :class:`~syntaxformer.structures.DecoderOptions`) over the recipe's minimum layer.
             The settings scored are saved with the model (``OUT/model/decoder.json``), so ``parse
             --model OUT/model`` gives the trees scored here.
+        protocol: the constituency scoring protocol of every part's scores (model, untrained model,
+            single layers, baselines): a key of :data:`~syntaxformer.evaluation.protocols.PROTOCOLS`
+            (default ``prpn``: :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`'s
+            scores, with WSJ-10, label recall and mean depth; another: its
+            :meth:`~syntaxformer.evaluation.protocols.Protocol.score` keys, and the report adds
+            ``protocol_name`` and ``protocol_source``). The learning curve is scored with ``prpn``
+            during training whatever the protocol (its ``curve`` entry then says ``protocol: prpn``).
 
     Returns:
-        The report (``report.json``): data, protocol, model, preset, seed, recipe, primary part,
+        The report (``report.json``): data, protocol (and, not ``prpn``, protocol_name and
+        protocol_source), model, preset, seed, recipe, primary part,
         training, decoder, the primary part's scores at the top level, ``parts`` (every part's),
         ``curve`` and ``minutes``.
 
     Raises:
-        InputError: bad gold trees or dependencies, bad training options, a model inducing nothing, a
-            recipe that names an unshipped text with no ``corpus``.
+        InputError: an unknown protocol, bad gold trees or dependencies, bad training options, a model
+            inducing nothing, a recipe that names an unshipped text with no ``corpus``.
     """
 
     start = time.monotonic()
+    chosen = get_protocol(protocol)  # an unknown protocol is refused before any work
+    chosen = None if chosen.name == DEFAULT_PROTOCOL else chosen
     if train is None:
         train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
     train = dict(train)
@@ -440,12 +485,14 @@ def run_induce(
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
     save_decoder_options(out / "model", options)
     dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
-    scores, decoded = _decode_and_score(model, trained, untrained, tokenizer, golds, parts, options, dependencies, seed)
+    scores, decoded = _decode_and_score(
+        model, trained, untrained, tokenizer, golds, parts, options, dependencies, seed, chosen
+    )
     everything = decoded["all"]
     write_outputs(out, everything["trees"], everything["heads"], [t.leaves() for t in golds["all"]])
     job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed, recipe_text=recipe_text)
-    report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes, start, PROTOCOL)
+    report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes, start, chosen)
     (out / "report.json").write_text(to_json(report) + "\n")
     if info.get("parse_curve"):
-        _curve_figure(out, info, report)
+        _curve_figure(out, info, report, golds, chosen)
     return report
