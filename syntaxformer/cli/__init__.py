@@ -8,6 +8,7 @@ as one line and ends the process with status 1; nothing else is caught.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
@@ -32,21 +33,39 @@ COMMANDS = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``command`` (a name of :data:`COMMANDS`) only that command's module is
+    imported and registered, so one command does not pay for importing the others (e.g. ``induce``'s
+    figures, matplotlib). Its ``--help`` and error messages are the same either way; without a known
+    command (``syntaxformer --help``, a typo) every command is registered."""
     parser = argparse.ArgumentParser(
         prog="syntaxformer", description="Transformers that induce syntax from raw text: train, parse, evaluate."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"syntaxformer.cli.{name}")
-        except ModuleNotFoundError as e:  # a command not yet written
-            if e.name != f"syntaxformer.cli.{name}":
-                raise
-            continue
-        module.add_parser(sub)
+    names = [command] if command in COMMANDS else COMMANDS
+    registered = [name for name in names if _register(sub, name)]
+    if not registered and names != COMMANDS:  # the named command is not written yet: list the others
+        return build_parser()
     return parser
+
+
+def _register(sub, name: str) -> bool:
+    """Import the command module ``name`` and add its parser; False for a command not yet written."""
+    try:
+        module = importlib.import_module(f"syntaxformer.cli.{name}")
+    except ModuleNotFoundError as e:  # a command not yet written
+        if e.name != f"syntaxformer.cli.{name}":
+            raise
+        return False
+    module.add_parser(sub)
+    return True
+
+
+def command_name(argv: list[str]) -> str | None:
+    """The sub-command ``argv`` names: its first argument that is not an option (the top-level parser's
+    only options, ``-v`` and ``-h``, take no value); None when there is none."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def prepare_process() -> None:
@@ -57,8 +76,25 @@ def prepare_process() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` names (None: ``sys.argv[1:]``); returns the exit status.
+
+    ``argv`` None means the process is the command (the ``syntaxformer`` entry point,
+    ``python -m syntaxformer.cli``) and ends when this returns: the objects left are then frozen
+    (``gc.freeze``), so the interpreter's exit skips the cycle collector's passes over what torch and
+    transformers imported (about a second, several on a busy machine). Exit handlers still run and
+    files are flushed; a caller passing ``argv`` (tests, scripts) keeps its collector as it was.
+    """
+    code = run_command(sys.argv[1:] if argv is None else argv)
+    if argv is None:
+        gc.freeze()
+    return code
+
+
+def run_command(argv: list[str]) -> int:
+    """Parse ``argv`` and run its command: its status, 1 after an :class:`InputError` (one line on
+    stderr), 2 without a command (the help is printed)."""
     prepare_process()
-    parser = build_parser()
+    parser = build_parser(command_name(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"

@@ -12,6 +12,7 @@ import json
 import sys
 
 from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
+from syntaxformer.errors import InputError
 
 
 def add_parser(subparsers) -> None:
@@ -48,6 +49,15 @@ def add_parser(subparsers) -> None:
         help="also write OUT/structures.json (link probabilities per layer / distances) and print a JSON summary",
     )
     p.add_argument("--draw", action="store_true", help="print each tree as text in the terminal")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for the model (PyTorch intra-op threads). Default: 1 when the input fits in one "
+        "batch (at most --batch-size sentences), where a second thread only adds start-up and "
+        "synchronisation (seconds on a busy machine); otherwise PyTorch's default. The trees do not "
+        "depend on it",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (parsing is deterministic; recorded)")
     p.set_defaults(func=run)
 
@@ -71,11 +81,31 @@ def read_sentences(args) -> tuple[list[list[str]], str]:
     return sentences, name
 
 
+def cpu_threads(args, n_sentences: int) -> int | None:
+    """The intra-op thread count ``parse`` sets: ``--threads``, else 1 for an input of at most one batch
+    (a one-sentence parse: the forward passes take milliseconds, and a second OpenMP thread costs more
+    than it saves, up to seconds per pass when the other core is busy), else None (PyTorch's default).
+
+    Raises:
+        InputError: ``--threads`` below 1.
+    """
+    if args.threads is not None:
+        if args.threads < 1:
+            raise InputError(f"--threads must be at least 1, got {args.threads}")
+        return args.threads
+    return 1 if n_sentences <= args.batch_size else None
+
+
 def run(args) -> int:
+    import torch
+
     from syntaxformer.workflows.parse import run_parse
 
     options = decoder_options(args)
     sentences, name = read_sentences(args)
+    threads = cpu_threads(args, len(sentences))
+    if threads is not None:
+        torch.set_num_threads(threads)
     summary, trees = run_parse(
         sentences,
         args.out,
