@@ -9,6 +9,8 @@ code under test. One run trains under ``--precision bf16`` (bfloat16 autocast, p
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import random
@@ -179,9 +181,6 @@ def bf16_run(logic_folder, tmp_path_factory):
 
 
 def _run_capturing(call):
-    import contextlib
-    import io
-
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         code = call()
@@ -247,23 +246,14 @@ def test_train_and_evaluate_on_the_fixture(bf16_run, logic_folder, tmp_path):
     for name in ("logic.json", "logic.md", "accuracy.png", "best/pair_classifier.json"):
         assert (out / name).is_file(), name
 
-    evaluated = _run_capturing(
-        lambda: main(
-            [
-                "logic",
-                "evaluate",
-                "--model",
-                str(out / "best"),
-                "--data",
-                str(folder),
-                "--out",
-                str(tmp_path / "eval"),
-                "--device",
-                "cpu",
-                "--json",
-            ]
-        )
-    )
+    # the table path of the command (no --json): the summary line and the accuracy table are printed
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        argv = ["logic", "evaluate", "--model", str(out / "best"), "--data", str(folder)]
+        assert main([*argv, "--out", str(tmp_path / "eval"), "--device", "cpu"]) == 0
+    printed = buffer.getvalue()
+    assert "lstm (preset tiny, pooling last, seed 1)" in printed and "| accuracy % |" in printed
+    evaluated = json.loads((tmp_path / "eval" / "logic.json").read_text())
     assert {n: v["correct"] for n, v in evaluated["test"].items()} == {
         n: v["correct"] for n, v in report["test"].items()
     }

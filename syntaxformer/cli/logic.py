@@ -217,13 +217,13 @@ def arguments_from_namespace(ns: argparse.Namespace):
 
 
 def _print(report: dict, as_json: bool) -> None:
-    from syntaxformer.workflows.logic import format_table, summary_line
+    from syntaxformer.workflows.logic import accuracy_markdown, summary_line
 
     if as_json:
         print(json.dumps(report, indent=2))
         return
     print(summary_line(report))
-    print(format_table(report))
+    print(accuracy_markdown(report))
     print("wrote " + ", ".join(report["files"]))
 
 
