@@ -160,7 +160,14 @@ def machine() -> dict:
         ),
         platform.processor(),
     )
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        # set here: the package's own modules are compiled from source in every process (no .pyc written)
+        "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+    }
 
 
 def measure(label: str, python: Path, source: Path | None, work: Path) -> dict:
@@ -179,6 +186,7 @@ def summarise(runs: list[dict]) -> dict:
             "runs": [round(r["total"], 3) for r in runs],
         },
         "phases_median_s": {p: round(statistics.median(r["phases"][p] for r in runs), 3) for p in PHASES},
+        "phases_runs_s": {p: [round(r["phases"][p], 3) for r in runs] for p in PHASES},
         "phases_total_median_s": round(statistics.median(sum(r["phases"].values()) for r in runs), 3),
         "torch": runs[0]["info"]["torch"],
         "threads_in_parse": runs[0]["info"]["threads"],
