@@ -129,3 +129,48 @@ def test_bad_settings_file_is_a_one_line_error(tmp_path, content, message):
     with pytest.raises(InputError, match=message) as error:
         saved_decoder_options(tmp_path)
     assert str(tmp_path / DECODER_FILE) in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_show_and_prune_use_the_settings_induce_saved(capsys, corpus, tmp_path, monkeypatch):
+    """``show --model OUT/model`` and ``prune --model OUT/model`` on an ``induce`` output decode with the
+    settings ``induce`` scored with (the recipe's minimum layer 0 and a chosen threshold), not the
+    decoder's defaults (minimum layer 2 on this 3-layer model, threshold 0.8)."""
+    import syntaxformer.workflows.prune as prune_module
+
+    out = tmp_path / "induce"
+    _main(capsys, "induce", "--corpus", corpus, "--out", out, *TINY, "--threshold", "0.7")
+    report = json.loads((out / "report.json").read_text())
+    assert (report["decoder"]["min_layer"], report["decoder"]["threshold"]) == (0, 0.7)
+    _, printed = _main(
+        capsys,
+        "show",
+        "the cat sat on the mat",
+        "--model",
+        out / "model",
+        "--out",
+        tmp_path / "f",
+        "--layers",
+        "0",
+        "--json",
+    )
+    assert "threshold 0.7, minimum layer 0" in json.loads(printed)["decoder"]
+    real_load = prune_module.load_gold_trees
+    monkeypatch.setattr(prune_module, "load_gold_trees", lambda treebank: real_load(treebank)[:5])
+    _main(
+        capsys,
+        "prune",
+        "--model",
+        out / "model",
+        "--out",
+        tmp_path / "p",
+        "--max-sentences",
+        "3",
+        "--step",
+        "0.5",
+        "--seeds",
+        "0",
+        "--json",
+    )
+    pruned = json.loads((tmp_path / "p" / "prune.json").read_text())
+    assert pruned["decoder"] == report["decoder"]
