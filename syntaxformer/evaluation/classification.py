@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from syntaxformer.evaluation.constituency import harmonic_f1
+
 
 def confusion_matrix(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> list[list[int]]:
     """``m[g][p]`` = pairs of gold class ``g`` predicted as ``p`` (rows gold, columns predicted).
@@ -44,11 +46,7 @@ def classification_scores(gold: Sequence[int], predicted: Sequence[int], labels:
         tp, support, n_pred = m[c][c], sum(m[c]), sum(m[g][c] for g in range(k))
         precision = 100.0 * tp / n_pred if n_pred else None
         recall = 100.0 * tp / support if support else None
-        f1 = (
-            2 * precision * recall / (precision + recall)
-            if precision and recall
-            else (0.0 if precision is not None and recall is not None else None)
-        )
+        f1 = harmonic_f1(precision, recall) if precision is not None and recall is not None else None
         per_class[name] = dict(precision=precision, recall=recall, f1=f1, support=support, predicted=n_pred)
     f1s = [v["f1"] for v in per_class.values() if v["f1"] is not None]
     return dict(

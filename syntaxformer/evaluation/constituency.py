@@ -50,6 +50,12 @@ RECALL_LABELS = ("NP", "VP", "PP", "SBAR", "ADJP", "ADVP")
 WSJ10_MAX_WORDS = 10
 
 
+def harmonic_f1(precision: float, recall: float) -> float:
+    """F1 = ``2PR / (P + R)``, 0 when ``P + R = 0``: fractions in, a fraction out, or percentages in,
+    a percentage out. The one F1 formula of the evaluators (constituency, protocols, classification)."""
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
 def sentence_f1(pred: set[Span], gold: set[Span]) -> float:
     """Sentence-level unlabelled F1 of one sentence, PRPN rule (DESIGN.md §4), as a fraction 0-1.
 
@@ -70,9 +76,7 @@ def sentence_f1(pred: set[Span], gold: set[Span]) -> float:
     else:
         recall = overlap / len(gold)
         precision = overlap / len(pred) if pred else 0.0
-    if precision + recall == 0:
-        return 0.0
-    return 2 * precision * recall / (precision + recall)
+    return harmonic_f1(precision, recall)
 
 
 def corpus_f1(true_positives: int, n_pred: int, n_gold: int) -> float:
@@ -82,8 +86,7 @@ def corpus_f1(true_positives: int, n_pred: int, n_gold: int) -> float:
     """
     if n_pred == 0 or n_gold == 0 or true_positives == 0:
         return 0.0
-    precision, recall = true_positives / n_pred, true_positives / n_gold
-    return 2 * precision * recall / (precision + recall)
+    return harmonic_f1(true_positives / n_pred, true_positives / n_gold)
 
 
 def base_labels(label: str) -> list[str]:

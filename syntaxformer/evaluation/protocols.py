@@ -77,7 +77,13 @@ from syntaxformer.data import split_label
 from syntaxformer.decoding.spans import Span
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.constituency import PROTOCOL as PRPN_RULES
-from syntaxformer.evaluation.constituency import check_aligned, predicted_brackets, score_brackets, sentence_f1
+from syntaxformer.evaluation.constituency import (
+    check_aligned,
+    harmonic_f1,
+    predicted_brackets,
+    score_brackets,
+    sentence_f1,
+)
 
 #: The protocol of every command unless ``--protocol`` names another.
 DEFAULT_PROTOCOL = "prpn"
@@ -134,11 +140,6 @@ def constituents_from_spans(n: int, spans, label: str = "X", root_label: str = "
     return Constituents((None,) * n, ((0, n, root_label),) + tuple((i, j, label) for i, j in inner))
 
 
-def _f1(precision: float, recall: float) -> float:
-    """``2PR / (P + R)``, 0 when ``P + R = 0`` (any scale)."""
-    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-
-
 def _ratio(numerator: int, denominator: int) -> float:
     """``100 * numerator / denominator`` in percent, 0 for an empty denominator."""
     return 100 * numerator / denominator if denominator else 0.0
@@ -150,7 +151,7 @@ def _corpus(matched: int, n_pred: int, n_gold: int, prefix: str = "") -> dict:
     return {
         f"{prefix}corpus_precision": precision,
         f"{prefix}corpus_recall": recall,
-        f"{prefix}corpus_f1": _f1(precision, recall),
+        f"{prefix}corpus_f1": harmonic_f1(precision, recall),
         f"{prefix}matched": matched,
         f"{prefix}pred_brackets": n_pred,
         f"{prefix}gold_brackets": n_gold,
@@ -327,7 +328,7 @@ class CpcfgProtocol(Protocol):
             if self.sentence_rule == "prpn":
                 f1s.append(sentence_f1(p, g))
             elif p and g:
-                f1s.append(_f1(overlap / len(p), overlap / len(g)))
+                f1s.append(harmonic_f1(overlap / len(p), overlap / len(g)))
         return {
             "sentence_f1": 100 * sum(f1s) / len(f1s) if f1s else 0.0,
             **_corpus(matched, n_pred, n_gold),
