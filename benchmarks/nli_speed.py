@@ -47,14 +47,17 @@ def untrained_models(recipe: str, word_vectors: str | None):
         ("mean-pool", "mean-pool", None),
     ):
         entry = PAIR_MODELS[model]
-        fields = dict(entry.presets[recipe_fields["preset"]])
+        fields = dict(entry.pair_classifier.presets[recipe_fields["preset"]])
         fields.update({k: v for k, v in recipe_fields["overrides"].items() if k in entry.config_class().to_dict()})
         if prior:
             fields["prior"] = prior
         if dim:
             fields.update(word_embedding_dim=dim, freeze_word_embeddings=True)
         torch.manual_seed(0)
-        models[name] = (entry.model_class(entry.config_class(vocab_size=len(tokenizer), **fields)).eval(), tokenizer)
+        models[name] = (
+            entry.pair_classifier.model_class(entry.config_class(vocab_size=len(tokenizer), **fields)).eval(),
+            tokenizer,
+        )
     return models
 
 

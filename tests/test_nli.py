@@ -207,8 +207,10 @@ def _model(name="gaussian-transformer", **fields):
     entry = PAIR_MODELS[name]
     tokenizer = _Tokenizer({w for p in _pairs() for w in p.premise + p.hypothesis})
     torch.manual_seed(0)
-    config = entry.config_class(vocab_size=len(tokenizer.get_vocab()), **{**entry.presets["tiny"], **fields})
-    return entry.model_class(config).eval(), PairEncoder(tokenizer, config)
+    config = entry.config_class(
+        vocab_size=len(tokenizer.get_vocab()), **{**entry.pair_classifier.presets["tiny"], **fields}
+    )
+    return entry.pair_classifier.model_class(config).eval(), PairEncoder(tokenizer, config)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from syntaxformer.cli import main
 from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.decoding.spans import spans_to_tree, split_by_distance, to_bracketed
-from syntaxformer.models import REGISTRY, ModelEntry, make_config, register_model, unregister_model
+from syntaxformer.models import REGISTRY, Architecture, LanguageModelUse, make_config, register, unregister
 from syntaxformer.structures import SyntacticDistances
 
 
@@ -44,9 +44,11 @@ class ToyForMaskedLM(PreTrainedModel):
 
 @pytest.fixture
 def toy_model():
-    entry = register_model(ModelEntry("toy", ToyConfig, ToyForMaskedLM, presets={"tiny": dict(hidden_size=4)}))
+    entry = register(
+        Architecture("toy", ToyConfig, language_model=LanguageModelUse(ToyForMaskedLM, {"tiny": dict(hidden_size=4)}))
+    )
     yield entry
-    unregister_model("toy")
+    unregister("toy")
 
 
 def test_a_registered_toy_model_parses_through_the_cli(toy_model, tmp_path):
@@ -98,9 +100,9 @@ def test_a_registered_toy_model_parses_through_the_cli(toy_model, tmp_path):
 
 def test_registry_entries_and_errors(toy_model):
     assert set(REGISTRY) >= {"tree-transformer", "structformer", "toy"}
-    assert REGISTRY["tree-transformer"].recipes["default"]["max_steps"] == 6000
+    assert REGISTRY["tree-transformer"].language_model.recipes["default"]["max_steps"] == 6000
     with pytest.raises(ValueError, match="already registered"):
-        register_model(ModelEntry("toy", ToyConfig, nn.Module))
+        register(Architecture("toy", ToyConfig, language_model=LanguageModelUse(nn.Module, {})))
     with pytest.raises(ValueError, match="unknown preset"):
         make_config("toy", "huge", 10)
 

@@ -25,6 +25,7 @@ import argparse
 from syntaxformer.cli.arguments import add_decoder_arguments, config_override, decoder_options
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, PrpnProtocol
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
+from syntaxformer.models import default_architecture
 from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 
 _TRAIN_FLAGS = (
@@ -50,7 +51,7 @@ def add_parser(subparsers) -> None:
         "compare with the untrained model and left-/right-branching, random and balanced "
         "trees. On ptb-sample: scores on the test half, the dev half and all of it.",
     )
-    p.add_argument("--model", default="tree-transformer", choices=sorted(RECIPES))
+    p.add_argument("--model", default=default_architecture("language_model"), choices=sorted(RECIPES))
     p.add_argument(
         "--recipe",
         default="default",

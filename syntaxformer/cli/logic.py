@@ -1,7 +1,7 @@
 """``syntaxformer logic train | evaluate``: propositional-logic inference (Bowman et al. 2015).
 
 ``train`` encodes each formula with ``--encoder`` (on-lstm, tree-transformer, transformer, lstm, ...:
-:data:`syntaxformer.tasks.encoders.ENCODERS`), classifies the pair from ``[u; v; u*v; |u-v|]`` with an
+:data:`syntaxformer.models.ENCODERS`), classifies the pair from ``[u; v; u*v; |u-v|]`` with an
 MLP into the 7 relations, trains on the pairs with <= 6 operators (checkpoints, ``--resume``,
 TensorBoard) and tests the best-validation model on test1-test12; ``evaluate`` tests a saved model.
 Both write ``OUT/logic.json``, ``OUT/logic.md`` and ``OUT/accuracy.{png,svg}`` and print the table.
@@ -45,7 +45,8 @@ def _recipe_help(name: str) -> str:
 
 
 def _add_train(sub) -> None:
-    from syntaxformer.tasks.encoders import ENCODERS, POOLINGS
+    from syntaxformer.blocks.pooling import POOLINGS
+    from syntaxformer.models import ENCODERS
     from syntaxformer.tasks.logic import PRECISIONS, RECIPES, SCHEDULES
 
     d = _defaults()

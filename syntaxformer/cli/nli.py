@@ -18,7 +18,7 @@ from syntaxformer.evaluation.report import format_header, format_table, to_json
 
 def _add_train(sub) -> None:
     from syntaxformer.cli.arguments import config_override
-    from syntaxformer.models import PAIR_MODELS
+    from syntaxformer.models import PAIR_MODELS, default_architecture
     from syntaxformer.workflows.nli import RECIPES
 
     p = sub.add_parser(
@@ -36,7 +36,7 @@ def _add_train(sub) -> None:
     )
     p.add_argument("--valid", default=None, help="generic data: selection pairs (default: 5%% of --data held out)")
     p.add_argument("--test", default=None, help="generic data: report pairs")
-    p.add_argument("--model", default="gaussian-transformer", choices=sorted(PAIR_MODELS))
+    p.add_argument("--model", default=default_architecture("pair_classifier"), choices=sorted(PAIR_MODELS))
     p.add_argument(
         "--recipe",
         default="default",

@@ -1,68 +1,95 @@
-"""Models: one file per model, and the registry (:mod:`syntaxformer.models.registry`) that maps a
-``--model`` name to its config class, model class, presets and ``induce`` recipes.
+"""Models: one file per model, and the registry of architectures
+(:mod:`syntaxformer.models.registry`): one :func:`register` line per architecture below says what it
+can be used as (language model, sentence encoder, sentence-pair classifier) with its presets per use.
 
-``MODELS[name]`` is the masked-LM class; ``PRESETS[name][preset]`` the config fields of a preset;
-:func:`make_config` builds a config from both. Adding a model: its file and one line below.
-
-Sentence-pair classifiers (natural-language inference, ``syntaxformer nli``) are not masked LMs: they
-are in :data:`PAIR_MODELS` (name -> :class:`ModelEntry`; registered with Hugging Face's
-``AutoModelForSequenceClassification`` in their own files), not in :data:`REGISTRY`.
+``MODELS[name]`` is the language model's class; ``PRESETS[name][preset]`` the config fields of a
+preset; :func:`make_config` builds a config from both; ``ENCODERS`` / ``PAIR_MODELS`` are the
+architectures usable as sentence encoders (``logic``) and sentence-pair classifiers (``nli``);
+:func:`default_architecture` names each use's default. Adding a model: its file and one line below.
 """
 
 from __future__ import annotations
 
-from . import gaussian_transformer, mean_pool_pair, on_lstm, on_lstm_san, structformer, tree_transformer
+from . import gaussian_transformer, lstm, mean_pool_pair, on_lstm, on_lstm_san, structformer, tree_transformer
 from .gaussian_transformer import GaussianTransformerConfig, GaussianTransformerForSequencePairClassification
+from .lstm import LstmConfig, LstmModel
 from .mean_pool_pair import MeanPoolForSequencePairClassification, MeanPoolPairConfig
-from .on_lstm import OnLstmConfig, OnLstmForCausalLM
-from .on_lstm_san import OnLstmSanConfig, OnLstmSanForMaskedLM
-from .registry import MODELS, PRESETS, REGISTRY, ModelEntry, make_config, register_model, unregister_model
+from .on_lstm import OnLstmConfig, OnLstmForCausalLM, OnLstmModel
+from .on_lstm_san import OnLstmSanConfig, OnLstmSanForMaskedLM, OnLstmSanModel
+from .registry import (
+    ENCODERS,
+    MODELS,
+    PAIR_MODELS,
+    PRESETS,
+    REGISTRY,
+    USES,
+    Architecture,
+    EncoderUse,
+    LanguageModelUse,
+    PairClassifierUse,
+    build_encoder,
+    default_architecture,
+    encoder_use,
+    make_config,
+    make_encoder_config,
+    register,
+    unregister,
+)
 from .structformer import StructFormerConfig, StructFormerForMaskedLM
-from .tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
+from .tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM, TreeTransformerModel
 
-register_model(
-    ModelEntry(
-        "tree-transformer",
-        TreeTransformerConfig,
-        TreeTransformerForMaskedLM,
-        tree_transformer.PRESETS,
-        tree_transformer.RECIPES,
-    )
-)
-register_model(
-    ModelEntry("structformer", StructFormerConfig, StructFormerForMaskedLM, structformer.PRESETS, structformer.RECIPES)
-)
-register_model(ModelEntry("on-lstm", OnLstmConfig, OnLstmForCausalLM, on_lstm.PRESETS, on_lstm.RECIPES))
-register_model(
-    ModelEntry("on-lstm-san", OnLstmSanConfig, OnLstmSanForMaskedLM, on_lstm_san.PRESETS, on_lstm_san.RECIPES)
-)
-
-#: ``syntaxformer nli --model``: name -> entry of a sentence-pair classifier (not a masked LM)
-PAIR_MODELS: dict[str, ModelEntry] = {
-    "gaussian-transformer": ModelEntry(
-        "gaussian-transformer",
-        GaussianTransformerConfig,
-        GaussianTransformerForSequencePairClassification,
-        gaussian_transformer.PRESETS,
-    ),
-    "mean-pool": ModelEntry(
-        "mean-pool", MeanPoolPairConfig, MeanPoolForSequencePairClassification, mean_pool_pair.PRESETS
-    ),
-}
+_tt = tree_transformer
+# fmt: off
+register(Architecture(_tt.NAME, TreeTransformerConfig, default_for=("language_model",),
+                      language_model=LanguageModelUse(TreeTransformerForMaskedLM, _tt.PRESETS, _tt.RECIPES),
+                      encoder=EncoderUse(TreeTransformerModel, _tt.ENCODER_PRESETS, fixed=dict(prior="constituent"))))
+register(Architecture(_tt.PLAIN_NAME, TreeTransformerConfig,
+                      encoder=EncoderUse(TreeTransformerModel, _tt.ENCODER_PRESETS, fixed=dict(prior="none"))))
+register(Architecture(structformer.NAME, StructFormerConfig,
+                      language_model=LanguageModelUse(StructFormerForMaskedLM, structformer.PRESETS,
+                                                      structformer.RECIPES)))
+# the encoder's recipe (lr 3e-3, bf16 products, the steps of 30 minutes on 2 CPU cores) was chosen on
+# validation accuracy: docs/results/logic.md, "Recipe choice"; docs/logic/recipe-choice.json
+register(Architecture(on_lstm.NAME, OnLstmConfig, default_for=("encoder",),
+                      language_model=LanguageModelUse(OnLstmForCausalLM, on_lstm.PRESETS, on_lstm.RECIPES),
+                      encoder=EncoderUse(OnLstmModel, on_lstm.ENCODER_PRESETS, pooling="last",
+                                         fixed=on_lstm.ENCODER_FIXED, width=lambda config: config.layer_sizes[-1],
+                                         lr=3e-3, max_steps=8000, precision="bf16")))
+register(Architecture(on_lstm_san.NAME, OnLstmSanConfig,
+                      language_model=LanguageModelUse(OnLstmSanForMaskedLM, on_lstm_san.PRESETS, on_lstm_san.RECIPES),
+                      encoder=EncoderUse(OnLstmSanModel, on_lstm_san.ENCODER_PRESETS, pooling="last",
+                                         fixed=on_lstm_san.ENCODER_FIXED)))
+register(Architecture(lstm.NAME, LstmConfig, encoder=EncoderUse(LstmModel, lstm.ENCODER_PRESETS, pooling="last")))
+register(Architecture("gaussian-transformer", GaussianTransformerConfig, default_for=("pair_classifier",),
+                      pair_classifier=PairClassifierUse(GaussianTransformerForSequencePairClassification,
+                                                        gaussian_transformer.PRESETS)))
+register(Architecture("mean-pool", MeanPoolPairConfig,
+                      pair_classifier=PairClassifierUse(MeanPoolForSequencePairClassification,
+                                                        mean_pool_pair.PRESETS)))
+# fmt: on
 
 __all__ = [
+    "USES",
+    "Architecture",
+    "LanguageModelUse",
+    "EncoderUse",
+    "PairClassifierUse",
+    "REGISTRY",
+    "MODELS",
+    "PRESETS",
+    "ENCODERS",
     "PAIR_MODELS",
+    "register",
+    "unregister",
+    "default_architecture",
+    "make_config",
+    "encoder_use",
+    "make_encoder_config",
+    "build_encoder",
     "GaussianTransformerConfig",
     "GaussianTransformerForSequencePairClassification",
     "MeanPoolPairConfig",
     "MeanPoolForSequencePairClassification",
-    "MODELS",
-    "PRESETS",
-    "REGISTRY",
-    "ModelEntry",
-    "make_config",
-    "register_model",
-    "unregister_model",
     "TreeTransformerConfig",
     "TreeTransformerForMaskedLM",
     "StructFormerConfig",

@@ -3,9 +3,8 @@
 Hochreiter & Schmidhuber (1997). Word embeddings (dropout) -> an LSTM stack -> the outputs, the
 ON-LSTM paper's LSTM baseline of the logic task (Shen et al. 2019, §6.4) with the encoder sizes of
 the public ON-LSTM logic code (yikangshen/Ordered-Neurons, ``proplog.py``). Hugging Face style (config + ``PreTrainedModel``) so that it is built, saved
-and described like the other encoders; it has no language-model head and is not in the masked-LM
-registry (:mod:`syntaxformer.models.registry`): the sentence-encoder registry
-(:mod:`syntaxformer.tasks.encoders`) uses it.
+and described like the other encoders; it has no language-model head: its registry entry
+(:mod:`syntaxformer.models.registry`) declares only the ``encoder`` use.
 
 Batch first, right padding (``attention_mask`` 1 = token): the sequences are packed
 (``pack_padded_sequence``), so padding never reaches a real output; outputs at padding are 0.
@@ -21,6 +20,16 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
+
+#: the registry name (models/__init__.py)
+NAME = "lstm"
+
+#: sentence-encoder presets (``logic``): ``base`` = the public ON-LSTM logic code's LSTM baseline
+#: (embedding 128, one layer of 400 units, dropout 0.2); ``tiny``: tests
+ENCODER_PRESETS = {
+    "base": dict(embedding_size=128, hidden_size=400, num_layers=1, dropout=0.2),
+    "tiny": dict(embedding_size=16, hidden_size=24, num_layers=1, dropout=0.1),
+}
 
 
 class LstmConfig(PretrainedConfig):

@@ -201,6 +201,20 @@ RECIPES = {
     ),
 }
 
+#: the registry name (models/__init__.py)
+NAME = "on-lstm"
+
+#: sentence-encoder presets (``logic``; the registry's ``encoder`` use): ``base`` = the public ON-LSTM
+#: logic code's encoder (``proplog.py``: embedding 128, one layer of 400 units, chunk 10; dropouts 0.1
+#: here, chosen on validation accuracy, docs/results/logic.md "Recipe choice"); ``tiny``: tests
+ENCODER_PRESETS = {
+    "base": dict(embedding_size=128, hidden_sizes=[400], num_layers=1, chunk_size=10, dropouti=0.1, dropouth=0.1),
+    "tiny": dict(embedding_size=16, hidden_sizes=[24], num_layers=1, chunk_size=4, dropouti=0.1, dropouth=0.1),
+}
+#: config fields every encoder preset gets: no output layer (untied); the LM-only dropouts off;
+#: distances of the top layer
+ENCODER_FIXED = dict(tie_word_embeddings=False, dropout=0.0, dropoute=0.0, wdrop=0.0, parse_layer=-1)
+
 _DROPOUTS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop")
 
 

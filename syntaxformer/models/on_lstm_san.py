@@ -79,6 +79,35 @@ PRESETS = {
 #: ``induce`` recipes: none (the hybrid is not offered as a parser).
 RECIPES: dict = {}
 
+#: the registry name (models/__init__.py)
+NAME = "on-lstm-san"
+
+#: sentence-encoder presets (``logic``; the registry's ``encoder`` use); ``tiny``: tests
+ENCODER_PRESETS = {
+    "base": dict(
+        hidden_size=128,
+        num_on_lstm_layers=1,
+        chunk_size=8,
+        dropouti=0.2,
+        dropouth=0.2,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=512,
+    ),
+    "tiny": dict(
+        hidden_size=16,
+        num_on_lstm_layers=1,
+        chunk_size=4,
+        dropouti=0.1,
+        dropouth=0.1,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+    ),
+}
+#: config fields every encoder preset gets (the LM-only dropouts off)
+ENCODER_FIXED = dict(dropoute=0.0, wdrop=0.0)
+
 
 class OnLstmSanConfig(PretrainedConfig):
     """Configuration of the ON-LSTM + self-attention hybrid (BERT names for the self-attention part).

@@ -165,6 +165,9 @@ _DEFAULT_RECIPE = dict(
     mask_replace="mask",
     min_freq=2,
 )
+#: the registry name (models/__init__.py)
+NAME = "structformer"
+
 #: ``induce`` recipes (TrainArguments fields), chosen on ptb-sample:dev (docs/recipes.md).
 RECIPES = {
     "default": _DEFAULT_RECIPE,

@@ -118,6 +118,34 @@ RECIPES = {
     "long": dict(_DEFAULT_RECIPE, preset="small", corpus="ptb-lm"),
 }
 
+#: the registry names (models/__init__.py): the Tree Transformer, and the same model with ``prior="none"``
+#: used as a sentence encoder (the plain Transformer; ``compare`` trains it as a masked LM with prior none)
+NAME = "tree-transformer"
+PLAIN_NAME = "transformer"
+
+#: sentence-encoder presets (``logic``; the registry's ``encoder`` use, for both names above): ``base`` 4
+#: pre-LN layers, d 128, 4 heads, d_ff 512, dropout 0.1, with about as many encoder parameters as the
+#: recurrent encoders (795,264 plain, 928,384 with the constituent prior; docs/results/logic.md);
+#: ``tiny``: tests
+ENCODER_PRESETS = {
+    "base": dict(
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=512,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
+    "tiny": dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    ),
+}
+
 
 # ----------------------------------------------------------------------------------------------
 # Config
@@ -148,6 +176,11 @@ class TreeTransformerConfig(PretrainedConfig):
         constituent_diagonal: the constituent prior's diagonal ``C_ii``: "one" (the paper) or
             "official" (the public code's tiny value); None = the variant's. With ``constituent_scale``
             it separates the parts of the official variant (docs/recipes.md).
+        constituent_fused: False (default: today's numerics, bit for bit) or True: the prior's link
+            chain (eqs. 6-8 and the cumulative logs) and the gradient of ``log C`` run as hand-written
+            fused kernels (:class:`~syntaxformer.priors.constituent.FusedLinkChain`,
+            :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp`): the same function,
+            float rounding differs (benchmarks/train_step.py).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
         residual_init: how the output projections of each layer's two residual branches (attention
@@ -183,6 +216,7 @@ class TreeTransformerConfig(PretrainedConfig):
         pruned_heads=None,
         constituent_scale: float | None = None,
         constituent_diagonal: str | None = None,
+        constituent_fused: bool = False,
         **kwargs,
     ):
         check_prior(prior)
@@ -205,6 +239,7 @@ class TreeTransformerConfig(PretrainedConfig):
         self.constituent_variant = constituent_variant
         self.constituent_scale = constituent_scale
         self.constituent_diagonal = constituent_diagonal
+        self.constituent_fused = bool(constituent_fused)
         self.residual_init = residual_init
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from syntaxformer.data.structure_inputs import is_induced
 from syntaxformer.data.trees import check_trees_option
 from syntaxformer.errors import InputError
-from syntaxformer.models import MODELS
+from syntaxformer.models import MODELS, default_architecture
 from syntaxformer.priors import PRIORS, needs_structure_inputs
 from syntaxformer.priors.multi_granularity import expand_granularities
 from syntaxformer.runtime import resolve_device
@@ -25,7 +25,7 @@ class TrainArguments:
 
     Attributes (defaults in brackets):
         out: output folder (created).
-        model ["tree-transformer"], preset ["small"]: keys of ``syntaxformer.models``.
+        model [the registry's default language model, "tree-transformer"], preset ["small"]: keys of ``syntaxformer.models``.
         prior [None]: the config's ``prior`` (a name in ``syntaxformer.priors.PRIORS``); None
             leaves the model's default ("constituent" for the Tree Transformer).
         overrides [{}]: further config fields, e.g. ``{"hidden_size": 128}``.
@@ -109,7 +109,7 @@ class TrainArguments:
     """
 
     out: str
-    model: str = "tree-transformer"
+    model: str = default_architecture("language_model")
     preset: str = "small"
     prior: str | None = None
     overrides: dict = field(default_factory=dict)

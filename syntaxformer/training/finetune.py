@@ -61,8 +61,9 @@ def registry_name(config) -> str | None:
     return next(
         (
             name
-            for name, entry in REGISTRY.items()
-            if getattr(entry.config_class, "model_type", None) == getattr(config, "model_type", None)
+            for name, arch in REGISTRY.items()
+            if arch.language_model is not None
+            and getattr(arch.config_class, "model_type", None) == getattr(config, "model_type", None)
         ),
         None,
     )

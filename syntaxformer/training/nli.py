@@ -42,7 +42,7 @@ from syntaxformer.data.nli import LABELS, NliData, PairEncoder, load_nli
 from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
 from syntaxformer.data.word_vectors import read_word_vectors
 from syntaxformer.errors import InputError
-from syntaxformer.models import PAIR_MODELS
+from syntaxformer.models import PAIR_MODELS, default_architecture
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.callbacks import EvaluateEachEpoch, StepOutput
@@ -66,7 +66,7 @@ class NliTrainArguments(TrainArguments):
         min_freq: words of the training pairs seen at least this often enter the vocabulary (1).
     """
 
-    model: str = "gaussian-transformer"
+    model: str = default_architecture("pair_classifier")
     data: str = "sick"
     valid_file: str | None = None
     test_file: str | None = None
@@ -167,11 +167,10 @@ class NliTrainer(Trainer):
     def _build_model(self, vectors=None) -> None:
         args = self.args
         entry = PAIR_MODELS[args.model]
-        fields = dict(entry.presets.get(args.preset) or {})
-        if args.preset not in entry.presets:
-            raise InputError(
-                f"unknown preset {args.preset!r} for {args.model}; expected one of {sorted(entry.presets)}"
-            )
+        presets = entry.pair_classifier.presets
+        fields = dict(presets.get(args.preset) or {})
+        if args.preset not in presets:
+            raise InputError(f"unknown preset {args.preset!r} for {args.model}; expected one of {sorted(presets)}")
         if args.prior is not None:
             fields["prior"] = args.prior
         if vectors is not None:
@@ -186,7 +185,7 @@ class NliTrainer(Trainer):
         except (ValueError, TypeError) as e:
             raise InputError(f"cannot build {args.model} / {args.preset}: {e}") from e
         torch.manual_seed(args.seed)
-        self.model = entry.model_class(config)
+        self.model = entry.pair_classifier.model_class(config)
         if vectors is not None:
             self.model.set_word_vectors(*self._vector_rows(vectors))
         self.model.to(self.device)

@@ -34,6 +34,8 @@ from transformers import AutoConfig
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.perplexity import PROTOCOL
 from syntaxformer.models import MODELS, make_config
+from syntaxformer.models.tree_transformer import NAME as MODEL
+from syntaxformer.models.tree_transformer import PLAIN_NAME
 from syntaxformer.parsing import read_training_record
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.checkpoint import RESUMABLE_CHANGES
@@ -42,7 +44,6 @@ from syntaxformer.workflows.perplexity import evaluate_folder
 
 logger = logging.getLogger(__name__)
 
-MODEL = "tree-transformer"
 COMPARE_JSON = "compare.json"
 #: TrainArguments fields whose equality means a saved run can be reused: every field that shapes the
 #: training (those a resume may not change), plus its length.
@@ -50,7 +51,7 @@ _REUSE_KEYS = tuple(sorted({f.name for f in fields(TrainArguments)} - RESUMABLE_
 
 
 def count_parameters(preset: str, vocab_size: int, **overrides) -> int:
-    """Parameters of ``make_config("tree-transformer", preset, vocab_size, **overrides)``'s model
+    """Parameters of ``make_config(MODEL, preset, vocab_size, **overrides)``'s model
     (built on the ``meta`` device: no memory, no initialisation cost).
 
     Raises:
@@ -108,18 +109,16 @@ def _train_all(
 ) -> list[tuple[str, object, dict]]:
     """Train the three runs (the Tree Transformer first: its steps and parameters fix the others');
     ``(name, TrainArguments, training record)`` each, the Tree Transformer first."""
-    tree_args = replace(
-        base, out=str(out / "tree-transformer"), prior="constituent", max_steps=max_steps, max_minutes=max_minutes
-    )
+    tree_args = replace(base, out=str(out / MODEL), prior="constituent", max_steps=max_steps, max_minutes=max_minutes)
     logger.info("training the Tree Transformer (%s)", tree_args.out)
     tree = _train(tree_args)
     steps = tree["steps"]
     vocab_size = tree["tokenizer"]["vocab_size"]
     layers = control_layers(preset, vocab_size, tree["parameters"])
-    plain_args = replace(base, out=str(out / "transformer"), prior="none", max_steps=steps)
+    plain_args = replace(base, out=str(out / PLAIN_NAME), prior="none", max_steps=steps)
     deep_args = replace(
         base,
-        out=str(out / f"transformer-L{layers}"),
+        out=str(out / f"{PLAIN_NAME}-L{layers}"),
         prior="none",
         max_steps=steps,
         overrides={"num_hidden_layers": layers},
@@ -132,9 +131,9 @@ def _train_all(
         steps,
     )
     return [
-        ("tree-transformer", tree_args, tree),
-        ("transformer", plain_args, _train(plain_args)),
-        (f"transformer-L{layers}", deep_args, _train(deep_args)),
+        (MODEL, tree_args, tree),
+        (PLAIN_NAME, plain_args, _train(plain_args)),
+        (f"{PLAIN_NAME}-L{layers}", deep_args, _train(deep_args)),
     ]
 
 

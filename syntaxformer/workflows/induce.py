@@ -34,7 +34,7 @@ from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import plot_parse_curve, save_figure
-from syntaxformer.models import REGISTRY, make_config
+from syntaxformer.models import MODELS, REGISTRY, default_architecture, make_config
 from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode, load_model, model_structures
 from syntaxformer.structures import Structures, save_decoder_options
 from syntaxformer.training.run import train as train_model
@@ -51,7 +51,11 @@ logger = logging.getLogger(__name__)
 #: training fields override any of them. ``default``: a fixed number of steps, <= 20 minutes on 2 idle
 #: CPU cores; ``long``: <= 150 minutes. A recipe's ``corpus`` names the text it was measured on when that
 #: text is not shipped (the Tree Transformer's ``long``: ``ptb-lm``); the user gives its path.
-RECIPES = {name: entry.recipes for name, entry in REGISTRY.items() if entry.recipes}
+RECIPES = {
+    name: arch.language_model.recipes
+    for name, arch in REGISTRY.items()
+    if arch.language_model and arch.language_model.recipes
+}
 
 #: The learning curve's treebank when the gold treebank is ptb-sample: choices are made on dev.
 CURVE_TREEBANK = "ptb-sample:dev"
@@ -106,7 +110,7 @@ def _check_induces_structure(model: str, preset: str, prior: str | None, overrid
         config = make_config(model, preset, 8, **fields)
     except ValueError as e:
         raise InputError(str(e)) from None
-    net = REGISTRY[model].model_class(config).eval()
+    net = MODELS[model](config).eval()
     check_induces_structure(net)
     if options is not None:
         with torch.no_grad():
@@ -389,7 +393,7 @@ def induce_decoder_options(options, min_layer: int | None):
 
 def run_induce(
     out: str | Path,
-    model: str = "tree-transformer",
+    model: str | None = None,
     recipe: str = "default",
     train: dict | None = None,
     overrides: dict | None = None,
@@ -413,7 +417,7 @@ def run_induce(
 
     Args:
         out: output folder; the model goes to ``OUT/model``.
-        model: a registry name with recipes (:data:`RECIPES`).
+        model: a registry name with recipes (:data:`RECIPES`; None: the registry's default language model).
         recipe: the recipe's name, recorded in the report.
         train, overrides, min_layer: the TrainArguments fields, model config overrides and Algorithm 1
             minimum layer, as :func:`resolve_recipe` returns them; ``train`` None = ``recipe``'s own
@@ -451,6 +455,7 @@ def run_induce(
     """
 
     start = time.monotonic()
+    model = model or default_architecture("language_model")
     chosen = get_protocol(protocol)  # an unknown protocol is refused before any work
     chosen = None if chosen.name == DEFAULT_PROTOCOL else chosen
     if train is None:

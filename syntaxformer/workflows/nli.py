@@ -25,7 +25,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 from syntaxformer.data.nli import LABELS, NliPair, PairEncoder, load_nli, load_nli_split
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.classification import classification_scores, majority_class_scores
-from syntaxformer.models import PAIR_MODELS
+from syntaxformer.models import PAIR_MODELS, default_architecture
 from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
 from syntaxformer.training.nli import BEST, NliTrainArguments, NliTrainer, steps_for_epochs
 
@@ -77,7 +77,7 @@ RECIPES = {
 REPORT_JSON = "report.json"
 
 
-def resolve_nli_recipe(recipe: str, n_train: int, model: str = "gaussian-transformer", **changes) -> dict:
+def resolve_nli_recipe(recipe: str, n_train: int, model: str | None = None, **changes) -> dict:
     """NliTrainArguments fields of ``recipe`` for ``model`` with ``changes`` applied (None values
     ignored; an ``overrides`` dict is merged into the recipe's, whose fields the model's config lacks
     are dropped); ``max_steps`` = epochs × batches per epoch unless given.
@@ -85,6 +85,7 @@ def resolve_nli_recipe(recipe: str, n_train: int, model: str = "gaussian-transfo
     Raises:
         InputError: an unknown recipe or model.
     """
+    model = model or default_architecture("pair_classifier")
     if recipe not in RECIPES:
         raise InputError(f"unknown recipe {recipe!r}; expected one of {', '.join(RECIPES)}")
     if model not in PAIR_MODELS:
@@ -176,7 +177,7 @@ def score_split(model, tokenizer, pairs: list[NliPair], batch_size: int, device)
 def run_nli_train(
     out: str | Path,
     data: str = "sick",
-    model: str = "gaussian-transformer",
+    model: str | None = None,
     recipe: str = "default",
     seed: int = 0,
     valid: str | None = None,
@@ -189,7 +190,7 @@ def run_nli_train(
     Args:
         out: the run's folder (model, ``best/``, ``checkpoint.pt``, ``training.json``, ``report.json``).
         data, valid, test: :func:`~syntaxformer.data.nli.load_nli`'s arguments.
-        model: a name in :data:`syntaxformer.models.PAIR_MODELS`.
+        model: a name in :data:`syntaxformer.models.PAIR_MODELS` (None: the registry's default pair classifier).
         recipe: a name in :data:`RECIPES`.
         seed: every random choice derives from it.
         eval_batch_size: pairs per batch when scoring (and timing inference).
@@ -201,6 +202,7 @@ def run_nli_train(
     Raises:
         InputError: bad data, options or checkpoint.
     """
+    model = model or default_architecture("pair_classifier")
     pairs = load_nli(data, valid, test)
     fields = resolve_nli_recipe(recipe, len(pairs.train), model, **changes)
     try:
