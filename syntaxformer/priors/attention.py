@@ -197,7 +197,10 @@ class BlockwisePriorAttention(torch.autograd.Function):
     Inputs: ``query, key, value`` (B, H, N, d_k); ``state`` the prior's O(N) state (differentiable);
     ``pad`` (B, 1, 1, N) float32 additive padding mask; ``dropout_p`` float; ``flush`` bool;
     ``log_rows`` the prior's row builder ``(state, (start, stop)) -> (B, b, N)``; ``block_elements``
-    int or None. Output: (B, H, N, d_k). Not twice differentiable.
+    int or None; ``log_rows_vjp`` None (autograd through ``log_rows`` for ``d state``) or the
+    prior's closed-form ``(state, (start, stop), d rows) -> d state`` (e.g.
+    :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp` with ``constituent_fused``).
+    Output: (B, H, N, d_k). Not twice differentiable.
     """
 
     @staticmethod
@@ -212,6 +215,7 @@ class BlockwisePriorAttention(torch.autograd.Function):
         flush: bool,
         log_rows=None,
         block_elements: int | None = None,
+        log_rows_vjp=None,
     ):
         batch, heads, n, _ = query.shape
         scale = 1.0 / math.sqrt(query.shape[-1])
@@ -230,14 +234,15 @@ class BlockwisePriorAttention(torch.autograd.Function):
             out[:, :, start:stop] = torch.matmul(used.to(value.dtype), value)
         saved = (attn, used) if block_elements is None else ()
         ctx.save_for_backward(query, key, value, cum, pad, out, *saved)
-        ctx.options = (scale, dropout_p, flush, log_rows, block_elements, rng_state)
+        ctx.options = (scale, dropout_p, flush, log_rows, block_elements, rng_state, log_rows_vjp)
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
         query, key, value, cum, pad, out, *saved = ctx.saved_tensors
-        scale, dropout_p, flush, log_rows, block_elements, rng_state = ctx.options
+        scale, dropout_p, flush, log_rows, block_elements, rng_state, log_rows_vjp = ctx.options
+        autograd_rows = ctx.needs_input_grad[3] and log_rows_vjp is None
         batch, heads, n, _ = query.shape
         acc = _accumulation_dtype(query.dtype)
         grad_out = grad_out.contiguous()  # (B, H, N, d_k)
@@ -256,8 +261,8 @@ class BlockwisePriorAttention(torch.autograd.Function):
         try:
             for start, stop in blocks:
                 rows = slice(start, stop)
-                if ctx.needs_input_grad[3] or not saved:  # the block's log C, once; differentiable for d P
-                    block_cum = cum.to(acc).detach().requires_grad_(ctx.needs_input_grad[3])
+                if autograd_rows or not saved:  # the block's log C, once; differentiable for d P
+                    block_cum = cum.to(acc).detach().requires_grad_(autograd_rows)
                     with torch.enable_grad():
                         log_c = log_rows(block_cum, (start, stop))
                 if saved:
@@ -271,8 +276,10 @@ class BlockwisePriorAttention(torch.autograd.Function):
                 del used
                 if flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
                     _flush_(g)
-                if ctx.needs_input_grad[3]:
+                if autograd_rows:
                     grad_cum = accumulate(grad_cum, torch.autograd.grad(log_c, block_cum, g.sum(1))[0])  # Σ_heads G
+                elif ctx.needs_input_grad[3]:
+                    grad_cum = accumulate(grad_cum, log_rows_vjp(cum.to(acc), (start, stop), g.sum(1)))
                 g.addcmul_(attn, delta[:, :, rows], value=-1.0)  # dS = G - A ⊙ D
                 g = g.to(query.dtype)
                 grad_query[:, :, rows] = torch.matmul(g, key).mul_(scale)
@@ -281,7 +288,18 @@ class BlockwisePriorAttention(torch.autograd.Function):
             if restore_rng is not None:
                 _set_rng_state(query.device, restore_rng)
         grad_cum = grad_cum.to(cum.dtype) if grad_cum is not None else None
-        return (grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), grad_cum, None, None, None, None, None)
+        return (
+            grad_query,
+            grad_key.to(key.dtype),
+            grad_value.to(value.dtype),
+            grad_cum,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def _block_attention(query, key, log_c, pad, dropout_p, flush):
@@ -380,6 +398,7 @@ def sdpa_attention(
         flush,
         prior.log_rows,
         None if keep_attention else BLOCK_ELEMENTS,
+        getattr(prior, "log_rows_vjp", None),
     )
     return out, None
 

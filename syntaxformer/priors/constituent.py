@@ -282,6 +282,117 @@ def cumulative_log_links(a: torch.Tensor, gap_mask: torch.Tensor, variant: str =
     return F.pad(torch.cumsum(log_a, dim=-1), (1, 0))  # (B, N)
 
 
+class FusedLinkChain(torch.autograd.Function):
+    """Eqs. 6-8 and ``P`` in one function with a hand-written backward (``constituent_fused=True``).
+
+    The same function as :func:`neighbour_log_probabilities` -> :func:`link_probability` ->
+    :func:`hierarchical_constraint` -> :func:`cumulative_log_links` (either variant), without
+    autograd's per-operation graph (about 40 small (B, N-1) nodes per layer, whose bookkeeping costs more
+    than their arithmetic at the default recipe's sizes). The backward, with ``u = s_right - s_{k,k-1}``,
+    ``v = s_left - s_{k+1,k+2}`` and ``σ`` the logistic function:
+
+        d log a_k = Σ_{j>k} dP_j (real gaps; 0 elsewhere),   d a = dA + d log a · (1/a | 1/(a+1e-9))
+        d a_prev = d a (1 - â),   d â = d a (1 - a_prev)
+        d (log p_R + log p_L) = d â · â / 2 (paper) | d â · pp / (2 â) (official), at real gaps
+        d s_right_k += d log p_R,k σ(-u_k),   d s_left_{k-1} -= d log p_R,k σ(-u_k)   (where word k has a left gap)
+        d s_left_k += d log p_L,k σ(-v_k),    d s_right_{k+1} -= d log p_L,k σ(-v_k)  (where word k+1 has a right gap)
+
+    Inputs: ``s_right, s_left`` (B, N-1) neighbour scores, ``gap_mask`` (B, N-1) bool, ``prior``
+    (B, N-1) links of the layer below or None, ``variant``. Outputs ``(a, P)``: (B, N-1), (B, N).
+    """
+
+    @staticmethod
+    def forward(ctx, s_right, s_left, gap_mask, prior, variant):
+        has_left = F.pad(gap_mask[:, :-1], (1, 0), value=False)
+        has_right = F.pad(gap_mask[:, 1:], (0, 1), value=False)
+        u = s_right - F.pad(s_left[:, :-1], (1, 0))
+        v = s_left - F.pad(s_right[:, 1:], (0, 1))
+        log_pp = F.logsigmoid(u) * has_left + F.logsigmoid(v) * has_right  # log p_R + log p_L
+        if variant == "paper":
+            a_hat = torch.exp(0.5 * log_pp) * gap_mask
+            pp = None
+        else:
+            pp = torch.exp(log_pp) * gap_mask
+            a_hat = torch.sqrt(pp + OFFICIAL_EPS)
+        a = a_hat if prior is None else prior + (1.0 - prior) * a_hat
+        if variant == "paper":
+            log_a = torch.log(a.clamp_min(torch.finfo(a.dtype).tiny))
+        else:
+            log_a = torch.log(a + OFFICIAL_EPS)
+        cum = F.pad(torch.cumsum(log_a * gap_mask, dim=-1), (1, 0))
+        ctx.variant = variant
+        ctx.has_prior = prior is not None
+        ctx.save_for_backward(u, v, has_left, has_right, gap_mask, a_hat, a, pp, prior)
+        return a, cum
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_a, grad_cum):
+        u, v, has_left, has_right, gap_mask, a_hat, a, pp, prior = ctx.saved_tensors
+        grad_a = torch.zeros_like(a) if grad_a is None else grad_a
+        if grad_cum is not None:  # d log a_k = Σ_{j>k} dP_j
+            tail = grad_cum[:, 1:].flip(-1).cumsum(-1).flip(-1) * gap_mask
+            if ctx.variant == "paper":
+                tiny = torch.finfo(a.dtype).tiny
+                grad_a = grad_a + torch.where(a >= tiny, tail / a.clamp_min(tiny), torch.zeros_like(a))
+            else:
+                grad_a = grad_a + tail / (a + OFFICIAL_EPS)
+        grad_prior = grad_a * (1.0 - a_hat) if ctx.has_prior else None
+        grad_a_hat = grad_a * (1.0 - prior) if ctx.has_prior else grad_a
+        if ctx.variant == "paper":
+            grad_log_pp = grad_a_hat * a_hat * 0.5 * gap_mask
+        else:
+            grad_log_pp = grad_a_hat * pp * gap_mask * 0.5 / a_hat
+        d_u = grad_log_pp * has_left * torch.sigmoid(-u)
+        d_v = grad_log_pp * has_right * torch.sigmoid(-v)
+        grad_right = d_u - F.pad(d_v[:, :-1], (1, 0))
+        grad_left = d_v - F.pad(d_u[:, 1:], (0, 1))
+        return grad_right, grad_left, None, grad_prior, None
+
+
+def fused_link_chain(
+    s_right: torch.Tensor, s_left: torch.Tensor, gap_mask: torch.Tensor, prior: torch.Tensor | None, variant: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(a, P)`` of one layer from its neighbour scores through :class:`FusedLinkChain` (shapes there)."""
+    return FusedLinkChain.apply(s_right, s_left, gap_mask, prior, variant)
+
+
+def log_constituent_prior_vjp(
+    cum_log_links: torch.Tensor,
+    grad_rows: torch.Tensor,
+    variant: str = "paper",
+    log_diagonal: float | None = None,
+    rows: tuple[int, int] | None = None,
+) -> torch.Tensor:
+    """The gradient of :func:`log_constituent_prior`'s rows with respect to ``P``, in closed form.
+
+    With ``x_ij = -|P_i - P_j|``, ``log C_ij = f(x_ij)`` (paper: ``f(x) = x``; official:
+    ``f(x) = log(e^x + 1e-9)``, ``f'(x) = σ(x - log 1e-9)``) and ``W_ij = g_ij f'(x_ij) (-sign(P_i - P_j))``
+    (0 on a replaced diagonal): ``dP_i += Σ_j W_ij`` (the block's rows) and ``dP_j -= Σ_i W_ij``.
+    ``sign(0) = 0``, as autograd's ``abs`` backward.
+
+    Args:
+        cum_log_links: (B, N) ``P``.
+        grad_rows: (B, b, N) gradient of the rows ``rows`` of ``log C``.
+        variant, log_diagonal, rows: as :func:`log_constituent_prior`.
+    Returns:
+        (B, N) gradient of ``P``.
+    """
+    n = cum_log_links.shape[-1]
+    start, stop = rows if rows is not None else (0, n)
+    diff = cum_log_links[:, start:stop, None] - cum_log_links[:, None, :]  # (B, b, N)
+    w = grad_rows * -torch.sign(diff)
+    if variant == "official":
+        w = w * torch.sigmoid(-diff.abs() - math.log(OFFICIAL_EPS))
+        log_diagonal = 0.0 if log_diagonal is None else log_diagonal
+    if log_diagonal is not None:
+        positions = torch.arange(n, device=w.device)
+        w = w.masked_fill(positions[start:stop, None] == positions[None, :], 0.0)
+    grad = -w.sum(1)
+    grad[:, start:stop] += w.sum(-1)
+    return grad
+
+
 def official_log_diagonal(layer_index: int) -> float:
     """The public code's diagonal of C at 0-based layer ``layer_index``: ``log(1 - (1 - sqrt(1e-9))^l)``.
 
@@ -340,12 +451,22 @@ class ConstituentPrior(MultiplicativePrior):
         cum_log_links: (B, N) ``P`` (see :func:`cumulative_log_links`).
         variant: "paper" or "official".
         log_diagonal: ``log C_ii`` (None: 0, the paper's ``C_ii = 1``).
+        fused: True offers :attr:`log_rows_vjp` (the closed-form gradient of the rows), which the
+            attention kernel then uses instead of autograd through :meth:`_log_rows`; False: None.
     """
 
-    def __init__(self, cum_log_links: torch.Tensor, variant: str = "paper", log_diagonal: float | None = None):
+    def __init__(
+        self,
+        cum_log_links: torch.Tensor,
+        variant: str = "paper",
+        log_diagonal: float | None = None,
+        fused: bool = False,
+    ):
         self.variant = variant
         self.log_diagonal = log_diagonal
         super().__init__(cum_log_links, self._log_rows)
+        #: ``(state, rows, grad_rows) -> grad_state`` or None (see ``fused``)
+        self.log_rows_vjp = self._log_rows_vjp if fused else None
 
     @property
     def cum_log_links(self) -> torch.Tensor:
@@ -354,6 +475,9 @@ class ConstituentPrior(MultiplicativePrior):
 
     def _log_rows(self, cum_log_links: torch.Tensor, rows: tuple[int, int] | None = None) -> torch.Tensor:
         return log_constituent_prior(cum_log_links, self.variant, self.log_diagonal, rows)
+
+    def _log_rows_vjp(self, cum_log_links: torch.Tensor, rows, grad_rows: torch.Tensor) -> torch.Tensor:
+        return log_constituent_prior_vjp(cum_log_links, grad_rows, self.variant, self.log_diagonal, rows)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -382,6 +506,8 @@ class ConstituentAttention(StructuralPrior):
             change the prior (docs/recipes.md, "Which part of the official variant matters").
         diagonal: ``C_ii``: "one" (the paper) or "official" (the public code's tiny value, so a word
             barely attends to itself); None = the variant's.
+        fused: False (today's path, autograd through each equation) or True (:class:`FusedLinkChain`
+            and :func:`log_constituent_prior_vjp`: the same function, float rounding differs).
     Raises:
         ValueError: unknown ``variant`` or ``diagonal``, or ``scale`` <= 0.
     """
@@ -394,9 +520,11 @@ class ConstituentAttention(StructuralPrior):
         layer_norm_eps: float = 1e-5,
         scale: float | None = None,
         diagonal: str | None = None,
+        fused: bool = False,
     ):
         super().__init__()
         check_constituent_options(variant, scale, diagonal)
+        self.fused = bool(fused)
         self.d_model = d_model
         self.variant = variant
         self.layer_index = layer_index
@@ -429,6 +557,8 @@ class ConstituentAttention(StructuralPrior):
             s_right, s_left = neighbour_scores_bilinear(h, *neighbour_score_form(self.query, self.key, self.scale))
         else:  # few tokens: the two projections cost less than forming W_qᵀ W_k
             s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
+        if self.fused:
+            return fused_link_chain(s_right, s_left, gap_mask, prior, self.variant)
         log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)
         a_hat = link_probability(log_p_right, log_p_left, gap_mask, self.variant)
         a = hierarchical_constraint(prior, a_hat)
@@ -439,7 +569,7 @@ class ConstituentAttention(StructuralPrior):
     @classmethod
     def from_config(cls, config, layer_index: int) -> ConstituentAttention:
         """The module of 0-based layer ``layer_index`` (``hidden_size``, ``constituent_variant``,
-        ``layer_norm_eps``, ``constituent_scale``, ``constituent_diagonal`` of a
+        ``layer_norm_eps``, ``constituent_scale``, ``constituent_diagonal``, ``constituent_fused`` of a
         :class:`~syntaxformer.models.tree_transformer.TreeTransformerConfig`)."""
         return cls(
             config.hidden_size,
@@ -448,6 +578,7 @@ class ConstituentAttention(StructuralPrior):
             config.layer_norm_eps,
             getattr(config, "constituent_scale", None),
             getattr(config, "constituent_diagonal", None),
+            getattr(config, "constituent_fused", False),
         )
 
     def prior_state(
@@ -455,7 +586,7 @@ class ConstituentAttention(StructuralPrior):
     ) -> tuple[ConstituentPrior, torch.Tensor]:
         """Like :meth:`constituent_prior` without materialising C: ``(ConstituentPrior, a)``; O(N) per sentence."""
         a, cum = self.link_probabilities(hidden, mask, prior)
-        return ConstituentPrior(cum, self.variant, self.log_diagonal), a
+        return ConstituentPrior(cum, self.variant, self.log_diagonal, self.fused), a
 
     def forward(
         self, hidden: torch.Tensor, key_mask: torch.Tensor, state: torch.Tensor | None = None, inputs=None
@@ -486,5 +617,5 @@ class ConstituentAttention(StructuralPrior):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, "
-            f"diagonal={self.diagonal!r}, layer_index={self.layer_index}"
+            f"diagonal={self.diagonal!r}, layer_index={self.layer_index}" + (", fused=True" if self.fused else "")
         )

@@ -1,0 +1,190 @@
+"""Time a training step of the default ``induce`` recipe: Tree Transformer vs plain Transformer vs faster paths.
+
+Issue 38, item 1 ("Throughput"). Each variant is the default recipe's model (``RECIPES["default"]`` of
+:mod:`syntaxformer.models.tree_transformer`: the ``mini`` preset, batch 64, the official constituent
+variant), built and trained by the project's own :class:`~syntaxformer.training.trainer.Trainer` on the
+embedded ptb-sample (real batches of its length-bucketed sampler, masked LM with ``masked_only`` logits,
+Adam, gradient clipping, the schedule): one timed unit is ``Trainer.training_step`` (masking,
+forward, backward, clip, Adam). Every variant starts from the same seed and sees the same batches.
+
+Protocol: the machine is shared (two background training jobs of one thread each at the time of the
+recorded run), so the variants are measured *alternately*: round r times one step of every variant
+in turn (the order rotated each round), after ``--warmup`` untimed steps each; the reported time is
+the median over rounds, and every ratio is between medians of the same run. FLOPs per step come from
+``torch.utils.flop_counter.FlopCounterMode`` (forward + backward, one step), the peak from a
+2048x2048 float32 matmul on the same threads (median of 5).
+
+Variants (``--variants``, comma-separated; default all):
+
+``tree``        today's Tree Transformer (``prior="constituent"``, the default config: bit-identical).
+``plain``       the plain Transformer (``prior="none"``), same model otherwise.
+``tree-fused``  ``constituent_fused=True``: the constituent prior's link chain (eqs. 6-8 and ``P``) as
+                one autograd function with a hand-written backward (:mod:`syntaxformer.priors.constituent`).
+``tree-compile`` ``tree-fused`` with the model's forward under ``torch.compile`` (skipped when
+                compilation fails on this machine; the failure is recorded).
+``tree-bf16``   ``tree-fused`` under bfloat16 autocast.
+
+Usage::
+
+    python benchmarks/train_step.py --threads 2 --steps 20 --seed 0 --out docs/benchmarks/train-step.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from syntaxformer.models.tree_transformer import RECIPES
+from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.trainer import Trainer
+
+VARIANTS = {
+    "tree": dict(overrides={}),
+    "plain": dict(overrides={"prior": "none"}),
+    "tree-fused": dict(overrides={"constituent_fused": True}),
+    "tree-compile": dict(overrides={"constituent_fused": True}, compile=True),
+    "tree-bf16": dict(overrides={"constituent_fused": True}, bf16=True),
+}
+
+
+def build_trainer(name: str, seed: int, threads: int) -> Trainer:
+    """A built Trainer of the default recipe with the variant's config fields (its own temp folder)."""
+    spec = VARIANTS[name]
+    fields = dict(RECIPES["default"])
+    overrides = {**fields.pop("overrides", {}), **spec["overrides"]}
+    fields.pop("min_layer", None)
+    fields.update(seed=seed, threads=threads, quiet=True, bf16=spec.get("bf16", False))
+    args = TrainArguments(
+        out=tempfile.mkdtemp(prefix=f"train-step-{name}-"), model="tree-transformer", overrides=overrides, **fields
+    )
+    trainer = Trainer(args)
+    trainer.build()
+    trainer.model.train()
+    if spec.get("compile"):
+        trainer.ddp_model = torch.compile(trainer.model, dynamic=True)
+    return trainer
+
+
+def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
+    """Measured float32 matmul rate (GFLOP/s): median of ``repeats`` ``size``² products."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * size**3 / statistics.median(times) / 1e9
+
+
+def step_flops(trainer: Trainer, batch) -> int:
+    """FLOPs of one training step (forward + backward; Adam's elementwise work is not counted)."""
+    with FlopCounterMode(display=False) as counter:
+        trainer.training_step(batch)
+    return counter.get_total_flops()
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def measure(names: list[str], steps: int, warmup: int, seed: int, threads: int) -> dict:
+    """Build every variant, warm each up, then time ``steps`` rounds of one step per variant."""
+    torch.set_num_threads(threads)
+    trainers, errors = {}, {}
+    for name in names:
+        try:
+            trainers[name] = build_trainer(name, seed, threads)
+        except Exception as e:  # noqa: BLE001 - a variant that cannot run is recorded, not fatal
+            errors[name] = f"{type(e).__name__}: {e}"
+    batches = next(iter(trainers.values())).sampler.batches(0)
+    for name, trainer in list(trainers.items()):
+        try:
+            for i in range(warmup):
+                trainer.training_step(batches[i % len(batches)])
+        except Exception as e:  # noqa: BLE001 - e.g. torch.compile without a working C compiler
+            errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            del trainers[name]
+    order = list(trainers)
+    times = {name: [] for name in order}
+    losses = {name: [] for name in order}
+    for r in range(steps):
+        batch = batches[(warmup + r) % len(batches)]
+        for name in order[r % len(order) :] + order[: r % len(order)]:
+            t0 = time.perf_counter()
+            out = trainers[name].training_step(batch)
+            times[name].append(time.perf_counter() - t0)
+            losses[name].append(out.loss)
+    flops = {name: step_flops(t, batches[0]) for name, t in trainers.items() if name not in ("tree-compile",)}
+    return dict(times=times, losses=losses, flops=flops, errors=errors)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=20, help="timed rounds (one step of every variant each)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--background", default="two background training jobs, 1 thread each (shared 2-core machine)")
+    parser.add_argument("--out", type=Path)
+    a = parser.parse_args()
+    names = a.variants.split(",")
+    result = measure(names, a.steps, a.warmup, a.seed, a.threads)
+    peak = matmul_peak_gflops()
+    ms = {n: 1000 * statistics.median(t) for n, t in result["times"].items()}
+    rows = {}
+    for name, value in ms.items():
+        flops = result["flops"].get(name, result["flops"].get("tree-fused"))
+        rows[name] = dict(
+            ms_per_step=round(value, 1),
+            ms_per_step_min=round(1000 * min(result["times"][name]), 1),
+            ratio_to_plain=round(value / ms["plain"], 3) if "plain" in ms else None,
+            ratio_to_tree=round(value / ms["tree"], 3) if "tree" in ms else None,
+            speedup_over_tree=round(ms["tree"] / value, 3) if "tree" in ms else None,
+            gflop_per_step=round(flops / 1e9, 2) if flops else None,
+            share_of_peak=round(flops / (value / 1000) / 1e9 / peak, 3) if flops else None,
+            mean_loss=round(statistics.mean(result["losses"][name]), 4),
+        )
+    report = dict(
+        benchmark="train_step",
+        data="ptb-sample (embedded), the default induce recipe's training text and vocabulary",
+        protocol=(
+            "Trainer.training_step (masking, forward, backward, clip, Adam) of the default induce recipe "
+            f"(mini, batch 64, masked_only); {a.warmup} warm-up steps per variant, then {a.steps} rounds of one "
+            "step per variant, interleaved (order rotated each round); median ms per variant; ratios of medians "
+            "of this run"
+        ),
+        seed=a.seed,
+        threads=a.threads,
+        background_load=a.background,
+        torch=torch.__version__,
+        python=platform.python_version(),
+        cpu=platform.processor() or platform.machine(),
+        git_commit=git_commit(),
+        matmul_peak_gflops=round(peak, 1),
+        variants=rows,
+        errors=result["errors"],
+        losses={n: [round(x, 4) for x in v] for n, v in result["losses"].items()},
+    )
+    text = json.dumps(report, indent=2)
+    print(text)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
