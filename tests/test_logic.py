@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from syntaxformer.blocks.pair_head import pair_features
 from syntaxformer.cli import main
 from syntaxformer.data.logic import (
     RELATIONS,
@@ -20,7 +21,7 @@ from syntaxformer.data.logic import (
 )
 from syntaxformer.errors import InputError
 from syntaxformer.tasks.encoders import ENCODERS, encoder_config, encoder_entry, pool_last, pool_max, pool_mean
-from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig, pair_features
+from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 
 #: lines per file of ../shared/data/propositional-logic (wc -l)
 TRAIN_LINES = {
@@ -148,7 +149,7 @@ def test_poolings_on_hand_made_outputs():
 
 def test_pair_features():
     u, v = torch.tensor([[1.0, -2.0]]), torch.tensor([[3.0, 0.5]])
-    assert torch.equal(pair_features(u, v), torch.tensor([[1.0, -2.0, 3.0, 0.5, 3.0, -1.0, 2.0, 2.5]]))
+    assert torch.equal(pair_features(u, v, "bowman"), torch.tensor([[1.0, -2.0, 3.0, 0.5, 3.0, -1.0, 2.0, 2.5]]))
 
 
 @pytest.mark.parametrize("name", sorted(ENCODERS))
@@ -246,7 +247,8 @@ def test_report_structure_and_files(quick_run):
         "training.json",
         "checkpoint.pt",
         "best/model.safetensors",
-        "best/pair_classifier.json",
+        "best/config.json",
+        "config.json",
         "model.safetensors",
         "tokenizer.json",
     ):

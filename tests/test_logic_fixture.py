@@ -243,7 +243,7 @@ def test_train_and_evaluate_on_the_fixture(bf16_run, logic_folder, tmp_path):
         assert cell["pairs"] == TEST_PER_FILE
         assert cell["majority"] == pytest.approx(100 * relations[f"test{n}"].count("#") / TEST_PER_FILE)
         assert cell["accuracy"] == pytest.approx(100 * cell["correct"] / TEST_PER_FILE)
-    for name in ("logic.json", "logic.md", "accuracy.png", "best/pair_classifier.json"):
+    for name in ("logic.json", "logic.md", "accuracy.png", "best/config.json"):
         assert (out / name).is_file(), name
 
     # the table path of the command (no --json): the summary line and the accuracy table are printed

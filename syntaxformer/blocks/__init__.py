@@ -1,2 +1,4 @@
 """Network blocks below the priors and the models: layers that know no prior and no model
-(the ON-LSTM recurrence and its stack, :mod:`syntaxformer.blocks.on_lstm`)."""
+(the ON-LSTM recurrence and its stack, :mod:`syntaxformer.blocks.on_lstm`; the sentence-vector
+poolings, :mod:`syntaxformer.blocks.pooling`; the sentence-pair classification head,
+:mod:`syntaxformer.blocks.pair_head`)."""

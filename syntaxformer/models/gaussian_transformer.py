@@ -45,6 +45,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from ..blocks.pair_head import PairClassificationHead
 from ..data.nli import LABELS
 from ..priors import check_prior
 from ..priors.attention import ATTENTION_FUNCTIONS
@@ -319,36 +320,6 @@ def scaled_sum(v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (v * mask[..., None].to(v.dtype)).sum(1) / lengths.sqrt()
 
 
-def pair_features(p: torch.Tensor, h: torch.Tensor, kind: str) -> torch.Tensor:
-    """The classifier's input: ``[p; h]`` ("concat") or ``[p; h; |p − h|; p ⊙ h]`` ("match"); (B, k·d)."""
-    if kind == "concat":
-        return torch.cat([p, h], dim=-1)
-    return torch.cat([p, h, (p - h).abs(), p * h], dim=-1)
-
-
-class ZeroInitLinear(nn.Linear):
-    """A linear layer that :meth:`PairClassifierPreTrainedModel._init_weights` initialises to zero
-    (weights and bias), so the untrained classifier predicts the uniform distribution (loss ln 3).
-    The rule reads the attribute ``zero_init``, so a plain ``nn.Linear`` given ``zero_init = True``
-    (the residual branches under ``residual_init="zero"``) is initialised the same way."""
-
-    zero_init = True
-
-
-class PairClassifier(nn.Module):
-    """``FFN(features)``: Linear(k·d, d) -> GELU -> Dropout -> Linear(d, labels)."""
-
-    def __init__(self, in_features: int, hidden: int, num_labels: int, dropout: float):
-        super().__init__()
-        self.dense = nn.Linear(in_features, hidden)
-        self.dropout = nn.Dropout(dropout)
-        self.out = ZeroInitLinear(hidden, num_labels)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """(B, k·d) -> (B, labels) logits."""
-        return self.out(self.dropout(F.gelu(self.dense(self.dropout(features)))))
-
-
 # ----------------------------------------------------------------------------------------------
 # Models
 # ----------------------------------------------------------------------------------------------
@@ -383,7 +354,7 @@ class PairClassifierPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         # one rule per parameter, by the module that owns it: transformers 5 initialises each parameter
         # once (a later init call on it is skipped), so no rule may overwrite a child's parameters
-        if zero_init_if_marked(module):  # ZeroInitLinear, or a residual branch's output
+        if zero_init_if_marked(module):  # the pair head's output layer, or a residual branch's output
             return
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
@@ -449,9 +420,14 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
             nn.Dropout(config.hidden_dropout_prob),
             nn.Linear(config.intermediate_size, config.hidden_size),
         )
-        k = 2 if config.classifier_features == "concat" else 4
-        self.classifier = PairClassifier(
-            k * config.hidden_size, config.hidden_size, config.num_labels, config.hidden_dropout_prob
+        self.classifier = PairClassificationHead(
+            config.hidden_size,
+            config.hidden_size,
+            config.num_labels,
+            config.hidden_dropout_prob,
+            features=config.classifier_features,
+            activation="gelu",
+            zero_init_output=True,
         )
         self.post_init()
 
@@ -497,7 +473,7 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
         aligned = self.interact(x, other, torch.cat([mask[B:], mask[:B]]))  # (2B, N, d)
         v = self.comparison(torch.cat([x, aligned], dim=-1))  # (2B, N, d)
         pooled = scaled_sum(v, mask)  # (2B, d)
-        logits = self.classifier(pair_features(pooled[:B], pooled[B:], self.config.classifier_features))
+        logits = self.classifier(pooled[:B], pooled[B:])  # (B, labels)
         result = PairClassifierOutput(loss=self._loss(logits, labels), logits=logits)
         return result if return_dict else result.to_tuple()
 
@@ -514,9 +490,8 @@ __all__ = [
     "PairEmbeddings",
     "CrossAttention",
     "InteractionLayer",
-    "PairClassifier",
+    "PairClassificationHead",
     "PairClassifierOutput",
     "PairClassifierPreTrainedModel",
     "scaled_sum",
-    "pair_features",
 ]

@@ -2,7 +2,7 @@
 
 A bag of words: each sentence is the mean of its words' embeddings (the Gaussian Transformer's
 embedding block without positions: word vector ⊕ max-pooled character n-grams, projected), and the
-classifier (:class:`~syntaxformer.models.gaussian_transformer.PairClassifier`) reads
+classifier (:class:`~syntaxformer.blocks.pair_head.PairClassificationHead`, ``"match"`` join) reads
 ``[u; v; |u − v|; u ⊙ v]`` (InferSent's features, Conneau et al. 2017)::
 
     u = mean_i W [word(p_i); char(p_i)],   v = the same for h,   logits = FFN([u; v; |u − v|; u ⊙ v])
@@ -16,14 +16,9 @@ from __future__ import annotations
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig
 
+from ..blocks.pair_head import PairClassificationHead
 from ..data.nli import LABELS
-from .gaussian_transformer import (
-    PairClassifier,
-    PairClassifierOutput,
-    PairClassifierPreTrainedModel,
-    PairEmbeddings,
-    pair_features,
-)
+from .gaussian_transformer import PairClassifierOutput, PairClassifierPreTrainedModel, PairEmbeddings
 
 #: config fields of the named sizes (the same names as the Gaussian Transformer's)
 PRESETS = {
@@ -89,8 +84,14 @@ class MeanPoolForSequencePairClassification(PairClassifierPreTrainedModel):
     def __init__(self, config: MeanPoolPairConfig):
         super().__init__(config)
         self.embeddings = PairEmbeddings(config, positions=False)
-        self.classifier = PairClassifier(
-            4 * config.hidden_size, config.hidden_size, config.num_labels, config.hidden_dropout_prob
+        self.classifier = PairClassificationHead(
+            config.hidden_size,
+            config.hidden_size,
+            config.num_labels,
+            config.hidden_dropout_prob,
+            features="match",
+            activation="gelu",
+            zero_init_output=True,
         )
         self.post_init()
 
@@ -109,7 +110,7 @@ class MeanPoolForSequencePairClassification(PairClassifierPreTrainedModel):
         :meth:`~syntaxformer.models.gaussian_transformer.GaussianTransformerForSequencePairClassification.forward`."""
         u = masked_mean(self.embeddings(premise_ids, premise_char_ids), premise_mask.bool())  # (B, d)
         v = masked_mean(self.embeddings(hypothesis_ids, hypothesis_char_ids), hypothesis_mask.bool())  # (B, d)
-        logits = self.classifier(pair_features(u, v, "match"))
+        logits = self.classifier(u, v)  # (B, labels)
         result = PairClassifierOutput(loss=self._loss(logits, labels), logits=logits)
         return result if return_dict else result.to_tuple()
 
