@@ -154,7 +154,7 @@ def load_pair_model(folder: str | Path, device: torch.device | str = "cpu"):
     if not (folder / "config.json").is_file() or not (folder / "tokenizer.json").is_file():
         raise InputError("not a model folder (config.json and tokenizer.json expected)", path=folder)
     config = AutoConfig.from_pretrained(folder)
-    if config.model_type not in ("gaussian-transformer-nli", "mean-pool-pair"):
+    if config.model_type not in {arch.config_class.model_type for arch in PAIR_MODELS.values()}:
         raise InputError(f"a {config.model_type} model is not a sentence-pair classifier", path=folder)
     model = AutoModelForSequenceClassification.from_pretrained(folder).to(device).eval()
     return model, AutoTokenizer.from_pretrained(folder)
