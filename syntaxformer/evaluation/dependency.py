@@ -82,6 +82,39 @@ def reattach_heads(heads: Sequence[int], punct: Sequence[bool], on_cycle: int | 
     return out
 
 
+def subtree_brackets(heads: Sequence[int]) -> set[tuple[int, int]]:
+    """The unlabelled brackets a dependency tree implies: the yield (the word and all its
+    descendants) of every word, as a half-open span ``(i, j)`` over 0-based word positions, kept when
+    it is contiguous, at least two words long and not the whole sentence (the bracket convention of
+    :func:`~syntaxformer.evaluation.constituency.sentence_f1`).
+
+    This is the flattest phrase structure consistent with the dependency tree (each head projects
+    one constituent over its yield; Collins et al. 1999, "flat" conversion; Xia & Palmer 2001): it
+    lets a constituency parser be scored on a dependency treebank (UD English-EWT) beside the
+    right- and left-branching trees. A non-projective word's yield has a gap and is left out.
+
+    Args:
+        heads: per word its 1-based head (0 = root), a tree.
+    Returns:
+        The set of spans.
+    """
+    n = len(heads)
+    children = [[] for _ in range(n + 1)]
+    for i, h in enumerate(heads, start=1):
+        children[h].append(i)
+    spans = set()
+    for word in range(1, n + 1):
+        stack, members = [word], []
+        while stack:
+            node = stack.pop()
+            members.append(node)
+            stack.extend(children[node])
+        lo, hi = min(members), max(members)
+        if hi - lo + 1 == len(members) and 2 <= len(members) < n:
+            spans.add((lo - 1, hi))
+    return spans
+
+
 def evaluate_dependency(pred: Sequence, gold: Sequence, normalise: Callable[[str], str] | None = None) -> dict:
     """UAS and UUAS of predicted heads against gold dependency trees (module docstring).
 
