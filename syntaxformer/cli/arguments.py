@@ -73,7 +73,7 @@ def decoder_options(args) -> dict:
 
 def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, note: str = "") -> None:
     """``--trees`` and ``--phrases``, the per-sentence structures some priors read (``train``,
-    ``perplexity``, ``probe``; :mod:`syntaxformer.data.structure_inputs` resolves them).
+    ``perplexity``, ``probe``; :func:`parse_structure_sources` parses them when the command runs).
 
     Args:
         parser: the command's parser or argument group.
@@ -99,6 +99,24 @@ def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, no
         "induced:MODEL_DIR = the trees a trained Tree Transformer or StructFormer induces for each "
         "sentence (as parse decodes them)",
     )
+
+
+def parse_structure_sources(args: argparse.Namespace) -> None:
+    """Replace ``args.trees`` / ``args.phrases`` (``add_structure_input_arguments``) by their parsed
+    values (:class:`~syntaxformer.data.structure_source.StructureSource`, the same strings), once, when
+    the command starts, before any model is loaded.
+
+    A command's ``run`` calls it rather than argparse's ``type=``: a bad value is then an
+    :class:`InputError`, printed as one line with exit status 1 like every other bad input, where
+    argparse would print its usage and exit with status 2.
+
+    Raises:
+        InputError: ``--trees / --phrases must be gold or induced:MODEL_DIR, got ...``.
+    """
+    from syntaxformer.data.structure_source import StructureSource  # cli/: imports at call time
+
+    args.trees = StructureSource.parse(args.trees, "--trees")
+    args.phrases = StructureSource.parse(args.phrases, "--phrases")
 
 
 def config_override(text: str) -> tuple[str, object]:

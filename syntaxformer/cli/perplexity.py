@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from syntaxformer.cli.arguments import add_structure_input_arguments
+from syntaxformer.cli.arguments import add_structure_input_arguments, parse_structure_sources
 from syntaxformer.errors import InputError
 
 
@@ -124,12 +124,9 @@ def format_perplexity_report(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntaxformer.data.phrases import check_phrases_option
-    from syntaxformer.data.trees import check_trees_option
     from syntaxformer.workflows.perplexity import evaluate_folder
 
-    check_trees_option(args.trees)  # a bad value before the model is loaded
-    check_phrases_option(args.phrases)
+    parse_structure_sources(args)  # a bad value before the model is loaded
     if args.batch_tokens < 1:
         raise InputError(f"--batch-tokens must be positive, got {args.batch_tokens}")
     result = evaluate_folder(

@@ -4,7 +4,7 @@ arguments and prints."""
 
 from __future__ import annotations
 
-from syntaxformer.cli.arguments import add_structure_input_arguments
+from syntaxformer.cli.arguments import add_structure_input_arguments, parse_structure_sources
 
 
 def add_parser(subparsers) -> None:
@@ -109,13 +109,10 @@ def format_probe_report(report: dict) -> str:
 
 
 def run(args) -> int:
-    from syntaxformer.data.phrases import check_phrases_option
-    from syntaxformer.data.trees import check_trees_option
     from syntaxformer.evaluation.report import to_json
     from syntaxformer.workflows.probe import run_probe
 
-    check_trees_option(args.trees)  # a bad value before the model is loaded
-    check_phrases_option(args.phrases)
+    parse_structure_sources(args)  # a bad value before the model is loaded
     report = run_probe(
         args.out,
         model=args.model,

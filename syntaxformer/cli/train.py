@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import fields
 
-from syntaxformer.cli.arguments import add_structure_input_arguments, config_override
+from syntaxformer.cli.arguments import add_structure_input_arguments, config_override, parse_structure_sources
 from syntaxformer.training.run import train
 from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments
 
@@ -246,6 +246,7 @@ def arguments_from_namespace(ns: argparse.Namespace) -> TrainArguments:
 
 
 def run(ns: argparse.Namespace) -> int:
+    parse_structure_sources(ns)  # a bad --trees / --phrases before anything is read
     args = arguments_from_namespace(ns)
     out = train(args)
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports

@@ -1,7 +1,8 @@
-"""A phrase partition per training sentence, cut from a constituency tree, for the ``"tree"`` heads
-of the multi-granularity prior (``train --phrases``; DESIGN.md §3.3, Hao et al., EMNLP 2019).
+"""A phrase partition per training sentence, cut from a constituency tree, for a prior that reads
+phrases (``train --phrases``; a prior whose ``structure_input`` is ``"phrases"``, e.g. the one in
+:mod:`syntaxformer.priors.multi_granularity`; DESIGN.md §3.3, Hao et al., EMNLP 2019).
 
-``--phrases`` takes
+``--phrases`` takes (:class:`~syntaxformer.data.structure_source.StructureSource`)
 
 * ``gold``: the gold constituency trees of the treebank ``--corpus`` names (``ptb-sample``,
   ``ptb-sample:dev`` / ``:test``, a ``.mrg`` / bracketed file, a folder or glob), read by
@@ -15,11 +16,11 @@ of the multi-granularity prior (``train --phrases``; DESIGN.md §3.3, Hao et al.
   (:func:`syntaxformer.parsing.model_structures` and :func:`~syntaxformer.parsing.decode` with the
   default :class:`~syntaxformer.structures.DecoderOptions`), computed once before training.
 
-Each tree is cut at ``config.mgsa_tree_level`` (default 1) by
+Each tree is cut at the level the reading prior gives (its ``tree_level(config)``, default 1) by
 :func:`~syntaxformer.decoding.phrases.tree_phrases`. :func:`token_phrase_ids` maps the
 per-word phrase ids onto the model's tokens: every piece of a word has its word's phrase, special
-tokens (``[CLS]``) and padding have :data:`NO_PHRASE` (-1). Phrase labels (for
-``mgsa_phrase_loss_weight > 0``, gold trees only) are the outer label of each phrase's constituent
+tokens (``[CLS]``) and padding have :data:`NO_PHRASE` (-1). Phrase labels (when the
+reading prior asks for them, gold trees only) are the outer label of each phrase's constituent
 (``S+VP`` -> ``S``; a single-word phrase has its POS tag), indexed in a fixed vocabulary
 (:func:`label_vocabulary`: the labels seen in the training sentences, sorted, then :data:`OTHER` for
 any label not seen there); padding slots are -100.
@@ -135,12 +136,6 @@ def pad_phrases(rows: Sequence[Sequence[int]], value: int = NO_PHRASE, length: i
     return pad_rows(rows, value, length)
 
 
-def check_phrases_option(phrases: str | None) -> None:
-    """Raise :class:`InputError` (one line) unless ``phrases`` is None, ``gold`` or ``induced:MODEL_DIR``."""
-    if phrases is not None and not (phrases == "gold" or (phrases.startswith("induced:") and len(phrases) > 8)):
-        raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {phrases!r}")
-
-
 __all__ = [
     "NO_PHRASE",
     "NO_LABEL",
@@ -153,5 +148,4 @@ __all__ = [
     "label_vocabulary",
     "phrase_label_ids",
     "pad_phrases",
-    "check_phrases_option",
 ]

@@ -58,11 +58,6 @@ def sentence_structures(
     return out
 
 
-def is_induced(source: str | None) -> bool:
-    """Whether a ``--trees`` / ``--phrases`` value is ``induced:MODEL_DIR`` (a model parses the sentences)."""
-    return source is not None and source.startswith("induced:")
-
-
 def token_structures(
     structures: Sequence[dict], word_ids: Sequence[Sequence[int | None]], n_words: Sequence[int]
 ) -> list[dict]:
@@ -115,4 +110,4 @@ def pad_structures(rows: Sequence[dict], width: int) -> dict[str, torch.Tensor]:
     return {key: pad_rows([row[key] for row in rows], mappers[key][1], width) for key in (rows[0] if rows else {})}
 
 
-__all__ = ["sentence_structures", "is_induced", "token_structures", "token_structure", "pad_structures"]
+__all__ = ["sentence_structures", "token_structures", "token_structure", "pad_structures"]

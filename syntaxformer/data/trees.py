@@ -1,7 +1,7 @@
-"""A dependency tree per training sentence, for priors that read one (``train --trees``; the
-structural-position prior, DESIGN.md §3.2).
+"""A dependency tree per training sentence, for priors that read one (``train --trees``; a prior
+whose ``structure_input`` is ``"trees"``, :mod:`syntaxformer.priors.base`).
 
-``--trees`` takes
+``--trees`` takes (:class:`~syntaxformer.data.structure_source.StructureSource`)
 
 * ``gold``: the training sentences *and* their trees come from the dependency source named by
   ``--corpus`` (``ptb-sample``, ``ptb-sample:dev`` / ``:test``, a CoNLL-U or ``.dp`` file, a folder;
@@ -105,12 +105,6 @@ def gold_tree_sentences(source: str) -> tuple[list[list[str]], list[list[int]]]:
     return sentences, trees
 
 
-def check_trees_option(trees: str | None) -> None:
-    """Raise :class:`InputError` (one line) unless ``trees`` is None, ``gold`` or ``induced:MODEL_DIR``."""
-    if trees is not None and not (trees == "gold" or (trees.startswith("induced:") and len(trees) > 8)):
-        raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {trees!r}")
-
-
 def token_heads(word_heads: Sequence[int], word_ids: Sequence[int | None]) -> list[int]:
     """Map per-word heads (1-based, 0 = root) onto tokens (module docstring's rule).
 
@@ -148,7 +142,6 @@ __all__ = [
     "check_tree",
     "drop_tokens",
     "gold_tree_sentences",
-    "check_trees_option",
     "token_heads",
     "pad_heads",
 ]

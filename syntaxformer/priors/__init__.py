@@ -9,6 +9,8 @@ attention kernels that consume it (``ATTENTION_FUNCTIONS["eager" | "sdpa"]``) in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .attention import ATTENTION_FUNCTIONS
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 from .constituent import ConstituentAttention, ConstituentPrior
@@ -59,6 +61,27 @@ def build_position_fusion(config):
     return None if factory is None else factory(config)
 
 
+def structure_reader(config: Mapping) -> type[StructuralPrior] | None:
+    """The class of ``config``'s prior (``config["prior"]``; a mapping of config fields) when a model
+    with ``config`` reads per-sentence structure (its :attr:`~StructuralPrior.structure_input`, as
+    :meth:`~StructuralPrior.reads_structure` decides for ``config``); None otherwise, or for a prior
+    not in :data:`PRIORS`.
+
+    Raises:
+        InputError: config fields the prior cannot read (its ``reads_structure``).
+    """
+    cls = PRIORS.get(config.get("prior")) if isinstance(config.get("prior"), str) else None
+    return cls if cls is not None and cls.structure_input is not None and cls.reads_structure(config) else None
+
+
+def structure_readers(kind: str) -> dict[str, type[StructuralPrior]]:
+    """The registered priors that may read the structure ``kind`` (``"trees"`` or ``"phrases"``), by
+    name, in registry order (their :attr:`~StructuralPrior.structure_messages` word the checks)."""
+    return {
+        name: cls for name, cls in PRIORS.items() if cls is not None and getattr(cls, "structure_input", None) == kind
+    }
+
+
 def needs_structure_inputs(name: str) -> bool:
     """Whether the prior ``name`` reads per-sentence structure (its class sets ``needs_inputs``)."""
     check_prior(name)
@@ -82,4 +105,6 @@ __all__ = [
     "check_prior",
     "needs_structure_inputs",
     "prior_attribute",
+    "structure_reader",
+    "structure_readers",
 ]

@@ -29,11 +29,13 @@ and its tests (ARCHITECTURE.md, "How to add a prior").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+
+from ..data.structure_source import StructureSource
 
 
 @dataclass
@@ -123,6 +125,61 @@ class StructuralPrior(nn.Module):
     #: config fields this prior reads beyond the model's own, with their defaults: the trainer
     #: accepts them as ``--set`` overrides and writes them into the config of a model with this prior
     config_defaults: dict[str, object] = {}
+    #: the per-sentence structure a model with this prior may read, named as its option and its
+    #: ``TrainArguments`` field: ``"trees"`` (a dependency tree per sentence, ``--trees``) or
+    #: ``"phrases"`` (a phrase partition cut from a constituency tree, ``--phrases``); None: none.
+    #: :meth:`reads_structure` decides it for a config.
+    structure_input: str | None = None
+    #: the one-line messages of the structure checks of a prior that reads a structure, ``str.format``
+    #: templates with ``prior`` (the registry name), ``model`` (class name) and ``value`` (the option's
+    #: value): ``"train-missing"`` / ``"eval-missing"`` (this prior reads it, none given to ``train`` /
+    #: to ``perplexity`` and ``probe``), ``"train-unread"`` / ``"eval-unread"`` (given, the model's
+    #: prior reads none; asked of the prior that does read that structure)
+    structure_messages: dict[str, str] = {}
+
+    @classmethod
+    def reads_structure(cls, config: Mapping) -> bool:
+        """Whether a model with ``config`` (its fields as a mapping: the run's overrides, a
+        ``config.json``, ``config.to_dict()``) reads :attr:`structure_input`; by default whenever the
+        prior declares one.
+
+        Raises:
+            InputError (one line): config fields the prior cannot read.
+        """
+        return cls.structure_input is not None
+
+    @classmethod
+    def check_structure_source(cls, config: Mapping, source: StructureSource) -> None:
+        """Raise :class:`InputError` (one line) when a model with ``config`` cannot use ``source`` for
+        the structure it reads (e.g. labels that only gold trees have); by default it can."""
+
+    @classmethod
+    def tree_level(cls, config: Mapping) -> int:
+        """The level at which constituency trees are cut into the phrases a model with ``config``
+        reads (:func:`~syntaxformer.data.phrases.cut_tree`); 1 by default."""
+        return 1
+
+    @classmethod
+    def phrase_label_vocabulary(cls, config: Mapping, phrases: Sequence[Sequence]) -> list[str] | None:
+        """The phrase labels a model with ``config`` is trained to predict, given the training
+        sentences' phrases (per sentence, ``(start, end, label)`` triples), or None: no phrase labels
+        (the default)."""
+        return None
+
+    @classmethod
+    def with_phrase_labels(cls, overrides: dict, labels: Sequence[str]) -> dict:
+        """The config ``overrides`` of a model trained to predict ``labels``
+        (:meth:`phrase_label_vocabulary`); by default unchanged.
+
+        Raises:
+            InputError (one line): an override that contradicts ``labels``.
+        """
+        return overrides
+
+    @classmethod
+    def save_phrase_labels(cls, config, labels: Sequence[str]) -> None:
+        """Record ``labels`` in the model ``config`` (saved with it), so a model fine-tuned from it
+        keeps the vocabulary; by default nothing."""
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> StructuralPrior:

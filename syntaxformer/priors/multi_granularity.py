@@ -55,14 +55,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..blocks.on_lstm import OnLstmStack
+from ..data.phrases import label_vocabulary
+from ..data.structure_source import StructureSource
 from ..decoding.phrases import tree_partition, tree_phrases  # noqa: F401  (re-exported)
+from ..errors import InputError
 from .base import KeyMemory, PriorOutput, StructuralPrior
 
 #: the phrase compositions of :func:`compose_phrases`
@@ -330,6 +333,82 @@ class MultiGranularityPrior(StructuralPrior):
         "mgsa_phrase_loss_weight": 0.0,
         "mgsa_tree_level": 1,
     }
+    #: a model with ``"tree"`` heads reads a phrase partition per sentence (``--phrases``; :meth:`reads_structure`)
+    structure_input = "phrases"
+    structure_messages = {
+        "train-missing": "a 'tree' granularity of --prior multi-granularity needs a phrase partition per "
+        "sentence: give --phrases gold or --phrases induced:MODEL_DIR",
+        "train-unread": "--phrases feeds the 'tree' heads of --prior multi-granularity: give that prior "
+        "with a tree head, e.g. --set mgsa_granularities='\"word*2,tree,2gram\"'",
+        "eval-missing": "this model's multi-granularity prior has 'tree' heads, which need a phrase partition "
+        "per sentence: pass --phrases gold or --phrases induced:MODEL_DIR",
+        "eval-unread": "--phrases {value}: this {model} (prior {prior}) has no 'tree' heads "
+        "and reads no phrases; leave --phrases out",
+    }
+
+    @classmethod
+    def reads_structure(cls, config: Mapping) -> bool:
+        """Whether ``config``'s ``mgsa_granularities`` has a ``"tree"`` head (the default has none).
+
+        Raises:
+            InputError: a granularity :func:`expand_granularities` refuses.
+        """
+        spec = config.get("mgsa_granularities")
+        try:
+            return spec is not None and "tree" in expand_granularities(spec)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+
+    @classmethod
+    def check_structure_source(cls, config: Mapping, source: StructureSource) -> None:
+        """Phrase labels (``mgsa_phrase_loss_weight > 0``) need gold trees: induced ones have no labels.
+
+        Raises:
+            InputError: labels wanted from an induced ``source``.
+        """
+        if not source.is_gold and cls._labelled(config):
+            raise InputError("mgsa_phrase_loss_weight > 0 needs phrase labels, which only --phrases gold has")
+
+    @classmethod
+    def tree_level(cls, config: Mapping) -> int:
+        """``mgsa_tree_level`` of ``config`` (the run's overrides, or a model folder's ``config.json``),
+        else the default (1)."""
+        return int(config.get("mgsa_tree_level", cls.config_defaults["mgsa_tree_level"]))
+
+    @classmethod
+    def phrase_label_vocabulary(cls, config: Mapping, phrases: Sequence[Sequence]) -> list[str] | None:
+        """With ``mgsa_phrase_loss_weight > 0``: the ``mgsa_phrase_labels`` of ``config`` (a fine-tuned
+        folder's), else the labels of the training ``phrases``
+        (:func:`~syntaxformer.data.phrases.label_vocabulary`); None without label supervision."""
+        if not cls._labelled(config):
+            return None
+        saved = config.get("mgsa_phrase_labels")
+        return list(saved) if saved else label_vocabulary(phrases)
+
+    @classmethod
+    def with_phrase_labels(cls, overrides: dict, labels: Sequence[str]) -> dict:
+        """``overrides`` with ``mgsa_num_phrase_labels`` = the number of ``labels``.
+
+        Raises:
+            InputError: ``mgsa_num_phrase_labels`` already set to another value.
+        """
+        n = len(labels)
+        given = overrides.get("mgsa_num_phrase_labels")
+        if given not in (None, 0, n):
+            raise InputError(
+                f"mgsa_num_phrase_labels is {given}, the phrase labels of the training trees are "
+                f"{n} ({', '.join(labels)}): leave it unset"
+            )
+        return {**overrides, "mgsa_num_phrase_labels": n}
+
+    @classmethod
+    def save_phrase_labels(cls, config, labels: Sequence[str]) -> None:
+        """``config.mgsa_phrase_labels``: the label vocabulary, saved with the config."""
+        config.mgsa_phrase_labels = list(labels)
+
+    @staticmethod
+    def _labelled(config: Mapping) -> bool:
+        return float(config.get("mgsa_phrase_loss_weight") or 0) > 0
 
     def __init__(
         self,

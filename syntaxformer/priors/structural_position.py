@@ -210,6 +210,16 @@ class StructuralPositionPrior(StructuralPrior):
     needs_inputs: tuple[str, ...] = ("heads",)
     #: config fields this prior reads, with their defaults (``train --set`` accepts them)
     config_defaults = {"structural_max_relative": MAX_RELATIVE, "structural_max_depth": MAX_DEPTH}
+    #: it reads a dependency tree per sentence (``--trees``), whatever its config
+    structure_input = "trees"
+    structure_messages = {
+        "train-missing": "--prior {prior} needs a dependency tree per sentence: give --trees gold or --trees induced:MODEL_DIR",
+        "train-unread": "--trees: the prior {prior!r} reads no dependency trees (--prior structural-position does)",
+        "eval-missing": "this model's prior {prior} needs a dependency tree per sentence: pass --trees gold "
+        "or --trees induced:MODEL_DIR",
+        "eval-unread": "--trees {value}: this {model} (prior {prior}) reads no trees; "
+        "leave --trees out (only a prior such as structural-position reads them)",
+    }
 
     def __init__(self, head_dim: int, max_relative: int = MAX_RELATIVE):
         super().__init__()

@@ -1,6 +1,7 @@
-"""Structure sources: the per-sentence structure a prior reads (dependency trees for the
-structural-position prior, phrases for the multi-granularity prior's ``tree`` heads), gold from a
-treebank or induced by a trained model.
+"""Structure sources: the per-sentence structure a prior reads (dependency trees or phrases, as the
+prior declares, :attr:`syntaxformer.priors.base.StructuralPrior.structure_input`), gold from a treebank
+or induced by a trained model (the value of ``--trees`` / ``--phrases``:
+:class:`syntaxformer.data.structure_source.StructureSource`).
 
 The layer above :mod:`syntaxformer.parsing` (it runs models) and below training and evaluation (which
 read structures); :mod:`syntaxformer.data` holds the readers, the per-token mapping and the padding,
@@ -9,14 +10,16 @@ and runs no model.
 * :mod:`~syntaxformer.sources.corpus`: a corpus with its trees / phrases (``--trees``, ``--phrases``);
 * :mod:`~syntaxformer.sources.induced`: structures a trained model induces, per sentence or per masked
   input;
-* :mod:`~syntaxformer.sources.checks`: which structure a model reads, by its prior.
+* :mod:`~syntaxformer.sources.checks`: which structure a model reads, as its prior declares.
 """
 
 from syntaxformer.sources.checks import (
     check_model_phrases,
+    check_model_structure,
     check_model_trees,
     model_reads_phrases,
     model_reads_trees,
+    model_structure_input,
     model_tree_level,
     tree_level,
 )
@@ -32,9 +35,11 @@ from syntaxformer.sources.induced import (
 
 __all__ = [
     "check_model_phrases",
+    "check_model_structure",
     "check_model_trees",
     "model_reads_phrases",
     "model_reads_trees",
+    "model_structure_input",
     "model_tree_level",
     "tree_level",
     "load_phrase_trees",

@@ -1,102 +1,92 @@
-"""Which per-sentence structure a model reads, by its prior (structural-position: dependency trees;
-multi-granularity with ``tree`` heads: phrases), and the evaluation commands' rule that ``--trees`` /
+"""Which per-sentence structure a model reads, as its prior declares it
+(:attr:`~syntaxformer.priors.base.StructuralPrior.structure_input`: ``"trees"`` or ``"phrases"``, decided
+for the model's config by ``reads_structure``), and the evaluation commands' rule that ``--trees`` /
 ``--phrases`` are given exactly when the model reads them."""
 
 from __future__ import annotations
 
 import inspect
 
-from syntaxformer.data.phrases import check_phrases_option
-from syntaxformer.data.trees import check_trees_option
+from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.errors import InputError
-from syntaxformer.priors import PRIORS, needs_structure_inputs
-from syntaxformer.priors.multi_granularity import MultiGranularityPrior, parse_granularities
+from syntaxformer.priors import PRIORS, structure_reader, structure_readers
+
+
+def model_structure_input(model) -> str | None:
+    """The structure ``model`` reads (``"trees"``, ``"phrases"``) or None: its config's prior declares
+    one for that config (:func:`syntaxformer.priors.structure_reader`) and its forward takes
+    ``structure_inputs``."""
+    config = getattr(model, "config", None)
+    if not isinstance(getattr(config, "prior", None), str) or config.prior not in PRIORS:
+        return None
+    reader = structure_reader(config.to_dict())
+    if reader is None or "structure_inputs" not in inspect.signature(model.forward).parameters:
+        return None
+    return reader.structure_input
 
 
 def model_reads_trees(model) -> bool:
-    """Whether ``model`` reads a dependency tree per sentence: its config's ``prior`` needs structure
-    inputs (:func:`syntaxformer.priors.needs_structure_inputs`) and its forward takes ``structure_inputs``."""
-
-    prior = getattr(getattr(model, "config", None), "prior", None)
-    return (
-        isinstance(prior, str)
-        and prior in PRIORS
-        and needs_structure_inputs(prior)
-        and "structure_inputs" in inspect.signature(model.forward).parameters
-    )
-
-
-def check_model_trees(model, trees: str | None) -> None:
-    """The evaluation commands' rule (``perplexity``, ``probe``): ``--trees`` is required exactly when
-    the model reads trees (:func:`model_reads_trees`). Checked before any work.
-
-    Raises:
-        InputError (one line): a model that reads trees without ``trees``; ``trees`` for a model that
-            reads none (the report would name trees the model never saw); a bad ``trees`` value.
-    """
-    check_trees_option(trees)
-    prior = getattr(getattr(model, "config", None), "prior", None)
-    reads = model_reads_trees(model)
-    if reads and trees is None:
-        raise InputError(
-            f"this model's prior {prior} needs a dependency tree per sentence: pass --trees gold "
-            "or --trees induced:MODEL_DIR"
-        )
-    if trees is not None and not reads:
-        raise InputError(
-            f"--trees {trees}: this {type(model).__name__} (prior {prior}) reads no trees; "
-            "leave --trees out (only a prior such as structural-position reads them)"
-        )
-
-
-def tree_level(config: dict) -> int:
-    """The level ``--phrases`` cuts trees at: ``mgsa_tree_level`` of ``config`` (the run's overrides, or
-    a fine-tuned folder's ``config.json``), else the prior's default (1)."""
-    return int(config.get("mgsa_tree_level", MultiGranularityPrior.config_defaults["mgsa_tree_level"]))
+    """Whether ``model`` reads a dependency tree per sentence (:func:`model_structure_input`)."""
+    return model_structure_input(model) == "trees"
 
 
 def model_reads_phrases(model) -> bool:
-    """Whether ``model`` reads a phrase partition per sentence: its config's ``prior`` is
-    ``multi-granularity`` with at least one ``"tree"`` head (``mgsa_granularities``)."""
-    config = getattr(model, "config", None)
-    return getattr(config, "prior", None) == "multi-granularity" and "tree" in parse_granularities(
-        getattr(config, "mgsa_granularities", None), config.num_attention_heads
-    )
+    """Whether ``model`` reads a phrase partition per sentence (:func:`model_structure_input`)."""
+    return model_structure_input(model) == "phrases"
+
+
+def check_model_structure(model, kind: str, source: str | StructureSource | None) -> StructureSource | None:
+    """The evaluation commands' rule (``perplexity``, ``probe``) for the structure ``kind`` (``"trees"``
+    or ``"phrases"``): its option is required exactly when the model reads that structure. Checked
+    before any work; the messages are the reading prior's (``structure_messages``).
+
+    Returns:
+        ``source`` parsed (:meth:`StructureSource.parse`).
+    Raises:
+        InputError (one line): a bad ``source``; a model that reads ``kind`` without ``source``;
+            ``source`` for a model that reads none (the report would name structure the model never saw).
+    """
+    source = StructureSource.parse(source, f"--{kind}")
+    prior = getattr(getattr(model, "config", None), "prior", None)
+    reads = model_structure_input(model) == kind
+    if reads and source is None:
+        raise InputError(PRIORS[prior].structure_messages["eval-missing"].format(prior=prior))
+    if source is not None and not reads:
+        reader = next(iter(structure_readers(kind).values()))
+        message = reader.structure_messages["eval-unread"]
+        raise InputError(message.format(value=source, model=type(model).__name__, prior=prior))
+    return source
+
+
+def check_model_trees(model, trees: str | StructureSource | None) -> StructureSource | None:
+    """:func:`check_model_structure` for ``--trees``."""
+    return check_model_structure(model, "trees", trees)
+
+
+def check_model_phrases(model, phrases: str | StructureSource | None) -> StructureSource | None:
+    """:func:`check_model_structure` for ``--phrases``."""
+    return check_model_structure(model, "phrases", phrases)
+
+
+def tree_level(config: dict) -> int:
+    """The level ``--phrases`` cuts trees at for a model with ``config`` (the run's overrides, or a
+    fine-tuned folder's ``config.json``): its prior's ``tree_level`` (1 without a prior)."""
+    cls = PRIORS.get(config.get("prior")) if isinstance(config.get("prior"), str) else None
+    return 1 if cls is None else cls.tree_level(config)
 
 
 def model_tree_level(model) -> int:
-    """The level the evaluation cuts trees at for ``model``: its config's ``mgsa_tree_level`` (:func:`tree_level`)."""
+    """The level the evaluation cuts trees at for ``model`` (:func:`tree_level` of its config)."""
     return tree_level(model.config.to_dict())
 
 
-def check_model_phrases(model, phrases: str | None) -> None:
-    """The evaluation commands' rule (``perplexity``, ``probe``): ``--phrases`` is required exactly when
-    the model reads phrases (:func:`model_reads_phrases`). Checked before any work.
-
-    Raises:
-        InputError (one line): a model with ``tree`` heads without ``phrases``; ``phrases`` for a model
-            without ``tree`` heads; a bad ``phrases`` value.
-    """
-    check_phrases_option(phrases)
-    reads = model_reads_phrases(model)
-    if reads and phrases is None:
-        raise InputError(
-            "this model's multi-granularity prior has 'tree' heads, which need a phrase partition "
-            "per sentence: pass --phrases gold or --phrases induced:MODEL_DIR"
-        )
-    if phrases is not None and not reads:
-        prior = getattr(getattr(model, "config", None), "prior", None)
-        raise InputError(
-            f"--phrases {phrases}: this {type(model).__name__} (prior {prior}) has no 'tree' heads "
-            "and reads no phrases; leave --phrases out"
-        )
-
-
 __all__ = [
+    "model_structure_input",
     "model_reads_trees",
-    "check_model_trees",
-    "tree_level",
     "model_reads_phrases",
-    "model_tree_level",
+    "check_model_structure",
+    "check_model_trees",
     "check_model_phrases",
+    "tree_level",
+    "model_tree_level",
 ]

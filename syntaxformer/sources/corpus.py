@@ -7,50 +7,49 @@ from collections.abc import Sequence
 
 from syntaxformer.data.corpus import load_corpus
 from syntaxformer.data.phrases import gold_phrase_trees
+from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.data.trees import gold_tree_sentences
-from syntaxformer.errors import InputError
 from syntaxformer.sources.induced import induced_heads, induced_phrase_trees
 
 
-def load_tree_corpus(trees: str, corpus: str) -> tuple[list[list[str]], list[list[int]]]:
+def load_tree_corpus(trees: str | StructureSource, corpus: str) -> tuple[list[list[str]], list[list[int]]]:
     """Sentences and per-word heads for ``--trees`` (``gold`` or ``induced:MODEL_DIR``) and ``--corpus``.
 
     Raises:
-        InputError: an unknown ``trees`` form, or as :func:`gold_tree_sentences` / :func:`induced_heads`.
+        InputError: a bad ``trees`` value (:meth:`StructureSource.parse`), or as
+            :func:`gold_tree_sentences` / :func:`induced_heads`.
     """
-    if trees == "gold":
+    trees = StructureSource.parse(trees, "--trees")
+    if trees.is_gold:
         return gold_tree_sentences(corpus)
-    if trees.startswith("induced:") and trees[len("induced:") :]:
-        sentences = load_corpus(corpus)
-        return sentences, induced_heads(trees[len("induced:") :], sentences)
-    raise InputError(f"--trees must be gold or induced:MODEL_DIR, got {trees!r}")
+    sentences = load_corpus(corpus)
+    return sentences, induced_heads(trees.model_dir, sentences)
 
 
 def load_phrase_trees(
-    phrases: str, corpus: str, sentences: Sequence[Sequence[str]] | None = None
+    phrases: str | StructureSource, corpus: str, sentences: Sequence[Sequence[str]] | None = None
 ) -> tuple[list[list[str]], list]:
     """Sentences and a constituency tree per sentence for ``--phrases`` and ``--corpus``.
 
     Args:
-        phrases: ``"gold"`` or ``"induced:MODEL_DIR"``.
+        phrases: ``"gold"`` or ``"induced:MODEL_DIR"`` (a string or a :class:`StructureSource`).
         corpus: the ``--corpus`` (or ``--valid``) spec.
         sentences: sentences already read (with ``--trees gold``), or None: gold reads the treebank's
             words, induced reads :func:`~syntaxformer.data.corpus.load_corpus`.
     Raises:
-        InputError: an unknown form, or as :func:`gold_phrase_trees` / :func:`induced_phrase_trees`.
+        InputError: a bad ``phrases`` value, or as :func:`gold_phrase_trees` / :func:`induced_phrase_trees`.
     """
-    if phrases == "gold":
+    phrases = StructureSource.parse(phrases, "--phrases")
+    if phrases.is_gold:
         return gold_phrase_trees(corpus, sentences)
-    if phrases.startswith("induced:") and phrases[len("induced:") :]:
-        if sentences is None:
-            sentences = load_corpus(corpus)
-        sentences = [list(s) for s in sentences]
-        return sentences, induced_phrase_trees(phrases[len("induced:") :], sentences)
-    raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {phrases!r}")
+    if sentences is None:
+        sentences = load_corpus(corpus)
+    sentences = [list(s) for s in sentences]
+    return sentences, induced_phrase_trees(phrases.model_dir, sentences)
 
 
 def load_structured_corpus(
-    corpus: str, trees: str | None = None, phrases: str | None = None
+    corpus: str, trees: str | StructureSource | None = None, phrases: str | StructureSource | None = None
 ) -> tuple[list[list[str]], list[list[int]] | None, list | None]:
     """``(sentences, per-word heads or None, constituency trees or None)`` of ``corpus``, the rule of
     ``train --trees / --phrases``: the sentences come from the dependency source (``trees="gold"``), else
@@ -58,17 +57,18 @@ def load_structured_corpus(
     is then read or induced for those sentences.
 
     Raises:
-        InputError: as :func:`~syntaxformer.sources.corpus.load_tree_corpus`,
+        InputError: a bad ``trees`` / ``phrases`` value; as :func:`~syntaxformer.sources.corpus.load_tree_corpus`,
             :func:`~syntaxformer.sources.corpus.load_phrase_trees` (words that do not match, naming the
             sentence) or :func:`~syntaxformer.sources.induced.induced_heads`.
     """
+    trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
     sentences = heads = constituency = None
-    if trees == "gold" or (trees is not None and phrases is None):
+    if trees is not None and (trees.is_gold or phrases is None):
         sentences, heads = load_tree_corpus(trees, corpus)
     if phrases is not None:
         sentences, constituency = load_phrase_trees(phrases, corpus, sentences)
     if trees is not None and heads is None:
-        heads = induced_heads(trees[len("induced:") :], sentences)
+        heads = induced_heads(trees.model_dir, sentences)
     if sentences is None:
         sentences = load_corpus(corpus)
     return sentences, heads, constituency

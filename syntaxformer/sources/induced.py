@@ -17,7 +17,7 @@ from syntaxformer.data.phrases import (
     token_phrase_ids,
     word_phrase_ids,
 )
-from syntaxformer.data.structure_inputs import is_induced
+from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.data.trees import check_tree, pad_heads, token_heads
 from syntaxformer.errors import InputError
 from syntaxformer.parsing import DecoderOptions, decode, load_model, model_structures, resolve_decoder_options
@@ -116,8 +116,8 @@ def model_phrase_trees(
 
 def masked_copy_structures(
     sentences: Sequence[Sequence[str]],
-    trees: str | None = None,
-    phrases: str | None = None,
+    trees: str | StructureSource | None = None,
+    phrases: str | StructureSource | None = None,
     heads: Sequence[Sequence[int]] | None = None,
     phrase_trees: Sequence | None = None,
     level: int = 1,
@@ -133,19 +133,20 @@ def masked_copy_structures(
     Returns:
         ``out[s][w]``: a structure dict (``"heads"`` and / or ``"phrase_ids"``, per word).
     Raises:
-        InputError: a gold source without its ``heads`` / ``phrase_trees``, or as
+        InputError: a bad ``trees`` / ``phrases`` value, a gold source without its ``heads`` /
+            ``phrase_trees``, or as
             :func:`~syntaxformer.sources.induced.induced_heads` / :func:`~syntaxformer.sources.induced.induced_phrase_trees`.
     """
+    trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
     copies = [(s, w) for s, words in enumerate(sentences) for w in range(len(words))]
     copy_sentences, masked = [list(sentences[s]) for s, _ in copies], [w for _, w in copies]
-    if (trees is not None and not is_induced(trees) and heads is None) or (
-        phrases is not None and not is_induced(phrases) and phrase_trees is None
+    if (trees is not None and trees.is_gold and heads is None) or (
+        phrases is not None and phrases.is_gold and phrase_trees is None
     ):
         raise InputError("a gold structure source needs its trees")
-    copy_heads = induced_heads(trees[len("induced:") :], copy_sentences, masked=masked) if is_induced(trees) else None
-    copy_trees = (
-        induced_phrase_trees(phrases[len("induced:") :], copy_sentences, masked=masked) if is_induced(phrases) else None
-    )
+    induced_trees, induced_phrases = _induced(trees), _induced(phrases)
+    copy_heads = induced_heads(induced_trees, copy_sentences, masked=masked) if induced_trees else None
+    copy_trees = induced_phrase_trees(induced_phrases, copy_sentences, masked=masked) if induced_phrases else None
     out: list[list[dict]] = [[{} for _ in words] for words in sentences]
     for k, (s, w) in enumerate(copies):
         structure = out[s][w]
@@ -160,6 +161,11 @@ def masked_copy_structures(
         ", ".join(f"{name} {src}" for name, src in (("trees", trees), ("phrases", phrases)) if src),
     )
     return out
+
+
+def _induced(source: StructureSource | None) -> str | None:
+    """The model folder of an induced ``source``; None for gold or no source."""
+    return None if source is None else source.model_dir
 
 
 class MaskedInputInducer:
@@ -177,24 +183,27 @@ class MaskedInputInducer:
 
     Args:
         tokenizer: the trained model's tokenizer.
-        trees, phrases: the run's ``--trees`` / ``--phrases`` values (None, ``gold`` or ``induced:DIR``).
-        level: the level phrases are cut at (``mgsa_tree_level``).
+        trees, phrases: the run's ``--trees`` / ``--phrases`` values (None, ``gold`` or ``induced:DIR``;
+            strings or :class:`~syntaxformer.data.structure_source.StructureSource`).
+        level: the level phrases are cut at (the reading prior's ``tree_level``).
         device: where the source models run.
 
     Raises:
-        InputError: neither source induced; a tokenizer that is not word-level (WordPiece); as
+        InputError: a bad ``trees`` / ``phrases`` value; neither source induced; a tokenizer that is not word-level (WordPiece); as
             :func:`syntaxformer.parsing.load_model`.
     """
 
     def __init__(
         self,
         tokenizer,
-        trees: str | None = None,
-        phrases: str | None = None,
+        trees: str | StructureSource | None = None,
+        phrases: str | StructureSource | None = None,
         level: int = 1,
         device: str | torch.device = "cpu",
     ):
-        if not (is_induced(trees) or is_induced(phrases)):
+        heads_dir = _induced(StructureSource.parse(trees, "--trees"))
+        phrases_dir = _induced(StructureSource.parse(phrases, "--phrases"))
+        if not (heads_dir or phrases_dir):
             raise InputError("--induced-from masked needs --trees or --phrases induced:MODEL_DIR")
         model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
         if type(model).__name__ != "WordLevel":
@@ -204,15 +213,9 @@ class MaskedInputInducer:
             )
         self.tokenizer, self.level = tokenizer, level
         self.not_words = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id, tokenizer.unk_token_id}
-        self.heads_source = (
-            (trees[len("induced:") :], *load_model(trees[len("induced:") :], device)[:2]) if is_induced(trees) else None
-        )
-        self.phrase_source = (
-            (phrases[len("induced:") :], *load_model(phrases[len("induced:") :], device)[:2])
-            if is_induced(phrases)
-            else None
-        )
-        self.phrase_decoder = resolve_decoder_options(phrases[len("induced:") :]) if is_induced(phrases) else None
+        self.heads_source = (heads_dir, *load_model(heads_dir, device)[:2]) if heads_dir else None
+        self.phrase_source = (phrases_dir, *load_model(phrases_dir, device)[:2]) if phrases_dir else None
+        self.phrase_decoder = resolve_decoder_options(phrases_dir) if phrases_dir else None
 
     def words(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor

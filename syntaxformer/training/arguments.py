@@ -7,12 +7,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from syntaxformer.data.structure_inputs import is_induced
-from syntaxformer.data.trees import check_trees_option
+from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, default_architecture
-from syntaxformer.priors import PRIORS, needs_structure_inputs
-from syntaxformer.priors.multi_granularity import expand_granularities
+from syntaxformer.priors import PRIORS, structure_readers
 from syntaxformer.runtime import resolve_device
 from syntaxformer.training.mlm import MASK_REPLACE
 from syntaxformer.training.objectives import objective_class
@@ -31,15 +29,17 @@ class TrainArguments:
         overrides [{}]: further config fields, e.g. ``{"hidden_size": 128}``.
         corpus ["ptb-sample"]: a ``load_corpus`` spec (ptb-sample's words, or text files).
         valid [None]: a ``load_corpus`` spec for validation; None holds out ``valid_fraction``.
-        trees [None]: a dependency tree per sentence, for priors that read one (``structural-position``;
-            :mod:`syntaxformer.data.trees`): "gold" (sentences and trees from the dependency source
-            ``corpus`` names: ptb-sample, a CoNLL-U or ``.dp`` file) or "induced:MODEL_DIR" (the
-            maximum-spanning-tree heads of a trained StructFormer for the ``corpus`` sentences).
-        phrases [None]: a constituency tree per sentence, cut at ``mgsa_tree_level`` into the phrases of
-            the multi-granularity prior's ``"tree"`` heads (:mod:`syntaxformer.data.phrases`): "gold"
-            (the gold trees of the treebank ``corpus`` names: ptb-sample, a ``.mrg`` / bracketed
+        trees [None]: a dependency tree per sentence, for a prior that reads one (its ``structure_input``
+            is ``"trees"``, :mod:`syntaxformer.priors.base`; :mod:`syntaxformer.data.trees`): "gold"
+            (sentences and trees from the dependency source ``corpus`` names: ptb-sample, a CoNLL-U or
+            ``.dp`` file) or "induced:MODEL_DIR" (the maximum-spanning-tree heads of a trained
+            StructFormer for the ``corpus`` sentences). A string or a
+            :class:`~syntaxformer.data.structure_source.StructureSource`; :meth:`check` parses it.
+        phrases [None]: a constituency tree per sentence, cut at the reading prior's ``tree_level`` into
+            the phrases it reads (its ``structure_input`` is ``"phrases"``; :mod:`syntaxformer.data.phrases`):
+            "gold" (the gold trees of the treebank ``corpus`` names: ptb-sample, a ``.mrg`` / bracketed
             file) or "induced:MODEL_DIR" (the trees a trained Tree Transformer or StructFormer
-            induces for the sentences). May be given with ``trees``.
+            induces for the sentences). May be given with ``trees``; parsed as ``trees``.
         induced_from ["masked"]: where an ``induced:`` tree or phrase partition comes from: "masked"
             (each training batch parsed as the model reads it, masks included, so no structure carries
             information about a masked word; :class:`~syntaxformer.sources.induced.MaskedInputInducer`;
@@ -164,7 +164,9 @@ class TrainArguments:
     gate_init: float = 3.0
 
     def check(self) -> None:
-        """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option."""
+        """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option; ``trees`` and
+        ``phrases`` become :class:`~syntaxformer.data.structure_source.StructureSource` values (the
+        same strings)."""
 
         def bad(msg):
             raise InputError(msg)
@@ -216,20 +218,17 @@ class TrainArguments:
         self.check_fine_tuning()
 
     def check_trees(self) -> None:
-        """Raise :class:`InputError` (one line) when the prior reads trees and none are given, or for a
-        bad ``trees`` value."""
+        """Parse ``trees``; raise :class:`InputError` (one line) for a bad value, or when the prior reads
+        trees and none are given (the prior's ``structure_messages``)."""
         prior = self.prior if self.prior is not None else self.overrides.get("prior")
-        if prior in PRIORS and needs_structure_inputs(prior) and self.trees is None:
-            raise InputError(
-                f"--prior {prior} needs a dependency tree per sentence: give --trees gold or --trees induced:MODEL_DIR"
-            )
-        check_trees_option(self.trees)
+        self.trees = self._check_structure_input("trees", {**self.overrides, "prior": prior}, refuse_unread=False)
 
     @property
     def induces_from_masked_inputs(self) -> bool:
         """Whether the run parses its masked inputs at every step (``induced_from="masked"`` with an
         ``induced:`` ``trees`` or ``phrases``)."""
-        return self.induced_from == "masked" and (is_induced(self.trees) or is_induced(self.phrases))
+        sources = (StructureSource.parse(self.trees, "--trees"), StructureSource.parse(self.phrases, "--phrases"))
+        return self.induced_from == "masked" and any(s is not None and s.is_induced for s in sources)
 
     def _prior_config(self) -> dict:
         """The prior's config fields this run will have: ``prior`` and the overrides, or, with
@@ -242,35 +241,29 @@ class TrainArguments:
         return {**self.overrides, **({"prior": self.prior} if self.prior is not None else {})}
 
     def check_phrases(self) -> None:
-        """Raise :class:`InputError` (one line) for a bad ``phrases`` value, ``phrases`` without a
-        prior that has ``"tree"`` heads, ``"tree"`` heads without ``phrases``, or phrase labels
-        (``mgsa_phrase_loss_weight > 0``) from induced trees (which have no labels)."""
-        config = self._prior_config()
-        try:
-            tree_heads = (
-                config.get("prior") == "multi-granularity"
-                and config.get("mgsa_granularities") is not None
-                and "tree" in expand_granularities(config["mgsa_granularities"])
-            )
-        except ValueError as e:
-            raise InputError(str(e)) from None
-        if self.phrases is not None and not (
-            self.phrases == "gold" or (self.phrases.startswith("induced:") and len(self.phrases) > 8)
-        ):
-            raise InputError(f"--phrases must be gold or induced:MODEL_DIR, got {self.phrases!r}")
-        if tree_heads and self.phrases is None:
-            raise InputError(
-                "a 'tree' granularity of --prior multi-granularity needs a phrase partition per "
-                "sentence: give --phrases gold or --phrases induced:MODEL_DIR"
-            )
-        if self.phrases is not None and not tree_heads:
-            raise InputError(
-                "--phrases feeds the 'tree' heads of --prior multi-granularity: give that prior "
-                "with a tree head, e.g. --set mgsa_granularities='\"word*2,tree,2gram\"'"
-            )
-        labelled = float(config.get("mgsa_phrase_loss_weight") or 0) > 0
-        if self.phrases is not None and self.phrases != "gold" and labelled:
-            raise InputError("mgsa_phrase_loss_weight > 0 needs phrase labels, which only --phrases gold has")
+        """Parse ``phrases``; raise :class:`InputError` (one line) for config fields the prior cannot
+        read, a bad value, ``phrases`` without a prior that reads them, a prior that reads them without
+        ``phrases``, or a source the prior cannot use (its ``check_structure_source``: e.g. phrase
+        labels from induced trees, which have none)."""
+        self.phrases = self._check_structure_input("phrases", self._prior_config(), refuse_unread=True)
+
+    def _check_structure_input(self, kind: str, config: dict, refuse_unread: bool) -> StructureSource | None:
+        """The field ``kind`` (``"trees"`` / ``"phrases"``) parsed, checked against the prior of
+        ``config`` as the prior declares (``structure_input``, ``reads_structure``,
+        ``check_structure_source``, ``structure_messages``); ``refuse_unread``: also refuse the
+        structure when the prior reads none (for trees the trainer does, with the built model)."""
+        name = config.get("prior")
+        cls = PRIORS.get(name) if isinstance(name, str) else None
+        reads = cls is not None and cls.structure_input == kind and cls.reads_structure(config)
+        source = StructureSource.parse(getattr(self, kind), f"--{kind}")
+        if reads and source is None:
+            raise InputError(cls.structure_messages["train-missing"].format(prior=name))
+        if refuse_unread and source is not None and not reads:
+            reader = next(iter(structure_readers(kind).values()))
+            raise InputError(reader.structure_messages["train-unread"].format(prior=name, value=source))
+        if reads and source is not None:
+            cls.check_structure_source(config, source)
+        return source
 
     def check_fine_tuning(self) -> None:
         """Raise :class:`InputError` (one line) for inconsistent ``init_from`` / head-gate options."""

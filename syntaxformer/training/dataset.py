@@ -12,10 +12,10 @@ from transformers import AutoTokenizer
 from syntaxformer.data import phrases as ph
 from syntaxformer.data.corpus import held_out_indices, load_corpus
 from syntaxformer.data.phrases import NO_LABEL, NO_PHRASE, pad_phrases
-from syntaxformer.data.structure_inputs import is_induced
 from syntaxformer.data.tokenization import build_word_tokenizer, build_wordpiece_tokenizer, encode
 from syntaxformer.data.trees import pad_heads, token_heads
 from syntaxformer.errors import InputError
+from syntaxformer.priors import structure_reader
 from syntaxformer.sources.checks import tree_level
 from syntaxformer.sources.corpus import load_structured_corpus
 from syntaxformer.training.arguments import TrainArguments
@@ -41,7 +41,7 @@ class TrainingData:
         train_phrases, valid_phrases: with ``--phrases``, per sequence its token phrase ids (-1 special
             token; :func:`syntaxformer.data.phrases.token_phrase_ids`), parallel to the ids; else None.
         train_phrase_labels, valid_phrase_labels: per sequence, per phrase its label index in
-            ``phrase_label_names`` (with ``mgsa_phrase_loss_weight > 0`` and gold trees); else None.
+            ``phrase_label_names`` (when the reading prior asks for labels, gold trees only); else None.
         phrases: the ``--phrases`` value, or None; tree_level: the level the trees were cut at.
         phrase_label_names: the phrase-label vocabulary (training labels sorted, then ``other``), or None.
     """
@@ -86,24 +86,19 @@ class TrainingData:
         return self.train_heads is not None or self.train_phrases is not None
 
     def model_overrides(self, args: TrainArguments) -> TrainArguments:
-        """``args`` with ``mgsa_num_phrase_labels`` set to the size of the phrase-label vocabulary
-        (with phrase labels; ``args`` itself otherwise).
+        """``args`` with the overrides the reading prior derives from the phrase-label vocabulary (its
+        ``with_phrase_labels``: the number of labels; with phrase labels; ``args`` itself otherwise,
+        and with ``init_from``, whose config is the folder's).
 
         Raises:
-            InputError: ``--set mgsa_num_phrase_labels`` given with another value.
+            InputError: an override that contradicts the vocabulary (the prior's message).
         """
         if not self.phrase_label_names:
             return args
-        n = len(self.phrase_label_names)
-        given = args.overrides.get("mgsa_num_phrase_labels")
-        if given not in (None, 0, n):
-            raise InputError(
-                f"mgsa_num_phrase_labels is {given}, the phrase labels of the training trees are "
-                f"{n} ({', '.join(self.phrase_label_names)}): leave it unset"
-            )
+        overrides = structure_reader(args._prior_config()).with_phrase_labels(args.overrides, self.phrase_label_names)
         if args.init_from is not None:
             return args
-        return replace(args, overrides={**args.overrides, "mgsa_num_phrase_labels": n})
+        return replace(args, overrides=overrides)
 
     @property
     def special_ids(self) -> list[int]:
@@ -113,7 +108,7 @@ class TrainingData:
 
     @staticmethod
     def _induced(args: TrainArguments) -> bool:
-        return is_induced(args.trees) or is_induced(args.phrases)
+        return any(s is not None and s.is_induced for s in (args.trees, args.phrases))
 
     def record(self, args: TrainArguments) -> dict:
         """The ``data`` section of ``training.json``."""
@@ -233,11 +228,12 @@ def _fill(loaded):
 
 
 def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_words, train_trees, valid_trees) -> None:
-    """Cut the kept sentences' trees at the run's ``mgsa_tree_level`` into token phrase ids (and,
-    with ``mgsa_phrase_loss_weight > 0``, phrase labels in the training sentences' vocabulary, or in
-    the ``mgsa_phrase_labels`` of an ``--init-from`` folder);
+    """Cut the kept sentences' trees at the reading prior's ``tree_level`` into token phrase ids (and,
+    when the prior gives a phrase-label vocabulary, ``phrase_label_vocabulary``: the training
+    sentences' labels or an ``--init-from`` folder's, the phrase labels);
     ``train_words`` / ``valid_words``: per kept sequence, its sentence index and token word ids."""
     config = args._prior_config()
+    reader = structure_reader(config)
     level = tree_level(config)
     cut = {
         "train": [(ph.cut_tree(train_trees[i], level), w) for i, w in train_words],
@@ -247,9 +243,9 @@ def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_wo
     data.train_phrases, data.valid_phrases = (
         [ph.token_phrase_ids(ph.word_phrase_ids(p), w) for p, w in cut[k]] for k in ("train", "valid")
     )
-    if float(config.get("mgsa_phrase_loss_weight") or 0) > 0:
-        saved = config.get("mgsa_phrase_labels")  # an --init-from folder's vocabulary
-        data.phrase_label_names = list(saved) if saved else ph.label_vocabulary([p for p, _ in cut["train"]])
+    labels = reader.phrase_label_vocabulary(config, [p for p, _ in cut["train"]]) if reader is not None else None
+    if labels is not None:
+        data.phrase_label_names = labels
         data.train_phrase_labels, data.valid_phrase_labels = (
             [ph.phrase_label_ids(p, data.phrase_label_names) for p, _ in cut[k]] for k in ("train", "valid")
         )

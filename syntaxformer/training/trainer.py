@@ -81,7 +81,7 @@ from syntaxformer.data.preprocess import PRPN
 from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, make_config
-from syntaxformer.priors import PRIORS
+from syntaxformer.priors import PRIORS, structure_readers
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.sources.induced import MaskedInputInducer
@@ -446,13 +446,11 @@ class Trainer:
             option = "--trees" if self.data.train_heads is not None else "--phrases"
             raise InputError(
                 f"{option}: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
-                "family model with a prior that reads trees, e.g. --prior structural-position, does)"
+                f"family model with a prior that reads trees, e.g. --prior {next(iter(structure_readers('trees')))}, does)"
             )
         if self.data.train_heads is not None and not model_reads_trees(self.model):
-            raise InputError(
-                f"--trees: the prior {getattr(self.model.config, 'prior', None)!r} reads no dependency "
-                "trees (--prior structural-position does)"
-            )
+            message = next(iter(structure_readers("trees").values())).structure_messages["train-unread"]
+            raise InputError(message.format(prior=getattr(self.model.config, "prior", None)))
         optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
         self.optimizer = optimizer(
             self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
@@ -489,8 +487,8 @@ class Trainer:
         it in a subclass to start from elsewhere (e.g. a trained model,
         :class:`~syntaxformer.training.finetune.FineTuneTrainer`)."""
         model = initial_model(self.data.model_overrides(self.args), len(self.tokenizer))
-        if self.data.phrase_label_names:
-            model.config.mgsa_phrase_labels = list(self.data.phrase_label_names)  # saved with the config
+        if self.data.phrase_label_names:  # saved with the config, as the prior keeps them
+            PRIORS[model.config.prior].save_phrase_labels(model.config, self.data.phrase_label_names)
         return model
 
     def parameter_groups(self) -> list:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from syntaxformer.data.structure_inputs import is_induced, sentence_structures
+from syntaxformer.data.structure_inputs import sentence_structures
+from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.perplexity import perplexity
 from syntaxformer.parsing import load_model
@@ -47,8 +48,8 @@ def evaluate_folder(
     device: str | None = None,
     seed: int = 0,
     progress: bool = False,
-    trees: str | None = None,
-    phrases: str | None = None,
+    trees: str | StructureSource | None = None,
+    phrases: str | StructureSource | None = None,
     induced_from: str = "masked",
 ) -> dict:
     """Load a model folder, read and normalise ``corpus`` as its training corpus was, score it.
@@ -92,6 +93,7 @@ def evaluate_folder(
     """
     if induced_from not in INDUCED_FROM:
         raise InputError(f"--induced-from must be {' or '.join(INDUCED_FROM)}, got {induced_from!r}")
+    trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
     torch.manual_seed(seed)
     model, tokenizer, record = load_model(folder, device)
     check_model_trees(model, trees)
@@ -99,7 +101,7 @@ def evaluate_folder(
     level = model_tree_level(model) if phrases is not None else None
     # the trainer's preprocessing (PRPN words); the same words and structures train --trees / --phrases reads
     sentences, heads, phrase_trees = load_structured_corpus(corpus, trees, phrases)
-    induced = is_induced(trees) or is_induced(phrases)
+    induced = any(source is not None and source.is_induced for source in (trees, phrases))
     start = time.perf_counter()
     if induced and induced_from == "masked":
         structures = masked_copy_structures(sentences, trees, phrases, heads, phrase_trees, level or 1)

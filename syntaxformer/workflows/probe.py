@@ -44,6 +44,7 @@ from syntaxformer.data import load_gold_trees
 from syntaxformer.data.dependency import is_conllu_file
 from syntaxformer.data.embedded import ptb_sample_part
 from syntaxformer.data.phrases import cut_tree, word_phrase_ids
+from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.data.trees import gold_tree_sentences
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.report import to_json
@@ -142,7 +143,11 @@ def match_dependency_trees(source: str, words, dep_words, dep_heads) -> list[lis
 
 
 def load_probe_treebank(
-    treebank: str, tasks: Sequence[str] | None, trees: str | None, phrases: str | None, max_sentences: int | None
+    treebank: str,
+    tasks: Sequence[str] | None,
+    trees: str | StructureSource | None,
+    phrases: str | StructureSource | None,
+    max_sentences: int | None,
 ) -> tuple[list | None, list[list[str]], list[list[int]] | None]:
     """The probed sentences of ``treebank``: its constituency trees (None for a dependency treebank),
     its sentences (normalised words) and, with ``trees == "gold"``, their gold dependency heads (1-based).
@@ -155,11 +160,14 @@ def load_probe_treebank(
     gives only :data:`~syntaxformer.probing.tasks.WORD_TASKS` and no ``--phrases gold``.
 
     Raises:
-        InputError: as the readers; a constituency task or ``phrases == "gold"`` with a dependency treebank.
+        InputError: a bad ``trees`` / ``phrases`` value (:meth:`StructureSource.parse`); as the readers; a
+            constituency task or ``phrases == "gold"`` with a dependency treebank.
     """
+    trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
+    gold_heads = trees is not None and trees.is_gold
     if not is_conllu_file(treebank):
         gold = load_gold_trees(treebank)[:max_sentences]
-        return gold, [t.leaves() for t in gold], gold_dependency_heads(treebank, gold) if trees == "gold" else None
+        return gold, [t.leaves() for t in gold], gold_dependency_heads(treebank, gold) if gold_heads else None
     needs_trees = [name for name in (tasks or []) if name not in WORD_TASKS]
     if needs_trees:
         raise InputError(
@@ -167,38 +175,38 @@ def load_probe_treebank(
             f"probe it with --task {' --task '.join(WORD_TASKS)}",
             path=treebank,
         )
-    if phrases == "gold":
+    if phrases is not None and phrases.is_gold:
         raise InputError(
             "--phrases gold needs constituency trees, which the dependency treebank has not "
             "(use --phrases induced:MODEL_DIR)",
             path=treebank,
         )
     words, heads = gold_tree_sentences(treebank)
-    return None, words[:max_sentences], heads[:max_sentences] if trees == "gold" else None
+    return None, words[:max_sentences], heads[:max_sentences] if gold_heads else None
 
 
-def _task_heads(trees: str | None, built, gold_heads) -> dict | None:
+def _task_heads(trees: StructureSource | None, built, gold_heads) -> dict | None:
     """Per task, per item, its per-word heads (module docstring's rule), or None without ``trees``."""
     if trees is None:
         return None
-    if trees == "gold":
+    if trees.is_gold:
         return {name: [gold_heads[it.index] for it in items] for name, items in built.items()}
     distinct = list(dict.fromkeys(it.words for items in built.values() for it in items))
-    parsed = dict(zip(distinct, induced_heads(trees[len("induced:") :], [list(w) for w in distinct])))
+    parsed = dict(zip(distinct, induced_heads(trees.model_dir, [list(w) for w in distinct])))
     return {name: [parsed[it.words] for it in items] for name, items in built.items()}
 
 
-def _task_phrases(phrases: str | None, built, gold, level: int) -> dict | None:
+def _task_phrases(phrases: StructureSource | None, built, gold, level: int) -> dict | None:
     """Per task, per item, its per-word phrase ids cut at ``level`` (module docstring's rule), or None
     without ``phrases``. ``gold``: the treebank's trees the tasks index (``item.index``)."""
     if phrases is None:
         return None
-    if phrases == "gold":
+    if phrases.is_gold:
         return {
             name: [word_phrase_ids(cut_tree(gold[it.index], level)) for it in items] for name, items in built.items()
         }
     distinct = list(dict.fromkeys(it.words for items in built.values() for it in items))
-    trees = induced_phrase_trees(phrases[len("induced:") :], [list(w) for w in distinct])
+    trees = induced_phrase_trees(phrases.model_dir, [list(w) for w in distinct])
     parsed = {words: word_phrase_ids(cut_tree(tree, level)) for words, tree in zip(distinct, trees)}
     return {name: [parsed[it.words] for it in items] for name, items in built.items()}
 
@@ -258,8 +266,8 @@ def run_probe(
     batch_size: int = 64,
     device: str | None = "cpu",
     max_sentences: int | None = None,
-    trees: str | None = None,
-    phrases: str | None = None,
+    trees: str | StructureSource | None = None,
+    phrases: str | StructureSource | None = None,
 ) -> dict:
     """Probe every layer of ``model`` on the tasks of ``treebank``; write the report and the figure.
 
@@ -303,6 +311,7 @@ def run_probe(
         )
     if max_sentences is not None and max_sentences < 10:
         raise InputError(f"--max-sentences must be at least 10 (three splits), got {max_sentences}")
+    trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
     folder = model or pretrained_folder()
     trained, tokenizer, _ = load_model(folder, device=device)
     check_model_trees(trained, trees)
