@@ -196,6 +196,7 @@ def test_missing_unneeded_and_mismatched_phrases_are_one_line_errors(folders, ca
 
 def test_probe_with_gold_phrases(folders, tmp_path, capsys):
     from syntaxformer.data import load_gold_trees
+    from syntaxformer.data.structure_source import StructureSource
     from syntaxformer.parsing import load_model
     from syntaxformer.probing.features import sentence_vectors
     from syntaxformer.probing.tasks import build_tasks
@@ -226,7 +227,7 @@ def test_probe_with_gold_phrases(folders, tmp_path, capsys):
     assert len(report["tasks"]["BShift"]["layers"]["untrained"]) == 4  # embeddings and 3 layers
     gold = load_gold_trees("ptb-sample:dev")[:20]
     built = build_tasks(gold, 0, ["BShift"])
-    phrases = _task_phrases("gold", built, gold, 2)["BShift"]
+    phrases = _task_phrases(StructureSource.parse("gold", "--phrases"), built, gold, 2)["BShift"]
     for item, ids in zip(built["BShift"], phrases):  # swapped or not: the unswapped sentence's partition
         assert ids == word_phrase_ids(cut_tree(gold[item.index], 2)) and len(ids) == len(item.words)
     # the vectors are the means of the layers' outputs with each sentence's own phrase ids
