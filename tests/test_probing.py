@@ -13,7 +13,7 @@ from nltk import Tree
 
 from syntaxformer.cli import main
 from syntaxformer.data import load_gold_trees
-from syntaxformer.models import REGISTRY, make_config
+from syntaxformer.models import MODELS, make_config
 from syntaxformer.probing import build_tasks, write_task_files
 from syntaxformer.probing.classifiers import majority, probe
 from syntaxformer.probing.features import sentence_vectors
@@ -113,7 +113,7 @@ def test_sentence_vectors_are_means_over_tokens_and_padding_free(tmp_path):
     tokenizer = build_word_tokenizer(sentences[:2])
     config = make_config("tree-transformer", "tiny", len(tokenizer))
     torch.manual_seed(0)
-    model = REGISTRY["tree-transformer"].model_class(config).eval()
+    model = MODELS["tree-transformer"](config).eval()
     layers, counts = sentence_vectors(model, tokenizer, sentences, batch_size=2)
     assert len(layers) == config.num_hidden_layers + 1 and layers[0].shape == (3, config.hidden_size)
     assert counts["unknown_words"] == 4  # zebra, ran, far, away
@@ -172,7 +172,7 @@ def test_other_models_give_every_layer(name):
 
     tokenizer = build_word_tokenizer([["the", "cat", "sat"], ["a", "dog"]])
     config = make_config(name, "tiny", len(tokenizer))
-    model = REGISTRY[name].model_class(config).eval()
+    model = MODELS[name](config).eval()
     layers, counts = sentence_vectors(model, tokenizer, [["the", "cat", "sat"], ["a", "dog"]])
     expected = config.num_hidden_layers + 1 if name == "structformer" else config.num_layers
     assert len(layers) == expected and counts == {"sentences": 2, "words": 5, "tokens": 5, "unknown_words": 0}
