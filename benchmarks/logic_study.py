@@ -757,7 +757,7 @@ def _override(text: str) -> tuple[str, object]:
 
 def main(argv=None) -> int:
     global DATA
-    from syntaxformer.tasks.encoders import ENCODERS
+    from syntaxformer.models import ENCODERS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--train", action="store_true", help="train (and test) every unfinished run")

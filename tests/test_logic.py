@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from syntaxformer.blocks.pair_head import pair_features
+from syntaxformer.blocks.pooling import pool_last, pool_max, pool_mean
 from syntaxformer.cli import main
 from syntaxformer.data.logic import (
     RELATIONS,
@@ -20,7 +21,7 @@ from syntaxformer.data.logic import (
     split_train_valid,
 )
 from syntaxformer.errors import InputError
-from syntaxformer.tasks.encoders import ENCODERS, encoder_config, encoder_entry, pool_last, pool_max, pool_mean
+from syntaxformer.models import ENCODERS, encoder_use, make_encoder_config
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 
 #: lines per file of ../shared/data/propositional-logic (wc -l)
@@ -155,15 +156,15 @@ def test_pair_features():
 @pytest.mark.parametrize("name", sorted(ENCODERS))
 def test_every_encoder_gives_one_vector_per_sentence_whatever_the_padding(name):
     torch.manual_seed(0)
-    config = encoder_config(name, "tiny", vocab_size=15, pad_token_id=0)
-    model = PairClassifier(PairClassifierConfig(name, config.to_dict(), 7, encoder_entry(name).pooling, 8)).eval()
+    config = make_encoder_config(name, "tiny", vocab_size=15, pad_token_id=0)
+    model = PairClassifier(PairClassifierConfig(name, config.to_dict(), 7, encoder_use(name).pooling, 8)).eval()
     short, long = [4, 6, 9, 5], [4, 4, 7, 10, 8, 5, 5]
     ids = torch.tensor([short + [0] * 3, long])
     mask = (ids != 0).long()
     with torch.no_grad():
         together = model.encode(ids, mask)  # (2, D)
         alone = model.encode(torch.tensor([short]), torch.ones(1, 4, dtype=torch.long))
-    assert together.shape == (2, encoder_entry(name).width(model.encoder.config))
+    assert together.shape == (2, encoder_use(name).width(model.encoder.config))
     assert torch.allclose(together[0], alone[0], atol=1e-5)
     logits = model(ids, mask)  # one pair: (short, long)
     assert logits.shape == (1, 7)
@@ -171,7 +172,7 @@ def test_every_encoder_gives_one_vector_per_sentence_whatever_the_padding(name):
 
 def test_save_and_load_give_the_same_logits(tmp_path):
     torch.manual_seed(1)
-    config = encoder_config("on-lstm", "tiny", vocab_size=15, pad_token_id=0)
+    config = make_encoder_config("on-lstm", "tiny", vocab_size=15, pad_token_id=0)
     model = PairClassifier(PairClassifierConfig("on-lstm", config.to_dict(), 7, "last", 10, preset="tiny")).eval()
     ids = torch.tensor([[4, 5, 6, 0], [7, 8, 9, 10]])
     model.save_pretrained(tmp_path)

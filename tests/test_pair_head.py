@@ -14,13 +14,13 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from syntaxformer.blocks.pair_head import PairClassificationHead, pair_features
 from syntaxformer.errors import InputError
+from syntaxformer.models import ENCODERS, build_encoder, encoder_use, make_encoder_config
 from syntaxformer.models.gaussian_transformer import (
     PRESETS,
     GaussianTransformerConfig,
     GaussianTransformerForSequencePairClassification,
 )
 from syntaxformer.models.mean_pool_pair import MeanPoolForSequencePairClassification, MeanPoolPairConfig
-from syntaxformer.tasks.encoders import build_encoder, encoder_config, encoder_entry
 from syntaxformer.tasks.pair import LEGACY_CONFIG_NAME, MODEL_TYPE, PairClassifier, PairClassifierConfig
 
 U = torch.tensor([[1.0, -2.0], [0.5, 3.0]])  # (B=2, D=2)
@@ -123,7 +123,7 @@ def test_logic_and_nli_models_share_the_head_class():
 
 def _logic_model(seed: int = 1) -> PairClassifier:
     torch.manual_seed(seed)
-    config = encoder_config("on-lstm", "tiny", vocab_size=15, pad_token_id=0)
+    config = make_encoder_config("on-lstm", "tiny", vocab_size=15, pad_token_id=0)
     return PairClassifier(
         PairClassifierConfig("on-lstm", config.to_dict(), 7, "last", 10, preset="tiny", labels=list("abcdefg"))
     ).eval()
@@ -144,8 +144,8 @@ def test_post_init_keeps_the_construction_weights_and_random_stream():
     after_model = torch.rand(4)
     torch.manual_seed(3)
     config = model.config
-    encoder = build_encoder("on-lstm", encoder_entry("on-lstm").config_class.from_dict(config.encoder_config))
-    head = PairClassificationHead(encoder_entry("on-lstm").width(encoder.config), 10, 7, 0.2)
+    encoder = build_encoder("on-lstm", ENCODERS["on-lstm"].config_class.from_dict(config.encoder_config))
+    head = PairClassificationHead(encoder_use("on-lstm").width(encoder.config), 10, 7, 0.2)
     assert torch.equal(torch.rand(4), after_model)
     for key, value in encoder.state_dict().items():
         assert torch.equal(model.encoder.state_dict()[key], value), key

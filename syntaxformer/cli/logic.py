@@ -177,7 +177,11 @@ def _add_evaluate(sub) -> None:
         description="Accuracy of a saved logic model (syntaxformer logic train's OUT/best or OUT) "
         "on every testN, N = 1..12.",
     )
-    p.add_argument("--model", required=True, help="model folder (pair_classifier.json, model.safetensors)")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="model folder (config.json and model.safetensors; an older pair_classifier.json folder loads too)",
+    )
     p.add_argument("--data", required=True, help=_DATA_HELP)
     p.add_argument("--out", required=True, help="output folder (logic.json, logic.md, accuracy.png/svg)")
     p.add_argument("--seed", type=int, default=0, help="unused by the (deterministic) evaluation; for uniformity")

@@ -313,7 +313,7 @@ def mark_zero_residual(layer: nn.Module, config) -> None:
 
 def zero_init_if_marked(module: nn.Module) -> bool:
     """The models' ``_init_weights`` rule for a module marked ``zero_init = True`` (by
-    :func:`mark_zero_residual`, or a class attribute such as the pair classifier's output layer):
+    :func:`mark_zero_residual`, or the pair head's output layer with ``zero_init_output``):
     weight and bias set to zero. Returns whether the module was marked (then no other rule applies)."""
     if not getattr(module, "zero_init", False):
         return False

@@ -2,7 +2,7 @@
 
 Each pair of propositional-logic formulas is classified into one of 7 relations
 (:data:`~syntaxformer.data.logic.RELATIONS`) by a :class:`~syntaxformer.tasks.pair.PairClassifier`
-over a chosen sentence encoder (:mod:`syntaxformer.tasks.encoders`). The protocol (DESIGN.md §6; the
+over a chosen sentence encoder (the registry's ``encoder`` use, :data:`syntaxformer.models.ENCODERS`). The protocol (DESIGN.md §6; the
 ON-LSTM paper, Shen et al. 2019, §6.4, and its public code ``proplog.py``, read, not copied):
 
 * **train** on the pairs with at most 6 operators (``train0 .. train6``, 135,529 pairs), holding out
@@ -26,7 +26,7 @@ pairs, MLP dropout 0.2.
 * ``default`` (:data:`RECIPE`, the defaults of :class:`LogicArguments` and the study's): a fixed
   number of steps with a linear decay, so that a run's length does not depend on the machine
   (docs/logic.md); the peak learning rate, the steps and the precision are the encoder's
-  (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`, ``max_steps``, ``precision``: 3e-3, 8,000
+  (:attr:`~syntaxformer.models.registry.EncoderUse.lr`, ``max_steps``, ``precision``: 3e-3, 8,000
   and bf16 for the ON-LSTM, chosen on validation accuracy within the 30 minutes of 2 CPU cores of
   issue 15; 1e-3, the public code's, 4,000 and fp32 for the others);
 * ``public``: the public code's schedule: lr 1e-3, float32, 50 epochs, validation at the end of
@@ -44,12 +44,13 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from syntaxformer.blocks.pooling import POOLINGS
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.data.logic import RELATIONS, SYMBOLS, LogicPair, read_logic_split, split_train_valid
 from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.errors import InputError
+from syntaxformer.models import ENCODERS, default_architecture, encoder_use, make_encoder_config
 from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
-from syntaxformer.tasks.encoders import ENCODERS, POOLINGS, encoder_config, encoder_entry
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 from syntaxformer.training.callbacks import (
     EvaluateEachEpoch,
@@ -74,8 +75,8 @@ TEST_OPERATORS = tuple(range(1, 13))
 #: groups of operator counts summarised by the mean of their per-N accuracies
 GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
 #: the study's recipe (benchmarks/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay.
-#: ``lr=None``, ``max_steps=None`` and ``precision=None``: the encoder's (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`,
-#: :attr:`~syntaxformer.tasks.encoders.EncoderEntry.max_steps`; 4,000 steps = 4.2 epochs of the 121,977
+#: ``lr=None``, ``max_steps=None`` and ``precision=None``: the encoder's (:attr:`~syntaxformer.models.registry.EncoderUse.lr`,
+#: :attr:`~syntaxformer.models.registry.EncoderUse.max_steps`; 4,000 steps = 4.2 epochs of the 121,977
 #: training pairs unless the encoder says otherwise)
 RECIPE = dict(
     max_steps=None,
@@ -127,17 +128,17 @@ class LogicArguments:
     Attributes (defaults in brackets):
         out: output folder (created).
         data [None]: the propositional-logic folder (``../shared/data/propositional-logic``).
-        encoder ["on-lstm"], preset ["base"]: an entry of :data:`~syntaxformer.tasks.encoders.ENCODERS`
+        encoder [the registry's default encoder, "on-lstm"], preset ["base"]: an entry of :data:`~syntaxformer.models.ENCODERS`
             and one of its presets.
         overrides [{}]: encoder config fields over the preset's, e.g. ``{"hidden_size": 64}``.
-        pooling [None]: a key of :data:`~syntaxformer.tasks.encoders.POOLINGS`; None = the encoder's.
+        pooling [None]: a key of :data:`~syntaxformer.blocks.pooling.POOLINGS`; None = the encoder's.
         mlp_hidden [None]: the pair MLP's hidden width; None = the sentence-vector width D.
         dropout [0.2]: the pair MLP's dropout (public 0.2).
         max_train_operators [6]: train on ``train0 .. trainK``.
         valid_every [10]: every this-many-th training pair (file order) is validation (public 10).
         max_train_pairs [None]: train on a fixed (seed 0) random subset of this many pairs (tests).
         batch_size [128]: pairs per step; bucket_batches [50]: batches' worth sorted by length together.
-        lr [None: the encoder's, :attr:`~syntaxformer.tasks.encoders.EncoderEntry.lr`, set when the
+        lr [None: the encoder's, :attr:`~syntaxformer.models.registry.EncoderUse.lr`, set when the
             arguments are made], betas [(0.9, 0.999)], eps [1e-9], weight_decay [1.2e-6]: Adam, L2 decay (public).
         recipe ["default"]: the name of the recipe the other fields came from (:data:`RECIPES`;
             recorded in the report, read by nothing else).
@@ -146,12 +147,12 @@ class LogicArguments:
             ``schedule="plateau"``: the rate times ``plateau_factor`` [0.5] after more than
             ``plateau_patience`` [2] evaluations without a better validation accuracy (no warm-up).
         clip [1.0]: gradient-norm clipping (public 1.0); 0 disables.
-        precision [None: the encoder's, :attr:`~syntaxformer.tasks.encoders.EncoderEntry.precision`, set
+        precision [None: the encoder's, :attr:`~syntaxformer.models.registry.EncoderUse.precision`, set
             when the arguments are made]: ``fp32``, or ``bf16``: the training steps and validations run
             under ``torch.autocast`` to bfloat16 (matrix products in bfloat16, parameters, optimizer and
             the ON-LSTM's cell state in float32); the test evaluation is float32 either way.
         max_steps [None], epochs [None], max_minutes [None]: stop conditions. ``max_steps`` None with
-            ``epochs`` None: the encoder's (:attr:`~syntaxformer.tasks.encoders.EncoderEntry.max_steps`,
+            ``epochs`` None: the encoder's (:attr:`~syntaxformer.models.registry.EncoderUse.max_steps`,
             set when the arguments are made), whatever ``max_minutes`` says.
         save_every, eval_every [RECIPE]: checkpoint / validation period (steps; 0 = none); log_every [50].
         eval_each_epoch [False]: also validate (and checkpoint) at the end of every epoch.
@@ -161,7 +162,7 @@ class LogicArguments:
 
     out: str
     data: str | None = None
-    encoder: str = "on-lstm"
+    encoder: str = default_architecture("encoder")
     preset: str = "base"
     overrides: dict = field(default_factory=dict)
     pooling: str | None = None
@@ -202,11 +203,11 @@ class LogicArguments:
         if self.encoder not in ENCODERS:  # check()'s error
             return
         if self.lr is None:
-            self.lr = ENCODERS[self.encoder].lr
+            self.lr = encoder_use(self.encoder).lr
         if self.max_steps is None and self.epochs is None:
-            self.max_steps = ENCODERS[self.encoder].max_steps
+            self.max_steps = encoder_use(self.encoder).max_steps
         if self.precision is None:
-            self.precision = ENCODERS[self.encoder].precision
+            self.precision = encoder_use(self.encoder).precision
 
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for a missing, inconsistent or out-of-range option."""
@@ -218,10 +219,10 @@ class LogicArguments:
             bad("give --data, the propositional-logic folder (e.g. ../shared/data/propositional-logic)")
         if self.encoder not in ENCODERS:
             bad(f"unknown --encoder {self.encoder!r}; expected one of {', '.join(sorted(ENCODERS))}")
-        if self.preset not in ENCODERS[self.encoder].presets:
+        if self.preset not in encoder_use(self.encoder).presets:
             bad(
                 f"unknown --preset {self.preset!r} for {self.encoder}; expected one of "
-                f"{', '.join(sorted(ENCODERS[self.encoder].presets))}"
+                f"{', '.join(sorted(encoder_use(self.encoder).presets))}"
             )
         if self.pooling is not None and self.pooling not in POOLINGS:
             bad(f"unknown --pooling {self.pooling!r}; expected one of {', '.join(sorted(POOLINGS))}")
@@ -365,13 +366,13 @@ def build_classifier(args: LogicArguments, vocab_size: int, pad_token_id: int) -
         InputError: an encoder / preset whose config cannot be built, or an override that is no field
             of its config.
     """
-    entry = encoder_entry(args.encoder)
+    entry = encoder_use(args.encoder)
     try:
-        known = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id).to_dict()
+        known = make_encoder_config(args.encoder, args.preset, vocab_size, pad_token_id).to_dict()
         unknown = sorted(set(args.overrides) - set(known))
         if unknown:
             raise ValueError(f"no config field {', '.join(unknown)}")
-        config = encoder_config(args.encoder, args.preset, vocab_size, pad_token_id, **args.overrides)
+        config = make_encoder_config(args.encoder, args.preset, vocab_size, pad_token_id, **args.overrides)
     except (TypeError, ValueError) as e:
         raise InputError(f"cannot build encoder {args.encoder} / {args.preset}: {e}") from e
     width = entry.width(config)

@@ -10,8 +10,8 @@ default, as the public ``nhid``): the project's pair head
 NLI models use too. Both sentences go through the encoder in one batch of ``2B`` (first the B left
 sentences, then the B right ones), as the public code does.
 
-The encoder is any entry of :data:`syntaxformer.tasks.encoders.ENCODERS`, pooled to one vector per
-sentence (:data:`~syntaxformer.tasks.encoders.POOLINGS`). :class:`PairClassifierConfig` and
+The encoder is any entry of :data:`syntaxformer.models.ENCODERS`, pooled to one vector per
+sentence (:data:`~syntaxformer.blocks.pooling.POOLINGS`). :class:`PairClassifierConfig` and
 :class:`PairClassifier` are a ``PretrainedConfig`` / ``PreTrainedModel`` pair (``model_type``
 :data:`MODEL_TYPE`, registered with ``AutoConfig`` and ``AutoModelForSequenceClassification``):
 ``save_pretrained`` writes ``config.json`` and ``model.safetensors``. Folders of the earlier format
@@ -31,8 +31,9 @@ from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from syntaxformer.blocks.pair_head import PairClassificationHead
+from syntaxformer.blocks.pooling import POOLINGS
 from syntaxformer.errors import InputError
-from syntaxformer.tasks.encoders import POOLINGS, build_encoder, encoder_entry
+from syntaxformer.models import ENCODERS, build_encoder, encoder_use
 
 MODEL_TYPE = "syntaxformer-pair-classifier"
 CONFIG_NAME = "config.json"
@@ -63,10 +64,10 @@ class PairClassifierConfig(PretrainedConfig):
     """Configuration of :class:`PairClassifier`.
 
     Args:
-        encoder: a name in :data:`~syntaxformer.tasks.encoders.ENCODERS`.
+        encoder: a name in :data:`~syntaxformer.models.ENCODERS`.
         encoder_config: the encoder's config as a dict (``PretrainedConfig.to_dict()``).
         num_labels: classes C (None: ``len(id2label)``, as in a saved ``config.json``).
-        pooling: a key of :data:`~syntaxformer.tasks.encoders.POOLINGS`.
+        pooling: a key of :data:`~syntaxformer.blocks.pooling.POOLINGS`.
         mlp_hidden: the MLP's hidden width h.
         dropout: dropout before each of the MLP's two linear layers (public 0.2).
         preset: the encoder preset it was built from (a record only).
@@ -116,7 +117,7 @@ class PairClassifier(PreTrainedModel):
     """Encoder + pooling + the pair head (module docstring).
 
     Initialisation: the encoder's own (it is built, and initialised, by
-    :func:`~syntaxformer.tasks.encoders.build_encoder`), the head's PyTorch defaults from construction;
+    :func:`~syntaxformer.models.build_encoder`), the head's PyTorch defaults from construction;
     :meth:`_init_weights` changes nothing, so ``post_init`` leaves the weights and the random-number
     stream as the construction left them. ``load_state_dict`` accepts the earlier format's keys.
 
@@ -134,10 +135,12 @@ class PairClassifier(PreTrainedModel):
         super().__init__(config)
         if config.pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {config.pooling!r}; expected one of {sorted(POOLINGS)}")
-        entry = encoder_entry(config.encoder)
-        self.encoder = build_encoder(config.encoder, entry.config_class.from_dict(config.encoder_config))
+        use = encoder_use(config.encoder)
+        self.encoder = build_encoder(
+            config.encoder, ENCODERS[config.encoder].config_class.from_dict(config.encoder_config)
+        )
         self.pool = POOLINGS[config.pooling]
-        width = entry.width(self.encoder.config)
+        width = use.width(self.encoder.config)
         self.classifier = PairClassificationHead(
             width, config.mlp_hidden, config.num_labels, config.dropout, features="bowman", activation="elu"
         )
