@@ -33,7 +33,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, Pretrai
 from syntaxformer.blocks.pair_head import PairClassificationHead
 from syntaxformer.blocks.pooling import POOLINGS
 from syntaxformer.errors import InputError
-from syntaxformer.models import ENCODERS, build_encoder, encoder_use
+from syntaxformer.models import ENCODERS, build_encoder, default_architecture, encoder_use
 
 MODEL_TYPE = "syntaxformer-pair-classifier"
 CONFIG_NAME = "config.json"
@@ -78,7 +78,7 @@ class PairClassifierConfig(PretrainedConfig):
 
     def __init__(
         self,
-        encoder: str = "on-lstm",
+        encoder: str = default_architecture("encoder"),
         encoder_config: dict | None = None,
         num_labels: int | None = None,
         pooling: str = "last",
