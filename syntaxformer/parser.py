@@ -41,7 +41,7 @@ from nltk.tokenize import NLTKWordTokenizer
 from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.errors import InputError
 from syntaxformer.parsing import load_model, model_structures, resolve_decoder_options
-from syntaxformer.pretrained import pretrained_folder
+from syntaxformer.pretrained import model_folder
 from syntaxformer.structures import DecoderOptions, Structures
 
 logger = logging.getLogger(__name__)
@@ -243,8 +243,8 @@ def load_parser(
     """A :class:`Parser` from a model folder, or the parser shipped in the package.
 
     Args:
-        model: a folder written by ``syntaxformer train`` / ``induce`` (``OUT/model``); None = the
-            shipped parser (:func:`syntaxformer.pretrained.pretrained_folder`).
+        model: a folder written by ``syntaxformer train`` / ``induce`` (``OUT/model``), a shipped
+            parser's name (:data:`syntaxformer.pretrained.SHIPPED`), or None = the default shipped parser.
         options: decoder settings: None = the model's saved ones (``decoder.json``, written by
             ``induce``; the shipped parser's report), a dict = choices over them, a full
             :class:`~syntaxformer.structures.DecoderOptions` = exactly these.
@@ -254,7 +254,7 @@ def load_parser(
         InputError: not a model folder, a model that induces no structure, no shipped parser, bad
             decoder settings.
     """
-    folder = Path(model) if model is not None else pretrained_folder()
+    folder = model_folder(model)
     decoder = resolve_decoder_options(folder, options)
     loaded, tokenizer, _ = load_model(folder, device=device)
     parser = Parser(loaded, tokenizer, decoder, name=str(folder), batch_size=batch_size)

@@ -68,3 +68,16 @@ def test_pretrained_reproduces_its_test_f1(pretrained):
     trees, _ = decode(model_structures(model, tokenizer, [t.leaves() for t in gold]), options)
     f1 = evaluate_constituency(trees, gold)["sentence_f1"]
     assert f1 == pytest.approx(report["parts"]["test"]["tree_transformer"]["sentence_f1"], abs=0.5)
+
+
+def test_a_shipped_parser_is_named_by_its_name(tmp_path):
+    from syntaxformer.errors import InputError
+    from syntaxformer.pretrained import SHIPPED, model_folder, shipped_parsers
+
+    assert shipped_parsers()[0] == SHIPPED[0] == pretrained_folder().name
+    for name in shipped_parsers():
+        assert model_folder(name) == pretrained_folder(name) and (model_folder(name) / "report.json").is_file()
+    assert model_folder(None) == pretrained_folder()
+    assert model_folder(tmp_path) == tmp_path  # a folder is itself, even one named like a shipped parser
+    with pytest.raises(InputError, match="no shipped parser named 'nope'"):
+        pretrained_folder("nope")

@@ -132,9 +132,9 @@ def summary_lines(report: dict) -> list[str]:
 
 def run(args) -> int:
     from syntaxformer.analysis.heads import analyse_heads, write_heads_outputs
-    from syntaxformer.pretrained import pretrained_folder
+    from syntaxformer.pretrained import model_folder
 
-    model = args.model if args.model is not None else pretrained_folder()
+    model = model_folder(args.model)
     report = analyse_heads(
         model,
         text=args.text,

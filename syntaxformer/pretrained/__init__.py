@@ -21,20 +21,45 @@ from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.parsing import load_model, resolve_decoder_options
 
-#: The shipped model's folder name inside this package.
-PRETRAINED_NAME = "tree-transformer-ptb"
+#: The parsers shipped inside this package, by name (each a folder beside this file); the first is the
+#: default of every command and of :func:`syntaxformer.load_parser`.
+SHIPPED = ("tree-transformer-ptb",)
+#: The default shipped parser's name.
+PRETRAINED_NAME = SHIPPED[0]
 
 
-def pretrained_folder() -> Path:
-    """The folder of the shipped pretrained parser.
+def shipped_parsers() -> list[str]:
+    """The names of the shipped parsers whose weights this installation has, default first."""
+    root = Path(str(resources.files("syntaxformer.pretrained")))
+    return [name for name in SHIPPED if (root / name / "model.safetensors").is_file()]
 
+
+def pretrained_folder(name: str | None = None) -> Path:
+    """The folder of a shipped parser.
+
+    Args:
+        name: a name in :data:`SHIPPED`; None = the default (:data:`PRETRAINED_NAME`).
     Raises:
-        InputError: the package holds no pretrained model (a checkout without the weights).
+        InputError: an unknown name, or the package holds no weights for it (a checkout without them).
     """
-    folder = Path(str(resources.files("syntaxformer.pretrained").joinpath(PRETRAINED_NAME)))
+    name = name or PRETRAINED_NAME
+    if name not in SHIPPED:
+        raise InputError(f"no shipped parser named {name!r}; shipped: {', '.join(SHIPPED)}")
+    folder = Path(str(resources.files("syntaxformer.pretrained").joinpath(name)))
     if not (folder / "model.safetensors").is_file():
         raise InputError("this installation ships no pretrained parser: give --model", path=folder)
     return folder
+
+
+def model_folder(model: str | Path | None) -> Path:
+    """The folder ``model`` names: None = the default shipped parser; an existing folder = itself; a
+    name in :data:`SHIPPED` = that shipped parser; anything else is returned as a path (the loader
+    then names what is missing)."""
+    if model is None:
+        return pretrained_folder()
+    if not Path(model).exists() and str(model) in SHIPPED:
+        return pretrained_folder(str(model))
+    return Path(model)
 
 
 def model_or_pretrained(model: str | Path | None, options=None):
@@ -43,7 +68,7 @@ def model_or_pretrained(model: str | Path | None, options=None):
     (:func:`syntaxformer.parsing.resolve_decoder_options`).
 
     Args:
-        model: a model folder, or None for the shipped parser.
+        model: a model folder, a shipped parser's name (:data:`SHIPPED`), or None for the default one.
         options: None (the folder's saved settings), a dict of chosen settings (flags) or a full
             :class:`~syntaxformer.structures.DecoderOptions`.
     Returns:
@@ -51,22 +76,23 @@ def model_or_pretrained(model: str | Path | None, options=None):
     Raises:
         InputError: ``model`` is None and no pretrained model is shipped; invalid decoder settings.
     """
-    folder = Path(model) if model is not None else pretrained_folder()
+    folder = model_folder(model)
     return folder, resolve_decoder_options(folder, options)
 
 
-def load_pretrained(device: str | None = "cpu"):
-    """Load the shipped pretrained Tree Transformer (float32, evaluation mode).
+def load_pretrained(device: str | None = "cpu", name: str | None = None):
+    """Load a shipped pretrained parser's model (float32, evaluation mode).
 
     Args:
         device: where to put it ("cpu", "cuda"; None = CUDA if available).
+        name: a name in :data:`SHIPPED`; None = the default.
     Returns:
         ``(model, tokenizer, info)`` as :func:`syntaxformer.parsing.load_model` (``info`` is its
         ``training.json``).
     Raises:
         InputError: no pretrained model in this installation.
     """
-    return load_model(pretrained_folder(), device=device)
+    return load_model(pretrained_folder(name), device=device)
 
 
 def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
@@ -93,4 +119,13 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     return folder
 
 
-__all__ = ["PRETRAINED_NAME", "pretrained_folder", "model_or_pretrained", "load_pretrained", "export_pretrained"]
+__all__ = [
+    "SHIPPED",
+    "PRETRAINED_NAME",
+    "shipped_parsers",
+    "pretrained_folder",
+    "model_folder",
+    "model_or_pretrained",
+    "load_pretrained",
+    "export_pretrained",
+]

@@ -51,7 +51,7 @@ from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import save_figure
 from syntaxformer.figures.probing import plot_probe
 from syntaxformer.parsing import load_model
-from syntaxformer.pretrained import pretrained_folder
+from syntaxformer.pretrained import model_folder
 from syntaxformer.probing.classifiers import CLASSIFIERS, bag_of_words, majority, probe
 from syntaxformer.probing.features import sentence_vectors
 from syntaxformer.probing.tasks import TASKS, WORD_TASKS, build_tasks, write_task_files
@@ -312,7 +312,7 @@ def run_probe(
     if max_sentences is not None and max_sentences < 10:
         raise InputError(f"--max-sentences must be at least 10 (three splits), got {max_sentences}")
     trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
-    folder = model or pretrained_folder()
+    folder = model_folder(model)
     trained, tokenizer, _ = load_model(folder, device=device)
     check_model_trees(trained, trees)
     check_model_phrases(trained, phrases)
