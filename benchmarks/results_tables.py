@@ -754,6 +754,34 @@ def probe_shipped_ud_ewt() -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# out of domain (docs/out-of-domain/*.json, benchmarks/out_of_domain.py)
+
+
+@table("out-of-domain")
+def out_of_domain() -> str:
+    """Each shipped or long-run parser on UD English-EWT test: F1 against the gold dependency trees'
+    yields beside right- and left-branching, UAS beside the chains when the parser gives heads."""
+    rows = []
+    for path in sorted((DOCS / "out-of-domain").glob("*.json")):
+        r = load(str(path.relative_to(ROOT)))
+        c, d = r["constituency"], r.get("dependencies")
+        delta = c["parser"]["sentence_f1"] - c["right_branching"]["sentence_f1"]
+        rows.append(
+            [
+                r["parser"],
+                f"{r['n_sentences']:,}",
+                f"**{c['parser']['sentence_f1']:.2f}**",
+                f"{c['right_branching']['sentence_f1']:.2f}",
+                f"{delta:+.2f}",
+                f"{c['left_branching']['sentence_f1']:.2f}",
+                f"{d['parser']['uas']:.2f} (right chain {d['right_chain']['uas']:.2f})" if d else "–",
+            ]
+        )
+    header = ["parser", "sentences", "sentence F1", "right-branching", "parser − right", "left-branching", "UAS"]
+    return markdown(header, rows, "lrrrrrl")
+
+
+# ---------------------------------------------------------------------------------------------------------
 # natural-language inference (docs/nli-study.json, docs/nli-speed-2threads.json, docs/results/recorded.json)
 
 NLI_LABELS = {
