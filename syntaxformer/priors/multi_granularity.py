@@ -70,8 +70,11 @@ from .base import KeyMemory, PriorOutput, StructuralPrior
 
 #: the phrase compositions of :func:`compose_phrases`
 COMPOSITIONS = ("max-pool", "cnn", "attention")
+#: the phrase interaction through an ordered-neurons recurrence (``blocks/on_lstm.py``) over each
+#: granularity's phrases, the paper's full model (a config value, not a model name)
+ORDERED_NEURONS = "on-lstm"
 #: the phrase interactions (:func:`interact_phrases`)
-INTERACTIONS = ("on-lstm", "none")
+INTERACTIONS = (ORDERED_NEURONS, "none")
 _GRANULARITY = re.compile(r"^(word|tree|[1-9][0-9]*gram)$")
 
 
@@ -296,7 +299,7 @@ class PhraseMemory(nn.Module):
         elif composition == "attention":
             self.encoder = PhraseSelfAttention(hidden_size)
         self.interaction = None
-        if interaction == "on-lstm":
+        if interaction == ORDERED_NEURONS:
             if hidden_size % chunk_size:
                 raise ValueError(f"mgsa_chunk_size {chunk_size} does not divide hidden_size {hidden_size}")
             self.interaction = OnLstmStack([hidden_size, hidden_size], chunk_size, wdrop=0.0, dropouth=0.0)
@@ -327,7 +330,7 @@ class MultiGranularityPrior(StructuralPrior):
     config_defaults = {
         "mgsa_granularities": None,
         "mgsa_composition": "max-pool",
-        "mgsa_interaction": "on-lstm",
+        "mgsa_interaction": ORDERED_NEURONS,
         "mgsa_chunk_size": 8,
         "mgsa_num_phrase_labels": 0,
         "mgsa_phrase_loss_weight": 0.0,
@@ -415,7 +418,7 @@ class MultiGranularityPrior(StructuralPrior):
         hidden_size: int,
         granularities: Sequence[str],
         composition: str = "max-pool",
-        interaction: str = "on-lstm",
+        interaction: str = ORDERED_NEURONS,
         chunk_size: int = 8,
         num_phrase_labels: int = 0,
         phrase_loss_weight: float = 0.0,
