@@ -388,9 +388,9 @@ def test_training_with_trees_of_the_masked_inputs(folders, tmp_path, monkeypatch
     seen = []
     real = Trainer.model_loss
 
-    def spy(self, model, inputs, attention_mask, labels):
-        seen.append((inputs.clone(), attention_mask.clone(), self.structure_inputs["heads"].clone()))
-        return real(self, model, inputs, attention_mask, labels)
+    def spy(self, model, batch):
+        seen.append((batch.input_ids.clone(), batch.attention_mask.clone(), batch.structure_inputs["heads"].clone()))
+        return real(self, model, batch)
 
     monkeypatch.setattr(Trainer, "model_loss", spy)
     common = dict(

@@ -218,11 +218,11 @@ def test_penalty_is_added_to_the_mlm_loss_and_gradients_reach_the_gates(source, 
     trainer.build()
     assert trainer.args.model == "tree-transformer" and trainer.args.tokenizer == str(source)
     assert [g.get("lr") for g in trainer.optimizer.param_groups] == [1e-3, 0.5]
-    inputs, attention_mask, labels = trainer.valid_batches[0]
+    batch = trainer.valid_batches[0]
     torch.manual_seed(5)
-    loss = trainer.compute_loss(trainer.model, inputs, attention_mask, labels)
+    loss = trainer.compute_loss(trainer.model, batch)
     torch.manual_seed(5)
-    mlm = trainer.model_loss(trainer.model, inputs, attention_mask, labels)
+    mlm = trainer.model_loss(trainer.model, batch)
     penalty = trainer.model.gates.penalty().detach()
     assert float(loss.detach()) == pytest.approx(float(mlm.detach()) + 2.0 * float(penalty), abs=1e-5)
     assert float(penalty) == pytest.approx(12 * (1 - float(probability_closed(torch.tensor(0.5)))), abs=1e-5)
@@ -280,7 +280,8 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
     total, count = 0.0, 0
     model.eval()
     with torch.no_grad():
-        for inputs, attention_mask, labels in rebuilt.valid_batches:
+        for batch in rebuilt.valid_batches:
+            inputs, attention_mask, labels = batch.input_ids, batch.attention_mask, batch.labels
             logits = model(input_ids=inputs, attention_mask=attention_mask).logits.double()  # (B, N, V)
             scored = labels != -100
             total += float(torch.nn.functional.cross_entropy(logits[scored], labels[scored], reduction="sum"))

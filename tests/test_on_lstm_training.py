@@ -80,7 +80,8 @@ def test_causal_lm_batches_frame_sentences_and_label_every_next_token():
     tok = build_word_tokenizer([["a", "b", "c", "d", "e", "f", "g", "h"]])  # ids 0-11
     objective = build_objective(OnLstmForCausalLM, TrainArguments(out="x", max_steps=1), tok, [0, 2, 3])
     assert isinstance(objective, CausalLM) and objective.name == "causal-lm"
-    ids, am, labels = objective.batch([[5, 6, 7], [8], [3, 9]], torch.Generator())
+    batch = objective.batch([[5, 6, 7], [8], [3, 9]], torch.Generator())
+    ids, am, labels = batch.input_ids, batch.attention_mask, batch.labels
     assert ids.tolist() == [[3, 5, 6, 7, 3], [3, 8, 3, 0, 0], [3, 9, 3, 0, 0]]  # [CLS] given once
     assert am.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 0, 0]]
     assert labels.tolist() == [[3, 5, 6, 7, 3], [3, 8, 3, -100, -100], [3, 9, 3, -100, -100]]

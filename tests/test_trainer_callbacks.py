@@ -111,8 +111,8 @@ def test_the_final_checkpoint_is_written_once_when_current(tmp_path, corpus):
 class FrozenObjective(Trainer):
     """Another objective through the subclass hook: the masked-LM loss times zero (no gradient)."""
 
-    def compute_loss(self, model, inputs, attention_mask, labels):
-        return 0.0 * super().compute_loss(model, inputs, attention_mask, labels)
+    def compute_loss(self, model, batch):
+        return 0.0 * super().compute_loss(model, batch)
 
 
 def test_a_subclass_changes_the_objective_and_validation_stays_the_mlm_loss(tmp_path, corpus):

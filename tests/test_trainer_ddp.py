@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.errors import InputError
 from syntaxformer.training.arguments import MASK_REPLACE
+from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.mlm import mask_tokens
 from syntaxformer.training.run import train
 from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, Trainer, _derived_seed
@@ -132,7 +133,7 @@ def _one_process_taking_both_batches(args: TrainArguments, steps: int) -> tuple[
                 data.special_ids,
                 **MASK_REPLACE[args.mask_replace],
             )
-            losses.append(trainer.model_loss(trainer.model, inputs, am, labels))
+            losses.append(trainer.model_loss(trainer.model, TokenBatch(inputs, am, labels)))
         trainer.optimizer.zero_grad()
         ((losses[0] + losses[1]) / 2).backward()
         torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), args.clip)

@@ -52,6 +52,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.models import ENCODERS, default_architecture, encoder_use, make_encoder_config
 from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
+from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
     EvaluateEachEpoch,
     MaxEpochs,
@@ -557,19 +558,18 @@ class LogicTrainer(Trainer):
         dropout seeded by ``(seed, step)``, cross-entropy, backward, clip, Adam, schedule."""
         t0 = time.perf_counter()
         args, step = self.args, self.state.step
-        inputs, attention_mask, labels = collate([self.data.train_items[i] for i in batch], self.tokenizer.pad_token_id)
+        pairs = TokenBatch(*collate([self.data.train_items[i] for i in batch], self.tokenizer.pad_token_id))
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
-        loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
+        loss = self.compute_loss(self.ddp_model, pairs)
         loss_value, lr = self.apply_gradients(loss)
-        return self.record_step(loss_value, lr, int(attention_mask.sum()), t0, pairs=len(batch))
+        return self.record_step(loss_value, lr, pairs.n_tokens, t0, pairs=len(batch))
 
-    def compute_loss(
-        self, model, inputs: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
-    ) -> torch.Tensor:
-        """Mean cross-entropy (nats) of the batch's relations. inputs, attention_mask ``(2B, N)`` (left
-        formulas, then right ones), labels ``(B,)``."""
+    def compute_loss(self, model, batch: TokenBatch) -> torch.Tensor:
+        """Mean cross-entropy (nats) of the batch's relations: ``input_ids``, ``attention_mask``
+        ``(2B, N)`` (left formulas, then right ones), ``labels`` ``(B,)``."""
+        batch = batch.to(self.device)
         with self.autocast():
-            return model.loss(inputs.to(self.device), attention_mask.to(self.device), labels.to(self.device))
+            return model.loss(batch.input_ids, batch.attention_mask, batch.labels)
 
     def autocast(self) -> torch.autocast:
         """The context of :attr:`LogicArguments.precision`: ``torch.autocast`` to bfloat16 on this

@@ -41,6 +41,7 @@ from syntaxformer.models import MODELS, REGISTRY
 from syntaxformer.models.encoder import head_layout
 from syntaxformer.parsing import load_model, read_training_record
 from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import StepOutput, TrainerCallback
 from syntaxformer.training.hard_concrete import GAMMA, OPEN_THRESHOLD, ZETA, HeadGates
 from syntaxformer.training.mlm import IGNORE_INDEX
@@ -294,9 +295,9 @@ class FineTuneTrainer(Trainer):
     def default_callbacks(self) -> list[TrainerCallback]:
         return super().default_callbacks() + ([GateLogCallback()] if self.args.head_gates else [])
 
-    def compute_loss(self, model, inputs, attention_mask, labels) -> torch.Tensor:
-        """MLM loss + ``gate_l0`` · the expected number of open heads (with head gates)."""
-        loss = self.model_loss(model, inputs, attention_mask, labels)
+    def compute_loss(self, model, batch: TokenBatch) -> torch.Tensor:
+        """MLM loss of ``batch`` + ``gate_l0`` · the expected number of open heads (with head gates)."""
+        loss = self.model_loss(model, batch)
         if not isinstance(self.model, GatedMaskedLM):
             return loss
         self.last_mlm_loss = float(loss.detach())
@@ -310,12 +311,12 @@ class FineTuneTrainer(Trainer):
         masked_only = "masked_only" in inspect.signature(pruned.forward).parameters
         total, count = 0.0, 0
         with torch.no_grad():
-            for inputs, attention_mask, labels in self.valid_batches:
-                n = int((labels != IGNORE_INDEX).sum())
+            for batch in self.valid_batches:
+                n = int((batch.labels != IGNORE_INDEX).sum())
                 out = pruned(
-                    input_ids=inputs.to(self.device),
-                    attention_mask=attention_mask.to(self.device),
-                    labels=labels.to(self.device),
+                    input_ids=batch.input_ids.to(self.device),
+                    attention_mask=batch.attention_mask.to(self.device),
+                    labels=batch.labels.to(self.device),
                     **(dict(masked_only=True) if masked_only else {}),
                 )
                 total += float(out.loss) * n

@@ -45,6 +45,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.models import PAIR_MODELS, default_architecture
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.batch import PairBatch
 from syntaxformer.training.callbacks import EvaluateEachEpoch, StepOutput
 from syntaxformer.training.checkpoint import read_checkpoint
 from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, _jsonable, lr_factor
@@ -160,7 +161,8 @@ class NliTrainer(Trainer):
         )
         self.batches_per_epoch = len(self.sampler.batches(0))
         self.valid_batches = [
-            self.encoder.batch(self.nli_data.valid[i : i + 256]) for i in range(0, len(self.nli_data.valid), 256)
+            PairBatch(self.encoder.batch(self.nli_data.valid[i : i + 256]))
+            for i in range(0, len(self.nli_data.valid), 256)
         ]
         self.callbacks = self.default_callbacks() + [EvaluateEachEpoch(self.batches_per_epoch)] + self.extra_callbacks
 
@@ -231,17 +233,16 @@ class NliTrainer(Trainer):
         ``(seed, step, rank)``, cross-entropy, backward, clip, Adam, schedule; advances the state."""
         t0 = time.perf_counter()
         args, step = self.args, self.state.step
-        inputs = self.encoder.batch([self.nli_data.train[i] for i in batch])
+        pairs = PairBatch(self.encoder.batch([self.nli_data.train[i] for i in batch]))
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
-        loss = self.compute_loss(self.ddp_model, inputs)
+        loss = self.compute_loss(self.ddp_model, pairs)
         loss_value, lr = self.apply_gradients(loss)
-        n_tokens = int(inputs["premise_mask"].sum() + inputs["hypothesis_mask"].sum())
-        return self.record_step(loss_value, lr, n_tokens, t0, pairs=len(batch))
+        return self.record_step(loss_value, lr, pairs.n_tokens, t0, pairs=len(batch))
 
-    def compute_loss(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Mean cross-entropy of the labels of one batch (``inputs`` as
-        :meth:`~syntaxformer.data.nli.PairEncoder.batch`)."""
-        return model(**{k: v.to(self.device) for k, v in inputs.items()}).loss
+    def compute_loss(self, model, batch: PairBatch) -> torch.Tensor:
+        """Mean cross-entropy of the labels of one batch (its ``features`` as
+        :meth:`~syntaxformer.data.nli.PairEncoder.batch` makes them)."""
+        return model(**batch.to(self.device).features).loss
 
     # ---------------------------------------------------------------------------------- evaluation
 
@@ -250,18 +251,18 @@ class NliTrainer(Trainer):
         self.model.eval()
         loss_sum, correct, n = 0.0, 0, 0
         with torch.no_grad():
-            for inputs in self.valid_batches:
-                out = self.compute_loss_and_logits(inputs)
-                k = len(inputs["labels"])
+            for batch in self.valid_batches:
+                out = self.compute_loss_and_logits(batch)
+                k = len(batch.labels)
                 loss_sum += float(out.loss) * k
-                correct += int((out.logits.argmax(-1).cpu() == inputs["labels"]).sum())
+                correct += int((out.logits.argmax(-1).cpu() == batch.labels).sum())
                 n += k
         self.model.train()
         return loss_sum / n, 100.0 * correct / n
 
-    def compute_loss_and_logits(self, inputs):
-        """The model's output (``.loss``, ``.logits``) on one encoded batch, on the run's device."""
-        return self.model(**{k: v.to(self.device) for k, v in inputs.items()})
+    def compute_loss_and_logits(self, batch: PairBatch):
+        """The model's output (``.loss``, ``.logits``) on one batch, on the run's device."""
+        return self.model(**batch.to(self.device).features)
 
     def validation_loss(self) -> float | None:
         """Mean cross-entropy on the selection pairs (:meth:`validation_scores`)."""

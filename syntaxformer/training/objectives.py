@@ -29,6 +29,7 @@ import torch
 from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.tokenization import BOUNDARY_ID, frame_sentence
 from syntaxformer.errors import InputError
+from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.mlm import IGNORE_INDEX, MASK_REPLACE, mask_tokens
 
 
@@ -49,11 +50,10 @@ class Objective:
     def __init__(self, args, tokenizer, special_ids: list[int]):
         self.args, self.tokenizer, self.special_ids = args, tokenizer, special_ids
 
-    def batch(
-        self, sequences: list[list[int]], generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(input_ids, attention_mask, labels)``, each ``(B, N)`` long, from token ids per
-        sequence; any randomness from ``generator``."""
+    def batch(self, sequences: list[list[int]], generator: torch.Generator) -> TokenBatch:
+        """A :class:`~syntaxformer.training.batch.TokenBatch` (``input_ids``, ``attention_mask``,
+        ``labels``, each ``(B, N)`` long; no ``structure_inputs``) from token ids per sequence; any
+        randomness from ``generator``."""
         raise NotImplementedError
 
     def n_targets(self, labels: torch.Tensor) -> int:
@@ -88,7 +88,7 @@ class MaskedLM(Objective):
             self.special_ids,
             **MASK_REPLACE[self.args.mask_replace],
         )
-        return inputs, attention_mask, labels
+        return TokenBatch(inputs, attention_mask, labels)
 
     def n_targets(self, labels):
         return int((labels != IGNORE_INDEX).sum())
@@ -122,7 +122,7 @@ class CausalLM(Objective):
     def batch(self, sequences, generator):
         ids, attention_mask = pad_batch([self.frame(s) for s in sequences], self.tokenizer.pad_token_id)
         labels = ids.masked_fill(attention_mask == 0, IGNORE_INDEX)  # (B, N)
-        return ids, attention_mask, labels
+        return TokenBatch(ids, attention_mask, labels)
 
     def n_targets(self, labels):
         return int((labels[:, 1:] != IGNORE_INDEX).sum())  # the model scores labels[:, 1:]

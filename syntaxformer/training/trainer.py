@@ -8,13 +8,15 @@ optimizer steps (:meth:`Trainer.training_step`), and leaves everything around th
 callbacks (:mod:`syntaxformer.training.callbacks`): logging (TensorBoard, progress bar, log lines),
 the periods of logging, evaluation and checkpoints, the stop conditions, and the learning curve.
 A new evaluation or stop condition is a :class:`~syntaxformer.training.callbacks.TrainerCallback`
-given to ``Trainer(args, callbacks=[...])``; a new loss overrides :meth:`Trainer.compute_loss` in a
+given to ``Trainer(args, callbacks=[...])``; a new loss overrides :meth:`Trainer.compute_loss`
+(``compute_loss(model, batch)``, the batch a :class:`~syntaxformer.training.batch.TokenBatch`) in a
 subclass.
 
 **The objective is the model's** (its class attribute ``objective``; :mod:`syntaxformer.training.objectives`):
 ``masked-lm`` (BERT masking, the default; Tree Transformer, StructFormer, ON-LSTM + self-attention) or
 ``causal-lm`` (next-word prediction of ``[CLS] w_1 .. w_n [CLS]``, no masking; ON-LSTM). The objective
-builds the batches (inputs, attention mask, labels); the loss is the model's own
+builds the batches (:class:`~syntaxformer.training.batch.TokenBatch`: inputs, attention mask, labels, and
+the sentences' structure with ``--trees`` / ``--phrases``); the loss is the model's own
 (``model(...).loss``, :meth:`Trainer.model_loss`). Everything else below is the same for both.
 
 What a run does, in order:
@@ -86,6 +88,7 @@ from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.sources.induced import MaskedInputInducer
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
+from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
     EarlyStopping,
     KeepBestModel,
@@ -259,11 +262,8 @@ class Trainer:
         callbacks: the callbacks, in calling order.
         t_start: ``time.monotonic()`` when :meth:`train` started; stop_reason: why it stopped.
         tokens_per_second: the throughput of the last logged window (all processes), or None.
-        structure_inputs: the current batch's per-sentence structure for the model (``--trees``:
-            ``{"heads": (B, N)}``; ``--phrases``: ``"phrase_ids"`` (B, N) and maybe ``"phrase_labels"``
-            (B, P); :meth:`TrainingData.structure_inputs`), set before each training / validation loss;
-            None without either.
-        valid_structure: per validation batch, its ``structure_inputs`` (or None).
+        valid_batches: this process's validation batches (:class:`~syntaxformer.training.batch.TokenBatch`,
+            with their ``structure_inputs``).
 
     Raises:
         InputError: from the constructor, options that ``TrainArguments.check`` refuses.
@@ -286,7 +286,6 @@ class Trainer:
         self.t_start = time.monotonic()
         self._evaluated_at: int | None = None
         self._saved_at: int | None = None
-        self.structure_inputs: dict | None = None
 
     # ---------------------------------------------------------------------------------- the run
 
@@ -526,23 +525,23 @@ class Trainer:
             callbacks += [KeepBestModel()] if args.keep_best else []
         return callbacks + ([curve] if curve is not None else [])
 
-    def _validation_batches(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """The validation sentences in corpus order as the objective's batches, built once (masks
-        from a generator seeded by ``seed``); this process's share (every ``world``-th batch)."""
+    def _validation_batches(self) -> list[TokenBatch]:
+        """The validation sentences in corpus order as the objective's batches with their structure
+        (:meth:`batch_structure`), built once (masks from a generator seeded by ``seed``); this
+        process's share (every ``world``-th batch)."""
         valid_ids = self.data.valid_ids
-        self.valid_structure = []  # per batch, its structure_inputs (None without --trees)
         if not valid_ids:
             return []
         sampler = LengthBucketSampler(
             [len(x) for x in valid_ids], batch_size=self.args.batch_size, max_tokens=self.args.max_tokens, shuffle=False
         )
         generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, 0, 0, 7))
-        batches, self.valid_structure = [], []
+        batches = []
         for b, idx in enumerate(sampler.all_batches(0)):
             batch = self.objective.batch([valid_ids[i] for i in idx], generator)
             if b % self.world == self.rank:
+                batch.structure_inputs = self.batch_structure("valid", idx, batch.input_ids, batch.attention_mask)
                 batches.append(batch)
-                self.valid_structure.append(self.batch_structure("valid", idx, batch[0], batch[1]))
         return batches
 
     # ---------------------------------------------------------------------------------- a step
@@ -571,12 +570,12 @@ class Trainer:
         t0 = time.perf_counter()
         args, step = self.args, self.state.step
         generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, self.rank, 1))
-        inputs, attention_mask, labels = self.objective.batch([self.data.train_ids[i] for i in batch], generator)
-        self.structure_inputs = self.batch_structure("train", batch, inputs, attention_mask)
+        tokens = self.objective.batch([self.data.train_ids[i] for i in batch], generator)
+        tokens.structure_inputs = self.batch_structure("train", batch, tokens.input_ids, tokens.attention_mask)
         torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
-        loss = self.compute_loss(self.ddp_model, inputs, attention_mask, labels)
+        loss = self.compute_loss(self.ddp_model, tokens)
         loss_value, lr = self.apply_gradients(loss)
-        return self.record_step(loss_value, lr, int(attention_mask.sum()), t0)
+        return self.record_step(loss_value, lr, tokens.n_tokens, t0)
 
     def record_step(
         self, loss_value: float, lr: float, n_tokens: int, t0: float, pairs: int | None = None
@@ -595,37 +594,27 @@ class Trainer:
         self.state.train_seconds += seconds
         return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
 
-    def compute_loss(
-        self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
-    ) -> torch.Tensor:
+    def compute_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """The training loss of one batch, a scalar to minimise: the model's own loss for the
         objective's labels (:meth:`model_loss`). Override it in a subclass for another loss (e.g.
         add a penalty); the validation loss stays :meth:`model_loss`.
 
         Args:
             model: the module to call (``ddp_model``).
-            inputs, attention_mask, labels: ``(batch, length)`` on the CPU, from the objective
-                (:meth:`~syntaxformer.training.objectives.Objective.batch`); -100 = not a target.
+            batch: on the CPU, from the objective
+                (:meth:`~syntaxformer.training.objectives.Objective.batch`): ``input_ids``,
+                ``attention_mask``, ``labels`` ``(B, N)`` (-100 = not a target) and the
+                ``structure_inputs`` (or None).
         """
-        return self.model_loss(model, inputs, attention_mask, labels)
+        return self.model_loss(model, batch)
 
-    def model_loss(
-        self, model: torch.nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
-    ) -> torch.Tensor:
-        """Mean cross-entropy (nats) over the batch's targets: ``model(...).loss`` (masked LM: the
+    def model_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
+        """Mean cross-entropy (nats) over the targets of ``batch``: ``model(...).loss`` (masked LM: the
         logits of masked positions only where the model offers ``masked_only``; causal LM: the
-        model shifts the labels), under bfloat16 autocast with ``bf16``. With ``--trees`` the batch's
-        :attr:`structure_inputs` (set by :meth:`training_step` and :meth:`validation_loss` before the
-        loss; ``{"heads": (B, N)}``, ``"phrase_ids"``, ``"phrase_labels"``) go to the model as
-        ``structure_inputs``."""
-        kw = dict(
-            input_ids=inputs.to(self.device),
-            attention_mask=attention_mask.to(self.device),
-            labels=labels.to(self.device),
-        )
-        structure = getattr(self, "structure_inputs", None)
-        if structure is not None:
-            kw["structure_inputs"] = {k: v.to(self.device) for k, v in structure.items()}
+        model shifts the labels), under bfloat16 autocast with ``bf16``. The batch's
+        ``structure_inputs`` (``--trees``: ``{"heads": (B, N)}``; ``--phrases``: ``"phrase_ids"``,
+        ``"phrase_labels"``) go to the model as ``structure_inputs``."""
+        kw = batch.to(self.device).model_inputs()
         if self._takes_masked_only:
             kw["masked_only"] = True
         autocast = (
@@ -683,14 +672,11 @@ class Trainer:
             return None
         self.model.eval()
         total = torch.zeros(2, dtype=torch.float64)
-        structures = getattr(self, "valid_structure", None) or [None] * len(self.valid_batches)
         with torch.no_grad():
-            for (inputs, attention_mask, labels), structure in zip(self.valid_batches, structures):
-                self.structure_inputs = structure
-                n = self.objective.n_targets(labels)
-                loss = float(self.model_loss(self.model, inputs, attention_mask, labels))
+            for batch in self.valid_batches:
+                n = self.objective.n_targets(batch.labels)
+                loss = float(self.model_loss(self.model, batch))
                 total += torch.tensor([loss * n, n], dtype=torch.float64)
-        self.structure_inputs = None
         total = self._all_reduce(total)
         self.model.train()
         return float(total[0] / total[1])
