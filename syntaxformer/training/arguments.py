@@ -13,6 +13,7 @@ from syntaxformer.models import MODELS, default_architecture
 from syntaxformer.priors import PRIORS, structure_readers
 from syntaxformer.runtime import resolve_device
 from syntaxformer.training.mlm import MASK_REPLACE
+from syntaxformer.training.model_config import requested_fields
 from syntaxformer.training.objectives import objective_class
 
 
@@ -220,8 +221,8 @@ class TrainArguments:
     def check_trees(self) -> None:
         """Parse ``trees``; raise :class:`InputError` (one line) for a bad value, or when the prior reads
         trees and none are given (the prior's ``structure_messages``)."""
-        prior = self.prior if self.prior is not None else self.overrides.get("prior")
-        self.trees = self._check_structure_input("trees", {**self.overrides, "prior": prior}, refuse_unread=False)
+        config = requested_fields(self.prior, self.overrides)
+        self.trees = self._check_structure_input("trees", {**config, "prior": config.get("prior")}, refuse_unread=False)
 
     @property
     def induces_from_masked_inputs(self) -> bool:
@@ -231,14 +232,15 @@ class TrainArguments:
         return self.induced_from == "masked" and any(s is not None and s.is_induced for s in sources)
 
     def _prior_config(self) -> dict:
-        """The prior's config fields this run will have: ``prior`` and the overrides, or, with
-        ``init_from``, the folder's ``config.json`` ({} when unreadable: its own check reports it)."""
+        """The prior's config fields this run will have: ``prior`` and the overrides
+        (:func:`~syntaxformer.training.model_config.requested_fields`), or, with ``init_from``, the
+        folder's ``config.json`` ({} when unreadable: its own check reports it)."""
         if self.init_from is not None:
             try:
                 return json.loads(Path(self.init_from, "config.json").read_text())
             except (OSError, ValueError):
                 return {}
-        return {**self.overrides, **({"prior": self.prior} if self.prior is not None else {})}
+        return requested_fields(self.prior, self.overrides)
 
     def check_phrases(self) -> None:
         """Parse ``phrases``; raise :class:`InputError` (one line) for config fields the prior cannot

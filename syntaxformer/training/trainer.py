@@ -29,7 +29,8 @@ What a run does, in order:
 3. builds the tokenizer from the training sentences (``word``: one token per word, or ``wordpiece``)
    or loads one from a folder, and encodes; sentences over ``max_length`` tokens are split
    (``overflow="split"``) or skipped (``"skip"``), counted in the log and in ``training.json``;
-4. builds the model from ``make_config(model, preset, vocab_size, prior=prior, **overrides)``;
+4. builds the model from :func:`~syntaxformer.training.model_config.resolve_model_config` (preset,
+   objective and prior fields, ``prior``, overrides);
 5. trains: length-bucketed shuffled batches
    (:class:`~syntaxformer.data.batching.LengthBucketSampler`), the objective's inputs and labels
    (masked LM: BERT masking, :func:`~syntaxformer.training.mlm.mask_tokens`, the loss only at masked
@@ -82,7 +83,7 @@ from syntaxformer.data.batching import LengthBucketSampler
 from syntaxformer.data.preprocess import PRPN
 from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
-from syntaxformer.models import MODELS, make_config
+from syntaxformer.models import MODELS
 from syntaxformer.priors import PRIORS, structure_readers
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.sources.checks import model_reads_trees
@@ -107,7 +108,8 @@ from syntaxformer.training.callbacks import (
 )
 from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint, write_checkpoint
 from syntaxformer.training.dataset import TrainingData, prepare_data
-from syntaxformer.training.objectives import Objective, build_objective, objective_class
+from syntaxformer.training.model_config import resolve_model_config
+from syntaxformer.training.objectives import Objective, build_objective
 
 logger = logging.getLogger(__name__)
 
@@ -145,24 +147,14 @@ def lr_factor(step: int, warmup_steps: int, schedule: str, max_steps: int | None
 
 
 def _build_model(args: TrainArguments, vocab_size: int):
-    """The model of ``args``: its preset, the overrides, and the config fields its objective sets
-    (:attr:`~syntaxformer.training.objectives.Objective.config_defaults`) unless overridden."""
-    overrides = dict(args.overrides)
-    if args.prior is not None:
-        overrides.setdefault("prior", args.prior)
+    """The model of ``args``: its config from :func:`~syntaxformer.training.model_config.resolve_model_config`
+    (preset, the objective's config fields, the prior's, ``prior`` and the overrides).
+
+    Raises:
+        InputError: a config that cannot be resolved, or one the model (its prior) refuses when built.
+    """
+    config = resolve_model_config(args.model, args.preset, vocab_size, args.prior, args.overrides)
     try:
-        known = make_config(args.model, args.preset, vocab_size).to_dict()
-        defaults = objective_class(MODELS[args.model]).config_defaults
-        overrides = {**{k: v for k, v in defaults.items() if k in known}, **overrides}
-        if args.prior is not None and "prior" not in known:
-            raise ValueError(f"--prior {args.prior}: this model has no structural-prior option")
-        prior = PRIORS.get(overrides.get("prior", known.get("prior")))  # None: unknown (the config says so) or "none"
-        prior_fields = {k: v for k, v in getattr(prior, "config_defaults", {}).items() if k not in known}
-        unknown = sorted(set(args.overrides) - set(known) - set(prior_fields))
-        if unknown:
-            raise ValueError(f"no config field {', '.join(unknown)}")
-        overrides = {**prior_fields, **overrides}  # the prior's fields are written into the config
-        config = make_config(args.model, args.preset, vocab_size, **overrides)
         return MODELS[args.model](config)  # a prior checks its config fields when built
     except (ValueError, TypeError) as e:
         raise InputError(f"cannot build {args.model} / {args.preset}: {e}") from e

@@ -34,9 +34,10 @@ from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import plot_parse_curve, save_figure
-from syntaxformer.models import MODELS, REGISTRY, default_architecture, make_config
+from syntaxformer.models import MODELS, REGISTRY, default_architecture
 from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode, load_model, model_structures
 from syntaxformer.structures import Structures, save_decoder_options
+from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.run import train as train_model
 from syntaxformer.training.trainer import TrainArguments, initial_model
 from syntaxformer.workflows.baselines import random_seeds
@@ -103,14 +104,14 @@ def resolve_recipe(
 def _check_induces_structure(model: str, preset: str, prior: str | None, overrides: dict, options=None) -> None:
     """Refuse, before any training, a model that would induce no structure (e.g. ``--prior none``:
     a plain Transformer), an invalid configuration, or decoder options its structures do not take:
-    the untrained model (vocabulary of 8) parses a three-token sentence with ``options`` (InputError)."""
+    the untrained model (vocabulary of 8; its config resolved as the trainer resolves it,
+    :func:`~syntaxformer.training.model_config.resolve_model_config`) parses a three-token sentence with ``options`` (InputError)."""
 
-    fields = dict(overrides, **({} if prior is None else {"prior": prior}))
+    config = resolve_model_config(model, preset, 8, prior, overrides)  # the config training will resolve
     try:
-        config = make_config(model, preset, 8, **fields)
-    except ValueError as e:
-        raise InputError(str(e)) from None
-    net = MODELS[model](config).eval()
+        net = MODELS[model](config).eval()
+    except (ValueError, TypeError) as e:
+        raise InputError(f"cannot build {model} / {preset}: {e}") from None
     check_induces_structure(net)
     if options is not None:
         with torch.no_grad():
