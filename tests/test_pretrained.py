@@ -28,13 +28,21 @@ def pretrained():
 
 
 def test_shipped_files_are_float16_and_small():
-    folder = pretrained_folder()
-    weights = folder / "model.safetensors"
-    assert weights.stat().st_size <= 20 * 2**20  # the limit: 20 MB
-    with safe_open(str(weights), "pt") as f:
-        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
-    report = json.loads((folder / "report.json").read_text())
-    assert report["model"] == "tree-transformer" and report["data"]["train"] == "ptb-sample"
+    from syntaxformer.pretrained import shipped_parsers
+
+    total = 0
+    for name in shipped_parsers():
+        folder = pretrained_folder(name)
+        weights = folder / "model.safetensors"
+        total += weights.stat().st_size
+        with safe_open(str(weights), "pt") as f:
+            assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+        report = json.loads((folder / "report.json").read_text())
+        card = json.loads((folder / "card.json").read_text())  # what a user needs to know of it
+        assert card["name"] == name and card["model"] == report["model"] and card["preset"] == report["preset"]
+        assert {"trained_on", "licence", "setting", "command", "compute"} <= set(card)
+    assert total <= 60 * 2**20  # the shipped parsers together: at most 60 MB
+    assert json.loads((pretrained_folder() / "report.json").read_text())["model"] == "tree-transformer"
 
 
 def test_load_pretrained_gives_a_float32_tree_transformer(pretrained):
