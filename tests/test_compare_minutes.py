@@ -13,6 +13,7 @@ import types
 from pathlib import Path
 
 import syntaxformer.training.callbacks as callbacks_module
+import syntaxformer.training.loop as loop_module
 import syntaxformer.training.trainer as trainer_module
 from syntaxformer.cli import main
 from syntaxformer.data.corpus import load_corpus
@@ -28,6 +29,7 @@ def test_compare_stops_the_tree_transformer_by_the_time_cap(tmp_path: Path, monk
     fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
     fake_time.monotonic = lambda: clock["now"]
     monkeypatch.setattr(trainer_module, "time", fake_time)
+    monkeypatch.setattr(loop_module, "time", fake_time)
     monkeypatch.setattr(callbacks_module, "time", fake_time)
     real_step = trainer_module.Trainer.training_step
 

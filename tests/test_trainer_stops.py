@@ -125,12 +125,14 @@ def test_max_minutes_stop(tmp_path, corpus, monkeypatch):
     import types
 
     import syntaxformer.training.callbacks as callbacks_module
+    import syntaxformer.training.loop as loop_module
     import syntaxformer.training.trainer as trainer_module
 
     clock = {"now": 1000.0}
     fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
     fake_time.monotonic = lambda: clock["now"]
     monkeypatch.setattr(trainer_module, "time", fake_time)
+    monkeypatch.setattr(loop_module, "time", fake_time)
     monkeypatch.setattr(callbacks_module, "time", fake_time)
     real_step = trainer_module.Trainer.training_step
 

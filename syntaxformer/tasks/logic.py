@@ -55,19 +55,14 @@ from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
     EvaluateEachEpoch,
-    MaxEpochs,
-    MaxMinutes,
-    MaxSteps,
-    Periodic,
     ProgressCallback,
-    StepOutput,
     StopOnSignal,
     TensorBoardCallback,
     TrainerCallback,
 )
 from syntaxformer.training.checkpoint import read_checkpoint
+from syntaxformer.training.loop import TrainerState, TrainingLoop
 from syntaxformer.training.plateau import PlateauSchedule, ReduceOnPlateau
-from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, lr_factor
 
 logger = logging.getLogger(__name__)
 
@@ -470,8 +465,8 @@ class KeepBest(TrainerCallback):
         )
 
 
-class LogicTrainer(Trainer):
-    """The project's :class:`~syntaxformer.training.trainer.Trainer` for the logic task: the same loop,
+class LogicTrainer(TrainingLoop):
+    """The project's :class:`~syntaxformer.training.loop.TrainingLoop` with the logic task: the same loop,
     callbacks, checkpoints and resume (``OUT/checkpoint.pt``; the batches of an epoch come from
     ``(seed, epoch)`` and a step's dropout from ``(seed, step)``, so a resumed run takes the same
     steps), with the data, model, step, validation and report of this task. One process only.
@@ -482,6 +477,8 @@ class LogicTrainer(Trainer):
     """
 
     args: LogicArguments
+    state_class = LogicTrainerState
+    counts_examples = True
 
     def build(self) -> None:
         """Seed; read the checkpoint (when resuming) and the data; build the classifier, Adam and the
@@ -494,7 +491,6 @@ class LogicTrainer(Trainer):
         flush_denormals_on_cpu(self.device)
         random.seed(args.seed)
         torch.manual_seed(args.seed)
-        self.state = LogicTrainerState()
         checkpoint = read_checkpoint(args, self.world)
         self.data = prepare_logic_data(args)
         self.tokenizer = self.data.tokenizer
@@ -522,47 +518,22 @@ class LogicTrainer(Trainer):
         if args.schedule == "plateau":
             self.scheduler = PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience)
         else:
-            self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-                self.optimizer,
-                lambda s: lr_factor(
-                    s, args.warmup_steps, args.schedule, args.schedule_steps or args.max_steps, args.final_lr_fraction
-                ),
-            )
-
-    def resume(self, checkpoint: dict) -> None:
-        """Load a checkpoint into the model, optimizer, scheduler and :attr:`state`."""
-        self.model.load_state_dict(checkpoint["model"])
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
-        self.scheduler.load_state_dict(checkpoint["scheduler"])
-        self.state = LogicTrainerState.resumed(checkpoint["state"])
+            self.scheduler = self.make_scheduler()
 
     def default_callbacks(self) -> list[TrainerCallback]:
         """The periods of logging, evaluation and checkpoints (and the ends of epochs), the stop
         conditions (max_steps, epochs, max_minutes, signals), TensorBoard, the progress bar,
         :class:`KeepBest` and, for the plateau schedule, :class:`~syntaxformer.training.plateau.ReduceOnPlateau`."""
         args = self.args
-        callbacks = [
-            Periodic(args.log_every, "log"),
-            Periodic(args.eval_every, "evaluate"),
-            Periodic(args.save_every, "save"),
-        ]
+        callbacks = self.periodic_callbacks()
         callbacks += [EvaluateEachEpoch(len(self.sampler.batches(0)))] if args.eval_each_epoch else []
         callbacks += [ReduceOnPlateau("valid/accuracy")] if args.schedule == "plateau" else []
-        callbacks += [MaxSteps(args.max_steps)] if args.max_steps is not None else []
-        callbacks += [MaxEpochs(args.epochs)] if args.epochs is not None else []
-        callbacks += [MaxMinutes(args.max_minutes)] if args.max_minutes is not None else []
+        callbacks += self.run_length_callbacks()
         return callbacks + [StopOnSignal(), TensorBoardCallback(), ProgressCallback(quiet=args.quiet), KeepBest()]
 
-    def training_step(self, batch: list[int]) -> StepOutput:
-        """One optimizer step on the training pairs ``batch`` (indices into ``data.train_items``):
-        dropout seeded by ``(seed, step)``, cross-entropy, backward, clip, Adam, schedule."""
-        t0 = time.perf_counter()
-        args, step = self.args, self.state.step
-        pairs = TokenBatch(*collate([self.data.train_items[i] for i in batch], self.tokenizer.pad_token_id))
-        torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
-        loss = self.compute_loss(self.ddp_model, pairs)
-        loss_value, lr = self.apply_gradients(loss)
-        return self.record_step(loss_value, lr, pairs.n_tokens, t0, pairs=len(batch))
+    def make_batch(self, indices: list[int]) -> TokenBatch:
+        """The training pairs ``indices`` (into ``data.train_items``) as :func:`collate` pads them."""
+        return TokenBatch(*collate([self.data.train_items[i] for i in indices], self.tokenizer.pad_token_id))
 
     def compute_loss(self, model, batch: TokenBatch) -> torch.Tensor:
         """Mean cross-entropy (nats) of the batch's relations: ``input_ids``, ``attention_mask``

@@ -1,11 +1,15 @@
 """Training: BERT masking (:func:`mask_tokens`), shuffled length-bucketed batches
-(:class:`LengthBucketSampler`), and the trainer (:func:`train`, :class:`TrainArguments`,
+(:class:`LengthBucketSampler`), the task-agnostic loop (:class:`TrainingLoop`) with explicit batches (:class:`Batch`), one model-config
+resolver (:func:`resolve_model_config`), and the language-model trainer (:func:`train`, :class:`TrainArguments`,
 :class:`Trainer` with its :class:`TrainerCallback` hooks) with checkpoints, resume after a kill,
 TensorBoard logs and data parallelism under ``torchrun``."""
 
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
+from syntaxformer.training.batch import Batch, PairBatch, TokenBatch
 from syntaxformer.training.callbacks import StopCondition, TrainerCallback, TrainerControl
+from syntaxformer.training.loop import TrainingLoop
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
+from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.run import train
 from syntaxformer.training.trainer import TrainArguments, Trainer, lr_factor
 
@@ -18,6 +22,11 @@ __all__ = [
     "train",
     "lr_factor",
     "Trainer",
+    "TrainingLoop",
+    "Batch",
+    "TokenBatch",
+    "PairBatch",
+    "resolve_model_config",
     "TrainerCallback",
     "TrainerControl",
     "StopCondition",

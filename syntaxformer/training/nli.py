@@ -46,9 +46,9 @@ from syntaxformer.models import PAIR_MODELS, default_architecture
 from syntaxformer.runtime import flush_denormals_on_cpu
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.batch import PairBatch
-from syntaxformer.training.callbacks import EvaluateEachEpoch, StepOutput
+from syntaxformer.training.callbacks import EvaluateEachEpoch, ProgressCallback, StopOnSignal, TensorBoardCallback
 from syntaxformer.training.checkpoint import read_checkpoint
-from syntaxformer.training.trainer import Trainer, TrainerState, _derived_seed, _jsonable, lr_factor
+from syntaxformer.training.loop import TrainerState, TrainingLoop, _jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +112,9 @@ def build_vocabulary(data: NliData, min_freq: int, vector_words=()) -> object:
     return build_word_tokenizer(sentences + [[w] * min_freq for w in extra], min_freq=max(1, min_freq))
 
 
-class NliTrainer(Trainer):
-    """The trainer for sentence-pair classification (module docstring).
+class NliTrainer(TrainingLoop):
+    """The trainer for sentence-pair classification (module docstring): the sentence-pair task of the
+    :class:`~syntaxformer.training.loop.TrainingLoop`.
 
     Args:
         args: the options.
@@ -122,10 +123,12 @@ class NliTrainer(Trainer):
         callbacks: extra callbacks.
     """
 
+    state_class = NliTrainerState
+    counts_examples = True
+
     def __init__(self, args: NliTrainArguments, data: NliData | None = None, callbacks=()):
         super().__init__(args, callbacks)
         self.nli_data = data
-        self.state = NliTrainerState()
 
     # ---------------------------------------------------------------------------------- building
 
@@ -198,12 +201,7 @@ class NliTrainer(Trainer):
         self.optimizer = optimizer(
             trainable, lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lambda s: lr_factor(
-                s, args.warmup_steps, args.schedule, args.schedule_steps or args.max_steps, args.final_lr_fraction
-            ),
-        )
+        self.scheduler = self.make_scheduler()
 
     def _vector_rows(self, vectors) -> tuple[torch.Tensor, torch.Tensor]:
         """(V, dim) rows of the pre-trained vectors by token id, and (V,) found."""
@@ -219,25 +217,17 @@ class NliTrainer(Trainer):
         self.vector_coverage = dict(vocabulary=len(vocab), with_vector=int(found.sum()))
         return rows, found
 
-    def resume(self, checkpoint: dict) -> None:
-        """As :meth:`Trainer.resume`, with the selection state."""
-        self.model.load_state_dict(checkpoint["model"])
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
-        self.scheduler.load_state_dict(checkpoint["scheduler"])
-        self.state = NliTrainerState.resumed(checkpoint["state"])
+    def default_callbacks(self) -> list:
+        """The periods of logging, evaluation and checkpoints, the stop conditions (max_steps, epochs,
+        max_minutes, signals) and, on rank 0, TensorBoard and the progress bar."""
+        callbacks = self.periodic_callbacks() + self.run_length_callbacks() + [StopOnSignal()]
+        return callbacks + ([TensorBoardCallback(), ProgressCallback(quiet=self.args.quiet)] if self.is_main else [])
 
     # ---------------------------------------------------------------------------------- a step
 
-    def training_step(self, batch: list[int]) -> StepOutput:
-        """One optimizer step on the training pairs ``batch`` (indices): encode, seed dropout by
-        ``(seed, step, rank)``, cross-entropy, backward, clip, Adam, schedule; advances the state."""
-        t0 = time.perf_counter()
-        args, step = self.args, self.state.step
-        pairs = PairBatch(self.encoder.batch([self.nli_data.train[i] for i in batch]))
-        torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
-        loss = self.compute_loss(self.ddp_model, pairs)
-        loss_value, lr = self.apply_gradients(loss)
-        return self.record_step(loss_value, lr, pairs.n_tokens, t0, pairs=len(batch))
+    def make_batch(self, indices: list[int]) -> PairBatch:
+        """The encoded training pairs ``indices`` (:class:`~syntaxformer.data.nli.PairEncoder`; no randomness)."""
+        return PairBatch(self.encoder.batch([self.nli_data.train[i] for i in indices]))
 
     def compute_loss(self, model, batch: PairBatch) -> torch.Tensor:
         """Mean cross-entropy of the labels of one batch (its ``features`` as

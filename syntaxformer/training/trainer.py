@@ -1,10 +1,12 @@
-"""The trainer of every model of the registry: one loop for CPU, one GPU, or data-parallel under ``torchrun``.
+"""The language-model task of the training loop: every model of the registry, on CPU, one GPU, or data-parallel under ``torchrun``.
 
 :func:`train` takes a :class:`TrainArguments` (the ``syntaxformer train`` options, one field each)
 and returns the output folder, which then holds everything ``AutoModelForMaskedLM`` /
 ``AutoTokenizer.from_pretrained`` need, plus ``training.json`` and ``tensorboard/``. It is
-``Trainer(args).train()``: the :class:`Trainer` builds the run (:meth:`Trainer.build`), takes
-optimizer steps (:meth:`Trainer.training_step`), and leaves everything around the steps to
+``Trainer(args).train()``: the :class:`Trainer` is the masked / causal LM task of the
+:class:`~syntaxformer.training.loop.TrainingLoop`; it builds the run (:meth:`Trainer.build`) and the
+batches (:meth:`Trainer.make_batch`), the loop takes optimizer steps
+(:meth:`~syntaxformer.training.loop.TrainingLoop.training_step`) and leaves everything around the steps to
 callbacks (:mod:`syntaxformer.training.callbacks`): logging (TensorBoard, progress bar, log lines),
 the periods of logging, evaluation and checkpoints, the stop conditions, and the learning curve.
 A new evaluation or stop condition is a :class:`~syntaxformer.training.callbacks.TrainerCallback`
@@ -65,23 +67,17 @@ mean over its own target tokens and DDP averages the gradients; a step consumes 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import math
-import os
 import random
 import time
-from collections import deque
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import asdict
 
 import torch
-import torch.distributed as dist
 
 from syntaxformer.data.batching import LengthBucketSampler
 from syntaxformer.data.preprocess import PRPN
-from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS
 from syntaxformer.priors import PRIORS, structure_readers
@@ -93,57 +89,30 @@ from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
     EarlyStopping,
     KeepBestModel,
-    MaxEpochs,
-    MaxMinutes,
-    MaxSteps,
     ParseCurveCallback,
-    Periodic,
     ProgressCallback,
-    StepOutput,
-    StopCondition,
     StopOnSignal,
     TensorBoardCallback,
     TrainerCallback,
-    TrainerControl,
 )
-from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint, write_checkpoint
+from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint
 from syntaxformer.training.dataset import TrainingData, prepare_data
+from syntaxformer.training.loop import (
+    TRAINING_JSON,
+    TrainerState,
+    TrainingLoop,
+    _derived_seed,
+    _jsonable,
+    lr_factor,
+)
 from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.objectives import Objective, build_objective
 
 logger = logging.getLogger(__name__)
 
-TRAINING_JSON = "training.json"
-
 
 # --------------------------------------------------------------------------------------------------
 # small helpers
-
-
-def _derived_seed(seed: int, *parts: int) -> int:
-    """A 63-bit seed from ``seed`` and integers (step, rank, stream), distinct for distinct tuples."""
-    value = seed & (2**63 - 1)
-    for p in parts:
-        value = (value * 1_000_003 + p + 1) % (2**61 - 1)
-    return value
-
-
-def lr_factor(step: int, warmup_steps: int, schedule: str, max_steps: int | None, final_fraction: float = 0.0) -> float:
-    """Multiplier of the peak learning rate for optimizer step ``step`` (0-based).
-
-    Linear warm-up ``(step+1)/warmup_steps`` for the first ``warmup_steps`` steps, then ``constant``
-    1, or a ``linear`` / ``cosine`` decay from 1 to ``final_fraction`` at ``max_steps``.
-    """
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    if schedule == "constant":
-        return 1.0
-    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
-    if schedule == "linear":
-        shape = 1.0 - progress
-    else:
-        shape = 0.5 * (1.0 + math.cos(math.pi * progress))
-    return final_fraction + (1.0 - final_fraction) * shape
 
 
 def _build_model(args: TrainArguments, vocab_size: int):
@@ -182,59 +151,7 @@ def _perplexity(loss: float) -> float:
     return math.exp(loss) if loss < 700 else math.inf
 
 
-def _jsonable(d: dict) -> dict:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
-
-
-def _choose_device(name: str | None, world: int) -> torch.device:
-    """``--device`` (None: CUDA if available, else CPU); under torchrun with CUDA, this process's
-    GPU (``LOCAL_RANK``)."""
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if name is not None:
-        device = torch.device(name)
-    else:
-        device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    if device.type == "cuda" and world > 1:
-        device = torch.device("cuda", local_rank)
-    return device
-
-
-@dataclass
-class TrainerState:
-    """The progress of a run, carried by the checkpoint (as a dict) across a resume.
-
-    Attributes:
-        step: optimizer steps taken (all runs of a resumed training).
-        epoch: the current epoch (0-based); batch_in_epoch: batches of it already taken.
-        tokens_seen: real tokens trained on (all processes).
-        train_seconds: wall time of the optimizer steps (evaluations and saving excluded).
-        valid_history: ``[step, validation loss]`` pairs; initial_valid_loss: the step-0 one.
-        resumed_from: the step of every resume.
-        parse_curve: the learning-curve points (:class:`~syntaxformer.training.callbacks.ParseCurveCallback`).
-    """
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0
-    tokens_seen: int = 0
-    train_seconds: float = 0.0
-    valid_history: list = field(default_factory=list)
-    initial_valid_loss: float | None = None
-    resumed_from: list = field(default_factory=list)
-    parse_curve: list = field(default_factory=list)
-
-    @classmethod
-    def resumed(cls, saved: dict) -> TrainerState:
-        """The state of a checkpoint (a field it lacks keeps its default), with this resume's step
-        appended to ``resumed_from``."""
-        state = cls()
-        for f in fields(cls):
-            setattr(state, f.name, saved.get(f.name, getattr(state, f.name)))
-        state.resumed_from = state.resumed_from + [state.step]
-        return state
-
-
-class Trainer:
+class Trainer(TrainingLoop):
     """A training run: build it, take optimizer steps, and call the callbacks around them.
 
     ``Trainer(args, callbacks).train()`` does what the module docstring describes and returns the
@@ -260,129 +177,6 @@ class Trainer:
     Raises:
         InputError: from the constructor, options that ``TrainArguments.check`` refuses.
     """
-
-    def __init__(self, args: TrainArguments, callbacks: list[TrainerCallback] | tuple = ()):
-        args.check()
-        self.args = args
-        self.out = Path(args.out)
-        self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.is_main = self.rank == 0
-        self.device = _choose_device(args.device, self.world)
-        self.state = TrainerState()
-        self.control = TrainerControl()
-        self.extra_callbacks = list(callbacks)
-        self.callbacks: list[TrainerCallback] = []
-        self.stop_reason: str | None = None
-        self.tokens_per_second: float | None = None
-        self.t_start = time.monotonic()
-        self._evaluated_at: int | None = None
-        self._saved_at: int | None = None
-
-    # ---------------------------------------------------------------------------------- the run
-
-    def train(self) -> Path:
-        """Build, evaluate at step 0, train until a stop condition, then evaluate, save the
-        checkpoint, the model, the tokenizer and ``training.json``; return the output folder.
-
-        Raises:
-            InputError: bad input found while building (before any training step).
-        """
-        started_group = self._init_process_group()
-        try:
-            self.t_start = time.monotonic()
-            self.build()
-            try:
-                self._begin()
-                self.stop_reason = self._loop()
-                self._finish()
-            finally:
-                for callback in self.callbacks:
-                    callback.close(self)
-            if self.world > 1:
-                dist.barrier()
-                _let_communication_threads_settle()
-            return self.out
-        finally:
-            if started_group:
-                dist.destroy_process_group()
-
-    def _init_process_group(self) -> bool:
-        if self.device.type == "cuda" and self.world > 1:
-            torch.cuda.set_device(self.device)
-        if self.world > 1 and not dist.is_initialized():
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
-            return True
-        return False
-
-    def _begin(self) -> None:
-        if self.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            save_tokenizer(self.tokenizer, self.out)
-        self._start_step = self.state.step
-        self._recent = deque(maxlen=self.args.log_every)  # the last steps' losses
-        self._window = torch.zeros(3, dtype=torch.float64)  # loss sum, steps, tokens since the last log
-        self._window_seconds = 0.0
-        for callback in self.callbacks:
-            callback.on_train_begin(self)
-        if self.state.step == 0:
-            self.evaluate()
-        self.model.train()
-
-    def _loop(self) -> str:
-        """Optimizer steps until a stop condition is reached; returns its reason."""
-        reason = self._stop_reason()
-        while reason is None:
-            batches = self.sampler.batches(self.state.epoch)
-            while self.state.batch_in_epoch < len(batches) and reason is None:
-                output = self.training_step(batches[self.state.batch_in_epoch])
-                self._after_step(output)
-                reason = self._stop_reason()
-            if reason is None:
-                self.state.epoch += 1
-                self.state.batch_in_epoch = 0
-                reason = self._stop_reason()
-        return reason
-
-    def _after_step(self, output: StepOutput) -> None:
-        self._window += torch.tensor([output.loss, 1.0, output.tokens], dtype=torch.float64)
-        self._window_seconds += output.seconds
-        self._recent.append(output.loss)
-        for callback in self.callbacks:
-            callback.on_step_end(self, output)
-        if self.control.should_log:
-            self._log_training(output.lr)
-        if self.control.should_evaluate:
-            self.evaluate()
-        if self.control.should_save:
-            self.save()
-        self.control.reset()
-
-    def _finish(self) -> None:
-        evaluated_before = self._evaluated_at == self.state.step
-        self.evaluate()
-        if not evaluated_before or self._saved_at != self.state.step:  # else the checkpoint is current
-            self.save()
-        if self.is_main:
-            record = self.report()
-            self.model.save_pretrained(self.out, safe_serialization=True)
-            save_tokenizer(self.tokenizer, self.out)
-            (self.out / TRAINING_JSON).write_text(json.dumps(record, indent=2) + "\n")
-        for callback in self.callbacks:
-            callback.on_train_end(self)
-
-    def _stop_reason(self) -> str | None:
-        """The reason of the first stop condition reached, or None. Conditions that may differ
-        between processes are combined over all of them (one all-reduce), so all stop together."""
-        conditions = [c for c in self.callbacks if isinstance(c, StopCondition)]
-        for condition in conditions:
-            if not condition.per_process and condition.reached(self):
-                return condition.reason
-        shared = [c for c in conditions if c.per_process]
-        if not shared:
-            return None
-        flags = self._all_reduce(torch.tensor([float(c.reached(self)) for c in shared]), dist.ReduceOp.MAX)
-        return next((c.reason for c, flag in zip(shared, flags) if flag), None)
 
     # ---------------------------------------------------------------------------------- building
 
@@ -411,11 +205,7 @@ class Trainer:
         if checkpoint is not None:
             self.resume(checkpoint)
             checkpoint = None
-        self.ddp_model = self.model
-        if self.world > 1:
-            self.ddp_model = torch.nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
-            )
+        self.ddp_model = self.wrap_for_data_parallel()
         self.sampler = LengthBucketSampler(
             [len(x) for x in self.data.train_ids],
             batch_size=args.batch_size,
@@ -446,12 +236,7 @@ class Trainer:
         self.optimizer = optimizer(
             self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lambda s: lr_factor(
-                s, args.warmup_steps, args.schedule, args.schedule_steps or args.max_steps, args.final_lr_fraction
-            ),
-        )
+        self.scheduler = self.make_scheduler()
 
     def _masked_input_inducer(self):
         """The :class:`~syntaxformer.sources.induced.MaskedInputInducer` of a run that parses its
@@ -487,14 +272,6 @@ class Trainer:
         :attr:`model`'s. Override it in a subclass to give some parameters another learning rate."""
         return list(self.model.parameters())
 
-    def resume(self, checkpoint: dict) -> None:
-        """Load a checkpoint (:mod:`~syntaxformer.training.checkpoint`) into the model, optimizer,
-        scheduler and :attr:`state`; the next step is the one after the checkpoint's."""
-        self.model.load_state_dict(checkpoint["model"])
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
-        self.scheduler.load_state_dict(checkpoint["scheduler"])
-        self.state = TrainerState.resumed(checkpoint["state"])
-
     def default_callbacks(self) -> list[TrainerCallback]:
         """The callbacks ``args`` asks for: the periods of logging, evaluation and checkpoints, the
         stop conditions (max_steps, epochs, max_minutes, early_stopping, signals), and on rank 0 TensorBoard, the
@@ -502,14 +279,7 @@ class Trainer:
         (``eval_treebank``)."""
         args = self.args
         curve = ParseCurveCallback(args.eval_treebank) if self.is_main and args.eval_treebank else None
-        callbacks = [
-            Periodic(args.log_every, "log"),
-            Periodic(args.eval_every, "evaluate"),
-            Periodic(args.save_every, "save"),
-        ]
-        callbacks += [MaxSteps(args.max_steps)] if args.max_steps is not None else []
-        callbacks += [MaxEpochs(args.epochs)] if args.epochs is not None else []
-        callbacks += [MaxMinutes(args.max_minutes)] if args.max_minutes is not None else []
+        callbacks = self.periodic_callbacks() + self.run_length_callbacks()
         callbacks += [EarlyStopping(args.early_stopping)] if args.early_stopping else []
         callbacks.append(StopOnSignal())
         if self.is_main:
@@ -538,53 +308,13 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------- a step
 
-    def apply_gradients(self, loss: torch.Tensor) -> tuple[float, float]:
-        """Backward of ``loss``, gradient clipping (``args.clip`` > 0: global L2 norm), one optimizer
-        and one schedule step; returns ``(loss value, the learning rate the step used)``. A non-finite
-        loss is logged (the step is still taken, as in the reference code)."""
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.args.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
-        loss_value = loss.detach().item()
-        if not math.isfinite(loss_value):
-            logger.warning("step %d: loss is %s", self.state.step + 1, loss_value)
-        return loss_value, lr
-
-    def training_step(self, batch: list[int]) -> StepOutput:
-        """One optimizer step on the training sequences ``batch`` (indices into ``data.train_ids``):
-        the objective's batch (masks from a generator seeded by ``(seed, step, rank)``), seed dropout
-        likewise, forward
-        (:meth:`compute_loss`), backward, clip, Adam, schedule; advances :attr:`state`."""
-        t0 = time.perf_counter()
-        args, step = self.args, self.state.step
-        generator = torch.Generator().manual_seed(_derived_seed(args.seed, step, self.rank, 1))
-        tokens = self.objective.batch([self.data.train_ids[i] for i in batch], generator)
-        tokens.structure_inputs = self.batch_structure("train", batch, tokens.input_ids, tokens.attention_mask)
-        torch.manual_seed(_derived_seed(args.seed, step, self.rank, 2))  # dropout
-        loss = self.compute_loss(self.ddp_model, tokens)
-        loss_value, lr = self.apply_gradients(loss)
-        return self.record_step(loss_value, lr, tokens.n_tokens, t0)
-
-    def record_step(
-        self, loss_value: float, lr: float, n_tokens: int, t0: float, pairs: int | None = None
-    ) -> StepOutput:
-        """Advance :attr:`state` by one optimizer step that saw ``n_tokens`` tokens (and ``pairs``
-        examples, for the sentence-pair trainers) in this process, started at ``time.perf_counter()``
-        ``t0``; the counts in :attr:`state` are summed over all processes (one all-reduce of two
-        integers a step when there are several). Returns the step's output."""
-        self.state.step += 1
-        self.state.batch_in_epoch += 1
-        tokens, examples = self._all_reduce(torch.tensor([n_tokens, pairs or 0])).tolist()
-        self.state.tokens_seen += tokens
-        if pairs is not None:
-            self.state.pairs_seen += examples
-        seconds = time.perf_counter() - t0
-        self.state.train_seconds += seconds
-        return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
+    def make_batch(self, indices: list[int]) -> TokenBatch:
+        """The objective's batch of the training sequences ``indices`` (into ``data.train_ids``; masks
+        from a generator seeded by ``(seed, step, rank)``) with their structure (:meth:`batch_structure`)."""
+        generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 1))
+        batch = self.objective.batch([self.data.train_ids[i] for i in indices], generator)
+        batch.structure_inputs = self.batch_structure("train", indices, batch.input_ids, batch.attention_mask)
+        return batch
 
     def compute_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """The training loss of one batch, a scalar to minimise: the model's own loss for the
@@ -616,19 +346,6 @@ class Trainer:
             return model(**kw).loss
 
     # ---------------------------------------------------------------------------------- around the steps
-
-    def log(self, scalars: dict[str, float]) -> None:
-        """Hand ``{tag: value}`` at the current step to every callback's ``on_log`` (TensorBoard)."""
-        for callback in self.callbacks:
-            callback.on_log(self, scalars)
-
-    def _log_training(self, lr: float) -> None:
-        totals = self._all_reduce(self._window.clone())
-        mean_loss = float(totals[0] / totals[1])
-        self.tokens_per_second = float(totals[2]) / max(self._window_seconds, 1e-9)
-        self.log({"train/loss": mean_loss, "train/lr": lr, "train/tokens_per_second": self.tokens_per_second})
-        self._window.zero_()
-        self._window_seconds = 0.0
 
     def evaluate(self) -> dict[str, float]:
         """Validation loss at the current step (into ``state.valid_history`` and the log), then every
@@ -672,33 +389,6 @@ class Trainer:
         total = self._all_reduce(total)
         self.model.train()
         return float(total[0] / total[1])
-
-    def save(self) -> None:
-        """Replace ``OUT/checkpoint.pt`` (rank 0; atomically) with the model, optimizer, scheduler,
-        :attr:`state`, the options and the number of processes; then every ``on_save``."""
-        if self.is_main:
-            blob = dict(
-                model=self.model.state_dict(),
-                optimizer=self.optimizer.state_dict(),
-                scheduler=self.scheduler.state_dict(),
-                state=asdict(self.state),
-                args=asdict(self.args),
-                world_size=self.world,
-            )
-            write_checkpoint(self.out / CHECKPOINT, blob)
-        self._saved_at = self.state.step
-        for callback in self.callbacks:
-            callback.on_save(self)
-
-    @property
-    def steps_this_run(self) -> int:
-        """Optimizer steps made by this process's run (the total minus the steps it resumed from)."""
-        return self.state.step - self._start_step
-
-    @property
-    def recent_train_loss(self) -> float | None:
-        """Mean training loss of the last ``log_every`` steps (None before the first step)."""
-        return sum(self._recent) / len(self._recent) if self._recent else None
 
     def report(self) -> dict:
         """The contents of ``training.json``: the options, model, data, tokenizer, steps, epochs,
@@ -746,33 +436,12 @@ class Trainer:
             torch=torch.__version__,
         )
 
-    def _all_reduce(self, tensor: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
-        """``tensor`` combined over all processes (a copy on the CPU); itself with one process."""
-        if self.world == 1:
-            return tensor
-        tensor = tensor.to(self.device)
-        dist.all_reduce(tensor, op=op)
-        return tensor.cpu()
-
-
-def _let_communication_threads_settle(seconds: float = 0.2) -> None:
-    """Wait ``seconds`` with the GIL released after a run's last collective, before the process group
-    and the model are torn down.
-
-    A gloo worker thread frees the last collectives' work objects after the caller has already been
-    told they are done, and freeing a tensor that Python has seen takes the GIL. If the interpreter
-    is already finalizing, the worker thread is ended inside a destructor and the process aborts
-    (``terminate called without an active exception``); a process tearing its trainer down at that
-    moment was also seen to hang. Measured with torch 2.13 under torchrun on 2 loaded CPU cores: a
-    few runs in a hundred without this wait, none in 48 with it.
-    """
-    time.sleep(seconds)
-
 
 __all__ = [
     "TrainArguments",
     "Trainer",
     "TrainerState",
+    "TrainingLoop",
     "initial_model",
     "lr_factor",
     "MASK_REPLACE",
