@@ -220,7 +220,7 @@ def test_penalty_is_added_to_the_mlm_loss_and_gradients_reach_the_gates(source, 
     assert [g.get("lr") for g in trainer.optimizer.param_groups] == [1e-3, 0.5]
     batch = trainer.valid_batches[0]
     torch.manual_seed(5)
-    loss = trainer.compute_loss(trainer.model, batch)
+    loss = trainer.training_loss(trainer.model, batch)
     torch.manual_seed(5)
     mlm = trainer.model_loss(trainer.model, batch)
     penalty = trainer.model.gates.penalty().detach()

@@ -8,6 +8,9 @@ hook                          called
 ============================  ===================================================================
 ``on_train_begin(t)``         once, after the model, data and output folder are ready, before the
                               step-0 evaluation
+``on_loss(t, loss)``          on every training step's loss, before backward: returns the loss to
+                              minimise (default: unchanged; e.g. plus a penalty); validation
+                              losses are the task's own
 ``on_step_end(t, output)``    after every optimizer step (``t.state.step`` already counts it);
                               may set ``t.control`` flags (log / evaluate / save)
 ``on_log(t, scalars)``        for every :meth:`Trainer.log` (``{tag: value}`` at ``t.state.step``)
@@ -76,6 +79,10 @@ class TrainerCallback:
 
     def on_train_begin(self, trainer) -> None:
         pass
+
+    def on_loss(self, trainer, loss):
+        """The training loss to minimise, given the task's (a scalar tensor); default: unchanged."""
+        return loss
 
     def on_step_end(self, trainer, output: StepOutput) -> None:
         pass

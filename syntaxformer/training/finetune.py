@@ -20,7 +20,8 @@ head; the report lists it as silenced, not kept.
 Everything else is the :class:`~syntaxformer.training.trainer.Trainer`'s (batches, masking, Adam,
 schedule, checkpoints and ``--resume``, data parallel): :class:`FineTuneTrainer` overrides
 ``make_model`` (load the folder, wrap it with the gates), ``parameter_groups`` (the gates' own
-learning rate, no weight decay), ``compute_loss`` (the penalty) and ``report``.
+learning rate, no weight decay) and ``report``; the penalty and the gates' log lines are a
+callback (:class:`HeadGateCallback`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from syntaxformer.models import MODELS, REGISTRY
 from syntaxformer.models.encoder import head_layout
 from syntaxformer.parsing import load_model, read_training_record
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import StepOutput, TrainerCallback
 from syntaxformer.training.hard_concrete import GAMMA, OPEN_THRESHOLD, ZETA, HeadGates
 from syntaxformer.training.mlm import IGNORE_INDEX
@@ -242,10 +242,18 @@ class GatedMaskedLM(nn.Module):
 # the trainer
 
 
-class GateLogCallback(TrainerCallback):
-    """Logs the gates with the training loss: ``gates/expected_open`` (``Σ (1 − P(g = 0))``),
-    ``gates/open`` (heads whose binarised test-time gate is 1) and ``gates/mlm_loss`` (the loss
-    without the penalty)."""
+class HeadGateCallback(TrainerCallback):
+    """The head gates' side of training (the model side is :class:`GatedMaskedLM`): adds
+    ``gate_l0`` · the expected number of open heads to every training loss (:meth:`on_loss`; the
+    validation loss stays the MLM loss) and logs the gates with the training loss:
+    ``gates/expected_open`` (``Σ (1 − P(g = 0))``), ``gates/open`` (heads whose binarised test-time
+    gate is 1) and ``gates/mlm_loss`` (the loss without the penalty)."""
+
+    def on_loss(self, trainer, loss):
+        if not isinstance(trainer.model, GatedMaskedLM):
+            return loss
+        trainer.last_mlm_loss = float(loss.detach())
+        return loss + trainer.args.gate_l0 * trainer.model.gates.penalty()
 
     def on_step_end(self, trainer, output: StepOutput) -> None:
         if trainer.control.should_log and isinstance(trainer.model, GatedMaskedLM):
@@ -293,15 +301,7 @@ class FineTuneTrainer(Trainer):
         ]
 
     def default_callbacks(self) -> list[TrainerCallback]:
-        return super().default_callbacks() + ([GateLogCallback()] if self.args.head_gates else [])
-
-    def compute_loss(self, model, batch: TokenBatch) -> torch.Tensor:
-        """MLM loss of ``batch`` + ``gate_l0`` · the expected number of open heads (with head gates)."""
-        loss = self.model_loss(model, batch)
-        if not isinstance(self.model, GatedMaskedLM):
-            return loss
-        self.last_mlm_loss = float(loss.detach())
-        return loss + self.args.gate_l0 * self.model.gates.penalty()
+        return super().default_callbacks() + ([HeadGateCallback()] if self.args.head_gates else [])
 
     def pruned_validation_loss(self, pruned: nn.Module) -> float | None:
         """Mean MLM cross-entropy of ``pruned`` over this process's masked validation tokens (the
@@ -354,7 +354,7 @@ class FineTuneTrainer(Trainer):
 __all__ = [
     "FineTuneTrainer",
     "GatedMaskedLM",
-    "GateLogCallback",
+    "HeadGateCallback",
     "GATES_JSON",
     "registry_name",
     "check_gateable",

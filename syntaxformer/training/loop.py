@@ -381,10 +381,18 @@ class TrainingLoop:
         t0 = time.perf_counter()
         batch = self.make_batch(indices)
         torch.manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 2))  # dropout
-        loss = self.compute_loss(self.ddp_model, batch)
+        loss = self.training_loss(self.ddp_model, batch)
         loss_value, lr = self.apply_gradients(loss)
         pairs = len(indices) if self.counts_examples else None
         return self.record_step(loss_value, lr, batch.n_tokens, t0, pairs=pairs)
+
+    def training_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        """The loss a training step minimises: the task's (:meth:`compute_loss`), then each callback's
+        :meth:`~syntaxformer.training.callbacks.TrainerCallback.on_loss` in order (e.g. a penalty term)."""
+        loss = self.compute_loss(model, batch)
+        for callback in self.callbacks:
+            loss = callback.on_loss(self, loss)
+        return loss
 
     def record_step(
         self, loss_value: float, lr: float, n_tokens: int, t0: float, pairs: int | None = None
