@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import torch
+from portable import portable
 
 from syntaxformer import load_parser
 from syntaxformer.data.dependency import DependencySentence, read_conllu
@@ -39,6 +40,7 @@ from syntaxformer.decoding.spans import brackets
 from syntaxformer.evaluation.baselines import left_branching, left_chain, right_branching, right_chain
 from syntaxformer.evaluation.constituency import corpus_f1, sentence_f1
 from syntaxformer.evaluation.dependency import evaluate_dependency, subtree_brackets
+from syntaxformer.pretrained import model_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = (
@@ -94,7 +96,7 @@ def main(argv=None) -> int:
     gold_spans = [subtree_brackets(g.heads) for g in gold]
     record = {
         "parser": args.name,
-        "model": str(Path(args.model).resolve()) if args.model else "shipped",
+        "model": str(model_folder(args.model)),
         "data": str(Path(args.ud_ewt).resolve()),
         "n_sentences": len(gold),
         "protocol": PROTOCOL,
@@ -122,7 +124,8 @@ def main(argv=None) -> int:
             )
         }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    record["command"] = "python benchmarks/out_of_domain.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    Path(args.out).write_text(json.dumps(portable(record), indent=2) + "\n")
     json.dump(
         {k: record[k] for k in ("parser", "n_sentences", "constituency")}
         | {"dependencies": record.get("dependencies")},

@@ -1,14 +1,21 @@
-"""The pretrained parser shipped inside the package: a Tree Transformer trained on ptb-sample's words.
+"""The parsers shipped inside the package, each a model folder beside this file (:data:`SHIPPED`).
 
-``syntaxformer/pretrained/tree-transformer-ptb/`` holds a model folder as ``syntaxformer train``
-writes it (``config.json``, ``model.safetensors`` in float16, the tokenizer, ``training.json``) and
-``report.json``, the ``induce`` report it was trained by (test-half F1, the recipe, the
-seed). ``syntaxformer parse`` and ``show`` use it when ``--model`` is not given; in Python:
+* ``tree-transformer-ptb-lm`` (the default): a Tree Transformer (``small``, 6 x 256) trained by
+  ``induce --recipe long`` for 10,000 steps on the Penn Treebank language-modelling text;
+* ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words.
 
-    model, tokenizer, info = syntaxformer.load_pretrained()
+A folder holds what ``syntaxformer train`` writes (``config.json``, ``model.safetensors`` in float16, the
+tokenizer, ``training.json``), ``report.json`` (the ``induce`` report it was scored by: test-half F1,
+recipe, seed, decoder settings) and ``card.json`` (the text it was trained on and its licence, the
+setting, the command that reproduces it, the compute). ``syntaxformer parse``, ``show``, ``heads``,
+``prune`` and ``probe`` use the default when ``--model`` is not given, and take a shipped name as
+``--model``; in Python ``syntaxformer.load_parser(name)`` or
 
-Licence: trained on the Penn Treebank WSJ sample (LDC, fair use, **non-commercial only**; see
-``syntaxformer/data/embedded/LICENSE.txt``), so the weights carry the same restriction.
+    model, tokenizer, info = syntaxformer.load_pretrained(name=None)
+
+Licence: both were trained on Wall Street Journal text of the Penn Treebank (LDC; the WSJ sample is
+fair use, **non-commercial only**, ``syntaxformer/data/embedded/LICENSE.txt``), so the weights carry the
+same restriction.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from syntaxformer.parsing import load_model, resolve_decoder_options
 
 #: The parsers shipped inside this package, by name (each a folder beside this file); the first is the
 #: default of every command and of :func:`syntaxformer.load_parser`.
-SHIPPED = ("tree-transformer-ptb",)
+SHIPPED = ("tree-transformer-ptb-lm", "tree-transformer-ptb")
 #: The default shipped parser's name.
 PRETRAINED_NAME = SHIPPED[0]
 
