@@ -125,14 +125,16 @@ def test_sentence_vectors_are_means_over_tokens_and_padding_free(tmp_path):
 
 
 def test_probe_command_on_ptb_sample(tmp_path, capsys):
-    """The shipped parser probed with logistic regression on SentLen and TreeDepth of the dev half's
-    first 600 sentences:
+    """The shipped parser tree-transformer-ptb (4 layers) probed with logistic regression on SentLen and
+    TreeDepth of the dev half's first 600 sentences:
     SentLen far above the majority class, every layer reported for both encoders, task files,
     report and figure written."""
     out = tmp_path / "probe"
     code = main(
         [
             "probe",
+            "--model",
+            "tree-transformer-ptb",
             "--out",
             str(out),
             "--treebank",
