@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..blocks.pair_head import PairClassificationHead
@@ -477,11 +477,6 @@ class GaussianTransformerForSequencePairClassification(PairClassifierPreTrainedM
         result = PairClassifierOutput(loss=self._loss(logits, labels), logits=logits)
         return result if return_dict else result.to_tuple()
 
-
-AutoConfig.register(GaussianTransformerConfig.model_type, GaussianTransformerConfig, exist_ok=True)
-AutoModelForSequenceClassification.register(
-    GaussianTransformerConfig, GaussianTransformerForSequencePairClassification, exist_ok=True
-)
 
 __all__ = [
     "PRESETS",

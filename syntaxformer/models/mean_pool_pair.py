@@ -14,7 +14,7 @@ Gaussian Transformer, so the study trains both with one recipe.
 from __future__ import annotations
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig
+from transformers import PretrainedConfig
 
 from ..blocks.pair_head import PairClassificationHead
 from ..data.nli import LABELS
@@ -114,8 +114,5 @@ class MeanPoolForSequencePairClassification(PairClassifierPreTrainedModel):
         result = PairClassifierOutput(loss=self._loss(logits, labels), logits=logits)
         return result if return_dict else result.to_tuple()
 
-
-AutoConfig.register(MeanPoolPairConfig.model_type, MeanPoolPairConfig, exist_ok=True)
-AutoModelForSequenceClassification.register(MeanPoolPairConfig, MeanPoolForSequencePairClassification, exist_ok=True)
 
 __all__ = ["PRESETS", "MeanPoolPairConfig", "MeanPoolForSequencePairClassification", "masked_mean"]

@@ -81,7 +81,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..blocks.on_lstm import (  # noqa: F401  (the recurrence lives in the blocks layer; re-exported)
@@ -552,12 +552,6 @@ def gap_distances(word_distances: np.ndarray) -> np.ndarray:
     """
     d = np.asarray(word_distances, dtype=np.float64)
     return np.maximum(d[:-1], d[1:])
-
-
-# A causal LM: Hugging Face's AutoModelForCausalLM reads its folders. (The registry, models/__init__.py,
-# also maps it under AutoModelForMaskedLM, the one Auto class syntaxformer.parsing.load_model reads.)
-AutoConfig.register(OnLstmConfig.model_type, OnLstmConfig, exist_ok=True)
-AutoModelForCausalLM.register(OnLstmConfig, OnLstmForCausalLM, exist_ok=True)
 
 
 __all__ = [

@@ -17,7 +17,8 @@ three **uses**:
 
 :func:`register` adds an entry to :data:`REGISTRY`, keeps the views (:data:`MODELS`, :data:`PRESETS`,
 :data:`ENCODERS`, :data:`PAIR_MODELS`) in step and registers the classes with Hugging Face's Auto
-classes, so saved folders load with ``AutoModelForMaskedLM`` / ``AutoModelForSequenceClassification``.
+classes, so saved folders load with ``AutoModelForMaskedLM`` (and ``AutoModelForCausalLM`` for a causal LM) /
+``AutoModelForSequenceClassification``.
 Each use has one default architecture (``Architecture.default_for``; :func:`default_architecture`),
 the commands' default. Adding a model: its file in ``models/`` and one :func:`register` line in
 ``models/__init__.py`` (ARCHITECTURE.md, "How to add a model").
@@ -28,7 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, PretrainedConfig
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    PretrainedConfig,
+)
 
 from syntaxformer.blocks.pooling import POOLINGS
 
@@ -169,6 +176,8 @@ def register(arch: Architecture) -> Architecture:
     AutoConfig.register(arch.config_class.model_type, arch.config_class, exist_ok=True)
     if arch.language_model is not None:  # the one Auto class syntaxformer.parsing.load_model reads
         AutoModelForMaskedLM.register(arch.config_class, arch.language_model.model_class, exist_ok=True)
+        if getattr(arch.language_model.model_class, "objective", None) == "causal-lm":  # where HF looks for one
+            AutoModelForCausalLM.register(arch.config_class, arch.language_model.model_class, exist_ok=True)
     if arch.pair_classifier is not None:
         AutoModelForSequenceClassification.register(arch.config_class, arch.pair_classifier.model_class, exist_ok=True)
     return arch
