@@ -1,10 +1,19 @@
 """Training: BERT masking (:func:`mask_tokens`), shuffled length-bucketed batches
 (:class:`LengthBucketSampler`), the task-agnostic loop (:class:`TrainingLoop`) with explicit batches (:class:`Batch`), one model-config
-resolver (:func:`resolve_model_config`), and the language-model trainer (:func:`train`, :class:`TrainArguments`,
+resolver (:func:`resolve_model_config`), and the language-model trainer (:func:`train`, :class:`TrainArguments`: its
+fields by concern, :class:`ModelArguments`, :class:`DataArguments`, :class:`OptimisationArguments`, :class:`RunArguments`,
 :class:`Trainer` with its :class:`TrainerCallback` hooks) with checkpoints, resume after a kill,
 TensorBoard logs and data parallelism under ``torchrun``."""
 
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
+from syntaxformer.training.arguments import (
+    DataArguments,
+    FineTuneArguments,
+    ModelArguments,
+    OptimisationArguments,
+    OutputArguments,
+    RunArguments,
+)
 from syntaxformer.training.batch import Batch, PairBatch, TokenBatch
 from syntaxformer.training.callbacks import StopCondition, TrainerCallback, TrainerControl
 from syntaxformer.training.loop import TrainingLoop
@@ -19,6 +28,12 @@ __all__ = [
     "LengthBucketSampler",
     "pad_batch",
     "TrainArguments",
+    "OutputArguments",
+    "ModelArguments",
+    "DataArguments",
+    "OptimisationArguments",
+    "RunArguments",
+    "FineTuneArguments",
     "train",
     "lr_factor",
     "Trainer",

@@ -18,16 +18,39 @@ from syntaxformer.training.objectives import objective_class
 
 
 @dataclass
-class TrainArguments:
-    """Everything :func:`~syntaxformer.training.run.train` needs; field names are the
-    ``syntaxformer train`` options.
+class OutputArguments:
+    """Where a run writes (the first field of :class:`TrainArguments`).
 
     Attributes (defaults in brackets):
         out: output folder (created).
+    """
+
+    out: str
+
+
+@dataclass
+class ModelArguments:
+    """The model a run trains: the registry's architecture, its size and its config (:mod:`syntaxformer.models`;
+    one config from them: :func:`syntaxformer.training.model_config.resolve_model_config`).
+
+    Attributes (defaults in brackets):
         model [the registry's default language model, "tree-transformer"], preset ["small"]: keys of ``syntaxformer.models``.
         prior [None]: the config's ``prior`` (a name in ``syntaxformer.priors.PRIORS``); None
             leaves the model's default ("constituent" for the Tree Transformer).
         overrides [{}]: further config fields, e.g. ``{"hidden_size": 128}``.
+    """
+
+    model: str = default_architecture("language_model")
+    preset: str = "small"
+    prior: str | None = None
+    overrides: dict = field(default_factory=dict)
+
+
+@dataclass
+class DataArguments:
+    """The training text, its structure sources, tokenisation, batches and masking.
+
+    Attributes (defaults in brackets):
         corpus ["ptb-sample"]: a ``load_corpus`` spec (ptb-sample's words, or text files).
         valid [None]: a ``load_corpus`` spec for validation; None holds out ``valid_fraction``.
         trees [None]: a dependency tree per sentence, for a prior that reads one (its ``structure_input``
@@ -63,6 +86,33 @@ class TrainArguments:
         mask_replace ["bert"]: masked-LM models only; what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
             token, 10% kept (BERT; the Tree Transformer); "mask" = always ``[MASK]`` (the public
             StructFormer code, with ``mask_rate`` 0.3).
+    """
+
+    corpus: str = "ptb-sample"
+    valid: str | None = None
+    trees: str | None = None
+    phrases: str | None = None
+    induced_from: str = "masked"
+    valid_fraction: float = 0.05
+    tokenizer: str = "word"
+    min_freq: int = 2
+    max_vocab: int | None = None
+    wordpiece_vocab_size: int = 16000
+    add_cls: bool = False
+    max_length: int = 128
+    overflow: str = "split"
+    batch_size: int | None = 64
+    max_tokens: int | None = None
+    bucket_batches: int = 50
+    mask_rate: float = 0.15
+    mask_replace: str = "bert"
+
+
+@dataclass
+class OptimisationArguments:
+    """Adam, the learning-rate schedule and clipping.
+
+    Attributes (defaults in brackets):
         lr [1e-4], betas [(0.9, 0.98)], eps [1e-9], weight_decay [0.0]: Adam (AdamW if decay > 0).
         warmup_steps [0]: linear warm-up from lr/warmup_steps to lr.
         schedule ["constant"]: after warm-up: "constant", "linear" or "cosine" decay to
@@ -71,6 +121,24 @@ class TrainArguments:
         schedule_steps [None]: the step where linear/cosine decay ends, if not ``max_steps`` (e.g.
             an estimate of the steps a ``max_minutes`` run will make; later steps keep the final lr).
         clip [1.5]: gradient-norm clipping (public code 1.5); 0 disables.
+    """
+
+    lr: float = 1e-4
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    schedule: str = "constant"
+    final_lr_fraction: float = 0.0
+    schedule_steps: int | None = None
+    clip: float = 1.5
+
+
+@dataclass
+class RunArguments:
+    """How long a run goes, what it evaluates and saves, and where it runs.
+
+    Attributes (defaults in brackets):
         max_steps [None], epochs [None], max_minutes [None]: stop conditions (at least one).
         save_every [500]: checkpoint period in steps (0: only at the end).
         eval_every [200]: validation period in steps (0: only at the start and the end); also the
@@ -95,52 +163,8 @@ class TrainArguments:
         threads [None]: ``torch.set_num_threads``.
         resume [False]: continue from ``OUT/checkpoint.pt`` if there is one.
         quiet [False]: no progress bar.
-
-    Fine-tuning a trained model and hard-concrete head gates (:mod:`syntaxformer.training.finetune`,
-    :mod:`syntaxformer.training.hard_concrete`; Voita et al. 2019, DESIGN.md §3.5):
-        init_from [None]: a trained model folder to start from (its weights, configuration and
-            tokenizer; ``model``, ``preset`` and ``tokenizer`` are then the folder's, and ``prior``
-            and ``overrides`` must not be given).
-        head_gates [False]: one hard-concrete gate per attention head (needs ``init_from``); at the
-            end each gate becomes 0 or 1 and the closed heads are pruned from the saved model.
-        gate_l0 [0.0]: λ of the loss ``MLM + λ · Σ_h (1 − P(g_h = 0))`` (nats per expected open head).
-        gate_temperature [0.33]: β (the authors' code; Louizos et al. 2018 use 2/3).
-        gate_lr [None]: Adam learning rate of the gates' ``log α`` (None: ``lr``); never weight-decayed.
-        gate_init [3.0]: initial ``log α`` (every gate open at the start).
     """
 
-    out: str
-    model: str = default_architecture("language_model")
-    preset: str = "small"
-    prior: str | None = None
-    overrides: dict = field(default_factory=dict)
-    corpus: str = "ptb-sample"
-    valid: str | None = None
-    trees: str | None = None
-    phrases: str | None = None
-    induced_from: str = "masked"
-    valid_fraction: float = 0.05
-    tokenizer: str = "word"
-    min_freq: int = 2
-    max_vocab: int | None = None
-    wordpiece_vocab_size: int = 16000
-    add_cls: bool = False
-    max_length: int = 128
-    overflow: str = "split"
-    batch_size: int | None = 64
-    max_tokens: int | None = None
-    bucket_batches: int = 50
-    mask_rate: float = 0.15
-    mask_replace: str = "bert"
-    lr: float = 1e-4
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-9
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    schedule: str = "constant"
-    final_lr_fraction: float = 0.0
-    schedule_steps: int | None = None
-    clip: float = 1.5
     max_steps: int | None = None
     epochs: int | None = None
     max_minutes: float | None = None
@@ -156,13 +180,42 @@ class TrainArguments:
     threads: int | None = None
     resume: bool = False
     quiet: bool = False
-    # fine-tuning a trained model, hard-concrete head gates (training/finetune.py)
+
+
+@dataclass
+class FineTuneArguments:
+    """Fine-tuning a trained model and hard-concrete head gates (:mod:`syntaxformer.training.finetune`, :mod:`syntaxformer.training.hard_concrete`; Voita et al. 2019, DESIGN.md §3.5):
+
+    Attributes (defaults in brackets):
+        init_from [None]: a trained model folder to start from (its weights, configuration and
+            tokenizer; ``model``, ``preset`` and ``tokenizer`` are then the folder's, and ``prior``
+            and ``overrides`` must not be given).
+        head_gates [False]: one hard-concrete gate per attention head (needs ``init_from``); at the
+            end each gate becomes 0 or 1 and the closed heads are pruned from the saved model.
+        gate_l0 [0.0]: λ of the loss ``MLM + λ · Σ_h (1 − P(g_h = 0))`` (nats per expected open head).
+        gate_temperature [0.33]: β (the authors' code; Louizos et al. 2018 use 2/3).
+        gate_lr [None]: Adam learning rate of the gates' ``log α`` (None: ``lr``); never weight-decayed.
+        gate_init [3.0]: initial ``log α`` (every gate open at the start).
+    """
+
     init_from: str | None = None
     head_gates: bool = False
     gate_l0: float = 0.0
     gate_temperature: float = 0.33
     gate_lr: float | None = None
     gate_init: float = 3.0
+
+
+@dataclass
+class TrainArguments(
+    FineTuneArguments, RunArguments, OptimisationArguments, DataArguments, ModelArguments, OutputArguments
+):
+    """Everything :func:`~syntaxformer.training.run.train` needs, by concern: :class:`OutputArguments`,
+    :class:`ModelArguments`, :class:`DataArguments`, :class:`OptimisationArguments`,
+    :class:`RunArguments`, :class:`FineTuneArguments` (their fields, in that order, are this class's;
+    the names are the ``syntaxformer train`` options, and ``training.json`` records them flat). A
+    function that needs one concern takes that class.
+    """
 
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option; ``trees`` and

@@ -18,7 +18,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.priors import structure_reader
 from syntaxformer.sources.checks import tree_level
 from syntaxformer.sources.corpus import load_structured_corpus
-from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.arguments import DataArguments, TrainArguments
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def _encode_counted(tokenizer, sentences, max_length: int, overflow: str):
     return kept + extra, len(over)
 
 
-def held_out_split(items: list, args: TrainArguments) -> tuple[list, list, str]:
+def held_out_split(items: list, args: DataArguments) -> tuple[list, list, str]:
     """``(training items, validation items, description)``: the validation slice is
     :func:`held_out_indices` ``(len(items), args.valid_fraction)``, the rest trains (order kept)."""
     held = held_out_indices(len(items), args.valid_fraction)
@@ -304,7 +304,7 @@ def held_out_split(items: list, args: TrainArguments) -> tuple[list, list, str]:
     )
 
 
-def _tokenizer(args: TrainArguments, saved_tokenizer, sentences):
+def _tokenizer(args: DataArguments, saved_tokenizer, sentences):
     """The tokenizer saved in ``saved_tokenizer`` (a resumed run), else one built on ``sentences``."""
     if saved_tokenizer is not None and (saved_tokenizer / "tokenizer.json").is_file():
         return AutoTokenizer.from_pretrained(saved_tokenizer)
