@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ from syntaxformer.data.dependency import DependencySentence, read_conllu
 from syntaxformer.data.trees import drop_tokens
 from syntaxformer.decoding.spans import brackets
 from syntaxformer.evaluation.baselines import left_branching, left_chain, right_branching, right_chain
-from syntaxformer.evaluation.constituency import corpus_f1, sentence_f1
+from syntaxformer.evaluation.constituency import bracket_scores
 from syntaxformer.evaluation.dependency import evaluate_dependency, subtree_brackets
 from syntaxformer.pretrained import model_folder
 
@@ -64,13 +65,10 @@ def without_punctuation(sentences: list[DependencySentence]) -> list[DependencyS
     return out
 
 
-def constituency_scores(pred: list[set], gold: list[set]) -> dict:
-    """Sentence-level (mean) and corpus-level F1 in percent of predicted against gold span sets."""
-    tp = sum(len(p & g) for p, g in zip(pred, gold))
-    return {
-        "sentence_f1": round(100 * sum(sentence_f1(p, g) for p, g in zip(pred, gold)) / len(gold), 2),
-        "corpus_f1": round(100 * corpus_f1(tp, sum(map(len, pred)), sum(map(len, gold))), 2),
-    }
+def constituency_scores(pred: list[set], gold: list[set], lengths: list[int]) -> dict:
+    """Sentence-level (mean) and corpus-level F1 in percent, rounded to 2 places
+    (:func:`syntaxformer.evaluation.constituency.bracket_scores`)."""
+    return {k: round(v, 2) for k, v in bracket_scores(pred, gold, lengths).items()}
 
 
 def chain_sentences(gold: list[DependencySentence], make_heads) -> list[DependencySentence]:
@@ -94,6 +92,7 @@ def main(argv=None) -> int:
     trees, heads, _ = parser.parse_tokens([list(g.words) for g in gold], punctuation=False)
     seconds = time.monotonic() - start
     gold_spans = [subtree_brackets(g.heads) for g in gold]
+    lengths = [len(g) for g in gold]
     record = {
         "parser": args.name,
         "model": str(model_folder(args.model)),
@@ -103,9 +102,9 @@ def main(argv=None) -> int:
         "seed": args.seed,
         "parse_seconds": round(seconds, 1),
         "constituency": {
-            "parser": constituency_scores([brackets(t) for t in trees], gold_spans),
-            "right_branching": constituency_scores([right_branching(len(g)) for g in gold], gold_spans),
-            "left_branching": constituency_scores([left_branching(len(g)) for g in gold], gold_spans),
+            "parser": constituency_scores([brackets(t) for t in trees], gold_spans, lengths),
+            "right_branching": constituency_scores([right_branching(n) for n in lengths], gold_spans, lengths),
+            "left_branching": constituency_scores([left_branching(n) for n in lengths], gold_spans, lengths),
         },
         "code": subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
@@ -124,7 +123,9 @@ def main(argv=None) -> int:
             )
         }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    record["command"] = "python benchmarks/out_of_domain.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    record["command"] = shlex.join(
+        ["python", "benchmarks/out_of_domain.py", *(argv if argv is not None else sys.argv[1:])]
+    )
     Path(args.out).write_text(json.dumps(portable(record), indent=2) + "\n")
     json.dump(
         {k: record[k] for k in ("parser", "n_sentences", "constituency")}

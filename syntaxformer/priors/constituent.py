@@ -303,32 +303,24 @@ class FusedLinkChain(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, s_right, s_left, gap_mask, prior, variant):
-        has_left = F.pad(gap_mask[:, :-1], (1, 0), value=False)
-        has_right = F.pad(gap_mask[:, 1:], (0, 1), value=False)
-        u = s_right - F.pad(s_left[:, :-1], (1, 0))
-        v = s_left - F.pad(s_right[:, 1:], (0, 1))
-        log_pp = F.logsigmoid(u) * has_left + F.logsigmoid(v) * has_right  # log p_R + log p_L
-        if variant == "paper":
-            a_hat = torch.exp(0.5 * log_pp) * gap_mask
-            pp = None
-        else:
-            pp = torch.exp(log_pp) * gap_mask
-            a_hat = torch.sqrt(pp + OFFICIAL_EPS)
-        a = a_hat if prior is None else prior + (1.0 - prior) * a_hat
-        if variant == "paper":
-            log_a = torch.log(a.clamp_min(torch.finfo(a.dtype).tiny))
-        else:
-            log_a = torch.log(a + OFFICIAL_EPS)
-        cum = F.pad(torch.cumsum(log_a * gap_mask, dim=-1), (1, 0))
+        # the reference functions themselves (a Function's forward records no autograd graph)
+        log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)
+        a_hat = link_probability(log_p_right, log_p_left, gap_mask, variant)
+        a = hierarchical_constraint(prior, a_hat)
+        cum = cumulative_log_links(a, gap_mask, variant)
         ctx.variant = variant
         ctx.has_prior = prior is not None
-        ctx.save_for_backward(u, v, has_left, has_right, gap_mask, a_hat, a, pp, prior)
+        ctx.save_for_backward(s_right, s_left, gap_mask, a_hat, a, prior)
         return a, cum
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_a, grad_cum):
-        u, v, has_left, has_right, gap_mask, a_hat, a, pp, prior = ctx.saved_tensors
+        s_right, s_left, gap_mask, a_hat, a, prior = ctx.saved_tensors
+        has_left = F.pad(gap_mask[:, :-1], (1, 0), value=False)
+        has_right = F.pad(gap_mask[:, 1:], (0, 1), value=False)
+        u = s_right - F.pad(s_left[:, :-1], (1, 0))  # s_{k,k+1} - s_{k,k-1}
+        v = s_left - F.pad(s_right[:, 1:], (0, 1))  # s_{k+1,k} - s_{k+1,k+2}
         grad_a = torch.zeros_like(a) if grad_a is None else grad_a
         if grad_cum is not None:  # d log a_k = Σ_{j>k} dP_j
             tail = grad_cum[:, 1:].flip(-1).cumsum(-1).flip(-1) * gap_mask
@@ -342,6 +334,7 @@ class FusedLinkChain(torch.autograd.Function):
         if ctx.variant == "paper":
             grad_log_pp = grad_a_hat * a_hat * 0.5 * gap_mask
         else:
+            pp = (a_hat * a_hat - OFFICIAL_EPS).clamp_min(0.0)  # p_R p_L, as a_hat = sqrt(pp + 1e-9)
             grad_log_pp = grad_a_hat * pp * gap_mask * 0.5 / a_hat
         d_u = grad_log_pp * has_left * torch.sigmoid(-u)
         d_v = grad_log_pp * has_right * torch.sigmoid(-v)
