@@ -53,6 +53,8 @@ VARIANTS = {
     "tree-fused": dict(overrides={"constituent_fused": True}),
     "tree-compile": dict(overrides={"constituent_fused": True}, compile=True),
     "tree-bf16": dict(overrides={"constituent_fused": True}, bf16=True),
+    "tree-fused-foreach": dict(overrides={"constituent_fused": True}, adam="foreach"),
+    "tree-fused-adam": dict(overrides={"constituent_fused": True}, adam="fused"),
 }
 
 
@@ -69,6 +71,9 @@ def build_trainer(name: str, seed: int, threads: int) -> Trainer:
     trainer = Trainer(args)
     trainer.build()
     trainer.model.train()
+    if spec.get("adam"):  # Adam's multi-tensor (foreach) or single-kernel (fused) implementation
+        for group in trainer.optimizer.param_groups:
+            group[spec["adam"]] = True
     if spec.get("compile"):
         trainer.ddp_model = torch.compile(trainer.model, dynamic=True)
     return trainer

@@ -512,9 +512,7 @@ class LogicTrainer(TrainingLoop):
         self.model = build_classifier(args, len(self.tokenizer), self.tokenizer.pad_token_id).to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.n_encoder_params = sum(p.numel() for p in self.model.encoder.parameters())
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
-        )
+        self.optimizer = self.make_optimizer(self.model.parameters(), decoupled_weight_decay=False)
         if args.schedule == "plateau":
             self.scheduler = PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience)
         else:

@@ -197,10 +197,7 @@ class NliTrainer(TrainingLoop):
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.n_trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
-        self.optimizer = optimizer(
-            trainable, lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
-        )
+        self.optimizer = self.make_optimizer(trainable)
         self.scheduler = self.make_scheduler()
 
     def _vector_rows(self, vectors) -> tuple[torch.Tensor, torch.Tensor]:

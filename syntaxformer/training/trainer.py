@@ -219,7 +219,6 @@ class Trainer(TrainingLoop):
         self.callbacks = self.default_callbacks() + self.extra_callbacks
 
     def _build_model(self) -> None:
-        args = self.args
         self.model = self.make_model().to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self._takes_masked_only = "masked_only" in inspect.signature(self.model.forward).parameters
@@ -232,10 +231,7 @@ class Trainer(TrainingLoop):
         if self.data.train_heads is not None and not model_reads_trees(self.model):
             message = next(iter(structure_readers("trees").values())).structure_messages["train-unread"]
             raise InputError(message.format(prior=getattr(self.model.config, "prior", None)))
-        optimizer = torch.optim.AdamW if args.weight_decay > 0 else torch.optim.Adam
-        self.optimizer = optimizer(
-            self.parameter_groups(), lr=args.lr, betas=tuple(args.betas), eps=args.eps, weight_decay=args.weight_decay
-        )
+        self.optimizer = self.make_optimizer(self.parameter_groups())
         self.scheduler = self.make_scheduler()
 
     def _masked_input_inducer(self):
