@@ -100,6 +100,7 @@ def markdown(header: list[str], rows: list[list[str]], align: str | None = None)
 # induce (docs/induce/*.json, syntaxformer/pretrained/.../report.json)
 
 #: the shipped parsers' reports (syntaxformer/pretrained/NAME/report.json); the default first
+SHIPPED_SF = "syntaxformer/pretrained/structformer-ptb-lm/report.json"
 SHIPPED_LM = "syntaxformer/pretrained/tree-transformer-ptb-lm/report.json"
 SHIPPED = "syntaxformer/pretrained/tree-transformer-ptb/report.json"
 
@@ -120,9 +121,17 @@ INDUCE = {
         "StructFormer, default setting for 12,000 steps on ptb-sample",
         "structformer-ptbsample-12000-seed[0-9].json",
     ),
+    "sf-small-8000": (
+        "StructFormer, small on the ptb-lm text, 8,000-step schedule",
+        "structformer-small-ptblm-8000-seed[0-9].json",
+    ),
     "on-lstm": ("ON-LSTM, `induce --model on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
+    "shipped-sf": (
+        "shipped `structformer-ptb-lm` (the default: small, ptb-lm text, 8,000-step schedule)",
+        SHIPPED_SF,
+    ),
     "shipped-lm": (
-        "shipped `tree-transformer-ptb-lm` (the default: small, ptb-lm text, 10,000-step schedule)",
+        "shipped `tree-transformer-ptb-lm` (small, ptb-lm text, 10,000-step schedule)",
         SHIPPED_LM,
     ),
     "shipped": (
@@ -134,7 +143,7 @@ INDUCE = {
 
 def group(key: str) -> list[dict]:
     pattern = INDUCE[key][1]
-    if pattern in (SHIPPED, SHIPPED_LM):
+    if pattern in (SHIPPED, SHIPPED_LM, SHIPPED_SF):
         return [shipped_report(pattern)]
     return reports(pattern)
 
@@ -176,9 +185,11 @@ README_ROWS = [
     ("tt-default", "Tree Transformer, `induce` (default recipe)", None),
     ("tt-long", "Tree Transformer, `induce --recipe long`", None),
     ("shipped", "the shipped parser `tree-transformer-ptb` (Tree Transformer)", None),
-    ("shipped-lm", "the shipped parser `tree-transformer-ptb-lm` (Tree Transformer, the default)", "tree-transformer"),
+    ("shipped-lm", "the shipped parser `tree-transformer-ptb-lm` (Tree Transformer)", "tree-transformer"),
     ("sf-default", "StructFormer, `induce --model structformer`", None),
-    ("sf-long", "StructFormer, `induce --model structformer --recipe long`", "structformer"),
+    ("sf-long", "StructFormer, `induce --model structformer --recipe long`", None),
+    ("sf-small-8000", "StructFormer, small on the ptb-lm text, 8,000 steps", None),
+    ("shipped-sf", "the shipped parser `structformer-ptb-lm` (StructFormer, the default)", "structformer"),
     ("on-lstm", "ON-LSTM, `induce --model on-lstm`", "on-lstm"),
 ]
 
@@ -225,7 +236,9 @@ def induce_test() -> str:
         "sf-long",
         "tt-12000",
         "sf-12000",
+        "sf-small-8000",
         "on-lstm",
+        "shipped-sf",
         "shipped-lm",
         "shipped",
     ):

@@ -77,16 +77,20 @@ def test_parse_of_one_sentence_runs_on_one_thread(two_threads, tmp_path, monkeyp
 
 def test_trees_and_structures_do_not_depend_on_the_thread_count(two_threads):
     """The shipped parser on the first 100 sentences of ptb-sample: 1 and 2 threads give the same trees
-    and bit-identical link probabilities."""
+    and bit-identical constituency structures (syntactic distances; link probabilities) and dependency
+    distributions."""
     parser = load_parser()
     sentences = [t.leaves() for t in itertools.islice(load_gold_trees("ptb-sample"), 100)]
     results = {}
     for threads in (1, 2):
         torch.set_num_threads(threads)
         trees, _, structures = parser.parse_tokens(sentences, punctuation=False)
-        results[threads] = ([str(t) for t in trees], [s.link_probs for s in structures])
+        arrays = [(s.distances, s.link_probs, s.dependency_probs) for s in structures]
+        results[threads] = ([str(t) for t in trees], arrays)
     assert results[1][0] == results[2][0]
-    assert all(np.array_equal(a, b) for a, b in zip(results[1][1], results[2][1]))
+    assert structures[0].distances is not None  # the default parser's structure is compared, not None
+    for one, two in zip(results[1][1], results[2][1]):
+        assert all((a is None and b is None) or np.array_equal(a, b) for a, b in zip(one, two))
 
 
 def test_the_entry_point_freezes_the_collector_before_exit(tmp_path, monkeypatch, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import sys
 
 import pytest
@@ -56,11 +57,13 @@ def shipped():
 def test_shipped_parser_equals_the_cli_and_the_decoder(shipped, capsys, monkeypatch, tmp_path):
     tree = shipped.parse("The old man sat on the bench.")
     assert tree.leaves() == ["The", "old", "man", "sat", "on", "the", "bench", "."]
-    assert shipped.options.min_layer == 0  # the shipped report's decoder
+    folder = syntaxformer.pretrained.pretrained_folder()
+    saved = DecoderOptions.from_dict(json.loads((folder / "report.json").read_text())["decoder"])
+    assert shipped.options == saved  # the shipped report's decoder
     # the same tree as the three-call path on the words (punctuation removed, the saved decoder) ...
-    model, tokenizer, _ = load_model(syntaxformer.pretrained.pretrained_folder())
+    model, tokenizer, _ = load_model(folder)
     words = ["The", "old", "man", "sat", "on", "the", "bench"]
-    expected, _ = decode(model_structures(model, tokenizer, [words]), DecoderOptions(min_layer=0))
+    expected, _ = decode(model_structures(model, tokenizer, [words]), saved)
     assert Tree.fromstring(str(tree)).leaves()[:-1] == expected[0].leaves()
     without_period = Tree(tree.label(), [child for child in tree if child != "."])
     assert without_period == expected[0]

@@ -27,6 +27,13 @@ def pretrained():
     return syntaxformer.load_pretrained()
 
 
+def test_load_pretrained_gives_a_float32_model_of_the_named_parser(pretrained):
+    model, tokenizer, info = pretrained  # the default
+    assert type(model).__name__ == "StructFormerForMaskedLM" and not model.training
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert info["steps"] == json.loads((pretrained_folder() / "report.json").read_text())["training"]["steps"]
+
+
 def test_shipped_files_are_float16_and_small():
     from syntaxformer.pretrained import shipped_parsers
 
@@ -42,15 +49,26 @@ def test_shipped_files_are_float16_and_small():
         assert card["name"] == name and card["model"] == report["model"] and card["preset"] == report["preset"]
         assert {"trained_on", "licence", "setting", "command", "compute"} <= set(card)
     assert total <= 60 * 2**20  # the shipped parsers together: at most 60 MB
-    assert json.loads((pretrained_folder() / "report.json").read_text())["model"] == "tree-transformer"
 
 
-def test_load_pretrained_gives_a_float32_tree_transformer(pretrained):
-    model, tokenizer, info = pretrained
+def test_the_default_is_the_shipped_parser_best_on_dev():
+    """``parse`` defaults to the better shipped parser, chosen on ptb-sample's dev half (the test half
+    is the headline, never the choice)."""
+
+    def dev_f1(name):
+        report = json.loads((pretrained_folder(name) / "report.json").read_text())
+        return report["parts"]["dev"][report["model"].replace("-", "_")]["sentence_f1"]
+
+    assert pretrained_folder().name == max(shipped_parsers(), key=dev_f1) == "structformer-ptb-lm"
+
+
+def test_load_pretrained_gives_a_float32_tree_transformer_by_name():
+    model, tokenizer, info = syntaxformer.load_pretrained(name="tree-transformer-ptb-lm")
     assert type(model).__name__ == "TreeTransformerForMaskedLM" and not model.training
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert model.config.constituent_variant == "official"
-    assert info["steps"] == json.loads((pretrained_folder() / "report.json").read_text())["training"]["steps"]
+    report = json.loads((pretrained_folder("tree-transformer-ptb-lm") / "report.json").read_text())
+    assert info["steps"] == report["training"]["steps"]
 
 
 def test_parse_stdin_without_model(capsys, monkeypatch, tmp_path, pretrained):
@@ -60,7 +78,7 @@ def test_parse_stdin_without_model(capsys, monkeypatch, tmp_path, pretrained):
     assert "cat" in printed and "mat" in printed
     model, tokenizer, _ = pretrained
     report = json.loads((pretrained_folder() / "report.json").read_text())
-    options = DecoderOptions(min_layer=report["decoder"]["min_layer"])
+    options = DecoderOptions.from_dict(report["decoder"])
     trees, _ = decode(model_structures(model, tokenizer, [["the", "cat", "sat", "on", "the", "mat"]]), options)
     assert (tmp_path / "trees.txt").read_text() == to_bracketed(trees[0]) + "\n"
 
