@@ -24,13 +24,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from syntaxformer.pretrained import SHIPPED as SHIPPED_PARSERS
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "results"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: the pages whose marked tables this script writes
-PAGES = [ROOT / "README.md", *sorted(RESULTS.glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "benchmarks" / "README.md",
+    DOCS / "guide" / "parse.md",
+    *sorted(RESULTS.glob("*.md")),
+]
 
 MARKER = re.compile(r"(<!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
 
@@ -156,6 +163,32 @@ def shipped_report(path: str) -> dict:
     if total is not None and total > report["minutes"]["train"]:
         report["minutes"]["train"] = total
     return report
+
+
+@table("shipped-parsers")
+def shipped_parsers_table() -> str:
+    """The parse guide: each shipped parser (``syntaxformer.pretrained.SHIPPED``, the default first) with
+    its training, its dev- and test-half sentence F1 (the default is the best on dev) and its size."""
+    rows = []
+    for i, name in enumerate(SHIPPED_PARSERS):
+        folder = ROOT / "syntaxformer" / "pretrained" / name
+        report = shipped_report(str((folder / "report.json").relative_to(ROOT)))
+        training = report["training"]
+        planned = training.get("planned_steps") or training["steps"]
+        steps = f"{training['steps']:,} steps" + (
+            f" of a {planned:,}-step schedule" if planned != training["steps"] else ""
+        )
+        rows.append(
+            [
+                f"`{name}`" + (" (default)" if i == 0 else ""),
+                f"{report['model']} `{report['preset']}`",
+                f"{steps}, {report['data']['recipe_text'] if report['data'].get('recipe_text') else report['data']['train']}",
+                f"{part_scores([report], 'dev')[0]:.2f}",
+                f"**{part_scores([report], 'test')[0]:.2f}**",
+                f"{(folder / 'model.safetensors').stat().st_size / 2**20:.1f} MB",
+            ]
+        )
+    return markdown(["name", "model", "training", "dev F1", "test F1", "size"], rows, "lllrrr")
 
 
 def model_key(report: dict) -> str:
@@ -997,6 +1030,39 @@ def nli_speed() -> str:
     ]
     return markdown(
         ["system", "parameters", "forward pairs/s", "end to end pairs/s", "forward, ratio to prior none"], rows, "lrrrr"
+    )
+
+
+TRAIN_STEP_LABELS = {
+    "tree": "`tree` (today: default config, Adam `foreach`)",
+    "plain": '`plain` (`prior="none"`)',
+    "tree-adam-loop": "`tree-adam-loop` (Adam's per-tensor loop: the trainers before `foreach`)",
+    "tree-adam-fused": "`tree-adam-fused` (Adam's fused kernel)",
+    "tree-fused": "`tree-fused` (`constituent_fused=True`)",
+    "tree-compile": "`tree-compile` (fused + `torch.compile`, dynamic)",
+    "tree-bf16": "`tree-bf16` (fused + bf16 autocast)",
+}
+
+
+@table("train-step")
+def train_step() -> str:
+    """benchmarks/README: a training step of the default induce recipe per variant (docs/benchmarks/train-step.json)."""
+    run = load("docs/benchmarks/train-step.json")
+    rows = [
+        [
+            TRAIN_STEP_LABELS.get(name, f"`{name}`"),
+            f"{r['ms_per_step']:.0f}",
+            f"{r['ratio_to_plain']:.3f}",
+            f"{r['speedup_over_tree']:.3f}",
+            f"{r['gflop_per_step']:.2f}",
+            f"{100 * r['share_of_peak']:.1f}%",
+        ]
+        for name, r in run["variants"].items()
+    ]
+    return markdown(
+        ["variant", "ms/step (median)", "vs plain", "speed-up over `tree`", "GFLOP/step", "share of peak"],
+        rows,
+        "lrrrrr",
     )
 
 

@@ -16,13 +16,16 @@ the median over rounds, and every ratio is between medians of the same run. FLOP
 
 Variants (``--variants``, comma-separated; default all):
 
-``tree``        today's Tree Transformer (``prior="constituent"``, the default config: bit-identical).
+``tree``        today's Tree Transformer (``prior="constituent"``, the default config, Adam ``foreach``).
 ``plain``       the plain Transformer (``prior="none"``), same model otherwise.
 ``tree-fused``  ``constituent_fused=True``: the constituent prior's link chain (eqs. 6-8 and ``P``) as
                 one autograd function with a hand-written backward (:mod:`syntaxformer.priors.constituent`).
 ``tree-compile`` ``tree-fused`` with the model's forward under ``torch.compile`` (skipped when
                 compilation fails on this machine; the failure is recorded).
 ``tree-bf16``   ``tree-fused`` under bfloat16 autocast.
+``tree-adam-loop``  ``tree`` with Adam's per-tensor loop (torch's CPU default, and this project's
+                until the trainers asked for the multi-tensor ``foreach`` form: the same weights bit for bit).
+``tree-adam-fused`` ``tree`` with Adam's single fused kernel (``fused=True``).
 
 Usage::
 
@@ -53,8 +56,8 @@ VARIANTS = {
     "tree-fused": dict(overrides={"constituent_fused": True}),
     "tree-compile": dict(overrides={"constituent_fused": True}, compile=True),
     "tree-bf16": dict(overrides={"constituent_fused": True}, bf16=True),
-    "tree-fused-foreach": dict(overrides={"constituent_fused": True}, adam="foreach"),
-    "tree-fused-adam": dict(overrides={"constituent_fused": True}, adam="fused"),
+    "tree-adam-loop": dict(overrides={}, adam=("foreach", False)),
+    "tree-adam-fused": dict(overrides={}, adam=("fused", True)),
 }
 
 
@@ -71,9 +74,10 @@ def build_trainer(name: str, seed: int, threads: int) -> Trainer:
     trainer = Trainer(args)
     trainer.build()
     trainer.model.train()
-    if spec.get("adam"):  # Adam's multi-tensor (foreach) or single-kernel (fused) implementation
+    if spec.get("adam"):  # another Adam implementation: the per-tensor loop, or one fused kernel
+        key, value = spec["adam"]
         for group in trainer.optimizer.param_groups:
-            group[spec["adam"]] = True
+            group[key] = value
     if spec.get("compile"):
         trainer.ddp_model = torch.compile(trainer.model, dynamic=True)
     return trainer

@@ -208,6 +208,8 @@ def test_probe_command_on_ud_ewt(shared_data, tmp_path, capsys):
         main(
             [
                 "probe",
+                "--model",
+                "tree-transformer-ptb",  # the parser of the probing results page
                 "--out",
                 str(out),
                 "--treebank",

@@ -1,7 +1,8 @@
-"""``show``, ``heads`` and ``prune`` without ``--model`` (issue 40 item 2.5): each uses the parser shipped in
-the package (:func:`syntaxformer.pretrained.pretrained_folder`) and, where it decodes trees, that folder's
-saved decoder settings: the ``"decoder"`` of its ``report.json`` (Algorithm 1, threshold 0.8, minimum
-layer 0), not the decoder's documented default minimum layer (2).
+"""``show``, ``heads`` and ``prune`` without ``--model``: each uses the default parser shipped in the
+package (:func:`syntaxformer.pretrained.pretrained_folder`) and, where it decodes trees, that folder's
+saved decoder settings: the ``"decoder"`` of its ``report.json``. A shipped Tree Transformer named by
+its name likewise decodes with its report's settings (Algorithm 1, threshold 0.8, minimum layer 0), not
+the decoder's documented default minimum layer (2).
 
 The expected values come from the shipped ``report.json`` read here, and from the same command run with
 the folder and settings given explicitly."""
@@ -28,6 +29,13 @@ def _json(capsys, argv: list[str]) -> dict:
 @pytest.fixture(scope="module")
 def shipped():
     folder = pretrained_folder()
+    return folder, json.loads((folder / "report.json").read_text())["decoder"]
+
+
+@pytest.fixture(scope="module")
+def shipped_tree_transformer():
+    """A shipped Tree Transformer, named by its name: its report's minimum layer is not the decoder's default."""
+    folder = pretrained_folder("tree-transformer-ptb-lm")
     saved = json.loads((folder / "report.json").read_text())["decoder"]
     # what the shipped report records, and why the defaults must come from it
     assert (saved["min_layer"], saved["threshold"], saved["layer"]) == (0, 0.8, None)
@@ -35,19 +43,29 @@ def shipped():
     return folder, saved
 
 
-def test_show_defaults_to_the_shipped_parser_and_its_minimum_layer(shipped, tmp_path, capsys):
-    folder, _ = shipped
+def test_show_defaults_to_the_shipped_parser_and_its_decoder(shipped, tmp_path, capsys):
+    folder, saved = shipped
     default = _json(capsys, ["show", SENTENCE, "--out", str(tmp_path / "a"), "--layers", "0", "--json"])
     assert default["model"] == str(folder)
-    assert "minimum layer 0" in default["decoder"] and "threshold 0.8" in default["decoder"]
+    flags = ["--dependency", saved["dependency"]]  # the StructFormer's saved dependency decoder
     explicit = _json(
         capsys,
-        ["show", SENTENCE, "--model", str(folder), "--min-layer", "0", "--out", str(tmp_path / "b"), "--layers", "0"]
-        + ["--json"],
+        ["show", SENTENCE, "--model", str(folder), *flags, "--out", str(tmp_path / "b"), "--layers", "0", "--json"],
     )
-    assert explicit["decoder"] == default["decoder"]
+    assert explicit["decoder"] == default["decoder"] == "top-down split at the largest syntactic distance"
     assert explicit["sentences"][0]["tree"] == default["sentences"][0]["tree"]
     assert (tmp_path / "a" / "index.html").is_file() and (tmp_path / "a" / "s1-tree.png").is_file()
+
+
+def test_show_of_a_shipped_tree_transformer_uses_its_minimum_layer(shipped_tree_transformer, tmp_path, capsys):
+    folder, _ = shipped_tree_transformer
+    argv = ["show", SENTENCE, "--layers", "0", "--json"]
+    by_name = _json(capsys, [*argv, "--model", "tree-transformer-ptb-lm", "--out", str(tmp_path / "a")])
+    assert by_name["model"] == str(folder)
+    assert "minimum layer 0" in by_name["decoder"] and "threshold 0.8" in by_name["decoder"]
+    explicit = _json(capsys, [*argv, "--model", str(folder), "--min-layer", "0", "--out", str(tmp_path / "b")])
+    assert explicit["decoder"] == by_name["decoder"]
+    assert explicit["sentences"][0]["tree"] == by_name["sentences"][0]["tree"]
 
 
 def test_heads_defaults_to_the_shipped_parser(shipped, tmp_path, capsys):
@@ -63,14 +81,14 @@ def test_heads_defaults_to_the_shipped_parser(shipped, tmp_path, capsys):
 
 
 @pytest.mark.slow  # ~35 s on the shared 2-core machine: two prune runs
-def test_prune_defaults_to_the_shipped_parser_and_its_decoder(shipped, tmp_path, capsys, monkeypatch):
+def test_prune_of_a_shipped_parser_uses_its_decoder(shipped_tree_transformer, tmp_path, capsys, monkeypatch):
     """F1 on the first 5 trees of ptb-sample:dev only (prune scores the whole treebank at every point)."""
-    folder, saved = shipped
+    folder, saved = shipped_tree_transformer
     real_load = prune_module.load_gold_trees
     monkeypatch.setattr(prune_module, "load_gold_trees", lambda treebank: real_load(treebank)[:5])
     common = ["--max-sentences", "3", "--step", "0.5", "--seeds", "0", "--json"]
-    default = _json(capsys, ["prune", "--out", str(tmp_path / "a"), *common])
-    assert default["model"] == str(folder)
+    by_name = _json(capsys, ["prune", "--model", "tree-transformer-ptb-lm", "--out", str(tmp_path / "a"), *common])
+    assert by_name["model"] == str(folder)
     report = json.loads((tmp_path / "a" / "prune.json").read_text())
     assert report["model"] == str(folder)
     assert {k: report["decoder"][k] for k in saved} == saved  # min_layer 0, threshold 0.8, ...
@@ -80,4 +98,18 @@ def test_prune_defaults_to_the_shipped_parser_and_its_decoder(shipped, tmp_path,
     explicit = _json(
         capsys, ["prune", "--model", str(folder), "--min-layer", "0", "--out", str(tmp_path / "b"), *common]
     )
-    assert explicit["orders"] == default["orders"]
+    assert explicit["orders"] == by_name["orders"]
+
+
+def test_prune_defaults_to_the_shipped_parser(shipped, tmp_path, capsys, monkeypatch):
+    folder, saved = shipped
+    real_load = prune_module.load_gold_trees
+    monkeypatch.setattr(prune_module, "load_gold_trees", lambda treebank: real_load(treebank)[:5])
+    default = _json(
+        capsys, ["prune", "--out", str(tmp_path), "--max-sentences", "3", "--step", "0.5", "--seeds", "0", "--json"]
+    )
+    assert default["model"] == str(folder)
+    report = json.loads((tmp_path / "prune.json").read_text())
+    assert {k: report["decoder"][k] for k in saved} == saved and "sentence_f1" in report["orders"]["importance"][
+        "points"
+    ][0]
