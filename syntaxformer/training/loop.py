@@ -318,7 +318,7 @@ class TrainingLoop:
         ``eps`` and ``weight_decay``: AdamW (decoupled decay) when ``weight_decay > 0`` and
         ``decoupled_weight_decay``, else Adam (a decay is then an L2 term in the gradient, as the logic
         task's public code). Always the multi-tensor (``foreach``) implementation: on the CPU torch's
-        default is a loop over the tensors, which gives bit-identical weights and is ~5% slower per step
+        default is a loop over the tensors, which gives bit-identical weights and is 3-5% slower per step
         of the default recipe (benchmarks/train_step.py)."""
         args = self.args
         optimizer = torch.optim.AdamW if args.weight_decay > 0 and decoupled_weight_decay else torch.optim.Adam
