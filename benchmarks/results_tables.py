@@ -106,10 +106,11 @@ def markdown(header: list[str], rows: list[list[str]], align: str | None = None)
 # ---------------------------------------------------------------------------------------------------------
 # induce (docs/induce/*.json, syntaxformer/pretrained/.../report.json)
 
-#: the shipped parsers' reports (syntaxformer/pretrained/NAME/report.json); the default first
-SHIPPED_SF = "syntaxformer/pretrained/structformer-ptb-lm/report.json"
-SHIPPED_LM = "syntaxformer/pretrained/tree-transformer-ptb-lm/report.json"
-SHIPPED = "syntaxformer/pretrained/tree-transformer-ptb/report.json"
+#: where a shipped parser's report is (relative to the repository root)
+SHIPPED_REPORT = "syntaxformer/pretrained/{}/report.json"
+SHIPPED_SF = SHIPPED_REPORT.format("structformer-ptb-lm")
+SHIPPED_LM = SHIPPED_REPORT.format("tree-transformer-ptb-lm")
+SHIPPED = SHIPPED_REPORT.format("tree-transformer-ptb")
 
 #: the induce groups: label, report pattern under docs/induce/ (or the shipped parser's report)
 INDUCE = {
@@ -150,7 +151,7 @@ INDUCE = {
 
 def group(key: str) -> list[dict]:
     pattern = INDUCE[key][1]
-    if pattern in (SHIPPED, SHIPPED_LM, SHIPPED_SF):
+    if pattern.endswith("/report.json"):  # a shipped parser's, not a docs/induce pattern
         return [shipped_report(pattern)]
     return reports(pattern)
 
@@ -171,8 +172,7 @@ def shipped_parsers_table() -> str:
     its training, its dev- and test-half sentence F1 (the default is the best on dev) and its size."""
     rows = []
     for i, name in enumerate(SHIPPED_PARSERS):
-        folder = ROOT / "syntaxformer" / "pretrained" / name
-        report = shipped_report(str((folder / "report.json").relative_to(ROOT)))
+        report = shipped_report(SHIPPED_REPORT.format(name))
         training = report["training"]
         planned = training.get("planned_steps") or training["steps"]
         steps = f"{training['steps']:,} steps" + (
@@ -182,10 +182,10 @@ def shipped_parsers_table() -> str:
             [
                 f"`{name}`" + (" (default)" if i == 0 else ""),
                 f"{report['model']} `{report['preset']}`",
-                f"{steps}, {report['data']['recipe_text'] if report['data'].get('recipe_text') else report['data']['train']}",
+                f"{steps}, {report['data'].get('recipe_text') or report['data']['train']}",
                 f"{part_scores([report], 'dev')[0]:.2f}",
                 f"**{part_scores([report], 'test')[0]:.2f}**",
-                f"{(folder / 'model.safetensors').stat().st_size / 2**20:.1f} MB",
+                f"{(ROOT / SHIPPED_REPORT.format(name)).with_name('model.safetensors').stat().st_size / 2**20:.1f} MB",
             ]
         )
     return markdown(["name", "model", "training", "dev F1", "test F1", "size"], rows, "lllrrr")

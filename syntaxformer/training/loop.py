@@ -319,7 +319,15 @@ class TrainingLoop:
         ``decoupled_weight_decay``, else Adam (a decay is then an L2 term in the gradient, as the logic
         task's public code). Always the multi-tensor (``foreach``) implementation: on the CPU torch's
         default is a loop over the tensors, which gives bit-identical weights and is 3-5% slower per step
-        of the default recipe (benchmarks/train_step.py)."""
+        of the default recipe (benchmarks/train_step.py).
+
+        Args:
+            parameters: an iterable of tensors or of parameter-group dicts (torch.optim's form).
+            decoupled_weight_decay: AdamW (Loshchilov & Hutter 2019) for a decay > 0; False = Adam with
+                the decay as an L2 term.
+        Returns:
+            the optimiser (``torch.optim.Adam`` or ``torch.optim.AdamW``, ``foreach=True``).
+        """
         args = self.args
         optimizer = torch.optim.AdamW if args.weight_decay > 0 and decoupled_weight_decay else torch.optim.Adam
         return optimizer(
