@@ -81,6 +81,38 @@ def test_parse_model_gives_the_f1_induce_reported(capsys, corpus, tmp_path, mode
         assert other != expected
 
 
+@pytest.mark.slow
+def test_rescore_scores_the_trained_model_again_with_other_settings(capsys, corpus, tmp_path):
+    """``induce --rescore --min-layer 2`` on an ``induce`` output: no training; the model's trees are those
+    of ``parse --min-layer 2`` (and ``parse --model`` now gives them by default); the baselines, the
+    training record and the weights are the run's (the untrained control is decoded with the new settings
+    too); ``--min-layer 0`` gives the first report back, untrained control included."""
+    out = tmp_path / "induce"
+    _main(capsys, "induce", "--corpus", corpus, "--out", out, *TINY)
+    first = json.loads((out / "report.json").read_text())
+    weights = (out / "model" / "model.safetensors").read_bytes()
+    m2 = _parse_and_score(capsys, out / "model", tmp_path / "m2", "--min-layer", "2")
+    _main(capsys, "induce", "--rescore", "--out", out, "--min-layer", "2", "--threads", "1")
+    second = json.loads((out / "report.json").read_text())
+    assert (second["decoder"]["min_layer"], second["rescored_from"]) == (2, first["decoder"])
+    assert second["parts"]["test"]["tree_transformer"]["sentence_f1"] == m2
+    assert _parse_and_score(capsys, out / "model", tmp_path / "saved") == m2
+    for part in ("test", "dev", "all"):
+        for system in ("right_branching", "random", "balanced"):
+            assert second["parts"][part][system] == first["parts"][part][system]
+    assert second["training"] == first["training"] and second["minutes"]["train"] == first["minutes"]["train"]
+    assert (out / "model" / "model.safetensors").read_bytes() == weights
+    _main(capsys, "induce", "--rescore", "--out", out, "--min-layer", "0", "--threads", "1")
+    third = json.loads((out / "report.json").read_text())
+    assert third["parts"] == first["parts"] and third["decoder"] == first["decoder"]
+
+
+def test_rescore_of_a_folder_without_a_report_is_a_one_line_error(capsys, tmp_path):
+    assert main(["induce", "--rescore", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "not an induce output folder" in err and str(tmp_path) in err and "\n" not in err
+
+
 def test_saved_settings_round_trip_and_flags_override(tmp_path):
     options = DecoderOptions(threshold=0.7, min_layer=1, descend_threshold=0.7, dependency="argmax")
     save_decoder_options(tmp_path, options)
@@ -112,8 +144,8 @@ def test_the_shipped_parser_reads_its_report():
     folder, options = model_or_pretrained(None)
     assert folder == pretrained_folder()
     assert options == DecoderOptions.from_dict(report["decoder"]) and options.dependency == "mst"
-    named = pretrained_folder("tree-transformer-ptb-lm")
-    folder, options = model_or_pretrained("tree-transformer-ptb-lm")
+    named = pretrained_folder("tree-transformer-ptb")
+    folder, options = model_or_pretrained("tree-transformer-ptb")
     assert folder == named and options.min_layer == 0  # its report's, not the decoder's default (2)
 
 

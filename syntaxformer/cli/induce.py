@@ -26,7 +26,7 @@ from syntaxformer.cli.arguments import add_decoder_arguments, config_override, d
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, PrpnProtocol
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
 from syntaxformer.models import default_architecture
-from syntaxformer.workflows.induce import RECIPES, resolve_recipe
+from syntaxformer.workflows.induce import RECIPES, rescore_induce, resolve_recipe, run_induce
 
 _TRAIN_FLAGS = (
     "preset",
@@ -121,6 +121,13 @@ def add_parser(subparsers) -> None:
         help="continue the training in OUT/model from its checkpoint (same command; a run cut "
         "by --max-minutes or a signal goes on), then parse and score",
     )
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="no training: score OUT's trained model again with the decoder flags given (e.g. --min-layer "
+        "chosen on the dev half, whose score per minimum layer the learning curve records); the job, "
+        "training record and curve are the run's (syntaxformer.workflows.induce.rescore_induce)",
+    )
     p.add_argument("--json", action="store_true", help="print report.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_decoder_arguments(p)
@@ -141,8 +148,12 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntaxformer.workflows.induce import run_induce
-
+    if args.rescore:
+        report = rescore_induce(
+            args.out, decoder_options(args), args.protocol, dependencies=args.dependencies, device=args.device
+        )
+        print(to_json(report) if args.json else format_induce_report(report))
+        return 0
     train, overrides, min_layer = _recipe(args)
     report = run_induce(
         args.out,

@@ -18,9 +18,10 @@ docs/recipes.md); the report says so, and the test half is the headline.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import torch
@@ -489,16 +490,100 @@ def run_induce(
 
     trained, tokenizer, info = load_model(out / "model", device=device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
+    job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed, recipe_text=recipe_text)
+    scored = dict(trained=trained, untrained=untrained, tokenizer=tokenizer, info=info, train_minutes=train_minutes)
+    return _score_and_write(out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start)
+
+
+def _score_and_write(out: Path, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start):
+    """Parse and score ``golds`` with the trained model of ``scored`` (``trained``, ``untrained``,
+    ``tokenizer``, ``info``: training.json, ``train_minutes``), save ``options`` with it, write
+    ``trees.txt``, ``dependencies.conllu``, ``report.json`` and the curve figure into ``out``; returns
+    the report."""
+    train_minutes = scored["train_minutes"]
     save_decoder_options(out / "model", options)
+    treebank, parts = job["treebank"], _parts(job["treebank"])
     dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
     scores, decoded = _decode_and_score(
-        model, trained, untrained, tokenizer, golds, parts, options, dependencies, seed, chosen
+        job["model"],
+        scored["trained"],
+        scored["untrained"],
+        scored["tokenizer"],
+        golds,
+        parts,
+        options,
+        dependencies,
+        job["seed"],
+        chosen,
     )
     everything = decoded["all"]
     write_outputs(out, everything["trees"], everything["heads"], [t.leaves() for t in golds["all"]])
-    job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed, recipe_text=recipe_text)
+    info = scored["info"]
     report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes, start, chosen)
     (out / "report.json").write_text(to_json(report) + "\n")
     if info.get("parse_curve"):
         _curve_figure(out, info, report, golds, chosen)
+    return report
+
+
+def rescore_induce(
+    out: str | Path,
+    options: dict | None = None,
+    protocol: str = DEFAULT_PROTOCOL,
+    dependencies: str | None = None,
+    device: str | None = None,
+) -> dict:
+    """Score an ``induce`` output's trained model again with other decoder settings, without training
+    (``induce --rescore``): e.g. Algorithm 1's minimum layer chosen afterwards on the dev half, whose
+    score per minimum layer the learning curve's last point records.
+
+    The model (``OUT/model``), the job (model, recipe, training text, treebank, seed) and the training
+    record are the run's; the decoder settings are the report's with ``options`` put over them. Like
+    :func:`run_induce` it rewrites ``OUT/model/decoder.json``, ``trees.txt``, ``dependencies.conllu``,
+    ``report.json`` (which adds ``rescored_from``: the decoder settings it was scored with before) and
+    the curve figure; the untrained control is rebuilt from the run's seed and options.
+
+    Args:
+        out: an ``induce --out`` folder (``report.json``, ``model/`` with ``training.json``).
+        options: decoder settings chosen (a dict of flags, :meth:`DecoderOptions.with_choices`).
+        protocol: the constituency scoring protocol (:func:`run_induce`).
+        dependencies: gold dependencies for UAS/UUAS (None: ptb-sample's with ptb-sample, else none).
+        device: where to parse (None: CUDA if available).
+    Returns:
+        The new report.
+    Raises:
+        InputError: ``out`` is not an induce output folder, an unknown protocol, bad decoder options.
+    """
+    start = time.monotonic()
+    out = Path(out)
+    try:
+        old = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"not an induce output folder (report.json: {e})", path=out) from None
+    chosen = get_protocol(protocol)
+    chosen = None if chosen.name == DEFAULT_PROTOCOL else chosen
+    options = DecoderOptions.from_dict(old["decoder"]).with_choices(options)
+    data = old["data"]
+    job = dict(
+        model=old["model"],
+        recipe=old["recipe"],
+        treebank=data["treebank"],
+        corpus=data["train"],
+        seed=old["seed"],
+        recipe_text=data.get("recipe_text"),
+    )
+    _check_induces_structure(job["model"], old["preset"], None, old["training"]["config"] or {}, options)
+    golds = {part: load_gold_trees(source) for part, source in _parts(job["treebank"]).items()}
+    trained, tokenizer, info = load_model(out / "model", device=device)
+    known = {f.name for f in fields(TrainArguments)}
+    run_args = TrainArguments(**{k: v for k, v in info.get("arguments", {}).items() if k in known})
+    untrained = initial_model(run_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
+    scored = dict(trained=trained, untrained=untrained, tokenizer=tokenizer, info=info)
+    scored["train_minutes"] = old["minutes"]["train"]
+    curve = (old.get("curve") or {}).get("treebank")
+    train, overrides = old["training"]["recipe"], old["training"]["config"]
+    report = _score_and_write(out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start)
+    report["rescored_from"] = old["decoder"]
+    report["minutes"] = dict(old["minutes"], rescore=round((time.monotonic() - start) / 60, 2))
+    (out / "report.json").write_text(to_json(report) + "\n")
     return report
