@@ -29,7 +29,8 @@ def pretrained():
 
 def test_load_pretrained_gives_a_float32_model_of_the_named_parser(pretrained):
     model, tokenizer, info = pretrained  # the default
-    assert type(model).__name__ == "StructFormerForMaskedLM" and not model.training
+    assert type(model).__name__ == "TreeTransformerForMaskedLM" and not model.training
+    assert model.config.constituent_variant == "official"
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert info["steps"] == json.loads((pretrained_folder() / "report.json").read_text())["training"]["steps"]
 
@@ -59,15 +60,14 @@ def test_the_default_is_the_shipped_parser_best_on_dev():
         report = json.loads((pretrained_folder(name) / "report.json").read_text())
         return report["parts"]["dev"][report["model"].replace("-", "_")]["sentence_f1"]
 
-    assert pretrained_folder().name == max(shipped_parsers(), key=dev_f1) == "structformer-ptb-lm"
+    assert pretrained_folder().name == max(shipped_parsers(), key=dev_f1) == "tree-transformer-ptb-lm"
 
 
-def test_load_pretrained_gives_a_float32_tree_transformer_by_name():
-    model, tokenizer, info = syntaxformer.load_pretrained(name="tree-transformer-ptb-lm")
-    assert type(model).__name__ == "TreeTransformerForMaskedLM" and not model.training
+def test_load_pretrained_gives_a_float32_structformer_by_name():
+    model, tokenizer, info = syntaxformer.load_pretrained(name="structformer-ptb-lm")
+    assert type(model).__name__ == "StructFormerForMaskedLM" and not model.training
     assert {p.dtype for p in model.parameters()} == {torch.float32}
-    assert model.config.constituent_variant == "official"
-    report = json.loads((pretrained_folder("tree-transformer-ptb-lm") / "report.json").read_text())
+    report = json.loads((pretrained_folder("structformer-ptb-lm") / "report.json").read_text())
     assert info["steps"] == report["training"]["steps"]
 
 

@@ -1,8 +1,8 @@
 """``show``, ``heads`` and ``prune`` without ``--model``: each uses the default parser shipped in the
 package (:func:`syntaxformer.pretrained.pretrained_folder`) and, where it decodes trees, that folder's
-saved decoder settings: the ``"decoder"`` of its ``report.json``. A shipped Tree Transformer named by
-its name likewise decodes with its report's settings (Algorithm 1, threshold 0.8, minimum layer 0), not
-the decoder's documented default minimum layer (2).
+saved decoder settings: the ``"decoder"`` of its ``report.json``. A shipped parser named by its name
+likewise decodes with its report's settings: ``tree-transformer-ptb``'s Algorithm 1, threshold 0.8,
+minimum layer 0, not the decoder's documented default minimum layer (2).
 
 The expected values come from the shipped ``report.json`` read here, and from the same command run with
 the folder and settings given explicitly."""
@@ -35,7 +35,7 @@ def shipped():
 @pytest.fixture(scope="module")
 def shipped_tree_transformer():
     """A shipped Tree Transformer, named by its name: its report's minimum layer is not the decoder's default."""
-    folder = pretrained_folder("tree-transformer-ptb-lm")
+    folder = pretrained_folder("tree-transformer-ptb")
     saved = json.loads((folder / "report.json").read_text())["decoder"]
     # what the shipped report records, and why the defaults must come from it
     assert (saved["min_layer"], saved["threshold"], saved["layer"]) == (0, 0.8, None)
@@ -47,12 +47,13 @@ def test_show_defaults_to_the_shipped_parser_and_its_decoder(shipped, tmp_path, 
     folder, saved = shipped
     default = _json(capsys, ["show", SENTENCE, "--out", str(tmp_path / "a"), "--layers", "0", "--json"])
     assert default["model"] == str(folder)
-    flags = ["--dependency", saved["dependency"]]  # the StructFormer's saved dependency decoder
+    flags = ["--min-layer", str(saved["min_layer"]), "--threshold", str(saved["threshold"])]
     explicit = _json(
         capsys,
         ["show", SENTENCE, "--model", str(folder), *flags, "--out", str(tmp_path / "b"), "--layers", "0", "--json"],
     )
-    assert explicit["decoder"] == default["decoder"] == "top-down split at the largest syntactic distance"
+    # the default Tree Transformer's report: Algorithm 1 from layer 2 (chosen on dev), threshold 0.8
+    assert explicit["decoder"] == default["decoder"] == "Algorithm 1, threshold 0.8, minimum layer 2, paper rule"
     assert explicit["sentences"][0]["tree"] == default["sentences"][0]["tree"]
     assert (tmp_path / "a" / "index.html").is_file() and (tmp_path / "a" / "s1-tree.png").is_file()
 
@@ -60,7 +61,7 @@ def test_show_defaults_to_the_shipped_parser_and_its_decoder(shipped, tmp_path, 
 def test_show_of_a_shipped_tree_transformer_uses_its_minimum_layer(shipped_tree_transformer, tmp_path, capsys):
     folder, _ = shipped_tree_transformer
     argv = ["show", SENTENCE, "--layers", "0", "--json"]
-    by_name = _json(capsys, [*argv, "--model", "tree-transformer-ptb-lm", "--out", str(tmp_path / "a")])
+    by_name = _json(capsys, [*argv, "--model", "tree-transformer-ptb", "--out", str(tmp_path / "a")])
     assert by_name["model"] == str(folder)
     assert "minimum layer 0" in by_name["decoder"] and "threshold 0.8" in by_name["decoder"]
     explicit = _json(capsys, [*argv, "--model", str(folder), "--min-layer", "0", "--out", str(tmp_path / "b")])
@@ -87,7 +88,7 @@ def test_prune_of_a_shipped_parser_uses_its_decoder(shipped_tree_transformer, tm
     real_load = prune_module.load_gold_trees
     monkeypatch.setattr(prune_module, "load_gold_trees", lambda treebank: real_load(treebank)[:5])
     common = ["--max-sentences", "3", "--step", "0.5", "--seeds", "0", "--json"]
-    by_name = _json(capsys, ["prune", "--model", "tree-transformer-ptb-lm", "--out", str(tmp_path / "a"), *common])
+    by_name = _json(capsys, ["prune", "--model", "tree-transformer-ptb", "--out", str(tmp_path / "a"), *common])
     assert by_name["model"] == str(folder)
     report = json.loads((tmp_path / "a" / "prune.json").read_text())
     assert report["model"] == str(folder)

@@ -1,10 +1,10 @@
 """The parsers shipped inside the package, each a model folder beside this file (:data:`SHIPPED`).
 
-* ``structformer-ptb-lm`` (the default: the highest dev F1 of the three): a StructFormer (``small``,
-  4 x 256, 2 parser layers) trained for 8,000 steps on the Penn Treebank language-modelling text;
-  trees and dependency heads;
-* ``tree-transformer-ptb-lm``: a Tree Transformer (``small``, 6 x 256) trained by ``induce --recipe
-  long`` for 10,000 steps on the same text;
+* ``tree-transformer-ptb-lm`` (the default: the highest dev F1 of the three): a Tree Transformer
+  (``small``, 6 x 256) trained with the ``long`` recipe's model for 4,500 steps of 256 sentences on the
+  Penn Treebank language-modelling text, parsed by Algorithm 1 from layer 2 (chosen on dev);
+* ``structformer-ptb-lm``: a StructFormer (``small``, 4 x 256, 2 parser layers) trained for 8,000 steps
+  on the same text; trees and dependency heads;
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words.
 
 A folder holds what ``syntaxformer train`` writes (``config.json``, ``model.safetensors`` in float16, the
@@ -33,7 +33,7 @@ from syntaxformer.parsing import load_model, resolve_decoder_options
 
 #: The parsers shipped inside this package, by name (each a folder beside this file); the first is the
 #: default of every command and of :func:`syntaxformer.load_parser`.
-SHIPPED = ("structformer-ptb-lm", "tree-transformer-ptb-lm", "tree-transformer-ptb")
+SHIPPED = ("tree-transformer-ptb-lm", "structformer-ptb-lm", "tree-transformer-ptb")
 #: The default shipped parser's name.
 PRETRAINED_NAME = SHIPPED[0]
 
