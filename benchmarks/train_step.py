@@ -16,8 +16,13 @@ the median over rounds, and every ratio is between medians of the same run. FLOP
 
 Variants (``--variants``, comma-separated; default all):
 
-``tree``        today's Tree Transformer (``prior="constituent"``, the default config, Adam ``foreach``).
+``tree``        today's Tree Transformer (``prior="constituent"``, the default config, Adam ``foreach``,
+                the hidden-state dropout of :mod:`syntaxformer.blocks.dropout`).
 ``plain``       the plain Transformer (``prior="none"``), same model otherwise.
+``tree-torch-dropout``  ``tree`` with ``torch.nn.Dropout`` (its ``bernoulli_`` mask) for the hidden-state
+                dropout, as before :mod:`syntaxformer.blocks.dropout`.
+``plain-torch-dropout`` ``plain`` likewise.
+``tree-before``  ``tree`` as the trainers ran it before this work: torch's dropout and Adam's per-tensor loop.
 ``tree-fused``  ``constituent_fused=True``: the constituent prior's link chain (eqs. 6-8 and ``P``) as
                 one autograd function with a hand-written backward (:mod:`syntaxformer.priors.constituent`).
 ``tree-compile`` ``tree-fused`` with the model's forward under ``torch.compile`` (skipped when
@@ -46,6 +51,7 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from syntaxformer.blocks.dropout import Dropout
 from syntaxformer.models.tree_transformer import RECIPES
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.trainer import Trainer
@@ -58,6 +64,9 @@ VARIANTS = {
     "tree-bf16": dict(overrides={"constituent_fused": True}, bf16=True),
     "tree-adam-loop": dict(overrides={}, adam=("foreach", False)),
     "tree-adam-fused": dict(overrides={}, adam=("fused", True)),
+    "tree-torch-dropout": dict(overrides={}, torch_dropout=True),
+    "plain-torch-dropout": dict(overrides={"prior": "none"}, torch_dropout=True),
+    "tree-before": dict(overrides={}, torch_dropout=True, adam=("foreach", False)),
 }
 
 
@@ -78,6 +87,11 @@ def build_trainer(name: str, seed: int, threads: int) -> Trainer:
         key, value = spec["adam"]
         for group in trainer.optimizer.param_groups:
             group[key] = value
+    if spec.get("torch_dropout"):  # the hidden-state dropout as torch's own module (bernoulli_ masks)
+        for module in list(trainer.model.modules()):
+            for child_name, child in list(module.named_children()):
+                if isinstance(child, Dropout):
+                    setattr(module, child_name, torch.nn.Dropout(child.p))
     if spec.get("compile"):
         trainer.ddp_model = torch.compile(trainer.model, dynamic=True)
     return trainer

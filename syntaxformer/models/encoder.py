@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.pytorch_utils import prune_linear_layer
 
+from ..blocks.dropout import Dropout
 from ..errors import InputError
 from ..priors import build_position_fusion, build_prior, prior_attribute
 from ..priors.attention import ATTENTION_FUNCTIONS
@@ -68,7 +69,7 @@ class SinusoidalEmbeddings(nn.Module):
         self.register_buffer(
             "positions", sinusoidal_positions(config.max_position_embeddings, config.hidden_size), persistent=False
         )
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, structure_inputs: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """(B, N) ids (and the structure inputs, read by a position fusion only) -> (B, N, d)."""
@@ -284,7 +285,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc_in = nn.Linear(config.hidden_size, config.intermediate_size)
         self.fc_out = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc_out(self.dropout(F.gelu(self.fc_in(x))))
@@ -339,7 +340,7 @@ class PreLNLayer(nn.Module):
         self.attention = MultiHeadSelfAttention(config)
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.ffn = FeedForward(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         mark_zero_residual(self, config)
 
     @property

@@ -87,6 +87,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.utils import ModelOutput
 
+from ..blocks.dropout import Dropout
 from ..structures import DependencyDistribution, SyntacticDistances
 from .encoder import HeadPruningMixin, layer_head_masks, normalise_pruned_heads, prune_head_projections
 
@@ -632,7 +633,7 @@ class StructFormerAttention(nn.Module):
         self.value = nn.Linear(d, d)
         self.output = nn.Linear(d, d)
         self.relation_logits = nn.Parameter(torch.zeros(self.num_heads, len(self.relations)))
-        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = Dropout(config.attention_probs_dropout_prob)
 
     def prune_heads(self, heads) -> None:
         """Remove ``heads`` (original 0-based numbers) for good, relation logits included."""
@@ -679,7 +680,7 @@ class StructFormerLayer(nn.Module):
         self.ffn_in = nn.Linear(config.hidden_size, config.intermediate_size)
         self.act = ACT2FN[config.hidden_act]
         self.ffn_out = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, x, p_dep, mask, head_mask=None):
         attn_out, attn = self.attention(self.attention_norm(x), p_dep, mask, head_mask)
@@ -863,7 +864,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
     def __init__(self, config: StructFormerConfig):
         super().__init__(config)
         self.structformer = StructFormerModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
 
