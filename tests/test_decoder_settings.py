@@ -107,10 +107,14 @@ def test_rescore_scores_the_trained_model_again_with_other_settings(capsys, corp
     assert third["parts"] == first["parts"] and third["decoder"] == first["decoder"]
 
 
-def test_rescore_of_a_folder_without_a_report_is_a_one_line_error(capsys, tmp_path):
+def test_rescore_of_a_folder_without_an_induce_report_is_a_one_line_error(capsys, tmp_path):
     assert main(["induce", "--rescore", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert "not an induce output folder" in err and str(tmp_path) in err and "\n" not in err
+    (tmp_path / "report.json").write_text(json.dumps({"model": "tree-transformer", "seed": 0}))
+    assert main(["induce", "--rescore", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "not an induce report (no decoder, data, training, preset, minutes)" in err and "\n" not in err
 
 
 def test_saved_settings_round_trip_and_flags_override(tmp_path):
