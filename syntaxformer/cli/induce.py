@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 
 from syntaxformer.cli.arguments import add_decoder_arguments, config_override, decoder_options
+from syntaxformer.errors import InputError
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, PrpnProtocol
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
 from syntaxformer.models import default_architecture
@@ -149,6 +150,10 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
 
 def run(args: argparse.Namespace) -> int:
     if args.rescore:
+        given = [f for f in (*_TRAIN_FLAGS, "corpus", "prior", "variant", "config") if getattr(args, f)]
+        if given or args.resume:
+            flags = ", ".join("--" + ("set" if f == "config" else f).replace("_", "-") for f in given)
+            raise InputError(f"--rescore trains nothing: drop {flags or '--resume'} (decoder flags only)")
         report = rescore_induce(
             args.out, decoder_options(args), args.protocol, dependencies=args.dependencies, device=args.device
         )
