@@ -279,18 +279,16 @@ def readme_induce() -> str:
     return markdown(["model", "sentences", "sentence F1", "right-branching", "training compute"], rows, "llrrl")
 
 
+#: the recipes' groups of three seeds on ptb-sample or the ptb-lm text, in the tables' order
+SEEDED_GROUPS = ("tt-default", "tt-default-before", "sf-default", "tt-long", "sf-long", "tt-12000", "sf-12000")
+
+
 @table("induce-test")
 def induce_test() -> str:
     """Every induce group on the test half: sentence, corpus and WSJ-10 F1, the untrained model, right-branching."""
     rows = []
     for key in (
-        "tt-default",
-        "tt-default-before",
-        "sf-default",
-        "tt-long",
-        "sf-long",
-        "tt-12000",
-        "sf-12000",
+        *SEEDED_GROUPS,
         "sf-small-8000",
         "tt-b256-3500",
         "tt-b256-4500",
@@ -359,16 +357,7 @@ def induce_test() -> str:
 def induce_parts() -> str:
     """Sentence F1 per seed and on the three parts (test, dev, all of ptb-sample)."""
     rows = []
-    for key in (
-        "tt-default",
-        "tt-default-before",
-        "sf-default",
-        "tt-long",
-        "sf-long",
-        "tt-12000",
-        "sf-12000",
-        "on-lstm",
-    ):
+    for key in (*SEEDED_GROUPS, "on-lstm"):
         reps = group(key)
         per_seed = ", ".join(f"{v:.2f}" for v in part_scores(reps, "test"))
         rows.append(

@@ -16,6 +16,8 @@ redraws the same mask (the attention kernels' backward does).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -47,9 +49,7 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     device = torch.device(device)
     if device.type != "cpu":
         return torch.rand(shape, device=device) >= p
-    n = 1
-    for size in shape:
-        n *= size
+    n = math.prod(shape)
     draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_()  # 63 random bits each
     lanes = draws.view(torch.int16)[:n] & (2**LANE_BITS - 1)  # (n,) uniform on [0, 2^15)
     return (lanes >= round(p * 2**LANE_BITS)).view(shape)
@@ -76,7 +76,12 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
 
 class Dropout(nn.Module):
     """``nn.Dropout`` with :func:`dropout`'s cheaper CPU mask: the same module interface (``p``,
-    ``train()``/``eval()``), the same distribution of kept elements and scaling."""
+    ``train()``/``eval()``), the same distribution of kept elements and scaling; input and output of
+    any shape, the same.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1).
+    """
 
     def __init__(self, p: float = 0.5):
         super().__init__()

@@ -560,9 +560,10 @@ def rescore_induce(
         old = json.loads((out / "report.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(f"not an induce output folder (report.json: {e})", path=out) from None
-    missing = [key for key in ("decoder", "data", "training", "model", "preset", "seed", "minutes") if key not in old]
-    if not isinstance(old, dict) or missing:
-        raise InputError(f"report.json is not an induce report (no {', '.join(missing) or 'object'})", path=out)
+    keys = ("decoder", "data", "training", "model", "preset", "seed", "minutes")
+    missing = [key for key in keys if key not in old] if isinstance(old, dict) else ["JSON object"]
+    if missing:
+        raise InputError(f"report.json is not an induce report (no {', '.join(missing)})", path=out)
     chosen = get_protocol(protocol)
     chosen = None if chosen.name == DEFAULT_PROTOCOL else chosen
     options = DecoderOptions.from_dict(old["decoder"]).with_choices(options)
