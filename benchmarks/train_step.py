@@ -16,21 +16,27 @@ the median over rounds, and every ratio is between medians of the same run. FLOP
 
 Variants (``--variants``, comma-separated; default all):
 
-``tree``        today's Tree Transformer (``prior="constituent"``, the default config, Adam ``foreach``,
-                the hidden-state dropout of :mod:`syntaxformer.blocks.dropout`).
-``plain``       the plain Transformer (``prior="none"``), same model otherwise.
+``tree``        today's Tree Transformer (``prior="constituent"``, the default config, Adam ``fused``,
+                the dropout masks of :mod:`syntaxformer.blocks.dropout` for hidden states and attention).
+``plain``       the plain Transformer (``prior="none"``), same model otherwise (its attention is
+                PyTorch's ``scaled_dot_product_attention``, whose CPU dropout draws ``bernoulli_`` masks).
 ``tree-torch-dropout``  ``tree`` with ``torch.nn.Dropout`` (its ``bernoulli_`` mask) for the hidden-state
                 dropout, as before :mod:`syntaxformer.blocks.dropout`.
 ``plain-torch-dropout`` ``plain`` likewise.
-``tree-before``  ``tree`` as the trainers ran it before this work: torch's dropout and Adam's per-tensor loop.
+``tree-rand-attention-mask``  ``tree`` with the attention-dropout mask drawn as ``torch.rand(...) < 1 - p``
+                (one float draw per element), as before the attention kernels drew theirs from
+                :mod:`syntaxformer.blocks.dropout`.
+``tree-last``   ``tree`` as the trainers ran it before the fused Adam and the shared attention masks: Adam
+                ``foreach`` and ``torch.rand`` attention masks.
+``tree-before``  ``tree`` as the trainers ran it before this work: torch's dropout, ``torch.rand`` attention
+                masks and Adam's per-tensor loop.
 ``tree-fused``  ``constituent_fused=True``: the constituent prior's link chain (eqs. 6-8 and ``P``) as
                 one autograd function with a hand-written backward (:mod:`syntaxformer.priors.constituent`).
 ``tree-compile`` ``tree-fused`` with the model's forward under ``torch.compile`` (skipped when
                 compilation fails on this machine; the failure is recorded).
 ``tree-bf16``   ``tree-fused`` under bfloat16 autocast.
-``tree-adam-loop``  ``tree`` with Adam's per-tensor loop (torch's CPU default, and this project's
-                until the trainers asked for the multi-tensor ``foreach`` form: the same weights bit for bit).
-``tree-adam-fused`` ``tree`` with Adam's single fused kernel (``fused=True``).
+``tree-adam-loop``  ``tree`` with Adam's per-tensor loop (torch's CPU default).
+``tree-adam-foreach`` ``tree`` with Adam's multi-tensor form (``foreach=True``).
 
 Usage::
 
@@ -40,6 +46,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import statistics
@@ -53,21 +60,48 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from syntaxformer.blocks.dropout import Dropout
 from syntaxformer.models.tree_transformer import RECIPES
+from syntaxformer.priors import attention
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.trainer import Trainer
 
+LOOP_ADAM = {"fused": False, "foreach": False}
+FOREACH_ADAM = {"fused": False, "foreach": True}
 VARIANTS = {
     "tree": dict(overrides={}),
     "plain": dict(overrides={"prior": "none"}),
     "tree-fused": dict(overrides={"constituent_fused": True}),
     "tree-compile": dict(overrides={"constituent_fused": True}, compile=True),
     "tree-bf16": dict(overrides={"constituent_fused": True}, bf16=True),
-    "tree-adam-loop": dict(overrides={}, adam=("foreach", False)),
-    "tree-adam-fused": dict(overrides={}, adam=("fused", True)),
+    "tree-adam-loop": dict(overrides={}, adam=LOOP_ADAM),
+    "tree-adam-foreach": dict(overrides={}, adam=FOREACH_ADAM),
     "tree-torch-dropout": dict(overrides={}, torch_dropout=True),
     "plain-torch-dropout": dict(overrides={"prior": "none"}, torch_dropout=True),
-    "tree-before": dict(overrides={}, torch_dropout=True, adam=("foreach", False)),
+    "tree-rand-attention-mask": dict(overrides={}, rand_attention_mask=True),
+    "tree-last": dict(overrides={}, adam=FOREACH_ADAM, rand_attention_mask=True),
+    "tree-before": dict(overrides={}, torch_dropout=True, adam=LOOP_ADAM, rand_attention_mask=True),
 }
+
+
+@contextlib.contextmanager
+def attention_masks(name: str):
+    """The variant's attention-dropout masks: :mod:`syntaxformer.blocks.dropout`'s, or for
+    ``rand_attention_mask`` variants the earlier ``torch.rand(...) < 1 - p`` with scale ``1/(1-p)``."""
+    if not VARIANTS[name].get("rand_attention_mask"):
+        yield
+        return
+    saved = attention.drop_mask, attention.keep_scale
+    attention.drop_mask = lambda shape, p, device: torch.rand(shape, device=device) >= 1.0 - p
+    attention.keep_scale = lambda p, device: 1.0 / (1.0 - p)
+    try:
+        yield
+    finally:
+        attention.drop_mask, attention.keep_scale = saved
+
+
+def run_step(name: str, trainer: Trainer, batch):
+    """One ``Trainer.training_step`` of the variant (with its attention masks)."""
+    with attention_masks(name):
+        return trainer.training_step(batch)
 
 
 def build_trainer(name: str, seed: int, threads: int) -> Trainer:
@@ -83,10 +117,9 @@ def build_trainer(name: str, seed: int, threads: int) -> Trainer:
     trainer = Trainer(args)
     trainer.build()
     trainer.model.train()
-    if spec.get("adam"):  # another Adam implementation: the per-tensor loop, or one fused kernel
-        key, value = spec["adam"]
+    if spec.get("adam"):  # another Adam implementation: the per-tensor loop, or the multi-tensor form
         for group in trainer.optimizer.param_groups:
-            group[key] = value
+            group.update(spec["adam"])
     if spec.get("torch_dropout"):  # the hidden-state dropout as torch's own module (bernoulli_ masks)
         for module in list(trainer.model.modules()):
             for child_name, child in list(module.named_children()):
@@ -109,10 +142,10 @@ def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 / statistics.median(times) / 1e9
 
 
-def step_flops(trainer: Trainer, batch) -> int:
+def step_flops(name: str, trainer: Trainer, batch) -> int:
     """FLOPs of one training step (forward + backward; Adam's elementwise work is not counted)."""
     with FlopCounterMode(display=False) as counter:
-        trainer.training_step(batch)
+        run_step(name, trainer, batch)
     return counter.get_total_flops()
 
 
@@ -136,7 +169,7 @@ def measure(names: list[str], steps: int, warmup: int, seed: int, threads: int) 
     for name, trainer in list(trainers.items()):
         try:
             for i in range(warmup):
-                trainer.training_step(batches[i % len(batches)])
+                run_step(name, trainer, batches[i % len(batches)])
         except Exception as e:  # noqa: BLE001 - e.g. torch.compile without a working C compiler
             errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             del trainers[name]
@@ -147,10 +180,10 @@ def measure(names: list[str], steps: int, warmup: int, seed: int, threads: int) 
         batch = batches[(warmup + r) % len(batches)]
         for name in order[r % len(order) :] + order[: r % len(order)]:
             t0 = time.perf_counter()
-            out = trainers[name].training_step(batch)
+            out = run_step(name, trainers[name], batch)
             times[name].append(time.perf_counter() - t0)
             losses[name].append(out.loss)
-    flops = {name: step_flops(t, batches[0]) for name, t in trainers.items() if name not in ("tree-compile",)}
+    flops = {name: step_flops(name, t, batches[0]) for name, t in trainers.items() if name not in ("tree-compile",)}
     return dict(times=times, losses=losses, flops=flops, errors=errors)
 
 

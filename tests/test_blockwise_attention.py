@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
+from syntaxformer.blocks.dropout import keep_mask, keep_scale
 from syntaxformer.priors.attention import (
     BlockwisePriorAttention,
     _padding_bias,
-    dropout_keep_mask,
     eager_attention,
     exp_flushed,
     query_blocks,
@@ -92,10 +92,10 @@ def test_dropout_masks_are_redrawn_block_by_block_in_the_backward():
     assert torch.equal(torch.get_rng_state(), state_after_forward)  # the backward draws nothing for good
 
     torch.manual_seed(5)
-    mask = torch.cat([dropout_keep_mask(torch.empty(2, 3, stop - start, 11), p) for start, stop in blocks], dim=2)
+    mask = torch.cat([keep_mask((2, 3, stop - start, 11), p) for start, stop in blocks], dim=2)
     ref_leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
     attn = eager_attention(*ref_leaves[:3], key_mask, ConstituentPrior(ref_leaves[3]), output_attentions=True)[1]
-    ref = (attn * mask / (1 - p)) @ ref_leaves[2]
+    ref = (attn * mask * keep_scale(p)) @ ref_leaves[2]
     ref.pow(2).sum().backward()
     assert (mask == 0).any() and (mask == 1).any()
     assert torch.allclose(out, ref, atol=1e-5)

@@ -9,11 +9,11 @@ of the model runs and agrees with float32.
 import pytest
 import torch
 
+from syntaxformer.blocks.dropout import keep_mask
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors.attention import (
     BlockwisePriorAttention,
     _padding_bias,
-    dropout_keep_mask,
     eager_attention,
     query_blocks,
 )
@@ -70,7 +70,7 @@ def test_dropout_masks_redrawn_from_the_cuda_generator():
     out.pow(2).sum().backward()
     assert torch.equal(torch.cuda.get_rng_state(), state)
     torch.manual_seed(5)
-    mask = torch.cat([dropout_keep_mask(torch.empty(2, 3, b - a, 37, device=CUDA), p) for a, b in blocks], 2)
+    mask = torch.cat([keep_mask((2, 3, b - a, 37), p, CUDA) for a, b in blocks], 2)
     ref_leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
     _, attn = eager_attention(*ref_leaves[:3], key_mask, ConstituentPrior(ref_leaves[3]), output_attentions=True)
     ((attn * mask / (1 - p)) @ ref_leaves[2]).pow(2).sum().backward()

@@ -1,6 +1,6 @@
-"""The hidden-state dropout (:mod:`syntaxformer.blocks.dropout`): the distribution nn.Dropout has (drop
+"""The dropout masks (:mod:`syntaxformer.blocks.dropout`): the distribution nn.Dropout has (drop
 probability within 1.6e-5 of p, kept values scaled to keep the expectation), drawn from the seeded
-default generator, used by the Tree Transformer's and StructFormer's layers."""
+default generator, used by the Tree Transformer's and StructFormer's layers and by the attention kernels."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import math
 import pytest
 import torch
 
-from syntaxformer.blocks.dropout import Dropout, drop_probability, dropout, keep_mask
+from syntaxformer.blocks.dropout import Dropout, drop_mask, drop_probability, dropout, keep_mask, keep_scale
 from syntaxformer.models import MODELS, make_config
+from syntaxformer.priors.attention import eager_attention
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -71,3 +72,27 @@ def test_the_induction_models_use_it(model):
     net = MODELS[model](make_config(model, "tiny", 20))
     kinds = {type(m) for m in net.modules()}
     assert Dropout in kinds and torch.nn.Dropout not in kinds
+
+
+def test_the_drop_mask_is_the_keep_masks_complement_and_the_scale_its_inverse_rate():
+    torch.manual_seed(5)
+    keep = keep_mask((3, 7, 11), 0.3)
+    torch.manual_seed(5)
+    assert torch.equal(drop_mask((3, 7, 11), 0.3), ~keep)
+    assert keep_scale(0.1) == 1.0 / (1.0 - 3277 / 32768)  # round(0.1 * 2^15) = 3277
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        keep_scale(1.0)
+
+
+def test_attention_dropout_draws_the_same_masks():
+    """The eager attention kernel drops E with drop_mask and scales the kept values by keep_scale."""
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(2, 3, 9, 4) for _ in range(3))
+    key_mask = torch.ones(2, 9, dtype=torch.bool)
+    _, attn = eager_attention(q, k, v, key_mask, output_attentions=True)
+    v_eye = torch.eye(9).expand(2, 3, 9, 9)  # out = E' when V is the identity
+    torch.manual_seed(7)
+    out, _ = eager_attention(q, k, v_eye, key_mask, dropout_p=0.3)
+    torch.manual_seed(7)
+    keep = keep_mask((2, 3, 9, 9), 0.3)
+    assert torch.allclose(out, attn * keep * keep_scale(0.3), atol=1e-6)

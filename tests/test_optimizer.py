@@ -1,6 +1,6 @@
-"""Adam as every task builds it (:meth:`syntaxformer.training.loop.TrainingLoop.make_optimizer`): the
-multi-tensor (``foreach``) form, which trains the same weights bit for bit as torch's CPU default
-per-tensor loop (the speed difference is measured in benchmarks/train_step.py, not here)."""
+"""Adam as every task builds it (:meth:`syntaxformer.training.loop.TrainingLoop.make_optimizer`): torch's
+fused kernel on the CPU, which trains the same weights as torch's CPU default per-tensor loop up to
+float rounding (the speed difference is measured in benchmarks/train_step.py, not here)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from syntaxformer.training.loop import TrainingLoop
 from syntaxformer.training.trainer import Trainer
 
 
-def _trained_weights(foreach: bool, weight_decay: float) -> tuple[dict, Trainer]:
+def _trained_weights(fused: bool, weight_decay: float) -> tuple[dict, Trainer]:
     args = TrainArguments(
         out=tempfile.mkdtemp(),
         model="tree-transformer",
@@ -31,9 +31,9 @@ def _trained_weights(foreach: bool, weight_decay: float) -> tuple[dict, Trainer]
     trainer = Trainer(args)
     trainer.build()
     trainer.model.train()
-    if not foreach:
+    if not fused:
         for group in trainer.optimizer.param_groups:
-            group["foreach"] = False  # torch's CPU default: a loop over the tensors
+            group["fused"] = group["foreach"] = False  # torch's CPU default: a loop over the tensors
     batches = trainer.sampler.batches(0)
     for i in range(4):
         trainer.training_step(batches[i])
@@ -41,22 +41,32 @@ def _trained_weights(foreach: bool, weight_decay: float) -> tuple[dict, Trainer]
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_foreach_adam_trains_the_same_weights_bit_for_bit(weight_decay):
-    multi, trainer = _trained_weights(True, weight_decay)
+def test_fused_adam_trains_the_loops_weights_up_to_rounding(weight_decay):
+    fused, trainer = _trained_weights(True, weight_decay)
     loop, _ = _trained_weights(False, weight_decay)
-    assert all(group["foreach"] for group in trainer.optimizer.param_groups)
+    assert all(group["fused"] and not group["foreach"] for group in trainer.optimizer.param_groups)
     assert type(trainer.optimizer) is (torch.optim.AdamW if weight_decay else torch.optim.Adam)
     start = Trainer(trainer.args)
     start.build()
-    assert any(not torch.equal(multi[k], v) for k, v in start.model.state_dict().items())  # it trained
-    assert all(torch.equal(multi[k], loop[k]) for k in multi)
+    initial = start.model.state_dict()
+    # it trained: four steps of lr 1e-3 move weights by ~4e-3; the two implementations by float rounding
+    assert max((fused[k] - initial[k]).abs().max().item() for k in fused) > 1e-3
+    # the attention key biases' gradient is 0 in exact arithmetic (softmax ignores q·b_k, the same for
+    # every key): float noise, which Adam normalises into steps of up to lr each, differently rounded
+    noise = [k for k in fused if k.endswith("attention.key.bias")]
+    assert len(noise) == 3
+    assert all(torch.allclose(fused[k], loop[k], rtol=0, atol=2e-6) for k in fused if k not in noise)
+    assert all(torch.allclose(fused[k], loop[k], rtol=0, atol=4 * 1e-3) for k in noise)
 
 
 def test_an_l2_decay_is_adam_not_adamw():
     """The logic task's public code decays with an L2 term in the gradient (``Adam(weight_decay=...)``)."""
     loop = TrainingLoop.__new__(TrainingLoop)
     loop.args = SimpleNamespace(lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=1e-6)
+    loop.device = torch.device("cpu")
     parameters = [torch.nn.Parameter(torch.ones(2))]
     assert type(loop.make_optimizer(parameters, decoupled_weight_decay=False)) is torch.optim.Adam
     assert type(loop.make_optimizer(parameters)) is torch.optim.AdamW
+    assert loop.make_optimizer(parameters).param_groups[0]["fused"] is True
+    loop.device = torch.device("meta")  # no fused kernel there: the multi-tensor form
     assert loop.make_optimizer(parameters).param_groups[0]["foreach"] is True

@@ -11,7 +11,9 @@ The drop probability is then ``t / 2**15`` with ``t = round(p * 2**15)``: within
 (``p = 0.1`` drops with probability 0.100006); kept values are scaled by ``1 / (1 - t / 2**15)``, so
 the expectation is exactly the input's. The masks come from the default generator of the tensor's
 device, so ``torch.manual_seed`` makes them reproducible, and a generator state saved before a draw
-redraws the same mask (the attention kernels' backward does).
+redraws the same mask (the attention kernels' backward does). Hidden states (:class:`Dropout`) and the
+attention kernels of :mod:`syntaxformer.priors.attention` (:func:`drop_mask`, :func:`keep_scale`) draw
+their masks here: one mask helper for the whole package.
 """
 
 from __future__ import annotations
@@ -31,6 +33,28 @@ def drop_probability(p: float) -> float:
     return round(p * 2**LANE_BITS) / 2**LANE_BITS
 
 
+def keep_scale(p: float, device: torch.device | str = "cpu") -> float:
+    """The inverted-dropout factor of kept values, ``1 / (1 - p')`` (``p'`` = :func:`drop_probability`
+    on a CPU, ``p`` elsewhere), so that a masked tensor keeps its expectation exactly.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1).
+    """
+    _check_probability(p)
+    return 1.0 / (1.0 - (drop_probability(p) if torch.device(device).type == "cpu" else p))
+
+
+def _lanes(n: int) -> torch.Tensor:
+    """(n,) int16 values uniform on [0, 2^15): four lanes of each 64-bit ``random_`` draw (CPU generator)."""
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_()  # 63 random bits each
+    return draws.view(torch.int16)[:n] & (2**LANE_BITS - 1)
+
+
+def _check_probability(p: float) -> None:
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+
+
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
     """A dropout keep mask: bool, True (keep) with probability ``1 - drop_probability(p)`` on a CPU
     (``1 - p`` elsewhere), independently per element.
@@ -44,15 +68,24 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     Raises:
         ValueError: ``p`` outside [0, 1).
     """
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    _check_probability(p)
     device = torch.device(device)
     if device.type != "cpu":
         return torch.rand(shape, device=device) >= p
-    n = math.prod(shape)
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_()  # 63 random bits each
-    lanes = draws.view(torch.int16)[:n] & (2**LANE_BITS - 1)  # (n,) uniform on [0, 2^15)
-    return (lanes >= round(p * 2**LANE_BITS)).view(shape)
+    return (_lanes(math.prod(shape)) >= round(p * 2**LANE_BITS)).view(shape)
+
+
+def drop_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The complement of :func:`keep_mask` from the same draws (True = drop), in one pass: what
+    ``masked_fill_`` takes. The same generator state gives ``drop_mask == ~keep_mask``.
+
+    Args, returns and errors as :func:`keep_mask`.
+    """
+    _check_probability(p)
+    device = torch.device(device)
+    if device.type != "cpu":
+        return torch.rand(shape, device=device) < p
+    return (_lanes(math.prod(shape)) < round(p * 2**LANE_BITS)).view(shape)
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
@@ -67,7 +100,7 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """
     if not training or p == 0.0:
         return x
-    scale = 1.0 / (1.0 - (drop_probability(p) if x.device.type == "cpu" else p))
+    scale = keep_scale(p, x.device)
     keep = keep_mask(x.shape, p, x.device)
     if x.dtype in (torch.float32, torch.float64):  # one product forward and backward: x * (m · scale)
         return x * keep.to(x.dtype).mul_(scale)
@@ -85,8 +118,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        _check_probability(p)
         self.p = p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -45,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ..blocks.dropout import drop_mask, keep_scale
 from ..runtime import flush_to_zero_is_on
 from .base import MultiplicativePrior
 
@@ -86,20 +87,6 @@ def _padding_bias(key_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     )[:, None, None, :]
 
 
-def dropout_keep_mask(like: torch.Tensor, dropout_p: float) -> torch.Tensor:
-    """Attention-dropout mask shaped as ``like``: bool, True (keep) with probability ``1 - dropout_p``.
-
-    Drawn as ``torch.rand(...) < 1 - p`` from the default generator of ``like``'s device: on CPU
-    uniform draws take about half the time of ``bernoulli_`` (torch 2.13, one thread: 14 vs 24-30 ms
-    for 4M elements), which matters because the sdpa kernel draws each mask twice (forward and
-    backward) when it recomputes its attention. Both attention kernels draw their masks here.
-
-    Returns:
-        bool tensor of ``like``'s shape and device (True = keep; scale kept values by ``1/(1-p)``).
-    """
-    return torch.rand(like.shape, device=like.device) < 1.0 - dropout_p
-
-
 def eager_attention(
     query,
     key,
@@ -129,7 +116,10 @@ def eager_attention(
         # (B, H, N, N), no renormalisation; expand_as: the same product, but torch 2.13's CPU kernel
         # is ~4x slower on a (B, H, N, N) × (B, 1, N, N) product than on the expanded operand
         attn = flush(attn * constituent[:, None].expand_as(attn))  # in place on the fresh product
-    used = attn.masked_fill(~dropout_keep_mask(attn, dropout_p), 0.0) / (1.0 - dropout_p) if dropout_p > 0 else attn
+    if dropout_p > 0:  # E' = dropout(E): the masks of syntaxformer.blocks.dropout, as every kernel
+        used = attn.masked_fill(drop_mask(attn.shape, dropout_p, attn.device), 0.0) * keep_scale(dropout_p, attn.device)
+    else:
+        used = attn
     out = used @ value  # (B, H, N, d_k)
     return out, (attn if output_attentions else None)
 
@@ -188,7 +178,8 @@ class BlockwisePriorAttention(torch.autograd.Function):
         G = E' ⊙ dP = E ⊙ dE,   dS = G - A ⊙ D,   D_i = rowsum(G)_i = dO_i · out_i   (as flash attention)
         dV = E'ᵀ dO,   d(log M) = Σ_heads G   (then into the state by autograd through the block's log M)
 
-    Dropout masks come from :func:`dropout_keep_mask` (the eager kernel draws its mask the same way,
+    Dropout masks come from :func:`~syntaxformer.blocks.dropout.drop_mask`, kept values scaled by
+    :func:`~syntaxformer.blocks.dropout.keep_scale` (the eager kernel draws its mask the same way,
     so with one block the same seed gives the same mask). Values of ``M`` below the smallest normal
     float are 0 (:func:`exp_flushed`), and those of ``E`` (and of ``G`` in the backward) when
     ``flush`` is True, as in the eager kernel. Scores, softmax and ``M`` are float32 for half-precision inputs (the products run in the
@@ -313,14 +304,14 @@ def _block_attention(query, key, log_c, pad, dropout_p, flush):
     attn = torch.softmax(scores.add_(pad), dim=-1)
     constituent = exp_flushed(log_c)[:, None]  # (B, 1, b, N), shared by the heads
     if dropout_p > 0:
-        constituent.mul_(1.0 / (1.0 - dropout_p))
+        constituent.mul_(keep_scale(dropout_p, log_c.device))
     # E (× 1/(1-p)), no renormalisation, written over the dead scores: a fresh (B, H, b, N) buffer
     # for a broadcast product measured ~5× slower on CPU than writing into an existing one
     used = torch.mul(attn, constituent, out=scores)
     if flush:
         _flush_(used)
     if dropout_p > 0:
-        used.masked_fill_(~dropout_keep_mask(used, dropout_p), 0.0)  # E'
+        used.masked_fill_(drop_mask(used.shape, dropout_p, used.device), 0.0)  # E'
     return attn, used
 
 
