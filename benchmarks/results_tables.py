@@ -1056,16 +1056,19 @@ def nli_speed() -> str:
 
 
 TRAIN_STEP_LABELS = {
-    "tree": "`tree` (today: default config, Adam `foreach`, the cheaper dropout mask)",
+    "tree": "`tree` (today: default config, Adam `fused`, the cheaper dropout masks everywhere)",
     "plain": '`plain` (`prior="none"`)',
-    "tree-adam-loop": "`tree-adam-loop` (Adam's per-tensor loop: the trainers before `foreach`)",
-    "tree-adam-fused": "`tree-adam-fused` (Adam's fused kernel)",
+    "tree-adam-loop": "`tree-adam-loop` (Adam's per-tensor loop, torch's CPU default)",
+    "tree-adam-foreach": "`tree-adam-foreach` (Adam's multi-tensor form)",
     "tree-fused": "`tree-fused` (`constituent_fused=True`)",
     "tree-compile": "`tree-compile` (fused + `torch.compile`, dynamic)",
     "tree-bf16": "`tree-bf16` (fused + bf16 autocast)",
     "tree-torch-dropout": "`tree-torch-dropout` (torch's `nn.Dropout`, `bernoulli_` masks)",
     "plain-torch-dropout": "`plain-torch-dropout` (`plain` with torch's `nn.Dropout`)",
-    "tree-before": "`tree-before` (torch's dropout and Adam's per-tensor loop: the step before this work)",
+    "tree-rand-attention-mask": "`tree-rand-attention-mask` (attention masks from `torch.rand`)",
+    "tree-last": "`tree-last` (Adam `foreach`, `torch.rand` attention masks: the step before the fused Adam)",
+    "tree-before": "`tree-before` (torch's dropout, `torch.rand` attention masks, Adam's per-tensor loop: "
+    "the step before this work)",
 }
 
 

@@ -1,6 +1,7 @@
-"""The runtime: device choice and float state, in one place.
+"""The runtime: device choice, float state and the code's identity, in one place.
 
 * :func:`resolve_device` -- the torch device a ``--device`` value names.
+* :func:`code_version` -- the package version and git commit that every report names.
 * Denormal floats: the constituent prior multiplies many probabilities, and CPU arithmetic on float32
   denormals (< 1.2e-38) is 10-100× slower (DESIGN.md §5). :func:`prepare_process` sets flush-to-zero
   for the whole process before any tensor work (the command line calls it first thing: PyTorch's
@@ -12,6 +13,11 @@
 """
 
 from __future__ import annotations
+
+import functools
+import importlib.metadata
+import subprocess
+from pathlib import Path
 
 import torch
 
@@ -58,3 +64,33 @@ def flush_to_zero_is_on() -> bool:
     A one-element probe (``1e-30 · 1e-10`` is a float32 denormal), a few microseconds.
     """
     return (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
+
+
+def _git(*args: str) -> str | None:
+    """Output of ``git -C <this package> args`` (stripped), or None where git or a checkout is absent."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(Path(__file__).parent), *args], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@functools.cache
+def code_version() -> dict:
+    """The code that runs, as reports name it: ``{"version", "commit", "modified"}``.
+
+    ``version`` is the installed package's (``importlib.metadata``; ``"unknown"`` when not installed).
+    ``commit`` is the git commit of the checkout this package's files are tracked in (an editable
+    install of a clone), ``modified`` whether its tracked files under ``syntaxformer/`` differ from that
+    commit; both None for an installed wheel or without git. Cached for the process.
+    """
+    try:
+        version = importlib.metadata.version("syntaxformer")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    tracked = _git("ls-files", "--error-unmatch", Path(__file__).name)
+    commit = _git("rev-parse", "HEAD") if tracked else None
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".") if commit else None
+    return {"version": version, "commit": commit, "modified": None if status is None else bool(status)}

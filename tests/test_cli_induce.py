@@ -20,6 +20,7 @@ from syntaxformer.evaluation.constituency import evaluate_constituency
 from syntaxformer.evaluation.protocols import PROTOCOLS
 from syntaxformer.models import MODELS
 from syntaxformer.parsing import load_model
+from syntaxformer.runtime import code_version
 from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 
 torch.set_num_threads(1)
@@ -94,6 +95,8 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
         8,
     )
     assert report["model"] == "tree-transformer" and "dependency" not in report
+    # the code that scored (and trained) is named
+    assert report["code"] == code_version() == report["training"]["code"]
     assert report["data"]["treebank"] == str(mrg) and report["data"]["train"] == str(text)
     assert list(report["parts"]) == ["all"] and report["primary"] == "all"
     assert report["curve"]["treebank"] == str(mrg)
@@ -132,6 +135,23 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
     for a, b in zip(model_structures(half, tokenizer, words), model_structures(full, tokenizer, words)):
         assert abs(a.link_probs - b.link_probs).max() < 2e-2
     assert info["steps"] == 3
+
+
+def test_induce_bf16_trains_under_autocast_and_the_report_says_so(capsys, small_treebank, tmp_path):
+    mrg, text = small_treebank
+    args = ["induce", "--treebank", mrg, "--corpus", text, "--curve-treebank", "none", *TINY]
+    code, _, err = _run(capsys, *args, "--out", tmp_path / "bf16", "--bf16")
+    assert code == 0, err
+    report = json.loads((tmp_path / "bf16" / "report.json").read_text())
+    assert report["training"]["recipe"]["bf16"] is True
+    assert json.loads((tmp_path / "bf16" / "model" / "training.json").read_text())["bf16"] is True
+    code, _, err = _run(capsys, *args, "--out", tmp_path / "fp32")
+    assert code == 0, err
+    fp32 = json.loads((tmp_path / "fp32" / "report.json").read_text())
+    assert "bf16" not in fp32["training"]["recipe"]
+    # the same seed and batches: the losses differ by bfloat16's rounding only
+    losses = [r["training"]["final_train_loss"] for r in (report, fp32)]
+    assert losses[0] != losses[1] and losses[0] == pytest.approx(losses[1], rel=2e-2)
 
 
 def test_induce_bad_treebank_fails_before_training(capsys, tmp_path):

@@ -118,6 +118,8 @@ def test_rescore_of_a_folder_without_an_induce_report_is_a_one_line_error(capsys
     assert main(["induce", "--rescore", "--out", str(tmp_path), "--max-steps", "5", "--lr", "0.1"]) == 1
     err = capsys.readouterr().err.strip()
     assert "--rescore trains nothing: drop --max-steps, --lr" in err and "\n" not in err
+    assert main(["induce", "--rescore", "--out", str(tmp_path), "--bf16"]) == 1
+    assert "--rescore trains nothing: drop --bf16" in capsys.readouterr().err
 
 
 def test_saved_settings_round_trip_and_flags_override(tmp_path):

@@ -115,6 +115,14 @@ def add_parser(subparsers) -> None:
         "e.g. --set constituent_diagonal='\"one\"'; repeatable",
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument(
+        "--bf16",
+        action="store_const",
+        const=True,
+        default=None,
+        help="train under bfloat16 autocast (opt-in: faster on CPUs with AVX-512 BF16 or AMX, slower "
+        "without; docs/results/induce.md has its seeded scores beside float32's)",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     p.add_argument(
         "--resume",
@@ -141,7 +149,7 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
     return resolve_recipe(
         args.model,
         args.recipe,
-        {flag: getattr(args, flag) for flag in _TRAIN_FLAGS},
+        {flag: getattr(args, flag) for flag in (*_TRAIN_FLAGS, "bf16")},
         variant=args.variant,
         prior=args.prior,
         config=dict(args.config),
@@ -150,7 +158,7 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
 
 def run(args: argparse.Namespace) -> int:
     if args.rescore:
-        given = [f for f in (*_TRAIN_FLAGS, "corpus", "prior", "variant", "config") if getattr(args, f)]
+        given = [f for f in (*_TRAIN_FLAGS, "bf16", "corpus", "prior", "variant", "config") if getattr(args, f)]
         if given or args.resume:
             flags = ", ".join("--" + ("set" if f == "config" else f).replace("_", "-") for f in given)
             raise InputError(f"--rescore trains nothing: drop {flags or '--resume'} (decoder flags only)")

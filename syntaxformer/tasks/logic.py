@@ -50,7 +50,7 @@ from syntaxformer.data.logic import RELATIONS, SYMBOLS, LogicPair, read_logic_sp
 from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.models import ENCODERS, default_architecture, encoder_use, make_encoder_config
-from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
+from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
@@ -628,6 +628,7 @@ class LogicTrainer(TrainingLoop):
             device=str(self.device),
             threads=torch.get_num_threads(),
             torch=torch.__version__,
+            code=code_version(),
         )
 
 

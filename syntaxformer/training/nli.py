@@ -43,7 +43,7 @@ from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
 from syntaxformer.data.word_vectors import read_word_vectors
 from syntaxformer.errors import InputError
 from syntaxformer.models import PAIR_MODELS, default_architecture
-from syntaxformer.runtime import flush_denormals_on_cpu
+from syntaxformer.runtime import code_version, flush_denormals_on_cpu
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.batch import PairBatch
 from syntaxformer.training.callbacks import EvaluateEachEpoch, ProgressCallback, StopOnSignal, TensorBoardCallback
@@ -353,6 +353,7 @@ class NliTrainer(TrainingLoop):
             device=str(self.device),
             threads=torch.get_num_threads(),
             torch=torch.__version__,
+            code=code_version(),
         )
 
 

@@ -81,7 +81,7 @@ from syntaxformer.data.preprocess import PRPN
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS
 from syntaxformer.priors import PRIORS, structure_readers
-from syntaxformer.runtime import flush_denormals_on_cpu
+from syntaxformer.runtime import code_version, flush_denormals_on_cpu
 from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.sources.induced import MaskedInputInducer
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
@@ -430,6 +430,7 @@ class Trainer(TrainingLoop):
             world_size=self.world,
             bf16=args.bf16,
             torch=torch.__version__,
+            code=code_version(),
         )
 
 

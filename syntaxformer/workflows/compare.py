@@ -37,6 +37,7 @@ from syntaxformer.models import MODELS, make_config
 from syntaxformer.models.tree_transformer import NAME as MODEL
 from syntaxformer.models.tree_transformer import PLAIN_NAME
 from syntaxformer.parsing import read_training_record
+from syntaxformer.runtime import code_version
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.checkpoint import RESUMABLE_CHANGES
 from syntaxformer.training.run import train
@@ -267,6 +268,7 @@ def compare(
         best=min(runs, key=lambda r: r["perplexity"])["name"],
         minutes=(time.perf_counter() - start) / 60,
         torch=torch.__version__,
+        code=code_version(),
     )
     (out / COMPARE_JSON).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

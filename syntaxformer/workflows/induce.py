@@ -37,6 +37,7 @@ from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import plot_parse_curve, save_figure
 from syntaxformer.models import MODELS, REGISTRY, default_architecture
 from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode, load_model, model_structures
+from syntaxformer.runtime import code_version
 from syntaxformer.structures import Structures, save_decoder_options
 from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.run import train as train_model
@@ -279,6 +280,7 @@ def _report(
         "final_valid_loss",
         "parameters",
         "device",
+        "code",
     )
     return {
         "data": {
@@ -294,6 +296,7 @@ def _report(
         "preset": recipe["preset"],
         "seed": job["seed"],
         "recipe": job["recipe"],
+        "code": code_version(),
         "primary": primary,
         "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/recipes.md); "
         "the test half was not used for any choice",
