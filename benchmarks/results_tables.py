@@ -118,8 +118,16 @@ INDUCE = {
         "Tree Transformer, `induce` default (mini, ptb-sample)",
         "tree-transformer-default-cpu-seed[0-9].json",
     ),
+    "tt-default-bf16": (
+        "the same under bfloat16 autocast (`--bf16`)",
+        "tree-transformer-default-bf16-seed[0-9].json",
+    ),
+    "tt-default-foreach": (
+        "the same in float32, before Adam's fused kernel and the shared attention-dropout masks (another random stream)",
+        "tree-transformer-default-cpu-foreach-seed[0-9].json",
+    ),
     "tt-default-before": (
-        "the same, before the cheaper dropout mask (another random stream)",
+        "the same, before the cheaper dropout mask too (another random stream)",
         "tree-transformer-default-seed[0-9].json",
     ),
     "sf-default": (
@@ -280,7 +288,17 @@ def readme_induce() -> str:
 
 
 #: the recipes' groups of three seeds on ptb-sample or the ptb-lm text, in the tables' order
-SEEDED_GROUPS = ("tt-default", "tt-default-before", "sf-default", "tt-long", "sf-long", "tt-12000", "sf-12000")
+SEEDED_GROUPS = (
+    "tt-default",
+    "tt-default-bf16",
+    "tt-default-foreach",
+    "tt-default-before",
+    "sf-default",
+    "tt-long",
+    "sf-long",
+    "tt-12000",
+    "sf-12000",
+)
 
 
 @table("induce-test")

@@ -93,7 +93,7 @@ PRESETS = {
 
 # docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search (its runs' times:
 # docs/results/induce.md); 7,000 steps (the search's 6,000 plus what a faster step and the rest of the
-# 20-minute budget allow: 17.2 minutes of training on 2 idle CPU cores, docs/benchmarks/main-job.json)
+# 20-minute budget allow: 15.3 minutes of training on 2 idle CPU cores, docs/benchmarks/main-job.json)
 _DEFAULT_RECIPE = dict(
     preset="mini",
     max_steps=7000,

@@ -21,7 +21,7 @@ import inspect
 import json
 import logging
 import time
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -494,24 +494,36 @@ def run_induce(
     trained, tokenizer, info = load_model(out / "model", device=device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
     job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed, recipe_text=recipe_text)
-    scored = dict(trained=trained, untrained=untrained, tokenizer=tokenizer, info=info, train_minutes=train_minutes)
+    scored = _TrainedModel(trained, untrained, tokenizer, info, train_minutes)
     return _score_and_write(out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start)
 
 
-def _score_and_write(out: Path, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start):
-    """Parse and score ``golds`` with the trained model of ``scored`` (``trained``, ``untrained``,
-    ``tokenizer``, ``info``: training.json, ``train_minutes``), save ``options`` with it, write
+@dataclass
+class _TrainedModel:
+    """What :func:`_score_and_write` scores: the trained model, the same model untrained (step 0), their
+    tokenizer, the training record (``training.json``) and the training's minutes."""
+
+    trained: torch.nn.Module
+    untrained: torch.nn.Module
+    tokenizer: object
+    info: dict
+    train_minutes: float
+
+
+def _score_and_write(
+    out: Path, job, golds, scored: _TrainedModel, train, overrides, options, curve, dependencies, chosen, start
+):
+    """Parse and score ``golds`` with ``scored``'s models, save ``options`` with the trained one, write
     ``trees.txt``, ``dependencies.conllu``, ``report.json`` and the curve figure into ``out``; returns
     the report."""
-    train_minutes = scored["train_minutes"]
     save_decoder_options(out / "model", options)
     treebank, parts = job["treebank"], _parts(job["treebank"])
     dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
     scores, decoded = _decode_and_score(
         job["model"],
-        scored["trained"],
-        scored["untrained"],
-        scored["tokenizer"],
+        scored.trained,
+        scored.untrained,
+        scored.tokenizer,
         golds,
         parts,
         options,
@@ -521,8 +533,10 @@ def _score_and_write(out: Path, job, golds, scored, train, overrides, options, c
     )
     everything = decoded["all"]
     write_outputs(out, everything["trees"], everything["heads"], [t.leaves() for t in golds["all"]])
-    info = scored["info"]
-    report = _report(job, parts, golds, info, train, overrides, options, curve, scores, train_minutes, start, chosen)
+    info = scored.info
+    report = _report(
+        job, parts, golds, info, train, overrides, options, curve, scores, scored.train_minutes, start, chosen
+    )
     (out / "report.json").write_text(to_json(report) + "\n")
     if info.get("parse_curve"):
         _curve_figure(out, info, report, golds, chosen)
@@ -585,8 +599,7 @@ def rescore_induce(
     known = {f.name for f in fields(TrainArguments)}
     run_args = TrainArguments(**{k: v for k, v in info.get("arguments", {}).items() if k in known})
     untrained = initial_model(run_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
-    scored = dict(trained=trained, untrained=untrained, tokenizer=tokenizer, info=info)
-    scored["train_minutes"] = old["minutes"]["train"]
+    scored = _TrainedModel(trained, untrained, tokenizer, info, old["minutes"]["train"])
     curve = (old.get("curve") or {}).get("treebank")
     train, overrides = old["training"]["recipe"], old["training"]["config"]
     report = _score_and_write(out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start)
