@@ -7,10 +7,12 @@ embedded ptb-sample (real batches of its length-bucketed sampler, masked LM with
 Adam, gradient clipping, the schedule): one timed unit is ``Trainer.training_step`` (masking,
 forward, backward, clip, Adam). Every variant starts from the same seed and sees the same batches.
 
-Protocol: the machine is shared (two background training jobs of one thread each at the time of the
-recorded run), so the variants are measured *alternately*: round r times one step of every variant
-in turn (the order rotated each round), after ``--warmup`` untimed steps each; the reported time is
-the median over rounds, and every ratio is between medians of the same run. FLOPs per step come from
+Protocol: the variants are measured *alternately* (the machine's speed drifts; ``--background`` records
+its load): round r times one step of every variant on round r's batch, in turn (the order rotated each
+round), after ``--warmup`` untimed steps each; the reported time is the median over rounds, and every
+ratio is between medians of the same run. The paired ratios (``paired_*``) take, round by round, two
+variants' times on that round's batch and report the median of their ratio: the batches' lengths
+cancel (a step takes 35-135 ms across rounds), so they are the steadier figure. FLOPs per step come from
 ``torch.utils.flop_counter.FlopCounterMode`` (forward + backward, one step), the peak from a
 2048x2048 float32 matmul on the same threads (median of 5).
 
@@ -37,6 +39,9 @@ Variants (``--variants``, comma-separated; default all):
 ``tree-bf16``   ``tree-fused`` under bfloat16 autocast.
 ``tree-adam-loop``  ``tree`` with Adam's per-tensor loop (torch's CPU default).
 ``tree-adam-foreach`` ``tree`` with Adam's multi-tensor form (``foreach=True``).
+``structformer`` StructFormer's default ``induce`` recipe (``mini``, batch 64) as the trainers run it today
+                (the same dropout masks and fused Adam as ``tree``; its own data path and masking).
+``structformer-before`` the same with torch's dropout and Adam's per-tensor loop, as before this work.
 
 Usage::
 
@@ -59,10 +64,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from syntaxformer.blocks.dropout import Dropout
-from syntaxformer.models.tree_transformer import RECIPES
 from syntaxformer.priors import attention
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.trainer import Trainer
+from syntaxformer.workflows.induce import RECIPES
 
 LOOP_ADAM = {"fused": False, "foreach": False}
 FOREACH_ADAM = {"fused": False, "foreach": True}
@@ -79,6 +84,8 @@ VARIANTS = {
     "tree-rand-attention-mask": dict(overrides={}, rand_attention_mask=True),
     "tree-last": dict(overrides={}, adam=FOREACH_ADAM, rand_attention_mask=True),
     "tree-before": dict(overrides={}, torch_dropout=True, adam=LOOP_ADAM, rand_attention_mask=True),
+    "structformer": dict(overrides={}, model="structformer"),
+    "structformer-before": dict(overrides={}, model="structformer", torch_dropout=True, adam=LOOP_ADAM),
 }
 
 
@@ -107,12 +114,13 @@ def run_step(name: str, trainer: Trainer, batch):
 def build_trainer(name: str, seed: int, threads: int) -> Trainer:
     """A built Trainer of the default recipe with the variant's config fields (its own temp folder)."""
     spec = VARIANTS[name]
-    fields = dict(RECIPES["default"])
+    model = spec.get("model", "tree-transformer")
+    fields = dict(RECIPES[model]["default"])
     overrides = {**fields.pop("overrides", {}), **spec["overrides"]}
     fields.pop("min_layer", None)
     fields.update(seed=seed, threads=threads, quiet=True, bf16=spec.get("bf16", False))
     args = TrainArguments(
-        out=tempfile.mkdtemp(prefix=f"train-step-{name}-"), model="tree-transformer", overrides=overrides, **fields
+        out=tempfile.mkdtemp(prefix=f"train-step-{name}-"), model=model, overrides=overrides, **fields
     )
     trainer = Trainer(args)
     trainer.build()
@@ -147,6 +155,11 @@ def step_flops(name: str, trainer: Trainer, batch) -> int:
     with FlopCounterMode(display=False) as counter:
         run_step(name, trainer, batch)
     return counter.get_total_flops()
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """Median over rounds of ``numerator[r] / denominator[r]`` (both variants timed on round r's batch)."""
+    return round(statistics.median(a / b for a, b in zip(numerator, denominator)), 3)
 
 
 def git_commit() -> str:
@@ -201,6 +214,7 @@ def main() -> None:
     result = measure(names, a.steps, a.warmup, a.seed, a.threads)
     peak = matmul_peak_gflops()
     ms = {n: 1000 * statistics.median(t) for n, t in result["times"].items()}
+    times = result["times"]
     rows = {}
     for name, value in ms.items():
         flops = result["flops"].get(name, result["flops"].get("tree-fused"))
@@ -210,6 +224,8 @@ def main() -> None:
             ratio_to_plain=round(value / ms["plain"], 3) if "plain" in ms else None,
             ratio_to_tree=round(value / ms["tree"], 3) if "tree" in ms else None,
             speedup_over_tree=round(ms["tree"] / value, 3) if "tree" in ms else None,
+            paired_ratio_to_plain=paired_ratio(times[name], times["plain"]) if "plain" in ms else None,
+            paired_speedup_over_tree=paired_ratio(times["tree"], times[name]) if "tree" in ms else None,
             gflop_per_step=round(flops / 1e9, 2) if flops else None,
             share_of_peak=round(flops / (value / 1000) / 1e9 / peak, 3) if flops else None,
             mean_loss=round(statistics.mean(result["losses"][name]), 4),
@@ -221,7 +237,8 @@ def main() -> None:
             "Trainer.training_step (masking, forward, backward, clip, Adam) of the default induce recipe "
             f"(mini, batch 64, masked_only); {a.warmup} warm-up steps per variant, then {a.steps} rounds of one "
             "step per variant, interleaved (order rotated each round); median ms per variant; ratios of medians "
-            "of this run"
+            "of this run, and paired ratios (the median over rounds of the two variants' times on the round's "
+            "batch: batches of different lengths cancel)"
         ),
         seed=a.seed,
         threads=a.threads,
