@@ -320,11 +320,12 @@ class TrainingLoop:
         """Adam over ``parameters`` (tensors or parameter groups) with the run's ``lr``, ``betas``,
         ``eps`` and ``weight_decay``: AdamW (decoupled decay) when ``weight_decay > 0`` and
         ``decoupled_weight_decay``, else Adam (a decay is then an L2 term in the gradient, as the logic
-        task's public code). The fused implementation (one kernel for all tensors, ``fused=True``): on
-        the CPU it trains the default recipe's step about 4% faster than the multi-tensor form
-        (``foreach``), which is itself faster than torch's default per-tensor loop
+        task's public code). Torch's fused implementation (``fused=True``: each tensor's whole update in
+        one pass) on the devices of :data:`FUSED_ADAM_DEVICES`: on the CPU a step of the default recipe is
+        4-6% faster than with the multi-tensor form (``foreach``) or torch's default per-tensor loop
         (benchmarks/train_step.py); the same update, float rounding differs (tests/test_optimizer.py).
-        On other devices (:data:`FUSED_ADAM_DEVICES`), the multi-tensor form.
+        Elsewhere the multi-tensor form. A checkpoint keeps its optimiser's settings: ``--resume`` of a
+        run saved with another form goes on with that form.
 
         Args:
             parameters: an iterable of tensors or of parameter-group dicts (torch.optim's form).
