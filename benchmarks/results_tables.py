@@ -287,7 +287,7 @@ def readme_induce() -> str:
     return markdown(["model", "sentences", "sentence F1", "right-branching", "training compute"], rows, "llrrl")
 
 
-#: the recipes' groups of three seeds on ptb-sample or the ptb-lm text, in the tables' order
+#: the recipes' seeded groups (three seeds, the bf16 run one) on ptb-sample or the ptb-lm text, in the tables' order
 SEEDED_GROUPS = (
     "tt-default",
     "tt-default-bf16",

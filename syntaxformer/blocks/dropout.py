@@ -68,11 +68,7 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     Raises:
         ValueError: ``p`` outside [0, 1).
     """
-    _check_probability(p)
-    device = torch.device(device)
-    if device.type != "cpu":
-        return torch.rand(shape, device=device) >= p
-    return (_lanes(math.prod(shape)) >= round(p * 2**LANE_BITS)).view(shape)
+    return _mask(shape, p, device, keep=True)
 
 
 def drop_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -81,11 +77,18 @@ def drop_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
 
     Args, returns and errors as :func:`keep_mask`.
     """
+    return _mask(shape, p, device, keep=False)
+
+
+def _mask(shape, p: float, device, keep: bool) -> torch.Tensor:
+    """Draws compared with the drop threshold: ``>=`` (keep) or ``<`` (drop)."""
     _check_probability(p)
     device = torch.device(device)
-    if device.type != "cpu":
-        return torch.rand(shape, device=device) < p
-    return (_lanes(math.prod(shape)) < round(p * 2**LANE_BITS)).view(shape)
+    if device.type == "cpu":
+        draws, threshold = _lanes(math.prod(shape)), round(p * 2**LANE_BITS)
+    else:
+        draws, threshold = torch.rand(shape, device=device), p
+    return (draws >= threshold if keep else draws < threshold).view(shape)
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:

@@ -511,11 +511,22 @@ class _TrainedModel:
 
 
 def _score_and_write(
-    out: Path, job, golds, scored: _TrainedModel, train, overrides, options, curve, dependencies, chosen, start
+    out: Path,
+    job,
+    golds,
+    scored: _TrainedModel,
+    train,
+    overrides,
+    options,
+    curve,
+    dependencies,
+    chosen,
+    start,
+    amend=None,
 ):
     """Parse and score ``golds`` with ``scored``'s models, save ``options`` with the trained one, write
     ``trees.txt``, ``dependencies.conllu``, ``report.json`` and the curve figure into ``out``; returns
-    the report."""
+    the report. ``amend(report)``, if given, changes the report in place before it is written."""
     save_decoder_options(out / "model", options)
     treebank, parts = job["treebank"], _parts(job["treebank"])
     dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
@@ -537,6 +548,8 @@ def _score_and_write(
     report = _report(
         job, parts, golds, info, train, overrides, options, curve, scores, scored.train_minutes, start, chosen
     )
+    if amend is not None:
+        amend(report)
     (out / "report.json").write_text(to_json(report) + "\n")
     if info.get("parse_curve"):
         _curve_figure(out, info, report, golds, chosen)
@@ -602,8 +615,11 @@ def rescore_induce(
     scored = _TrainedModel(trained, untrained, tokenizer, info, old["minutes"]["train"])
     curve = (old.get("curve") or {}).get("treebank")
     train, overrides = old["training"]["recipe"], old["training"]["config"]
-    report = _score_and_write(out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start)
-    report["rescored_from"] = old["decoder"]
-    report["minutes"] = dict(old["minutes"], rescore=round((time.monotonic() - start) / 60, 2))
-    (out / "report.json").write_text(to_json(report) + "\n")
-    return report
+
+    def amend(report: dict) -> None:  # the settings scored before, and the run's minutes plus this scoring's
+        report["rescored_from"] = old["decoder"]
+        report["minutes"] = dict(old["minutes"], rescore=round((time.monotonic() - start) / 60, 2))
+
+    return _score_and_write(
+        out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start, amend
+    )
