@@ -1,11 +1,11 @@
 """Which number is which: the same trees under every constituency protocol (``docs/protocols.md``).
 
-    .venv/bin/syntaxformer parse --treebank ptb-sample:test --out /tmp/proto-parse --min-layer 0
+    .venv/bin/syntaxformer parse --model tree-transformer-ptb --treebank ptb-sample:test --out /tmp/proto-parse --min-layer 0
     .venv/bin/python benchmarks/protocols_table.py --pred /tmp/proto-parse/trees.txt
     .venv/bin/python benchmarks/protocols_table.py --render-only      # the page from the JSON
 
-Scores the shipped parser's test-half trees (the pretrained Tree Transformer, Algorithm 1 from layer
-0) and the right- and left-branching trees under every protocol of
+Scores a shipped parser's test-half trees (``tree-transformer-ptb``, the small pretrained Tree Transformer,
+Algorithm 1 from layer 0) and the right- and left-branching trees under every protocol of
 :data:`syntaxformer.evaluation.protocols.PROTOCOLS` (``syntaxformer evaluate --all-protocols``), plus
 two option variants (``cpcfg`` with the gold's unary chains read collapsed; ``evalb`` with URNNG's
 ``CUTOFF_LEN 10``), and writes ``docs/results/protocols.json``. Then it writes the tables of
@@ -23,7 +23,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PARSE_COMMAND = ".venv/bin/syntaxformer parse --treebank ptb-sample:test --out /tmp/proto-parse --min-layer 0"
+PARSE_COMMAND = (
+    ".venv/bin/syntaxformer parse --model tree-transformer-ptb --treebank ptb-sample:test --out /tmp/proto-parse "
+    "--min-layer 0"
+)
 TREES = {"right_branching": "right-branching", "prediction": "shipped parser", "left_branching": "left-branching"}
 
 
@@ -194,8 +197,8 @@ def facts(report: dict) -> str:
     return (
         f"Data: `{report['data']}` ({report['n_sentences']:,} sentences; {report['gold_root_chains']} "
         f"gold trees have a unary chain at the root). Prediction: `{report['pred_command']}`. "
-        f"Code {report['code']}, seed {report['seed']}; `evaluate --all-protocols` took "
-        f"{report['seconds']:.1f} s. Source: [`results/protocols.json`](results/protocols.json)."
+        f"Seed {report['seed']}; `evaluate --all-protocols` took {report['seconds']:.1f} s. Source: "
+        "[`results/protocols.json`](results/protocols.json) (its `code` names the commit that scored)."
     )
 
 

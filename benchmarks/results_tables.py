@@ -156,13 +156,21 @@ INDUCE = {
         "Tree Transformer, small on the ptb-lm text, batches of 256, 4,500 steps",
         "tree-transformer-small-ptblm-b256-4500-seed[0-9].json",
     ),
+    "tt-b512-4500": (
+        "Tree Transformer, small on the ptb-lm text, batches of 512, lr 2e-3, 4,500 steps, Algorithm 1 from layer 2",
+        "tree-transformer-small-ptblm-b512-4500-lr2e-3-seed[0-9].json",
+    ),
+    "tt-b1024": (
+        "the same with batches of 1,024 and lr 3e-3, stopped by a 7.3-minute cap before its schedule's end",
+        "tree-transformer-small-ptblm-b1024-4500-lr3e-3-seed[0-9].json",
+    ),
     "on-lstm": ("ON-LSTM, `induce --model on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
     "shipped-sf": (
         "shipped `structformer-ptb-lm` (small, ptb-lm text, 8,000-step schedule)",
         SHIPPED_SF,
     ),
     "shipped-lm": (
-        "shipped `tree-transformer-ptb-lm` (the default: small, ptb-lm text, batches of 256, 4,500 steps, "
+        "shipped `tree-transformer-ptb-lm` (the default: small, ptb-lm text, batches of 512, lr 3e-3, 4,500 steps, "
         "Algorithm 1 from layer 2)",
         SHIPPED_LM,
     ),
@@ -310,6 +318,8 @@ def induce_test() -> str:
         "sf-small-8000",
         "tt-b256-3500",
         "tt-b256-4500",
+        "tt-b512-4500",
+        "tt-b1024",
         "on-lstm",
         "shipped-lm",
         "shipped-sf",

@@ -1,7 +1,7 @@
 """The parsers shipped inside the package, each a model folder beside this file (:data:`SHIPPED`).
 
 * ``tree-transformer-ptb-lm`` (the default: the highest dev F1 of the three): a Tree Transformer
-  (``small``, 6 x 256) trained with the ``long`` recipe's model for 4,500 steps of 256 sentences on the
+  (``small``, 6 x 256) trained with the ``long`` recipe's model for 4,500 steps of 512 sentences on the
   Penn Treebank language-modelling text, parsed by Algorithm 1 from layer 2 (chosen on dev);
 * ``structformer-ptb-lm``: a StructFormer (``small``, 4 x 256, 2 parser layers) trained for 8,000 steps
   on the same text; trees and dependency heads;
