@@ -1,13 +1,15 @@
 """README.md works as written: its two set-up commands are the ones CI runs, every shell line calls the
 virtual environment's programs (so it runs right after them), every ``syntaxformer`` line names a command
 that exists with options its parser accepts, every command of the CLI is in the command table, and every
-```python block runs (in a temporary folder; a block reading ``induce-out/model`` gets a tiny model there)."""
+```python block runs (in a temporary folder; a block reading ``induce-out/model`` gets a tiny model there);
+and neither it nor the docs name a commit of this repository in prose."""
 
 from __future__ import annotations
 
 import re
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,26 @@ def test_readme_links_point_to_files_in_the_repository():
     assert relative, "the README links to its docs"
     missing = [t for t in relative if not (ROOT / t).exists()]
     assert not missing, f"README links to missing files: {missing}"
+
+
+def test_readme_and_docs_name_no_commit_of_this_repository():
+    """The README and the docs are for users: a run's code is named in its JSON report (``code``), not in
+    prose. Every 7-40 digit hex word of README.md, docs/ and benchmarks/README.md that is a commit of this
+    repository fails (commits of other repositories, cited as sources, are not commits here)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: commits cannot be told from other hex words")
+    pages = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    words = {
+        (page.relative_to(ROOT).as_posix(), word)
+        for page in pages
+        for word in re.findall(r"\b[0-9a-f]{7,40}\b", page.read_text(encoding="utf-8"))
+        if re.search(r"[a-f]", word) and re.search(r"[0-9]", word)
+    }
+    assert words, "the pages hold hex words to check (the compound-pcfg commits the protocols page cites)"
+    found = sorted(
+        (page, word)
+        for page, word in words
+        if subprocess.run(["git", "cat-file", "-e", f"{word}^{{commit}}"], cwd=ROOT, capture_output=True).returncode
+        == 0
+    )
+    assert not found, f"commits of this repository named in prose: {found}"
