@@ -253,21 +253,45 @@ def _curve_entry(curve: str | None, info: dict, protocol: Protocol | None) -> di
     return entry if protocol is None else entry | {"protocol": DEFAULT_PROTOCOL}
 
 
-def _report(
-    job: dict, parts, golds, info, recipe, overrides, options, curve, scores, train_minutes, start, protocol
-) -> dict:
-    """report.json: data, protocol, recipe, how it was chosen, and the scores of every part
-    (``job``: ``model``, ``recipe``, ``treebank``, ``corpus``, ``seed``, ``recipe_text``: the text the
-    recipe names, e.g. ``ptb-lm``, or None; ``protocol``: the scoring protocol, None = ``prpn``)."""
+@dataclass
+class InduceJob:
+    """What an ``induce`` run is and how it is scored, as its report records it.
+
+    Attributes:
+        model: the registry name trained; recipe: the recipe's name; treebank: the gold trees parsed;
+        corpus: the training text; seed: the run's seed; recipe_text: the text the recipe names (e.g.
+        ``ptb-lm``) or None.
+        train: the training fields (TrainArguments, the report's ``training.recipe``); overrides: the
+        model config overrides; options: the decoder settings scored (:class:`DecoderOptions`).
+        curve: the learning curve's treebank or None; dependencies: gold dependencies for UAS (None:
+        ptb-sample's with ptb-sample); protocol: the scoring protocol (None = ``prpn``).
+    """
+
+    model: str
+    recipe: str
+    treebank: str
+    corpus: str
+    seed: int
+    recipe_text: str | None
+    train: dict
+    overrides: dict
+    options: DecoderOptions
+    curve: str | None = None
+    dependencies: str | None = None
+    protocol: Protocol | None = None
+
+
+def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) -> dict:
+    """report.json: data, protocol, recipe, how it was chosen, and the scores of every part."""
     primary = "test" if "test" in scores else "all"
-    corpus, treebank = job["corpus"], job["treebank"]
+    corpus, treebank, recipe, protocol = job.corpus, job.treebank, job.train, job.protocol
     on_sample = ptb_sample_part(treebank) is not None
     transductive = corpus == treebank or (ptb_sample_part(corpus) == "all" and on_sample)
     setting = (
         "transductive (the parsed sentences' words are in the training text)"
         if transductive
         else "transductive (the ptb-lm training text contains ptb-sample's sentences)"
-        if job.get("recipe_text") == "ptb-lm" and on_sample
+        if job.recipe_text == "ptb-lm" and on_sample
         else "inductive (or unknown: check the corpus)"
     )
     keep = (
@@ -285,17 +309,17 @@ def _report(
     return {
         "data": {
             "train": corpus,
-            "recipe_text": job.get("recipe_text"),
+            "recipe_text": job.recipe_text,
             "treebank": treebank,
             "n_sentences": len(golds[primary]),
             "parts": {p: {"source": s, "n_sentences": len(golds[p])} for p, s in parts.items()},
             "setting": setting,
         },
         **_protocol_entries(protocol),
-        "model": job["model"],
+        "model": job.model,
         "preset": recipe["preset"],
-        "seed": job["seed"],
-        "recipe": job["recipe"],
+        "seed": job.seed,
+        "recipe": job.recipe,
         "code": code_version(),
         "primary": primary,
         "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/recipes.md); "
@@ -305,15 +329,15 @@ def _report(
             "planned_steps": recipe.get("max_steps"),
             "complete": recipe.get("max_steps") is None or info.get("steps") == recipe.get("max_steps"),
             "recipe": recipe,
-            "config": overrides,
+            "config": job.overrides,
         },
-        "decoder": asdict(options),
+        "decoder": asdict(job.options),
         "decoder_rules": "no tie-breaking toward either direction beyond Algorithm 1's leftmost weakest "
         "link (and the distance split's leftmost largest distance); no fallback to "
         "right-branching",
         **scores[primary],
         "parts": scores,
-        "curve": _curve_entry(curve, info, protocol),
+        "curve": _curve_entry(job.curve, info, protocol),
         "minutes": {"train": round(train_minutes, 2), "total": round((time.monotonic() - start) / 60, 2)},
     }
 
@@ -493,9 +517,10 @@ def run_induce(
 
     trained, tokenizer, info = load_model(out / "model", device=device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
-    job = dict(model=model, recipe=recipe, treebank=treebank, corpus=corpus, seed=seed, recipe_text=recipe_text)
-    scored = _TrainedModel(trained, untrained, tokenizer, info, train_minutes)
-    return _score_and_write(out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start)
+    job = InduceJob(
+        model, recipe, treebank, corpus, seed, recipe_text, train, overrides, options, curve, dependencies, chosen
+    )
+    return _score_and_write(out, job, golds, _TrainedModel(trained, untrained, tokenizer, info, train_minutes), start)
 
 
 @dataclass
@@ -510,49 +535,33 @@ class _TrainedModel:
     train_minutes: float
 
 
-def _score_and_write(
-    out: Path,
-    job,
-    golds,
-    scored: _TrainedModel,
-    train,
-    overrides,
-    options,
-    curve,
-    dependencies,
-    chosen,
-    start,
-    amend=None,
-):
-    """Parse and score ``golds`` with ``scored``'s models, save ``options`` with the trained one, write
-    ``trees.txt``, ``dependencies.conllu``, ``report.json`` and the curve figure into ``out``; returns
-    the report. ``amend(report)``, if given, changes the report in place before it is written."""
-    save_decoder_options(out / "model", options)
-    treebank, parts = job["treebank"], _parts(job["treebank"])
-    dependencies = dependencies or (treebank if ptb_sample_part(treebank) else None)
+def _score_and_write(out: Path, job: InduceJob, golds, scored: _TrainedModel, start: float, amend=None) -> dict:
+    """Parse and score ``golds`` with ``scored``'s models, save the job's decoder options with the trained
+    one, write ``trees.txt``, ``dependencies.conllu``, ``report.json`` and the curve figure into ``out``;
+    returns the report. ``amend(report)``, if given, changes the report in place before it is written."""
+    save_decoder_options(out / "model", job.options)
+    parts = _parts(job.treebank)
+    dependencies = job.dependencies or (job.treebank if ptb_sample_part(job.treebank) else None)
     scores, decoded = _decode_and_score(
-        job["model"],
+        job.model,
         scored.trained,
         scored.untrained,
         scored.tokenizer,
         golds,
         parts,
-        options,
+        job.options,
         dependencies,
-        job["seed"],
-        chosen,
+        job.seed,
+        job.protocol,
     )
     everything = decoded["all"]
     write_outputs(out, everything["trees"], everything["heads"], [t.leaves() for t in golds["all"]])
-    info = scored.info
-    report = _report(
-        job, parts, golds, info, train, overrides, options, curve, scores, scored.train_minutes, start, chosen
-    )
+    report = _report(job, parts, golds, scored.info, scores, scored.train_minutes, start)
     if amend is not None:
         amend(report)
     (out / "report.json").write_text(to_json(report) + "\n")
-    if info.get("parse_curve"):
-        _curve_figure(out, info, report, golds, chosen)
+    if scored.info.get("parse_curve"):
+        _curve_figure(out, scored.info, report, golds, job.protocol)
     return report
 
 
@@ -597,29 +606,31 @@ def rescore_induce(
     chosen = get_protocol(protocol)
     chosen = None if chosen.name == DEFAULT_PROTOCOL else chosen
     options = DecoderOptions.from_dict(old["decoder"]).with_choices(options)
-    data = old["data"]
-    job = dict(
-        model=old["model"],
-        recipe=old["recipe"],
-        treebank=data["treebank"],
-        corpus=data["train"],
-        seed=old["seed"],
-        recipe_text=data.get("recipe_text"),
+    data, training = old["data"], old["training"]
+    job = InduceJob(
+        old["model"],
+        old["recipe"],
+        data["treebank"],
+        data["train"],
+        old["seed"],
+        data.get("recipe_text"),
+        training["recipe"],
+        training["config"],
+        options,
+        (old.get("curve") or {}).get("treebank"),
+        dependencies,
+        chosen,
     )
-    _check_induces_structure(job["model"], old["preset"], None, old["training"]["config"] or {}, options)
-    golds = {part: load_gold_trees(source) for part, source in _parts(job["treebank"]).items()}
+    _check_induces_structure(job.model, old["preset"], None, job.overrides or {}, options)
+    golds = {part: load_gold_trees(source) for part, source in _parts(job.treebank).items()}
     trained, tokenizer, info = load_model(out / "model", device=device)
     known = {f.name for f in fields(TrainArguments)}
     run_args = TrainArguments(**{k: v for k, v in info.get("arguments", {}).items() if k in known})
     untrained = initial_model(run_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
     scored = _TrainedModel(trained, untrained, tokenizer, info, old["minutes"]["train"])
-    curve = (old.get("curve") or {}).get("treebank")
-    train, overrides = old["training"]["recipe"], old["training"]["config"]
 
     def amend(report: dict) -> None:  # the settings scored before, and the run's minutes plus this scoring's
         report["rescored_from"] = old["decoder"]
         report["minutes"] = dict(old["minutes"], rescore=round((time.monotonic() - start) / 60, 2))
 
-    return _score_and_write(
-        out, job, golds, scored, train, overrides, options, curve, dependencies, chosen, start, amend
-    )
+    return _score_and_write(out, job, golds, scored, start, amend)
