@@ -518,7 +518,18 @@ def run_induce(
     trained, tokenizer, info = load_model(out / "model", device=device)
     untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
     job = InduceJob(
-        model, recipe, treebank, corpus, seed, recipe_text, train, overrides, options, curve, dependencies, chosen
+        model=model,
+        recipe=recipe,
+        treebank=treebank,
+        corpus=corpus,
+        seed=seed,
+        recipe_text=recipe_text,
+        train=train,
+        overrides=overrides,
+        options=options,
+        curve=curve,
+        dependencies=dependencies,
+        protocol=chosen,
     )
     return _score_and_write(out, job, golds, _TrainedModel(trained, untrained, tokenizer, info, train_minutes), start)
 
@@ -608,18 +619,18 @@ def rescore_induce(
     options = DecoderOptions.from_dict(old["decoder"]).with_choices(options)
     data, training = old["data"], old["training"]
     job = InduceJob(
-        old["model"],
-        old["recipe"],
-        data["treebank"],
-        data["train"],
-        old["seed"],
-        data.get("recipe_text"),
-        training["recipe"],
-        training["config"],
-        options,
-        (old.get("curve") or {}).get("treebank"),
-        dependencies,
-        chosen,
+        model=old["model"],
+        recipe=old["recipe"],
+        treebank=data["treebank"],
+        corpus=data["train"],
+        seed=old["seed"],
+        recipe_text=data.get("recipe_text"),
+        train=training["recipe"],
+        overrides=training["config"],
+        options=options,
+        curve=(old.get("curve") or {}).get("treebank"),
+        dependencies=dependencies,
+        protocol=chosen,
     )
     _check_induces_structure(job.model, old["preset"], None, job.overrides or {}, options)
     golds = {part: load_gold_trees(source) for part, source in _parts(job.treebank).items()}
