@@ -1,0 +1,60 @@
+"""The shipped parsers' out-of-domain records (``docs/out-of-domain/shipped-*.json``, UD English-EWT test)
+are what ``benchmarks/out_of_domain.py`` gives today, and the default Tree Transformer and the StructFormer
+are above right-branching there (issue target; the page ``docs/results/out-of-domain.md`` says so)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import out_of_domain  # noqa: E402
+
+from syntaxformer.pretrained import shipped_parsers  # noqa: E402
+
+RECORDS = {name: ROOT / "docs" / "out-of-domain" / f"shipped-{name}-ud-ewt-test.json" for name in shipped_parsers()}
+
+
+@pytest.fixture(scope="module")
+def ud_ewt_test(shared_data) -> Path:
+    return shared_data / "ud-ewt" / "en_ewt-ud-test.conllu"
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_shipped_parser_reproduces_its_out_of_domain_record(name, ud_ewt_test, tmp_path, capsys):
+    record = json.loads(RECORDS[name].read_text())
+    threads = torch.get_num_threads()
+    try:
+        out = tmp_path / "ood.json"
+        assert (
+            out_of_domain.main(
+                ["--model", name, "--name", name, "--ud-ewt", str(ud_ewt_test), "--out", str(out), "--threads", "1"]
+            )
+            == 0
+        )
+    finally:
+        torch.set_num_threads(threads)
+    capsys.readouterr()
+    today = json.loads(out.read_text())
+    assert today["n_sentences"] == record["n_sentences"] == 1839
+    for system in ("parser", "right_branching", "left_branching"):
+        for field in ("sentence_f1", "corpus_f1"):
+            assert today["constituency"][system][field] == pytest.approx(
+                record["constituency"][system][field], abs=0.02
+            ), (system, field)
+    if record.get("dependencies"):
+        assert today["dependencies"]["parser"]["uas"] == pytest.approx(
+            record["dependencies"]["parser"]["uas"], abs=0.02
+        )
+
+
+@pytest.mark.parametrize("name", ["tree-transformer-ptb-lm", "structformer-ptb-lm"])
+def test_default_and_structformer_are_above_right_branching_out_of_domain(name):
+    scores = json.loads(RECORDS[name].read_text())["constituency"]
+    assert scores["parser"]["sentence_f1"] > scores["right_branching"]["sentence_f1"]
