@@ -42,6 +42,7 @@ from syntaxformer.cli import prepare_process
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors import attention
 from syntaxformer.priors.constituent import ConstituentPrior
+from syntaxformer.runtime import code_version
 
 NAMES = ["plain/sdpa", "tree/sdpa", "tree/blocks", "plain/eager", "tree/eager", "tree/cubic"]
 
@@ -265,6 +266,7 @@ def meta(args) -> dict:
         save_attention_elements=attention.SAVE_ATTENTION_ELEMENTS,
         block_elements=attention.BLOCK_ELEMENTS,
         step="forward+backward MLM step, 15% of positions labelled, logits only there",
+        code=code_version(),
     )
 
 
