@@ -258,13 +258,18 @@ class InduceJob:
     """What an ``induce`` run is and how it is scored, as its report records it.
 
     Attributes:
-        model: the registry name trained; recipe: the recipe's name; treebank: the gold trees parsed;
-        corpus: the training text; seed: the run's seed; recipe_text: the text the recipe names (e.g.
-        ``ptb-lm``) or None.
-        train: the training fields (TrainArguments, the report's ``training.recipe``); overrides: the
-        model config overrides; options: the decoder settings scored (:class:`DecoderOptions`).
-        curve: the learning curve's treebank or None; dependencies: gold dependencies for UAS (None:
-        ptb-sample's with ptb-sample); protocol: the scoring protocol (None = ``prpn``).
+        model: the registry name trained.
+        recipe: the recipe's name.
+        treebank: the gold trees parsed.
+        corpus: the training text.
+        seed: the run's seed.
+        recipe_text: the text the recipe names (e.g. ``ptb-lm``), or None.
+        train: the training fields (TrainArguments; the report's ``training.recipe``).
+        overrides: the model config overrides.
+        options: the decoder settings scored (:class:`DecoderOptions`).
+        curve: the learning curve's treebank, or None.
+        dependencies: gold dependencies for UAS (None: ptb-sample's with ptb-sample).
+        protocol: the scoring protocol (None = ``prpn``).
     """
 
     model: str
