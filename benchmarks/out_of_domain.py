@@ -26,7 +26,6 @@ import argparse
 import json
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ from syntaxformer.evaluation.baselines import left_branching, left_chain, right_
 from syntaxformer.evaluation.constituency import bracket_scores
 from syntaxformer.evaluation.dependency import evaluate_dependency, subtree_brackets
 from syntaxformer.pretrained import model_folder
+from syntaxformer.runtime import code_version
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = (
@@ -106,9 +106,7 @@ def main(argv=None) -> int:
             "right_branching": constituency_scores([right_branching(n) for n in lengths], gold_spans, lengths),
             "left_branching": constituency_scores([left_branching(n) for n in lengths], gold_spans, lengths),
         },
-        "code": subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
+        "code": code_version(),
         "torch": torch.__version__,
         "python": platform.python_version(),
     }

@@ -4,7 +4,7 @@ A study records the folders it read (``--data``, ``--ud-ewt``, run folders) as t
 the machine that ran it. :func:`portable` rewrites every absolute path below the folder that holds
 the repository (where ``../shared/data`` lives, DESIGN.md §6) relative to the repository root, so
 a record reads ``../shared/data/ud-ewt/en_ewt-ud-dev.conllu`` or ``runs/logic/on-lstm-seed0`` on any
-clone. Other strings are unchanged. :func:`code_version` names the commit a run was made by, so a
+clone. Other strings are unchanged. :func:`record_code_version` names the code a run was made by, so a
 record written on one machine still says which code produced it.
 """
 
@@ -31,29 +31,15 @@ def portable(record, root: Path = ROOT):
     return path(record)
 
 
-def code_version(root: Path = ROOT) -> dict | None:
-    """The code a study ran: ``{"commit": full hash, "modified": tracked files differ from it}`` of the
-    repository at ``root``, or None outside a git checkout (or without git)."""
-    import subprocess
-
-    def git(*argv):
-        return subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True, check=True).stdout
-
-    try:
-        return dict(
-            commit=git("rev-parse", "HEAD").strip(),
-            modified=bool(git("status", "--porcelain", "--untracked-files=no").strip()),
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 #: in a run folder: the commit that finished the run (:func:`record_code_version`)
 CODE_JSON = "code.json"
 
 
-def record_code_version(folder: Path, root: Path = ROOT) -> None:
-    """Write :func:`code_version` to ``folder / CODE_JSON`` (called when a study's run finishes)."""
+def record_code_version(folder: Path) -> None:
+    """Write :func:`syntaxformer.runtime.code_version` (package version, commit, modified flag) to
+    ``folder / CODE_JSON`` (called when a study's run finishes)."""
     import json
 
-    (Path(folder) / CODE_JSON).write_text(json.dumps(code_version(root)) + "\n")
+    from syntaxformer.runtime import code_version
+
+    (Path(folder) / CODE_JSON).write_text(json.dumps(code_version()) + "\n")

@@ -55,7 +55,6 @@ import contextlib
 import json
 import platform
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -65,6 +64,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from syntaxformer.blocks.dropout import Dropout
 from syntaxformer.priors import attention
+from syntaxformer.runtime import code_version
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.trainer import Trainer
 from syntaxformer.workflows.induce import RECIPES
@@ -162,13 +162,6 @@ def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
     return round(statistics.median(a / b for a, b in zip(numerator, denominator)), 3)
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def measure(names: list[str], steps: int, warmup: int, seed: int, threads: int) -> dict:
     """Build every variant, warm each up, then time ``steps`` rounds of one step per variant."""
     torch.set_num_threads(threads)
@@ -246,7 +239,7 @@ def main() -> None:
         torch=torch.__version__,
         python=platform.python_version(),
         cpu=platform.processor() or platform.machine(),
-        git_commit=git_commit(),
+        code=code_version(),
         matmul_peak_gflops=round(peak, 1),
         variants=rows,
         errors=result["errors"],
