@@ -32,7 +32,9 @@ from syntaxformer.workflows.induce import RECIPES, rescore_induce, resolve_recip
 _TRAIN_FLAGS = (
     "preset",
     "max_steps",
+    "epochs",
     "max_minutes",
+    "valid",
     "batch_size",
     "lr",
     "warmup_steps",
@@ -56,9 +58,10 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--recipe",
         default="default",
-        choices=["default", "long"],
+        choices=sorted({name for recipes in RECIPES.values() for name in recipes}),
         help="default: <= 20 min on 2 CPU cores; long: <= 150 min, on the ptb-lm training text "
-        "(Tree Transformer, StructFormer: give its path with --corpus) "
+        "(Tree Transformer, StructFormer: give its path with --corpus); paper: the authors' procedure "
+        "(ON-LSTM: running text, SGD then NT-ASGD; give --corpus and --valid) "
         "(syntaxformer.cli.induce.RECIPES)",
     )
     p.add_argument(
@@ -90,7 +93,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", default="induce-out", help="output folder (default induce-out)")
     p.add_argument("--seed", type=int, default=0)
     for flag in _TRAIN_FLAGS:
-        kind = {"schedule": str, "preset": str, "max_minutes": float, "lr": float, "mask_rate": float}.get(flag, int)
+        kind = {
+            "schedule": str,
+            "preset": str,
+            "valid": str,
+            "max_minutes": float,
+            "lr": float,
+            "mask_rate": float,
+        }.get(flag, int)
         p.add_argument(
             "--" + flag.replace("_", "-"),
             type=kind,

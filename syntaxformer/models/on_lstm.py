@@ -201,6 +201,30 @@ RECIPES = {
     ),
 }
 
+#: the public procedure (yikangshen/Ordered-Neurons README's command and ``main.py``; DESIGN.md §3.4): the
+#: AWD-LSTM training of :mod:`syntaxformer.training.running_text` on the ptb-lm running text (give it with
+#: ``--corpus .../ptb.train.txt --valid .../ptb.valid.txt``): batch 20, BPTT 70, SGD lr 30 then NT-ASGD
+#: (non-monotone 5, the averaging restarted after epoch 500), weight decay 1.2e-6, clip 0.25, AR 2, TAR 1,
+#: the public dropouts (the ``paper`` preset), 1,000 epochs, the model of the best validation perplexity.
+PAPER_RECIPE = dict(
+    preset="paper",
+    corpus="ptb-lm",
+    min_freq=1,
+    bptt=70,
+    batch_size=20,
+    eval_batch_size=10,
+    optimizer="sgd",
+    lr=30.0,
+    weight_decay=1.2e-6,
+    clip=0.25,
+    nonmono=5,
+    asgd_restart_epoch=500,
+    ar_alpha=2.0,
+    tar_beta=1.0,
+    epochs=1000,
+)
+RECIPES["paper"] = PAPER_RECIPE
+
 #: the registry name (models/__init__.py)
 NAME = "on-lstm"
 
@@ -355,6 +379,12 @@ class OnLstmCausalLMOutput(ModelOutput):
         distances: ``[B, L, N]`` syntactic distances (see :class:`OnLstmOutput`).
         hidden_states: per layer outputs, when ``output_hidden_states``.
         state: per layer ``(h, c)`` final states (to continue running text).
+        last_hidden_state: ``[B, N, E]`` the last layer's outputs before the output dropout, when
+            ``output_last_hidden`` (the public ``rnn_hs[-1]``, which temporal activation
+            regularisation reads).
+        dropped_hidden_state: ``[B, N, E]`` the same after the output dropout, what the output layer
+            reads, when ``output_last_hidden`` (the public ``dropped_rnn_hs[-1]``, which activation
+            regularisation reads).
     """
 
     loss: torch.FloatTensor | None = None
@@ -362,6 +392,8 @@ class OnLstmCausalLMOutput(ModelOutput):
     distances: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
     state: tuple[tuple[torch.FloatTensor, torch.FloatTensor], ...] | None = None
+    last_hidden_state: torch.FloatTensor | None = None
+    dropped_hidden_state: torch.FloatTensor | None = None
 
 
 class OnLstmPreTrainedModel(PreTrainedModel):
@@ -475,6 +507,7 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
         state=None,
         output_hidden_states: bool = False,
         return_dict: bool = True,
+        output_last_hidden: bool = False,
         **kwargs,
     ) -> OnLstmCausalLMOutput:
         """Causal-LM forward pass.
@@ -488,6 +521,8 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
             state: per layer ``(h, c)`` to start from (running text), or None (zeros).
             output_hidden_states: also return every layer's outputs.
             return_dict: ``False`` returns the output's non-None fields as a tuple.
+            output_last_hidden: also return the last layer's outputs before and after the output
+                dropout (``last_hidden_state``, ``dropped_hidden_state``: the AWD-LSTM regularisers').
             **kwargs: ignored (Hugging Face callers pass e.g. ``use_cache``).
         """
         base = self.on_lstm(input_ids, attention_mask, state=state, output_hidden_states=output_hidden_states)
@@ -498,8 +533,14 @@ class OnLstmForCausalLM(OnLstmPreTrainedModel):
             loss = F.cross_entropy(
                 logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
             )
+        last = dict(last_hidden_state=base.last_hidden_state, dropped_hidden_state=hidden) if output_last_hidden else {}
         out = OnLstmCausalLMOutput(
-            loss=loss, logits=logits, distances=base.distances, hidden_states=base.hidden_states, state=base.state
+            loss=loss,
+            logits=logits,
+            distances=base.distances,
+            hidden_states=base.hidden_states,
+            state=base.state,
+            **last,
         )
         return out if return_dict else out.to_tuple()
 

@@ -2,7 +2,7 @@
 (:class:`LengthBucketSampler`), the task-agnostic loop (:class:`TrainingLoop`) with explicit batches (:class:`Batch`), one model-config
 resolver (:func:`resolve_model_config`), and the language-model trainer (:func:`train`, :class:`TrainArguments`: its
 fields by concern, :class:`ModelArguments`, :class:`DataArguments`, :class:`OptimisationArguments`, :class:`RunArguments`,
-:class:`Trainer` with its :class:`TrainerCallback` hooks) with checkpoints, resume after a kill,
+:class:`RunningTextArguments`; :class:`Trainer` with its :class:`TrainerCallback` hooks) with checkpoints, resume after a kill,
 TensorBoard logs and data parallelism under ``torchrun``."""
 
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
@@ -13,6 +13,7 @@ from syntaxformer.training.arguments import (
     OptimisationArguments,
     OutputArguments,
     RunArguments,
+    RunningTextArguments,
 )
 from syntaxformer.training.batch import Batch, PairBatch, TokenBatch
 from syntaxformer.training.callbacks import StopCondition, TrainerCallback, TrainerControl
@@ -34,6 +35,7 @@ __all__ = [
     "OptimisationArguments",
     "RunArguments",
     "FineTuneArguments",
+    "RunningTextArguments",
     "train",
     "lr_factor",
     "Trainer",

@@ -206,13 +206,75 @@ class FineTuneArguments:
     gate_init: float = 3.0
 
 
+#: ``optimizer`` values: Adam(W) (:meth:`~syntaxformer.training.loop.TrainingLoop.make_optimizer`), or SGD then
+#: NT-ASGD (running text only: :mod:`syntaxformer.training.running_text`)
+OPTIMIZERS = ("adam", "sgd")
+
+
+@dataclass
+class RunningTextArguments:
+    """Running-text language modelling with the AWD-LSTM procedure (Merity, Keskar & Socher, ICLR 2018;
+    the public ON-LSTM code, yikangshen/Ordered-Neurons ``main.py``; :mod:`syntaxformer.training.running_text`,
+    DESIGN.md §3.4). Causal-LM models only; one process.
+
+    Attributes (defaults in brackets):
+        bptt [None]: train on running text: the sentences one after the other with ``<eos>`` (``[CLS]``)
+            after each, cut into ``batch_size`` rows, in windows of mean length ``bptt`` (the public 70;
+            :class:`~syntaxformer.data.running_text.BpttWindows`) with the recurrent state carried from
+            window to window; the learning rate of a window of n tokens is ``lr · n / bptt``; validation
+            on the ``valid`` text as running text at the end of every epoch. None: sentence batches
+            (the :class:`~syntaxformer.training.trainer.Trainer`).
+        optimizer ["adam"]: "adam", or "sgd": SGD (``weight_decay`` an L2 term) until the validation loss
+            is worse than the best of all evaluations before the last ``nonmono`` ones, then averaged SGD
+            (NT-ASGD: :class:`torch.optim.ASGD` with t0 = 0, λ = 0; the averaged weights are validated and
+            kept). "sgd" needs ``bptt``.
+        nonmono [5]: NT-ASGD's non-monotone interval, in epochs (0: SGD throughout).
+        asgd_restart_epoch [None]: at the end of this epoch, under averaged SGD, the averaging starts
+            again (the public ``--finetuning``, 500 of 1,000 epochs); None: never.
+        ar_alpha [0.0]: activation regularisation, ``α · mean(h²)`` of the last layer's outputs after the
+            output dropout (public 2).
+        tar_beta [0.0]: temporal activation regularisation, ``β · mean((h_{t+1} − h_t)²)`` of the last
+            layer's outputs before dropout (public 1).
+        eval_batch_size [10]: rows of the validation stream (public 10).
+    """
+
+    bptt: int | None = None
+    optimizer: str = "adam"
+    nonmono: int = 5
+    asgd_restart_epoch: int | None = None
+    ar_alpha: float = 0.0
+    tar_beta: float = 0.0
+    eval_batch_size: int = 10
+
+    def check_running_text(self) -> None:
+        """Raise :class:`InputError` (one line) for inconsistent running-text or optimiser options."""
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.optimizer == "sgd" and self.bptt is None:
+            raise InputError("--optimizer sgd (SGD then NT-ASGD) trains on running text: give --bptt")
+        for name in ("bptt", "eval_batch_size", "asgd_restart_epoch"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        for name in ("nonmono", "ar_alpha", "tar_beta"):
+            if getattr(self, name) < 0:
+                raise InputError(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+
+
 @dataclass
 class TrainArguments(
-    FineTuneArguments, RunArguments, OptimisationArguments, DataArguments, ModelArguments, OutputArguments
+    RunningTextArguments,
+    FineTuneArguments,
+    RunArguments,
+    OptimisationArguments,
+    DataArguments,
+    ModelArguments,
+    OutputArguments,
 ):
     """Everything :func:`~syntaxformer.training.run.train` needs, by concern: :class:`OutputArguments`,
     :class:`ModelArguments`, :class:`DataArguments`, :class:`OptimisationArguments`,
-    :class:`RunArguments`, :class:`FineTuneArguments` (their fields, in that order, are this class's;
+    :class:`RunArguments`, :class:`FineTuneArguments`, :class:`RunningTextArguments` (their fields, in that
+    order, are this class's;
     the names are the ``syntaxformer train`` options, and ``training.json`` records them flat). A
     function that needs one concern takes that class.
     """
@@ -270,6 +332,7 @@ class TrainArguments(
         if self.induced_from not in ("masked", "sentence"):
             bad(f"--induced-from must be masked or sentence, got {self.induced_from!r}")
         self.check_fine_tuning()
+        self.check_running_text()
 
     def check_trees(self) -> None:
         """Parse ``trees``; raise :class:`InputError` (one line) for a bad value, or when the prior reads
@@ -359,4 +422,4 @@ class TrainArguments(
             )
 
 
-__all__ = ["TrainArguments", "MASK_REPLACE"]
+__all__ = ["TrainArguments", "RunningTextArguments", "OPTIMIZERS", "MASK_REPLACE"]

@@ -121,13 +121,16 @@ class Periodic(TrainerCallback):
 
 
 class EvaluateEachEpoch(TrainerCallback):
-    """Requests an evaluation and a checkpoint at the end of every epoch (``batches`` per epoch)."""
+    """Requests an evaluation and a checkpoint at the end of every epoch: after ``batches`` batches of
+    it, or, with ``batches`` None, after as many as the trainer's sampler gives the epoch (epochs of
+    different lengths, e.g. running text's windows of drawn lengths)."""
 
-    def __init__(self, batches: int):
+    def __init__(self, batches: int | None = None):
         self.batches = batches
 
     def on_step_end(self, trainer, output: StepOutput) -> None:
-        if trainer.state.batch_in_epoch >= self.batches:
+        batches = self.batches if self.batches is not None else len(trainer.sampler.batches(trainer.state.epoch))
+        if trainer.state.batch_in_epoch >= batches:
             trainer.control.should_evaluate = trainer.control.should_save = True
 
 

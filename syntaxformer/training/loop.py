@@ -271,7 +271,7 @@ class TrainingLoop:
             self.save()
         if self.is_main:
             record = self.report()
-            self.model.save_pretrained(self.out, safe_serialization=True)
+            self.final_model().save_pretrained(self.out, safe_serialization=True)
             save_tokenizer(self.tokenizer, self.out)
             (self.out / TRAINING_JSON).write_text(json.dumps(record, indent=2) + "\n")
         for callback in self.callbacks:
@@ -313,6 +313,11 @@ class TrainingLoop:
     def report(self) -> dict:
         """The contents of ``training.json``. The task's."""
         raise NotImplementedError
+
+    def final_model(self) -> torch.nn.Module:
+        """The model a finished run saves in OUT: :attr:`model` as it is after the last step. A task
+        that selects another (e.g. the best on validation) overrides it."""
+        return self.model
 
     # ---------------------------------------------------------------------------------- shared parts
 

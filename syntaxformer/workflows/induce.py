@@ -79,7 +79,7 @@ def resolve_recipe(
 
     Args:
         model: a registry name with recipes (a key of :data:`RECIPES`).
-        recipe: the recipe's name (``default``, ``long``).
+        recipe: the recipe's name (``default``, ``long``; ``paper``: the authors' procedure, where a model has it).
         train: TrainArguments fields replacing the recipe's (None values are ignored).
         variant: the Tree Transformer's constituent variant (``paper``, ``official``), or None.
         prior: the model's prior (None = the model's default); only passed on to the config.
@@ -89,8 +89,10 @@ def resolve_recipe(
         ``(TrainArguments fields, model config overrides, Algorithm 1 minimum layer or None)``.
 
     Raises:
-        InputError: ``variant`` for a model without one.
+        InputError: a recipe the model does not have, or ``variant`` for a model without one.
     """
+    if recipe not in RECIPES.get(model, {}):
+        raise InputError(f"--recipe {recipe}: {model} has the recipes {', '.join(RECIPES.get(model, {}))}")
     fields = dict(RECIPES[model][recipe])
     overrides = dict(fields.pop("overrides", {}))
     min_layer = fields.pop("min_layer", None)
