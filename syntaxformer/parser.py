@@ -22,6 +22,11 @@ What happens to a sentence, as in training (DESIGN.md §4, the PRPN preprocessin
    with the model by ``induce``, or the ones given).
 4. Punctuation is put back as leaves: a punctuation token between two words joins the smallest
    constituent containing both; one before the first or after the last word joins the root.
+5. The tree is in the field's form (:func:`syntaxformer.decoding.spans.with_preterminals`): root
+   ``S``, constituents ``X``, and a preterminal ``X`` over each token (punctuation included; the
+   models induce no part-of-speech tags), ``(S (X (X The) (X old) (X man)) (X sat) ...)``, so
+   ``tree.pretty_print()``, ``tree.pos()`` and ``tree.leaves()`` give the tokens in order. A
+   one-token sentence is ``(S token)``: the root is the token's preterminal.
 
 ``syntaxformer parse`` uses the same object.
 """
@@ -38,7 +43,7 @@ import conllu
 from nltk import Tree
 from nltk.tokenize import NLTKWordTokenizer
 
-from syntaxformer.decoding.spans import spans_to_tree
+from syntaxformer.decoding.spans import spans_to_tree, with_preterminals
 from syntaxformer.errors import InputError
 from syntaxformer.parsing import load_model, model_structures, resolve_decoder_options
 from syntaxformer.pretrained import model_folder
@@ -128,8 +133,8 @@ class Parser:
         """The tree of one sentence: a string (tokenised here) or a list of tokens.
 
         Returns:
-            ``nltk.Tree``: root ``S``, constituents ``X``, leaves the sentence's tokens (no
-            preterminals).
+            ``nltk.Tree`` in the field's form (module docstring, step 5): root ``S``, constituents
+            ``X``, a preterminal ``X`` over each of the sentence's tokens.
         Raises:
             InputError (a ValueError): an empty sentence, one of only punctuation, or not a string /
                 list of strings.
@@ -155,7 +160,8 @@ class Parser:
                 False: every token is a word (a treebank's leaves, punctuation already removed).
 
         Returns:
-            ``(trees, heads, structures)``: a tree per sentence over all its tokens; per sentence the
+            ``(trees, heads, structures)``: a tree per sentence over all its tokens, in the field's
+            form (a preterminal ``X`` over each token, module docstring); per sentence the
             1-based heads of every token (0 = root; punctuation attached to the root word), or None for
             a model without dependencies; the model's structures over the non-punctuation words.
         """
@@ -173,7 +179,7 @@ class Parser:
         for tokens, kept, s in zip(token_lists, positions, structures):
             # the words' whole span is the root (punctuation at the edges joins the root)
             spans = {(kept[i], kept[j - 1] + 1) for i, j in s.spans(self.options) if (i, j) != (0, len(kept))}
-            trees.append(spans_to_tree(list(tokens), spans))
+            trees.append(with_preterminals(spans_to_tree(list(tokens), spans)))
             word_heads = s.heads(self.options)
             heads.append(None if word_heads is None else _token_heads(word_heads, kept, len(tokens)))
         return trees, (None if all(h is None for h in heads) else heads), structures

@@ -16,7 +16,7 @@ from syntaxformer.cli import main
 from syntaxformer.data.dependency import read_conllu
 from syntaxformer.data.treebank import parse_bracketed
 from syntaxformer.decoding.dependency import is_tree
-from syntaxformer.decoding.spans import labelled_spans, spans_to_tree, split_by_distance
+from syntaxformer.decoding.spans import labelled_spans, spans_to_tree, split_by_distance, with_preterminals
 from syntaxformer.decoding.tree_transformer import OFFICIAL_DESCEND_THRESHOLD, algorithm1, single_layer
 from syntaxformer.parsing import load_model, model_structures
 
@@ -142,7 +142,7 @@ def test_layer_gives_binary_trees_equal_to_single_layer(capsys, tt, ptb_text, tm
         rows = json.loads((out_dir / "structures.json").read_text())
         for w, s, tree, row in zip(words, structures, _trees(out_dir), rows, strict=True):
             assert tree.leaves() == w and row["words"] == w
-            assert all(len(node) == 2 for node in tree.subtrees())  # binary (no 1-word sentence)
+            assert all(len(node) == 2 for node in tree.subtrees() if node.height() > 2)  # binary over the preterminals
             np.testing.assert_allclose(row["link_probs"], s.link_probs, atol=1e-6)
             assert _spans(tree) == single_layer(s.link_probs[layer]) == single_layer(row["link_probs"][layer])
 
@@ -178,9 +178,9 @@ def test_algorithm1_equals_decoder_on_structures_json(capsys, tt, ptb_text, tmp_
         a = np.array(row["link_probs"])
         assert a.shape == (3, len(w) - 1)
         expected = algorithm1(a, threshold=0.75, min_layer=min_layer, descend_threshold=descend)
-        assert tree == spans_to_tree(w, expected)
+        assert tree == with_preterminals(spans_to_tree(w, expected))
         flat += any(len(node) > 2 for node in tree.subtrees())
-        differ += tree != spans_to_tree(w, algorithm1(a, threshold=0.75, min_layer=min_layer))
+        differ += tree != with_preterminals(spans_to_tree(w, algorithm1(a, threshold=0.75, min_layer=min_layer)))
     if rule == "paper":
         assert flat > 0 and differ == 0  # flat (no break point down to layer 1) constituents
     else:

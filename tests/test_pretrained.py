@@ -14,7 +14,7 @@ from safetensors import safe_open
 import syntaxformer
 from syntaxformer.cli import main
 from syntaxformer.data import load_gold_trees
-from syntaxformer.decoding.spans import to_bracketed
+from syntaxformer.decoding.spans import to_bracketed, with_preterminals
 from syntaxformer.evaluation.constituency import evaluate_constituency
 from syntaxformer.parsing import DecoderOptions, decode, model_structures
 from syntaxformer.pretrained import pretrained_folder, shipped_parsers
@@ -80,7 +80,7 @@ def test_parse_stdin_without_model(capsys, monkeypatch, tmp_path, pretrained):
     report = json.loads((pretrained_folder() / "report.json").read_text())
     options = DecoderOptions.from_dict(report["decoder"])
     trees, _ = decode(model_structures(model, tokenizer, [["the", "cat", "sat", "on", "the", "mat"]]), options)
-    assert (tmp_path / "trees.txt").read_text() == to_bracketed(trees[0]) + "\n"
+    assert (tmp_path / "trees.txt").read_text() == to_bracketed(with_preterminals(trees[0])) + "\n"
 
 
 @pytest.mark.slow

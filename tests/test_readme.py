@@ -2,7 +2,8 @@
 virtual environment's programs (so it runs right after them), every ``syntaxformer`` line names a command
 that exists with options its parser accepts, every command of the CLI is in the command table, and every
 ```python block runs (in a temporary folder; a block reading ``induce-out/model`` gets a tiny model there);
-and neither it nor the docs name a commit of this repository in prose."""
+the quick start prints the tree drawing it shows; and neither it nor the docs name a commit of this
+repository in prose."""
 
 from __future__ import annotations
 
@@ -97,6 +98,19 @@ def test_readme_python_blocks_run(block, tmp_path, monkeypatch, tiny_model):
         shutil.copytree(tiny_model("tree-transformer"), tmp_path / "induce-out" / "model")
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
+
+
+def test_quick_start_prints_the_tree_it_shows(capsys):
+    """The quick start's Python block (the one with ``tree.pretty_print()``) prints the drawing of the
+    ```text block that follows it, line for line (trailing spaces aside), and the drawing's bottom line
+    is the sentence's tokens in order (each word under its own preterminal)."""
+    blocks = re.findall(r"^```python\n(.*?)^```\n(.*?)^```text\n(.*?)^```", README, re.S | re.M)
+    code, drawing = next((code, text) for code, between, text in blocks if "tree.pretty_print()" in code)
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    shown = drawing.splitlines()
+    assert printed[: len(shown)] == shown
+    assert shown[-1].split() == ["The", "old", "man", "sat", "on", "the", "bench", "."]
 
 
 def test_readme_links_point_to_files_in_the_repository():

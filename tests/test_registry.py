@@ -12,7 +12,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from syntaxformer.cli import main
 from syntaxformer.data.tokenization import build_word_tokenizer
-from syntaxformer.decoding.spans import spans_to_tree, split_by_distance, to_bracketed
+from syntaxformer.decoding.spans import spans_to_tree, split_by_distance, to_bracketed, with_preterminals
 from syntaxformer.models import REGISTRY, Architecture, LanguageModelUse, make_config, register, unregister
 from syntaxformer.structures import SyntacticDistances
 
@@ -77,7 +77,7 @@ def test_a_registered_toy_model_parses_through_the_cli(toy_model, tmp_path):
     for words in sentences:
         ids = tokenizer.convert_tokens_to_ids(words)
         tree = spans_to_tree(words, split_by_distance([float(i) for i in ids[1:]]))
-        expected.append(to_bracketed(tree))
+        expected.append(to_bracketed(with_preterminals(tree)))
     assert (tmp_path / "out" / "trees.txt").read_text().split("\n")[:2] == expected
     # Tree Transformer decoder options are refused for distances, never ignored
     assert (

@@ -22,7 +22,7 @@ from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, Seque
 
 from syntaxformer.cli import main
 from syntaxformer.data.corpus import load_corpus
-from syntaxformer.decoding.spans import spans_to_tree, split_by_distance, to_bracketed
+from syntaxformer.decoding.spans import spans_to_tree, split_by_distance, to_bracketed, with_preterminals
 from syntaxformer.models import (
     ENCODERS,
     MODELS,
@@ -177,7 +177,7 @@ def test_the_toy_trains_and_parses(toy, tmp_path):
         ids = torch.tensor(tokenizer.convert_tokens_to_ids(words))
         with torch.no_grad():
             scores = model.distance(model.embeddings(ids)).squeeze(-1)[1:].tolist()
-        expected.append(to_bracketed(spans_to_tree(words, split_by_distance(scores))))
+        expected.append(to_bracketed(with_preterminals(spans_to_tree(words, split_by_distance(scores)))))
     assert (tmp_path / "parsed" / "trees.txt").read_text().splitlines()[:2] == expected
 
 

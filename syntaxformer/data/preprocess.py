@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from nltk import Tree
 
 from syntaxformer.data.treebank import read_treebank
+from syntaxformer.decoding.spans import PRETERMINAL
 
 logger = logging.getLogger(__name__)
 
@@ -123,10 +124,13 @@ def preprocess_tree(tree: Tree, options: Preprocessing = PRPN) -> Tree | None:
     left empty, strip function tags, collapse unary chains of phrasal nodes (``S+VP``, outer label
     first) and normalise words with :func:`normalise_word`. Preterminals such as ``(NN dog)`` are
     kept. A *preterminal* is a node with exactly one child, a word; its label is the word's tag.
-    A word beside other children (no preterminal, as in predicted trees such as ``(X the dog)``)
-    has no tag: it is kept and normalised. This function is meant for gold trees: with
-    ``word_tags`` on, a predicted single-word node such as ``(X dog)`` would be read as a
-    preterminal with the non-word tag ``X`` and dropped.
+    A word with no tag is kept and normalised: a word beside other children (a predicted tree in the
+    internal form, ``(X the dog)``), or a word under a preterminal labelled
+    :data:`~syntaxformer.decoding.spans.PRETERMINAL` ``X`` that has siblings (the same tree in the
+    field's form, ``(X (X the) (X dog))``, as ``syntaxformer parse`` writes it; ``X`` is no Penn
+    Treebank part-of-speech tag), which loses that preterminal: both forms of a predicted tree give
+    the same cleaned tree. This function is meant for gold trees: with ``word_tags`` on, a one-word
+    predicted tree ``(S dog)`` is read as a preterminal with the non-word tag ``S`` and dropped.
 
     Returns:
         The cleaned tree, or ``None`` if no word is left (e.g. a sentence of only punctuation).
@@ -140,9 +144,13 @@ def preprocess_tree(tree: Tree, options: Preprocessing = PRPN) -> Tree | None:
 
 
 def _clean(node, options: Preprocessing):
-    """The cleaned copy of ``node``, or None when it is deleted."""
+    """The cleaned copy of ``node``, or None when it is deleted; a preterminal ``X`` beside other
+    children (a word with no tag, :func:`preprocess_tree`) becomes its bare word."""
     if not isinstance(node, Tree):
         return normalise_word(node, options.lowercase, options.digits_to_n)
+    if len(node) > 1:  # the field's form of a predicted tree: (X (X the) (X dog)) -> (X the dog)
+        untagged = [isinstance(c, Tree) and _is_preterminal(c) and c.label() == PRETERMINAL for c in node]
+        node = Tree(node.label(), [c[0] if bare else c for c, bare in zip(node, untagged)])
     label = node.label()
     if options.strip_function_tags:
         label = strip_function_tag(label)

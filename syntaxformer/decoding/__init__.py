@@ -1,12 +1,23 @@
 """Tree and dependency decoders: the one place where model outputs become structures.
 
-* :mod:`.spans` - spans <-> bracketed trees, brackets, the top-down split by syntactic distance.
+* :mod:`.spans` - spans <-> bracketed trees (the internal form and the field's form, with a preterminal
+  over each word), brackets, the top-down split by syntactic distance.
 * :mod:`.tree_transformer` - Tree Transformer Algorithm 1 and the single-layer decoder.
 * :mod:`.dependency` - Chu-Liu-Edmonds (single root) and the public StructFormer argmax rule.
 """
 
 from .dependency import argmax_heads, chu_liu_edmonds, head_scores, is_tree, tree_score
-from .spans import Span, brackets, escape_word, labelled_spans, spans_to_tree, split_by_distance, to_bracketed
+from .spans import (
+    PRETERMINAL,
+    Span,
+    brackets,
+    escape_word,
+    labelled_spans,
+    spans_to_tree,
+    split_by_distance,
+    to_bracketed,
+    with_preterminals,
+)
 from .tree_transformer import (
     DEFAULT_MIN_LAYER,
     DEFAULT_THRESHOLD,
@@ -21,6 +32,8 @@ __all__ = [
     "labelled_spans",
     "brackets",
     "spans_to_tree",
+    "with_preterminals",
+    "PRETERMINAL",
     "escape_word",
     "to_bracketed",
     "split_by_distance",

@@ -4,6 +4,15 @@ Index convention (used everywhere in syntaxformer): a **span** ``(i, j)`` is the
 interval ``i .. j-1`` of a sentence, 0-based; a sentence of ``n`` words has the whole-sentence span
 ``(0, n)``. A **bracket** is a span scored by unlabelled bracket F1: length at least 2 and not the
 whole sentence (DESIGN.md §4).
+
+**Two forms of a tree.** :func:`spans_to_tree` builds the decoders' *internal* form: words are leaves
+directly under their smallest covering constituent, ``(S (X The old man) sat)``; the decoders and
+evaluators work on it. The trees the parser returns (:class:`syntaxformer.parser.Parser`, so also
+``syntaxformer parse``'s ``trees.txt``) and ``show`` draws are in the *field's form*
+(:func:`with_preterminals`): a preterminal :data:`PRETERMINAL` over each word,
+``(S (X (X The) (X old) (X man)) (X sat))``, so NLTK's ``pretty_print``, ``pos()`` and other tools
+read it as a Penn Treebank tree. The two forms have the same brackets (a preterminal spans one word,
+never a bracket), and every reader and scoring protocol reads both the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +23,10 @@ from collections.abc import Iterable, Sequence
 from nltk import Tree
 
 Span = tuple[int, int]
+
+#: The label of the preterminal over each word in the field's form (:func:`with_preterminals`): the
+#: induced trees carry no part-of-speech tags, so every word, punctuation included, gets ``X``.
+PRETERMINAL = "X"
 
 #: Penn Treebank escapes for brackets inside words, so a word never breaks the bracketing.
 _ESCAPES = {"(": "-LRB-", ")": "-RRB-"}
@@ -55,8 +68,9 @@ def brackets(tree: Tree) -> set[Span]:
 def spans_to_tree(words: Sequence[str], spans: Iterable[Span], label: str = "X", root_label: str = "S") -> Tree:
     """Build the tree whose constituents are ``spans`` (plus the whole sentence) over ``words``.
 
-    Words are leaves directly under their smallest covering span (no preterminals). Spans of
-    length < 2, duplicates and the whole-sentence span are accepted and ignored.
+    Words are leaves directly under their smallest covering span (no preterminals: the internal form
+    of the module docstring; :func:`with_preterminals` gives the field's form). Spans of length < 2,
+    duplicates and the whole-sentence span are accepted and ignored.
 
     Raises:
         ValueError: if a span is out of range ``0 <= i < j <= n`` or two spans cross.
@@ -91,6 +105,32 @@ def spans_to_tree(words: Sequence[str], spans: Iterable[Span], label: str = "X",
         _close(stack, words, position)
         position = stack.pop()[1]
     return root
+
+
+def with_preterminals(tree: Tree, label: str = PRETERMINAL) -> Tree:
+    """The tree in the field's form: a copy of ``tree`` with a preterminal ``label`` over every word
+    that stands beside other children (module docstring, "Two forms of a tree").
+
+    ``(S (X The old man) sat)`` -> ``(S (X (X The) (X old) (X man)) (X sat))``. A word that is already
+    the only child of its node keeps that node as its preterminal, so a tree in the field's form (a
+    gold tree, or the output of this function) is returned unchanged, and a one-word tree stays
+    ``(S word)``: its root is the word's preterminal (as the scoring protocols and EVALB read it). The
+    brackets (:func:`brackets`) and the leaves are those of ``tree``.
+
+    Args:
+        tree: an ``nltk.Tree`` with string leaves, e.g. from :func:`spans_to_tree`.
+        label: the preterminal label (default :data:`PRETERMINAL`).
+
+    Returns:
+        A new ``nltk.Tree``; ``tree`` is not modified.
+    """
+
+    def wrap(node: Tree) -> Tree:
+        if len(node) == 1 and not isinstance(node[0], Tree):
+            return Tree(node.label(), [node[0]])
+        return Tree(node.label(), [wrap(c) if isinstance(c, Tree) else Tree(label, [c]) for c in node])
+
+    return wrap(tree)
 
 
 def _close(stack, words, position):

@@ -190,7 +190,8 @@ def evaluate_constituency(
     """Score predicted trees against preprocessed gold trees (DESIGN.md §4; module docstring).
 
     Args:
-        pred_trees: predicted trees, leaves are words (punctuation-free, as gold), labels ignored.
+        pred_trees: predicted trees, leaves are words (punctuation-free, as gold), labels ignored;
+            with or without a preterminal over each word (same brackets, same scores).
         gold_trees: gold trees after the field's preprocessing (``preprocess_tree``), same order.
         normalise: word rule applied to both leaves before the alignment check (default: the
             readers' ``normalise_word``).

@@ -13,9 +13,13 @@ readers see trees the same way):
 - a node whose only child is a word is a *preterminal* (a POS tag over a word, ``(NN dog)``), never a
   constituent; so is a one-word tree ``(S dog)``;
 - every other node is a *constituent* over its words (half-open span ``(start, end)``, 0-based);
-- a word standing beside other children (our predicted trees have no preterminals: ``(X the dog)``) is
-  a word with no tag (EVALB itself refuses such a line; URNNG's ``parse.py`` writes a tag over every
-  word before calling it, which is what this reading amounts to);
+- a word standing beside other children (a predicted tree in the internal form,
+  ``(X the dog)``, :mod:`syntaxformer.decoding.spans`) is a word with no tag (EVALB itself refuses
+  such a line; URNNG's ``parse.py`` writes a tag over every word before calling it, which is what
+  this reading amounts to), and so is a word under a preterminal
+  :data:`~syntaxformer.decoding.spans.PRETERMINAL` ``X`` (the field's form that ``syntaxformer
+  parse`` writes, ``(X (X the) (X dog))``; ``X`` is no part-of-speech tag): both forms of a
+  predicted tree read the same, so they get the same scores under every protocol;
 - a label ``A+B`` is the readers' record of a collapsed unary chain (``preprocess_tree``, outer label
   first: ``(A (B ...))`` became ``(A+B ...)``); the protocols that see chains (``cpcfg``'s gold, which
   compound-pcfg's ``process_ptb.py`` never collapses, and EVALB, which counts every node) count one
@@ -74,7 +78,7 @@ from dataclasses import dataclass, field
 from nltk import Tree
 
 from syntaxformer.data import split_label
-from syntaxformer.decoding.spans import Span
+from syntaxformer.decoding.spans import PRETERMINAL, Span
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.constituency import PROTOCOL as PRPN_RULES
 from syntaxformer.evaluation.constituency import (
@@ -94,7 +98,8 @@ class Constituents:
     """One tree as the protocols read it (module docstring: "Reading a tree").
 
     Attributes:
-        tags: per word, its preterminal label, or ``None`` for a word with no tag.
+        tags: per word, its preterminal label, or ``None`` for a word with no tag (no preterminal,
+            or the preterminal ``X``).
         nodes: ``(start, end, label)`` of every constituent (non-preterminal node), pre-order, the
             root first; half-open spans over all the words.
     """
@@ -118,7 +123,7 @@ def tree_constituents(tree: Tree) -> Constituents:
             tags.append(None)
             return
         if len(node) == 1 and not isinstance(node[0], Tree):
-            tags.append(node.label())
+            tags.append(None if node.label() == PRETERMINAL else node.label())
             return
         index, start = len(nodes), len(tags)
         nodes.append(None)

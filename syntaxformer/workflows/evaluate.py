@@ -1,7 +1,8 @@
 """Score prediction files against gold (``syntaxformer evaluate``).
 
 Constituency: bracketed trees, one per line, leaves = words (punctuation-free, as the preprocessed
-gold), aligned with the gold sentences by order. Dependency: a ``.conllu`` prediction, scored against
+gold), with or without a preterminal over each word (the two forms of
+:mod:`syntaxformer.decoding.spans`, read and scored the same), aligned with the gold sentences by order. Dependency: a ``.conllu`` prediction, scored against
 ``ptb-sample``'s dependency trees, a ``.conllu`` file or ``.dp`` files. Protocols:
 :mod:`syntaxformer.evaluation.protocols` (constituency: ``prpn``, the default, is
 :mod:`syntaxformer.evaluation.constituency`), :mod:`syntaxformer.evaluation.dependency`.

@@ -29,7 +29,7 @@ import torch
 
 from syntaxformer.data.preprocess import load_gold_trees, normalise_word
 from syntaxformer.data.tokenization import encode
-from syntaxformer.decoding.spans import spans_to_tree, to_bracketed
+from syntaxformer.decoding.spans import spans_to_tree, to_bracketed, with_preterminals
 from syntaxformer.errors import InputError
 from syntaxformer.figures import (
     plot_attention_heads,
@@ -204,7 +204,7 @@ def _draw_sentence(job: dict, number: int, item: tuple, structure, notes: list[s
         entry["files"] += [str(path) for path in paths]
 
     if job["decoder"] is not None:
-        predicted = spans_to_tree(words, structure.spans(job["options"]))
+        predicted = with_preterminals(spans_to_tree(words, structure.spans(job["options"])))
         entry["tree"] = to_bracketed(predicted)
         fig = (
             plot_trees(predicted, gold, title=f"{title_name} - sentence {number}")
