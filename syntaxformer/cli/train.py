@@ -38,6 +38,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     _model_and_data_arguments(p)
     _batch_and_optimisation_arguments(p)
+    _running_text_arguments(p)
     _fine_tuning_and_run_arguments(p)
     p.set_defaults(func=run)
     return p
@@ -155,6 +156,41 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
         "--schedule-steps", type=int, default=None, help="where linear/cosine decay ends (default --max-steps)"
     )
     o.add_argument("--clip", type=float, default=_D.clip, help="gradient-norm clipping; 0 disables")
+
+
+def _running_text_arguments(p: argparse.ArgumentParser) -> None:
+    t = p.add_argument_group(
+        "running text and NT-ASGD (the AWD-LSTM procedure of the public ON-LSTM code; causal-LM models)"
+    )
+    t.add_argument(
+        "--bptt",
+        type=int,
+        default=None,
+        help="train on running text (sentences joined with <eos>, --batch-size rows, the state carried) in "
+        "windows of this mean length (public 70), validating at each epoch end (default: sentence batches)",
+    )
+    t.add_argument(
+        "--optimizer",
+        choices=["adam", "sgd"],
+        default=_D.optimizer,
+        help="adam (default), or sgd: SGD then averaged SGD by the non-monotone trigger (needs --bptt)",
+    )
+    t.add_argument(
+        "--nonmono", type=int, default=_D.nonmono, help="NT-ASGD's non-monotone interval in epochs (0: SGD only)"
+    )
+    t.add_argument(
+        "--asgd-restart-epoch",
+        type=int,
+        default=None,
+        help="restart the averaging after this epoch (the public --finetuning; default never)",
+    )
+    t.add_argument("--ar-alpha", type=float, default=_D.ar_alpha, help="activation regularisation weight (public 2)")
+    t.add_argument(
+        "--tar-beta", type=float, default=_D.tar_beta, help="temporal activation regularisation weight (public 1)"
+    )
+    t.add_argument(
+        "--eval-batch-size", type=int, default=_D.eval_batch_size, help="rows of the validation stream (public 10)"
+    )
 
 
 def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:

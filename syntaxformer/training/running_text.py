@@ -61,6 +61,25 @@ from syntaxformer.training.trainer import Trainer
 logger = logging.getLogger(__name__)
 
 
+def activation_regularisation(dropped: torch.Tensor, raw: torch.Tensor, alpha: float, beta: float) -> torch.Tensor:
+    """AR + TAR (Merity et al. 2018, §4.6; the public ``main.py``): ``alpha · mean(dropped²) + beta ·
+    mean((raw_{t+1} − raw_t)²)``, means over every element.
+
+    Args:
+        dropped: ``(B, n, E)`` the last layer's outputs after the output dropout.
+        raw: ``(B, n, E)`` the same before dropout (time on dim 1).
+        alpha, beta: the weights (0 leaves a term out).
+    Returns:
+        A scalar tensor (0 when both weights are 0).
+    """
+    term = dropped.new_zeros(())
+    if alpha:
+        term = term + alpha * dropped.pow(2).mean()
+    if beta:
+        term = term + beta * (raw[:, 1:] - raw[:, :-1]).pow(2).mean()
+    return term
+
+
 @dataclass
 class RunningTextState(TrainerState):
     """:class:`~syntaxformer.training.loop.TrainerState` with what running text carries across a resume.
@@ -167,11 +186,9 @@ class RunningTextTrainer(Trainer):
         with self._autocast():
             out = model(input_ids=batch.input_ids, state=start, output_last_hidden=True)
             loss = F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]), batch.labels.reshape(-1))
-            if args.ar_alpha:
-                loss = loss + args.ar_alpha * out.dropped_hidden_state.pow(2).mean()
-            if args.tar_beta:
-                h = out.last_hidden_state  # (B, n, E)
-                loss = loss + args.tar_beta * (h[:, 1:] - h[:, :-1]).pow(2).mean()
+            loss = loss + activation_regularisation(
+                out.dropped_hidden_state, out.last_hidden_state, args.ar_alpha, args.tar_beta
+            )
         state.carried_state = [[h.detach(), c.detach()] for h, c in out.state]
         return loss
 
@@ -305,4 +322,4 @@ class RunningTextTrainer(Trainer):
         return record
 
 
-__all__ = ["RunningTextTrainer", "RunningTextState"]
+__all__ = ["RunningTextTrainer", "RunningTextState", "activation_regularisation"]
