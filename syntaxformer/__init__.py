@@ -9,6 +9,8 @@ Conventions used everywhere in the package:
 * Scores (F1, UAS, recall) are percentages, 0-100.
 """
 
+import sys as _sys
+
 __version__ = "0.1.0"
 
 # `import syntaxformer` registers the models (syntaxformer.models: the registry, and the Auto classes, so
@@ -23,6 +25,9 @@ from .models import (
 from .parser import Parser, load_parser, parse
 from .pretrained import load_pretrained
 from .priors.constituent import ConstituentAttention
+
+if _sys.modules.get("spacy") is not None:  # spaCy already imported: register the "syntaxformer" pipeline component now
+    from . import spacy_component  # noqa: F401  (otherwise spaCy imports it through its entry point)
 
 __all__ = [
     "__version__",
