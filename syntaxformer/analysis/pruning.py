@@ -204,7 +204,8 @@ class HeadMasked(nn.Module):
     """``model`` with a fixed ``head_mask`` on every forward pass (the cheap path: no weight surgery).
 
     Callable as the masked LM itself by :func:`~syntaxformer.evaluation.perplexity.masked_lm_perplexity`
-    (``input_ids``, ``attention_mask``, ``labels``, ``masked_only``); ``config`` is the model's.
+    (``input_ids``, ``attention_mask``, ``labels``, ``masked_only``, ``masked_positions``); ``config`` is
+    the model's.
     """
 
     def __init__(self, model: nn.Module, head_mask: torch.Tensor):
@@ -213,8 +214,10 @@ class HeadMasked(nn.Module):
         self.config = model.config
         self.register_buffer("head_mask", head_mask.to(next(model.parameters()).device))
 
-    def forward(self, input_ids, attention_mask=None, labels=None, masked_only: bool = False):
-        kwargs = dict(labels=labels, masked_only=True) if masked_only else {}
+    def forward(self, input_ids, attention_mask=None, labels=None, masked_only: bool = False, masked_positions=None):
+        """The masked LM's forward (``(B, N)`` inputs; ``labels``, ``masked_only`` and ``masked_positions``
+        ``(M,)`` only with ``masked_only``) with the fixed ``head_mask``."""
+        kwargs = dict(labels=labels, masked_only=True, masked_positions=masked_positions) if masked_only else {}
         return self.model(input_ids=input_ids, attention_mask=attention_mask, head_mask=self.head_mask, **kwargs)
 
 

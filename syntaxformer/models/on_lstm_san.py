@@ -31,11 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from ..blocks.mlm_head import masked_lm_output
 from ..priors import check_prior
 from .encoder import (
     HeadPruningMixin,
@@ -341,6 +341,7 @@ class OnLstmSanForMaskedLM(OnLstmSanPreTrainedModel):
         output_hidden_states: bool = False,
         masked_only: bool = False,
         return_dict: bool = True,
+        masked_positions: torch.Tensor | None = None,
         **kwargs,
     ) -> OnLstmSanMaskedLMOutput | tuple:
         """Masked-LM forward pass.
@@ -352,25 +353,14 @@ class OnLstmSanForMaskedLM(OnLstmSanPreTrainedModel):
             output_attentions, output_hidden_states: also return them.
             masked_only: logits only at labelled positions (``(M, V)``, row-major); needs ``labels``.
             return_dict: False returns a tuple of the non-None fields.
+            masked_positions: with ``masked_only``, ``(M,)`` long flat indices into ``B·N`` of the
+                labelled positions, row-major (:func:`~syntaxformer.blocks.mlm_head.labelled_positions`;
+                the training batch carries them); None: computed from ``labels``.
         Raises:
             ValueError: ``masked_only`` without ``labels``.
         """
         out = self.on_lstm_san(input_ids, attention_mask, head_mask, output_attentions, output_hidden_states)
-        hidden, targets = out.last_hidden_state, labels
-        if masked_only:
-            if labels is None:
-                raise ValueError("masked_only=True needs labels (the positions to predict)")
-            selected = labels != -100  # (B, N)
-            hidden, targets = hidden[selected], labels[selected]  # (M, d), (M,)
-        logits = self.lm_head(hidden)  # (B, N, V) | (M, V)
-        loss = None
-        if labels is not None:
-            flat_logits, flat_targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
-            loss = (
-                F.cross_entropy(flat_logits, flat_targets, ignore_index=-100)
-                if (flat_targets != -100).any()
-                else flat_logits.sum() * 0.0
-            )  # nothing to predict: a zero that keeps the graph
+        logits, loss = masked_lm_output(out.last_hidden_state, self.lm_head, labels, masked_only, masked_positions)
         result = OnLstmSanMaskedLMOutput(
             loss=loss,
             logits=logits,

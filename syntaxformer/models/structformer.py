@@ -88,6 +88,7 @@ from transformers.activations import ACT2FN
 from transformers.utils import ModelOutput
 
 from ..blocks.dropout import Dropout
+from ..blocks.mlm_head import masked_lm_output
 from ..structures import DependencyDistribution, SyntacticDistances
 from .encoder import HeadPruningMixin, layer_head_masks, normalise_pruned_heads, prune_head_projections
 
@@ -891,6 +892,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
         return_dict: bool = True,
         head_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
+        masked_positions: torch.Tensor | None = None,
     ) -> StructFormerMaskedLMOutput:
         """Masked-LM forward pass.
 
@@ -906,6 +908,9 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
             head_mask: ``[H]`` or ``[L, H]``: 1 keeps a head, 0 drops it (multiplies the head's
                 output; original head numbers after pruning); None keeps all.
             output_hidden_states: also return the embeddings and each layer's ``[B, N, d]`` output.
+            masked_positions: with ``masked_only``, ``[M]`` long flat indices into ``B·N`` of the
+                labelled positions, row-major (:func:`~syntaxformer.blocks.mlm_head.labelled_positions`;
+                the training batch carries them); None: computed from ``labels``.
 
         Raises:
             ValueError: ``masked_only`` without ``labels``.
@@ -920,18 +925,10 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
             output_hidden_states=output_hidden_states,
         )
         hidden = self.dropout(base.last_hidden_state)  # (B, N, d)
-        loss = None
-        if masked_only:
-            selected = labels != -100
-            logits = self.lm_head(hidden[selected])  # (M, V)
-            if selected.any():
-                loss = F.cross_entropy(logits, labels[selected])
-            else:
-                loss = logits.sum() * 0.0  # no labelled position: zero, but keeps the graph
-        else:
-            logits = self.lm_head(hidden)  # (B, N, V)
-            if labels is not None:
-                loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        # the full path with no labelled position gives the cross-entropy's NaN (zero_when_empty=False)
+        logits, loss = masked_lm_output(
+            hidden, self.lm_head, labels, masked_only, masked_positions, zero_when_empty=False
+        )
         out = StructFormerMaskedLMOutput(
             loss=loss,
             logits=logits,

@@ -29,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from ..blocks.mlm_head import masked_lm_output
 from ..errors import InputError
 from ..priors import PRIORS, check_prior
 from ..priors.constituent import check_constituent_options
@@ -398,6 +398,7 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
         masked_only: bool = False,
         return_dict: bool = True,
         structure_inputs: dict[str, torch.Tensor] | None = None,
+        masked_positions: torch.Tensor | None = None,
     ) -> TreeTransformerMaskedLMOutput | tuple:
         """Masked-LM forward pass.
 
@@ -418,6 +419,9 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
                 long}`` (token positions; -1 root, -100 special token or padding) for
                 ``prior="structural-position"`` (:meth:`TreeTransformerModel.forward`), or the
                 multi-granularity prior's ``"phrase_ids"`` (B, N) and ``"phrase_labels"`` (B, P).
+            masked_positions: with ``masked_only``, (M,) long flat indices into B·N of the labelled
+                positions, row-major (:func:`~syntaxformer.blocks.mlm_head.labelled_positions`; the
+                training batch carries them); None: computed from ``labels``.
         Returns:
             :class:`TreeTransformerMaskedLMOutput`; ``link_probs`` always (empty for ``prior="none"``);
             with labels, ``loss`` = masked-LM cross-entropy + the priors' auxiliary loss, if any
@@ -434,26 +438,9 @@ class TreeTransformerForMaskedLM(TreeTransformerPreTrainedModel):
             output_hidden_states=output_hidden_states,
             structure_inputs=structure_inputs,
         )
-        hidden = out.last_hidden_state
-        loss = None
-        if masked_only:
-            if labels is None:
-                raise ValueError("masked_only=True needs labels (the positions to predict)")
-            selected = labels != -100  # (B, N)
-            logits = self.lm_head(hidden[selected])  # (M, V)
-            targets = labels[selected]
-        else:
-            logits = self.lm_head(hidden)  # (B, N, V)
-            targets = labels
-        if labels is not None:
-            flat_logits = logits.reshape(-1, logits.shape[-1])
-            flat_targets = targets.reshape(-1)
-            if (flat_targets != -100).any():
-                loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=-100)
-            else:  # nothing to predict: a zero that keeps the graph
-                loss = flat_logits.sum() * 0.0
-            if out.prior_loss is not None:
-                loss = loss + out.prior_loss
+        logits, loss = masked_lm_output(out.last_hidden_state, self.lm_head, labels, masked_only, masked_positions)
+        if loss is not None and out.prior_loss is not None:
+            loss = loss + out.prior_loss
         result = TreeTransformerMaskedLMOutput(
             loss=loss,
             logits=logits,

@@ -10,7 +10,10 @@ device. Everything the loss reads travels in the batch (no per-batch attribute o
   language model, -100 = not a target; ``(B',)`` class indices for the logic task, whose B = 2 B'
   rows are the left formulas then the right ones) and the per-sentence ``structure_inputs`` a
   structural prior reads (``--trees``: ``{"heads": (B, N)}``; ``--phrases``: ``"phrase_ids"``
-  ``(B, N)`` and maybe ``"phrase_labels"`` ``(B, P)``), or None;
+  ``(B, N)`` and maybe ``"phrase_labels"`` ``(B, P)``), or None; for the masked LM, the labelled
+  positions as an index list ``masked_positions`` ``(M,)`` (flat into ``B·N``, row-major;
+  :func:`~syntaxformer.blocks.mlm_head.labelled_positions`), which the model's ``masked_only`` path
+  gathers without a boolean mask;
 * :class:`PairBatch`: the sentence-pair classifier's keyword inputs (``premise_ids``, ... and
   ``labels`` ``(B,)``), as :meth:`~syntaxformer.data.nli.PairEncoder.batch` makes them.
 """
@@ -54,12 +57,15 @@ class TokenBatch(Batch):
         input_ids, attention_mask: ``(B, N)`` long; attention_mask 1 = real token.
         labels: ``(B, N)`` token targets (-100 = none) or ``(B',)`` class indices.
         structure_inputs: the sequences' structure for the model, or None.
+        masked_positions: ``(M,)`` long, the flat indices into ``B·N`` of ``labels != -100`` in
+            row-major order (masked LM), or None.
     """
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     labels: torch.Tensor
     structure_inputs: dict[str, torch.Tensor] | None = None
+    masked_positions: torch.Tensor | None = None
 
     @property
     def n_tokens(self) -> int:

@@ -138,8 +138,8 @@ def silence_head(attention: nn.Module, head: int) -> None:
 class GatedMaskedLM(nn.Module):
     """A masked LM whose heads are multiplied by :class:`~syntaxformer.training.hard_concrete.HeadGates`.
 
-    ``forward`` takes the masked LM's ``input_ids``, ``attention_mask``, ``labels`` and
-    ``masked_only`` and calls it with ``head_mask = gates()`` (sampled in training mode,
+    ``forward`` takes the masked LM's ``input_ids``, ``attention_mask``, ``labels``, ``masked_only``
+    and ``masked_positions`` and calls it with ``head_mask = gates()`` (sampled in training mode,
     deterministic in evaluation mode). :meth:`save_pretrained` saves :meth:`finalise`'s pruned model.
 
     Args:
@@ -164,10 +164,13 @@ class GatedMaskedLM(nn.Module):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         masked_only: bool = False,
+        masked_positions: torch.Tensor | None = None,
     ):
-        """input_ids, attention_mask, labels ``(B, N)`` -> the masked LM's output with the gates
-        as ``head_mask`` ``(L, H)``."""
-        kwargs = dict(masked_only=True) if masked_only and self._takes_masked_only else {}
+        """input_ids, attention_mask, labels ``(B, N)`` (masked_positions ``(M,)``, with
+        ``masked_only``) -> the masked LM's output with the gates as ``head_mask`` ``(L, H)``."""
+        kwargs = {}
+        if masked_only and self._takes_masked_only:
+            kwargs = dict(masked_only=True, masked_positions=masked_positions)
         return self.model(
             input_ids=input_ids, attention_mask=attention_mask, labels=labels, head_mask=self.gates(), **kwargs
         )
@@ -313,11 +316,12 @@ class FineTuneTrainer(Trainer):
         with torch.no_grad():
             for batch in self.valid_batches:
                 n = int((batch.labels != IGNORE_INDEX).sum())
+                batch = batch.to(self.device)
                 out = pruned(
-                    input_ids=batch.input_ids.to(self.device),
-                    attention_mask=batch.attention_mask.to(self.device),
-                    labels=batch.labels.to(self.device),
-                    **(dict(masked_only=True) if masked_only else {}),
+                    input_ids=batch.input_ids,
+                    attention_mask=batch.attention_mask,
+                    labels=batch.labels,
+                    **(dict(masked_only=True, masked_positions=batch.masked_positions) if masked_only else {}),
                 )
                 total += float(out.loss) * n
                 count += n

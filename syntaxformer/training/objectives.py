@@ -8,7 +8,9 @@ only decides the inputs and the labels:
 
 * ``masked-lm`` (:class:`MaskedLM`; Tree Transformer, StructFormer, ON-LSTM + self-attention): BERT
   masking (:func:`~syntaxformer.training.mlm.mask_tokens`, ``mask_rate`` / ``mask_replace``);
-  labels = the original ids at the selected positions, -100 elsewhere.
+  labels = the original ids at the selected positions, -100 elsewhere; the selected positions also as
+  an index list (``masked_positions``, :func:`~syntaxformer.blocks.mlm_head.labelled_positions`,
+  computed here on the CPU) for the model's ``masked_only`` path.
 * ``causal-lm`` (:class:`CausalLM`; ON-LSTM): next-word prediction. Each sentence is framed by the
   sentence-boundary token, ``[CLS] w_1 ... w_n [CLS]`` (the public ON-LSTM code trains on running
   text with ``<eos>`` between sentences, so every sentence is read after a boundary and its end is
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from syntaxformer.blocks.mlm_head import labelled_positions
 from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.tokenization import BOUNDARY_ID, frame_sentence
 from syntaxformer.errors import InputError
@@ -88,7 +91,7 @@ class MaskedLM(Objective):
             self.special_ids,
             **MASK_REPLACE[self.args.mask_replace],
         )
-        return TokenBatch(inputs, attention_mask, labels)
+        return TokenBatch(inputs, attention_mask, labels, masked_positions=labelled_positions(labels))
 
     def n_targets(self, labels):
         return int((labels != IGNORE_INDEX).sum())

@@ -328,13 +328,17 @@ class Trainer(TrainingLoop):
 
     def model_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """Mean cross-entropy (nats) over the targets of ``batch``: ``model(...).loss`` (masked LM: the
-        logits of masked positions only where the model offers ``masked_only``; causal LM: the
-        model shifts the labels), under bfloat16 autocast with ``bf16``. The batch's
-        ``structure_inputs`` (``--trees``: ``{"heads": (B, N)}``; ``--phrases``: ``"phrase_ids"``,
-        ``"phrase_labels"``) go to the model as ``structure_inputs``."""
-        kw = batch.to(self.device).model_inputs()
+        logits of masked positions only where the model offers ``masked_only``, gathered by the
+        batch's ``masked_positions`` when it has them; causal LM: the model shifts the labels), under
+        bfloat16 autocast with ``bf16``. The batch's ``structure_inputs`` (``--trees``: ``{"heads":
+        (B, N)}``; ``--phrases``: ``"phrase_ids"``, ``"phrase_labels"``) go to the model as
+        ``structure_inputs``."""
+        batch = batch.to(self.device)
+        kw = batch.model_inputs()
         if self._takes_masked_only:
             kw["masked_only"] = True
+            if batch.masked_positions is not None:
+                kw["masked_positions"] = batch.masked_positions
         autocast = (
             torch.autocast(device_type=self.device.type, dtype=torch.bfloat16) if self.args.bf16 else nullcontext()
         )
