@@ -245,6 +245,7 @@ def load_parser(
     options: DecoderOptions | Mapping | None = None,
     device: str | None = "cpu",
     batch_size: int = 64,
+    verbose: bool = False,
 ) -> Parser:
     """A :class:`Parser` from a model folder, or the parser shipped in the package.
 
@@ -256,13 +257,16 @@ def load_parser(
             :class:`~syntaxformer.structures.DecoderOptions` = exactly these.
         device: "cpu", "cuda", ...; None = CUDA if available.
         batch_size: sentences per forward pass.
+        verbose: show the libraries' progress bars and messages while the model loads (default: none;
+            :func:`syntaxformer.parsing.library_output`).
     Raises:
-        InputError: not a model folder, a model that induces no structure, no shipped parser, bad
-            decoder settings.
+        InputError: in one line naming the file: not a model folder, a damaged or foreign model file
+            (``config.json``, ``model.safetensors``, the tokenizer; :func:`~syntaxformer.parsing.load_model`),
+            a model that induces no structure, no shipped parser, bad decoder settings.
     """
     folder = model_folder(model)
+    loaded, tokenizer, _ = load_model(folder, device=device, verbose=verbose)  # a damaged folder: fail first
     decoder = resolve_decoder_options(folder, options)
-    loaded, tokenizer, _ = load_model(folder, device=device)
     parser = Parser(loaded, tokenizer, decoder, name=str(folder), batch_size=batch_size)
     parser.check()  # a model that induces nothing, or settings it does not take: fail now
     return parser

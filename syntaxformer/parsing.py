@@ -19,14 +19,17 @@ trees returned keep the words as given.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import torch
 from nltk import Tree
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from safetensors import SafetensorError, safe_open
+from transformers import CONFIG_MAPPING, MODEL_FOR_MASKED_LM_MAPPING, AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 import syntaxformer.models  # noqa: F401  (registers the models with the Auto classes)
 from syntaxformer.data.batching import pad_batch
@@ -34,6 +37,7 @@ from syntaxformer.data.preprocess import normalise_word
 from syntaxformer.data.tokenization import encode
 from syntaxformer.decoding.spans import spans_to_tree
 from syntaxformer.errors import InputError
+from syntaxformer.models.registry import REGISTRY
 from syntaxformer.runtime import resolve_device  # noqa: F401  (re-exported)
 from syntaxformer.structures import (  # noqa: F401  (re-exported)
     DecoderOptions,
@@ -61,7 +65,128 @@ def read_training_record(folder: str | Path) -> dict:
         raise InputError(f"unreadable training record: {e}", path=path) from None
 
 
-def load_model(folder: str | Path, device: str | torch.device | None = "cpu", attn_implementation: str | None = None):
+@contextlib.contextmanager
+def library_output(verbose: bool = False) -> Iterator[None]:
+    """Within the block, the libraries' own output while a model loads: with ``verbose`` transformers'
+    progress bars (its "Loading weights" bar) are drawn; without it neither they nor transformers'
+    messages below errors are shown. Transformers' settings (progress bars, verbosity) are restored
+    after the block."""
+    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    if verbose:
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars != hf_logging.is_progress_bar_enabled():
+            (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()
+
+
+def _one_line(error: BaseException, limit: int = 200) -> str:
+    """A library's error message on one line, at most ``limit`` characters."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def read_model_config(folder: str | Path):
+    """The configuration of the language model in ``folder`` (its ``config.json``).
+
+    Returns:
+        The ``PretrainedConfig`` of a model type that has a language model (``AutoModelForMaskedLM``).
+    Raises:
+        InputError: no ``config.json`` (not a model folder); one that is not a JSON object; an unknown
+            ``model_type``; a model type with no language model (e.g. a sentence-pair classifier); a
+            configuration the model type rejects. Each names the file.
+    """
+    folder = Path(folder)
+    path = folder / "config.json"
+    if not path.is_file():
+        raise InputError("not a model folder (no config.json)", path=folder)
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"not a readable JSON file: {_one_line(e)}", path=path) from None
+    if not isinstance(values, dict):
+        raise InputError("expected a JSON object", path=path)
+    model_type = values.get("model_type")
+    language_models = sorted({a.config_class.model_type for a in REGISTRY.values() if a.language_model})
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        raise InputError(
+            f"unknown model_type {model_type!r}: neither a syntaxformer model ({', '.join(language_models)}) "
+            "nor a transformers one",
+            path=path,
+        )
+    try:
+        config = AutoConfig.from_pretrained(folder)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise InputError(f"invalid model configuration: {_one_line(e)}", path=path) from None
+    if type(config) not in MODEL_FOR_MASKED_LM_MAPPING:
+        architectures = ", ".join(values.get("architectures") or [])
+        what = f"a {architectures} ({model_type!r})" if architectures else f"a {model_type!r} model"
+        raise InputError(
+            f"{what} is not a language model; a folder of one is needed ({', '.join(language_models)})", path=path
+        )
+    return config
+
+
+def _check_weights_file(folder: Path) -> None:
+    """Raises InputError naming ``folder/model.safetensors`` when it is there but is no readable
+    safetensors file (truncated, damaged, another format); an absent one is the loader's to name."""
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        return
+    try:
+        with safe_open(str(path), framework="pt") as weights:
+            weights.keys()
+    except (SafetensorError, OSError) as e:
+        raise InputError(f"truncated or damaged safetensors file ({_one_line(e)})", path=path) from None
+
+
+def _weight_problems(loading: Mapping) -> str:
+    """What ``from_pretrained(output_loading_info=True)`` found wrong, in words ("" when nothing)."""
+
+    def some(keys) -> str:
+        names = sorted(k if isinstance(k, str) else k[0] for k in keys)
+        return ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+
+    problems = [
+        f"{len(loading[field])} {what} ({some(loading[field])})"
+        for field, what in (
+            ("missing_keys", "weights missing"),
+            ("unexpected_keys", "unexpected weights"),
+            ("mismatched_keys", "weights of another shape"),
+        )
+        if loading.get(field)
+    ]
+    if loading.get("error_msgs"):
+        problems.append(_one_line(loading["error_msgs"][0]))
+    return "; ".join(problems)
+
+
+def load_tokenizer(folder: str | Path):
+    """The tokenizer saved in a model folder (``tokenizer.json``, ``tokenizer_config.json``).
+
+    Raises:
+        InputError: the folder holds no tokenizer, or one that cannot be loaded (names the folder).
+    """
+    folder = Path(folder)
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise InputError("no tokenizer (tokenizer.json) in the model folder", path=folder)
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except Exception as e:  # the tokenizers library raises a bare Exception for a damaged tokenizer.json
+        raise InputError(f"cannot load the tokenizer (tokenizer.json): {_one_line(e)}", path=folder) from None
+
+
+def load_model(
+    folder: str | Path,
+    device: str | torch.device | None = "cpu",
+    attn_implementation: str | None = None,
+    verbose: bool = False,
+):
     """Load a model folder written by ``syntaxformer train`` (or ``save_pretrained``).
 
     The one model loader of the package (``parse``, ``induce``, ``show``, ``perplexity``, ``compare``).
@@ -72,30 +197,45 @@ def load_model(folder: str | Path, device: str | torch.device | None = "cpu", at
         device: where to put the model (float32, evaluation mode); None = CUDA if available, else CPU
             (:func:`resolve_device`).
         attn_implementation: override the saved attention backend ("eager" or "sdpa").
+        verbose: show the libraries' progress bars and messages while loading (:func:`library_output`).
 
     Returns:
         ``(model, tokenizer, info)``: ``info`` is the parsed ``training.json`` (``{}`` if absent,
         :func:`read_training_record`).
 
     Raises:
-        InputError: the folder does not exist or holds no model/tokenizer; an unreadable
-            ``training.json``; a bad or absent device.
+        InputError: in one line naming the file: the folder does not exist or holds no model; a
+            ``config.json`` that is not JSON, of an unknown model type or of a model that is not a
+            language model (:func:`read_model_config`); weights missing, truncated or damaged, or not
+            those of the configured model (missing, unexpected or differently shaped weights); no or
+            a damaged tokenizer (:func:`load_tokenizer`); an unreadable ``training.json``; a bad or
+            absent device.
     """
     folder = Path(folder)
-    if not (folder / "config.json").is_file():
-        raise InputError("not a model folder (no config.json)", path=folder)
+    read_model_config(folder)
     device = resolve_device(device)
     info = read_training_record(folder)
+    _check_weights_file(folder)
     # float32 whatever the saved dtype (the shipped model is float16): transformers 4 loaded in the
     # default dtype, transformers 5 defaults to the checkpoint's dtype ("auto")
     kwargs = {"dtype": torch.float32}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
-    try:
-        model = AutoModelForMaskedLM.from_pretrained(folder, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError, KeyError) as e:
-        raise InputError(f"cannot load model or tokenizer: {str(e).splitlines()[0]}", path=folder) from e
+    with library_output(verbose):
+        try:
+            model, loading = AutoModelForMaskedLM.from_pretrained(
+                folder, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+            )
+        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as e:
+            raise InputError(f"cannot load the model: {_one_line(e)}", path=folder) from None
+        problems = _weight_problems(loading)
+        if problems:
+            weights = folder / "model.safetensors"
+            raise InputError(
+                f"the weights are not those of config.json's model: {problems}",
+                path=weights if weights.is_file() else folder,
+            )
+        tokenizer = load_tokenizer(folder)
     model.to(device).eval()
     return model, tokenizer, info
 
