@@ -14,7 +14,7 @@ class InputError(ValueError):
     """Bad user input: a malformed file, a missing path, a mismatch between prediction and gold.
 
     Args:
-        message: what is wrong, in one line.
+        message: what is wrong, in one line (kept as ``message``; ``str(error)`` adds where).
         path: the file at fault, if any.
         line: 1-based line number in ``path``, if known.
         sentence: 1-based sentence number, if the fault is a sentence rather than a line.
@@ -23,6 +23,7 @@ class InputError(ValueError):
     def __init__(
         self, message: str, path: str | PathLike | None = None, line: int | None = None, sentence: int | None = None
     ):
+        self.message = message
         self.path = None if path is None else str(path)
         self.line = line
         self.sentence = sentence

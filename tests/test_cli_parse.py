@@ -22,7 +22,8 @@ from syntaxformer.parsing import load_model, model_structures
 
 torch.set_num_threads(1)
 
-#: Raw text as a user gives it: casing, numbers, a blank line (skipped, not a sentence), a 1-word line.
+#: Raw text as a user gives it: casing, numbers, a blank line (not a sentence: the empty tree ``()``
+#: keeps its place), a 1-word line.
 TEXT = (
     "The Company earned $ 3.5 billion in 1989 .\n"
     "\n"
@@ -31,6 +32,8 @@ TEXT = (
     "Stocks fell sharply on Friday after the Fed raised rates\n"
 )
 WORDS = [line.split() for line in TEXT.splitlines() if line.strip()]
+#: Per input line its words (the blank line: none), what trees.txt's leaves give line by line.
+LINES = [line.split() for line in TEXT.splitlines()]
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
@@ -77,9 +80,9 @@ def test_parse_text_file(capsys, tt, text_file, tmp_path):
     assert code == 0, err
     assert all(w in out for words in WORDS for w in words)  # --draw prints the trees' words
     lines = (tmp_path / "trees.txt").read_text().splitlines()
-    assert len(lines) == len(WORDS) == 4
+    assert len(lines) == len(LINES) == 5 and lines[1] == "()"  # the blank line keeps its place
     trees = _trees(tmp_path)
-    assert [t.leaves() for t in trees] == WORDS  # original casing and numbers kept
+    assert [t.leaves() for t in trees] == LINES  # original casing and numbers kept
     assert not (tmp_path / "dependencies.conllu").exists()
     assert "parsed 4 sentences" in out and str(tmp_path / "trees.txt") in out
 
@@ -90,7 +93,8 @@ def test_parse_stdin(capsys, monkeypatch, tt, text_file, tmp_path):
     assert code == 0, err
     summary = json.loads(out)
     assert summary["data"] == "<stdin>" and summary["n_sentences"] == 4 and summary["seed"] == 0
-    assert [t.leaves() for t in _trees(tmp_path / "a")] == WORDS
+    assert summary["n_blank_lines"] == 1
+    assert [t.leaves() for t in _trees(tmp_path / "a")] == LINES
     # the same text from a file gives the same trees
     assert _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path / "b")[0] == 0
     assert (tmp_path / "a" / "trees.txt").read_text() == (tmp_path / "b" / "trees.txt").read_text()

@@ -315,21 +315,33 @@ def read_dependencies(source: str | os.PathLike) -> list[DependencySentence]:
     return sentences
 
 
-def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os.PathLike | TextIO) -> None:
+def write_conllu(
+    sentences: Iterable[DependencySentence],
+    path_or_file: str | os.PathLike | TextIO,
+    sent_ids: Iterable[int | str] | None = None,
+) -> None:
     """Write sentences as valid CoNLL-U, readable by ``conllu`` and by :func:`read_conllu`.
 
     Columns: ID, FORM, LEMMA ``_``, UPOS, XPOS, FEATS ``_``, HEAD, DEPREL (the sentence's relations
-    when it has them, else ``root`` for head 0 and ``dep`` otherwise), DEPS ``_``, MISC ``_``; each sentence starts with ``# sent_id = k`` and
-    ``# text = ...``. UPOS is ``PUNCT`` for punctuation tokens, the tag itself when it is a UPOS tag,
-    else the tag's :data:`PTB_TO_UPOS` mapping (``X`` if unknown); XPOS holds a non-UPOS tag. Reading
-    the file back gives the same words, heads and punctuation flags (and the tags when they are UPOS).
+    when it has them, else ``root`` for head 0 and ``dep`` otherwise), DEPS ``_``, MISC ``_``; each
+    sentence starts with ``# sent_id = k`` and ``# text = ...``. UPOS is ``PUNCT`` for punctuation
+    tokens, the tag itself when it is a UPOS tag, else the tag's :data:`PTB_TO_UPOS` mapping (``X`` if
+    unknown); XPOS holds a non-UPOS tag. Reading the file back gives the same words, heads and
+    punctuation flags (and the tags when they are UPOS).
+
+    Args:
+        sentences: the sentences to write.
+        path_or_file: a path (written as UTF-8) or an open text file.
+        sent_ids: per sentence its ``sent_id`` (e.g. the input line it was parsed from); None = 1, 2, ...
     """
     if isinstance(path_or_file, (str, os.PathLike)):
         with open(path_or_file, "w", encoding="utf-8") as handle:
-            write_conllu(sentences, handle)
+            write_conllu(sentences, handle, sent_ids)
         return
     out = path_or_file
-    for number, sentence in enumerate(sentences, start=1):
+    sentences = list(sentences)
+    ids = range(1, len(sentences) + 1) if sent_ids is None else list(sent_ids)
+    for number, sentence in zip(ids, sentences, strict=True):
         out.write(f"# sent_id = {number}\n# text = {' '.join(sentence.words)}\n")
         relations = sentence.relations or tuple("root" if h == 0 else "dep" for h in sentence.heads)
         for i, (word, tag, head, punct, relation) in enumerate(
@@ -347,8 +359,8 @@ def write_conllu(sentences: Iterable[DependencySentence], path_or_file: str | os
         out.write("\n")
 
 
-def conllu_string(sentences: Iterable[DependencySentence]) -> str:
+def conllu_string(sentences: Iterable[DependencySentence], sent_ids: Iterable[int | str] | None = None) -> str:
     """:func:`write_conllu` to a string."""
     buffer = io.StringIO()
-    write_conllu(sentences, buffer)
+    write_conllu(sentences, buffer, sent_ids)
     return buffer.getvalue()
