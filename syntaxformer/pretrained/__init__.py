@@ -9,10 +9,11 @@
 
 A folder holds what ``syntaxformer train`` writes (``config.json``, ``model.safetensors`` in float16, the
 tokenizer, ``training.json``), ``report.json`` (the ``induce`` report it was scored by: test-half F1,
-recipe, seed, decoder settings) and ``card.json`` (the text it was trained on and its licence, the
-setting, the command that reproduces it, the compute). ``syntaxformer parse``, ``show``, ``heads``,
-``prune`` and ``probe`` use the default when ``--model`` is not given, and take a shipped name as
-``--model``; in Python ``syntaxformer.load_parser(name)`` or
+recipe, seed, decoder settings), ``decoder.json`` (those decoder settings, which it is parsed with:
+:func:`syntaxformer.structures.save_decoder_options`) and ``card.json`` (the text it was trained on
+and its licence, the setting, the command that reproduces it, the compute). ``syntaxformer parse``,
+``show``, ``heads``, ``prune`` and ``probe`` use the default when ``--model`` is not given, and take a
+shipped name as ``--model``; in Python ``syntaxformer.load_parser(name)`` or
 
     model, tokenizer, info = syntaxformer.load_pretrained(name=None)
 
@@ -30,6 +31,7 @@ from pathlib import Path
 from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.parsing import load_model, resolve_decoder_options
+from syntaxformer.structures import save_decoder_options, saved_decoder_options
 
 #: The parsers shipped inside this package, by name (each a folder beside this file); the first is the
 #: default of every command and of :func:`syntaxformer.load_parser`.
@@ -107,7 +109,8 @@ def load_pretrained(device: str | None = "cpu", name: str | None = None):
 
 def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     """Write the folder this package ships from an ``induce`` output folder: the model in float16
-    safetensors, its tokenizer, ``training.json`` and the ``report.json`` of the run.
+    safetensors, its tokenizer, ``training.json``, the ``report.json`` of the run and ``decoder.json``
+    (the decoder settings the model was scored with: ``model/decoder.json``, else the report's).
 
     Args:
         induce_out: an ``induce --out`` folder (``model/``, ``report.json``).
@@ -115,7 +118,8 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     Returns:
         ``folder``.
     Raises:
-        InputError: ``induce_out`` is not an induce output folder.
+        InputError: ``induce_out`` is not an induce output folder; an unreadable or invalid saved decoder
+            setting.
     """
     induce_out, folder = Path(induce_out), Path(folder)
     if not (induce_out / "report.json").is_file():
@@ -126,6 +130,7 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
     save_tokenizer(tokenizer, folder)
     for name in ("model/training.json", "report.json"):
         shutil.copy(induce_out / name, folder / Path(name).name)
+    save_decoder_options(folder, saved_decoder_options(induce_out / "model")[0])
     return folder
 
 
