@@ -4,15 +4,24 @@
 (their ``state_dict()``), ``state`` (the :class:`~syntaxformer.training.trainer.TrainerState` as a
 dict), ``args`` (the run's :class:`~syntaxformer.training.arguments.TrainArguments` as a dict) and
 ``world_size`` (the number of data-parallel processes).
+
+It holds tensors and plain values only (dicts, lists, tuples, strings, numbers, None), so it is read
+with ``torch.load(weights_only=True)``, which runs no code from the file: :func:`write_checkpoint`
+stores a path, a string subclass or a numpy scalar as the plain value it stands for, and
+:func:`read_checkpoint` refuses a file holding any other pickled object.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import pickle
+import re
 from dataclasses import asdict
-from pathlib import Path
+from pathlib import Path, PurePath
 
+import numpy as np
 import torch
 
 from syntaxformer.errors import InputError
@@ -51,9 +60,9 @@ def read_checkpoint(args: TrainArguments, world: int) -> dict | None:
     without a checkpoint starts afresh.
 
     Raises:
-        InputError: a checkpoint exists but ``args.resume`` is not set; the checkpoint was written
-            with options other than ``args`` (beyond :data:`RESUMABLE_CHANGES`) or with another
-            number of processes than ``world``.
+        InputError: a checkpoint exists but ``args.resume`` is not set; it cannot be loaded
+            (:func:`load_checkpoint`); the checkpoint was written with options other than ``args``
+            (beyond :data:`RESUMABLE_CHANGES`) or with another number of processes than ``world``.
     """
     path = Path(args.out) / CHECKPOINT
     if not path.exists():
@@ -62,17 +71,80 @@ def read_checkpoint(args: TrainArguments, world: int) -> dict | None:
         return None
     if not args.resume:
         raise InputError(f"{path} exists: pass --resume to continue that run, or choose another --out")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    checkpoint = load_checkpoint(path)
     check_resume(args, checkpoint, world, path)
     logger.info("resuming from %s at step %d", path, checkpoint["state"]["step"])
     return checkpoint
 
 
+#: The entries :func:`read_checkpoint` and :func:`check_resume` read from every checkpoint.
+REQUIRED = ("state", "args", "world_size")
+
+
+def load_checkpoint(path: Path) -> dict:
+    """The checkpoint dict in ``path``, read on the CPU with ``torch.load(weights_only=True)``: tensors
+    and plain values only, no code from the file runs.
+
+    Raises:
+        InputError: in one line naming the file: it holds another pickled object (naming its class,
+            e.g. an instance of a class of the program that wrote it); it is truncated, damaged or not
+            a PyTorch file; it is not a dict with the entries of :data:`REQUIRED`.
+    """
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        unsafe = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+        if unsafe:
+            raise InputError(
+                f"refused: the checkpoint holds a pickled {unsafe.group(1)}, not a tensor or plain value; "
+                "loading it would run code from the file",
+                path=path,
+            ) from None
+        raise InputError("not a readable checkpoint (damaged, or not written by torch.save)", path=path) from None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        reason = " ".join(str(e).split())[:120]
+        raise InputError(f"not a readable checkpoint (truncated or damaged: {reason})", path=path) from None
+    missing = [key for key in REQUIRED if not isinstance(checkpoint, dict) or key not in checkpoint]
+    if missing:
+        raise InputError(f"not a training checkpoint: no {', '.join(missing)}", path=path)
+    return checkpoint
+
+
+def plain(value):
+    """``value`` with what ``torch.load(weights_only=True)`` refuses replaced by the plain value it
+    stands for: a path or a ``str`` subclass (e.g. a structure source) by its string, a numpy scalar by
+    the Python number, inside dicts, lists and tuples too. Tensors and other values are kept, and so is
+    a container with nothing to replace (the same object: a state dict keeps its ``_metadata``); one
+    with something to replace is a copy (a dict of its own type, a list or a tuple)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, dict):
+        items = {k: plain(v) for k, v in value.items()}
+        if all(items[k] is v for k, v in value.items()):
+            return value
+        copied = copy.copy(value)
+        copied.update(items)
+        return copied
+    if isinstance(value, (list, tuple)):
+        items = [plain(v) for v in value]
+        if type(value) in (list, tuple) and all(a is b for a, b in zip(items, value)):
+            return value
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, str):
+        return value if type(value) is str else str(value)
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def write_checkpoint(path: Path, blob: dict) -> None:
-    """``torch.save(blob)`` to ``path`` atomically (a temporary file, then a rename): a kill at any
-    moment leaves the previous checkpoint or the new one, never a partial file."""
+    """``torch.save(plain(blob))`` to ``path`` atomically (a temporary file, then a rename): a kill at
+    any moment leaves the previous checkpoint or the new one, never a partial file. Stored as plain
+    values (:func:`plain`), the file loads with ``weights_only=True`` (:func:`load_checkpoint`)."""
     tmp = path.with_suffix(".pt.tmp")
-    torch.save(blob, tmp)
+    torch.save(plain(blob), tmp)
     os.replace(tmp, path)
 
 
@@ -94,7 +166,18 @@ def check_resume(args: TrainArguments, checkpoint: dict, world: int, path: Path)
 
 
 def _norm(v):
+    """An option's value as a checkpoint stores it (:func:`plain`), tuples as lists (JSON's)."""
+    v = plain(v)
     return list(v) if isinstance(v, tuple) else v
 
 
-__all__ = ["CHECKPOINT", "RESUMABLE_CHANGES", "read_checkpoint", "write_checkpoint", "check_resume"]
+__all__ = [
+    "CHECKPOINT",
+    "RESUMABLE_CHANGES",
+    "REQUIRED",
+    "read_checkpoint",
+    "load_checkpoint",
+    "write_checkpoint",
+    "plain",
+    "check_resume",
+]
