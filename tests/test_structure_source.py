@@ -16,6 +16,7 @@ from syntaxformer.cli.arguments import parse_structure_sources
 from syntaxformer.data.phrases import OTHER
 from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.errors import InputError
+from syntaxformer.models import Capabilities
 from syntaxformer.priors import PRIORS, StructuralPrior, structure_reader, structure_readers
 from syntaxformer.priors.multi_granularity import MultiGranularityPrior
 from syntaxformer.sources.checks import check_model_phrases, check_model_trees, model_structure_input, tree_level
@@ -105,6 +106,8 @@ class _Config:
 
 
 class _Model:
+    capabilities = Capabilities(structure_inputs=True)  # what a model declares in its registry entry
+
     def __init__(self, **fields):
         self.config = _Config(**fields)
 

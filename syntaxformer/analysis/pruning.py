@@ -61,6 +61,7 @@ from syntaxformer.analysis.heads import (
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.constituency import evaluate_constituency
 from syntaxformer.evaluation.perplexity import masked_lm_perplexity
+from syntaxformer.models import Capabilities
 from syntaxformer.parsing import decode, model_structures
 
 logger = logging.getLogger(__name__)
@@ -207,6 +208,9 @@ class HeadMasked(nn.Module):
     (``input_ids``, ``attention_mask``, ``labels``, ``masked_only``, ``masked_positions``); ``config`` is
     the model's.
     """
+
+    #: what the wrapper's forward accepts (:func:`~syntaxformer.models.capabilities_of`)
+    capabilities = Capabilities(masked_only=True)
 
     def __init__(self, model: nn.Module, head_mask: torch.Tensor):
         super().__init__()

@@ -44,7 +44,6 @@ slower, see DESIGN section 5).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from collections.abc import Sequence
@@ -57,6 +56,7 @@ from syntaxformer.data.batching import pad_batch, token_budget_batches
 from syntaxformer.data.structure_inputs import pad_structures, token_structure
 from syntaxformer.data.tokenization import BOUNDARY_ID, encode, frame_sentence
 from syntaxformer.errors import InputError
+from syntaxformer.models import capabilities_of
 from syntaxformer.runtime import flush_denormals_on_cpu
 
 logger = logging.getLogger(__name__)
@@ -267,7 +267,7 @@ def _one_mask_cross_entropy(model, batches, ids, special_ids, token_structure, d
     pad_id, mask_id, unk_id = special_ids
     # Models of this package can compute logits at labelled positions only (row-major order, so one
     # row per input here): much cheaper than (B, N, V) logits when V is large.
-    masked_only = "masked_only" in inspect.signature(model.forward).parameters
+    masked_only = capabilities_of(model).masked_only
     was_training = model.training
     model.eval()
     model.to(device)

@@ -20,14 +20,18 @@ three **uses**:
 classes, so saved folders load with ``AutoModelForMaskedLM`` (and ``AutoModelForCausalLM`` for a causal LM) /
 ``AutoModelForSequenceClassification``.
 Each use has one default architecture (``Architecture.default_for``; :func:`default_architecture`),
-the commands' default. Adding a model: its file in ``models/`` and one :func:`register` line in
+the commands' default. A language model declares what its ``forward`` accepts beyond the inputs and
+labels (:class:`Capabilities`: ``masked_only``, ``structure_inputs``, ``head_mask``, ...);
+:func:`register` checks the declaration against the class once, and the commands ask
+:func:`capabilities_of` instead of reading signatures. Adding a model: its file in ``models/`` and one :func:`register` line in
 ``models/__init__.py`` (ARCHITECTURE.md, "How to add a model").
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from transformers import (
     AutoConfig,
@@ -48,6 +52,46 @@ def _hidden_size(config: PretrainedConfig) -> int:
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What a language model accepts beyond ``input_ids``, ``attention_mask`` and ``labels``, declared in
+    its :class:`LanguageModelUse` (default: nothing) and checked by :func:`register`.
+
+    Attributes:
+        masked_only: ``forward(masked_only=True, masked_positions=(M,) or None)`` computes the logits at
+            the labelled positions only (``(M, V)``; the trainer's and perplexity's cheap path).
+        structure_inputs: ``forward(structure_inputs={...})`` hands per-sentence structure (``--trees``,
+            ``--phrases``) to the priors that read it.
+        head_mask: ``forward(head_mask=(H,) or (L, H))`` multiplies each head's output (head gates).
+        output_hidden_states: ``forward(output_hidden_states=True)`` returns every layer's output (probing).
+        output_priors: ``forward(output_priors=True)`` returns per-layer priors (``show``'s figures).
+        constituent_variant: the config takes ``constituent_variant`` (``induce --variant``).
+    """
+
+    masked_only: bool = False
+    structure_inputs: bool = False
+    head_mask: bool = False
+    output_hidden_states: bool = False
+    output_priors: bool = False
+    constituent_variant: bool = False
+
+    def declared(self) -> tuple[str, ...]:
+        """The names of the capabilities declared (true), in field order."""
+        return tuple(f.name for f in fields(self) if getattr(self, f.name))
+
+
+#: capability -> the ``forward`` keywords it needs (the others name a config field: :data:`CONFIG_CAPABILITIES`)
+FORWARD_KEYWORDS = {
+    "masked_only": ("masked_only", "masked_positions"),
+    "structure_inputs": ("structure_inputs",),
+    "head_mask": ("head_mask",),
+    "output_hidden_states": ("output_hidden_states",),
+    "output_priors": ("output_priors",),
+}
+#: capability -> the config ``__init__`` keyword it needs
+CONFIG_CAPABILITIES = {"constituent_variant": "constituent_variant"}
+
+
+@dataclass(frozen=True)
 class LanguageModelUse:
     """An architecture used as a language model (masked or causal: the class's ``objective``).
 
@@ -55,11 +99,14 @@ class LanguageModelUse:
         model_class: the LM's ``PreTrainedModel``.
         presets: ``{preset: config fields}`` (e.g. ``paper``, ``small``, ``mini``, ``tiny``).
         recipes: ``{recipe: TrainArguments fields (+ "overrides", "min_layer")}`` for ``induce``; may be empty.
+        capabilities: what ``model_class`` accepts (:class:`Capabilities`; default: nothing beyond the
+            inputs and labels).
     """
 
     model_class: type
     presets: dict
     recipes: dict = field(default_factory=dict)
+    capabilities: Capabilities = Capabilities()
 
 
 @dataclass(frozen=True)
@@ -156,8 +203,14 @@ def register(arch: Architecture) -> Architecture:
 
     Raises:
         ValueError: the name is taken by another entry; no use declared; an unknown use in
-            ``default_for`` or one already defaulted by another architecture; an unknown pooling.
+            ``default_for`` or one already defaulted by another architecture; an unknown pooling; a
+            declared capability the language model's ``forward`` (or its config) does not take
+            (:func:`check_capabilities`).
     """
+    if arch.language_model is not None:
+        check_capabilities(
+            arch.name, arch.language_model.model_class, arch.config_class, arch.language_model.capabilities
+        )
     if arch.name in REGISTRY and REGISTRY[arch.name] != arch:
         raise ValueError(f"architecture name {arch.name!r} is already registered")
     if not arch.uses():
@@ -181,6 +234,49 @@ def register(arch: Architecture) -> Architecture:
     if arch.pair_classifier is not None:
         AutoModelForSequenceClassification.register(arch.config_class, arch.pair_classifier.model_class, exist_ok=True)
     return arch
+
+
+def check_capabilities(name: str, model_class: type, config_class: type, declared: Capabilities) -> None:
+    """Check a declaration against the classes: every keyword of a declared capability
+    (:data:`FORWARD_KEYWORDS`) is a parameter of ``model_class.forward``, every declared config field
+    (:data:`CONFIG_CAPABILITIES`) one of ``config_class.__init__``. The one place that reads signatures.
+
+    Raises:
+        ValueError: naming the architecture, the capability and the missing keyword.
+    """
+    forward = inspect.signature(model_class.forward).parameters
+    config = inspect.signature(config_class.__init__).parameters
+    for capability in declared.declared():
+        if capability in CONFIG_CAPABILITIES:
+            where, params, needed = f"{config_class.__name__}.__init__", config, (CONFIG_CAPABILITIES[capability],)
+        else:
+            where, params, needed = f"{model_class.__name__}.forward", forward, FORWARD_KEYWORDS[capability]
+        for keyword in needed:
+            if keyword not in params:
+                raise ValueError(
+                    f"architecture {name!r} declares the capability {capability!r}, but {where} takes no {keyword!r}"
+                )
+
+
+def capabilities_of(model) -> Capabilities:
+    """What a language model accepts, as declared: the registry entry of its class (or of the nearest
+    registered base class); else the object's own ``capabilities`` attribute (a wrapper of a model,
+    e.g. the head-gate wrapper, declares its own); else nothing (:class:`Capabilities` ()).
+
+    Args:
+        model: a model instance or class.
+    Returns:
+        Its :class:`Capabilities`.
+    """
+    cls = model if isinstance(model, type) else type(model)
+    entries = {
+        arch.language_model.model_class: arch.language_model for arch in REGISTRY.values() if arch.language_model
+    }
+    for klass in cls.__mro__:
+        if klass in entries:
+            return entries[klass].capabilities
+    own = getattr(model, "capabilities", None)
+    return own if isinstance(own, Capabilities) else Capabilities()
 
 
 def unregister(name: str) -> None:
@@ -255,6 +351,11 @@ def build_encoder(name: str, config: PretrainedConfig):
 
 __all__ = [
     "USES",
+    "Capabilities",
+    "FORWARD_KEYWORDS",
+    "CONFIG_CAPABILITIES",
+    "check_capabilities",
+    "capabilities_of",
     "LanguageModelUse",
     "EncoderUse",
     "PairClassifierUse",

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Sequence
 
@@ -14,6 +13,7 @@ from syntaxformer.data.batching import pad_batch
 from syntaxformer.data.structure_inputs import pad_structures, token_structures
 from syntaxformer.data.tokenization import encode
 from syntaxformer.errors import InputError
+from syntaxformer.models import capabilities_of
 
 logger = logging.getLogger(__name__)
 
@@ -22,9 +22,10 @@ def _hidden_states(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor, structure: dict | None = None
 ) -> tuple[torch.Tensor, ...]:
     """Every layer's ``(B, N, d)`` output of a registry model (the embeddings first where the model
-    returns them), through its forward's ``output_hidden_states``; ``structure`` (``{"heads": (B, N),
+    returns them), through its forward's ``output_hidden_states`` (a declared capability,
+    :func:`~syntaxformer.models.capabilities_of`); ``structure`` (``{"heads": (B, N),
     "phrase_ids": (B, N)}``, token level, either or both) goes to the model as ``structure_inputs``."""
-    if "output_hidden_states" not in inspect.signature(model.forward).parameters:
+    if not capabilities_of(model).output_hidden_states:
         raise InputError(
             f"{type(model).__name__} does not return its layers' outputs (output_hidden_states): it cannot be probed"
         )

@@ -5,22 +5,21 @@ for the model's config by ``reads_structure``), and the evaluation commands' rul
 
 from __future__ import annotations
 
-import inspect
-
 from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.errors import InputError
+from syntaxformer.models import capabilities_of
 from syntaxformer.priors import PRIORS, structure_reader, structure_readers
 
 
 def model_structure_input(model) -> str | None:
     """The structure ``model`` reads (``"trees"``, ``"phrases"``) or None: its config's prior declares
-    one for that config (:func:`syntaxformer.priors.structure_reader`) and its forward takes
-    ``structure_inputs``."""
+    one for that config (:func:`syntaxformer.priors.structure_reader`) and the model takes
+    ``structure_inputs`` (:func:`~syntaxformer.models.capabilities_of`)."""
     config = getattr(model, "config", None)
     if not isinstance(getattr(config, "prior", None), str) or config.prior not in PRIORS:
         return None
     reader = structure_reader(config.to_dict())
-    if reader is None or "structure_inputs" not in inspect.signature(model.forward).parameters:
+    if reader is None or not capabilities_of(model).structure_inputs:
         return None
     return reader.structure_input
 

@@ -27,7 +27,6 @@ callback (:class:`HeadGateCallback`).
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import logging
 from dataclasses import replace
@@ -38,7 +37,7 @@ from torch import nn
 from transformers import AutoConfig
 
 from syntaxformer.errors import InputError
-from syntaxformer.models import MODELS, REGISTRY
+from syntaxformer.models import MODELS, REGISTRY, Capabilities, capabilities_of
 from syntaxformer.models.encoder import head_layout
 from syntaxformer.parsing import load_model, read_training_record
 from syntaxformer.training.arguments import TrainArguments
@@ -81,7 +80,7 @@ def check_gateable(config, folder) -> None:
             f"--head-gates: the {getattr(config, 'model_type', 'unknown')} model has no attention heads to gate",
             path=folder,
         )
-    if "head_mask" not in inspect.signature(MODELS[name].forward).parameters:
+    if not capabilities_of(MODELS[name]).head_mask:
         raise InputError(f"--head-gates: {name} takes no head_mask", path=folder)
 
 
@@ -147,11 +146,15 @@ class GatedMaskedLM(nn.Module):
         gates: its gates, ``(L, H)`` over the original head numbers.
     """
 
+    #: what the wrapper's forward accepts (:func:`~syntaxformer.models.capabilities_of`): ``masked_only``
+    #: (passed on where the masked LM takes it); it sets ``head_mask`` itself and takes no structure
+    capabilities = Capabilities(masked_only=True)
+
     def __init__(self, model: nn.Module, gates: HeadGates):
         super().__init__()
         self.model = model
         self.gates = gates
-        self._takes_masked_only = "masked_only" in inspect.signature(model.forward).parameters
+        self._takes_masked_only = capabilities_of(model).masked_only
 
     @property
     def config(self):
@@ -311,7 +314,7 @@ class FineTuneTrainer(Trainer):
         same masks as the validation loss), or None without validation data."""
         if not self.valid_batches:
             return None
-        masked_only = "masked_only" in inspect.signature(pruned.forward).parameters
+        masked_only = capabilities_of(pruned).masked_only
         total, count = 0.0, 0
         with torch.no_grad():
             for batch in self.valid_batches:

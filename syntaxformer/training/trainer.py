@@ -66,7 +66,6 @@ mean over its own target tokens and DDP averages the gradients; a step consumes 
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import random
@@ -79,7 +78,7 @@ import torch
 from syntaxformer.data.batching import LengthBucketSampler
 from syntaxformer.data.preprocess import PRPN
 from syntaxformer.errors import InputError
-from syntaxformer.models import MODELS
+from syntaxformer.models import MODELS, capabilities_of
 from syntaxformer.priors import PRIORS, structure_readers
 from syntaxformer.runtime import code_version, flush_denormals_on_cpu
 from syntaxformer.sources.checks import model_reads_trees
@@ -221,8 +220,9 @@ class Trainer(TrainingLoop):
     def _build_model(self) -> None:
         self.model = self.make_model().to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
-        self._takes_masked_only = "masked_only" in inspect.signature(self.model.forward).parameters
-        if self.data.has_structure and "structure_inputs" not in inspect.signature(self.model.forward).parameters:
+        declared = capabilities_of(self.model)  # the registry entry's (a wrapper's own)
+        self._takes_masked_only = declared.masked_only
+        if self.data.has_structure and not declared.structure_inputs:
             option = "--trees" if self.data.train_heads is not None else "--phrases"
             raise InputError(
                 f"{option}: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "

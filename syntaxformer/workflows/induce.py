@@ -17,7 +17,6 @@ docs/recipes.md); the report says so, and the test half is the headline.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import time
@@ -35,7 +34,7 @@ from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import plot_parse_curve, save_figure
-from syntaxformer.models import MODELS, REGISTRY, default_architecture
+from syntaxformer.models import MODELS, REGISTRY, capabilities_of, default_architecture
 from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode, load_model, model_structures
 from syntaxformer.runtime import code_version
 from syntaxformer.structures import Structures, save_decoder_options
@@ -98,7 +97,7 @@ def resolve_recipe(
     min_layer = fields.pop("min_layer", None)
     fields.update({k: v for k, v in (train or {}).items() if v is not None})
     if variant is not None:
-        if "constituent_variant" not in inspect.signature(REGISTRY[model].config_class.__init__).parameters:
+        if not capabilities_of(MODELS[model]).constituent_variant:
             raise InputError(f"--variant: {model} has no constituent variant")
         overrides["constituent_variant"] = variant
     overrides.update(config or {})

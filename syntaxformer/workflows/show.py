@@ -20,7 +20,6 @@ each written as PNG and SVG into ``out``, with an ``index.html`` showing them al
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from syntaxformer.figures import (
     save_figure,
     write_index,
 )
+from syntaxformer.models import capabilities_of
 from syntaxformer.parsing import induces_structure, load_model, model_structures
 from syntaxformer.pretrained import model_or_pretrained
 from syntaxformer.structures import LinkProbabilities, SyntacticDistances, min_layer_of
@@ -108,7 +108,7 @@ def forward_one(model, tokenizer, words: list[str]) -> dict:
     ids, word_ids = ids[0], word_ids[0]
     input_ids = torch.tensor([ids], device=next(model.parameters()).device)
     kwargs = {"output_attentions": True}
-    if "output_priors" in inspect.signature(model.forward).parameters:
+    if capabilities_of(model).output_priors:
         kwargs["output_priors"] = True
     with torch.no_grad():
         out = model(input_ids=input_ids, **kwargs)
