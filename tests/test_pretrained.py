@@ -15,6 +15,7 @@ import syntaxformer
 from syntaxformer.cli import main
 from syntaxformer.data import load_gold_trees
 from syntaxformer.decoding.spans import to_bracketed, with_preterminals
+from syntaxformer.errors import InputError
 from syntaxformer.evaluation.constituency import evaluate_constituency
 from syntaxformer.parsing import DecoderOptions, decode, model_structures
 from syntaxformer.pretrained import pretrained_folder, shipped_parsers
@@ -109,3 +110,25 @@ def test_a_shipped_parser_is_named_by_its_name(tmp_path):
     assert model_folder(tmp_path) == tmp_path  # a folder is itself, even one named like a shipped parser
     with pytest.raises(InputError, match="no shipped parser named 'nope'"):
         pretrained_folder("nope")
+
+
+def test_load_pretrained_takes_the_name_first():
+    """``load_pretrained(name)``: the first argument is the parser's name, the device a keyword."""
+    model, _, _ = syntaxformer.load_pretrained("structformer-ptb-lm", device="cpu")
+    assert type(model).__name__ == "StructFormerForMaskedLM"
+    assert next(model.parameters()).device == torch.device("cpu")
+    with pytest.raises(TypeError):
+        syntaxformer.load_pretrained("structformer-ptb-lm", "cpu")  # the device is keyword-only
+
+
+def test_load_pretrained_refuses_an_unknown_name_in_one_line():
+    shipped = ", ".join(syntaxformer.pretrained.SHIPPED)
+    with pytest.raises(InputError) as unknown:
+        syntaxformer.load_pretrained("no-such-parser")
+    assert str(unknown.value) == f"no shipped parser named 'no-such-parser'; shipped: {shipped}"
+    with pytest.raises(InputError) as device_first:  # the old order, device first
+        syntaxformer.load_pretrained("cuda")
+    assert str(device_first.value) == (
+        "no shipped parser named 'cuda': load_pretrained takes the parser name first and the device as a "
+        f"keyword, load_pretrained(name, device='cuda'); shipped: {shipped}"
+    )

@@ -15,7 +15,8 @@ and its licence, the setting, the command that reproduces it, the compute). ``sy
 ``show``, ``heads``, ``prune`` and ``probe`` use the default when ``--model`` is not given, and take a
 shipped name as ``--model``; in Python ``syntaxformer.load_parser(name)`` or
 
-    model, tokenizer, info = syntaxformer.load_pretrained(name=None)
+    model, tokenizer, info = syntaxformer.load_pretrained()                       # the default
+    model, tokenizer, info = syntaxformer.load_pretrained("structformer-ptb-lm", device="cpu")
 
 Licence: all were trained on Wall Street Journal text of the Penn Treebank (LDC; the WSJ sample is
 fair use, **non-commercial only**, ``syntaxformer/data/embedded/LICENSE.txt``), so the weights carry the
@@ -92,19 +93,31 @@ def model_or_pretrained(model: str | Path | None, options=None):
     return folder, resolve_decoder_options(folder, options)
 
 
-def load_pretrained(device: str | None = "cpu", name: str | None = None):
+def load_pretrained(name: str | None = None, *, device: str | None = "cpu"):
     """Load a shipped pretrained parser's model (float32, evaluation mode).
 
     Args:
-        device: where to put it ("cpu", "cuda"; None = CUDA if available).
-        name: a name in :data:`SHIPPED`; None = the default.
+        name: a name in :data:`SHIPPED` (``"structformer-ptb-lm"``); None = the default
+            (:data:`PRETRAINED_NAME`).
+        device: keyword only: where to put it ("cpu", "cuda"; None = CUDA if available).
     Returns:
         ``(model, tokenizer, info)`` as :func:`syntaxformer.parsing.load_model` (``info`` is its
         ``training.json``).
     Raises:
-        InputError: no pretrained model in this installation.
+        InputError: an unknown name (one line naming the shipped ones; a device given first is named
+            as such), or no pretrained model in this installation.
     """
+    if name is not None and name not in SHIPPED and _looks_like_device(str(name)):
+        raise InputError(
+            f"no shipped parser named {name!r}: load_pretrained takes the parser name first and the device "
+            f"as a keyword, load_pretrained(name, device={name!r}); shipped: {', '.join(SHIPPED)}"
+        )
     return load_model(pretrained_folder(name), device=device)
+
+
+def _looks_like_device(text: str) -> bool:
+    """Whether ``text`` names a torch device type (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...)."""
+    return text.split(":")[0] in {"cpu", "cuda", "mps", "xpu", "meta"}
 
 
 def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
