@@ -287,7 +287,7 @@ def readme_induce() -> str:
                 [
                     f"*published*: {paper['model']}",
                     paper["data"],
-                    "–".join(f"{v:.1f}" for v in paper["sentence_f1"]),
+                    "–".join(str(v) for v in paper["sentence_f1"]),  # as printed in the source
                     right,
                     paper["compute"],
                 ]

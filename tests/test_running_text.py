@@ -202,6 +202,8 @@ def _args(out, text, **fields) -> dict:
         quiet=True,
         save_every=5,
         log_every=1,
+        keep_best=True,
+        final_model="best",
         **fields,
     )
 

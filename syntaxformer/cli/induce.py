@@ -207,6 +207,10 @@ def _steps_text(training: dict) -> str:
     steps, planned = training.get("steps"), training.get("planned_steps")
     if steps is None:
         return "? steps"
+    epochs = training.get("planned_epochs")
+    if planned is None and epochs and not training.get("complete", True):
+        done = training.get("epochs") or 0
+        return f"STOPPED EARLY: {done:.2f} of {epochs:,} planned epochs, {steps:,} steps ({training.get('stopped') or 'stopped'})"
     if planned is None or steps == planned:
         return f"{steps:,} steps"
     return f"STOPPED EARLY: {steps:,} of {planned:,} planned steps ({training.get('stopped') or 'stopped'})"

@@ -105,9 +105,16 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--max-length", type=int, default=_D.max_length, help="tokens per sentence")
     d.add_argument(
         "--overflow",
-        choices=["split", "skip"],
+        choices=["split", "skip", "cut"],
         default=_D.overflow,
-        help="what to do with longer sentences (counted in training.json)",
+        help="what to do with longer sentences: split into pieces, skip, or cut to --max-length tokens "
+        "(counted in training.json)",
+    )
+    d.add_argument(
+        "--max-sentence-length",
+        type=int,
+        default=None,
+        help="drop sentences of more tokens before --overflow applies (the public Tree Transformer code: 70)",
     )
 
 
@@ -120,6 +127,13 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
         help=f"sentences per batch and process (default {_D.batch_size} unless --max-tokens)",
     )
     b.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch instead of --batch-size")
+    b.add_argument(
+        "--min-batch-tokens",
+        type=int,
+        default=None,
+        help="instead of --batch-size: batches of the length-sorted corpus filled to at least this many "
+        "tokens, shuffled every epoch (the public StructFormer code: 4096)",
+    )
     b.add_argument(
         "--bucket-batches",
         type=int,
@@ -139,7 +153,32 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
         help="a selected token becomes 80%% [MASK] / 10%% random / 10%% kept (bert, default) "
         "or always [MASK] (mask: the public StructFormer code)",
     )
+    b.add_argument(
+        "--no-mask-unknown",
+        dest="mask_unknown",
+        action="store_false",
+        help="never select [UNK] for masking (the public StructFormer code)",
+    )
+    b.add_argument(
+        "--mask-cls",
+        action="store_true",
+        help="a leading [CLS] may be selected for masking like a word (the public Tree Transformer code)",
+    )
+    b.add_argument(
+        "--no-shuffle",
+        dest="shuffle",
+        action="store_false",
+        help="batches of consecutive sentences in corpus order, the same every epoch (the public "
+        "Tree Transformer code); default: shuffled, length-bucketed",
+    )
     o = p.add_argument_group("optimisation")
+    o.add_argument(
+        "--optimizer",
+        choices=["adam", "adam-l2", "sgd"],
+        default=_D.optimizer,
+        help="adam (AdamW with --weight-decay), adam-l2 (the decay an L2 term, as the public StructFormer "
+        "code), or sgd: SGD then averaged SGD by the non-monotone trigger (needs --bptt)",
+    )
     o.add_argument("--lr", type=float, default=_D.lr)
     o.add_argument("--betas", type=float, nargs=2, default=list(_D.betas))
     o.add_argument("--eps", type=float, default=_D.eps)
@@ -147,10 +186,13 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--warmup-steps", type=int, default=_D.warmup_steps)
     o.add_argument(
         "--schedule",
-        choices=["constant", "linear", "cosine"],
+        choices=["constant", "linear", "cosine", "plateau"],
         default=_D.schedule,
-        help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps",
+        help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps; plateau: "
+        "times --plateau-factor after --plateau-patience evaluations without a lower validation loss",
     )
+    o.add_argument("--plateau-factor", type=float, default=_D.plateau_factor)
+    o.add_argument("--plateau-patience", type=int, default=_D.plateau_patience)
     o.add_argument("--final-lr-fraction", type=float, default=_D.final_lr_fraction)
     o.add_argument(
         "--schedule-steps", type=int, default=None, help="where linear/cosine decay ends (default --max-steps)"
@@ -168,12 +210,6 @@ def _running_text_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="train on running text (sentences joined with <eos>, --batch-size rows, the state carried) in "
         "windows of this mean length (public 70), validating at each epoch end (default: sentence batches)",
-    )
-    t.add_argument(
-        "--optimizer",
-        choices=["adam", "sgd"],
-        default=_D.optimizer,
-        help="adam (default), or sgd: SGD then averaged SGD by the non-monotone trigger (needs --bptt)",
     )
     t.add_argument(
         "--nonmono", type=int, default=_D.nonmono, help="NT-ASGD's non-monotone interval in epochs (0: SGD only)"
@@ -246,6 +282,13 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
         "--eval-every steps and at the end; F1 of every decoder into training.json and "
         "TensorBoard",
     )
+    r.add_argument("--eval-each-epoch", action="store_true", help="also validate (and save) at the end of every epoch")
+    r.add_argument(
+        "--final-model",
+        choices=["last", "best"],
+        default=_D.final_model,
+        help="the model left in OUT: the last step's, or the lowest validation loss's (needs --keep-best)",
+    )
     r.add_argument(
         "--keep-best",
         action="store_true",
@@ -276,7 +319,7 @@ def arguments_from_namespace(ns: argparse.Namespace) -> TrainArguments:
     values = {k: v for k, v in vars(ns).items() if k in names}
     values["overrides"] = dict(ns.overrides or [])
     values["betas"] = tuple(ns.betas)
-    if ns.batch_size is None and ns.max_tokens is None:
+    if ns.batch_size is None and ns.max_tokens is None and ns.min_batch_tokens is None:
         values["batch_size"] = _D.batch_size
     return TrainArguments(**values)
 

@@ -13,6 +13,11 @@ One epoch's batches, given ``seed`` and ``epoch`` only (so a resumed run rebuild
    (as ``torch.utils.data.DistributedSampler`` pads), so every rank takes the same number of steps.
 
 With one replica every sentence is in exactly one batch per epoch.
+
+With ``min_tokens`` instead (the public StructFormer code's ``batchify``): the whole corpus sorted by
+length (stable), cut into consecutive batches each filled until it holds at least ``min_tokens`` real
+tokens (the last may hold fewer), the same batches every epoch in an order shuffled by ``(seed, epoch)``
+(:func:`filled_batches`).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ class LengthBucketSampler:
 
     Args:
         lengths: the length (tokens) of every sentence.
-        batch_size: sentences per batch; or None with ``max_tokens``.
+        batch_size: sentences per batch; or None with ``max_tokens`` or ``min_tokens``.
         max_tokens: a budget of padded tokens per batch (a sentence longer than the budget gets a
-            batch of its own); or None with ``batch_size``.
+            batch of its own); or None.
+        min_tokens: batches of the length-sorted corpus filled to at least this many real tokens
+            (module docstring); or None.
         seed: the shuffling seed; epoch ``e`` uses a generator seeded from ``(seed, e)``.
         bucket_batches: how many batches' worth of sentences are sorted together (step 2).
         shuffle: False keeps corpus order and no bucketing (plain consecutive batches).
@@ -48,11 +55,14 @@ class LengthBucketSampler:
         shuffle: bool = True,
         num_replicas: int = 1,
         rank: int = 0,
+        min_tokens: int | None = None,
     ):
-        if (batch_size is None) == (max_tokens is None):
-            raise ValueError("give exactly one of batch_size and max_tokens")
-        if (batch_size is not None and batch_size < 1) or (max_tokens is not None and max_tokens < 1):
-            raise ValueError("batch_size / max_tokens must be positive")
+        sizes = (batch_size, max_tokens, min_tokens)
+        if sum(x is not None for x in sizes) != 1:
+            raise ValueError("give exactly one of batch_size, max_tokens and min_tokens")
+        if any(x is not None and x < 1 for x in sizes):
+            raise ValueError("batch_size / max_tokens / min_tokens must be positive")
+        self.min_tokens = min_tokens
         assert 0 <= rank < num_replicas, (rank, num_replicas)
         self.lengths = torch.as_tensor(list(lengths), dtype=torch.long)
         self.batch_size, self.max_tokens = batch_size, max_tokens
@@ -77,6 +87,13 @@ class LengthBucketSampler:
     def all_batches(self, epoch: int) -> list[list[int]]:
         """Every batch of ``epoch`` before sharding (steps 1-4)."""
         n = len(self.lengths)
+        if self.min_tokens is not None:
+            order = torch.argsort(self.lengths, stable=True).tolist()
+            cuts = filled_batches([int(self.lengths[i]) for i in order], self.min_tokens)
+            batches = [[order[j] for j in batch] for batch in cuts]
+            if not self.shuffle:
+                return batches
+            return [batches[i] for i in torch.randperm(len(batches), generator=self._generator(epoch)).tolist()]
         if not self.shuffle:
             return self._cut(list(range(n)))
         g = self._generator(epoch)
@@ -129,6 +146,29 @@ def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[i
             current, longest = [], 0
         current.append(j)
         longest = max(longest, n)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def filled_batches(lengths: Sequence[int], min_tokens: int) -> list[list[int]]:
+    """Cut items, in the order given, into consecutive batches, each taking items until it holds at
+    least ``min_tokens`` tokens (the public StructFormer ``batchify``'s ``total_length < batch_size``
+    rule: a batch may exceed the budget by its last item; the last batch may hold fewer).
+
+    Args:
+        lengths: ``[M]`` token count of each item, in batch order.
+        min_tokens: tokens (unpadded) a batch is filled to.
+    Returns:
+        Lists of positions ``0 .. M-1`` into ``lengths``, consecutive, covering each position once.
+    """
+    batches, current, total = [], [], 0
+    for j, n in enumerate(lengths):
+        current.append(j)
+        total += n
+        if total >= min_tokens:
+            batches.append(current)
+            current, total = [], 0
     if current:
         batches.append(current)
     return batches

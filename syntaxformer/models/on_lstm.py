@@ -205,7 +205,8 @@ RECIPES = {
 #: AWD-LSTM training of :mod:`syntaxformer.training.running_text` on the ptb-lm running text (give it with
 #: ``--corpus .../ptb.train.txt --valid .../ptb.valid.txt``): batch 20, BPTT 70, SGD lr 30 then NT-ASGD
 #: (non-monotone 5, the averaging restarted after epoch 500), weight decay 1.2e-6, clip 0.25, AR 2, TAR 1,
-#: the public dropouts (the ``paper`` preset), 1,000 epochs, the model of the best validation perplexity.
+#: the public dropouts (the ``paper`` preset), 1,000 epochs, the model of the best validation perplexity
+#: (``keep_best``, ``final_model="best"``).
 PAPER_RECIPE = dict(
     preset="paper",
     corpus="ptb-lm",
@@ -222,6 +223,8 @@ PAPER_RECIPE = dict(
     ar_alpha=2.0,
     tar_beta=1.0,
     epochs=1000,
+    keep_best=True,
+    final_model="best",
 )
 RECIPES["paper"] = PAPER_RECIPE
 

@@ -178,6 +178,40 @@ RECIPES = {
     # against 41.34 +- 2.31 for the default setting run 12,000 steps on ptb-sample. The text is not
     # shipped: run_induce refuses this recipe without --corpus
     "long": dict(_DEFAULT_RECIPE, corpus="ptb-lm"),
+    # the authors' procedure (google-research structformer/main.py, utils.py, data_penn.py and the README's
+    # command with --pos_emb; DESIGN.md §8): the paper size with 500 learned positions; every training word
+    # in the vocabulary, no boundary token; batches of the length-sorted text filled to >= 4,096 tokens, in
+    # a shuffled order each epoch; masking 0.3, always [MASK], never padding or [UNK]; Adam lr 3e-4,
+    # betas (0.9, 0.999), eps 1e-9, weight decay 1.2e-6 as an L2 term, no warm-up, the rate halved after
+    # 2 epochs without a lower validation loss; clip 0.25; 100 epochs, validated at each epoch's end;
+    # the model of the lowest validation loss; dependency heads by the public argmax rule (tallest word
+    # = root). The text is not shipped: give ptb.train.txt with --corpus and ptb.valid.txt with --valid
+    "paper": dict(
+        preset="paper",
+        corpus="ptb-lm",
+        min_freq=1,
+        epochs=100,
+        batch_size=None,
+        min_batch_tokens=4096,
+        optimizer="adam-l2",
+        lr=3e-4,
+        betas=(0.9, 0.999),
+        eps=1e-9,
+        weight_decay=1.2e-6,
+        clip=0.25,
+        warmup_steps=0,
+        schedule="plateau",
+        plateau_factor=0.5,
+        plateau_patience=2,
+        mask_rate=0.3,
+        mask_replace="mask",
+        mask_unknown=False,
+        eval_each_epoch=True,
+        keep_best=True,
+        final_model="best",
+        overrides=dict(position_embeddings=500),
+        decoder=dict(dependency="argmax"),
+    ),
 }
 
 
@@ -217,6 +251,13 @@ class StructFormerConfig(PretrainedConfig):
         tie_word_embeddings: tie the MLM output layer to the word embeddings (the public code does).
             Stated here because ``transformers`` 5 no longer gives every config this field (4.x
             defaulted it to True), and v5 ties only when the config asks.
+        position_embeddings: learned position embeddings added to the word embeddings before the
+            Transformer layers (not the parser network): how many positions (0: none, the public
+            default; the public README's ``--pos_emb``: 500, initialised U(-0.1, 0.1)).
+
+    Raises:
+        ValueError: a width not divisible by the heads, unknown relations or mixing activation, a
+            negative ``position_embeddings``.
     """
 
     model_type = "structformer"
@@ -239,9 +280,12 @@ class StructFormerConfig(PretrainedConfig):
         pad_token_id: int = 0,
         pruned_heads=None,
         tie_word_embeddings: bool = True,
+        position_embeddings: int = 0,
         **kwargs,
     ):
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
+        if position_embeddings < 0:
+            raise ValueError(f"position_embeddings must not be negative, got {position_embeddings}")
         if hidden_size % num_attention_heads:
             raise ValueError(
                 f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}"
@@ -265,6 +309,7 @@ class StructFormerConfig(PretrainedConfig):
         self.weight_act = weight_act
         self.layer_norm_eps = layer_norm_eps
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
+        self.position_embeddings = position_embeddings
 
 
 # ----------------------------------------------------------------------------------------------
@@ -799,13 +844,16 @@ class StructFormerPreTrainedModel(HeadPruningMixin, PreTrainedModel):
 class StructFormerModel(StructFormerPreTrainedModel):
     """Embeddings -> parser network -> calibrated distances, heights, ``p_D`` -> encoder (Fig. 3).
 
-    The word embeddings are shared by the parser network and the Transformer layers; neither adds
-    position embeddings.
+    The word embeddings are shared by the parser network and the Transformer layers; the parser
+    network never sees positions, the Transformer layers see learned position embeddings when
+    ``config.position_embeddings`` > 0 (the public ``--pos_emb``).
     """
 
     def __init__(self, config: StructFormerConfig):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        n_positions = getattr(config, "position_embeddings", 0)
+        self.position_embeddings = nn.Embedding(n_positions, config.hidden_size) if n_positions else None
         self.parser = StructFormerParser(config)
         self.encoder = StructFormerEncoder(config)
         self.post_init()
@@ -841,6 +889,10 @@ class StructFormerModel(StructFormerPreTrainedModel):
             distances, heights, mask, self.parser.distance_scale, self.parser.height_scale
         )
         p_attn = p_dep.masked_fill(p_dep < _TINY, 0.0).to(x.dtype)
+        if self.position_embeddings is not None:  # the Transformer layers' input only
+            if x.shape[1] > self.position_embeddings.num_embeddings:
+                raise ValueError(f"{x.shape[1]} tokens, more than {self.position_embeddings.num_embeddings} positions")
+            x = x + self.position_embeddings.weight[: x.shape[1]]  # (B, N, d)
         hidden, attentions, hidden_states = self.encoder(
             x, p_attn, mask, output_attentions, head_mask, output_hidden_states
         )

@@ -117,6 +117,39 @@ RECIPES = {
     # docs/recipes.md). The text is not shipped: run_induce
     # refuses this recipe without --corpus
     "long": dict(_DEFAULT_RECIPE, preset="small", max_steps=6000, corpus="ptb-lm"),
+    # the authors' procedure (yaushian/Tree-Transformer main.py, solver.py, utils.py, parse.py; DESIGN.md §8):
+    # the paper size with the public code's constituent variant; [CLS] + one token per word (min_freq 2),
+    # inputs cut at 60 tokens, sentences over 70 dropped, batches of 64 consecutive sentences in corpus
+    # order; every position (the [CLS] too) selected with probability 1/7, BERT replacement; Adam lr 1e-4,
+    # betas (0.9, 0.98), eps 1e-9, constant, no warm-up; clip 1.5; 60,000 steps (the README's command); no
+    # validation and no model selection (the last step); parsed by Algorithm 1 from layer 2 with the
+    # public descend rule (a child span whose weakest link is above 0.7 descends a layer) and threshold 0.8.
+    # The text is not shipped: give ptb.train.txt with --corpus
+    "paper": dict(
+        preset="paper",
+        corpus="ptb-lm",
+        max_steps=60000,
+        batch_size=64,
+        shuffle=False,
+        lr=1e-4,
+        betas=(0.9, 0.98),
+        eps=1e-9,
+        warmup_steps=0,
+        schedule="constant",
+        clip=1.5,
+        mask_rate=1 / 7,
+        mask_replace="bert",
+        mask_cls=True,
+        add_cls=True,
+        min_freq=2,
+        max_length=60,
+        overflow="cut",
+        max_sentence_length=70,
+        valid_fraction=0.0,
+        overrides=dict(constituent_variant="official"),
+        min_layer=2,
+        decoder=dict(descend_threshold=0.7, threshold=0.8),
+    ),
 }
 
 #: the registry names (models/__init__.py): the Tree Transformer, and the same model with ``prior="none"``

@@ -77,15 +77,31 @@ class DataArguments:
         wordpiece_vocab_size [16000]: WordPiece vocabulary size (the paper: 16k).
         add_cls [False]: prepend ``[CLS]`` to every sentence (the public code does).
         max_length [128]: tokens per sentence; longer ones are handled by ``overflow``.
-        overflow ["split"]: "split" or "skip" (logged and counted in ``training.json``).
-        batch_size [64]: sentences per batch (per process); or None with ``max_tokens``.
+        overflow ["split"]: "split", "skip" or "cut" (keep the first ``max_length`` tokens: the public
+            Tree Transformer code's inputs of 60 positions); logged and counted in ``training.json``.
+        max_sentence_length [None]: sentences of more tokens (special tokens included) are dropped before
+            ``overflow`` applies (the public Tree Transformer code: 70); None: none.
+        batch_size [64]: sentences per batch (per process); or None with ``max_tokens`` or
+            ``min_batch_tokens``.
+        shuffle [True]: shuffled, length-bucketed batches
+            (:class:`~syntaxformer.data.batching.LengthBucketSampler`); False: consecutive sentences in
+            corpus order, the same batches every epoch (the public Tree Transformer code).
         max_tokens [None]: a padded-token budget per batch instead of ``batch_size``.
+        min_batch_tokens [None]: instead of ``batch_size``: batches of consecutive sentences of the
+            corpus sorted by length, each filled until it holds at least this many tokens, the same
+            batches every epoch in a shuffled order (the public StructFormer code: 4,096;
+            :func:`~syntaxformer.data.batching.filled_batches`).
         bucket_batches [50]: batches' worth of sentences sorted by length together.
         mask_rate [0.15]: BERT selection rate (public code: 1/7 = 0.142857); masked-LM models only
             (the objective is the model's, :mod:`syntaxformer.training.objectives`).
         mask_replace ["bert"]: masked-LM models only; what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
             token, 10% kept (BERT; the Tree Transformer); "mask" = always ``[MASK]`` (the public
             StructFormer code, with ``mask_rate`` 0.3).
+        mask_unknown [True]: masked-LM models only; False: ``[UNK]`` is never selected (the public
+            StructFormer code masks neither padding nor unknown words).
+        mask_cls [False]: masked-LM models only; a leading ``[CLS]`` may be selected like any word (the
+            public Tree Transformer code selects every position); it may then also be drawn as a random
+            replacement.
     """
 
     corpus: str = "ptb-sample"
@@ -101,28 +117,42 @@ class DataArguments:
     add_cls: bool = False
     max_length: int = 128
     overflow: str = "split"
+    max_sentence_length: int | None = None
     batch_size: int | None = 64
     max_tokens: int | None = None
+    min_batch_tokens: int | None = None
     bucket_batches: int = 50
+    shuffle: bool = True
     mask_rate: float = 0.15
     mask_replace: str = "bert"
+    mask_unknown: bool = True
+    mask_cls: bool = False
 
 
 @dataclass
 class OptimisationArguments:
-    """Adam, the learning-rate schedule and clipping.
+    """The optimiser, the learning-rate schedule and clipping.
 
     Attributes (defaults in brackets):
-        lr [1e-4], betas [(0.9, 0.98)], eps [1e-9], weight_decay [0.0]: Adam (AdamW if decay > 0).
+        optimizer ["adam"]: "adam" (AdamW when ``weight_decay`` > 0), "adam-l2" (Adam with the decay an
+            L2 term of the gradient, as the public StructFormer and ON-LSTM code), or "sgd": SGD (decay
+            an L2 term), then averaged SGD by the non-monotone trigger (running text only, ``bptt``;
+            :mod:`syntaxformer.training.running_text`).
+        lr [1e-4], betas [(0.9, 0.98)], eps [1e-9], weight_decay [0.0]: the optimiser's.
         warmup_steps [0]: linear warm-up from lr/warmup_steps to lr.
         schedule ["constant"]: after warm-up: "constant", "linear" or "cosine" decay to
-            ``final_lr_fraction × lr`` at ``schedule_steps`` (default ``max_steps``; one is needed).
+            ``final_lr_fraction × lr`` at ``schedule_steps`` (default ``max_steps``; one is needed);
+            or "plateau": the rate times ``plateau_factor`` whenever the validation loss has not
+            improved for more than ``plateau_patience`` evaluations (torch's ``ReduceLROnPlateau``,
+            threshold 0; the public StructFormer code, evaluating once an epoch).
         final_lr_fraction [0.0]: see ``schedule``.
         schedule_steps [None]: the step where linear/cosine decay ends, if not ``max_steps`` (e.g.
             an estimate of the steps a ``max_minutes`` run will make; later steps keep the final lr).
         clip [1.5]: gradient-norm clipping (public code 1.5); 0 disables.
+        plateau_factor [0.5], plateau_patience [2]: see ``schedule``.
     """
 
+    optimizer: str = "adam"
     lr: float = 1e-4
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
@@ -132,6 +162,8 @@ class OptimisationArguments:
     final_lr_fraction: float = 0.0
     schedule_steps: int | None = None
     clip: float = 1.5
+    plateau_factor: float = 0.5
+    plateau_patience: int = 2
 
 
 @dataclass
@@ -143,6 +175,7 @@ class RunArguments:
         save_every [500]: checkpoint period in steps (0: only at the end).
         eval_every [200]: validation period in steps (0: only at the start and the end); also the
             period of the learning curve when ``eval_treebank`` is given.
+        eval_each_epoch [False]: validate (and save a checkpoint) at the end of every epoch too.
         eval_treebank [None]: a gold treebank (e.g. ``"ptb-sample:dev"``) parsed at step 0, every
             ``eval_every`` steps and at the end: sentence/corpus F1 of every decoder
             (:class:`~syntaxformer.evaluation.curve.ParseCurve`) with step, tokens seen, training
@@ -153,6 +186,9 @@ class RunArguments:
             ``eval_every`` steps) to ``OUT/best/`` with ``best.json`` (step, loss)
             (:class:`~syntaxformer.training.callbacks.KeepBestModel`); needs validation data; not with
             ``head_gates``.
+        final_model ["last"]: the model a finished run leaves in OUT: "last" (the last step's) or
+            "best" (the lowest validation loss of the evaluations after step 0; needs ``keep_best``;
+            the last when none was better than step 0's).
         early_stopping [0]: stop when this many evaluations in a row have not lowered the validation
             loss below the lowest before them (0: never;
             :class:`~syntaxformer.training.callbacks.EarlyStopping`); needs validation data.
@@ -171,7 +207,9 @@ class RunArguments:
     save_every: int = 500
     eval_every: int = 200
     eval_treebank: str | None = None
+    eval_each_epoch: bool = False
     keep_best: bool = False
+    final_model: str = "last"
     early_stopping: int = 0
     log_every: int = 20
     seed: int = 0
@@ -206,9 +244,10 @@ class FineTuneArguments:
     gate_init: float = 3.0
 
 
-#: ``optimizer`` values: Adam(W) (:meth:`~syntaxformer.training.loop.TrainingLoop.make_optimizer`), or SGD then
-#: NT-ASGD (running text only: :mod:`syntaxformer.training.running_text`)
-OPTIMIZERS = ("adam", "sgd")
+#: ``optimizer`` values: Adam(W) and Adam with an L2 decay
+#: (:meth:`~syntaxformer.training.loop.TrainingLoop.make_optimizer`), or SGD then NT-ASGD (running text only:
+#: :mod:`syntaxformer.training.running_text`)
+OPTIMIZERS = ("adam", "adam-l2", "sgd")
 
 
 @dataclass
@@ -224,11 +263,10 @@ class RunningTextArguments:
             window to window; the learning rate of a window of n tokens is ``lr · n / bptt``; validation
             on the ``valid`` text as running text at the end of every epoch. None: sentence batches
             (the :class:`~syntaxformer.training.trainer.Trainer`).
-        optimizer ["adam"]: "adam", or "sgd": SGD (``weight_decay`` an L2 term) until the validation loss
-            is worse than the best of all evaluations before the last ``nonmono`` ones, then averaged SGD
-            (NT-ASGD: :class:`torch.optim.ASGD` with t0 = 0, λ = 0; the averaged weights are validated and
-            kept). "sgd" needs ``bptt``.
-        nonmono [5]: NT-ASGD's non-monotone interval, in epochs (0: SGD throughout).
+        nonmono [5]: with ``optimizer="sgd"``, NT-ASGD: SGD until an end-of-epoch validation loss is
+            worse than the best of all before the last ``nonmono``, then averaged SGD
+            (:class:`torch.optim.ASGD`, t0 = 0, λ = 0; the averaged weights are validated and kept);
+            0: SGD throughout.
         asgd_restart_epoch [None]: at the end of this epoch, under averaged SGD, the averaging starts
             again (the public ``--finetuning``, 500 of 1,000 epochs); None: never.
         ar_alpha [0.0]: activation regularisation, ``α · mean(h²)`` of the last layer's outputs after the
@@ -239,7 +277,6 @@ class RunningTextArguments:
     """
 
     bptt: int | None = None
-    optimizer: str = "adam"
     nonmono: int = 5
     asgd_restart_epoch: int | None = None
     ar_alpha: float = 0.0
@@ -250,6 +287,8 @@ class RunningTextArguments:
         """Raise :class:`InputError` (one line) for inconsistent running-text or optimiser options."""
         if self.optimizer not in OPTIMIZERS:
             raise InputError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.bptt is not None and self.optimizer == "adam-l2":
+            raise InputError("--bptt (running text) trains with --optimizer adam or sgd")
         if self.optimizer == "sgd" and self.bptt is None:
             raise InputError("--optimizer sgd (SGD then NT-ASGD) trains on running text: give --bptt")
         for name in ("bptt", "eval_batch_size", "asgd_restart_epoch"):
@@ -291,9 +330,10 @@ class TrainArguments(
             bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
         if self.model in MODELS:
             objective_class(MODELS[self.model])  # an objective the trainer knows (InputError if not)
-        if (self.batch_size is None) == (self.max_tokens is None):
-            bad("give exactly one of --batch-size and --max-tokens")
-        for name in ("batch_size", "max_tokens", "max_steps", "epochs", "max_length"):
+        if sum(x is not None for x in (self.batch_size, self.max_tokens, self.min_batch_tokens)) != 1:
+            bad("give exactly one of --batch-size, --max-tokens and --min-batch-tokens")
+        names = ("batch_size", "max_tokens", "min_batch_tokens", "max_steps", "epochs", "max_length")
+        for name in (*names, "max_sentence_length"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 bad(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -310,19 +350,34 @@ class TrainArguments(
                 bad(f"--{name.replace('_', '-')} needs validation data (--valid or --valid-fraction > 0)")
         if self.lr <= 0:
             bad(f"--lr must be positive, got {self.lr}")
-        for name in ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq", "early_stopping"):
+        for name in (
+            "warmup_steps",
+            "save_every",
+            "eval_every",
+            "clip",
+            "weight_decay",
+            "min_freq",
+            "early_stopping",
+            "plateau_patience",
+        ):
             if getattr(self, name) < 0:
                 bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
         if self.log_every < 1:
             bad(f"--log-every must be at least 1, got {self.log_every}")
-        if self.schedule not in ("constant", "linear", "cosine"):
-            bad(f"--schedule must be constant, linear or cosine, got {self.schedule!r}")
-        if self.schedule != "constant" and self.max_steps is None and self.schedule_steps is None:
+        if self.schedule not in ("constant", "linear", "cosine", "plateau"):
+            bad(f"--schedule must be constant, linear, cosine or plateau, got {self.schedule!r}")
+        if self.schedule == "plateau" and (self.warmup_steps or not 0.0 < self.plateau_factor < 1.0):
+            bad("--schedule plateau takes no --warmup-steps and a --plateau-factor in (0, 1)")
+        if self.final_model not in ("last", "best"):
+            bad(f"--final-model must be last or best, got {self.final_model!r}")
+        if self.final_model == "best" and not self.keep_best:
+            bad("--final-model best needs --keep-best (the best model is kept in OUT/best/)")
+        if self.schedule in ("linear", "cosine") and self.max_steps is None and self.schedule_steps is None:
             bad(f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one")
         if self.schedule_steps is not None and self.schedule_steps < 1:
             bad(f"--schedule-steps must be at least 1, got {self.schedule_steps}")
-        if self.overflow not in ("split", "skip"):
-            bad(f"--overflow must be split or skip, got {self.overflow!r}")
+        if self.overflow not in ("split", "skip", "cut"):
+            bad(f"--overflow must be split, skip or cut, got {self.overflow!r}")
         if self.tokenizer not in ("word", "wordpiece") and not Path(self.tokenizer, "tokenizer.json").is_file():
             bad(f"--tokenizer must be word, wordpiece or a folder with tokenizer.json, got {self.tokenizer!r}")
         if self.device is not None:

@@ -127,9 +127,15 @@ class EvaluateEachEpoch(TrainerCallback):
 
     def __init__(self, batches: int | None = None):
         self.batches = batches
+        self._counted: tuple[int, int] | None = None  # (epoch, its batches) asked of the sampler
 
     def on_step_end(self, trainer, output: StepOutput) -> None:
-        batches = self.batches if self.batches is not None else len(trainer.sampler.batches(trainer.state.epoch))
+        batches = self.batches
+        if batches is None:
+            epoch = trainer.state.epoch
+            if self._counted is None or self._counted[0] != epoch:
+                self._counted = (epoch, len(trainer.sampler.batches(epoch)))
+            batches = self._counted[1]
         if trainer.state.batch_in_epoch >= batches:
             trainer.control.should_evaluate = trainer.control.should_save = True
 

@@ -153,8 +153,8 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
     else:
         train_sents, valid_sents, valid_desc = held_out_split(sentences, args)
     tokenizer = _tokenizer(args, saved_tokenizer, train_sents)
-    train_ids, train_over = _encode_counted(tokenizer, train_sents, args.max_length, args.overflow)
-    valid_ids, valid_over = _encode_counted(tokenizer, valid_sents, args.max_length, args.overflow)
+    train_ids, train_over = _encode_counted(tokenizer, train_sents, args)
+    valid_ids, valid_over = _encode_counted(tokenizer, valid_sents, args)
     if not train_ids:
         raise InputError("no training sentence left after encoding", path=args.corpus)
     logger.info(
@@ -279,11 +279,23 @@ def _encode_trees(tokenizer, rows, max_length: int) -> dict:
     )
 
 
-def _encode_counted(tokenizer, sentences, max_length: int, overflow: str):
+def _encode_counted(tokenizer, sentences, args: DataArguments):
     """:func:`encode` for training: returns ``(ids, number of sentences over max_length)``; those
-    are split (``overflow="split"``; their pieces go after the other sentences) or dropped
-    (``"skip"``); :func:`encode` logs the count."""
+    are split (``overflow="split"``; their pieces go after the other sentences), dropped
+    (``"skip"``) or cut to their first ``max_length`` tokens (``"cut"``, in place); :func:`encode` logs
+    the count. Sentences over ``max_sentence_length`` tokens are dropped first (logged, not counted)."""
+    max_length, overflow = args.max_length, args.overflow
     ids, _ = encode(tokenizer, sentences)
+    if args.max_sentence_length is not None:
+        kept = [i for i, x in enumerate(ids) if len(x) <= args.max_sentence_length]
+        if len(kept) < len(ids):
+            logger.warning(
+                "dropped %d sentences of more than %d tokens", len(ids) - len(kept), args.max_sentence_length
+            )
+        ids, sentences = [ids[i] for i in kept], [sentences[i] for i in kept]
+    if overflow == "cut":
+        over = sum(len(x) > max_length for x in ids)
+        return [x[:max_length] for x in ids], over
     over = [i for i, x in enumerate(ids) if len(x) > max_length]
     if not over:
         return ids, 0

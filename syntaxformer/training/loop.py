@@ -55,6 +55,7 @@ from syntaxformer.training.callbacks import (
     TrainerControl,
 )
 from syntaxformer.training.checkpoint import CHECKPOINT, write_checkpoint
+from syntaxformer.training.plateau import PlateauSchedule
 
 #: devices whose Adam the trainers run as torch's single fused kernel (``fused=True``)
 FUSED_ADAM_DEVICES = ("cpu", "cuda")
@@ -334,12 +335,13 @@ class TrainingLoop:
 
         Args:
             parameters: an iterable of tensors or of parameter-group dicts (torch.optim's form).
-            decoupled_weight_decay: AdamW (Loshchilov & Hutter 2019) for a decay > 0; False = Adam with
-                the decay as an L2 term.
+            decoupled_weight_decay: AdamW (Loshchilov & Hutter 2019) for a decay > 0; False (or the run's
+                ``optimizer`` "adam-l2") = Adam with the decay as an L2 term.
         Returns:
             the optimiser (``torch.optim.Adam`` or ``torch.optim.AdamW``).
         """
         args = self.args
+        decoupled_weight_decay = decoupled_weight_decay and getattr(args, "optimizer", "adam") != "adam-l2"
         optimizer = torch.optim.AdamW if args.weight_decay > 0 and decoupled_weight_decay else torch.optim.Adam
         fused = self.device.type in FUSED_ADAM_DEVICES
         return optimizer(
@@ -352,10 +354,14 @@ class TrainingLoop:
             foreach=not fused,
         )
 
-    def make_scheduler(self) -> torch.optim.lr_scheduler.LambdaLR:
+    def make_scheduler(self):
         """The ``LambdaLR`` of :attr:`optimizer` with :func:`lr_factor` (warm-up, then ``schedule``
-        until ``schedule_steps`` or ``max_steps``, down to ``final_lr_fraction``)."""
+        until ``schedule_steps`` or ``max_steps``, down to ``final_lr_fraction``); with ``schedule``
+        "plateau", a :class:`~syntaxformer.training.plateau.PlateauSchedule` on the validation loss
+        (mode min), which a :class:`~syntaxformer.training.plateau.ReduceOnPlateau` callback feeds."""
         args = self.args
+        if args.schedule == "plateau":
+            return PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience, mode="min")
         return torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             lambda s: lr_factor(

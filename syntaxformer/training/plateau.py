@@ -1,6 +1,7 @@
 """Learning rate reduced on a validation plateau, as the public ON-LSTM logic code trains
 (``ReduceLROnPlateau(optimizer, "max", factor=0.5, patience=2, threshold=0)`` stepped once per epoch
-on the validation accuracy; Shen et al. 2019, §6.4).
+on the validation accuracy; Shen et al. 2019, §6.4) and the public StructFormer code (the same rule in
+mode ``"min"`` on the validation loss; google-research ``structformer/main.py``).
 
 The project's trainers step their scheduler after every optimizer step; a plateau schedule instead
 moves only when a validation score arrives. :class:`PlateauSchedule` is that scheduler (its per-step
@@ -22,23 +23,25 @@ logger = logging.getLogger(__name__)
 class PlateauSchedule:
     """Multiply the learning rate by ``factor`` when the validation score has not improved on its
     best for more than ``patience`` consecutive evaluations (torch's rule, ``threshold=0``: any
-    increase of the score, mode ``"max"``, counts as an improvement).
+    increase of the score in mode ``"max"``, any decrease in mode ``"min"``, counts as an improvement).
 
     Args:
         optimizer: the run's optimizer (its learning rates are changed in place).
-        factor: the multiplier, in (0, 1); the public logic code uses 0.5.
+        factor: the multiplier, in (0, 1); the public logic and StructFormer code use 0.5.
         patience: evaluations without improvement tolerated; the public code uses 2.
+        mode: ``"max"`` (a score such as accuracy) or ``"min"`` (a loss).
     Raises:
-        ValueError: factor outside (0, 1) or a negative patience.
+        ValueError: factor outside (0, 1), a negative patience or another mode.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, factor: float = 0.5, patience: int = 2):
-        if not 0.0 < factor < 1.0 or patience < 0:
+    def __init__(self, optimizer: torch.optim.Optimizer, factor: float = 0.5, patience: int = 2, mode: str = "max"):
+        if not 0.0 < factor < 1.0 or patience < 0 or mode not in ("min", "max"):
             raise ValueError(
-                f"plateau schedule: factor must lie in (0, 1) and patience be >= 0, got {factor} and {patience}"
+                f"plateau schedule: factor must lie in (0, 1), patience be >= 0 and mode min or max, "
+                f"got {factor}, {patience} and {mode!r}"
             )
         self.rule = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer, mode="max", factor=factor, patience=patience, threshold=0.0
+            optimizer, mode=mode, factor=factor, patience=patience, threshold=0.0
         )
         self.last_step: int | None = None  # the optimizer step of the last score seen
 
@@ -46,7 +49,8 @@ class PlateauSchedule:
         """Called after every optimizer step by the trainer: a plateau schedule does not move there."""
 
     def observe(self, step: int, score: float) -> None:
-        """Hand over the validation ``score`` (higher is better) measured at optimizer step ``step``.
+        """Hand over the validation ``score`` (better: higher in mode max, lower in mode min) measured at
+        optimizer step ``step``.
         A step already observed is ignored, so an evaluation replayed after a resume counts once."""
         if self.last_step is not None and step <= self.last_step:
             return

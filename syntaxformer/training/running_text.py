@@ -24,11 +24,11 @@ task of the training loop that ``train`` runs when ``bptt`` is given:
    ``--finetuning``).
 4. **Validation and selection.** At the end of every epoch (and at step 0), the validation text as
    running text (``eval_batch_size`` rows, windows of ``bptt``, state carried), evaluation mode; the
-   mean cross-entropy over every predicted token. The model of the lowest validation loss is written
-   to ``OUT/best/`` (:class:`~syntaxformer.training.callbacks.KeepBestModel`) and is the model saved in
-   OUT at the end (the public code's ``model_save`` / ``model_load``); the last weights stay in the
-   checkpoint. A run stopped between epochs (``max_steps``, ``max_minutes``, a signal) validates
-   nothing more; one stopped before its first epoch ended saves its last weights.
+   mean cross-entropy over every predicted token. With ``keep_best`` the model of the lowest validation
+   loss is written to ``OUT/best/`` (:class:`~syntaxformer.training.callbacks.KeepBestModel`), and with
+   ``final_model="best"`` it is the model saved in OUT at the end (the public code's ``model_save`` /
+   ``model_load``; the ON-LSTM ``paper`` recipe sets both); the last weights stay in the checkpoint. A
+   run stopped between epochs (``max_steps``, ``max_minutes``, a signal) validates nothing more.
 
 Resume is exact: the windows of an epoch come from ``(seed, epoch)``, dropout from ``(seed, step)``,
 and the checkpoint carries the recurrent state, the optimiser (SGD or ASGD with its averages) and the
@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from syntaxformer.data.running_text import BpttWindows, batchify, evaluation_windows, token_stream, window
 from syntaxformer.errors import InputError
 from syntaxformer.training.batch import TokenBatch
-from syntaxformer.training.callbacks import BEST, EvaluateEachEpoch, KeepBestModel, Periodic, TrainerCallback
+from syntaxformer.training.callbacks import BEST, EvaluateEachEpoch, Periodic, TrainerCallback
 from syntaxformer.training.loop import TrainerState
 from syntaxformer.training.trainer import Trainer
 
@@ -147,13 +147,6 @@ class RunningTextTrainer(Trainer):
         """Logging and checkpoints every ``log_every`` / ``save_every`` steps; validation (and a
         checkpoint) at the end of every epoch instead of every ``eval_every`` steps."""
         return [Periodic(self.args.log_every, "log"), Periodic(self.args.save_every, "save"), EvaluateEachEpoch()]
-
-    def default_callbacks(self) -> list[TrainerCallback]:
-        """:meth:`Trainer.default_callbacks`, always keeping the best model on validation (rank 0)."""
-        callbacks = super().default_callbacks()
-        if not any(isinstance(c, KeepBestModel) for c in callbacks):
-            callbacks.append(KeepBestModel())
-        return callbacks
 
     # ---------------------------------------------------------------------------------- a step
 
@@ -291,15 +284,6 @@ class RunningTextTrainer(Trainer):
         super().resume(checkpoint)
 
     # ---------------------------------------------------------------------------------- the end
-
-    def final_model(self) -> torch.nn.Module:
-        """The model of the lowest end-of-epoch validation loss (``OUT/best/``); the last weights when no
-        epoch has ended (the step-0 model is never the one saved)."""
-        best = self.out / BEST
-        record = best / "best.json"
-        if not record.is_file() or json.loads(record.read_text())["step"] == 0:
-            return self.model
-        return type(self.model).from_pretrained(best)
 
     def report(self) -> dict:
         """:meth:`Trainer.report` with the running text, NT-ASGD's switch and the selected model."""

@@ -66,6 +66,7 @@ mean over its own target tokens and DDP averages the gradients; a step consumes 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -86,7 +87,9 @@ from syntaxformer.sources.induced import MaskedInputInducer
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
+    BEST,
     EarlyStopping,
+    EvaluateEachEpoch,
     KeepBestModel,
     ParseCurveCallback,
     ProgressCallback,
@@ -106,6 +109,7 @@ from syntaxformer.training.loop import (
 )
 from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.objectives import Objective, build_objective
+from syntaxformer.training.plateau import ReduceOnPlateau
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +203,7 @@ class Trainer(TrainingLoop):
         self.data: TrainingData = prepare_data(args, self.out if checkpoint is not None else None)
         self.tokenizer = self.data.tokenizer
         self._build_model()
-        self.objective: Objective = build_objective(type(self.model), args, self.tokenizer, self.data.special_ids)
+        self.objective: Objective = build_objective(type(self.model), args, self.tokenizer, self._unmasked_ids())
         self.inducer = self._masked_input_inducer()
         if checkpoint is not None:
             self.resume(checkpoint)
@@ -211,6 +215,8 @@ class Trainer(TrainingLoop):
             max_tokens=args.max_tokens,
             seed=args.seed,
             bucket_batches=args.bucket_batches,
+            shuffle=args.shuffle,
+            min_tokens=args.min_batch_tokens,
             num_replicas=self.world,
             rank=self.rank,
         )
@@ -233,6 +239,15 @@ class Trainer(TrainingLoop):
             raise InputError(message.format(prior=getattr(self.model.config, "prior", None)))
         self.optimizer = self.make_optimizer(self.parameter_groups())
         self.scheduler = self.make_scheduler()
+
+    def _unmasked_ids(self) -> list[int]:
+        """Token ids masking never selects: the data's specials (padding, ``[CLS]``, ``[MASK]``), without
+        ``[CLS]`` under ``mask_cls``, with ``[UNK]`` unless ``mask_unknown``."""
+        args, tok = self.args, self.tokenizer
+        ids = [i for i in self.data.special_ids if not (args.mask_cls and i == tok.cls_token_id)]
+        if not args.mask_unknown and tok.unk_token_id is not None:
+            ids = sorted({*ids, tok.unk_token_id})
+        return ids
 
     def _masked_input_inducer(self):
         """The :class:`~syntaxformer.sources.induced.MaskedInputInducer` of a run that parses its
@@ -276,6 +291,8 @@ class Trainer(TrainingLoop):
         args = self.args
         curve = ParseCurveCallback(args.eval_treebank) if self.is_main and args.eval_treebank else None
         callbacks = self.periodic_callbacks() + self.run_length_callbacks()
+        callbacks += [EvaluateEachEpoch()] if args.eval_each_epoch else []
+        callbacks += [ReduceOnPlateau("valid/loss")] if args.schedule == "plateau" else []
         callbacks += [EarlyStopping(args.early_stopping)] if args.early_stopping else []
         callbacks.append(StopOnSignal())
         if self.is_main:
@@ -291,7 +308,11 @@ class Trainer(TrainingLoop):
         if not valid_ids:
             return []
         sampler = LengthBucketSampler(
-            [len(x) for x in valid_ids], batch_size=self.args.batch_size, max_tokens=self.args.max_tokens, shuffle=False
+            [len(x) for x in valid_ids],
+            batch_size=self.args.batch_size,
+            max_tokens=self.args.max_tokens,
+            min_tokens=self.args.min_batch_tokens,
+            shuffle=False,
         )
         generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, 0, 0, 7))
         batches = []
@@ -389,6 +410,15 @@ class Trainer(TrainingLoop):
         total = self._all_reduce(total)
         self.model.train()
         return float(total[0] / total[1])
+
+    def final_model(self) -> torch.nn.Module:
+        """The model saved in OUT: the last one, or with ``final_model="best"`` the one of the lowest
+        validation loss after step 0 (``OUT/best/``; the last when none was better than step 0's)."""
+        best = self.out / BEST
+        record = best / "best.json"
+        if self.args.final_model != "best" or not record.is_file() or json.loads(record.read_text())["step"] == 0:
+            return self.model
+        return type(self.model).from_pretrained(best)
 
     def report(self) -> dict:
         """The contents of ``training.json``: the options, model, data, tokenizer, steps, epochs,

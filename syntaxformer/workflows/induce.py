@@ -95,6 +95,7 @@ def resolve_recipe(
     fields = dict(RECIPES[model][recipe])
     overrides = dict(fields.pop("overrides", {}))
     min_layer = fields.pop("min_layer", None)
+    fields.pop("decoder", None)  # the recipe's further decoder settings: recipe_decoder
     fields.update({k: v for k, v in (train or {}).items() if v is not None})
     if variant is not None:
         if not capabilities_of(MODELS[model]).constituent_variant:
@@ -302,6 +303,7 @@ def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) ->
     )
     keep = (
         "steps",
+        "epochs",
         "minutes",
         "tokens_per_second",
         "stopped",
@@ -311,6 +313,7 @@ def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) ->
         "parameters",
         "device",
         "code",
+        "running_text",
     )
     return {
         "data": {
@@ -333,7 +336,8 @@ def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) ->
         "training": {k: info.get(k) for k in keep if k in info}
         | {
             "planned_steps": recipe.get("max_steps"),
-            "complete": recipe.get("max_steps") is None or info.get("steps") == recipe.get("max_steps"),
+            "planned_epochs": None if recipe.get("max_steps") else recipe.get("epochs"),
+            "complete": _complete(recipe, info),
             "recipe": recipe,
             "config": job.overrides,
         },
@@ -377,6 +381,15 @@ def _curve_figure(out: Path, info: dict, report: dict, golds: dict, protocol: Pr
     save_figure(plot_parse_curve(points, shown, baselines, title), out / "curve")
 
 
+def _complete(recipe: dict, info: dict) -> bool:
+    """Whether training ran the recipe's whole length: its steps, or (a recipe of epochs) its epochs."""
+    if recipe.get("max_steps"):
+        return info.get("steps") == recipe["max_steps"]
+    if recipe.get("epochs"):
+        return (info.get("epochs") or 0) >= recipe["epochs"]
+    return True
+
+
 def _recipe_text(train: dict, corpus: str | None, model: str, recipe: str) -> str | None:
     """Pops the recipe's named training text from ``train`` (e.g. ``long``'s ``ptb-lm``) and returns it.
 
@@ -394,19 +407,26 @@ def _recipe_text(train: dict, corpus: str | None, model: str, recipe: str) -> st
 
 def _train(out: Path, curve: str | None, train: dict, **fields):
     """Trains the model into ``OUT/model`` (TrainArguments ``fields`` and the recipe's ``train``), recording
-    the learning curve on ``curve`` at :data:`CURVE_POINTS` points; returns the TrainArguments."""
+    the learning curve on ``curve`` at :data:`CURVE_POINTS` points (a recipe of epochs: at each epoch's
+    end, where it validates); returns the TrainArguments."""
 
-    steps = train.get("max_steps") or 1000
-    train_args = TrainArguments(
-        out=str(out / "model"), eval_treebank=curve, eval_every=max(1, steps // (CURVE_POINTS - 1)), **fields, **train
-    )
+    steps = train.get("max_steps")
+    every = max(1, steps // (CURVE_POINTS - 1)) if steps else (0 if train.get("epochs") else 1000 // (CURVE_POINTS - 1))
+    train_args = TrainArguments(out=str(out / "model"), eval_treebank=curve, eval_every=every, **fields, **train)
     train_model(train_args)
     return train_args
 
 
-def induce_decoder_options(options, min_layer: int | None):
+def recipe_decoder(model: str, recipe: str) -> dict:
+    """The decoder settings a recipe names besides its minimum layer (its ``decoder`` entry, e.g. the
+    Tree Transformer ``paper`` recipe's public descend rule), as :class:`DecoderOptions` fields; {}
+    when it names none or is not a recipe of ``model``."""
+    return dict(RECIPES.get(model, {}).get(recipe, {}).get("decoder", {}))
+
+
+def induce_decoder_options(options, min_layer: int | None, decoder: dict | None = None):
     """The decoder settings ``induce`` scores (and saves with) the model: the recipe's Algorithm 1
-    minimum layer with the user's choices over it.
+    minimum layer (and further settings) with the user's choices over them.
 
     Args:
         options: None; a dict of chosen settings (flags), put over the recipe's
@@ -414,11 +434,12 @@ def induce_decoder_options(options, min_layer: int | None):
             :class:`~syntaxformer.structures.DecoderOptions`, taking the recipe's minimum layer unless
             it names a layer or a minimum layer.
         min_layer: the recipe's minimum layer (None: the decoder's default).
+        decoder: the recipe's further settings (:func:`recipe_decoder`), under the user's choices.
     Returns:
         A :class:`~syntaxformer.structures.DecoderOptions`.
     """
 
-    recipe = DecoderOptions(min_layer=min_layer)
+    recipe = DecoderOptions(min_layer=min_layer).with_choices(decoder)
     if options is None or not isinstance(options, DecoderOptions):
         return recipe.with_choices(options)
     if min_layer is not None and options.layer is None and options.min_layer is None:
@@ -497,7 +518,7 @@ def run_induce(
         train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
     train = dict(train)
     recipe_text = _recipe_text(train, corpus, model, recipe)
-    options = induce_decoder_options(options, min_layer)
+    options = induce_decoder_options(options, min_layer, recipe_decoder(model, recipe))
     # a model that induces nothing, or decoder options its structures do not take: refused before any work
     _check_induces_structure(model, train["preset"], prior, overrides or {}, options)
     out, overrides, corpus = Path(out), dict(overrides or {}), corpus or "ptb-sample"
