@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from syntaxformer.data.dependency import DependencySentence, conllu_string
-from syntaxformer.decoding.spans import to_bracketed
+from syntaxformer.decoding.spans import to_bracketed, with_preterminals
 
 #: The line of ``trees.txt`` for a blank input line: an empty bracket, which the treebank reader
 #: (:func:`syntaxformer.data.treebank.parse_bracketed`) reads as a tree with no leaves, so tree *k*
@@ -15,13 +15,14 @@ EMPTY_TREE = "()"
 
 
 def trees_text(trees) -> str:
-    """``trees.txt``'s text: one bracketed tree per line (:func:`to_bracketed`), :data:`EMPTY_TREE`
-    for None (a blank input line).
+    """``trees.txt``'s text: one bracketed tree per line in the field's form (a preterminal over each
+    word, :func:`with_preterminals`; :func:`to_bracketed`), :data:`EMPTY_TREE` for None (a blank input
+    line).
 
     Args:
         trees: per input line an ``nltk.Tree`` (leaves = words) or None.
     """
-    return "".join((EMPTY_TREE if t is None else to_bracketed(t)) + "\n" for t in trees)
+    return "".join((EMPTY_TREE if t is None else to_bracketed(with_preterminals(t))) + "\n" for t in trees)
 
 
 def conllu_text(heads, words_list) -> str:
