@@ -301,3 +301,26 @@ def test_compare_trains_three_models_with_the_same_steps_and_reuses_finished_run
     assert [r["perplexity"] for r in again["runs"]] == pytest.approx(
         [r["perplexity"] for r in report["runs"]], rel=1e-6
     )
+
+
+def test_perplexity_reads_raw_strings_as_the_parser_does(tiny_model):
+    """``perplexity`` takes a string as the parser does (tokenised Penn-Treebank style, punctuation
+    dropped, lower-cased, a token with a digit -> N): the same result as the words it gives."""
+    from syntaxformer.evaluation.perplexity import perplexity, sentence_words
+    from syntaxformer.parsing import load_model
+
+    model, tokenizer, _ = load_model(tiny_model("tree-transformer"), device="cpu")
+    text = ["The old man sat on the bench.", "In 1989, prices didn't rise 5%!", "?!"]
+    words = [
+        ["the", "old", "man", "sat", "on", "the", "bench"],
+        ["in", "N", "prices", "did", "n't", "rise", "N", "%"],
+        [],
+    ]
+    assert sentence_words(text) == words
+    from_text = perplexity(model, tokenizer, text)
+    assert from_text == perplexity(model, tokenizer, words)
+    assert (from_text["n_sentences"], from_text["n_empty"], from_text["n_tokens"]) == (2, 1, 15)
+    mixed = perplexity(model, tokenizer, [text[0], words[1]])  # strings and word lists together
+    assert mixed["perplexity"] == from_text["perplexity"]
+    with pytest.raises(InputError, match=r"^sentence 2: expected a string or a list of word strings, got int: 7$"):
+        perplexity(model, tokenizer, [text[0], 7])

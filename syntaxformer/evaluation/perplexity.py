@@ -53,10 +53,12 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from syntaxformer.data.batching import pad_batch, token_budget_batches
+from syntaxformer.data.preprocess import normalise_word
 from syntaxformer.data.structure_inputs import pad_structures, token_structure
 from syntaxformer.data.tokenization import BOUNDARY_ID, encode, frame_sentence
 from syntaxformer.errors import InputError
 from syntaxformer.models import capabilities_of
+from syntaxformer.parser import is_punctuation, tokenize
 from syntaxformer.runtime import flush_denormals_on_cpu
 
 logger = logging.getLogger(__name__)
@@ -541,16 +543,54 @@ def _next_word_losses(model, sequences: list[list[int]], pad_id: int, device):
 PROTOCOLS = {"masked-lm": masked_lm_perplexity, "causal-lm": next_word_perplexity}
 
 
-def perplexity(model, tokenizer, sentences: Sequence[Sequence[str]], **options) -> dict:
+def perplexity(model, tokenizer, sentences: Sequence[str | Sequence[str]], **options) -> dict:
     """The perplexity of ``model`` with its objective's protocol (:data:`PROTOCOLS`): masked-LM
     models :func:`masked_lm_perplexity`, causal LMs :func:`next_word_perplexity`; the result's
-    ``protocol`` says which. ``options``: theirs (``batch_tokens``, ``device``, ``too_long``,
-    ``max_length``, ``progress``, ``structures``).
+    ``protocol`` says which.
+
+    Args:
+        model: a masked or causal LM of the registry (its ``objective`` picks the protocol).
+        tokenizer: its tokenizer (one token per word).
+        sentences: per sentence a raw string, tokenised as the parser does (:func:`sentence_words`), or
+            a list of words, taken as they are (already normalised as the training corpus was).
+        options: the protocol's (``batch_tokens``, ``device``, ``too_long``, ``max_length``,
+            ``progress``, ``structures``: per word of the sentences as :func:`sentence_words` gives them).
+
+    Returns:
+        The protocol's dict (``perplexity``, ``cross_entropy``, counts, ``protocol``).
 
     Raises:
-        InputError: an objective without a protocol here, and the protocol's own errors.
+        InputError: an objective without a protocol here, a sentence that is neither a string nor a list
+            of strings (naming it), and the protocol's own errors.
     """
     objective = getattr(model, "objective", "masked-lm")
     if objective not in PROTOCOLS:
         raise InputError(f"no perplexity protocol for a {objective} model (known: {', '.join(sorted(PROTOCOLS))})")
-    return PROTOCOLS[objective](model, tokenizer, sentences, **options)
+    return PROTOCOLS[objective](model, tokenizer, sentence_words(sentences), **options)
+
+
+def sentence_words(sentences: Sequence[str | Sequence[str]]) -> list[list[str]]:
+    """The words each sentence gives the perplexity protocols.
+
+    A string is read as the parser reads raw text (:mod:`syntaxformer.parser`): tokenised Penn-Treebank
+    style (:func:`~syntaxformer.parser.tokenize`), punctuation tokens dropped
+    (:func:`~syntaxformer.parser.is_punctuation`: the training text has none), the other tokens
+    normalised (:func:`~syntaxformer.data.preprocess.normalise_word`: lower-cased, a token with a digit
+    becomes ``N``); a string with no word (empty, only punctuation) is an empty sentence, counted in
+    ``n_empty``. A list of strings is taken as it is.
+
+    Raises:
+        InputError: a sentence that is neither a string nor a sequence of strings (naming it, 1-based).
+    """
+    words = []
+    for number, sentence in enumerate(sentences, start=1):
+        if isinstance(sentence, str):
+            words.append([normalise_word(t) for t in tokenize(sentence) if not is_punctuation(t)])
+        elif isinstance(sentence, Sequence) and all(isinstance(w, str) for w in sentence):
+            words.append(list(sentence))
+        else:
+            raise InputError(
+                f"expected a string or a list of word strings, got {type(sentence).__name__}: {sentence!r:.60}",
+                sentence=number,
+            )
+    return words
