@@ -19,6 +19,7 @@ import importlib.metadata
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from syntaxformer.errors import InputError
@@ -61,9 +62,12 @@ def flush_denormals_on_cpu(device: torch.device) -> None:
 def flush_to_zero_is_on() -> bool:
     """Whether the calling thread's float arithmetic flushes denormals to zero on CPU.
 
-    A one-element probe (``1e-30 · 1e-10`` is a float32 denormal), a few microseconds.
+    A one-element probe (``1e-30 · 1e-10`` is a float32 denormal), a few microseconds. The product is
+    taken by numpy, in the same thread's floating-point unit whose flush flag ``torch.set_flush_denormal``
+    sets, so the probe runs no torch operation (a training step's kernels ask it; it must not show as a
+    read of a tensor's value).
     """
-    return (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0
+    return float(np.float32(1e-30) * np.float32(1e-10)) == 0.0
 
 
 def _git(*args: str) -> str | None:

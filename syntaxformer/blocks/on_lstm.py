@@ -245,10 +245,10 @@ def on_lstm_recurrence(
         state (the state carried through at padding), each step's master forget gate, the final state.
     """
     n_chunk = h.shape[1] // chunk_size
-    first_padded = gates_x.shape[1]
-    if mask is not None:
-        padded_steps = (~mask).any(dim=0).nonzero()  # steps where some row pads
-        first_padded = int(padded_steps[0]) if len(padded_steps) else first_padded
+    # with a mask, every step keeps the state where it pads (torch.where with a true mask returns the new
+    # state itself, so unpadded rows get exactly the values of no mask); finding the first padded step
+    # would read the mask's values on the host, a synchronisation with the device at every forward pass
+    first_padded = gates_x.shape[1] if mask is None else 0
     return loop(gates_x, w_hh.t(), h, c, mask, first_padded, n_chunk, chunk_size)
 
 

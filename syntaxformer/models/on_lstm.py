@@ -43,8 +43,10 @@ The fast recurrence
   the loop (:class:`_WeightGradientOnce`) instead of autograd's ``[H, B] @ [B, G]`` product written
   and accumulated at every step (memory-bound at large widths: x1.4-1.5 forward+backward at the
   paper's; small layers keep autograd's, which stays in cache).
-* Padding costs nothing while every sentence is still real: the state is masked (``torch.where``)
-  only from the first step at which some sentence is padded.
+* With padding (an ``attention_mask``, or padding tokens) the state is masked (``torch.where``) at
+  every step: finding the first padded step would read the mask's values on the host, a
+  synchronisation with the device in every forward pass; a true mask returns the new state itself,
+  so unpadded rows get exactly the values of an unmasked run.
 * Not TorchScript: scripting the loop gave x1.05 (mini) to x1.4 (tiny) on the forward pass and
   nothing on forward+backward on CPU, and ``torch.jit.script`` is deprecated in current PyTorch.
 
@@ -420,14 +422,14 @@ class OnLstmPreTrainedModel(PreTrainedModel):
 
 
 def _padding_mask(config: OnLstmConfig, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor | None:
-    """``[B, N]`` bool (True = token), or None when nothing is padded."""
+    """``[B, N]`` bool (True = token): ``attention_mask``, else the tokens other than padding; None when
+    there is neither a mask nor a padding token. Whether anything is padded is not asked (that would
+    read a value from the device); an all-true mask gives the values of no mask."""
     if attention_mask is not None:
-        mask = attention_mask.bool()
-    elif config.pad_token_id is not None:
-        mask = input_ids != config.pad_token_id
-    else:
-        return None
-    return None if bool(mask.all()) else mask
+        return attention_mask.bool()
+    if config.pad_token_id is not None:
+        return input_ids != config.pad_token_id
+    return None
 
 
 class OnLstmModel(OnLstmPreTrainedModel):

@@ -298,7 +298,7 @@ class OnLstmSanModel(OnLstmSanPreTrainedModel):
         key_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).bool()  # (B, N)
         x = embedding_dropout(self.embeddings.weight, input_ids, cfg.dropoute, self.training)  # (B, N, d)
         x = locked_dropout(x, cfg.dropouti, self.training)
-        hiddens, distances, _ = self.on_lstm(x, None if bool(key_mask.all()) else key_mask)
+        hiddens, distances, _ = self.on_lstm(x, None if attention_mask is None else key_mask)
         on_lstm_hidden = hiddens[-1]  # (B, N, d)
         out = self.san(
             self.san_input(on_lstm_hidden),

@@ -42,6 +42,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import torch
 from tqdm.auto import tqdm
 
 from syntaxformer.data.tokenization import save_tokenizer
@@ -52,11 +53,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class StepOutput:
-    """What one optimizer step did: ``loss`` (mean over this process's masked tokens), ``lr`` (the
-    learning rate the step used), ``tokens`` (real tokens in this process's batch), ``seconds``
-    (wall time of the step)."""
+    """What one optimizer step did: ``loss`` (mean over this process's targets: a detached 0-dim tensor
+    on the run's device, not yet read — ``float(loss)`` waits for the device), ``lr`` (the learning
+    rate the step used), ``tokens`` (real tokens in this process's batch), ``seconds`` (wall time of the
+    step as the host saw it)."""
 
-    loss: float
+    loss: torch.Tensor
     lr: float
     tokens: int
     seconds: float

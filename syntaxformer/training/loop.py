@@ -227,8 +227,9 @@ class TrainingLoop:
             self.out.mkdir(parents=True, exist_ok=True)
             save_tokenizer(self.tokenizer, self.out)
         self._start_step = self.state.step
-        self._recent = deque(maxlen=self.args.log_every)  # the last steps' losses
-        self._window = torch.zeros(3, dtype=torch.float64)  # loss sum, steps, tokens since the last log
+        self._recent = deque(maxlen=self.args.log_every)  # the last steps' losses (device tensors)
+        self._window = torch.zeros(2, dtype=torch.float64)  # steps, tokens since the last log
+        self._window_loss = torch.zeros((), dtype=torch.float64, device=self.device)  # their loss sum
         self._window_seconds = 0.0
         for callback in self.callbacks:
             callback.on_train_begin(self)
@@ -252,7 +253,8 @@ class TrainingLoop:
         return reason
 
     def _after_step(self, output: StepOutput) -> None:
-        self._window += torch.tensor([output.loss, 1.0, output.tokens], dtype=torch.float64)
+        self._window += torch.tensor([1.0, output.tokens], dtype=torch.float64)
+        self._window_loss += output.loss.double()  # on the device: read at the next log
         self._window_seconds += output.seconds
         self._recent.append(output.loss)
         for callback in self.callbacks:
@@ -403,10 +405,12 @@ class TrainingLoop:
 
     # ---------------------------------------------------------------------------------- a step
 
-    def apply_gradients(self, loss: torch.Tensor) -> tuple[float, float]:
+    def apply_gradients(self, loss: torch.Tensor) -> tuple[torch.Tensor, float]:
         """Backward of ``loss``, gradient clipping (``args.clip`` > 0: global L2 norm), one optimizer
-        and one schedule step; returns ``(loss value, the learning rate the step used)``. A non-finite
-        loss is logged (the step is still taken, as in the reference code)."""
+        and one schedule step; returns ``(the loss, detached and not read, the learning rate the step
+        used)``. Nothing here reads a tensor's value on the host: the loss is read, and a non-finite one
+        logged, every ``log_every`` steps (:meth:`_log_training`; the step is still taken, as in the
+        reference code)."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.args.clip > 0:
@@ -414,22 +418,26 @@ class TrainingLoop:
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
         self.scheduler.step()
-        loss_value = loss.detach().item()
-        if not math.isfinite(loss_value):
-            logger.warning("step %d: loss is %s", self.state.step + 1, loss_value)
-        return loss_value, lr
+        return loss.detach(), lr
 
     def training_step(self, indices: list[int]) -> StepOutput:
         """One optimizer step on the training examples ``indices``: the task's batch
-        (:meth:`make_batch`), dropout seeded by ``(seed, step, rank)``, the loss
-        (:meth:`compute_loss`), backward, clip, optimizer, schedule; advances :attr:`state`."""
+        (:meth:`make_batch`) and its counts on the host, then :meth:`device_step`; advances :attr:`state`."""
         t0 = time.perf_counter()
         batch = self.make_batch(indices)
+        n_tokens = batch.n_tokens  # counted on the host, from the batch as built
+        loss, lr = self.device_step(batch)
+        pairs = len(indices) if self.counts_examples else None
+        return self.record_step(loss, lr, n_tokens, t0, pairs=pairs)
+
+    def device_step(self, batch: Batch) -> tuple[torch.Tensor, float]:
+        """The step's work on the device: dropout seeded by ``(seed, step, rank)``, the loss
+        (:meth:`training_loss`), backward, clip, optimizer, schedule (:meth:`apply_gradients`). Returns
+        ``(detached loss, learning rate)``. It waits for no value from the device (no host
+        synchronisation; ``tests/test_host_sync.py`` checks it for the models of the registry)."""
         torch.manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 2))  # dropout
         loss = self.training_loss(self.ddp_model, batch)
-        loss_value, lr = self.apply_gradients(loss)
-        pairs = len(indices) if self.counts_examples else None
-        return self.record_step(loss_value, lr, batch.n_tokens, t0, pairs=pairs)
+        return self.apply_gradients(loss)
 
     def training_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         """The loss a training step minimises: the task's (:meth:`compute_loss`), then each callback's
@@ -440,12 +448,13 @@ class TrainingLoop:
         return loss
 
     def record_step(
-        self, loss_value: float, lr: float, n_tokens: int, t0: float, pairs: int | None = None
+        self, loss: torch.Tensor, lr: float, n_tokens: int, t0: float, pairs: int | None = None
     ) -> StepOutput:
-        """Advance :attr:`state` by one optimizer step that saw ``n_tokens`` tokens (and ``pairs``
-        examples, for the sentence-pair trainers) in this process, started at ``time.perf_counter()``
-        ``t0``; the counts in :attr:`state` are summed over all processes (one all-reduce of two
-        integers a step when there are several). Returns the step's output."""
+        """Advance :attr:`state` by one optimizer step of loss ``loss`` (a detached scalar tensor, not
+        read here) that saw ``n_tokens`` tokens (and ``pairs`` examples, for the sentence-pair
+        trainers) in this process, started at ``time.perf_counter()`` ``t0``; the counts in
+        :attr:`state` are summed over all processes (one all-reduce of two integers a step when there
+        are several). Returns the step's output."""
         self.state.step += 1
         self.state.batch_in_epoch += 1
         tokens, examples = self._all_reduce(torch.tensor([n_tokens, pairs or 0])).tolist()
@@ -454,7 +463,7 @@ class TrainingLoop:
             self.state.pairs_seen += examples
         seconds = time.perf_counter() - t0
         self.state.train_seconds += seconds
-        return StepOutput(loss=loss_value, lr=lr, tokens=n_tokens, seconds=seconds)
+        return StepOutput(loss=loss, lr=lr, tokens=n_tokens, seconds=seconds)
 
     # ---------------------------------------------------------------------------------- around the steps
 
@@ -464,11 +473,22 @@ class TrainingLoop:
             callback.on_log(self, scalars)
 
     def _log_training(self, lr: float) -> None:
-        totals = self._all_reduce(self._window.clone())
+        """Read the window's losses (the one host synchronisation of the steps since the last log; its
+        wait counts as training time), log the mean loss, learning rate and throughput, warn on a
+        non-finite loss."""
+        t0 = time.perf_counter()
+        window = torch.cat([self._window_loss.reshape(1).cpu(), self._window])
+        waited = time.perf_counter() - t0
+        self._window_seconds += waited
+        self.state.train_seconds += waited
+        totals = self._all_reduce(window)
         mean_loss = float(totals[0] / totals[1])
+        if not math.isfinite(mean_loss):
+            logger.warning("steps up to %d: the training loss is %s", self.state.step, mean_loss)
         self.tokens_per_second = float(totals[2]) / max(self._window_seconds, 1e-9)
         self.log({"train/loss": mean_loss, "train/lr": lr, "train/tokens_per_second": self.tokens_per_second})
         self._window.zero_()
+        self._window_loss.zero_()
         self._window_seconds = 0.0
 
     def save(self) -> None:
@@ -496,7 +516,7 @@ class TrainingLoop:
     @property
     def recent_train_loss(self) -> float | None:
         """Mean training loss of the last ``log_every`` steps (None before the first step)."""
-        return sum(self._recent) / len(self._recent) if self._recent else None
+        return sum(float(loss) for loss in self._recent) / len(self._recent) if self._recent else None
 
     def _all_reduce(self, tensor: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
         """``tensor`` combined over all processes (a copy on the CPU); itself with one process."""

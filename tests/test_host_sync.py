@@ -1,0 +1,104 @@
+"""A training step waits for no value from the device: no host synchronisation inside
+``TrainingLoop.device_step`` (forward, backward, clipping, optimizer, schedule) for every language model
+of the registry, checked on the CPU by a dispatch mode that refuses the operations that read a tensor's
+value on the host (``aten._local_scalar_dense``: ``.item()``, ``bool()``, ``int()``; ``aten.nonzero``;
+``aten.is_nonzero``). The batch is built and counted on the host before the step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.running_text import RunningTextTrainer
+from syntaxformer.training.trainer import Trainer
+
+torch.set_num_threads(1)
+
+#: the operations that read a value on the host (a synchronisation on an accelerator)
+HOST_READS = {torch.ops.aten._local_scalar_dense, torch.ops.aten.nonzero, torch.ops.aten.is_nonzero}
+
+
+class HostSyncError(RuntimeError):
+    """An operation inside the guarded block read a tensor's value on the host."""
+
+
+class NoHostSync(TorchDispatchMode):
+    """Raise :class:`HostSyncError` on any operation of :data:`HOST_READS` inside the block."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in HOST_READS:
+            raise HostSyncError(f"host synchronisation: {func}")
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_guard_catches_value_reads():
+    x = torch.ones(3)
+    for read in (lambda: x.sum().item(), lambda: bool(x.all()), lambda: x.nonzero(), lambda: int(x[0])):
+        with pytest.raises(HostSyncError), NoHostSync():
+            read()
+    with NoHostSync():
+        (x * 2).sum()  # arithmetic alone is allowed
+
+
+CASES = {
+    "tree-transformer (the induce default's variant)": dict(
+        model="tree-transformer", overrides={"constituent_variant": "official"}
+    ),
+    "tree-transformer (paper variant)": dict(model="tree-transformer"),
+    "structformer": dict(model="structformer"),
+    "on-lstm": dict(model="on-lstm"),
+    "on-lstm-san": dict(model="on-lstm-san"),
+    "tree-transformer, bf16 autocast": dict(model="tree-transformer", bf16=True),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_training_step_reads_no_value_on_the_host(tmp_path, case):
+    args = TrainArguments(
+        out=str(tmp_path),
+        preset="tiny",
+        corpus="ptb-sample",
+        max_steps=3,
+        batch_size=8,
+        threads=1,
+        quiet=True,
+        **CASES[case],
+    )
+    trainer = Trainer(args)
+    trainer.build()
+    batches = trainer.sampler.batches(0)
+    trainer.device_step(trainer.make_batch(batches[0]))  # first step: lazy initialisation may read values
+    batch = trainer.make_batch(batches[1])
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    with NoHostSync():
+        loss, _ = trainer.device_step(batch)
+    assert torch.isfinite(loss) and any(not torch.equal(a, p) for a, p in zip(before, trainer.model.parameters()))
+
+
+def test_a_running_text_step_reads_no_value_on_the_host(tmp_path):
+    args = TrainArguments(
+        out=str(tmp_path),
+        model="on-lstm",
+        preset="tiny",
+        corpus="ptb-sample",
+        bptt=10,
+        batch_size=4,
+        optimizer="sgd",
+        lr=1.0,
+        ar_alpha=2.0,
+        tar_beta=1.0,
+        max_steps=3,
+        threads=1,
+        quiet=True,
+    )
+    trainer = RunningTextTrainer(args)
+    trainer.build()
+    windows = trainer.sampler.batches(0)
+    trainer.device_step(trainer.make_batch(windows[0]))
+    trainer.state.batch_in_epoch = 1  # the second window: the state is carried
+    batch = trainer.make_batch(windows[1])
+    with NoHostSync():
+        loss, _ = trainer.device_step(batch)
+    assert torch.isfinite(loss)
