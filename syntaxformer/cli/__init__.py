@@ -13,6 +13,7 @@ import importlib
 import logging
 import sys
 
+from syntaxformer.cli.arguments import CommandParser
 from syntaxformer.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
@@ -38,11 +39,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     imported and registered, so one command does not pay for importing the others (e.g. ``induce``'s
     figures, matplotlib). Its ``--help`` and error messages are the same either way; without a known
     command (``syntaxformer --help``, a typo) every command is registered."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="syntaxformer", description="Transformers that induce syntax from raw text: train, parse, evaluate."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     names = [command] if command in COMMANDS else COMMANDS
     registered = [name for name in names if _register(sub, name)]
     if not registered and names != COMMANDS:  # the named command is not written yet: list the others

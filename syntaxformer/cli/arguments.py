@@ -3,9 +3,73 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import re
 
 from syntaxformer.errors import InputError
+
+#: a help text that states its option's default itself: "default: X", "(default)", "X, default)"
+STATES_DEFAULT = re.compile(r"\(default\b[^)]*\)|\bdefault\s*[:)]", re.IGNORECASE)
+#: the help text :class:`HelpFormatter` gives an option that has none, so argparse prints its note
+_NOTE_ONLY = "(no text)"
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """The help of every command: each option's text ends with its default, ``(default: 0.001)``, or
+    with ``(required)`` / ``(one of --input, --treebank is required)``; an option without a text shows
+    that alone. Nothing is added to a flag (``store_true`` and the like), to a text that states the
+    default itself (:data:`STATES_DEFAULT`: e.g. ``default: the model's``, ``bert (default)``), or for
+    a default of None, whose text says in words what happens when the option is absent; an empty list
+    shows as ``none``."""
+
+    #: the options of a required mutually exclusive group, by action: the group's option names
+    #: (:class:`CommandParser` fills it in)
+    alternatives: dict = {}
+
+    def _note(self, action: argparse.Action) -> str | None:
+        """What the help adds to ``action``'s text (without parentheses), or None."""
+        if action.help is argparse.SUPPRESS or action.nargs == 0:  # hidden, or a flag
+            return None
+        if action in self.alternatives:
+            return f"one of {', '.join(self.alternatives[action])} is required"
+        if action.required:
+            return "required"
+        text = "" if action.help in (None, _NOTE_ONLY) else action.help
+        if STATES_DEFAULT.search(text) or action.default is None or action.default is argparse.SUPPRESS:
+            return None
+        return "default: none" if action.default == [] else "default: %(default)s"
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        note = self._note(action)
+        text = "" if action.help in (None, _NOTE_ONLY) else action.help
+        return text if note is None else f"{text} ({note})".strip()
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and self._note(action) is not None:  # no text: the note alone
+            action = copy.copy(action)
+            action.help = _NOTE_ONLY
+        return super()._format_action(action)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of every command and sub-command: :class:`HelpFormatter` unless another formatter
+    is given (``syntaxformer.cli.build_parser`` makes the sub-commands with it)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def _get_formatter(self):
+        formatter = super()._get_formatter()
+        if isinstance(formatter, HelpFormatter):
+            formatter.alternatives = {
+                action: [name for member in group._group_actions for name in member.option_strings[:1]]
+                for group in self._mutually_exclusive_groups
+                if group.required
+                for action in group._group_actions
+            }
+        return formatter
 
 
 def add_decoder_arguments(parser) -> None:
@@ -42,7 +106,7 @@ def add_decoder_arguments(parser) -> None:
         type=int,
         default=None,
         help="parse from this single layer (0-based) with the top-down greedy split "
-        "(paper Figure 4(b)) instead of Algorithm 1",
+        "(paper Figure 4(b)) instead of Algorithm 1 (default: the model's decoder, else Algorithm 1)",
     )
     g.add_argument(
         "--dependency",
@@ -88,7 +152,7 @@ def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, no
         metavar="gold|induced:MODEL_DIR",
         help="a dependency tree per sentence, for a prior that reads one (structural-position; "
         f"required there, refused for other models).{note} gold = {gold_trees}; induced:MODEL_DIR = the "
-        "maximum-spanning-tree heads of a trained StructFormer for each sentence",
+        "maximum-spanning-tree heads of a trained StructFormer for each sentence (default: none)",
     )
     parser.add_argument(
         "--phrases",
@@ -97,7 +161,7 @@ def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, no
         help="a constituency tree per sentence, cut at mgsa_tree_level into the phrases of the "
         f"multi-granularity prior's 'tree' heads (required there, refused for other models).{note} gold = {gold_phrases}; "
         "induced:MODEL_DIR = the trees a trained Tree Transformer or StructFormer induces for each "
-        "sentence (as parse decodes them)",
+        "sentence (as parse decodes them) (default: none)",
     )
 
 

@@ -38,8 +38,7 @@ def add_parser(subparsers) -> None:
         "--protocol",
         choices=list(PROTOCOLS),
         default=DEFAULT_PROTOCOL,
-        help=f"constituency scoring protocol (default {DEFAULT_PROTOCOL}; see "
-        "`syntaxformer evaluate --help` and docs/protocols.md)",
+        help="constituency scoring protocol (see `syntaxformer evaluate --help` and docs/protocols.md)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(

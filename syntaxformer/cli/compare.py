@@ -45,7 +45,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--valid", default=None, help="validation corpus for the trainer (default: it holds out 5%% of TRAIN)"
     )
-    p.add_argument("--preset", default="small", help="size preset (tiny, small, paper); default small")
+    p.add_argument("--preset", default="small", help="size preset (tiny, small, paper)")
     stop = p.add_mutually_exclusive_group(required=True)
     stop.add_argument("--max-steps", type=int, help="optimizer steps, for every model")
     stop.add_argument(
@@ -60,7 +60,7 @@ def add_parser(subparsers) -> None:
         "--eval-every",
         type=int,
         default=0,
-        help="trainer validation period in steps (default 0: only at start and end)",
+        help="trainer validation period in steps (0: only at start and end)",
     )
     p.add_argument("--batch-tokens", type=int, default=4096, help="tokens per perplexity forward pass")
     p.add_argument(
@@ -68,9 +68,9 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="test sentences longer than a model accepts are left out, counted (default: error)",
     )
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every run (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every run")
     p.add_argument("--out", required=True, help="output folder (one sub-folder per model)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print compare.json instead of a table")

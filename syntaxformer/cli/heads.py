@@ -48,7 +48,7 @@ def add_parser(subparsers) -> None:
         "--max-sentences",
         type=int,
         default=None,
-        help="use at most the first N sentences of the text and of each dependency source",
+        help="use at most the first N sentences of the text and of each dependency source (default: all)",
     )
     p.add_argument(
         "--batch-size",
@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
         default=32,
         help="sentences per batch; importance takes |gradient| per batch, so it is recorded",
     )
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ...")
     p.add_argument("--seed", type=int, default=0, help="seed of the masking of the importance text")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.set_defaults(func=run)

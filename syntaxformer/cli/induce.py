@@ -54,15 +54,20 @@ def add_parser(subparsers) -> None:
         "compare with the untrained model and left-/right-branching, random and balanced "
         "trees. On ptb-sample: scores on the test half, the dev half and all of it.",
     )
-    p.add_argument("--model", default=default_architecture("language_model"), choices=sorted(RECIPES))
+    p.add_argument(
+        "--model",
+        default=default_architecture("language_model"),
+        choices=sorted(RECIPES),
+        help="the model to train (its recipes: syntaxformer.cli.induce.RECIPES)",
+    )
     p.add_argument(
         "--recipe",
         default="default",
         choices=sorted({name for recipes in RECIPES.values() for name in recipes}),
-        help="default: <= 20 min on 2 CPU cores; long: <= 150 min, on the ptb-lm training text "
-        "(Tree Transformer, StructFormer: give its path with --corpus); paper: the authors' procedure "
-        "(ON-LSTM: running text, SGD then NT-ASGD; give --corpus and --valid) "
-        "(syntaxformer.cli.induce.RECIPES)",
+        help="the recipe: 'default' (<= 20 min on 2 CPU cores); 'long' (<= 150 min, on the ptb-lm training text "
+        "(Tree Transformer, StructFormer: give its path with --corpus)); 'paper': the authors' procedure "
+        "(ON-LSTM: running text, SGD then NT-ASGD; give --corpus and --valid); "
+        "see syntaxformer.cli.induce.RECIPES",
     )
     p.add_argument(
         "--treebank",
@@ -87,11 +92,11 @@ def add_parser(subparsers) -> None:
         "--protocol",
         default=DEFAULT_PROTOCOL,
         help="constituency scoring protocol of every part's scores (model, untrained model, single "
-        "layers, baselines): " + ", ".join(PROTOCOLS) + f" (default {DEFAULT_PROTOCOL}; docs/protocols.md); "
+        "layers, baselines): " + ", ".join(PROTOCOLS) + " (docs/protocols.md); "
         "the learning curve is scored with prpn",
     )
-    p.add_argument("--out", default="induce-out", help="output folder (default induce-out)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="induce-out", help="output folder")
+    p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, batches, masking)")
     for flag in _TRAIN_FLAGS:
         kind = {
             "schedule": str,
@@ -107,7 +112,14 @@ def add_parser(subparsers) -> None:
             default=None,
             help="training (default: the recipe's, per model; see syntaxformer.cli.induce.RECIPES)",
         )
-    p.add_argument("--prior", default=None, help="Tree Transformer prior: constituent (default) or none")
+    p.add_argument(
+        "--prior",
+        default=None,
+        help="the Tree Transformer's structural prior; induce accepts only one that induces trees, "
+        "constituent (default: the model's, constituent). none (a plain Transformer) and the other priors "
+        "induce no structure and are refused: train them with `syntaxformer train --prior NAME`, and "
+        "compare a plain Transformer with `syntaxformer compare`",
+    )
     p.add_argument(
         "--variant",
         default=None,

@@ -55,7 +55,6 @@ def _add_train(sub) -> None:
         help="train a pair classifier on <= 6 operators, test on 1-12",
         description="Train an encoder + pair MLP on train0-train6 (every 10th pair held out for "
         "validation), keep the best-validation model, test it on test1-test12.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--data", required=True, help=_DATA_HELP)
     p.add_argument("--out", required=True, help="output folder (model, best/, logic.json, logic.md, accuracy.png)")
@@ -83,10 +82,13 @@ def _add_train(sub) -> None:
         "--max-train-pairs",
         type=int,
         default=None,
-        help="train on a fixed random subset of this many pairs (quick checks)",
+        help="train on a fixed random subset of this many pairs (quick checks; default: all)",
     )
     p.add_argument(
-        "--max-test-pairs", type=int, default=None, help="test on the first this-many pairs of each file (quick checks)"
+        "--max-test-pairs",
+        type=int,
+        default=None,
+        help="test on the first this-many pairs of each file (quick checks; default: all)",
     )
     o = p.add_argument_group("optimisation (options marked 'recipe' default to --recipe's value)")
     o.add_argument(
@@ -111,7 +113,7 @@ def _add_train(sub) -> None:
         default=None,
         help=f"where linear / cosine end (recipe: {_recipe_help('final_lr_fraction')})",
     )
-    o.add_argument("--schedule-steps", type=int, default=None, help="where the decay ends (default --max-steps)")
+    o.add_argument("--schedule-steps", type=int, default=None, help="where the decay ends (default: --max-steps)")
     o.add_argument(
         "--plateau-factor",
         type=float,
@@ -141,7 +143,7 @@ def _add_train(sub) -> None:
         "--max-minutes",
         type=float,
         default=None,
-        help="stop cleanly (and save) after this many minutes of this process",
+        help="stop cleanly (and save) after this many minutes of this process; default: no limit",
     )
     r.add_argument(
         "--eval-every",
@@ -164,7 +166,7 @@ def _add_train(sub) -> None:
     r.add_argument("--log-every", type=int, default=d.log_every)
     r.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
     r.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
-    r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    r.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--json", action="store_true", help="print logic.json instead of the table")
     p.set_defaults(func=run_train)
@@ -186,7 +188,7 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--out", required=True, help="output folder (logic.json, logic.md, accuracy.png/svg)")
     p.add_argument("--seed", type=int, default=0, help="unused by the (deterministic) evaluation; for uniformity")
     p.add_argument("--batch-size", type=int, default=256, help="pairs per forward pass")
-    p.add_argument("--max-test-pairs", type=int, default=None, help="first this-many pairs of each file")
+    p.add_argument("--max-test-pairs", type=int, default=None, help="first this-many pairs of each file (default: all)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     p.add_argument("--json", action="store_true", help="print logic.json instead of the table")
     p.set_defaults(func=run_evaluate)

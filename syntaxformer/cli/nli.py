@@ -35,7 +35,7 @@ def _add_train(sub) -> None:
         "sentence1/sentence2/gold_label)",
     )
     p.add_argument("--valid", default=None, help="generic data: selection pairs (default: 5%% of --data held out)")
-    p.add_argument("--test", default=None, help="generic data: report pairs")
+    p.add_argument("--test", default=None, help="generic data: report pairs (default: none)")
     p.add_argument("--model", default=default_architecture("pair_classifier"), choices=sorted(PAIR_MODELS))
     p.add_argument(
         "--recipe",
@@ -44,7 +44,11 @@ def _add_train(sub) -> None:
         help="training recipe (syntaxformer.workflows.nli.RECIPES); the flags below override it",
     )
     p.add_argument("--preset", default=None, help="size preset: paper, small, tiny (default: the recipe's)")
-    p.add_argument("--prior", default=None, help="encoding block's prior: gaussian (default), none, constituent")
+    p.add_argument(
+        "--prior",
+        default=None,
+        help="encoding block's prior: gaussian, none, constituent (default: the model's, gaussian)",
+    )
     p.add_argument(
         "--word-vectors",
         default=None,
@@ -61,20 +65,21 @@ def _add_train(sub) -> None:
         metavar="KEY=VALUE",
         help='override a config field (JSON value), e.g. --set classifier_features="match"',
     )
-    p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--epochs", type=int, default=None, help="passes over the training pairs (default: the recipe's)")
+    p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: the recipe's)")
+    p.add_argument("--batch-size", type=int, default=None, help="pairs per batch (default: the recipe's)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the recipe's)")
     p.add_argument(
         "--max-minutes",
         type=float,
         default=None,
-        help="stop cleanly (and save) after this many minutes of this process; resume with --resume",
+        help="stop cleanly (and save) after this many minutes of this process; resume with --resume "
+        "(default: no limit)",
     )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -86,11 +91,11 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--model", required=True, help="a folder `nli train` wrote (OUT/best is the selected model)")
     p.add_argument("--data", default="sick", help="sick, a SICK-format file or a JSON-lines / TSV file")
     p.add_argument(
-        "--split", default=None, help="SICK: train, trial or test (default test); other files: all (default)"
+        "--split", default=None, help="SICK: train, trial or test; other files: all (default: test for SICK, else all)"
     )
-    p.add_argument("--batch-size", type=int, default=64, help="pairs per batch (default 64)")
+    p.add_argument("--batch-size", type=int, default=64, help="pairs per batch")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_evaluate)

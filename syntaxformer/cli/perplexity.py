@@ -58,9 +58,7 @@ def add_parser(subparsers) -> None:
         "trains (the number then belongs to the pair of models, the source having seen the "
         "masked word)",
     )
-    p.add_argument(
-        "--batch-tokens", type=int, default=4096, help="tokens (rows x padded length) per forward pass (default 4096)"
-    )
+    p.add_argument("--batch-tokens", type=int, default=4096, help="tokens (rows x padded length) per forward pass")
     p.add_argument(
         "--skip-long",
         action="store_true",

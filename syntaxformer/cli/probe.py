@@ -38,20 +38,20 @@ def add_parser(subparsers) -> None:
         action="append",
         default=None,
         metavar="NAME",
-        help="a task to run (repeatable; default all: SentLen, TreeDepth, TopConst, BShift)",
+        help="a task to run (repeatable; default: all, SentLen, TreeDepth, TopConst, BShift)",
     )
     p.add_argument(
         "--classifier",
         action="append",
         default=None,
         choices=["logreg", "mlp"],
-        help="probe classifier (repeatable; default both)",
+        help="probe classifier (repeatable; default: both)",
     )
     p.add_argument(
-        "--max-sentences", type=int, default=None, help="use only the treebank's first N sentences (default all)"
+        "--max-sentences", type=int, default=None, help="use only the treebank's first N sentences (default: all)"
     )
     p.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     p.add_argument(
         "--seed", type=int, default=0, help="splits, BShift's swaps, the untrained twin's initialisation, the MLP's"
     )

@@ -31,14 +31,13 @@ def add_parser(subparsers) -> None:
         nargs="+",
         default=["importance"],
         metavar="ORDER",
-        help="importance, confidence and/or random (default importance); random is added as "
-        "the control unless --seeds 0",
+        help="importance, confidence and/or random; random is added as the control unless --seeds 0",
     )
     p.add_argument(
         "--step",
         type=float,
         default=0.1,
-        help="fraction of the heads removed per step, in (0, 1); the curve goes up to 0.9 (default 0.1)",
+        help="fraction of the heads removed per step, in (0, 1); the curve goes up to 0.9",
     )
     p.add_argument(
         "--recompute",
@@ -46,13 +45,14 @@ def add_parser(subparsers) -> None:
         help="recompute importance / confidence on the pruned model before every step",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the importance masks; random seeds start here")
-    p.add_argument("--seeds", type=int, default=3, help="seeds of the random control (default 3; 0: no control)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds of the random control (0: no control)")
     p.add_argument(
         "--save-at",
         type=float,
         default=None,
         metavar="FRACTION",
-        help="save the first order's pruned model at this fraction of the curve into OUT/pruned-F/",
+        help="save the first order's pruned model at this fraction of the curve into OUT/pruned-F/ "
+        "(default: none saved)",
     )
     p.add_argument(
         "--text",
@@ -60,7 +60,9 @@ def add_parser(subparsers) -> None:
         help="text for perplexity and scoring: 'ptb-sample:dev', 'ptb-sample:test' or text files; "
         "default: the held-out part of the model's training data, else ptb-sample:dev",
     )
-    p.add_argument("--max-sentences", type=int, default=None, help="use at most the first N sentences of the text")
+    p.add_argument(
+        "--max-sentences", type=int, default=None, help="use at most the first N sentences of the text (default: all)"
+    )
     p.add_argument("--batch-size", type=int, default=32, help="sentences per importance / parsing batch")
     p.add_argument("--batch-tokens", type=int, default=4096, help="tokens per perplexity forward pass")
     p.add_argument(
@@ -69,7 +71,7 @@ def add_parser(subparsers) -> None:
         default="prune",
         help="remove heads for the perplexity by pruning a copy (default) or by head_mask (equal)",
     )
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ... (default cpu)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ...")
     p.add_argument("--json", action="store_true", help="print prune.json's curves as JSON instead of the table")
     add_decoder_arguments(p)
     p.set_defaults(func=run)

@@ -45,7 +45,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--out", required=True, help="folder for the figures and index.html")
     parser.add_argument(
         "--treebank",
-        help="'ptb-sample' or a treebank path: draw the sentences picked by --index (preprocessed as for evaluation)",
+        help="'ptb-sample' or a treebank path: draw the sentences picked by --index (preprocessed as for "
+        "evaluation); default: the sentences given as arguments",
     )
     parser.add_argument(
         "--index",
@@ -68,7 +69,7 @@ def add_parser(subparsers) -> None:
         help="use command-line words as given (default: lower-case, words with a "
         "digit become N, as the treebank preprocessing)",
     )
-    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--device", default="cpu", help="torch device")
     parser.add_argument("--seed", type=int, default=0, help="torch seed (the forward pass is deterministic; recorded)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_decoder_arguments(parser)

@@ -34,7 +34,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Training with the model's objective: masked LM (BERT 80/10/10 masking) or, for "
         "ON-LSTM, next-word prediction; Adam, length-bucketed batches, checkpoints and "
         "--resume, TensorBoard. Runs data-parallel under torchrun.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     _model_and_data_arguments(p)
     _batch_and_optimisation_arguments(p)
@@ -71,7 +70,11 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
         help="ptb-sample (the embedded treebank's words) or text files, one sentence per line "
         "(comma-separated paths / globs)",
     )
-    d.add_argument("--valid", default=None, help="validation corpus (same forms as --corpus)")
+    d.add_argument(
+        "--valid",
+        default=None,
+        help="validation corpus (same forms as --corpus); default: --valid-fraction of --corpus held out",
+    )
     add_structure_input_arguments(
         d,
         gold_trees="the sentences and trees of the dependency source --corpus names (ptb-sample, a "
@@ -99,8 +102,12 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
         help="word (one token per word), wordpiece, or a folder with a saved tokenizer",
     )
     d.add_argument("--min-freq", type=int, default=_D.min_freq, help="minimum word (piece) frequency")
-    d.add_argument("--max-vocab", type=int, default=None, help="word vocabulary cap (specials included)")
-    d.add_argument("--wordpiece-vocab-size", type=int, default=_D.wordpiece_vocab_size)
+    d.add_argument(
+        "--max-vocab", type=int, default=None, help="word vocabulary cap (specials included); default: no cap"
+    )
+    d.add_argument(
+        "--wordpiece-vocab-size", type=int, default=_D.wordpiece_vocab_size, help="vocabulary of --tokenizer wordpiece"
+    )
     d.add_argument("--add-cls", action="store_true", help="prepend [CLS] to every sentence (as the public code)")
     d.add_argument("--max-length", type=int, default=_D.max_length, help="tokens per sentence")
     d.add_argument(
@@ -114,7 +121,8 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
         "--max-sentence-length",
         type=int,
         default=None,
-        help="drop sentences of more tokens before --overflow applies (the public Tree Transformer code: 70)",
+        help="drop sentences of more tokens before --overflow applies (the public Tree Transformer code: 70); "
+        "default: none dropped",
     )
 
 
@@ -124,15 +132,27 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
         "--batch-size",
         type=int,
         default=None,
-        help=f"sentences per batch and process (default {_D.batch_size} unless --max-tokens)",
+        help=f"sentences per batch and process (default: {_D.batch_size} unless --max-tokens or --min-batch-tokens)",
     )
-    b.add_argument("--max-tokens", type=int, default=None, help="padded tokens per batch instead of --batch-size")
+    b.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="padded tokens per batch instead of --batch-size; default: --batch-size",
+    )
     b.add_argument(
         "--min-batch-tokens",
         type=int,
         default=None,
         help="instead of --batch-size: batches of the length-sorted corpus filled to at least this many "
-        "tokens, shuffled every epoch (the public StructFormer code: 4096)",
+        "tokens, shuffled every epoch (the public StructFormer code: 4096); default: --batch-size",
+    )
+    b.add_argument(
+        "--pad-to-multiple",
+        type=int,
+        default=None,
+        help="pad each batch to its longest sentence rounded up to a multiple of this (few shapes for an "
+        "accelerator's graphs; default: the longest)",
     )
     b.add_argument(
         "--bucket-batches",
@@ -179,11 +199,11 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
         help="adam (AdamW with --weight-decay), adam-l2 (the decay an L2 term, as the public StructFormer "
         "code), or sgd: SGD then averaged SGD by the non-monotone trigger (needs --bptt)",
     )
-    o.add_argument("--lr", type=float, default=_D.lr)
-    o.add_argument("--betas", type=float, nargs=2, default=list(_D.betas))
-    o.add_argument("--eps", type=float, default=_D.eps)
+    o.add_argument("--lr", type=float, default=_D.lr, help="peak learning rate (after warm-up)")
+    o.add_argument("--betas", type=float, nargs=2, default=list(_D.betas), help="Adam's beta1 and beta2")
+    o.add_argument("--eps", type=float, default=_D.eps, help="Adam's epsilon")
     o.add_argument("--weight-decay", type=float, default=_D.weight_decay, help="> 0: AdamW")
-    o.add_argument("--warmup-steps", type=int, default=_D.warmup_steps)
+    o.add_argument("--warmup-steps", type=int, default=_D.warmup_steps, help="steps of linear warm-up from 0 to --lr")
     o.add_argument(
         "--schedule",
         choices=["constant", "linear", "cosine", "plateau"],
@@ -191,11 +211,23 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
         help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps; plateau: "
         "times --plateau-factor after --plateau-patience evaluations without a lower validation loss",
     )
-    o.add_argument("--plateau-factor", type=float, default=_D.plateau_factor)
-    o.add_argument("--plateau-patience", type=int, default=_D.plateau_patience)
-    o.add_argument("--final-lr-fraction", type=float, default=_D.final_lr_fraction)
     o.add_argument(
-        "--schedule-steps", type=int, default=None, help="where linear/cosine decay ends (default --max-steps)"
+        "--plateau-factor", type=float, default=_D.plateau_factor, help="--schedule plateau: the learning rate's factor"
+    )
+    o.add_argument(
+        "--plateau-patience",
+        type=int,
+        default=_D.plateau_patience,
+        help="--schedule plateau: evaluations without a lower validation loss before the factor applies",
+    )
+    o.add_argument(
+        "--final-lr-fraction",
+        type=float,
+        default=_D.final_lr_fraction,
+        help="the learning rate where linear/cosine decay ends, as a fraction of --lr",
+    )
+    o.add_argument(
+        "--schedule-steps", type=int, default=None, help="where linear/cosine decay ends (default: --max-steps)"
     )
     o.add_argument("--clip", type=float, default=_D.clip, help="gradient-norm clipping; 0 disables")
 
@@ -218,7 +250,7 @@ def _running_text_arguments(p: argparse.ArgumentParser) -> None:
         "--asgd-restart-epoch",
         type=int,
         default=None,
-        help="restart the averaging after this epoch (the public --finetuning; default never)",
+        help="restart the averaging after this epoch (the public --finetuning; default: never)",
     )
     t.add_argument("--ar-alpha", type=float, default=_D.ar_alpha, help="activation regularisation weight (public 2)")
     t.add_argument(
@@ -236,7 +268,7 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help="start from this trained model folder (its weights, configuration and tokenizer; "
-        "--model/--preset are then the folder's)",
+        "--model/--preset are then the folder's); default: a new model",
     )
     f.add_argument(
         "--head-gates",
@@ -257,18 +289,26 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
         default=_D.gate_temperature,
         help="hard-concrete temperature beta (0.33: the authors' code; Louizos et al.: 2/3)",
     )
-    f.add_argument("--gate-lr", type=float, default=None, help="learning rate of the gates (default --lr)")
+    f.add_argument("--gate-lr", type=float, default=None, help="learning rate of the gates (default: --lr)")
     f.add_argument("--gate-init", type=float, default=_D.gate_init, help="initial log alpha of every gate")
     r = p.add_argument_group("run")
     r.add_argument("--out", required=True, help="output folder")
-    r.add_argument("--seed", type=int, default=_D.seed)
-    r.add_argument("--max-steps", type=int, default=None)
-    r.add_argument("--epochs", type=int, default=None)
+    r.add_argument("--seed", type=int, default=_D.seed, help="random seed (initialisation, batches, masking)")
+    r.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop after this many optimizer steps. A run needs at least one stop condition: --max-steps, "
+        "--epochs or --max-minutes (default: none of them, so one must be given)",
+    )
+    r.add_argument(
+        "--epochs", type=int, default=None, help="stop after this many passes over the training text; default: no limit"
+    )
     r.add_argument(
         "--max-minutes",
         type=float,
         default=None,
-        help="stop cleanly (and save) after this many minutes of this process",
+        help="stop cleanly (and save) after this many minutes of this process; default: no limit",
     )
     r.add_argument("--save-every", type=int, default=_D.save_every, help="checkpoint period (steps)")
     r.add_argument(
@@ -280,7 +320,7 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TREEBANK",
         help="learning curve: parse this gold treebank (e.g. ptb-sample:dev) at step 0, every "
         "--eval-every steps and at the end; F1 of every decoder into training.json and "
-        "TensorBoard",
+        "TensorBoard; default: no learning curve",
     )
     r.add_argument("--eval-each-epoch", action="store_true", help="also validate (and save) at the end of every epoch")
     r.add_argument(
@@ -308,7 +348,7 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     r.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
     r.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
-    r.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    r.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--json", action="store_true", help="print training.json at the end")
 
