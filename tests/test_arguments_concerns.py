@@ -26,7 +26,8 @@ RECORDED = (
 #: fields added since, each in its concern (an older record lacks them; resuming it takes their defaults)
 ADDED = set(
     "max_sentence_length shuffle mask_cls bptt optimizer nonmono asgd_restart_epoch ar_alpha tar_beta "
-    "eval_batch_size plateau_factor plateau_patience min_batch_tokens mask_unknown eval_each_epoch final_model".split()
+    "eval_batch_size plateau_factor plateau_patience min_batch_tokens mask_unknown eval_each_epoch final_model "
+    "pad_to_multiple".split()
 )
 CONCERNS = (
     OutputArguments,

@@ -184,9 +184,34 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int, length: int | None = Non
     return out
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def padded_length(longest: int, multiple: int | None) -> int:
+    """``longest`` rounded up to a multiple of ``multiple`` (None or 1: itself): the padded length of a
+    batch, so that batches take a few shapes only (an accelerator then reuses one compiled or captured
+    graph per shape)."""
+    if not multiple or multiple == 1:
+        return longest
+    return -(-longest // multiple) * multiple
+
+
+def pad_columns(x: torch.Tensor, length: int, value: int) -> torch.Tensor:
+    """``x`` ``(B, N)`` right-padded with ``value`` to ``(B, length)`` (itself when ``length`` is N).
+
+    Raises:
+        ValueError: ``length`` below N.
+    """
+    extra = length - x.shape[1]
+    if extra < 0:
+        raise ValueError(f"cannot pad {x.shape[1]} columns to {length}")
+    return x if extra == 0 else torch.nn.functional.pad(x, (0, extra), value=value)
+
+
+def pad_batch(
+    sequences: Sequence[Sequence[int]], pad_id: int, multiple: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad token-id lists into ``(input_ids [B, N], attention_mask [B, N])`` (long tensors;
-    mask 1 at real tokens), N = the longest sequence."""
-    ids = pad_rows(sequences, pad_id)
+    mask 1 at real tokens), N = the longest sequence rounded up to a multiple of ``multiple``
+    (:func:`padded_length`; None: the longest itself)."""
+    longest = max((len(s) for s in sequences), default=0)
+    ids = pad_rows(sequences, pad_id, padded_length(longest, multiple))
     mask = pad_rows([[1] * len(s) for s in sequences], 0, ids.shape[1])
     return ids, mask

@@ -92,6 +92,10 @@ class DataArguments:
             batches every epoch in a shuffled order (the public StructFormer code: 4,096;
             :func:`~syntaxformer.data.batching.filled_batches`).
         bucket_batches [50]: batches' worth of sentences sorted by length together.
+        pad_to_multiple [None]: pad each batch to its longest sequence rounded up to a multiple of this
+            (e.g. 8 or 16), so batches take a few shapes (an accelerator then compiles or captures one
+            graph per shape); padding changes no loss or gradient (tests/test_padding.py). None: to the
+            longest.
         mask_rate [0.15]: BERT selection rate (public code: 1/7 = 0.142857); masked-LM models only
             (the objective is the model's, :mod:`syntaxformer.training.objectives`).
         mask_replace ["bert"]: masked-LM models only; what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
@@ -122,6 +126,7 @@ class DataArguments:
     max_tokens: int | None = None
     min_batch_tokens: int | None = None
     bucket_batches: int = 50
+    pad_to_multiple: int | None = None
     shuffle: bool = True
     mask_rate: float = 0.15
     mask_replace: str = "bert"
@@ -332,7 +337,7 @@ class TrainArguments(
             objective_class(MODELS[self.model])  # an objective the trainer knows (InputError if not)
         if sum(x is not None for x in (self.batch_size, self.max_tokens, self.min_batch_tokens)) != 1:
             bad("give exactly one of --batch-size, --max-tokens and --min-batch-tokens")
-        names = ("batch_size", "max_tokens", "min_batch_tokens", "max_steps", "epochs", "max_length")
+        names = ("batch_size", "max_tokens", "min_batch_tokens", "max_steps", "epochs", "max_length", "pad_to_multiple")
         for name in (*names, "max_sentence_length"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from syntaxformer.blocks.mlm_head import labelled_positions
-from syntaxformer.data.batching import pad_batch
+from syntaxformer.data.batching import pad_batch, pad_columns, padded_length
 from syntaxformer.data.tokenization import BOUNDARY_ID, frame_sentence
 from syntaxformer.errors import InputError
 from syntaxformer.training.batch import TokenBatch
@@ -80,7 +80,7 @@ class MaskedLM(Objective):
             raise InputError("the masked-LM objective needs a tokenizer with a [MASK] token")
 
     def batch(self, sequences, generator):
-        ids, attention_mask = pad_batch(sequences, self.tokenizer.pad_token_id)  # (B, N)
+        ids, attention_mask = pad_batch(sequences, self.tokenizer.pad_token_id)  # (B, N): masks drawn at N
         inputs, labels = mask_tokens(
             ids,
             attention_mask,
@@ -91,6 +91,9 @@ class MaskedLM(Objective):
             self.special_ids,
             **MASK_REPLACE[self.args.mask_replace],
         )
+        n = padded_length(ids.shape[1], self.args.pad_to_multiple)  # then padded on: the same masks
+        inputs, attention_mask = pad_columns(inputs, n, self.tokenizer.pad_token_id), pad_columns(attention_mask, n, 0)
+        labels = pad_columns(labels, n, IGNORE_INDEX)
         return TokenBatch(inputs, attention_mask, labels, masked_positions=labelled_positions(labels))
 
     def n_targets(self, labels):
@@ -123,7 +126,9 @@ class CausalLM(Objective):
     frame = staticmethod(frame_sentence)
 
     def batch(self, sequences, generator):
-        ids, attention_mask = pad_batch([self.frame(s) for s in sequences], self.tokenizer.pad_token_id)
+        ids, attention_mask = pad_batch(
+            [self.frame(s) for s in sequences], self.tokenizer.pad_token_id, self.args.pad_to_multiple
+        )
         labels = ids.masked_fill(attention_mask == 0, IGNORE_INDEX)  # (B, N)
         return TokenBatch(ids, attention_mask, labels)
 
