@@ -341,3 +341,18 @@ def test_recipes_have_no_wall_clock_cap():
             fields, _, _ = resolve_recipe(model, recipe)
             length = fields.get("max_steps") or fields.get("epochs")  # a fixed number of steps or epochs
             assert fields.get("max_minutes") is None and length > 0, (model, recipe)
+
+
+def test_a_short_run_records_at_most_curve_points_points(capsys, small_treebank, tmp_path):
+    """20 steps: the learning curve parses every 2 steps (11 points, step 0 and the end included), not
+    at every step; the period is ceil(steps / 11) (the default recipe's 7,000 steps: every 637)."""
+    from syntaxformer.workflows.induce import CURVE_POINTS, curve_period
+
+    assert CURVE_POINTS == 12
+    assert [curve_period(n) for n in (1, 5, 11, 12, 20, 22, 23, 7000)] == [1, 1, 1, 2, 2, 2, 3, 637]
+    mrg, text = small_treebank
+    argv = ["induce", "--treebank", mrg, "--corpus", text, "--out", tmp_path, *TINY[:2], "--max-steps", 20]
+    code, _, _ = _run(capsys, *argv, "--threads", 1, "--quiet")
+    assert code == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [point["step"] for point in report["curve"]["points"]] == list(range(0, 21, 2))

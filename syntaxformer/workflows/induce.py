@@ -405,13 +405,26 @@ def _recipe_text(train: dict, corpus: str | None, model: str, recipe: str) -> st
     return recipe_text
 
 
+def curve_period(steps: int) -> int:
+    """The learning curve's period (``eval_every``) for a run of a fixed number of steps.
+
+    Args:
+        steps: the run's optimizer steps.
+    Returns:
+        ``ceil(steps / (CURVE_POINTS - 1))``, at least 1: the curve (step 0, every period, the end) has at
+        most :data:`CURVE_POINTS` points (7,000 steps: every 637, 12 points; 20 steps: every 2, 11
+        points; 5 steps: every step, 6 points).
+    """
+    return max(1, -(-steps // (CURVE_POINTS - 1)))
+
+
 def _train(out: Path, curve: str | None, train: dict, **fields):
     """Trains the model into ``OUT/model`` (TrainArguments ``fields`` and the recipe's ``train``), recording
     the learning curve on ``curve`` at :data:`CURVE_POINTS` points (a recipe of epochs: at each epoch's
     end, where it validates); returns the TrainArguments."""
 
     steps = train.get("max_steps")
-    every = max(1, steps // (CURVE_POINTS - 1)) if steps else (0 if train.get("epochs") else 1000 // (CURVE_POINTS - 1))
+    every = curve_period(steps) if steps else (0 if train.get("epochs") else curve_period(1000))
     train_args = TrainArguments(out=str(out / "model"), eval_treebank=curve, eval_every=every, **fields, **train)
     train_model(train_args)
     return train_args
