@@ -39,8 +39,8 @@ import time
 import torch
 
 from syntaxformer.cli import prepare_process
+from syntaxformer.kernels import attention
 from syntaxformer.models import MODELS, make_config
-from syntaxformer.priors import attention
 from syntaxformer.priors.constituent import ConstituentPrior
 from syntaxformer.runtime import code_version
 

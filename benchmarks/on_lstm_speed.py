@@ -10,7 +10,7 @@ measured in the same run, interleaved (one call of each in turn, ``--repeats`` r
   input projections of all steps in one matmul, the loop over time in eager PyTorch;
 * ``on-lstm/step-dW`` / ``on-lstm/once-dW`` -- the two ways of the recurrent weight's gradient,
   forced: autograd's ``[H, G]`` product accumulated at every step, or one matmul after the loop
-  (``_WeightGradientOnce``); ``on-lstm`` picks by the weight's size (``WEIGHT_GRAD_ONCE_MIN``). The
+  (:mod:`syntaxformer.kernels.on_lstm`); ``on-lstm`` picks by the weight's size (``WEIGHT_GRAD_ONCE_MIN``). The
   forward pass is the same code in all three.
 
 Each is timed for the forward pass alone (inference mode) and for forward + backward (the gradient

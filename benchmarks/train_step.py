@@ -19,7 +19,7 @@ cancel (a step takes 35-135 ms across rounds), so they are the steadier figure. 
 Variants (``--variants``, comma-separated; default all):
 
 ``tree``        today's Tree Transformer (``prior="constituent"``, the default config, Adam ``fused``,
-                the dropout masks of :mod:`syntaxformer.blocks.dropout` for hidden states and attention).
+                the dropout masks of :mod:`syntaxformer.kernels.dropout` for hidden states and attention).
 ``plain``       the plain Transformer (``prior="none"``), same model otherwise (its attention is
                 PyTorch's ``scaled_dot_product_attention``, whose CPU dropout draws ``bernoulli_`` masks).
 ``tree-torch-dropout``  ``tree`` with ``torch.nn.Dropout`` (its ``bernoulli_`` mask) for the hidden-state
@@ -27,13 +27,13 @@ Variants (``--variants``, comma-separated; default all):
 ``plain-torch-dropout`` ``plain`` likewise.
 ``tree-rand-attention-mask``  ``tree`` with the attention-dropout mask drawn as ``torch.rand(...) < 1 - p``
                 (one float draw per element), as before the attention kernels drew theirs from
-                :mod:`syntaxformer.blocks.dropout`.
+                :mod:`syntaxformer.kernels.dropout`.
 ``tree-last``   ``tree`` as the trainers ran it before the fused Adam and the shared attention masks: Adam
                 ``foreach`` and ``torch.rand`` attention masks.
 ``tree-before``  ``tree`` as the trainers ran it before this work: torch's dropout, ``torch.rand`` attention
                 masks and Adam's per-tensor loop.
 ``tree-fused``  ``constituent_fused=True``: the constituent prior's link chain (eqs. 6-8 and ``P``) as
-                one autograd function with a hand-written backward (:mod:`syntaxformer.priors.constituent`).
+                one autograd function with a hand-written backward (:mod:`syntaxformer.kernels.constituent`).
 ``tree-compile`` ``tree-fused`` with the model's forward under ``torch.compile`` (skipped when
                 compilation fails on this machine; the failure is recorded).
 ``tree-bf16``   ``tree-fused`` under bfloat16 autocast.
@@ -63,6 +63,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from syntaxformer.blocks.dropout import Dropout
+from syntaxformer.kernels import attention as attention_kernels
 from syntaxformer.priors import attention
 from syntaxformer.runtime import code_version
 from syntaxformer.training.arguments import TrainArguments
@@ -91,18 +92,21 @@ VARIANTS = {
 
 @contextlib.contextmanager
 def attention_masks(name: str):
-    """The variant's attention-dropout masks: :mod:`syntaxformer.blocks.dropout`'s, or for
+    """The variant's attention-dropout masks: :mod:`syntaxformer.kernels.dropout`'s, or for
     ``rand_attention_mask`` variants the earlier ``torch.rand(...) < 1 - p`` with scale ``1/(1-p)``."""
     if not VARIANTS[name].get("rand_attention_mask"):
         yield
         return
-    saved = attention.drop_mask, attention.keep_scale
-    attention.drop_mask = lambda shape, p, device: torch.rand(shape, device=device) >= 1.0 - p
-    attention.keep_scale = lambda p, device: 1.0 / (1.0 - p)
+    modules = (attention, attention_kernels)  # the eager reference and the blockwise kernel
+    saved = [(module.drop_mask, module.keep_scale) for module in modules]
+    for module in modules:
+        module.drop_mask = lambda shape, p, device: torch.rand(shape, device=device) >= 1.0 - p
+        module.keep_scale = lambda p, device: 1.0 / (1.0 - p)
     try:
         yield
     finally:
-        attention.drop_mask, attention.keep_scale = saved
+        for module, (mask, scale) in zip(modules, saved):
+            module.drop_mask, module.keep_scale = mask, scale
 
 
 def run_step(name: str, trainer: Trainer, batch):

@@ -5,14 +5,10 @@ import math
 import pytest
 import torch
 
-from syntaxformer.blocks.dropout import keep_mask, keep_scale
-from syntaxformer.priors.attention import (
-    BlockwisePriorAttention,
-    _padding_bias,
-    eager_attention,
-    exp_flushed,
-    query_blocks,
-)
+from syntaxformer.kernels.attention import BlockwisePriorAttention, padding_bias, query_blocks
+from syntaxformer.kernels.denormals import exp_flushed
+from syntaxformer.kernels.dropout import keep_mask, keep_scale
+from syntaxformer.priors.attention import eager_attention
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
 
@@ -32,7 +28,7 @@ def prior_of(cum, variant):
 def blockwise(q, k, v, cum, key_mask, variant="paper", dropout_p=0.0, block_elements=None):
     prior = prior_of(cum, variant)
     return BlockwisePriorAttention.apply(
-        q, k, v, cum, _padding_bias(key_mask, torch.float32), dropout_p, False, prior.log_rows, block_elements
+        q, k, v, cum, padding_bias(key_mask, torch.float32), dropout_p, False, prior.log_rows, block_elements
     )
 
 
@@ -150,6 +146,7 @@ def test_exp_flushed_is_exp_with_flush_to_zero(dtype):
 def test_sdpa_keeps_the_attention_only_up_to_the_policy_size(monkeypatch):
     # keep mode saves A and E' (2 · B·H·N² floats) on top of the O(N) tensors; above the policy's
     # size, or without gradients, nothing N×N is kept
+    from syntaxformer.kernels import attention as kernels
     from syntaxformer.priors import attention
 
     batch, heads, n, d_k = 2, 4, 32, 8
@@ -157,7 +154,7 @@ def test_sdpa_keeps_the_attention_only_up_to_the_policy_size(monkeypatch):
     linear = 4 * (4 * batch * heads * n * d_k + batch * n + batch * n)
 
     def saved(limit):
-        monkeypatch.setattr(attention, "SAVE_ATTENTION_ELEMENTS", limit)
+        monkeypatch.setattr(kernels, "SAVE_ATTENTION_ELEMENTS", limit)
         return saved_bytes(lambda: attention.sdpa_attention(q, k, v, key_mask, ConstituentPrior(cum)))
 
     assert saved(batch * heads * n * n) == linear + 2 * 4 * batch * heads * n * n

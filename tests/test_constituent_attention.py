@@ -194,7 +194,7 @@ def test_scale_and_diagonal_separate_the_official_variant():
 @pytest.mark.parametrize("variant", ["paper", "official"])
 def test_bilinear_neighbour_scores_equal_the_two_projections(variant):
     # q_i·k_j = h_iᵀ W_qᵀ W_k h_j + h_i·W_qᵀ b_k + h_j·W_kᵀ b_q + b_q·b_k, biases included (DESIGN.md §5)
-    from syntaxformer.priors.constituent import neighbour_score_form, neighbour_scores_bilinear
+    from syntaxformer.kernels.constituent import neighbour_score_form, neighbour_scores_bilinear
 
     torch.manual_seed(6)
     module = ConstituentAttention(16, variant).double()
@@ -206,7 +206,7 @@ def test_bilinear_neighbour_scores_equal_the_two_projections(variant):
     for e, g in zip(expected, got):
         assert torch.allclose(e, g, atol=1e-10, rtol=0)
     # the hand-written backward against finite differences
-    from syntaxformer.priors.constituent import _BilinearNeighbourScores
+    from syntaxformer.kernels.constituent import BilinearNeighbourScores
 
     args = (
         torch.randn(2, 5, 4, dtype=torch.float64),
@@ -214,7 +214,7 @@ def test_bilinear_neighbour_scores_equal_the_two_projections(variant):
         torch.randn(4, 2, dtype=torch.float64),
         torch.tensor(0.3, dtype=torch.float64),
     )
-    assert torch.autograd.gradcheck(_BilinearNeighbourScores.apply, [a.requires_grad_() for a in args])
+    assert torch.autograd.gradcheck(BilinearNeighbourScores.apply, [a.requires_grad_() for a in args])
     # and the module's gradients are those of the two projections
     grads = []
     for use_form in (False, True):

@@ -9,14 +9,10 @@ of the model runs and agrees with float32.
 import pytest
 import torch
 
-from syntaxformer.blocks.dropout import keep_mask
+from syntaxformer.kernels.attention import BlockwisePriorAttention, padding_bias, query_blocks
+from syntaxformer.kernels.dropout import keep_mask
 from syntaxformer.models import MODELS, make_config
-from syntaxformer.priors.attention import (
-    BlockwisePriorAttention,
-    _padding_bias,
-    eager_attention,
-    query_blocks,
-)
+from syntaxformer.priors.attention import eager_attention
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none here)")
@@ -43,7 +39,7 @@ def test_sdpa_kernel_equals_eager_on_cuda(variant, block_elements):
         if fused:
             out = BlockwisePriorAttention.apply(
                 *leaves,
-                _padding_bias(key_mask, torch.float32),
+                padding_bias(key_mask, torch.float32),
                 0.0,
                 True,
                 ConstituentPrior(leaves[3], variant, diag).log_rows,
@@ -64,7 +60,7 @@ def test_dropout_masks_redrawn_from_the_cuda_generator():
     leaves = [t.clone().requires_grad_() for t in (q, k, v, cum)]
     torch.manual_seed(5)
     out = BlockwisePriorAttention.apply(
-        *leaves, _padding_bias(key_mask, torch.float32), p, True, ConstituentPrior(leaves[3]).log_rows, block_elements
+        *leaves, padding_bias(key_mask, torch.float32), p, True, ConstituentPrior(leaves[3]).log_rows, block_elements
     )
     state = torch.cuda.get_rng_state()
     out.pow(2).sum().backward()

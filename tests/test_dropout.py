@@ -1,4 +1,4 @@
-"""The dropout masks (:mod:`syntaxformer.blocks.dropout`): the distribution nn.Dropout has (drop
+"""The dropout masks (:mod:`syntaxformer.kernels.dropout`, :mod:`syntaxformer.blocks.dropout`): the distribution nn.Dropout has (drop
 probability within 1.6e-5 of p, kept values scaled to keep the expectation), drawn from the seeded
 default generator, used by the Tree Transformer's and StructFormer's layers and by the attention kernels."""
 
@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from syntaxformer.blocks.dropout import Dropout, drop_mask, drop_probability, dropout, keep_mask, keep_scale
+from syntaxformer.blocks.dropout import Dropout, dropout
+from syntaxformer.kernels.dropout import drop_mask, drop_probability, keep_mask, keep_scale
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.priors.attention import eager_attention
 

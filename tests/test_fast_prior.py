@@ -9,17 +9,16 @@ import shutil
 import pytest
 import torch
 
+from syntaxformer.kernels.constituent import fused_link_chain, log_constituent_prior_vjp
 from syntaxformer.models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
 from syntaxformer.priors.attention import sdpa_attention
 from syntaxformer.priors.constituent import (
     ConstituentAttention,
     ConstituentPrior,
     cumulative_log_links,
-    fused_link_chain,
     hierarchical_constraint,
     link_probability,
     log_constituent_prior,
-    log_constituent_prior_vjp,
     neighbour_log_probabilities,
     official_log_diagonal,
 )

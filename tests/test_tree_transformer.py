@@ -264,7 +264,7 @@ def test_training_step_sdpa_equals_eager_with_dropout(variant):
 @pytest.mark.parametrize("flush", [False, True])
 def test_constituent_attention_function_gradcheck(flush):
     # the hand-written backward against finite differences (float64, with padding, no dropout)
-    from syntaxformer.priors.attention import BlockwisePriorAttention, _padding_bias
+    from syntaxformer.kernels.attention import BlockwisePriorAttention, padding_bias
 
     torch.manual_seed(8)
     q, k, v = (torch.randn(2, 2, 5, 3, dtype=torch.float64, requires_grad=True) for _ in range(3))
@@ -273,7 +273,7 @@ def test_constituent_attention_function_gradcheck(flush):
 
     def fn(q, k, v, cum):
         return BlockwisePriorAttention.apply(
-            q, k, v, cum, _padding_bias(key_mask, q.dtype), 0.0, flush, ConstituentPrior(cum).log_rows
+            q, k, v, cum, padding_bias(key_mask, q.dtype), 0.0, flush, ConstituentPrior(cum).log_rows
         )
 
     assert torch.autograd.gradcheck(fn, (q, k, v, cum))
@@ -284,7 +284,7 @@ def test_constituent_attention_function_gradcheck(flush):
 
 def test_constituent_attention_function_flushes_denormals():
     # IEEE floats (conftest): the kernel flushes explicitly, as the eager one, gradients included
-    from syntaxformer.priors.attention import BlockwisePriorAttention, _padding_bias
+    from syntaxformer.kernels.attention import BlockwisePriorAttention, padding_bias
 
     cum = torch.cumsum(torch.tensor([[0.0, -1e-6, -30.0, -1e-6, -30.0, -1e-6, -30.0, -1e-6]]), -1)
     key_mask = torch.ones(1, 8, dtype=torch.bool)
@@ -295,7 +295,7 @@ def test_constituent_attention_function_flushes_denormals():
         leaves = [t.clone().requires_grad_() for t in (q * 10, k, v)]
         if fused:
             out = BlockwisePriorAttention.apply(
-                *leaves, cum, _padding_bias(key_mask, q.dtype), 0.0, True, ConstituentPrior(cum).log_rows
+                *leaves, cum, padding_bias(key_mask, q.dtype), 0.0, True, ConstituentPrior(cum).log_rows
             )
             nonzero = out[out != 0].abs()
             assert nonzero.min() >= torch.finfo(torch.float32).tiny

@@ -1,105 +1,32 @@
-"""Dropout whose mask is cheap to draw on a CPU (Srivastava et al., JMLR 2014: inverted dropout).
+"""Inverted dropout of hidden states (Srivastava et al., JMLR 2014) with the package's cheap CPU mask.
 
-PyTorch's CPU dropout draws its mask with ``bernoulli_``, one generator call per element: on the
-default ``induce`` recipe's training step that is about a fifth of the step (13 masks a step,
-``benchmarks/train_step.py``). Here a CPU mask comes from 64-bit random integers (``random_``), each
-cut into four 16-bit lanes of which the low 15 bits are compared with a threshold: four keep/drop
-decisions per generator call, about three times faster for the same distribution. On other devices
-(CUDA's fused kernels are fast) the mask is ``torch.rand(...) >= p``.
-
-The drop probability is then ``t / 2**15`` with ``t = round(p * 2**15)``: within ``1.6e-5`` of ``p``
-(``p = 0.1`` drops with probability 0.100006); kept values are scaled by ``1 / (1 - t / 2**15)``, so
-the expectation is exactly the input's. The masks come from the default generator of the tensor's
-device, so ``torch.manual_seed`` makes them reproducible, and a generator state saved before a draw
-redraws the same mask (the attention kernels' backward does). Hidden states (:class:`Dropout`) and the
-attention kernels of :mod:`syntaxformer.priors.attention` (:func:`drop_mask`, :func:`keep_scale`) draw
-their masks here: one mask helper for the whole package.
+``dropout(x) = x ⊙ m / (1 - p')``: ``m`` a keep mask and ``p'`` its drop probability, both from the
+mask generator :mod:`syntaxformer.kernels.dropout` (on a CPU four keep/drop decisions per 64-bit draw;
+``p' = round(p·2^15)/2^15``, within 1.6e-5 of ``p``), so the expectation is exactly the input's.
+:class:`Dropout` is ``nn.Dropout`` with that mask. Tested in ``tests/test_dropout.py``.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-#: Bits of each lane compared with the threshold (the top bit of a 64-bit draw is always 0 in
-#: ``random_``, so only the low 15 bits of each 16-bit lane are used).
-LANE_BITS = 15
-
-
-def drop_probability(p: float) -> float:
-    """The drop probability a CPU mask of :func:`keep_mask` realises for ``p`` (``round(p·2^15)/2^15``)."""
-    return round(p * 2**LANE_BITS) / 2**LANE_BITS
-
-
-def keep_scale(p: float, device: torch.device | str = "cpu") -> float:
-    """The inverted-dropout factor of kept values, ``1 / (1 - p')`` (``p'`` = :func:`drop_probability`
-    on a CPU, ``p`` elsewhere), so that a masked tensor keeps its expectation exactly.
-
-    Raises:
-        ValueError: ``p`` outside [0, 1).
-    """
-    _check_probability(p)
-    return 1.0 / (1.0 - (drop_probability(p) if torch.device(device).type == "cpu" else p))
-
-
-def _lanes(n: int) -> torch.Tensor:
-    """(n,) int16 values uniform on [0, 2^15): four lanes of each 64-bit ``random_`` draw (CPU generator)."""
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64).random_()  # 63 random bits each
-    return draws.view(torch.int16)[:n] & (2**LANE_BITS - 1)
-
-
-def _check_probability(p: float) -> None:
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-
-
-def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
-    """A dropout keep mask: bool, True (keep) with probability ``1 - drop_probability(p)`` on a CPU
-    (``1 - p`` elsewhere), independently per element.
-
-    Args:
-        shape: the mask's shape (any).
-        p: the drop probability, in [0, 1).
-        device: where to draw it (the device's default generator).
-    Returns:
-        bool tensor of ``shape`` on ``device``.
-    Raises:
-        ValueError: ``p`` outside [0, 1).
-    """
-    return _mask(shape, p, device, keep=True)
-
-
-def drop_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The complement of :func:`keep_mask` from the same draws (True = drop), in one pass: what
-    ``masked_fill_`` takes. The same generator state gives ``drop_mask == ~keep_mask``.
-
-    Args, returns and errors as :func:`keep_mask`.
-    """
-    return _mask(shape, p, device, keep=False)
-
-
-def _mask(shape, p: float, device, keep: bool) -> torch.Tensor:
-    """Draws compared with the drop threshold: ``>=`` (keep) or ``<`` (drop)."""
-    _check_probability(p)
-    device = torch.device(device)
-    if device.type == "cpu":
-        draws, threshold = _lanes(math.prod(shape)), round(p * 2**LANE_BITS)
-    else:
-        draws, threshold = torch.rand(shape, device=device), p
-    return (draws >= threshold if keep else draws < threshold).view(shape)
+from ..kernels.dropout import check_probability, keep_mask, keep_scale
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """Inverted dropout of ``x`` with a :func:`keep_mask` (identity when not training or ``p == 0``).
+    """Inverted dropout of ``x`` with a :func:`~syntaxformer.kernels.dropout.keep_mask` (identity when
+    not training or ``p == 0``).
 
     Args:
         x: any shape and floating dtype.
         p: drop probability in [0, 1).
         training: apply it (False: return ``x``).
     Returns:
-        ``x ⊙ m / (1 - p')``, same shape and dtype (``p'`` = :func:`drop_probability` on a CPU, else ``p``).
+        ``x ⊙ m / (1 - p')``, same shape and dtype (``p'`` =
+        :func:`~syntaxformer.kernels.dropout.drop_probability` on a CPU, else ``p``).
+    Raises:
+        ValueError: ``p`` outside [0, 1) (when applied).
     """
     if not training or p == 0.0:
         return x
@@ -121,7 +48,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        _check_probability(p)
+        check_probability(p)
         self.p = p
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -129,3 +56,6 @@ class Dropout(nn.Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+__all__ = ["Dropout", "dropout"]

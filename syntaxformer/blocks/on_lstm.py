@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..kernels.on_lstm import WEIGHT_GRAD_ONCE_MIN, weight_gradient_once_product
+
 # ----------------------------------------------------------------------------------------------
 # The equations (paper §3; DESIGN.md §3.4), one function each, any float dtype
 # ----------------------------------------------------------------------------------------------
@@ -26,35 +28,35 @@ def cumax(x: Tensor) -> Tensor:
 
     The expectation of a binary gate ``g = (0, ..., 0, 1, ..., 1)`` whose split point follows
     ``softmax(x)``: monotonically non-decreasing, in [0, 1], last element 1 (up to rounding).
-    Shape: ``[..., D]`` -> ``[..., D]``.
+    Shape: ``(..., D)`` -> ``(..., D)``.
     """
     return torch.cumsum(torch.softmax(x, dim=-1), dim=-1)
 
 
 def expand_chunks(gate: Tensor, chunk_size: int) -> Tensor:
-    """Master gate per chunk ``[..., n_chunk]`` -> per hidden unit ``[..., n_chunk * chunk_size]``:
+    """Master gate per chunk ``(..., n_chunk)`` -> per hidden unit ``(..., n_chunk * chunk_size)``:
     unit ``u`` takes the value of chunk ``u // chunk_size`` (the public code's ``[:, :, None]``
-    broadcast over ``[B, n_chunk, chunk_size]`` views; :func:`on_lstm_step` broadcasts the same way)."""
+    broadcast over ``(B, n_chunk, chunk_size)`` views; :func:`on_lstm_step` broadcasts the same way)."""
     return gate.repeat_interleave(chunk_size, dim=-1)
 
 
 def master_forget_gate(logits: Tensor) -> Tensor:
     """``f~_t = cumax(W_f~ x_t + U_f~ h_{t-1} + b_f~)`` (eq. 9): rises from 0 to 1 over the master
-    units. ``[..., n_chunk]``."""
+    units. ``(..., n_chunk)``."""
     return cumax(logits)
 
 
 def master_input_gate(logits: Tensor) -> Tensor:
     """``i~_t = 1 - cumax(W_i~ x_t + U_i~ h_{t-1} + b_i~)`` (eq. 10): falls from 1 to 0.
-    ``[..., n_chunk]``."""
+    ``(..., n_chunk)``."""
     return 1.0 - cumax(logits)
 
 
 def master_gates(logits: Tensor) -> tuple[Tensor, Tensor]:
-    """Both master gates from their logits ``[B, 2 n_chunk]`` (``[i~ | f~]``, the public order) with
+    """Both master gates from their logits ``(B, 2 n_chunk)`` (``[i~ | f~]``, the public order) with
     one :func:`cumax` call (eqs. 9-10, as :func:`master_forget_gate` and :func:`master_input_gate`).
 
-    Returns ``(f~ [B, n_chunk], i~ [B, n_chunk])``.
+    Returns ``(f~ (B, n_chunk), i~ (B, n_chunk))``.
     """
     cum_i, cum_f = cumax(logits.view(logits.shape[0], 2, -1)).unbind(1)  # (B, C) each
     return cum_f, 1.0 - cum_i
@@ -67,12 +69,12 @@ def overlap(f_master: Tensor, i_master: Tensor) -> Tensor:
 
 def forget_gate_hat(f: Tensor, f_master: Tensor, omega: Tensor) -> Tensor:
     """``f^_t = f_t o omega_t + (f~_t - omega_t)`` (eq. 12): the standard forget gate ``f_t``
-    (sigmoid) acts inside the overlap; above it the master gate alone. ``[..., H]`` (broadcast)."""
+    (sigmoid) acts inside the overlap; above it the master gate alone. ``(..., H)`` (broadcast)."""
     return torch.addcmul(f_master - omega, f, omega)
 
 
 def input_gate_hat(i: Tensor, i_master: Tensor, omega: Tensor) -> Tensor:
-    """``i^_t = i_t o omega_t + (i~_t - omega_t)`` (eq. 13). ``[..., H]`` (broadcast)."""
+    """``i^_t = i_t o omega_t + (i~_t - omega_t)`` (eq. 13). ``(..., H)`` (broadcast)."""
     return torch.addcmul(i_master - omega, i, omega)
 
 
@@ -88,7 +90,7 @@ def hidden_state(o: Tensor, c: Tensor) -> Tensor:
 
 def syntactic_distance(f_master: Tensor) -> Tensor:
     """``d_t = 1 - mean_k f~_tk`` over the master units (§5.2, normalised by ``D_m`` as the public
-    ``distance_cforget``), in [0, 1]. ``[..., n_chunk]`` -> ``[...]``."""
+    ``distance_cforget``), in [0, 1]. ``(..., n_chunk)`` -> ``(...)``."""
     return 1.0 - f_master.mean(dim=-1)
 
 
@@ -103,22 +105,22 @@ def on_lstm_step(
     """One ON-LSTM step (eqs. 9-14 and ``h_t = o_t o tanh(c_t)``).
 
     Args:
-        gates_x: ``[B, G]`` the input projection of this step with both biases,
+        gates_x: ``(B, G)`` the input projection of this step with both biases,
             ``G = 2 n_chunk + 4 H`` in the layout ``[i~ | f~ | o | c^ | i | f]``.
-        h, c: ``[B, H]`` the previous hidden and cell state.
-        w_hh_t: ``[H, G]`` the recurrent weight, transposed.
+        h, c: ``(B, H)`` the previous hidden and cell state.
+        w_hh_t: ``(H, G)`` the recurrent weight, transposed.
         n_chunk, chunk_size: master units and units per master unit (``H = n_chunk * chunk_size``).
 
     Returns:
-        ``(h_t [B, H], c_t [B, H], f~_t [B, n_chunk])``.
+        ``(h_t (B, H), c_t (B, H), f~_t (B, n_chunk))``.
     """
     return on_lstm_cell(torch.addmm(gates_x, h, w_hh_t), c, n_chunk, chunk_size)
 
 
 def on_lstm_cell(gates: Tensor, c: Tensor, n_chunk: int, chunk_size: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The gates and state update of one step from its pre-activations ``gates`` ``[B, G]``
-    (``W x_t + U h_{t-1} + b``, layout ``[i~ | f~ | o | c^ | i | f]``) and ``c_{t-1}`` ``[B, H]``.
-    Returns ``(h_t [B, H], c_t [B, H], f~_t [B, n_chunk])`` (eqs. 9-14, :func:`on_lstm_step`)."""
+    """The gates and state update of one step from its pre-activations ``gates`` ``(B, G)``
+    (``W x_t + U h_{t-1} + b``, layout ``[i~ | f~ | o | c^ | i | f]``) and ``c_{t-1}`` ``(B, H)``.
+    Returns ``(h_t (B, H), c_t (B, H), f~_t (B, n_chunk))`` (eqs. 9-14, :func:`on_lstm_step`)."""
     b = c.shape[0]
     gates = gates.to(c.dtype)  # under bf16 autocast the products are bf16; the state stays c's
     # split / unbind, never indexing: the backward of an index fills a zero tensor of the whole
@@ -137,53 +139,6 @@ def on_lstm_cell(gates: Tensor, c: Tensor, n_chunk: int, chunk_size: int) -> tup
     return h_new.reshape(b, -1), c_new.reshape(b, -1), f_master
 
 
-#: recurrent weights with at least this many elements get their gradient once after the loop
-#: (8 MB in float32; the paper's layers have 5.6M and 1.9M, ``small``'s 1.1M, ``mini``'s 0.3M)
-WEIGHT_GRAD_ONCE_MIN = 2**21
-
-
-class _WeightGradientOnce(torch.autograd.Function):
-    """The recurrent weight's gradient in one matmul after the loop (what fused LSTM kernels do).
-
-    Autograd would compute ``dW^T += h_{t-1}^T dgates_t`` at every step: a ``[H, G]`` product with
-    inner size B, written and accumulated N times (memory-bound: 21 MB per step at the paper's
-    width). Instead :class:`_RecurrentMatmul` keeps each step's ``(h_{t-1}, dgates_t)`` and this
-    node, upstream of every step through a 0-d token, sums them as ``cat(h)^T @ cat(dgates)``
-    (inner size B N) once all steps are done. Same values; first-order gradients only.
-    """
-
-    @staticmethod
-    def forward(ctx, w_hh_t: Tensor, store: list) -> Tensor:
-        ctx.store = store
-        return w_hh_t.new_zeros(())  # the token
-
-    @staticmethod
-    def backward(ctx, _grad_token):
-        if not ctx.store:
-            return None, None
-        hs, grads = zip(*ctx.store)
-        ctx.store.clear()
-        return torch.cat(hs).t() @ torch.cat(grads), None  # (H, G)
-
-
-class _RecurrentMatmul(torch.autograd.Function):
-    """``gates_x + h @ w_hh_t`` whose backward gives ``dgates_x`` and ``dh`` and leaves ``dW`` to
-    :class:`_WeightGradientOnce` (it stores ``(h, dgates)`` and returns a zero for the token)."""
-
-    @staticmethod
-    def forward(ctx, gates_x: Tensor, h: Tensor, w_hh_t: Tensor, token: Tensor, store: list) -> Tensor:
-        ctx.save_for_backward(h, w_hh_t)
-        ctx.store = store
-        return torch.addmm(gates_x, h, w_hh_t)
-
-    @staticmethod
-    def backward(ctx, grad):
-        h, w_hh_t = ctx.saved_tensors
-        grad = grad.to(w_hh_t.dtype)  # under bf16 autocast the forward product was bf16, the weight is not
-        ctx.store.append((h, grad))
-        return grad, grad @ w_hh_t.t(), None, grad.new_zeros(()), None
-
-
 def on_lstm_loop(
     gates_x: Tensor,
     w_hh_t: Tensor,
@@ -196,27 +151,27 @@ def on_lstm_loop(
     weight_grad_once: bool | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The loop over time of :func:`on_lstm_recurrence` (see it for the arguments), with the state
-    masked from step ``first_padded`` on; ``w_hh_t`` is ``[H, G]``.
+    masked from step ``first_padded`` on; ``w_hh_t`` is ``(H, G)``.
 
     ``weight_grad_once``: when gradients are wanted, compute the recurrent weight's gradient once
-    after the loop (:class:`_WeightGradientOnce`) rather than autograd's product at every step.
-    None = when the weight has at least :data:`WEIGHT_GRAD_ONCE_MIN` elements (measured on CPU:
-    x1.4-1.5 forward+backward at the paper's widths, no difference beyond noise at ``mini`` /
-    ``small``, whose per-step products stay in cache).
+    after the loop (:func:`~syntaxformer.kernels.on_lstm.weight_gradient_once_product`: the same
+    product, one ``(H, B N) @ (B N, G)`` matmul after the loop) rather than autograd's product at every
+    step. None = when the weight has at least
+    :data:`~syntaxformer.kernels.on_lstm.WEIGHT_GRAD_ONCE_MIN` elements (measured on CPU: x1.4-1.5
+    forward+backward at the paper's widths, no difference beyond noise at ``mini`` / ``small``, whose
+    per-step products stay in cache).
     """
     outputs: list[Tensor] = []
     masters: list[Tensor] = []
     if weight_grad_once is None:
         weight_grad_once = w_hh_t.numel() >= WEIGHT_GRAD_ONCE_MIN
-    batched = weight_grad_once and torch.is_grad_enabled() and w_hh_t.requires_grad
-    if batched:
-        store: list = []
-        token = _WeightGradientOnce.apply(w_hh_t, store)
+    fast_product = None  # the kernel's per-step product (kernels/on_lstm.py), or None: torch.addmm
+    if weight_grad_once and torch.is_grad_enabled() and w_hh_t.requires_grad:
+        fast_product = weight_gradient_once_product(w_hh_t)
     for t, gates_x_t in enumerate(gates_x.unbind(1)):  # unbind: one backward op, not N index fills
-        gates = (
-            _RecurrentMatmul.apply(gates_x_t, h, w_hh_t, token, store) if batched else torch.addmm(gates_x_t, h, w_hh_t)
-        )  # (B, G)
-        h_new, c_new, f_master = on_lstm_cell(gates, c, n_chunk, chunk_size)
+        # W x_t + U h_{t-1} + b: (B, G)
+        gates = torch.addmm(gates_x_t, h, w_hh_t) if fast_product is None else fast_product(gates_x_t, h)
+        h_new, c_new, f_master = on_lstm_cell(gates, c, n_chunk, chunk_size)  # (B, H), (B, H), (B, n_chunk)
         if mask is not None and t >= first_padded:
             keep = mask[:, t : t + 1]  # (B, 1) bool
             h_new = torch.where(keep, h_new, h)
@@ -233,15 +188,15 @@ def on_lstm_recurrence(
     """Run one ON-LSTM layer over time.
 
     Args:
-        gates_x: ``[B, N, G]`` input projections of every step, both biases included.
-        w_hh: ``[G, H]`` the recurrent weight (after DropConnect).
-        h, c: ``[B, H]`` the initial state.
-        mask: ``[B, N]`` bool, True = real token; a padded step keeps the state. None = no padding.
+        gates_x: ``(B, N, G)`` input projections of every step, both biases included.
+        w_hh: ``(G, H)`` the recurrent weight (after DropConnect).
+        h, c: ``(B, H)`` the initial state.
+        mask: ``(B, N)`` bool, True = real token; a padded step keeps the state. None = no padding.
         chunk_size: units per master unit.
         loop: :func:`on_lstm_loop`, or another loop with its signature (the benchmark's contrast).
 
     Returns:
-        ``(outputs [B, N, H], f_master [B, N, n_chunk], h_N [B, H], c_N [B, H])``: each step's hidden
+        ``(outputs (B, N, H), f_master (B, N, n_chunk), h_N (B, H), c_N (B, H))``: each step's hidden
         state (the state carried through at padding), each step's master forget gate, the final state.
     """
     n_chunk = h.shape[1] // chunk_size
@@ -259,7 +214,7 @@ def on_lstm_recurrence(
 
 def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """Variational dropout: one mask per sentence and feature, shared by every time step.
-    ``[B, N, d]`` -> ``[B, N, d]`` (kept values scaled by 1/(1-p))."""
+    ``(B, N, d)`` -> ``(B, N, d)`` (kept values scaled by 1/(1-p))."""
     if not training or p == 0.0:
         return x
     mask = x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(1.0 - p) / (1.0 - p)  # (B, 1, d)
@@ -269,7 +224,7 @@ def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
 def embedding_dropout(weight: Tensor, input_ids: Tensor, p: float, training: bool) -> Tensor:
     """Embedding lookup with whole rows (word types) dropped (``embedded_dropout`` of AWD-LSTM).
 
-    Args: weight ``[V, E]``; input_ids ``[B, N]``. Returns ``[B, N, E]``.
+    Args: weight ``(V, E)``; input_ids ``(B, N)``. Returns ``(B, N, E)``.
     """
     if training and p > 0.0:
         keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1.0 - p) / (1.0 - p)  # (V, 1)
@@ -306,8 +261,8 @@ class OnLstmLayer(nn.Module):
         self.loop = on_lstm_loop  # the loop over time (a benchmark may put a compiled one here)
 
     def forward(self, x: Tensor, mask: Tensor | None, state: tuple[Tensor, Tensor] | None = None):
-        """x ``[B, N, in]``, mask ``[B, N]`` bool or None, state ``(h, c)`` each ``[B, H]`` or None
-        (zeros). Returns ``(outputs [B, N, H], f_master [B, N, n_chunk], (h_N, c_N))``."""
+        """x ``(B, N, in)``, mask ``(B, N)`` bool or None, state ``(h, c)`` each ``(B, H)`` or None
+        (zeros). Returns ``(outputs (B, N, H), f_master (B, N, n_chunk), (h_N, c_N))``."""
         if state is None:
             zeros = x.new_zeros(x.shape[0], self.hidden_size)
             state = (zeros, zeros)
@@ -332,11 +287,11 @@ class OnLstmStack(nn.ModuleList):
         self.dropouth = dropouth
 
     def forward(self, x: Tensor, mask: Tensor | None, state=None):
-        """x ``[B, N, in]``, mask ``[B, N]`` bool or None, state per layer ``(h, c)`` or None.
+        """x ``(B, N, in)``, mask ``(B, N)`` bool or None, state per layer ``(h, c)`` or None.
 
         Returns:
-            ``(hiddens, distances, states)``: each layer's outputs ``[B, N, H_l]`` (before dropout),
-            the distances ``[B, L, N]`` (:func:`syntactic_distance`; 0 at padding) and each layer's
+            ``(hiddens, distances, states)``: each layer's outputs ``(B, N, H_l)`` (before dropout),
+            the distances ``(B, L, N)`` (:func:`syntactic_distance`; 0 at padding) and each layer's
             final ``(h, c)``.
         """
         masters, hiddens, states = [], [], []

@@ -40,7 +40,7 @@ The fast recurrence
   ``x[:, t]`` fills a zero tensor of the whole ``x`` for every t (this halved the time of a
   ``mini`` forward+backward).
 * For large layers the recurrent weight's gradient is one ``[H, B N] @ [B N, G]`` matmul after
-  the loop (:class:`_WeightGradientOnce`) instead of autograd's ``[H, B] @ [B, G]`` product written
+  the loop (:mod:`syntaxformer.kernels.on_lstm`) instead of autograd's ``[H, B] @ [B, G]`` product written
   and accumulated at every step (memory-bound at large widths: x1.4-1.5 forward+backward at the
   paper's; small layers keep autograd's, which stays in cache).
 * With padding (an ``attention_mask``, or padding tokens) the state is masked (``torch.where``) at
@@ -90,8 +90,6 @@ from ..blocks.on_lstm import (  # noqa: F401  (the recurrence lives in the block
     WEIGHT_GRAD_ONCE_MIN,
     OnLstmLayer,
     OnLstmStack,
-    _RecurrentMatmul,
-    _WeightGradientOnce,
     cell_state,
     cumax,
     drop_connect,

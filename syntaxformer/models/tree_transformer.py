@@ -3,8 +3,8 @@
 Config -> model -> MLM head. The layers are the shared pre-LN encoder of
 :mod:`syntaxformer.models.encoder` (embeddings, self-attention with a prior, feed-forward, layer,
 stack); the constituent prior (link probabilities, C) is the registry's ``"constituent"`` prior,
-:mod:`syntaxformer.priors.constituent`; the attention kernels ("eager", "sdpa") are in
-:mod:`syntaxformer.priors.attention`.
+:mod:`syntaxformer.priors.constituent`; the attention ("eager", the literal reference, and "sdpa") is
+:mod:`syntaxformer.priors.attention`, its fast paths are :mod:`syntaxformer.kernels`.
 
 Architecture (the authors' public code, DESIGN.md §1.2): word embeddings × √d_model + sinusoidal
 positions; ``L`` pre-LayerNorm blocks, each
@@ -212,7 +212,7 @@ class TreeTransformerConfig(PretrainedConfig):
             it separates the parts of the official variant (docs/recipes.md).
         constituent_fused: False (default: today's numerics, bit for bit) or True: the prior's link
             chain (eqs. 6-8 and the cumulative logs) and the gradient of ``log C`` run as hand-written
-            fused kernels (:class:`~syntaxformer.priors.constituent.FusedLinkChain`,
+            fused kernels (:class:`~syntaxformer.kernels.constituent.FusedLinkChain`,
             :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp`): the same function,
             float rounding differs (benchmarks/train_step.py).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return

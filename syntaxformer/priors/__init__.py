@@ -2,8 +2,8 @@
 
 :data:`PRIORS` maps ``config.prior`` to a :class:`~syntaxformer.priors.base.StructuralPrior` class
 (``"none"``: no prior, the plain Transformer). The interface is in :mod:`syntaxformer.priors.base`; the
-attention kernels that consume it (``ATTENTION_FUNCTIONS["eager" | "sdpa"]``) in
-:mod:`syntaxformer.priors.attention`. Adding a prior: its file, one line below, its tests
+attention that consumes it (``ATTENTION_FUNCTIONS["eager" | "sdpa"]``) in
+:mod:`syntaxformer.priors.attention` (its fast paths in :mod:`syntaxformer.kernels`). Adding a prior: its file, one line below, its tests
 (ARCHITECTURE.md).
 """
 

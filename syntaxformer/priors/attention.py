@@ -1,40 +1,32 @@
-"""Attention kernels, plain functions chosen by a config string (``ATTENTION_FUNCTIONS[name]``).
+"""The attention a prior feeds, chosen by a config string (``ATTENTION_FUNCTIONS[name]``).
 
-Every kernel computes, per head,
+Every choice computes, per head,
 
     out = E V,   E = M ⊙ softmax(Q Kᵀ / √d_k + B + padding mask)      (no renormalisation)
 
 with ``M`` a multiplicative prior (``prior``, a :class:`~syntaxformer.priors.base.MultiplicativePrior`
-with O(N) state, e.g. the Tree Transformer's constituent prior ``C``) or ``M = 1`` when ``prior is None``,
-and ``B`` an additive score bias (``bias``, (B, 1 or H, N, N), or None). The kernels know no prior by
-name: the layer unpacks a :class:`~syntaxformer.priors.base.PriorOutput` into these two arguments.
+with O(N) state, e.g. the Tree Transformer's constituent prior ``C``, paper eq. 2) or ``M = 1`` when
+``prior is None``, and ``B`` an additive score bias (``bias``, (B, 1 or H, N, N), or None). They know no
+prior by name: the layer unpacks a :class:`~syntaxformer.priors.base.PriorOutput` into these two arguments.
 
 ``"eager"``
-    the literal reference: materialises the (B, H, N, N) scores, softmax and product, and can return
-    the attention ``E`` that the layer uses.
+    :func:`eager_attention`, the literal reference: materialises the (B, H, N, N) scores, softmax and
+    product, and can return the attention ``E`` that the layer uses.
 ``"sdpa"``
-    the fast path: PyTorch's ``scaled_dot_product_attention`` without a multiplicative prior (the
-    bias as a float mask); with one, :class:`BlockwisePriorAttention`, which builds ``M``'s rows from
-    the prior's state block by block (never the whole (B, N, N) prior), has a hand-written backward,
-    and keeps the (B, H, N, N)
-    attention for the backward only up to :data:`SAVE_ATTENTION_ELEMENTS` (above, it recomputes it
-    block by block: memory linear in N). See :func:`sdpa_attention`.
+    :func:`sdpa_attention`, the fast path: the fused kernels of :mod:`syntaxformer.kernels.attention`
+    (PyTorch's ``scaled_dot_product_attention`` without a multiplicative prior; with one, the blockwise
+    kernel, which never builds the whole (B, N, N) prior). Tested against the eager reference.
 
-Signature of every kernel::
+Signature of both::
 
     fn(query, key, value, key_mask, prior=None, dropout_p=0.0, output_attentions=False, bias=None)
         -> (out (B, H, N, d_k), attentions (B, H, N, N) or None)
 
 ``query, key, value``: (B, H, N, d_k); ``key_mask``: (B, N) bool, True = real token (padding keys are
 masked; padding queries produce finite garbage that callers ignore); ``dropout_p``: attention dropout
-(applied to ``E``, after the product, as the public code), 0 at evaluation.
-
-Denormal numbers: products of many link probabilities put entries of ``E`` in float32's denormal range,
-which is 10-100× slower on CPU. :mod:`syntaxformer.runtime` owns the CPU's flush-to-zero flag; where it
-is not set (:func:`~syntaxformer.runtime.flush_to_zero_is_on`), or off CPU, the kernels flush values
-below the smallest normal float to 0 themselves (what flush-to-zero hardware does).
-
-benchmarks/README.md has the measured step times and peak memory.
+(applied to ``E``, after the product, as the public code; masks from :mod:`syntaxformer.kernels.dropout`),
+0 at evaluation. Denormal values of ``M`` and ``E`` are flushed to 0 (:mod:`syntaxformer.kernels.denormals`,
+DESIGN.md §5).
 """
 
 from __future__ import annotations
@@ -42,49 +34,11 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ..blocks.dropout import drop_mask, keep_scale
-from ..runtime import flush_to_zero_is_on
+from ..kernels.attention import blockwise_prior_attention, padding_bias, sdpa_without_prior
+from ..kernels.denormals import exp_flushed, flush_if_needed_
+from ..kernels.dropout import drop_mask, keep_scale
 from .base import MultiplicativePrior
-
-
-def _needs_explicit_flush(x: torch.Tensor) -> bool:
-    """Explicit flush-to-zero is needed unless ``x`` is on CPU and the CPU already flushes."""
-    return not (x.device.type == "cpu" and flush_to_zero_is_on())
-
-
-def _flush_(x: torch.Tensor) -> torch.Tensor:
-    """In place: values below the smallest normal float of ``x``'s dtype become 0 (explicit
-    flush-to-zero). Returns ``x``."""
-    return x.masked_fill_(x.abs() < torch.finfo(x.dtype).tiny, 0.0)
-
-
-def exp_flushed(log_x: torch.Tensor) -> torch.Tensor:
-    """``exp(log_x)`` with results below the smallest normal float set to 0 (flush-to-zero), without
-    evaluating ``exp`` where it would underflow.
-
-    PyTorch's CPU ``exp`` takes a slow path on arguments whose result is denormal or 0 (torch 2.13,
-    measured: 1 ms per 2^20 floats in the normal range, 10-34 ms below about -87 in float32), and a
-    long sentence's ``log C`` is mostly such arguments (products of many link probabilities). So the
-    arguments are floored just above ``log(tiny)`` first and the entries that were below the floor
-    are set to 0 afterwards. Differentiable (gradient 0 where the result is 0).
-
-    Args:
-        log_x: any shape, float.
-    Returns:
-        same shape: ``exp(log_x)``, 0 where ``log_x < log(tiny) + 0.1``.
-    """
-    floor = math.log(torch.finfo(log_x.dtype).tiny) + 0.1
-    return torch.exp(log_x.clamp_min(floor)).masked_fill(log_x < floor, 0.0)
-
-
-def _padding_bias(key_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(B, 1, 1, N) additive mask: 0 for real keys, a large negative number for padding keys."""
-    return torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device).masked_fill(
-        ~key_mask, torch.finfo(dtype).min
-    )[:, None, None, :]
 
 
 def eager_attention(
@@ -97,239 +51,31 @@ def eager_attention(
     output_attentions: bool = False,
     bias: torch.Tensor | None = None,
 ):
-    """The literal reference: ``E = M ⊙ softmax(QKᵀ/√d_k + B)``, ``out = dropout(E) V``.
+    """The literal reference: ``E = M ⊙ softmax(QKᵀ/√d_k + B)``, ``out = dropout(E) V`` (Wang et al.
+    2019, eq. 2, with ``M = C``; Vaswani et al. 2017 with ``M = 1``).
 
     Materialises (B, H, N, N) scores and ``E``, and (B, N, N) ``M``. Values of ``M`` below the
-    smallest normal float are 0 (:func:`exp_flushed`), and so are those of ``E``, explicitly unless
-    the CPU already flushes (:func:`flush_to_zero_is_on`). See the module docstring for arguments
-    and returns.
+    smallest normal float are 0 (:func:`~syntaxformer.kernels.denormals.exp_flushed`), and so are those
+    of ``E``, explicitly unless the CPU already flushes. See the module docstring for arguments and
+    returns; no errors of its own.
     """
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, N, N)
     if bias is not None:
-        scores = scores + bias
-    scores = scores + _padding_bias(key_mask, scores.dtype)
-    attn = torch.softmax(scores, dim=-1)
+        scores = scores + bias  # (B, H, N, N)
+    scores = scores + padding_bias(key_mask, scores.dtype)  # (B, H, N, N); padding keys -> dtype's min
+    attn = torch.softmax(scores, dim=-1)  # (B, H, N, N)
     if prior is not None:
-        flush = _flush_ if _needs_explicit_flush(query) else (lambda x: x)
         constituent = exp_flushed(prior.log_prior())  # (B, N, N) M
         # (B, H, N, N), no renormalisation; expand_as: the same product, but torch 2.13's CPU kernel
         # is ~4x slower on a (B, H, N, N) × (B, 1, N, N) product than on the expanded operand
-        attn = flush(attn * constituent[:, None].expand_as(attn))  # in place on the fresh product
-    if dropout_p > 0:  # E' = dropout(E): the masks of syntaxformer.blocks.dropout, as every kernel
+        attn = flush_if_needed_(attn * constituent[:, None].expand_as(attn), like=query)  # in place on the product
+    if dropout_p > 0:  # E' = dropout(E), (B, H, N, N)
         used = attn.masked_fill(drop_mask(attn.shape, dropout_p, attn.device), 0.0) * keep_scale(dropout_p, attn.device)
     else:
         used = attn
     out = used @ value  # (B, H, N, d_k)
     return out, (attn if output_attentions else None)
-
-
-#: (B, H, N, N) sizes up to this many elements keep the attention for the backward (no
-#: recomputation, memory as a plain Transformer's eager/math attention); larger ones are recomputed
-#: block by block in the backward (memory linear in N). 2^23 = 32 MiB per float32 tensor: on CPU,
-#: measured with the small preset, keeping is faster at 4M elements and slower at 16M (large
-#: buffers stream through main memory; blocks stay closer to the caches).
-SAVE_ATTENTION_ELEMENTS = 1 << 23
-
-#: elements of one (B, H, rows, N) block of scores when the attention is recomputed: the kernel's
-#: working set (16 MiB in float32), and all it holds beyond its O(N) inputs and outputs (smaller
-#: blocks are slower on CPU: 2^18 elements cost +25% at N = 2048, 2^20 +5%, 2^22 +2%)
-BLOCK_ELEMENTS = 1 << 22
-
-
-def query_blocks(
-    batch: int, heads: int, n_query: int, n_key: int, block_elements: int = BLOCK_ELEMENTS
-) -> list[tuple[int, int]]:
-    """The blocks of query rows of :class:`BlockwisePriorAttention`'s recomputing mode.
-
-    Args:
-        batch, heads, n_query, n_key: the attention's (B, H, N_q, N_k) sizes.
-        block_elements: most scores per block.
-    Returns:
-        half-open ranges ``(start, stop)`` covering ``0 .. n_query`` in order, each with
-        ``batch · heads · (stop - start) · n_key <= block_elements`` (or one query row when even a
-        single row is larger).
-    """
-    rows = max(1, block_elements // max(1, batch * heads * n_key))
-    return [(start, min(start + rows, n_query)) for start in range(0, n_query, rows)]
-
-
-class BlockwisePriorAttention(torch.autograd.Function):
-    """``out = dropout(M ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with a hand-written backward.
-
-    The same function as :func:`eager_attention` for a multiplicative prior ``M`` (for the Tree
-    Transformer ``M = C``: eq. 2 of the paper with the prior of eqs. 3-4). ``M`` never exists whole:
-    its rows are computed from the prior's state block by block (``log_rows(state, (start, stop))``
-    of the :class:`~syntaxformer.priors.base.MultiplicativePrior`), in the forward and again in the
-    backward, so the prior keeps only its O(N) state for the backward. Two modes:
-
-    ``block_elements=None`` (keep the attention)
-        one block; saves ``A`` and ``E'`` (B, H, N, N) as PyTorch's eager/math attention saves its
-        softmax, and no scores, ``M``, ``log M`` or dropout mask. Fastest on CPU.
-    ``block_elements=k`` (recompute, as flash attention)
-        blocks of query rows with at most ``k`` scores each (:func:`query_blocks`); saves nothing
-        N×N: ``Q/√d_k, K, V, out`` (B, H, N, d_k), ``P`` and the padding mask. The backward
-        recomputes each block's scores and softmax (one more ``Q Kᵀ`` product) and redraws its
-        dropout mask from the generator state saved at the forward. Memory linear in N.
-
-    With ``A = softmax(S)``, ``E = M ⊙ A``, ``E'`` = E after dropout (mask ``m``, scale
-    ``1/(1-p)``, folded into ``M``) and ``dP = dO Vᵀ``:
-
-        G = E' ⊙ dP = E ⊙ dE,   dS = G - A ⊙ D,   D_i = rowsum(G)_i = dO_i · out_i   (as flash attention)
-        dV = E'ᵀ dO,   d(log M) = Σ_heads G   (then into the state by autograd through the block's log M)
-
-    Dropout masks come from :func:`~syntaxformer.blocks.dropout.drop_mask`, kept values scaled by
-    :func:`~syntaxformer.blocks.dropout.keep_scale` (the eager kernel draws its mask the same way,
-    so with one block the same seed gives the same mask). Values of ``M`` below the smallest normal
-    float are 0 (:func:`exp_flushed`), and those of ``E`` (and of ``G`` in the backward) when
-    ``flush`` is True, as in the eager kernel. Scores, softmax and ``M`` are float32 for half-precision inputs (the products run in the
-    input dtype).
-
-    Inputs: ``query, key, value`` (B, H, N, d_k); ``state`` the prior's O(N) state (differentiable);
-    ``pad`` (B, 1, 1, N) float32 additive padding mask; ``dropout_p`` float; ``flush`` bool;
-    ``log_rows`` the prior's row builder ``(state, (start, stop)) -> (B, b, N)``; ``block_elements``
-    int or None; ``log_rows_vjp`` None (autograd through ``log_rows`` for ``d state``) or the
-    prior's closed-form ``(state, (start, stop), d rows) -> d state`` (e.g.
-    :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp` with ``constituent_fused``).
-    Output: (B, H, N, d_k). Not twice differentiable.
-    """
-
-    @staticmethod
-    def forward(
-        ctx,
-        query,
-        key,
-        value,
-        state,
-        pad,
-        dropout_p: float,
-        flush: bool,
-        log_rows=None,
-        block_elements: int | None = None,
-        log_rows_vjp=None,
-    ):
-        batch, heads, n, _ = query.shape
-        scale = 1.0 / math.sqrt(query.shape[-1])
-        query = query * scale  # (B, H, N, d_k); scaling Q is cheaper than scaling the N×N scores
-        # the heads' views (B, N, H, d_k).transpose(1, 2) are not contiguous: every batched product
-        # would copy them again (forward and backward); copy K and V once
-        key, value = key.contiguous(), value.contiguous()
-        cum = state.detach()
-        acc = _accumulation_dtype(query.dtype)
-        rng_state = _rng_state(query.device) if dropout_p > 0 and block_elements is not None else None
-        blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
-        out = torch.empty_like(query)  # (B, H, N, d_k)
-        for start, stop in blocks:
-            log_c = log_rows(cum.to(acc), (start, stop))  # (B, b, N)
-            attn, used = _block_attention(query[:, :, start:stop], key, log_c, pad, dropout_p, flush)  # A, E'
-            out[:, :, start:stop] = torch.matmul(used.to(value.dtype), value)
-        saved = (attn, used) if block_elements is None else ()
-        ctx.save_for_backward(query, key, value, cum, pad, out, *saved)
-        ctx.options = (scale, dropout_p, flush, log_rows, block_elements, rng_state, log_rows_vjp)
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        query, key, value, cum, pad, out, *saved = ctx.saved_tensors
-        scale, dropout_p, flush, log_rows, block_elements, rng_state, log_rows_vjp = ctx.options
-        autograd_rows = ctx.needs_input_grad[3] and log_rows_vjp is None
-        batch, heads, n, _ = query.shape
-        acc = _accumulation_dtype(query.dtype)
-        grad_out = grad_out.contiguous()  # (B, H, N, d_k)
-        delta = (grad_out.to(acc) * out.to(acc)).sum(-1, keepdim=True)  # (B, H, N, 1): D = rowsum(G)
-        grad_query = torch.empty_like(query)
-        grad_key = grad_value = grad_cum = None  # sums over the blocks, in ``acc``
-
-        def accumulate(total, part):
-            return part.to(acc) if total is None else total.add_(part)
-
-        blocks = [(0, n)] if block_elements is None else query_blocks(batch, heads, n, key.shape[2], block_elements)
-        restore_rng = None
-        if rng_state is not None:  # redraw the forward's masks, then leave the generator as it was
-            restore_rng = _rng_state(query.device)
-            _set_rng_state(query.device, rng_state)
-        try:
-            for start, stop in blocks:
-                rows = slice(start, stop)
-                if autograd_rows or not saved:  # the block's log C, once; differentiable for d P
-                    block_cum = cum.to(acc).detach().requires_grad_(autograd_rows)
-                    with torch.enable_grad():
-                        log_c = log_rows(block_cum, (start, stop))
-                if saved:
-                    attn, used = saved
-                else:
-                    attn, used = _block_attention(query[:, :, rows], key, log_c.detach(), pad, dropout_p, flush)
-                grad_value = accumulate(
-                    grad_value, torch.matmul(used.transpose(-2, -1).to(grad_out.dtype), grad_out[:, :, rows])
-                )
-                g = torch.matmul(grad_out[:, :, rows], value.transpose(-2, -1)).to(acc).mul_(used)  # G = E' ⊙ dP
-                del used
-                if flush:  # no flush-to-zero on this CPU: G's denormals would slow every pass below
-                    _flush_(g)
-                if autograd_rows:
-                    grad_cum = accumulate(grad_cum, torch.autograd.grad(log_c, block_cum, g.sum(1))[0])  # Σ_heads G
-                elif ctx.needs_input_grad[3]:
-                    grad_cum = accumulate(grad_cum, log_rows_vjp(cum.to(acc), (start, stop), g.sum(1)))
-                g.addcmul_(attn, delta[:, :, rows], value=-1.0)  # dS = G - A ⊙ D
-                g = g.to(query.dtype)
-                grad_query[:, :, rows] = torch.matmul(g, key).mul_(scale)
-                grad_key = accumulate(grad_key, torch.matmul(g.transpose(-2, -1), query[:, :, rows]))  # Q saved scaled
-        finally:
-            if restore_rng is not None:
-                _set_rng_state(query.device, restore_rng)
-        grad_cum = grad_cum.to(cum.dtype) if grad_cum is not None else None
-        return (
-            grad_query,
-            grad_key.to(key.dtype),
-            grad_value.to(value.dtype),
-            grad_cum,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-        )
-
-
-def _block_attention(query, key, log_c, pad, dropout_p, flush):
-    """``A = softmax(Q Kᵀ + padding)`` and ``E' = dropout(C ⊙ A)`` for a block of b (scaled) queries.
-
-    ``query`` (B, H, b, d_k), ``key`` (B, H, N, d_k), ``log_c`` the block's rows of ``log C``
-    (B, b, N) in the accumulation dtype (no autograd), ``pad`` (B, 1, 1, N). Returns two
-    (B, H, b, N) tensors in ``log_c``'s dtype.
-    """
-    scores = torch.matmul(query, key.transpose(-2, -1)).to(log_c.dtype)  # (B, H, b, N)
-    attn = torch.softmax(scores.add_(pad), dim=-1)
-    constituent = exp_flushed(log_c)[:, None]  # (B, 1, b, N), shared by the heads
-    if dropout_p > 0:
-        constituent.mul_(keep_scale(dropout_p, log_c.device))
-    # E (× 1/(1-p)), no renormalisation, written over the dead scores: a fresh (B, H, b, N) buffer
-    # for a broadcast product measured ~5× slower on CPU than writing into an existing one
-    used = torch.mul(attn, constituent, out=scores)
-    if flush:
-        _flush_(used)
-    if dropout_p > 0:
-        used.masked_fill_(drop_mask(used.shape, dropout_p, used.device), 0.0)  # E'
-    return attn, used
-
-
-def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float32 for half-precision inputs (scores, softmax and C in float32), else the input dtype."""
-    return torch.promote_types(dtype, torch.float32)
-
-
-def _rng_state(device: torch.device) -> torch.Tensor:
-    """State of ``device``'s default generator (to redraw dropout masks in the backward)."""
-    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
-
-
-def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
-    if device.type == "cuda":
-        torch.cuda.set_rng_state(state, device)
-    else:
-        torch.set_rng_state(state)
 
 
 def sdpa_attention(
@@ -342,60 +88,33 @@ def sdpa_attention(
     output_attentions: bool = False,
     bias: torch.Tensor | None = None,
 ):
-    """Fused path: PyTorch's fused attention without a multiplicative prior, the blockwise kernel with one.
+    """The fast path: the same function as :func:`eager_attention` by the fused kernels.
 
-    What runs and what materialises, per layer (honest account; see benchmarks/README.md):
+    * ``prior=None`` (plain Transformer, or an additive ``bias`` only):
+      :func:`~syntaxformer.kernels.attention.sdpa_without_prior` (``F.scaled_dot_product_attention``).
+    * a multiplicative prior, every device: :func:`~syntaxformer.kernels.attention.blockwise_prior_attention`
+      (``M``'s rows built from the prior's state block by block; the prior's closed-form
+      ``log_rows_vjp`` when it has one, e.g. ``constituent_fused``).
+    * ``output_attentions=True``, and a multiplicative prior together with a bias: :func:`eager_attention`,
+      as Hugging Face models do for attentions.
 
-    * ``prior=None`` (plain Transformer, or an additive ``bias`` only): ``F.scaled_dot_product_attention``
-      with a (B, 1, 1, N) padding mask plus the bias as a float mask (PyTorch picks its backend: flash
-      on CPU at evaluation and on CUDA; its math backend, which materialises (B, H, N, N), on CPU with
-      attention dropout or a bias that requires grad).
-    * a multiplicative prior, every device: :class:`BlockwisePriorAttention`. ``M``'s rows are built
-      from the prior's state block by block, never the whole (B, N, N) prior. In training (grad enabled) it
-      keeps ``A`` and ``E'`` for the backward while B·H·N² <= :data:`SAVE_ATTENTION_ELEMENTS` (as
-      PyTorch's math backend keeps its softmax), and above that recomputes them block by block of
-      :data:`BLOCK_ELEMENTS` scores (memory linear in N, as flash attention). Without gradients
-      (evaluation, parsing, perplexity) it runs blockwise and keeps nothing.
-      Why not a fused library kernel (the constituent prior): ``C ⊙ softmax(S)`` is ``softmax(S + log C)`` times a per-row
-      ``exp(LSE(S + log C) - LSE(S))``, which needs gradients through two log-sum-exps, and in
-      torch 2.13 no CPU kernel differentiates an attention bias (the flash kernel refuses a mask that
-      requires grad; FlexAttention has no CPU backward).
-
-    ``output_attentions=True``, and a multiplicative prior together with a bias, fall back to
-    :func:`eager_attention`, as Hugging Face models do for attentions.
+    Arguments and returns as the module docstring (attentions always None here). Tested against the
+    eager reference in ``tests/test_blockwise_attention.py`` and ``tests/test_tree_transformer.py``.
     """
     if output_attentions or (prior is not None and bias is not None):
         return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions, bias)
-    pad = _padding_bias(key_mask, torch.float32)  # (B, 1, 1, N)
     if prior is None:
-        mask = pad.to(query.dtype) if bias is None else bias.to(query.dtype) + pad.to(query.dtype)
-        if bias is not None and bias.requires_grad and torch.is_grad_enabled():
-            # the fused kernels do not differentiate a mask: PyTorch's math backend does
-            with sdpa_kernel(SDPBackend.MATH):
-                out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
-        else:
-            out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
-        return out, None
-    flush = _needs_explicit_flush(query)
-    batch, heads, n, _ = query.shape
-    keep_attention = torch.is_grad_enabled() and batch * heads * n * n <= SAVE_ATTENTION_ELEMENTS
-    out = BlockwisePriorAttention.apply(
-        query,
-        key,
-        value,
-        prior.state,
-        pad,
-        dropout_p,
-        flush,
-        prior.log_rows,
-        None if keep_attention else BLOCK_ELEMENTS,
-        getattr(prior, "log_rows_vjp", None),
-    )
-    return out, None
+        return sdpa_without_prior(query, key, value, key_mask, dropout_p, bias), None
+    log_rows_vjp = getattr(prior, "log_rows_vjp", None)
+    return blockwise_prior_attention(
+        query, key, value, key_mask, prior.state, prior.log_rows, log_rows_vjp, dropout_p
+    ), None
 
 
-#: config string (``config._attn_implementation``) -> kernel
+#: config string (``config._attn_implementation``) -> attention function
 ATTENTION_FUNCTIONS = {
     "eager": eager_attention,
     "sdpa": sdpa_attention,
 }
+
+__all__ = ["ATTENTION_FUNCTIONS", "eager_attention", "sdpa_attention"]

@@ -21,7 +21,8 @@ any of
   hierarchical constraint), and ``record`` -- per-layer tensors the model returns (e.g.
   ``{"link_probs": (B, N-1)}``).
 
-The attention kernels (:mod:`syntaxformer.priors.attention`) consume the fields; they know no prior by
+The attention functions (:mod:`syntaxformer.priors.attention`, and the kernels of
+:mod:`syntaxformer.kernels.attention` behind its ``"sdpa"``) consume the fields; they know no prior by
 name. Per-sentence structure given with the input (e.g. a dependency tree's heads) reaches every
 layer's prior as ``forward(..., inputs=dict)`` (the model's ``structure_inputs``). A new prior is one file defining a :class:`StructuralPrior` subclass, one line in the registry,
 and its tests (ARCHITECTURE.md, "How to add a prior").

@@ -39,6 +39,11 @@ Two variants (``variant=``):
 
 Padding never leaks into real tokens in either variant: real-real entries of ``C`` only involve
 links between real words. (Real-padding entries are finite; the attention masks padding keys.)
+
+The fast paths of these equations (eq. 5 as one bilinear form, eqs. 6-8 and ``P`` fused with a
+hand-written backward, the closed-form gradient of ``log C``) are kernels,
+:mod:`syntaxformer.kernels.constituent`, chosen by :class:`ConstituentAttention` (``fused``, the
+config's ``constituent_fused``) and tested against the functions here.
 """
 
 from __future__ import annotations
@@ -49,6 +54,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..kernels.constituent import (
+    fused_link_chain,
+    log_constituent_prior_vjp,
+    neighbour_score_form,
+    neighbour_scores_bilinear,
+)
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 
 VARIANTS = ("paper", "official")
@@ -101,96 +112,6 @@ def neighbour_scores(query: torch.Tensor, key: torch.Tensor, scale: float) -> tu
     s_right = (query[:, :-1] * key[:, 1:]).sum(-1) / scale  # (B, N-1)
     s_left = (query[:, 1:] * key[:, :-1]).sum(-1) / scale  # (B, N-1)
     return s_right, s_left
-
-
-def neighbour_score_form(
-    query: nn.Linear, key: nn.Linear, scale: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The neighbour scores of eq. 5 as one bilinear form of the layer input (DESIGN.md §5).
-
-    With ``q_i = W_q h_i + b_q`` and ``k_j = W_k h_j + b_k`` (``nn.Linear``), exactly
-
-        q_i · k_j / scale = (h_iᵀ M h_j + h_i·u + h_j·w + c) / scale,
-        M = W_qᵀ W_k,  u = W_qᵀ b_k,  w = W_kᵀ b_q,  c = b_q · b_k,
-
-    so one d×d product per token, ``h M / scale``, replaces the two projections (forward: one
-    product instead of two; backward: two instead of four), at the price of forming ``M`` (d³ per
-    call, independent of the batch). Same function of the parameters (the bias terms are kept);
-    only float rounding differs.
-
-    Args:
-        query, key: the module's ``nn.Linear(d, d)`` projections (weights (d, d), biases (d,)).
-        scale: the score divisor (d_model/2 or 256).
-    Returns:
-        ``(M / scale, [u | w] / scale, c / scale)``: (d, d), (d, 2) and a scalar tensor.
-    """
-    w_q, w_k = query.weight, key.weight  # (d, d) each, (out, in)
-    b_q = query.bias if query.bias is not None else w_q.new_zeros(w_q.shape[0])
-    b_k = key.bias if key.bias is not None else w_k.new_zeros(w_k.shape[0])
-    bilinear = (w_q.t() @ w_k) / scale  # (d, d)
-    linear = torch.stack([w_q.t() @ b_k, w_k.t() @ b_q], dim=1) / scale  # (d, 2)
-    return bilinear, linear, (b_q @ b_k) / scale
-
-
-class _BilinearNeighbourScores(torch.autograd.Function):
-    """``s_right[k] = r_k·h_{k+1} + hu_k + hw_{k+1} + c``, ``s_left[k] = r_{k+1}·h_k + hu_{k+1} + hw_k + c``.
-
-    Inputs ``r = h M`` (B, N, d), ``h`` (B, N, d), ``uw = [u | w]`` (d, 2) and ``c``; ``hu = h u`` and
-    ``hw = h w`` are computed inside. Autograd's own chain (two shifted slices of ``r`` and ``h`` per product, a
-    zero-filled gradient per slice, then their sum) makes several more passes over (B, N, d); this
-    backward writes ``d r`` and ``d h`` once each:
-
-        d r_k = g^R_k h_{k+1} + g^L_{k-1} h_{k-1},
-        d h_j = g^R_{j-1} r_{j-1} + g^L_j r_{j+1} + d hu_j u + d hw_j w,
-        d hu_k = g^R_k + g^L_{k-1},   d hw_k = g^R_{k-1} + g^L_k,   d c = Σ g^R + Σ g^L
-        (terms with a gap index outside 0..N-2 are absent).
-    """
-
-    @staticmethod
-    def forward(ctx, r, hidden, uw, offset):
-        hu, hw = hidden @ uw[:, 0], hidden @ uw[:, 1]  # (B, N) each (two matrix-vector products: an
-        # (N, d) × (d, 2) matrix product is several times slower on CPU)
-        s_right = (r[:, :-1] * hidden[:, 1:]).sum(-1) + hu[:, :-1] + hw[:, 1:] + offset  # (B, N-1)
-        s_left = (r[:, 1:] * hidden[:, :-1]).sum(-1) + hu[:, 1:] + hw[:, :-1] + offset  # (B, N-1)
-        ctx.save_for_backward(r, hidden, uw)
-        return s_right, s_left
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g_right, g_left):
-        r, hidden, uw = ctx.saved_tensors
-        gr, gl = g_right[..., None], g_left[..., None]  # (B, N-1, 1)
-        grad_hu = F.pad(g_right, (0, 1)) + F.pad(g_left, (1, 0))  # (B, N)
-        grad_hw = F.pad(g_right, (1, 0)) + F.pad(g_left, (0, 1))  # (B, N)
-        grad_r = torch.empty_like(r)  # (B, N, d)
-        torch.mul(hidden[:, 1:], gr, out=grad_r[:, :-1])
-        grad_r[:, -1] = 0.0
-        grad_r[:, 1:].addcmul_(hidden[:, :-1], gl)
-        grad_hidden = grad_hu[..., None] * uw[:, 0]  # (B, N, d)
-        grad_hidden.addcmul_(grad_hw[..., None], uw[:, 1])
-        grad_hidden[:, 1:].addcmul_(r[:, :-1], gr)
-        grad_hidden[:, :-1].addcmul_(r[:, 1:], gl)
-        flat = hidden.reshape(-1, hidden.shape[-1]).t()  # (d, B·N)
-        grad_uw = torch.stack([flat @ grad_hu.reshape(-1), flat @ grad_hw.reshape(-1)], dim=1)  # (d, 2)
-        return grad_r, grad_hidden, grad_uw, g_right.sum() + g_left.sum()
-
-
-def neighbour_scores_bilinear(
-    hidden: torch.Tensor, bilinear: torch.Tensor, linear: torch.Tensor, offset: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`neighbour_scores` of ``query(hidden)``, ``key(hidden)`` from :func:`neighbour_score_form`.
-
-    ``s_{i,j} = r_i · h_j + h_i·u + h_j·w + c`` (all over ``scale``) with ``r = h M``: one d×d
-    product per token, then the 2(N-1) neighbour dot products (with a hand-written backward).
-
-    Args:
-        hidden: (B, N, d) the (normalised) layer input ``h``.
-        bilinear, linear, offset: from :func:`neighbour_score_form`.
-    Returns:
-        ``(s_right, s_left)``, each (B, N-1), indexed by gap as :func:`neighbour_scores`.
-    """
-    r = hidden @ bilinear  # (B, N, d): h M / scale
-    return _BilinearNeighbourScores.apply(r, hidden, linear, offset)
 
 
 def neighbour_log_probabilities(
@@ -282,110 +203,6 @@ def cumulative_log_links(a: torch.Tensor, gap_mask: torch.Tensor, variant: str =
     return F.pad(torch.cumsum(log_a, dim=-1), (1, 0))  # (B, N)
 
 
-class FusedLinkChain(torch.autograd.Function):
-    """Eqs. 6-8 and ``P`` in one function with a hand-written backward (``constituent_fused=True``).
-
-    The same function as :func:`neighbour_log_probabilities` -> :func:`link_probability` ->
-    :func:`hierarchical_constraint` -> :func:`cumulative_log_links` (either variant), without
-    autograd's per-operation graph (about 40 small (B, N-1) nodes per layer, whose bookkeeping costs more
-    than their arithmetic at the default recipe's sizes). The backward, with ``u = s_right - s_{k,k-1}``,
-    ``v = s_left - s_{k+1,k+2}`` and ``σ`` the logistic function:
-
-        d log a_k = Σ_{j>k} dP_j (real gaps; 0 elsewhere),   d a = dA + d log a · (1/a | 1/(a+1e-9))
-        d a_prev = d a (1 - â),   d â = d a (1 - a_prev)
-        d (log p_R + log p_L) = d â · â / 2 (paper) | d â · pp / (2 â) (official), at real gaps
-        d s_right_k += d log p_R,k σ(-u_k),   d s_left_{k-1} -= d log p_R,k σ(-u_k)   (where word k has a left gap)
-        d s_left_k += d log p_L,k σ(-v_k),    d s_right_{k+1} -= d log p_L,k σ(-v_k)  (where word k+1 has a right gap)
-
-    Inputs: ``s_right, s_left`` (B, N-1) neighbour scores, ``gap_mask`` (B, N-1) bool, ``prior``
-    (B, N-1) links of the layer below or None, ``variant``. Outputs ``(a, P)``: (B, N-1), (B, N).
-    """
-
-    @staticmethod
-    def forward(ctx, s_right, s_left, gap_mask, prior, variant):
-        # the reference functions themselves (a Function's forward records no autograd graph)
-        log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)
-        a_hat = link_probability(log_p_right, log_p_left, gap_mask, variant)
-        a = hierarchical_constraint(prior, a_hat)
-        cum = cumulative_log_links(a, gap_mask, variant)
-        ctx.variant = variant
-        ctx.has_prior = prior is not None
-        ctx.save_for_backward(s_right, s_left, gap_mask, a_hat, a, prior)
-        return a, cum
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_a, grad_cum):
-        s_right, s_left, gap_mask, a_hat, a, prior = ctx.saved_tensors
-        has_left = F.pad(gap_mask[:, :-1], (1, 0), value=False)
-        has_right = F.pad(gap_mask[:, 1:], (0, 1), value=False)
-        u = s_right - F.pad(s_left[:, :-1], (1, 0))  # s_{k,k+1} - s_{k,k-1}
-        v = s_left - F.pad(s_right[:, 1:], (0, 1))  # s_{k+1,k} - s_{k+1,k+2}
-        grad_a = torch.zeros_like(a) if grad_a is None else grad_a
-        if grad_cum is not None:  # d log a_k = Σ_{j>k} dP_j
-            tail = grad_cum[:, 1:].flip(-1).cumsum(-1).flip(-1) * gap_mask
-            if ctx.variant == "paper":
-                tiny = torch.finfo(a.dtype).tiny
-                grad_a = grad_a + torch.where(a >= tiny, tail / a.clamp_min(tiny), torch.zeros_like(a))
-            else:
-                grad_a = grad_a + tail / (a + OFFICIAL_EPS)
-        grad_prior = grad_a * (1.0 - a_hat) if ctx.has_prior else None
-        grad_a_hat = grad_a * (1.0 - prior) if ctx.has_prior else grad_a
-        if ctx.variant == "paper":
-            grad_log_pp = grad_a_hat * a_hat * 0.5 * gap_mask
-        else:
-            pp = (a_hat * a_hat - OFFICIAL_EPS).clamp_min(0.0)  # p_R p_L, as a_hat = sqrt(pp + 1e-9)
-            grad_log_pp = grad_a_hat * pp * gap_mask * 0.5 / a_hat
-        d_u = grad_log_pp * has_left * torch.sigmoid(-u)
-        d_v = grad_log_pp * has_right * torch.sigmoid(-v)
-        grad_right = d_u - F.pad(d_v[:, :-1], (1, 0))
-        grad_left = d_v - F.pad(d_u[:, 1:], (0, 1))
-        return grad_right, grad_left, None, grad_prior, None
-
-
-def fused_link_chain(
-    s_right: torch.Tensor, s_left: torch.Tensor, gap_mask: torch.Tensor, prior: torch.Tensor | None, variant: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(a, P)`` of one layer from its neighbour scores through :class:`FusedLinkChain` (shapes there)."""
-    return FusedLinkChain.apply(s_right, s_left, gap_mask, prior, variant)
-
-
-def log_constituent_prior_vjp(
-    cum_log_links: torch.Tensor,
-    grad_rows: torch.Tensor,
-    variant: str = "paper",
-    log_diagonal: float | None = None,
-    rows: tuple[int, int] | None = None,
-) -> torch.Tensor:
-    """The gradient of :func:`log_constituent_prior`'s rows with respect to ``P``, in closed form.
-
-    With ``x_ij = -|P_i - P_j|``, ``log C_ij = f(x_ij)`` (paper: ``f(x) = x``; official:
-    ``f(x) = log(e^x + 1e-9)``, ``f'(x) = σ(x - log 1e-9)``) and ``W_ij = g_ij f'(x_ij) (-sign(P_i - P_j))``
-    (0 on a replaced diagonal): ``dP_i += Σ_j W_ij`` (the block's rows) and ``dP_j -= Σ_i W_ij``.
-    ``sign(0) = 0``, as autograd's ``abs`` backward.
-
-    Args:
-        cum_log_links: (B, N) ``P``.
-        grad_rows: (B, b, N) gradient of the rows ``rows`` of ``log C``.
-        variant, log_diagonal, rows: as :func:`log_constituent_prior`.
-    Returns:
-        (B, N) gradient of ``P``.
-    """
-    n = cum_log_links.shape[-1]
-    start, stop = rows if rows is not None else (0, n)
-    diff = cum_log_links[:, start:stop, None] - cum_log_links[:, None, :]  # (B, b, N)
-    w = grad_rows * -torch.sign(diff)
-    if variant == "official":
-        w = w * torch.sigmoid(-diff.abs() - math.log(OFFICIAL_EPS))
-        log_diagonal = 0.0 if log_diagonal is None else log_diagonal
-    if log_diagonal is not None:
-        positions = torch.arange(n, device=w.device)
-        w = w.masked_fill(positions[start:stop, None] == positions[None, :], 0.0)
-    grad = -w.sum(1)
-    grad[:, start:stop] += w.sum(-1)
-    return grad
-
-
 def official_log_diagonal(layer_index: int) -> float:
     """The public code's diagonal of C at 0-based layer ``layer_index``: ``log(1 - (1 - sqrt(1e-9))^l)``.
 
@@ -409,8 +226,8 @@ def log_constituent_prior(
     ``log_diagonal`` given replaces the diagonal (the official variant's own is
     :func:`official_log_diagonal`).
 
-    Materialises the rows asked for; the fused attention kernel
-    (:class:`syntaxformer.priors.attention.ConstituentAttentionFunction`) asks for one block of rows
+    Materialises the rows asked for; the blockwise attention kernel
+    (:class:`syntaxformer.kernels.attention.BlockwisePriorAttention`) asks for one block of rows
     at a time, so the whole (B, N, N) never exists there.
 
     Args:
@@ -444,8 +261,9 @@ class ConstituentPrior(MultiplicativePrior):
         cum_log_links: (B, N) ``P`` (see :func:`cumulative_log_links`).
         variant: "paper" or "official".
         log_diagonal: ``log C_ii`` (None: 0, the paper's ``C_ii = 1``).
-        fused: True offers :attr:`log_rows_vjp` (the closed-form gradient of the rows), which the
-            attention kernel then uses instead of autograd through :meth:`_log_rows`; False: None.
+        fused: True offers :attr:`log_rows_vjp` (the closed-form gradient of the rows,
+            :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp`), which the attention
+            kernel then uses instead of autograd through :meth:`_log_rows`; False: None.
     """
 
     def __init__(
@@ -470,7 +288,9 @@ class ConstituentPrior(MultiplicativePrior):
         return log_constituent_prior(cum_log_links, self.variant, self.log_diagonal, rows)
 
     def _log_rows_vjp(self, cum_log_links: torch.Tensor, rows, grad_rows: torch.Tensor) -> torch.Tensor:
-        return log_constituent_prior_vjp(cum_log_links, grad_rows, self.variant, self.log_diagonal, rows)
+        return log_constituent_prior_vjp(
+            cum_log_links, grad_rows, self.variant, self.log_diagonal, rows, eps=OFFICIAL_EPS
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -499,8 +319,10 @@ class ConstituentAttention(StructuralPrior):
             change the prior (docs/recipes.md, "Which part of the official variant matters").
         diagonal: ``C_ii``: "one" (the paper) or "official" (the public code's tiny value, so a word
             barely attends to itself); None = the variant's.
-        fused: False (today's path, autograd through each equation) or True (:class:`FusedLinkChain`
-            and :func:`log_constituent_prior_vjp`: the same function, float rounding differs).
+        fused: False (autograd through each equation) or True (the fused kernels of
+            :mod:`syntaxformer.kernels.constituent`: :func:`~syntaxformer.kernels.constituent.fused_link_chain`
+            and :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp`: the same function,
+            float rounding differs).
     Raises:
         ValueError: unknown ``variant`` or ``diagonal``, or ``scale`` <= 0.
     """
@@ -545,17 +367,19 @@ class ConstituentAttention(StructuralPrior):
             mask = torch.ones(B, N, dtype=torch.bool, device=hidden.device)
         mask = mask.bool()
         gap_mask = mask[:, :-1] & mask[:, 1:]  # (B, N-1)
-        h = self.norm(hidden)
-        if B * N > self.d_model:  # one d×d product per token (+ d³ per call to form it): cheaper
+        h = self.norm(hidden)  # (B, N, d)
+        # eq. 5, (B, N-1) each; many tokens: the same scores as one d×d product per token (+ d³ per call
+        # to form it; kernels/constituent.py); few: the two projections cost less than forming W_qᵀ W_k
+        if B * N > self.d_model:
             s_right, s_left = neighbour_scores_bilinear(h, *neighbour_score_form(self.query, self.key, self.scale))
-        else:  # few tokens: the two projections cost less than forming W_qᵀ W_k
+        else:
             s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
-        if self.fused:
-            return fused_link_chain(s_right, s_left, gap_mask, prior, self.variant)
-        log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)
-        a_hat = link_probability(log_p_right, log_p_left, gap_mask, self.variant)
-        a = hierarchical_constraint(prior, a_hat)
-        return a, cumulative_log_links(a, gap_mask, self.variant)
+        if self.fused:  # eqs. 6-8 and P as one kernel with a hand-written backward (kernels/constituent.py)
+            return fused_link_chain(s_right, s_left, gap_mask, prior, self.variant, eps=OFFICIAL_EPS)
+        log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)  # eq. 6, (B, N-1) each
+        a_hat = link_probability(log_p_right, log_p_left, gap_mask, self.variant)  # eq. 7, (B, N-1)
+        a = hierarchical_constraint(prior, a_hat)  # eq. 8, (B, N-1)
+        return a, cumulative_log_links(a, gap_mask, self.variant)  # (B, N-1), (B, N)
 
     record_names = ("link_probs",)
 

@@ -1,0 +1,73 @@
+"""Kernels: the fast paths of the models' and priors' literal math, apart from the reading path.
+
+Each model and prior reads top to bottom as its equations (:mod:`syntaxformer.priors`,
+:mod:`syntaxformer.blocks`, :mod:`syntaxformer.models`); the same functions computed faster live here,
+one module per family, chosen by the same config fields as before and each tested against the literal
+path:
+
+* :mod:`syntaxformer.kernels.attention` -- the ``"sdpa"`` attention (``attn_implementation``): PyTorch's
+  fused attention without a multiplicative prior, the blockwise prior attention with a hand-written
+  backward with one (literal reference: :func:`syntaxformer.priors.attention.eager_attention`);
+* :mod:`syntaxformer.kernels.constituent` -- the constituent prior's neighbour scores as one bilinear
+  form, its link chain fused and the closed-form gradient of ``log C`` (``constituent_fused``; literal:
+  :mod:`syntaxformer.priors.constituent`);
+* :mod:`syntaxformer.kernels.on_lstm` -- the ON-LSTM's recurrent-weight gradient once after the loop
+  (by the weight's size; literal: :func:`syntaxformer.blocks.on_lstm.on_lstm_loop` with ``torch.addmm``);
+* :mod:`syntaxformer.kernels.dropout` -- the cheap CPU dropout mask generator (every dropout of the
+  package that is not a recurrent model's own);
+* :mod:`syntaxformer.kernels.denormals` -- flush-to-zero of the attention paths (DESIGN.md §5).
+
+The layer sits below ``blocks``, ``priors`` and ``models`` and imports only ``runtime`` and torch
+(ARCHITECTURE.md); kernels take tensors and functions, never a prior or a model.
+"""
+
+from .attention import (
+    BLOCK_ELEMENTS,
+    SAVE_ATTENTION_ELEMENTS,
+    BlockwisePriorAttention,
+    blockwise_prior_attention,
+    padding_bias,
+    query_blocks,
+    sdpa_without_prior,
+)
+from .constituent import (
+    BilinearNeighbourScores,
+    FusedLinkChain,
+    fused_link_chain,
+    log_constituent_prior_vjp,
+    neighbour_score_form,
+    neighbour_scores_bilinear,
+)
+from .denormals import exp_flushed, flush_, flush_if_needed_, needs_explicit_flush
+from .dropout import LANE_BITS, check_probability, drop_mask, drop_probability, keep_mask, keep_scale
+from .on_lstm import WEIGHT_GRAD_ONCE_MIN, RecurrentMatmul, WeightGradientOnce, weight_gradient_once_product
+
+__all__ = [
+    "BLOCK_ELEMENTS",
+    "LANE_BITS",
+    "SAVE_ATTENTION_ELEMENTS",
+    "WEIGHT_GRAD_ONCE_MIN",
+    "BilinearNeighbourScores",
+    "BlockwisePriorAttention",
+    "FusedLinkChain",
+    "RecurrentMatmul",
+    "WeightGradientOnce",
+    "blockwise_prior_attention",
+    "check_probability",
+    "drop_mask",
+    "drop_probability",
+    "exp_flushed",
+    "flush_",
+    "flush_if_needed_",
+    "fused_link_chain",
+    "keep_mask",
+    "keep_scale",
+    "log_constituent_prior_vjp",
+    "needs_explicit_flush",
+    "neighbour_score_form",
+    "neighbour_scores_bilinear",
+    "padding_bias",
+    "query_blocks",
+    "sdpa_without_prior",
+    "weight_gradient_once_product",
+]
