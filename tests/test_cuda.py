@@ -113,3 +113,27 @@ def bf16_against_float32(device: torch.device) -> None:
 
 def test_bf16_training_step_close_to_float32():
     bf16_against_float32(CUDA)
+
+
+@pytest.mark.parametrize("model", ["tree-transformer", "structformer", "on-lstm"])
+def test_a_training_step_does_not_synchronise_on_cuda(tmp_path, model):
+    """The step's device work (``TrainingLoop.device_step``) under CUDA's sync debug mode "error": no
+    operation waits for the device (the loss is read at log intervals only)."""
+    from syntaxformer.training.arguments import TrainArguments
+    from syntaxformer.training.trainer import Trainer
+
+    args = TrainArguments(
+        out=str(tmp_path), model=model, preset="tiny", max_steps=3, batch_size=8, device="cuda", quiet=True
+    )
+    trainer = Trainer(args)
+    trainer.build()
+    batches = trainer.sampler.batches(0)
+    trainer.device_step(trainer.make_batch(batches[0]).to(CUDA))  # first step: lazy initialisation
+    batch = trainer.make_batch(batches[1]).to(CUDA)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss, _ = trainer.device_step(batch)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(loss)

@@ -26,11 +26,15 @@ import torch
 
 
 def _moved(value, device: torch.device):
-    """``value`` on ``device``: a tensor, the tensors of a dict, or None."""
+    """``value`` on ``device``: a tensor, the tensors of a dict, or None. A host tensor bound for CUDA is
+    copied from pinned memory without waiting (``non_blocking``): the copy is queued on the stream
+    before the step's kernels, and the host goes on (no synchronisation)."""
     if value is None:
         return None
     if isinstance(value, dict):
-        return {k: v.to(device) for k, v in value.items()}
+        return {k: _moved(v, device) for k, v in value.items()}
+    if device.type == "cuda" and value.device.type == "cpu":
+        return value.pin_memory().to(device, non_blocking=True)
     return value.to(device)
 
 
