@@ -1,4 +1,4 @@
-"""Training-step speed and peak memory: Tree Transformer vs a plain Transformer (issues 3 and 5).
+"""Training-step speed and peak memory: Tree Transformer vs a plain Transformer.
 
 For each sequence length N, one forward+backward MLM training step (15% of positions labelled,
 logits only there, as the trainer does) is timed for these models of the same size, interleaved

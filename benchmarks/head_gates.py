@@ -1,4 +1,4 @@
-"""Hard-concrete head gates at several λ (issue 13 item 3): heads kept, perplexity, F1.
+"""Hard-concrete head gates at several λ: heads kept, perplexity, F1.
 
 For each λ of ``--lambdas``, ``syntaxformer train --init-from MODEL --head-gates --gate-l0 λ``
 fine-tunes the model (default: the shipped Tree Transformer parser) for ``--steps`` steps with the
@@ -190,7 +190,7 @@ def write_docs(report: dict, docs: Path, name: str) -> None:
     text = [
         f"# Hard-concrete head gates: {name}",
         "",
-        f"Written by `benchmarks/head_gates.py` (issue 13 item 3); numbers in `docs/heads/gates-{name}.json`.",
+        f"Written by `benchmarks/head_gates.py`; numbers in `docs/heads/gates-{name}.json`.",
         "",
         f"- model: `{report['model']}` ({report['model_type']}, {report['source']['n_heads']} heads); "
         f"seed {report['seed']}; device {report['runs'][0]['device'] if report['runs'] else '–'}",

@@ -1,4 +1,4 @@
-"""The attention-head study (issue 13 item 4): does a structural prior concentrate the heads' work?
+"""The attention-head study: does a structural prior concentrate the heads' work?
 
 Three models trained on ptb-sample's words with the same data and seed: the **Tree Transformer**
 (``induce``'s default recipe: mini, official constituent variant, 6,000 steps of 64 sentences, lr 1e-3
@@ -304,7 +304,7 @@ def summarise(work: Path, lambdas, args) -> dict:
     from syntaxformer.evaluation.perplexity import PROTOCOL as PPL_PROTOCOL
 
     return dict(
-        study="attention heads: Tree Transformer vs plain Transformer vs StructFormer (issue 13 item 4)",
+        study="attention heads: Tree Transformer vs plain Transformer vs StructFormer",
         data="ptb-sample (embedded WSJ sample, PRPN preprocessing); the trainer holds out 5% (seed-0 permutation)",
         seed=args.seed,
         protocol=dict(
@@ -335,7 +335,7 @@ def markdown(summary: dict) -> str:
     lines = [
         "# Attention heads: Tree Transformer vs plain Transformer vs StructFormer",
         "",
-        "Written by `benchmarks/head_study.py` (issue 13 item 4); numbers in `docs/heads/head-study.json`. "
+        "Written by `benchmarks/head_study.py`; numbers in `docs/heads/head-study.json`. "
         f"Data: {summary['data']}. Seed {summary['seed']}.",
         "",
         f"- perplexity: {summary['protocol']['perplexity']}",

@@ -1,5 +1,5 @@
 """The logic study: ON-LSTM, ON-LSTM + self-attention, Tree Transformer, plain Transformer and LSTM
-encoders on propositional-logic inference (Bowman et al. 2015; DESIGN.md §6; issue 15 item 4).
+encoders on propositional-logic inference (Bowman et al. 2015; DESIGN.md §6).
 
 Every (encoder, seed) is one independent process running ``syntaxformer logic train``'s workflow
 (:func:`syntaxformer.workflows.logic.run_logic_train`) with the study's recipe
@@ -371,7 +371,7 @@ def summarise(runs: dict) -> dict:
 
 
 def targets(summary: dict, seeds) -> dict:
-    """The issue's targets on the means over seeds: ON-LSTM >= 90% at each of 7, 8, 9 operators, and
+    """The study's targets on the means over seeds: ON-LSTM >= 90% at each of 7, 8, 9 operators, and
     ahead of the plain Transformer at each of 10, 11, 12 (None while a run of ``seeds`` is missing)."""
     complete = {e: s for e, s in summary.items() if s["seeds"] == sorted(seeds)}
     on, plain = complete.get("on-lstm"), complete.get("transformer")
@@ -590,7 +590,7 @@ CPU cores (below).
 
 ![accuracy against operators](logic/accuracy.png)
 
-Targets (issue 15, means over seeds):
+Targets (means over seeds):
 {targets_text}
 
 Runs missing: {missing}.

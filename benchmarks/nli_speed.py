@@ -1,4 +1,4 @@
-"""Inference speed of the inference models on CPU (issue 14 target: >= 2,000 pairs/s on 2 CPU cores at
+"""Inference speed of the inference models on CPU (the target: >= 2,000 pairs/s on 2 CPU cores at
 batch 64).
 
 Rows, timed in the same run, interleaved (one pass of each in turn over the pairs, ``--repeats`` rounds

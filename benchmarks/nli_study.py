@@ -1,4 +1,4 @@
-"""The inference study of issue 14 item 4: systems side by side on SICK, one recipe, 3 seeds each.
+"""The inference study: systems side by side on SICK, one recipe, 3 seeds each.
 
 Systems (``--systems``), all trained by ``syntaxformer.workflows.nli.RECIPES[--recipe]`` (epochs, not
 minutes, so results do not depend on the machine), selected on SICK TRIAL, reported on SICK TEST:
@@ -204,7 +204,7 @@ def summarise(args) -> dict:
             },
         )
     result = dict(
-        study="SICK 3-way, issue 14 item 4",
+        study="SICK 3-way",
         recipe=args.recipe,
         protocol="select on SICK TRIAL, report SICK TEST (4,906 pairs); accuracy mean ± sample sd over seeds",
         inference=f"model forward, batch 64, SICK TEST sorted by length, CPU, {args.inference_threads} threads, median "
@@ -222,7 +222,7 @@ def summarise(args) -> dict:
 def format_markdown(result: dict) -> str:
     """The study's table (docs/nli.md)."""
     lines = [
-        "# The inference study (SICK), issue 14 item 4",
+        "# The inference study (SICK)",
         "",
         "Written by `python benchmarks/nli_study.py summarise` from the jobs' `report.json` "
         "(`docs/nli-study.json` has every number); docs/results/nli.md discusses it.",

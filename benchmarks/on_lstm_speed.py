@@ -1,4 +1,4 @@
-"""ON-LSTM recurrence speed against ``torch.nn.LSTM`` of the same widths and layers (issue 15 item 1).
+"""ON-LSTM recurrence speed against ``torch.nn.LSTM`` of the same widths and layers.
 
 For one batch of ``--batch`` sentences of ``--length`` tokens (no padding), the tokens per second
 of the recurrent stack (embeddings and output layer left out: they are the same for both) are

@@ -1,4 +1,4 @@
-"""The prior study (issue 16 item 4): one masked-LM recipe, several structural priors, 3 seeds.
+"""The prior study: one masked-LM recipe, several structural priors, 3 seeds.
 
 **Recipe** (every encoder): the Tree Transformer's ``induce`` default training
 (``syntaxformer/workflows/induce.py: resolve_recipe("tree-transformer", "default")``: the ``mini``
@@ -503,7 +503,7 @@ def markdown(rows: dict, args) -> str:
     tasks = sorted({task for row in rows.values() for task in row["probing"]})
     probed = {key: row for key, row in rows.items() if row["probing"]}
     lines = [
-        "# The prior study (issue 16)",
+        "# The prior study",
         "",
         "Produced by `benchmarks/prior_study.py` (its docstring gives the recipe and the two blocks). "
         f"Seeds {', '.join(map(str, args.seeds))}; mean ± sample sd (n = seeds measured). Probing: "

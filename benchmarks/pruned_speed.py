@@ -1,4 +1,4 @@
-"""Forward time of a model with attention heads pruned, against the unpruned model (issue 13 item 2).
+"""Forward time of a model with attention heads pruned, against the unpruned model.
 
 Michel et al. (2019) report +17.5% inference speed for BERT with half its heads pruned; this measures
 the same ratio for a model of this package. Three rows, timed in the same run, interleaved (one

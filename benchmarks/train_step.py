@@ -1,6 +1,6 @@
 """Time a training step of the default ``induce`` recipe: Tree Transformer vs plain Transformer vs faster paths.
 
-Issue 38, item 1 ("Throughput"). Each variant is the default recipe's model (``RECIPES["default"]`` of
+Each variant is the default recipe's model (``RECIPES["default"]`` of
 :mod:`syntaxformer.models.tree_transformer`: the ``mini`` preset, batch 64, the official constituent
 variant), built and trained by the project's own :class:`~syntaxformer.training.trainer.Trainer` on the
 embedded ptb-sample (real batches of its length-bucketed sampler, masked LM with ``masked_only`` logits,

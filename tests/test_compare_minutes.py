@@ -1,4 +1,4 @@
-"""``syntaxformer compare --max-minutes`` (issue 40 item 2.6): the Tree Transformer trains until the time
+"""``syntaxformer compare --max-minutes``: the Tree Transformer trains until the time
 cap, the two Transformers then train for exactly the steps it reached, and the report says so.
 
 The clock is the test's own, as in tests/test_trainer_stops.py::test_max_minutes_stop: ``time.monotonic``

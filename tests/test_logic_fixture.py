@@ -1,4 +1,4 @@
-"""``syntaxformer logic train`` + ``logic evaluate`` on a fresh clone (issue 40 item 2.3).
+"""``syntaxformer logic train`` + ``logic evaluate`` on a fresh clone.
 
 The tests of tests/test_logic.py need ``../shared/data/propositional-logic``; these write a tiny data
 folder of their own (``train0 .. train12``, ``test0 .. test12``; ``RELATION TAB formula TAB formula``)

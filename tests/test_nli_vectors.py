@@ -1,4 +1,4 @@
-"""``syntaxformer nli vectors`` then ``nli train --word-vectors`` (issue 40 item 2.1), on a fresh clone.
+"""``syntaxformer nli vectors`` then ``nli train --word-vectors``, on a fresh clone.
 
 word2vec vectors are trained on the project's own text (the words of the embedded ptb-sample's dev
 trees, written to a file), then a tiny Gaussian Transformer is trained on a JSON-lines file of pairs

@@ -1,4 +1,4 @@
-"""ON-LSTM in the commands (issue 15 item 2): the causal-LM objective through the one trainer
+"""ON-LSTM in the commands: the causal-LM objective through the one trainer
 (validation loss = the literal next-word cross-entropy, checkpoints, resume = uninterrupted,
 TensorBoard), next-word perplexity in the one evaluator, per-layer distances with ``--layer``,
 ``induce --model on-lstm`` and ``show``."""

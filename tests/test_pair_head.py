@@ -1,4 +1,4 @@
-"""The one sentence-pair classification head (issue 36): the feature joins and the MLP against
+"""The one sentence-pair classification head: the feature joins and the MLP against
 hand-computed values, the zero-init mark, the logic classifier as a Hugging Face model (Auto classes,
 the earlier folder format), and the logic and NLI models sharing the head."""
 
@@ -172,7 +172,7 @@ def test_save_pretrained_writes_config_json_and_loads_with_the_auto_classes(tmp_
 
 
 def test_an_earlier_format_folder_loads_to_the_same_predictions(tmp_path):
-    """The format written before issue 36: ``pair_classifier.json`` (the dataclass's fields) and
+    """The earlier folder format: ``pair_classifier.json`` (the dataclass's fields) and
     ``model.safetensors`` with the MLP as ``mlp.1.*`` (first Linear) and ``mlp.4.*`` (second)."""
     model = _logic_model(seed=5)
     config = model.config

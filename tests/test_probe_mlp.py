@@ -1,4 +1,4 @@
-"""``syntaxformer probe --classifier mlp`` and its bag-of-words control (issue 40 item 2.4).
+"""``syntaxformer probe --classifier mlp`` and its bag-of-words control.
 
 A probe of the shipped parser on SentLen over 100 ptb-sample sentences with the MLP only: the report
 holds the MLP's accuracies (and no logistic regression's) for every layer of the trained and untrained

@@ -1,4 +1,4 @@
-"""syntaxformer prune: pruning curves of attention heads (DESIGN.md §3.5, issue 13 item 2).
+"""syntaxformer prune: pruning curves of attention heads (DESIGN.md §3.5).
 
 The order functions on hand-made layouts (never a layer's last head; random reproducible per seed);
 the curve on untrained tiny models saved as ``syntaxformer train`` leaves them: at fraction 0 the

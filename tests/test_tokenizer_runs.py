@@ -1,5 +1,5 @@
-"""``syntaxformer train --tokenizer wordpiece`` and ``--tokenizer RUN_DIR`` through the trainer (issue 40
-item 2.2): the first run learns and saves a WordPiece vocabulary; the second, on other text, reuses that
+"""``syntaxformer train --tokenizer wordpiece`` and ``--tokenizer RUN_DIR`` through the trainer:
+the first run learns and saves a WordPiece vocabulary; the second, on other text, reuses that
 tokenizer exactly (the same vocabulary file contents, the same ids for the same text), as retraining
 WordPiece is not reproducible between processes (huggingface/tokenizers#1794)."""
 

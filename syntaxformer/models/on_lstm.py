@@ -128,7 +128,8 @@ PRESETS = {
         wdrop=0.45,
     ),
     # CPU sizes (same shape: 3 layers, the last one as wide as the embeddings); their dropouts are
-    # the public ones scaled down for short runs, not tuned (issue 15 item 2 chooses recipes).
+    # the public ones scaled down for short runs, not tuned (the recipes are chosen on the dev half,
+    # docs/results/induce.md).
     # The recurrent stack alone, forward+backward, batch 64 x 25, one CPU thread
     # (benchmarks/on_lstm_speed.py): small ~2,200 tokens/s, mini ~6,500 tokens/s
     "small": dict(

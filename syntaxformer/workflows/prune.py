@@ -1,4 +1,4 @@
-"""Pruning curves of a model folder (``syntaxformer prune``; DESIGN.md §3.5, issue 13 item 2).
+"""Pruning curves of a model folder (``syntaxformer prune``; DESIGN.md §3.5).
 
 Loads a model (default: the parser shipped in the package, with its minimum layer), removes its
 attention heads a fraction at a time in each order asked for (importance, confidence, random; the
