@@ -1,10 +1,12 @@
-"""Shared fixtures: the real corpora of ``../shared/data`` and the preprocessed embedded ptb-sample."""
+"""Shared fixtures: the real corpora of ``../shared/data``, the preprocessed embedded ptb-sample, tiny
+model folders and a small SICK-format file. Plain functions shared by test modules are in helpers.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from helpers import SICK_HEADER, SICK_PAIRS, sick_line
 from transformers.utils import logging as hf_logging
 
 # transformers 5 draws tqdm bars on stderr when it saves or loads weights; a session fixture built
@@ -98,6 +100,19 @@ def tiny_model(tmp_path_factory, ptb_gold):
         return folders[model, tokenizer]
 
     return make
+
+
+@pytest.fixture
+def sick_file(tmp_path):
+    """A SICK-format file (CRLF line ends, as the release) with 6 TRAIN, 3 TRIAL and 3 TEST pairs."""
+    lines = [SICK_HEADER]
+    splits = ["TRAIN"] * 6 + ["TRIAL"] * 3 + ["TEST"] * 3
+    for i, split in enumerate(splits):
+        a, b, label = SICK_PAIRS[i % len(SICK_PAIRS)]
+        lines.append(sick_line(i + 1, a, b, label, split))
+    path = tmp_path / "SICK.txt"
+    path.write_bytes("\r\n".join(lines).encode())
+    return path
 
 
 @pytest.fixture(autouse=True)

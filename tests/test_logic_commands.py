@@ -1,97 +1,29 @@
 """``syntaxformer logic train`` + ``logic evaluate`` on a fresh clone.
 
 The tests of tests/test_logic.py need ``../shared/data/propositional-logic``; these write a tiny data
-folder of their own (``train0 .. train12``, ``test0 .. test12``; ``RELATION TAB formula TAB formula``)
-whose relations are computed here by truth tables over the variables ``a`` - ``f`` (MacCartney &
-Manning's 7 relations between the sets of assignments that satisfy each formula), independent of the
-code under test. One run trains under ``--precision bf16`` (bfloat16 autocast, parameters float32).
+folder of their own (``train0 .. train12``, ``test0 .. test12``; ``RELATION TAB formula TAB formula``;
+:func:`helpers.write_logic_folder`) whose relations are computed by truth tables over the variables
+``a`` - ``f`` (MacCartney & Manning's 7 relations between the sets of assignments that satisfy each
+formula), independent of the code under test. One run trains under ``--precision bf16`` (bfloat16
+autocast, parameters float32).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import json
-import random
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import TEST_PER_FILE, relation, write_logic_folder
 from safetensors.torch import load_file
 
 import syntaxformer.tasks.logic as logic_module
 import syntaxformer.workflows.logic as workflow_module
 from syntaxformer.cli import main
-
-VARIABLES = "abcdef"
-#: every assignment of the 6 variables (64)
-ASSIGNMENTS = [dict(zip(VARIABLES, values)) for values in itertools.product((False, True), repeat=6)]
-TRAIN_PER_FILE = 12  # train0 .. train6: 84 pairs; every 10th held out: 76 training, 8 validation
-TEST_PER_FILE = 5  # test1 .. test12
-
-
-def random_formula(rng: random.Random, operators: int) -> tuple[list[str], object]:
-    """A formula with exactly ``operators`` operators in the data's bracketing (``( not X )``,
-    ``( X ( and Y ) )``, ``( X ( or Y ) )``) and its truth function."""
-    if operators == 0:
-        v = rng.choice(VARIABLES)
-        return [v], lambda a, v=v: a[v]
-    if rng.random() < 0.3:
-        tokens, f = random_formula(rng, operators - 1)
-        return ["(", "not", *tokens, ")"], lambda a, f=f: not f(a)
-    left_ops = rng.randrange(operators)
-    left, f = random_formula(rng, left_ops)
-    right, g = random_formula(rng, operators - 1 - left_ops)
-    op = rng.choice(("and", "or"))
-    if op == "and":
-        return ["(", *left, "(", "and", *right, ")", ")"], lambda a, f=f, g=g: f(a) and g(a)
-    return ["(", *left, "(", "or", *right, ")", ")"], lambda a, f=f, g=g: f(a) or g(a)
-
-
-def relation(f, g) -> str:
-    """The natural-logic relation of the sets x = {f true}, y = {g true} over the 64 assignments
-    (Bowman et al. 2015, Table 1)."""
-    x = {i for i, a in enumerate(ASSIGNMENTS) if f(a)}
-    y = {i for i, a in enumerate(ASSIGNMENTS) if g(a)}
-    universe = set(range(len(ASSIGNMENTS)))
-    if x == y:
-        return "="
-    if x < y:
-        return "<"
-    if x > y:
-        return ">"
-    disjoint, exhaustive = not (x & y), (x | y) == universe
-    if disjoint and exhaustive:
-        return "^"
-    if disjoint:
-        return "|"
-    if exhaustive:
-        return "v"
-    return "#"
-
-
-def write_logic_folder(folder: Path, seed: int = 0) -> dict[str, list[str]]:
-    """``train0 .. train12`` and ``test0 .. test12`` of random pairs (the longer formula of file N has
-    N operators); returns each file's relations."""
-    rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    relations = {}
-    for split, per_file in (("train", TRAIN_PER_FILE), ("test", TEST_PER_FILE)):
-        for n in range(13):
-            lines, rels = [], []
-            for _ in range(per_file):
-                left, f = random_formula(rng, n)
-                right, g = random_formula(rng, rng.randrange(n + 1))
-                if rng.random() < 0.5:
-                    (left, f), (right, g) = (right, g), (left, f)
-                rel = relation(f, g)
-                rels.append(rel)
-                lines.append(f"{rel}\t{' '.join(left)}\t{' '.join(right)}\n")
-            (folder / f"{split}{n}").write_text("".join(lines))
-            relations[f"{split}{n}"] = rels
-    return relations
 
 
 def test_truth_table_relations_by_hand():

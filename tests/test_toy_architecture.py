@@ -14,8 +14,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from test_logic_fixture import write_logic_folder
-from test_nli import sick_file  # noqa: F401 (a fixture)
+from helpers import write_logic_folder
 from torch import nn
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
@@ -190,7 +189,7 @@ def test_the_toy_trains_on_the_logic_task(toy, tmp_path):
     assert report["encoder"] == NAME
 
 
-def test_the_toy_trains_on_nli(toy, sick_file, tmp_path, capsys):  # noqa: F811 (the fixture)
+def test_the_toy_trains_on_nli(toy, sick_file, tmp_path, capsys):
     out = tmp_path / "nli"
     args = ["nli", "train", "--data", str(sick_file), "--model", NAME, "--recipe", "tiny", "--max-steps", "3"]
     assert main(args + ["--batch-size", "2", "--seed", "0", "--out", str(out), "--quiet", "--json"]) == 0
