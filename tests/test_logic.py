@@ -1,4 +1,4 @@
-"""The logic task (issue 15 item 4): the reader on the real files, malformed lines, the encoders and
+"""The logic task: the reader on the real files, malformed lines, the encoders and
 poolings, the pair classifier, a tiny training run that learns, resume, the report and the command."""
 
 from __future__ import annotations
