@@ -27,7 +27,7 @@ def untrained_models(recipe: str, word_vectors: str | None):
     """``{name: (model, tokenizer)}``: the study's systems at the recipe's preset, untrained (seed 0)."""
     from syntaxformer.data.nli import load_nli
     from syntaxformer.models import PAIR_MODELS
-    from syntaxformer.training.nli import build_vocabulary
+    from syntaxformer.tasks.nli import build_vocabulary
     from syntaxformer.workflows.nli import RECIPES
 
     recipe_fields = RECIPES[recipe]

@@ -1,4 +1,4 @@
-"""Natural-language inference (#14 items 2-3): readers, the Gaussian Transformer pair classifier and
+"""Natural-language inference: readers, the Gaussian Transformer pair classifier and
 its baseline, the scores, the trainer (selection, resume) and the ``nli`` command."""
 
 from __future__ import annotations
@@ -354,7 +354,7 @@ def test_frozen_word_vectors_stay_fixed():
 
 
 def _train_args(sick_file, out, **kw):
-    from syntaxformer.training.nli import NliTrainArguments
+    from syntaxformer.tasks.nli import NliTrainArguments
 
     return NliTrainArguments(
         out=str(out),
@@ -372,7 +372,7 @@ def _train_args(sick_file, out, **kw):
 
 
 def test_resume_equals_an_uninterrupted_run(sick_file, tmp_path):
-    from syntaxformer.training.nli import NliTrainer
+    from syntaxformer.tasks.nli import NliTrainer
 
     whole = NliTrainer(_train_args(sick_file, tmp_path / "whole"))
     whole.train()
@@ -473,3 +473,72 @@ def test_word2vec_is_deterministic_and_read_back(tmp_path):
     vectors.write_text("2 3\nman 0.1 0.2\n")
     with pytest.raises(InputError, match=r"v.txt:2: 2 numbers, the header says 3"):
         read_word_vectors(vectors)
+
+
+# ------------------------------------------------------------------------------------------ the loop's selection, bf16
+
+
+def _selection_args(sick_file, out, **kw):
+    from syntaxformer.tasks.nli import NliTrainArguments
+
+    return NliTrainArguments(
+        out=str(out),
+        data=str(sick_file),
+        preset="tiny",
+        batch_size=2,
+        lr=3e-3,
+        warmup_steps=2,
+        schedule="linear",
+        eval_every=2,
+        seed=3,
+        quiet=True,
+        **{"max_steps": 12, **kw},
+    )
+
+
+def test_the_selected_model_is_kept_and_final_model_best_leaves_it_in_out(sick_file, tmp_path):
+    from safetensors.torch import load_file
+
+    from syntaxformer.tasks.nli import NliTrainer
+
+    out = tmp_path / "run"
+    trainer = NliTrainer(_selection_args(sick_file, out, final_model="best"))  # no keep_best needed
+    trainer.train()
+    selection = json.loads((out / "training.json").read_text())["selection"]
+    step, _, _, accuracy = max(selection["history"], key=lambda row: row[3])  # the earliest of the best
+    assert [row[0] for row in selection["history"]] == [0, 2, 3, 4, 6, 8, 9, 10, 12]  # every 2 steps, epoch ends
+    assert (selection["best_step"], selection["best_valid_accuracy"]) == (step, accuracy) and 0 < step < 12
+    assert json.loads((out / "best" / "best.json").read_text()) == {"step": step, "valid_accuracy": accuracy}
+    saved, kept = load_file(out / "model.safetensors"), load_file(out / "best" / "model.safetensors")
+    assert saved.keys() == kept.keys() and all(torch.equal(saved[k], kept[k]) for k in kept)
+    last = trainer.model.state_dict()
+    assert not all(torch.equal(last[k], saved[k]) for k in saved)
+
+
+def test_nli_bf16_trains_and_selects_under_autocast(sick_file, tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from syntaxformer.tasks.nli import NliTrainer
+
+    seen = []
+
+    class Hooked(NliTrainer):
+        def _build_model(self, vectors=None):
+            super()._build_model(vectors)
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.register_forward_hook(
+                        lambda m, i, o: seen.append((m.training, torch.is_autocast_enabled("cpu"), o.dtype))
+                    )
+
+    out = tmp_path / "bf16"
+    Hooked(_selection_args(sick_file, out, max_steps=2, bf16=True)).train()
+    training, validation = [s for s in seen if s[0]], [s for s in seen if not s[0]]
+    assert training and validation
+    assert all(autocast and dtype == torch.bfloat16 for _, autocast, dtype in seen)
+    assert {t.dtype for t in load_file(out / "model.safetensors").values()} == {torch.float32}
+    # the command's flag
+    argv = ["nli", "train", "--data", str(sick_file), "--recipe", "tiny", "--max-steps", "2", "--batch-size", "2"]
+    assert main([*argv, "--bf16", "--out", str(tmp_path / "cli"), "--quiet", "--json"]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "cli" / "training.json").read_text())["arguments"]["bf16"] is True

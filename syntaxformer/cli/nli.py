@@ -81,6 +81,7 @@ def _add_train(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
+    p.add_argument("--bf16", action="store_true", help="train and select under bfloat16 autocast")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_train)
@@ -157,6 +158,7 @@ def run_train(args: argparse.Namespace) -> int:
         resume=args.resume or None,
         threads=args.threads,
         device=args.device,
+        bf16=args.bf16 or None,
         quiet=args.quiet or None,
     )
     print(to_json(report) if args.json else format_train_report(report))

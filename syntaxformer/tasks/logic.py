@@ -27,8 +27,8 @@ pairs, MLP dropout 0.2.
   number of steps with a linear decay, so that a run's length does not depend on the machine
   (docs/logic.md); the peak learning rate, the steps and the precision are the encoder's
   (:attr:`~syntaxformer.models.registry.EncoderUse.lr`, ``max_steps``, ``precision``: 3e-3, 8,000
-  and bf16 for the ON-LSTM, chosen on validation accuracy within the 30 minutes of 2 CPU cores of
-  issue 15; 1e-3, the public code's, 4,000 and fp32 for the others);
+  and bf16 for the ON-LSTM, chosen on validation accuracy within a budget of 30 minutes on 2 CPU
+  cores; 1e-3, the public code's, 4,000 and fp32 for the others);
 * ``public``: the public code's schedule: lr 1e-3, float32, 50 epochs, validation at the end of
   every epoch, the learning rate halved when the validation accuracy has not improved for 3 epochs in a row
   (``schedule="plateau"``, :class:`~syntaxformer.training.plateau.PlateauSchedule`). About 48,000
@@ -62,7 +62,7 @@ from syntaxformer.training.callbacks import (
 )
 from syntaxformer.training.checkpoint import read_checkpoint
 from syntaxformer.training.loop import TrainerState, TrainingLoop
-from syntaxformer.training.plateau import PlateauSchedule, ReduceOnPlateau
+from syntaxformer.training.plateau import ReduceOnPlateau
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +108,6 @@ SCHEDULES = ("constant", "linear", "cosine", "plateau")
 PRECISIONS = ("fp32", "bf16")
 #: the most frequent relation of train0-train6 (independence; 53% of train6): the majority-class baseline
 MAJORITY = "#"
-#: where the best-validation model is kept inside OUT
-BEST = "best"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -252,6 +250,11 @@ class LogicArguments:
             bad(f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one")
         if self.device is not None:
             resolve_device(self.device)
+
+    @property
+    def bf16(self) -> bool:
+        """Whether the run is under bfloat16 autocast: ``precision`` is ``bf16`` (what the training loop reads)."""
+        return self.precision == "bf16"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -440,29 +443,11 @@ def group_means(per_n: dict[int, dict]) -> dict[str, float]:
 
 @dataclass
 class LogicTrainerState(TrainerState):
-    """:class:`~syntaxformer.training.trainer.TrainerState` plus the best validation accuracy so far
-    (percent) and its step; ``valid_history`` holds ``[step, loss, accuracy]``."""
+    """:class:`~syntaxformer.training.loop.TrainerState` plus the pairs seen; ``valid_history`` holds
+    ``[step, loss, accuracy]``, ``best_step`` and ``best_value`` the best validation accuracy (percent)
+    and its step."""
 
     pairs_seen: int = 0
-    best_valid_accuracy: float = -1.0
-    best_step: int | None = None
-
-
-class KeepBest(TrainerCallback):
-    """After each evaluation, when the validation accuracy beats the best so far, save the model to
-    ``OUT/best`` and record the step (the public code keeps its best-validation model). A run resumed
-    from an earlier checkpoint retakes the same steps and so rewrites the same model."""
-
-    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
-        accuracy = metrics.get("valid/accuracy")
-        state = trainer.state
-        if accuracy is None or accuracy <= state.best_valid_accuracy:
-            return
-        state.best_valid_accuracy, state.best_step = accuracy, state.step
-        trainer.model.save_pretrained(trainer.out / BEST)
-        logger.info(
-            "step %d: best validation accuracy so far, %.2f%%: saved to %s", state.step, accuracy, trainer.out / BEST
-        )
 
 
 class LogicTrainer(TrainingLoop):
@@ -479,6 +464,9 @@ class LogicTrainer(TrainingLoop):
     args: LogicArguments
     state_class = LogicTrainerState
     counts_examples = True
+    validation_keys = ("valid/loss", "valid/accuracy")
+    selection_metric = "valid/accuracy"
+    selection_mode = "max"
 
     def build(self) -> None:
         """Seed; read the checkpoint (when resuming) and the data; build the classifier, Adam and the
@@ -513,21 +501,20 @@ class LogicTrainer(TrainingLoop):
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.n_encoder_params = sum(p.numel() for p in self.model.encoder.parameters())
         self.optimizer = self.make_optimizer(self.model.parameters(), decoupled_weight_decay=False)
-        if args.schedule == "plateau":
-            self.scheduler = PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience)
-        else:
-            self.scheduler = self.make_scheduler()
+        self.scheduler = self.make_scheduler()
 
     def default_callbacks(self) -> list[TrainerCallback]:
         """The periods of logging, evaluation and checkpoints (and the ends of epochs), the stop
-        conditions (max_steps, epochs, max_minutes, signals), TensorBoard, the progress bar,
-        :class:`KeepBest` and, for the plateau schedule, :class:`~syntaxformer.training.plateau.ReduceOnPlateau`."""
+        conditions (max_steps, epochs, max_minutes, signals), TensorBoard, the progress bar, the keeper of
+        the best validation accuracy's model (``OUT/best/``, as the public code keeps its best-validation
+        model) and, for the plateau schedule, :class:`~syntaxformer.training.plateau.ReduceOnPlateau`."""
         args = self.args
         callbacks = self.periodic_callbacks()
         callbacks += [EvaluateEachEpoch(len(self.sampler.batches(0)))] if args.eval_each_epoch else []
-        callbacks += [ReduceOnPlateau("valid/accuracy")] if args.schedule == "plateau" else []
+        callbacks += [ReduceOnPlateau(self.selection_metric)] if args.schedule == "plateau" else []
         callbacks += self.run_length_callbacks()
-        return callbacks + [StopOnSignal(), TensorBoardCallback(), ProgressCallback(quiet=args.quiet), KeepBest()]
+        callbacks += [StopOnSignal(), TensorBoardCallback(), ProgressCallback(quiet=args.quiet)]
+        return callbacks + self.keep_best_callbacks()
 
     def make_batch(self, indices: list[int]) -> TokenBatch:
         """The training pairs ``indices`` (into ``data.train_items``) as :func:`collate` pads them."""
@@ -535,25 +522,24 @@ class LogicTrainer(TrainingLoop):
 
     def compute_loss(self, model, batch: TokenBatch) -> torch.Tensor:
         """Mean cross-entropy (nats) of the batch's relations: ``input_ids``, ``attention_mask``
-        ``(2B, N)`` (left formulas, then right ones), ``labels`` ``(B,)``."""
+        ``(2B, N)`` (left formulas, then right ones), ``labels`` ``(B,)``. (The loop runs it under its
+        autocast: bfloat16 with ``precision="bf16"``.)"""
         batch = batch.to(self.device)
-        with self.autocast():
-            return model.loss(batch.input_ids, batch.attention_mask, batch.labels)
+        return model.loss(batch.input_ids, batch.attention_mask, batch.labels)
 
-    def autocast(self) -> torch.autocast:
-        """The context of :attr:`LogicArguments.precision`: ``torch.autocast`` to bfloat16 on this
-        device for ``bf16``, disabled for ``fp32``."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.args.precision == "bf16")
+    def validation_metrics(self) -> dict[str, float]:
+        """The loop's validation (under its autocast) over the validation pairs.
 
-    def validation_metrics(self) -> tuple[float, float] | None:
-        """``(mean cross-entropy, accuracy in percent)`` over the validation pairs, or None without
-        them. Evaluation mode, no gradients; leaves the model in training mode."""
+        Returns:
+            ``{"valid/loss": mean cross-entropy, "valid/accuracy": percent}``, or ``{}`` without
+            validation pairs. Evaluation mode, no gradients; leaves the model in training mode.
+        """
         items = self.data.valid_items
         if not items:
-            return None
+            return {}
         self.model.eval()
         loss_sum, correct = 0.0, 0
-        with torch.no_grad(), self.autocast():
+        with torch.no_grad():
             for start in range(0, len(items), 256):
                 ids, mask, labels = collate(items[start : start + 256], self.tokenizer.pad_token_id)
                 logits = self.model(ids.to(self.device), mask.to(self.device))
@@ -561,36 +547,7 @@ class LogicTrainer(TrainingLoop):
                 loss_sum += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
                 correct += int((logits.argmax(-1) == labels).sum())
         self.model.train()
-        return loss_sum / len(items), 100.0 * correct / len(items)
-
-    def evaluate(self) -> dict[str, float]:
-        """Validation loss and accuracy at the current step (into ``state.valid_history`` and the log),
-        then every callback's ``on_evaluate``; once per step.
-
-        Returns:
-            ``{"valid/loss", "valid/accuracy" (percent)}``, or ``{}`` without validation pairs (or when
-            this step was already evaluated).
-        """
-        state = self.state
-        if self._evaluated_at == state.step:
-            return {}
-        self._evaluated_at = state.step
-        if state.valid_history and state.valid_history[-1][0] == state.step:  # before a resume
-            loss, accuracy = state.valid_history[-1][1:]
-        else:
-            measured = self.validation_metrics()
-            if measured is None:
-                return {}
-            loss, accuracy = measured
-            state.valid_history.append([state.step, loss, accuracy])
-            if state.step == 0:
-                state.initial_valid_loss = loss
-            self.log({"valid/loss": loss, "valid/accuracy": accuracy})
-            logger.info("step %d: validation accuracy %.2f%%", state.step, accuracy)
-        metrics = {"valid/loss": loss, "valid/accuracy": accuracy}
-        for callback in self.callbacks:
-            callback.on_evaluate(self, metrics)
-        return metrics
+        return {"valid/loss": loss_sum / len(items), "valid/accuracy": 100.0 * correct / len(items)}
 
     def report(self) -> dict:
         """The contents of ``training.json``: options, encoder, data, parameters, steps, epochs, pairs,
@@ -620,7 +577,7 @@ class LogicTrainer(TrainingLoop):
             initial_valid_loss=state.initial_valid_loss,
             final_valid_loss=(state.valid_history[-1][1] if state.valid_history else None),
             final_valid_accuracy=(state.valid_history[-1][2] if state.valid_history else None),
-            best_valid_accuracy=(state.best_valid_accuracy if state.best_step is not None else None),
+            best_valid_accuracy=state.best_value,
             best_step=state.best_step,
             valid_history=state.valid_history,
             resumed_from_steps=state.resumed_from,
@@ -640,7 +597,6 @@ __all__ = [
     "SCHEDULES",
     "PRECISIONS",
     "MAJORITY",
-    "BEST",
     "LogicArguments",
     "LogicData",
     "Item",
@@ -653,6 +609,5 @@ __all__ = [
     "accuracy_by_operators",
     "group_means",
     "LogicTrainerState",
-    "KeepBest",
     "LogicTrainer",
 ]

@@ -323,6 +323,12 @@ class TrainArguments(
     function that needs one concern takes that class.
     """
 
+    @property
+    def keeps_best_model(self) -> bool:
+        """Whether the run keeps its best model in ``OUT/best/`` (what ``final_model="best"`` needs):
+        ``keep_best``. A task that always keeps it says True."""
+        return self.keep_best
+
     def check(self) -> None:
         """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option; ``trees`` and
         ``phrases`` become :class:`~syntaxformer.data.structure_source.StructureSource` values (the
@@ -375,7 +381,7 @@ class TrainArguments(
             bad("--schedule plateau takes no --warmup-steps and a --plateau-factor in (0, 1)")
         if self.final_model not in ("last", "best"):
             bad(f"--final-model must be last or best, got {self.final_model!r}")
-        if self.final_model == "best" and not self.keep_best:
+        if self.final_model == "best" and not self.keeps_best_model:
             bad("--final-model best needs --keep-best (the best model is kept in OUT/best/)")
         if self.schedule in ("linear", "cosine") and self.max_steps is None and self.schedule_steps is None:
             bad(f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one")

@@ -15,7 +15,8 @@ hook                          called
                               may set ``t.control`` flags (log / evaluate / save)
 ``on_log(t, scalars)``        for every :meth:`Trainer.log` (``{tag: value}`` at ``t.state.step``)
 ``on_evaluate(t, metrics)``   after each evaluation (step 0, the requested steps, the end);
-                              ``metrics`` holds ``"valid/loss"`` when there is validation data
+                              ``metrics``: the task's validation metrics (``"valid/loss"``, and
+                              ``"valid/accuracy"`` for NLI and logic), empty without validation data
 ``on_save(t)``                after each checkpoint
 ``on_train_end(t)``           once, after the final evaluation, checkpoint and ``training.json``
 ``close(t)``                  once at the very end, also after an error: release resources
@@ -196,7 +197,7 @@ class EarlyStopping(StopCondition):
         self.patience = patience
 
     def reached(self, trainer) -> bool:
-        losses = [loss for _, loss in trainer.state.valid_history]
+        losses = [row[1] for row in trainer.state.valid_history]
         if len(losses) <= self.patience:
             return False
         return min(losses[-self.patience :]) >= min(losses[: -self.patience])
@@ -301,8 +302,9 @@ class ProgressCallback(TrainerCallback):
         logger.debug("step %d loss %.4f lr %.3g %.0f tokens/s", trainer.state.step, loss, lr, rate)
 
     def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
-        if "valid/loss" in metrics:
-            logger.info("step %d: validation loss %.4f", trainer.state.step, metrics["valid/loss"])
+        if metrics:
+            values = ", ".join(f"{key.replace('valid/', '')} {value:.4f}" for key, value in metrics.items())
+            logger.info("step %d: validation %s", trainer.state.step, values)
 
     def on_train_end(self, trainer) -> None:
         logger.info(
@@ -319,38 +321,63 @@ class ProgressCallback(TrainerCallback):
             self.bar = None
 
 
-#: where ``keep_best`` writes the model of the lowest validation loss, inside the output folder
+#: where a run keeps its best model (the best validation score of its task's selection metric), inside OUT
 BEST = "best"
+#: the record of the kept model inside ``OUT/best/``: ``{"step": ..., <the metric>: ...}``
+BEST_RECORD = "best.json"
+
+
+def record_key(metric: str) -> str:
+    """The key of a validation metric in :data:`BEST_RECORD`: ``"valid/loss"`` -> ``"valid_loss"``."""
+    return metric.replace("/", "_")
 
 
 class KeepBestModel(TrainerCallback):
-    """``keep_best``: after every evaluation whose validation loss is the lowest so far, write the model
-    and its tokenizer to ``OUT/best/`` with ``best.json`` (``step``, ``valid_loss`` in nats): the model
-    selection of early stopping (the run stops only with ``early_stopping``, :class:`EarlyStopping`, or
-    another condition; ``OUT/`` holds the last model). A resumed run reads the lowest loss back from
-    ``best.json``. Rank 0 only."""
+    """Keeps the best model of a run: after every evaluation whose value of the task's selection metric
+    (``trainer.selection_metric``) is better than the best so far (lower in ``trainer.selection_mode``
+    ``"min"``, higher in ``"max"``; the earliest on ties), writes the model and its tokenizer to
+    ``OUT/best/`` with :data:`BEST_RECORD` (``step`` and the value, e.g. ``{"step": 40, "valid_loss":
+    4.2}``) and records both in ``trainer.state`` (``best_step``, ``best_value``), so a resumed run goes
+    on from its checkpoint's best. ``OUT/`` holds the last model unless the run's ``final_model`` is
+    ``"best"`` (:meth:`~syntaxformer.training.loop.TrainingLoop.final_model`). The loop adds it on rank 0
+    (:meth:`~syntaxformer.training.loop.TrainingLoop.keep_best_callbacks`): the masked / causal LM with
+    ``keep_best`` (the lowest validation loss; the model selection of early stopping, :class:`EarlyStopping`),
+    NLI and the logic task always (the highest validation accuracy).
 
-    def __init__(self):
-        self.best: float | None = None
+    A run resumed from a checkpoint whose state has no best (one written before the state kept it)
+    reads it back from ``OUT/best/best.json``.
+    """
 
     def on_train_begin(self, trainer) -> None:
-        record = trainer.out / BEST / "best.json"
-        self.best = json.loads(record.read_text())["valid_loss"] if record.is_file() else None
+        state, record = trainer.state, trainer.out / BEST / BEST_RECORD
+        if state.resumed_from and state.best_step is None and record.is_file():
+            saved = json.loads(record.read_text())
+            state.best_step, state.best_value = saved["step"], saved[record_key(trainer.selection_metric)]
 
     def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
-
-        loss = metrics.get("valid/loss")
-        if loss is None or (self.best is not None and loss >= self.best):
+        metric, state = trainer.selection_metric, trainer.state
+        value = metrics.get(metric)
+        if value is None or not self.better(value, state.best_value, trainer.selection_mode):
             return
-        self.best = loss
+        state.best_step, state.best_value = state.step, value
         folder = trainer.out / BEST
         folder.mkdir(parents=True, exist_ok=True)
         trainer.model.save_pretrained(folder, safe_serialization=True)
         save_tokenizer(trainer.tokenizer, folder)
-        (folder / "best.json").write_text(json.dumps(dict(step=trainer.state.step, valid_loss=loss)) + "\n")
+        (folder / BEST_RECORD).write_text(json.dumps({"step": state.step, record_key(metric): value}) + "\n")
         logger.info(
-            "step %d: lowest validation loss so far (%.4f): model written to %s", trainer.state.step, loss, folder
+            "step %d: %s %s so far (%.4f): model written to %s",
+            state.step,
+            "lowest" if trainer.selection_mode == "min" else "highest",
+            metric.replace("valid/", "validation "),
+            value,
+            folder,
         )
+
+    @staticmethod
+    def better(value: float, best: float | None, mode: str) -> bool:
+        """Whether ``value`` beats ``best`` (None: nothing kept yet) in ``mode`` ``"min"`` or ``"max"``."""
+        return best is None or (value < best if mode == "min" else value > best)
 
 
 class ParseCurveCallback(TrainerCallback):
@@ -410,4 +437,8 @@ __all__ = [
     "TensorBoardCallback",
     "ProgressCallback",
     "ParseCurveCallback",
+    "KeepBestModel",
+    "BEST",
+    "BEST_RECORD",
+    "record_key",
 ]

@@ -20,11 +20,21 @@ A task is a subclass that fills in the task interface:
   extra resume state, e.g. the selection history);
 * :meth:`~TrainingLoop.make_batch`: the :class:`~syntaxformer.training.batch.Batch` of training
   examples; :meth:`~TrainingLoop.compute_loss`: its loss;
-* :meth:`~TrainingLoop.evaluate` (validation; once per step) and :meth:`~TrainingLoop.report`
-  (``training.json``).
+* :meth:`~TrainingLoop.validation_metrics` (``{"valid/loss": ..., ...}`` on the validation data) with
+  the class attributes naming what its history keeps (:attr:`~TrainingLoop.validation_keys`) and which
+  metric selects the best model, lower or higher (:attr:`~TrainingLoop.selection_metric`,
+  :attr:`~TrainingLoop.selection_mode`); :meth:`~TrainingLoop.report` (``training.json``).
+
+Evaluation is the loop's, the same for every task (:meth:`TrainingLoop.evaluate`): at most once per
+step, the metrics into ``state.valid_history`` and the log, an evaluation replayed after a resume (a
+step already in the history) read back instead of recomputed, then every callback's ``on_evaluate``;
+the best model is kept in ``OUT/best/`` by one callback
+(:class:`~syntaxformer.training.callbacks.KeepBestModel`, :meth:`TrainingLoop.keep_best_callbacks`),
+and ``final_model="best"`` leaves it in OUT at the end (:meth:`TrainingLoop.final_model`). With
+``bf16`` the training loss and the validation run under bfloat16 autocast (:meth:`TrainingLoop.autocast`).
 
 The masked / causal LM (:class:`~syntaxformer.training.trainer.Trainer`), NLI
-(:class:`~syntaxformer.training.nli.NliTrainer`) and the logic task
+(:class:`~syntaxformer.tasks.nli.NliTrainer`) and the logic task
 (:class:`~syntaxformer.tasks.logic.LogicTrainer`) are such tasks.
 """
 
@@ -36,6 +46,7 @@ import math
 import os
 import time
 from collections import deque
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -45,6 +56,9 @@ import torch.distributed as dist
 from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.training.batch import Batch
 from syntaxformer.training.callbacks import (
+    BEST,
+    BEST_RECORD,
+    KeepBestModel,
     MaxEpochs,
     MaxMinutes,
     MaxSteps,
@@ -117,9 +131,12 @@ class TrainerState:
         epoch: the current epoch (0-based); batch_in_epoch: batches of it already taken.
         tokens_seen: real tokens trained on (all processes).
         train_seconds: wall time of the optimizer steps (evaluations and saving excluded).
-        valid_history: ``[step, validation loss]`` pairs; initial_valid_loss: the step-0 one.
+        valid_history: ``[step, validation loss, ...]`` rows, one per evaluation (the values of the
+            task's :attr:`TrainingLoop.validation_keys`); initial_valid_loss: the step-0 loss.
         resumed_from: the step of every resume.
         parse_curve: the learning-curve points (:class:`~syntaxformer.training.callbacks.ParseCurveCallback`).
+        best_step, best_value: the step and the selection metric's value of the model kept in
+            ``OUT/best/`` (:class:`~syntaxformer.training.callbacks.KeepBestModel`), or None.
     """
 
     step: int = 0
@@ -131,14 +148,22 @@ class TrainerState:
     initial_valid_loss: float | None = None
     resumed_from: list = field(default_factory=list)
     parse_curve: list = field(default_factory=list)
+    best_step: int | None = None
+    best_value: float | None = None
+
+    #: fields that checkpoints of earlier versions saved under another name: ``{old name: field}``
+    RENAMED = {"best_accuracy": "best_value", "best_valid_accuracy": "best_value"}
 
     @classmethod
     def resumed(cls, saved: dict) -> TrainerState:
-        """The state of a checkpoint (a field it lacks keeps its default), with this resume's step
-        appended to ``resumed_from``."""
+        """The state of a checkpoint (a field it lacks keeps its default; one saved under an old name,
+        :attr:`RENAMED`, is read from it), with this resume's step appended to ``resumed_from``."""
+        saved = {**{new: saved[old] for old, new in cls.RENAMED.items() if old in saved}, **saved}
         state = cls()
         for f in fields(cls):
             setattr(state, f.name, saved.get(f.name, getattr(state, f.name)))
+        if state.best_step is None:  # nothing kept (an old logic checkpoint saved -1.0)
+            state.best_value = None
         state.resumed_from = state.resumed_from + [state.step]
         return state
 
@@ -167,6 +192,12 @@ class TrainingLoop:
     state_class: type[TrainerState] = TrainerState
     #: whether the task's examples are counted in ``state.pairs_seen`` (its state class has that field)
     counts_examples = False
+    #: the metrics of :meth:`validation_metrics` that a ``state.valid_history`` row keeps after the step, in order
+    validation_keys: tuple[str, ...] = ("valid/loss",)
+    #: the validation metric that selects the best model (:class:`~syntaxformer.training.callbacks.KeepBestModel`,
+    #: a plateau schedule), and whether lower (``"min"``) or higher (``"max"``) is better
+    selection_metric: str = "valid/loss"
+    selection_mode: str = "min"
 
     def __init__(self, args, callbacks: list[TrainerCallback] | tuple = ()):
         args.check()
@@ -309,18 +340,81 @@ class TrainingLoop:
         """The scalar training loss of ``batch`` through ``model`` (``ddp_model``). The task's."""
         raise NotImplementedError
 
-    def evaluate(self) -> dict[str, float]:
-        """Validation at the current step, then every callback's ``on_evaluate``. The task's."""
+    def validation_metrics(self) -> dict[str, float]:
+        """The metrics of the model as it is on the validation data (all processes), e.g.
+        ``{"valid/loss": mean cross-entropy}``: at least the keys of :attr:`validation_keys` and
+        :attr:`selection_metric`; ``{}`` without validation data. Evaluation mode, no gradients; leaves the
+        model in training mode. Called by :meth:`evaluate` (under :meth:`autocast`). The task's."""
         raise NotImplementedError
 
     def report(self) -> dict:
         """The contents of ``training.json``. The task's."""
         raise NotImplementedError
 
+    # ---------------------------------------------------------------------------------- evaluation
+
+    def evaluate(self) -> dict[str, float]:
+        """Validation at the current step, at most once per step (a second call at the same step does
+        nothing): the task's :meth:`validation_metrics` under :meth:`autocast`, kept by
+        :meth:`record_validation`, or, for a step already in ``state.valid_history`` (evaluated before a
+        resume), the metrics read back from it; then every callback's ``on_evaluate``.
+
+        Returns:
+            The metrics (``{}`` without validation data, or when this step was already evaluated).
+        """
+        state = self.state
+        if self._evaluated_at == state.step:
+            return {}
+        self._evaluated_at = state.step
+        if state.valid_history and state.valid_history[-1][0] == state.step:  # before a resume
+            metrics = dict(zip(self.validation_keys, state.valid_history[-1][1:]))
+        else:
+            with self.autocast():
+                metrics = self.validation_metrics()
+            if metrics:
+                self.record_validation(metrics)
+        for callback in self.callbacks:
+            callback.on_evaluate(self, metrics)
+        return metrics
+
+    def record_validation(self, metrics: dict[str, float]) -> None:
+        """Keep a new evaluation's ``metrics``: a ``state.valid_history`` row (the step and the values of
+        :attr:`validation_keys`), ``state.initial_valid_loss`` at step 0, and the log
+        (:meth:`validation_scalars`). A task with more to record extends it."""
+        state = self.state
+        state.valid_history.append([state.step, *(metrics[key] for key in self.validation_keys)])
+        if state.step == 0:
+            state.initial_valid_loss = metrics.get("valid/loss")
+        self.log(self.validation_scalars(metrics))
+
+    def validation_scalars(self, metrics: dict[str, float]) -> dict[str, float]:
+        """The scalars an evaluation logs (TensorBoard): its ``metrics``; a task may add derived ones."""
+        return dict(metrics)
+
+    def keep_best_callbacks(self) -> list[TrainerCallback]:
+        """The keeper of the best model on :attr:`selection_metric`
+        (:class:`~syntaxformer.training.callbacks.KeepBestModel`), on rank 0 (none on other ranks)."""
+        return [KeepBestModel()] if self.is_main else []
+
     def final_model(self) -> torch.nn.Module:
-        """The model a finished run saves in OUT: :attr:`model` as it is after the last step. A task
-        that selects another (e.g. the best on validation) overrides it."""
-        return self.model
+        """The model a finished run saves in OUT: :attr:`model` as it is after the last step, or, with
+        the options' ``final_model="best"``, the kept best one (``OUT/best/``; the last when the best
+        was step 0's or none was kept). Options without ``final_model`` keep the last."""
+        best = self.out / BEST
+        record = best / BEST_RECORD
+        if getattr(self.args, "final_model", "last") != "best" or not record.is_file():
+            return self.model
+        if json.loads(record.read_text())["step"] == 0:
+            return self.model
+        return type(self.model).from_pretrained(best)
+
+    def autocast(self):
+        """The context of the run's precision: ``torch.autocast`` to bfloat16 on this device with the
+        options' ``bf16`` (parameters, optimizer and gradients stay float32), else none (also for
+        options without ``bf16``)."""
+        if getattr(self.args, "bf16", False):
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return nullcontext()
 
     # ---------------------------------------------------------------------------------- shared parts
 
@@ -359,11 +453,12 @@ class TrainingLoop:
     def make_scheduler(self):
         """The ``LambdaLR`` of :attr:`optimizer` with :func:`lr_factor` (warm-up, then ``schedule``
         until ``schedule_steps`` or ``max_steps``, down to ``final_lr_fraction``); with ``schedule``
-        "plateau", a :class:`~syntaxformer.training.plateau.PlateauSchedule` on the validation loss
-        (mode min), which a :class:`~syntaxformer.training.plateau.ReduceOnPlateau` callback feeds."""
+        "plateau", a :class:`~syntaxformer.training.plateau.PlateauSchedule` on :attr:`selection_metric`
+        (in :attr:`selection_mode`), which a :class:`~syntaxformer.training.plateau.ReduceOnPlateau`
+        callback feeds."""
         args = self.args
         if args.schedule == "plateau":
-            return PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience, mode="min")
+            return PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience, mode=self.selection_mode)
         return torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             lambda s: lr_factor(
@@ -440,9 +535,11 @@ class TrainingLoop:
         return self.apply_gradients(loss)
 
     def training_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-        """The loss a training step minimises: the task's (:meth:`compute_loss`), then each callback's
-        :meth:`~syntaxformer.training.callbacks.TrainerCallback.on_loss` in order (e.g. a penalty term)."""
-        loss = self.compute_loss(model, batch)
+        """The loss a training step minimises: the task's (:meth:`compute_loss`, under :meth:`autocast`),
+        then each callback's :meth:`~syntaxformer.training.callbacks.TrainerCallback.on_loss` in order (e.g.
+        a penalty term)."""
+        with self.autocast():
+            loss = self.compute_loss(model, batch)
         for callback in self.callbacks:
             loss = callback.on_loss(self, loss)
         return loss

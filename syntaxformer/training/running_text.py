@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from syntaxformer.data.running_text import BpttWindows, batchify, evaluation_windows, token_stream, window
 from syntaxformer.errors import InputError
 from syntaxformer.training.batch import TokenBatch
-from syntaxformer.training.callbacks import BEST, EvaluateEachEpoch, Periodic, TrainerCallback
+from syntaxformer.training.callbacks import BEST, BEST_RECORD, EvaluateEachEpoch, Periodic, TrainerCallback
 from syntaxformer.training.loop import TrainerState
 from syntaxformer.training.trainer import Trainer
 
@@ -170,36 +170,32 @@ class RunningTextTrainer(Trainer):
 
     def compute_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """Cross-entropy of every next token plus the activation regularisers, from the carried state
-        (none at an epoch's start); keeps the window's final state, detached, for the next window."""
+        (none at an epoch's start); keeps the window's final state, detached, for the next window.
+        (The loop runs it under its autocast, bfloat16 with ``bf16``.)"""
         args, state = self.args, self.state
         if state.batch_in_epoch == 0:
             state.carried_state = None
         batch = batch.to(self.device)
         start = None if state.carried_state is None else [tuple(pair) for pair in state.carried_state]
-        with self._autocast():
-            out = model(input_ids=batch.input_ids, state=start, output_last_hidden=True)
-            loss = F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]), batch.labels.reshape(-1))
-            loss = loss + activation_regularisation(
-                out.dropped_hidden_state, out.last_hidden_state, args.ar_alpha, args.tar_beta
-            )
+        out = model(input_ids=batch.input_ids, state=start, output_last_hidden=True)
+        loss = F.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]), batch.labels.reshape(-1))
+        loss = loss + activation_regularisation(
+            out.dropped_hidden_state, out.last_hidden_state, args.ar_alpha, args.tar_beta
+        )
         state.carried_state = [[h.detach(), c.detach()] for h, c in out.state]
         return loss
-
-    def _autocast(self):
-        if self.args.bf16:
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return nullcontext()
 
     # ---------------------------------------------------------------------------------- validation
 
     def validation_loss(self) -> float | None:
         """Mean cross-entropy (nats) of every next token of the validation stream, read as running text
-        in windows of ``bptt`` with the state carried; None without validation text."""
+        in windows of ``bptt`` with the state carried; None without validation text. The loop's
+        evaluation calls it under its autocast."""
         if self.valid_stream is None:
             return None
         self.model.eval()
         total, count, carried = 0.0, 0, None
-        with torch.no_grad(), self._autocast():
+        with torch.no_grad():
             for start, length in evaluation_windows(self.valid_stream.shape[1], self.args.bptt):
                 inputs, targets = (t.to(self.device) for t in window(self.valid_stream, start, length))
                 out = self.model(input_ids=inputs, state=carried)
@@ -289,7 +285,7 @@ class RunningTextTrainer(Trainer):
         """:meth:`Trainer.report` with the running text, NT-ASGD's switch and the selected model."""
         record = super().report()
         state, args = self.state, self.args
-        best = self.out / BEST / "best.json"
+        best = self.out / BEST / BEST_RECORD
         record["objective_description"] = (
             "causal LM on running text: every next token, windows of mean length bptt with the state carried"
         )

@@ -66,12 +66,10 @@ mean over its own target tokens and DDP averages the gradients; a step consumes 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
 import time
-from contextlib import nullcontext
 from dataclasses import asdict
 
 import torch
@@ -87,10 +85,8 @@ from syntaxformer.sources.induced import MaskedInputInducer
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
-    BEST,
     EarlyStopping,
     EvaluateEachEpoch,
-    KeepBestModel,
     ParseCurveCallback,
     ProgressCallback,
     StopOnSignal,
@@ -292,12 +288,12 @@ class Trainer(TrainingLoop):
         curve = ParseCurveCallback(args.eval_treebank) if self.is_main and args.eval_treebank else None
         callbacks = self.periodic_callbacks() + self.run_length_callbacks()
         callbacks += [EvaluateEachEpoch()] if args.eval_each_epoch else []
-        callbacks += [ReduceOnPlateau("valid/loss")] if args.schedule == "plateau" else []
+        callbacks += [ReduceOnPlateau(self.selection_metric)] if args.schedule == "plateau" else []
         callbacks += [EarlyStopping(args.early_stopping)] if args.early_stopping else []
         callbacks.append(StopOnSignal())
         if self.is_main:
             callbacks += [TensorBoardCallback(), ProgressCallback(quiet=args.quiet)]
-            callbacks += [KeepBestModel()] if args.keep_best else []
+            callbacks += self.keep_best_callbacks() if args.keep_best else []
         return callbacks + ([curve] if curve is not None else [])
 
     def _validation_batches(self) -> list[TokenBatch]:
@@ -350,54 +346,40 @@ class Trainer(TrainingLoop):
     def model_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """Mean cross-entropy (nats) over the targets of ``batch``: ``model(...).loss`` (masked LM: the
         logits of masked positions only where the model offers ``masked_only``, gathered by the
-        batch's ``masked_positions`` when it has them; causal LM: the model shifts the labels), under
-        bfloat16 autocast with ``bf16``. The batch's ``structure_inputs`` (``--trees``: ``{"heads":
-        (B, N)}``; ``--phrases``: ``"phrase_ids"``, ``"phrase_labels"``) go to the model as
-        ``structure_inputs``."""
+        batch's ``masked_positions`` when it has them; causal LM: the model shifts the labels). The
+        batch's ``structure_inputs`` (``--trees``: ``{"heads": (B, N)}``; ``--phrases``: ``"phrase_ids"``,
+        ``"phrase_labels"``) go to the model as ``structure_inputs``. In a training step and in
+        validation the loop runs it under its :meth:`~syntaxformer.training.loop.TrainingLoop.autocast`
+        (bfloat16 with ``bf16``)."""
         batch = batch.to(self.device)
         kw = batch.model_inputs()
         if self._takes_masked_only:
             kw["masked_only"] = True
             if batch.masked_positions is not None:
                 kw["masked_positions"] = batch.masked_positions
-        autocast = (
-            torch.autocast(device_type=self.device.type, dtype=torch.bfloat16) if self.args.bf16 else nullcontext()
-        )
-        with autocast:
-            return model(**kw).loss
+        return model(**kw).loss
 
     # ---------------------------------------------------------------------------------- around the steps
 
-    def evaluate(self) -> dict[str, float]:
-        """Validation loss at the current step (into ``state.valid_history`` and the log), then every
-        callback's ``on_evaluate``; once per step (a second call at the same step does nothing).
+    def validation_metrics(self) -> dict[str, float]:
+        """The loop's validation (:meth:`~syntaxformer.training.loop.TrainingLoop.evaluate`) of the
+        language model.
 
         Returns:
-            ``{"valid/loss": mean cross-entropy over the validation targets (nats)}``, or ``{}``
-            without validation data (or when this step was already evaluated).
+            ``{"valid/loss": mean cross-entropy over the validation targets (nats)}``
+            (:meth:`validation_loss`), or ``{}`` without validation data.
         """
-        state = self.state
-        if self._evaluated_at == state.step:
-            return {}
-        self._evaluated_at = state.step
-        if state.valid_history and state.valid_history[-1][0] == state.step:  # before a resume
-            loss = state.valid_history[-1][1]
-        else:
-            loss = self.validation_loss()
-            if loss is not None:
-                state.valid_history.append([state.step, loss])
-                if state.step == 0:
-                    state.initial_valid_loss = loss
-                self.log({"valid/loss": loss, "valid/perplexity": _perplexity(loss)})
-        metrics = {} if loss is None else {"valid/loss": loss}
-        for callback in self.callbacks:
-            callback.on_evaluate(self, metrics)
-        return metrics
+        loss = self.validation_loss()
+        return {} if loss is None else {"valid/loss": loss}
+
+    def validation_scalars(self, metrics: dict[str, float]) -> dict[str, float]:
+        """The validation loss and its perplexity (``valid/perplexity``), as an evaluation logs them."""
+        return {**metrics, "valid/perplexity": _perplexity(metrics["valid/loss"])}
 
     def validation_loss(self) -> float | None:
         """Mean cross-entropy (nats) over all validation targets of the objective (all processes),
         or None without validation data. Evaluation mode, no gradients; leaves the model in training
-        mode."""
+        mode. The loop's evaluation calls it under its autocast (:meth:`validation_metrics`)."""
         if not self.data.valid_ids:
             return None
         self.model.eval()
@@ -410,15 +392,6 @@ class Trainer(TrainingLoop):
         total = self._all_reduce(total)
         self.model.train()
         return float(total[0] / total[1])
-
-    def final_model(self) -> torch.nn.Module:
-        """The model saved in OUT: the last one, or with ``final_model="best"`` the one of the lowest
-        validation loss after step 0 (``OUT/best/``; the last when none was better than step 0's)."""
-        best = self.out / BEST
-        record = best / "best.json"
-        if self.args.final_model != "best" or not record.is_file() or json.loads(record.read_text())["step"] == 0:
-            return self.model
-        return type(self.model).from_pretrained(best)
 
     def report(self) -> dict:
         """The contents of ``training.json``: the options, model, data, tokenizer, steps, epochs,

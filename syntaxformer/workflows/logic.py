@@ -1,4 +1,4 @@
-"""The logical-inference task (``syntaxformer logic train | evaluate``; DESIGN.md §6, issue 15 item 4).
+"""The logical-inference task (``syntaxformer logic train | evaluate``; DESIGN.md §6).
 
 :func:`run_logic_train` trains a pair classifier over a chosen encoder on the pairs with at most 6
 operators (:class:`~syntaxformer.tasks.logic.LogicTrainer`), takes the best-validation model and
@@ -19,7 +19,6 @@ from syntaxformer.figures import save_figure
 from syntaxformer.figures.logic import plot_accuracy_by_operators
 from syntaxformer.runtime import resolve_device
 from syntaxformer.tasks.logic import (
-    BEST,
     TEST_OPERATORS,
     LogicTrainer,
     accuracy_by_operators,
@@ -27,6 +26,7 @@ from syntaxformer.tasks.logic import (
     logic_tokenizer,
 )
 from syntaxformer.tasks.pair import PairClassifier
+from syntaxformer.training.callbacks import BEST
 from syntaxformer.training.trainer import TRAINING_JSON
 
 logger = logging.getLogger(__name__)

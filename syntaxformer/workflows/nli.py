@@ -1,7 +1,7 @@
 """Natural-language inference jobs (``syntaxformer nli``; DESIGN.md §3.1, §6): train a sentence-pair
 classifier and score it, or score a saved one.
 
-* :func:`run_nli_train` -- read the pairs, train with :class:`~syntaxformer.training.nli.NliTrainer`
+* :func:`run_nli_train` -- read the pairs, train with :class:`~syntaxformer.tasks.nli.NliTrainer`
   by a recipe (:data:`RECIPES`: epochs, not minutes), select the model on the selection split
   (SICK TRIAL), score it on the report split (SICK TEST) beside the majority class, measure
   inference pairs/s; ``OUT/report.json``.
@@ -27,7 +27,8 @@ from syntaxformer.errors import InputError
 from syntaxformer.evaluation.classification import classification_scores, majority_class_scores
 from syntaxformer.models import PAIR_MODELS, default_architecture
 from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
-from syntaxformer.training.nli import BEST, NliTrainArguments, NliTrainer, steps_for_epochs
+from syntaxformer.tasks.nli import NliTrainArguments, NliTrainer, steps_for_epochs
+from syntaxformer.training.callbacks import BEST
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ def run_nli_train(
         eval_batch_size: pairs per batch when scoring (and timing inference).
         **changes: NliTrainArguments fields replacing the recipe's (None = the recipe's), e.g.
             ``prior``, ``word_vectors``, ``max_minutes``, ``resume``, ``threads``, ``device``,
-            ``epochs``, ``overrides``.
+            ``epochs``, ``overrides``, ``bf16``.
     Returns:
         The report (also ``OUT/report.json``).
     Raises:

@@ -1,11 +1,11 @@
-"""Training a sentence-pair classifier (natural-language inference) with the project's trainer.
+"""Training a sentence-pair classifier (natural-language inference): a task of the training loop.
 
-:class:`NliTrainer` is a :class:`~syntaxformer.training.trainer.Trainer` whose objective is the
-cross-entropy of the 3-way label (DESIGN.md §6): it reuses the trainer's loop, callbacks (progress
-bar, TensorBoard, stop conditions: steps, epochs, minutes, signals), Adam and the learning-rate
-schedule, atomic checkpoints and ``resume`` (the same rules: every random draw of a step comes from
-``(seed, step)`` and an epoch's batches from ``(seed, epoch)``, so a resumed run equals an
-uninterrupted one). What differs:
+:class:`NliTrainer` is the task of the :class:`~syntaxformer.training.loop.TrainingLoop` whose
+objective is the cross-entropy of the 3-way label (DESIGN.md §6): it reuses the loop's callbacks
+(progress bar, TensorBoard, stop conditions: steps, epochs, minutes, signals), Adam and the
+learning-rate schedule, evaluation, best-model keeping, bfloat16 autocast (``bf16``), atomic checkpoints
+and ``resume`` (the same rules: every random draw of a step comes from ``(seed, step)`` and an epoch's
+batches from ``(seed, epoch)``, so a resumed run equals an uninterrupted one). What differs:
 
 * data: :class:`~syntaxformer.data.nli.NliData` (train / selection / report pairs) instead of a
   corpus; a word tokenizer built from the training pairs (plus, with pre-trained vectors, every
@@ -14,8 +14,9 @@ uninterrupted one). What differs:
   :class:`~syntaxformer.data.nli.PairEncoder`; no masking;
 * evaluation (step 0, every ``eval_every`` steps, the end of every epoch, the end): loss and
   accuracy on the selection pairs; **model selection**: the model of the best selection accuracy
-  (earliest on ties) is written to ``OUT/best/`` (model + tokenizer + ``selection.json``) -- the one
-  reports score on the report split;
+  (earliest on ties) is written to ``OUT/best/`` (model + tokenizer + ``best.json``,
+  :class:`~syntaxformer.training.callbacks.KeepBestModel`) -- the one reports score on the report
+  split; with ``final_model="best"`` it is also the model left in OUT;
 * ``training.json``: the options, model, data, steps, epochs, pairs/s, minutes, the selection
   history and the selected step.
 
@@ -27,7 +28,6 @@ reads) sets the word embeddings' size and values, frozen unless ``overrides`` sa
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -39,21 +39,24 @@ from transformers import AutoTokenizer
 
 from syntaxformer.data.batching import LengthBucketSampler
 from syntaxformer.data.nli import LABELS, NliData, PairEncoder, load_nli
-from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
+from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.data.word_vectors import read_word_vectors
 from syntaxformer.errors import InputError
 from syntaxformer.models import PAIR_MODELS, default_architecture
 from syntaxformer.runtime import code_version, flush_denormals_on_cpu
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.batch import PairBatch
-from syntaxformer.training.callbacks import EvaluateEachEpoch, ProgressCallback, StopOnSignal, TensorBoardCallback
+from syntaxformer.training.callbacks import (
+    BEST,
+    EvaluateEachEpoch,
+    ProgressCallback,
+    StopOnSignal,
+    TensorBoardCallback,
+)
 from syntaxformer.training.checkpoint import read_checkpoint
 from syntaxformer.training.loop import TrainerState, TrainingLoop, _jsonable
 
 logger = logging.getLogger(__name__)
-
-#: the selected model's folder inside OUT
-BEST = "best"
 
 
 @dataclass
@@ -74,9 +77,18 @@ class NliTrainArguments(TrainArguments):
     word_vectors: str | None = None
     min_freq: int = 1
 
+    @property
+    def keeps_best_model(self) -> bool:
+        """Always: NLI training keeps the model of the best selection accuracy in ``OUT/best/``."""
+        return True
+
     def check(self) -> None:
         """:meth:`TrainArguments.check`, ``model`` must be a sentence-pair classifier, and the masked-LM
-        ``keep_best`` / ``early_stopping`` are refused (this trainer selects on accuracy into ``OUT/best/``)."""
+        ``keep_best`` / ``early_stopping`` are refused (this trainer selects on accuracy into ``OUT/best/``).
+
+        Raises:
+            InputError: an option refused, in one line.
+        """
         super().check()
         if self.model not in PAIR_MODELS:
             raise InputError(f"--model {self.model}: expected one of {', '.join(PAIR_MODELS)}")
@@ -89,14 +101,22 @@ class NliTrainArguments(TrainArguments):
 
 @dataclass
 class NliTrainerState(TrainerState):
-    """:class:`~syntaxformer.training.trainer.TrainerState` plus the selection: ``pairs_seen``,
-    ``selection`` (``[step, epoch, loss, accuracy]`` per evaluation; accuracy 0-100), ``best_step``
-    and ``best_accuracy`` (the selected model's)."""
+    """:class:`~syntaxformer.training.loop.TrainerState` plus ``pairs_seen`` and the selection history
+    ``selection`` (``[step, epoch, loss, accuracy]`` per evaluation; accuracy 0-100); ``valid_history``
+    holds ``[step, loss, accuracy]``, ``best_step`` and ``best_value`` the selected model's step and
+    accuracy."""
 
     pairs_seen: int = 0
     selection: list = field(default_factory=list)
-    best_step: int | None = None
-    best_accuracy: float | None = None
+
+    @classmethod
+    def resumed(cls, saved: dict) -> NliTrainerState:
+        """:meth:`TrainerState.resumed`; a checkpoint whose ``valid_history`` rows hold the loss only (an
+        earlier version's) gets them from its ``selection`` rows."""
+        state = super().resumed(saved)
+        if any(len(row) < 3 for row in state.valid_history):
+            state.valid_history = [[step, loss, accuracy] for step, _, loss, accuracy in state.selection]
+        return state
 
 
 def build_vocabulary(data: NliData, min_freq: int, vector_words=()) -> object:
@@ -125,6 +145,9 @@ class NliTrainer(TrainingLoop):
 
     state_class = NliTrainerState
     counts_examples = True
+    validation_keys = ("valid/loss", "valid/accuracy")
+    selection_metric = "valid/accuracy"
+    selection_mode = "max"
 
     def __init__(self, args: NliTrainArguments, data: NliData | None = None, callbacks=()):
         super().__init__(args, callbacks)
@@ -216,9 +239,12 @@ class NliTrainer(TrainingLoop):
 
     def default_callbacks(self) -> list:
         """The periods of logging, evaluation and checkpoints, the stop conditions (max_steps, epochs,
-        max_minutes, signals) and, on rank 0, TensorBoard and the progress bar."""
+        max_minutes, signals) and, on rank 0, TensorBoard, the progress bar and the keeper of the best
+        selection accuracy's model (``OUT/best/``)."""
         callbacks = self.periodic_callbacks() + self.run_length_callbacks() + [StopOnSignal()]
-        return callbacks + ([TensorBoardCallback(), ProgressCallback(quiet=self.args.quiet)] if self.is_main else [])
+        if self.is_main:
+            callbacks += [TensorBoardCallback(), ProgressCallback(quiet=self.args.quiet)]
+        return callbacks + self.keep_best_callbacks()
 
     # ---------------------------------------------------------------------------------- a step
 
@@ -228,7 +254,8 @@ class NliTrainer(TrainingLoop):
 
     def compute_loss(self, model, batch: PairBatch) -> torch.Tensor:
         """Mean cross-entropy of the labels of one batch (its ``features`` as
-        :meth:`~syntaxformer.data.nli.PairEncoder.batch` makes them)."""
+        :meth:`~syntaxformer.data.nli.PairEncoder.batch` makes them). (The loop runs it under its
+        autocast: bfloat16 with ``bf16``.)"""
         return model(**batch.to(self.device).features).loss
 
     # ---------------------------------------------------------------------------------- evaluation
@@ -255,57 +282,19 @@ class NliTrainer(TrainingLoop):
         """Mean cross-entropy on the selection pairs (:meth:`validation_scores`)."""
         return self.validation_scores()[0]
 
-    def evaluate(self) -> dict[str, float]:
-        """Selection loss and accuracy at the current step (once per step), logged, recorded in
-        ``state.selection``; a new best accuracy writes ``OUT/best/``. Then every ``on_evaluate``."""
-        state = self.state
-        if self._evaluated_at == state.step:
-            return {}
-        self._evaluated_at = state.step
-        if state.selection and state.selection[-1][0] == state.step:  # evaluated before a resume
-            _, _, loss, accuracy = state.selection[-1]
-        else:
-            loss, accuracy = self.validation_scores()
-            epoch = state.epoch + state.batch_in_epoch / max(1, self.batches_per_epoch)
-            state.selection.append([state.step, round(epoch, 4), loss, accuracy])
-            state.valid_history.append([state.step, loss])
-            if state.step == 0:
-                state.initial_valid_loss = loss
-            self.log({"valid/loss": loss, "valid/accuracy": accuracy})
-            if state.best_accuracy is None or accuracy > state.best_accuracy:
-                state.best_step, state.best_accuracy = state.step, accuracy
-                self.save_best()
-        logger.info(
-            "step %d: selection loss %.4f, accuracy %.2f (best %.2f at step %d)",
-            state.step,
-            loss,
-            accuracy,
-            state.best_accuracy,
-            state.best_step,
-        )
-        metrics = {"valid/loss": loss, "valid/accuracy": accuracy}
-        for callback in self.callbacks:
-            callback.on_evaluate(self, metrics)
-        return metrics
+    def validation_metrics(self) -> dict[str, float]:
+        """The loop's validation (under its autocast): ``{"valid/loss": mean cross-entropy,
+        "valid/accuracy": percent}`` on the selection pairs (:meth:`validation_scores`)."""
+        loss, accuracy = self.validation_scores()
+        return {"valid/loss": loss, "valid/accuracy": accuracy}
 
-    def save_best(self) -> None:
-        """Write the current model to ``OUT/best/`` with the tokenizer and ``selection.json``."""
-        best = self.out / BEST
-        best.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(best, safe_serialization=True)
-        save_tokenizer(self.tokenizer, best)
-        (best / "selection.json").write_text(
-            json.dumps(
-                dict(
-                    step=self.state.step,
-                    selection_accuracy=self.state.best_accuracy,
-                    selection=self.nli_data.valid_desc,
-                    seed=self.args.seed,
-                ),
-                indent=2,
-            )
-            + "\n"
-        )
+    def record_validation(self, metrics: dict[str, float]) -> None:
+        """The loop's record of a new evaluation, and its ``[step, epoch, loss, accuracy]`` row of
+        ``state.selection``."""
+        super().record_validation(metrics)
+        state = self.state
+        epoch = state.epoch + state.batch_in_epoch / max(1, self.batches_per_epoch)
+        state.selection.append([state.step, round(epoch, 4), metrics["valid/loss"], metrics["valid/accuracy"]])
 
     def report(self) -> dict:
         """The contents of ``training.json`` (module docstring)."""
@@ -345,7 +334,7 @@ class NliTrainer(TrainingLoop):
                 split=self.nli_data.valid_desc,
                 history=state.selection,
                 best_step=state.best_step,
-                best_accuracy=state.best_accuracy,
+                best_valid_accuracy=state.best_value,
                 folder=str(self.out / BEST),
             ),
             resumed_from_steps=state.resumed_from,
@@ -362,4 +351,4 @@ def steps_for_epochs(n_pairs: int, batch_size: int, epochs: int) -> int:
     return epochs * math.ceil(n_pairs / batch_size)
 
 
-__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "build_vocabulary", "steps_for_epochs", "BEST"]
+__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "build_vocabulary", "steps_for_epochs"]
