@@ -905,8 +905,8 @@ def _nan_grid(grid: list[list[float | None]]) -> list[list[float]]:
     return [[float("nan") if v is None else float(v) for v in row] for row in grid]
 
 
-def heatmap_values(report: dict) -> list[tuple[str, str, dict]]:
-    """``(file stem, caption, keyword arguments of plot_head_map)`` for each heatmap of a report."""
+def _positional_and_syntactic(report: dict) -> tuple[list, list, list, list]:
+    """The positional heatmap's shares and arrow labels, the syntactic one's gains and relation labels."""
     positional = report["positional"]
     shares = [
         [None if p is None else max(p, n) for p, n in zip(pr, nr)]
@@ -927,6 +927,12 @@ def heatmap_values(report: dict) -> list[tuple[str, str, dict]]:
         ]
         for row in best
     ]
+    return shares, arrows, gains, names
+
+
+def heatmap_values(report: dict) -> list[tuple[str, str, dict]]:
+    """``(file stem, caption, keyword arguments of plot_head_map)`` for each heatmap of a report."""
+    shares, arrows, gains, names = _positional_and_syntactic(report)
     text = report["text"]["source"]
     return [
         (

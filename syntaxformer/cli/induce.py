@@ -54,6 +54,15 @@ def add_parser(subparsers) -> None:
         "compare with the untrained model and left-/right-branching, random and balanced "
         "trees. On ptb-sample: scores on the test half, the dev half and all of it.",
     )
+    _job_arguments(p)
+    _training_arguments(p)
+    _run_arguments(p)
+    add_decoder_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _job_arguments(p: argparse.ArgumentParser) -> None:
+    """The model, recipe, data, protocol and output folder."""
     p.add_argument(
         "--model",
         default=default_architecture("language_model"),
@@ -96,6 +105,10 @@ def add_parser(subparsers) -> None:
         "the learning curve is scored with prpn",
     )
     p.add_argument("--out", default="induce-out", help="output folder")
+
+
+def _training_arguments(p: argparse.ArgumentParser) -> None:
+    """The seed and the recipe's fields a run may replace (:data:`_TRAIN_FLAGS`), prior, variant, config."""
     p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, batches, masking)")
     for flag in _TRAIN_FLAGS:
         kind = {
@@ -136,6 +149,10 @@ def add_parser(subparsers) -> None:
         help="override a model config field (JSON value) after the recipe's, "
         "e.g. --set constituent_diagonal='\"one\"'; repeatable",
     )
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    """Where and how the job runs: threads, precision, device, resume, rescore, output form."""
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument(
         "--bf16",
@@ -161,8 +178,6 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="print report.json instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_decoder_arguments(p)
-    p.set_defaults(func=run)
 
 
 def _recipe(args) -> tuple[dict, dict, int | None]:

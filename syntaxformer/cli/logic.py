@@ -135,6 +135,12 @@ def _add_train(sub) -> None:
         "parameters, optimizer and the ON-LSTM's state in float32; test in float32); default: "
         "the encoder's (on-lstm: bf16, the others: fp32)",
     )
+    _add_run_arguments(p, d)
+    p.set_defaults(func=run_train)
+
+
+def _add_run_arguments(p: argparse.ArgumentParser, d) -> None:
+    """``logic train``'s run options (``d``: the default arguments)."""
     r = p.add_argument_group("run")
     r.add_argument("--seed", type=int, default=d.seed)
     r.add_argument("--max-steps", type=int, default=None, help=f"recipe: {_recipe_help('max_steps')}")
@@ -169,7 +175,6 @@ def _add_train(sub) -> None:
     r.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--json", action="store_true", help="print logic.json instead of the table")
-    p.set_defaults(func=run_train)
 
 
 def _add_evaluate(sub) -> None:

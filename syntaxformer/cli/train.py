@@ -36,9 +36,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--resume, TensorBoard. Runs data-parallel under torchrun.",
     )
     _model_and_data_arguments(p)
-    _batch_and_optimisation_arguments(p)
+    _batch_arguments(p)
+    _optimisation_arguments(p)
     _running_text_arguments(p)
-    _fine_tuning_and_run_arguments(p)
+    _fine_tuning_arguments(p)
+    _run_arguments(p)
     p.set_defaults(func=run)
     return p
 
@@ -126,7 +128,7 @@ def _model_and_data_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
+def _batch_arguments(p: argparse.ArgumentParser) -> None:
     b = p.add_argument_group("batches and masking")
     b.add_argument(
         "--batch-size",
@@ -191,6 +193,9 @@ def _batch_and_optimisation_arguments(p: argparse.ArgumentParser) -> None:
         help="batches of consecutive sentences in corpus order, the same every epoch (the public "
         "Tree Transformer code); default: shuffled, length-bucketed",
     )
+
+
+def _optimisation_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("optimisation")
     o.add_argument(
         "--optimizer",
@@ -261,7 +266,7 @@ def _running_text_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
+def _fine_tuning_arguments(p: argparse.ArgumentParser) -> None:
     f = p.add_argument_group("fine-tuning and head gates (Voita et al. 2019; DESIGN.md §3.5)")
     f.add_argument(
         "--init-from",
@@ -291,6 +296,9 @@ def _fine_tuning_and_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     f.add_argument("--gate-lr", type=float, default=None, help="learning rate of the gates (default: --lr)")
     f.add_argument("--gate-init", type=float, default=_D.gate_init, help="initial log alpha of every gate")
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("run")
     r.add_argument("--out", required=True, help="output folder")
     r.add_argument("--seed", type=int, default=_D.seed, help="random seed (initialisation, batches, masking)")
