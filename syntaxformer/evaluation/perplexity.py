@@ -579,6 +579,10 @@ def sentence_words(sentences: Sequence[str | Sequence[str]]) -> list[list[str]]:
     becomes ``N``); a string with no word (empty, only punctuation) is an empty sentence, counted in
     ``n_empty``. A list of strings is taken as it is.
 
+    Args:
+        sentences: per sentence a string or a list of word strings.
+    Returns:
+        Per sentence its words.
     Raises:
         InputError: a sentence that is neither a string nor a sequence of strings (naming it, 1-based).
     """
