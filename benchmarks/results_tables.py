@@ -165,6 +165,11 @@ INDUCE = {
         "tree-transformer-small-ptblm-b1024-4500-lr3e-3-seed[0-9].json",
     ),
     "on-lstm": ("ON-LSTM, `induce --model on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
+    "on-lstm-paper-cpu": (
+        "ON-LSTM, `induce --model on-lstm --recipe paper --preset mini` on the CPU: the AWD-LSTM procedure, "
+        "stopped by its time limit (layer 1)",
+        "on-lstm-paper-mini-cpu-seed[0-9].json",
+    ),
     "shipped-sf": (
         "shipped `structformer-ptb-lm` (small, ptb-lm text, 8,000-step schedule)",
         SHIPPED_SF,
@@ -260,7 +265,12 @@ README_ROWS = [
     ("sf-long", "StructFormer, `induce --model structformer --recipe long`", None),
     ("sf-small-8000", "StructFormer, small on the ptb-lm text, 8,000 steps", None),
     ("shipped-sf", "the shipped parser `structformer-ptb-lm` (StructFormer)", "structformer"),
-    ("on-lstm", "ON-LSTM, `induce --model on-lstm`", "on-lstm"),
+    ("on-lstm", "ON-LSTM, `induce --model on-lstm`", None),
+    (
+        "on-lstm-paper-cpu",
+        "ON-LSTM, `induce --model on-lstm --recipe paper` (mini, the AWD-LSTM procedure, stopped by its time limit)",
+        "on-lstm",
+    ),
 ]
 
 
@@ -321,6 +331,7 @@ def induce_test() -> str:
         "tt-b512-4500",
         "tt-b1024",
         "on-lstm",
+        "on-lstm-paper-cpu",
         "shipped-lm",
         "shipped-sf",
         "shipped",
@@ -439,8 +450,19 @@ def induce_dependencies() -> str:
 
 @table("induce-on-lstm-layers")
 def induce_on_lstm_layers() -> str:
-    """The ON-LSTM's test sentence F1 from each single layer, and its untrained twin."""
-    reps = group("on-lstm")
+    """The ON-LSTM's test sentence F1 from each single layer, and its untrained twin (the default recipe)."""
+    return on_lstm_layers("on-lstm")
+
+
+@table("induce-on-lstm-paper-layers")
+def induce_on_lstm_paper_layers() -> str:
+    """The same for the ON-LSTM trained with the paper's procedure (``--recipe paper``)."""
+    return on_lstm_layers("on-lstm-paper-cpu")
+
+
+def on_lstm_layers(key: str) -> str:
+    """Test and dev sentence F1 of each single layer of the ON-LSTM group ``key``, and its untrained twin."""
+    reps = group(key)
     layers = sorted(reps[0]["parts"]["test"]["single_layer"], key=int)
     rows = [
         [
