@@ -9,6 +9,8 @@ import zlib
 
 import pytest
 import torch
+from helpers import SICK_PAIRS as PAIRS  # the sick_file fixture (conftest.py) writes these pairs
+from helpers import sick_line
 
 from syntaxformer.cli import main
 from syntaxformer.data.nli import (
@@ -25,40 +27,6 @@ from syntaxformer.errors import InputError
 from syntaxformer.evaluation.classification import classification_scores, majority_class_scores
 from syntaxformer.models import PAIR_MODELS
 from syntaxformer.models.gaussian_transformer import scaled_sum
-
-SICK_HEADER = (
-    "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\t"
-    "entailment_BA\tsentence_A_original\tsentence_B_original\tsentence_A_dataset\t"
-    "sentence_B_dataset\tSemEval_set"
-)
-
-
-def sick_line(i, a, b, label, split):
-    return f"{i}\t{a}\t{b}\t{label}\t4.5\tA_x_B\tB_x_A\t{a}\t{b}\tFLICKR\tFLICKR\t{split}"
-
-
-PAIRS = [
-    ("a man is playing a guitar", "a man is playing an instrument", "ENTAILMENT"),
-    ("a man is playing a guitar", "nobody is playing a guitar", "CONTRADICTION"),
-    ("a woman is slicing an onion", "a man is cutting a potato", "NEUTRAL"),
-    ("the dog is running in the park", "a dog runs", "ENTAILMENT"),
-    ("two kids are swimming", "no kid is swimming", "CONTRADICTION"),
-    ("a cat sleeps on the sofa", "the cat is eating", "NEUTRAL"),
-]
-
-
-@pytest.fixture
-def sick_file(tmp_path):
-    """A SICK-format file (CRLF line ends, as the release) with 6 TRAIN, 3 TRIAL and 3 TEST pairs."""
-    lines = [SICK_HEADER]
-    splits = ["TRAIN"] * 6 + ["TRIAL"] * 3 + ["TEST"] * 3
-    for i, split in enumerate(splits):
-        a, b, label = PAIRS[i % len(PAIRS)]
-        lines.append(sick_line(i + 1, a, b, label, split))
-    path = tmp_path / "SICK.txt"
-    path.write_bytes("\r\n".join(lines).encode())
-    return path
-
 
 # ------------------------------------------------------------------------------------------ readers
 
