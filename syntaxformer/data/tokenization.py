@@ -237,10 +237,9 @@ def encode(
         sentences: lists of words.
         max_length: the most tokens (special tokens included) one encoded sentence may have, or None.
         overflow: what to do with a sentence over ``max_length``: ``"error"`` (default; raise),
-            ``"skip"`` (drop it), ``"split"`` (cut into consecutive pieces of at most
+            ``"skip"`` (drop it) or ``"split"`` (cut into consecutive pieces of at most
             ``max_length`` tokens, at word boundaries where possible, each with the tokenizer's
-            special tokens; word indices stay those of the original sentence) or ``"cut"`` (keep its
-            first ``max_length`` tokens, the rest is lost). Each logs a count.
+            special tokens; word indices stay those of the original sentence). Both log a count.
 
     Returns:
         ``(ids, word_ids)``: two lists with one entry per encoded sentence (or piece). Without
@@ -250,8 +249,8 @@ def encode(
         InputError: a sentence over ``max_length`` with ``overflow="error"`` (naming it), a bad word
             (empty, or containing white space), or an unknown ``overflow``.
     """
-    if overflow not in ("error", "skip", "split", "cut"):
-        raise InputError(f"overflow must be error, skip, split or cut, got {overflow!r}")
+    if overflow not in ("error", "skip", "split"):
+        raise InputError(f"overflow must be error, skip or split, got {overflow!r}")
     sentences = list(sentences)
     _check_sentences(sentences)
     if not sentences:
@@ -274,10 +273,6 @@ def encode(
             n_skipped += 1
             continue
         n_split += 1
-        if overflow == "cut":
-            all_ids.append(list(ids[:max_length]))
-            all_words.append(list(wids[:max_length]))
-            continue
         for piece_ids, piece_words in _split(ids, wids, max_length):
             all_ids.append(piece_ids)
             all_words.append(piece_words)
@@ -285,11 +280,7 @@ def encode(
         logger.warning("skipped %d of %d sentences longer than %d tokens", n_skipped, len(sentences), max_length)
     if n_split:
         logger.warning(
-            "%s %d of %d sentences longer than %d tokens",
-            "cut" if overflow == "cut" else "split into pieces",
-            n_split,
-            len(sentences),
-            max_length,
+            "split %d of %d sentences longer than %d tokens into pieces", n_split, len(sentences), max_length
         )
     return all_ids, all_words
 

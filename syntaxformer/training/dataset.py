@@ -293,8 +293,10 @@ def _encode_counted(tokenizer, sentences, args: DataArguments):
                 "dropped %d sentences of more than %d tokens", len(ids) - len(kept), args.max_sentence_length
             )
         ids, sentences = [ids[i] for i in kept], [sentences[i] for i in kept]
-    if overflow == "cut":
+    if overflow == "cut":  # in place, order kept (the public Tree Transformer code's 60 input positions)
         over = sum(len(x) > max_length for x in ids)
+        if over:
+            logger.warning("cut %d of %d sentences to their first %d tokens", over, len(ids), max_length)
         return [x[:max_length] for x in ids], over
     over = [i for i, x in enumerate(ids) if len(x) > max_length]
     if not over:
