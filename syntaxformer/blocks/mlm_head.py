@@ -9,7 +9,11 @@ training batch carries the list, computed on the CPU when the batch is masked
 (:func:`labelled_positions`; :class:`~syntaxformer.training.objectives.MaskedLM`), so a training step
 indexes with no boolean mask and branches on no tensor's value, only on the list's length (a shape).
 A caller that gives no list (evaluation, a user with ``labels``) gets it computed from ``labels``
-here (``nonzero``). No labelled position gives a zero loss that keeps the graph
+here (``nonzero``). For static shapes (an accelerator's captured or compiled step) the list may have a
+**fixed size**, padded after its real entries with a *dummy* position whose label is -100
+(:func:`padded_positions`): the gathered dummy rows get the target -100, which the cross-entropy
+ignores, so the loss and the gradients are the variable list's (up to float rounding of the sums over
+more, zero, terms). No labelled position gives a zero loss that keeps the graph
 (``logits.sum() * 0``). Without ``masked_only`` the output layer runs everywhere ``(B, N, V)`` and
 the cross-entropy ignores the -100 labels.
 """
@@ -36,6 +40,28 @@ def labelled_positions(labels: Tensor) -> Tensor:
     return torch.nonzero(labels.reshape(-1) != IGNORE_INDEX, as_tuple=True)[0]
 
 
+def padded_positions(labels: Tensor, size: int) -> Tensor:
+    """The labelled positions as a list of ``size`` entries: :func:`labelled_positions`, then the
+    first unlabelled position repeated (a dummy whose target is -100, ignored by the loss).
+
+    Args:
+        labels: ``(B, N)`` target ids, -100 = not scored.
+        size: the list's length; at most ``B·N``.
+    Returns:
+        ``(max(size, M),)`` long: the ``M`` labelled positions (row-major), padded to ``size``; the
+        unpadded list when ``M >= size`` (the caller chooses a larger size for such a batch).
+    """
+    flat = labels.reshape(-1)
+    if size > flat.numel():
+        raise ValueError(f"cannot pad the labelled positions to {size}: the batch has {flat.numel()} positions")
+    positions = labelled_positions(labels)  # (M,)
+    missing = size - positions.shape[0]
+    if missing <= 0:
+        return positions
+    dummy = torch.nonzero(flat == IGNORE_INDEX, as_tuple=True)[0][:1]  # exists: M < size <= B·N
+    return torch.cat([positions, dummy.expand(missing)])
+
+
 def masked_lm_output(
     hidden: Tensor,
     lm_head: nn.Module,
@@ -52,8 +78,9 @@ def masked_lm_output(
         labels: ``(B, N)`` target ids, -100 = not scored; None: no loss.
         masked_only: logits only at the labelled positions (``(M, V)``, row-major); needs ``labels``.
         masked_positions: with ``masked_only``, ``(M,)`` long, the labelled positions as
-            :func:`labelled_positions` gives them (e.g. carried by the training batch); None: computed
-            from ``labels``. Ignored without ``masked_only``.
+            :func:`labelled_positions` gives them (e.g. carried by the training batch), or padded to a
+            fixed size by :func:`padded_positions` (dummy entries at a position labelled -100, whose
+            rows the cross-entropy ignores); None: computed from ``labels``. Ignored without ``masked_only``.
         zero_when_empty: without ``masked_only``, when no position is labelled: a zero loss that
             keeps the graph (True), or the cross-entropy's own NaN (False: StructFormer's full path).
     Returns:
@@ -81,4 +108,4 @@ def masked_lm_output(
     return logits, F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORE_INDEX)
 
 
-__all__ = ["IGNORE_INDEX", "labelled_positions", "masked_lm_output"]
+__all__ = ["IGNORE_INDEX", "labelled_positions", "padded_positions", "masked_lm_output"]

@@ -132,6 +132,15 @@ class DataArguments:
     mask_replace: str = "bert"
     mask_unknown: bool = True
     mask_cls: bool = False
+    fixed_shapes: bool = field(
+        default=False,
+        metadata={
+            "help": "few batch shapes for an accelerator's graphs: columns padded to --pad-to-multiple (8 when "
+            "not given), a short batch filled to --batch-size with empty rows, the masked positions a list of "
+            "fixed size per shape; the same masks, loss and gradients (needs --batch-size; not with --trees / "
+            "--phrases)"
+        },
+    )
 
 
 @dataclass

@@ -19,6 +19,15 @@ only decides the inputs and the labels:
   against ``labels[t + 1]``), so the n words and the closing boundary are predicted. The model's
   ``parse_prefix_token_id`` defaults to the boundary, so ``induce`` reads a sentence after it too.
 
+**Fixed shapes** (``fixed_shapes``, for an accelerator's captured or compiled step: one graph per
+shape): the columns are padded to a multiple of ``pad_to_multiple`` (:data:`FIXED_MULTIPLE` when not
+given), a short batch gets empty rows (attention mask 0, labels -100) up to ``batch_size``, and the
+masked LM's ``masked_positions`` is a list of a fixed size per ``(B, N)``
+(:func:`mask_capacity`; padded with a dummy position labelled -100,
+:func:`~syntaxformer.blocks.mlm_head.padded_positions`). The masks are drawn before any padding, so
+they, the targets and their order are those of the unpadded batch, and so are the loss and the
+gradients (empty rows and dummy entries add zero terms; tests/test_fixed_shapes.py).
+
 The validation loss is the same objective on the held-out sentences (fixed masks for the masked LM),
 mean cross-entropy in nats over :meth:`Objective.n_targets`; its exp is the validation perplexity
 (``training.json``: ``final_valid_perplexity``; TensorBoard ``valid/perplexity``).
@@ -26,14 +35,50 @@ mean cross-entropy in nats over :meth:`Objective.n_targets`; its exp is the vali
 
 from __future__ import annotations
 
+import logging
+import math
+
 import torch
 
-from syntaxformer.blocks.mlm_head import labelled_positions
+from syntaxformer.blocks.mlm_head import labelled_positions, padded_positions
 from syntaxformer.data.batching import pad_batch, pad_columns, padded_length
 from syntaxformer.data.tokenization import BOUNDARY_ID, frame_sentence
 from syntaxformer.errors import InputError
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.mlm import IGNORE_INDEX, MASK_REPLACE, mask_tokens
+
+logger = logging.getLogger(__name__)
+
+#: with ``fixed_shapes`` and no ``pad_to_multiple``: the multiple the columns are padded to
+FIXED_MULTIPLE = 8
+#: with ``fixed_shapes``: the masked-position list holds this many times the expected number of targets
+MASK_CAPACITY_MARGIN = 1.25
+
+
+def mask_capacity(rows: int, length: int, rate: float, margin: float = MASK_CAPACITY_MARGIN) -> int:
+    """The fixed size of the masked-position list of a ``(rows, length)`` batch: ``margin`` times an
+    upper estimate of its targets (``rate`` of the positions plus one per row, the sentence that
+    :func:`~syntaxformer.training.mlm.mask_tokens` gives at least one), rounded up to a multiple of 8,
+    at most ``rows · length``. A batch with more targets gets the next multiple of 8 above its count
+    (another shape, rare: logged once).
+
+    Args:
+        rows, length: the padded batch's ``(B, N)``.
+        rate: the selection rate (``mask_rate``).
+        margin: the factor over the estimate.
+    Returns:
+        the list's size, an int.
+    """
+    estimate = math.ceil(margin * (rate * rows * length + rows))
+    return min(rows * length, -(-estimate // 8) * 8)
+
+
+def pad_rows_to(x: torch.Tensor, rows: int, value: int) -> torch.Tensor:
+    """``x`` ``(B, N)`` with rows of ``value`` appended up to ``(rows, N)`` (itself when B is ``rows``)."""
+    missing = rows - x.shape[0]
+    if missing <= 0:
+        return x
+    return torch.cat([x, x.new_full((missing, x.shape[1]), value)])
 
 
 class Objective:
@@ -52,6 +97,21 @@ class Objective:
 
     def __init__(self, args, tokenizer, special_ids: list[int]):
         self.args, self.tokenizer, self.special_ids = args, tokenizer, special_ids
+        self.fixed_shapes = bool(getattr(args, "fixed_shapes", False))
+        if self.fixed_shapes and args.batch_size is None:
+            raise InputError("--fixed-shapes pads every batch to --batch-size rows: give --batch-size")
+
+    def batch_shape(self, rows: int, longest: int) -> tuple[int, int]:
+        """The ``(B, N)`` a batch of ``rows`` sequences, the longest of ``longest`` tokens, is padded to:
+        ``N`` = ``longest`` rounded up to ``pad_to_multiple`` (with ``fixed_shapes``: to
+        :data:`FIXED_MULTIPLE` when not given); ``B`` = ``rows``, or ``batch_size`` with ``fixed_shapes``."""
+        if not self.fixed_shapes:
+            return rows, padded_length(longest, self.args.pad_to_multiple)
+        return max(rows, self.args.batch_size), padded_length(longest, self.args.pad_to_multiple or FIXED_MULTIPLE)
+
+    def padded(self, x: torch.Tensor, shape: tuple[int, int], value: int) -> torch.Tensor:
+        """``x`` ``(B, N)`` right-padded with ``value`` to ``shape`` (columns, then rows)."""
+        return pad_rows_to(pad_columns(x, shape[1], value), shape[0], value)
 
     def batch(self, sequences: list[list[int]], generator: torch.Generator) -> TokenBatch:
         """A :class:`~syntaxformer.training.batch.TokenBatch` (``input_ids``, ``attention_mask``,
@@ -91,10 +151,28 @@ class MaskedLM(Objective):
             self.special_ids,
             **MASK_REPLACE[self.args.mask_replace],
         )
-        n = padded_length(ids.shape[1], self.args.pad_to_multiple)  # then padded on: the same masks
-        inputs, attention_mask = pad_columns(inputs, n, self.tokenizer.pad_token_id), pad_columns(attention_mask, n, 0)
-        labels = pad_columns(labels, n, IGNORE_INDEX)
-        return TokenBatch(inputs, attention_mask, labels, masked_positions=labelled_positions(labels))
+        shape = self.batch_shape(*ids.shape)  # then padded on: the same masks
+        inputs, attention_mask = (
+            self.padded(inputs, shape, self.tokenizer.pad_token_id),
+            self.padded(attention_mask, shape, 0),
+        )
+        labels = self.padded(labels, shape, IGNORE_INDEX)
+        return TokenBatch(inputs, attention_mask, labels, masked_positions=self.positions(labels))
+
+    def positions(self, labels: torch.Tensor) -> torch.Tensor:
+        """The batch's ``masked_positions`` from its ``labels`` ``(B, N)``: ``(M,)``
+        (:func:`~syntaxformer.blocks.mlm_head.labelled_positions`), or with ``fixed_shapes`` a list of
+        :func:`mask_capacity` entries (module docstring)."""
+        if not self.fixed_shapes:
+            return labelled_positions(labels)
+        size = mask_capacity(*labels.shape, self.args.mask_rate)
+        count = int((labels != IGNORE_INDEX).sum())
+        if count > size:
+            if not getattr(self, "_overflow_logged", False):
+                logger.info("a batch of %s has %d targets, over its fixed list of %d", tuple(labels.shape), count, size)
+                self._overflow_logged = True
+            size = min(labels.numel(), -(-count // 8) * 8)
+        return padded_positions(labels, size)
 
     def n_targets(self, labels):
         return int((labels != IGNORE_INDEX).sum())
@@ -126,8 +204,11 @@ class CausalLM(Objective):
     frame = staticmethod(frame_sentence)
 
     def batch(self, sequences, generator):
-        ids, attention_mask = pad_batch(
-            [self.frame(s) for s in sequences], self.tokenizer.pad_token_id, self.args.pad_to_multiple
+        ids, attention_mask = pad_batch([self.frame(s) for s in sequences], self.tokenizer.pad_token_id)
+        shape = self.batch_shape(*ids.shape)
+        ids, attention_mask = (
+            self.padded(ids, shape, self.tokenizer.pad_token_id),
+            self.padded(attention_mask, shape, 0),
         )
         labels = ids.masked_fill(attention_mask == 0, IGNORE_INDEX)  # (B, N)
         return TokenBatch(ids, attention_mask, labels)
@@ -169,4 +250,16 @@ def build_objective(model_class, args, tokenizer, special_ids: list[int]) -> Obj
     return objective_class(model_class)(args, tokenizer, special_ids)
 
 
-__all__ = ["Objective", "MaskedLM", "CausalLM", "OBJECTIVES", "objective_name", "objective_class", "build_objective"]
+__all__ = [
+    "FIXED_MULTIPLE",
+    "MASK_CAPACITY_MARGIN",
+    "mask_capacity",
+    "pad_rows_to",
+    "Objective",
+    "MaskedLM",
+    "CausalLM",
+    "OBJECTIVES",
+    "objective_name",
+    "objective_class",
+    "build_objective",
+]

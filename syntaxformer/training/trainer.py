@@ -230,6 +230,8 @@ class Trainer(TrainingLoop):
                 f"{option}: {type(self.model).__name__} takes no structure_inputs (a Tree Transformer "
                 f"family model with a prior that reads trees, e.g. --prior {next(iter(structure_readers('trees')))}, does)"
             )
+        if self.data.has_structure and getattr(self.args, "fixed_shapes", False):
+            raise InputError("--fixed-shapes pads only token batches: not with --trees or --phrases")
         if self.data.train_heads is not None and not model_reads_trees(self.model):
             message = next(iter(structure_readers("trees").values())).structure_messages["train-unread"]
             raise InputError(message.format(prior=getattr(self.model.config, "prior", None)))
