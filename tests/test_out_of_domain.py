@@ -1,22 +1,19 @@
 """The shipped parsers' out-of-domain records (``docs/out-of-domain/shipped-*.json``, UD English-EWT test)
-are what ``benchmarks/out_of_domain.py`` gives today, and the default Tree Transformer and the StructFormer
+are what ``benchmarks/studies/out_of_domain/out_of_domain.py`` gives today, and the default Tree Transformer and the StructFormer
 are above right-branching there (the project's target; the page ``docs/results/out-of-domain.md`` says so)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks.studies.out_of_domain import out_of_domain
+from syntaxformer.pretrained import shipped_parsers
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import out_of_domain  # noqa: E402
-
-from syntaxformer.pretrained import shipped_parsers  # noqa: E402
 
 RECORDS = {name: ROOT / "docs" / "out-of-domain" / f"shipped-{name}-ud-ewt-test.json" for name in shipped_parsers()}
 

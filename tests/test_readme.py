@@ -124,11 +124,15 @@ def test_readme_links_point_to_files_in_the_repository():
 
 def test_readme_and_docs_name_no_commit_of_this_repository():
     """The README and the docs are for users: a run's code is named in its JSON report (``code``), not in
-    prose. Every 7-40 digit hex word of README.md, docs/ and benchmarks/README.md that is a commit of this
+    prose. Every 7-40 digit hex word of README.md, docs/ and the READMEs of benchmarks/ that is a commit of this
     repository fails (commits of other repositories, cited as sources, are not commits here)."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: commits cannot be told from other hex words")
-    pages = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pages = [
+        ROOT / "README.md",
+        *sorted((ROOT / "benchmarks").rglob("README.md")),
+        *sorted((ROOT / "docs").rglob("*.md")),
+    ]
     words = {
         (page.relative_to(ROOT).as_posix(), word)
         for page in pages

@@ -1,15 +1,13 @@
 """The results tables of README.md and docs/results/*.md are what the JSON reports say: every marked table is
-regenerated in memory by ``benchmarks/results_tables.py`` and compared with the page."""
+regenerated in memory by ``benchmarks/tools/results_tables.py`` and compared with the page."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.tools import results_tables
 
-import results_tables  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("page", results_tables.PAGES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -17,7 +15,7 @@ def test_page_tables_match_the_reports(page):
     text = page.read_text(encoding="utf-8")
     assert text == results_tables.render(text, str(page)), (
         f"{page.relative_to(ROOT)}: a results table differs from the reports; "
-        "run `.venv/bin/python benchmarks/results_tables.py` and review the diff"
+        "run `.venv/bin/python -m benchmarks.tools.results_tables` and review the diff"
     )
 
 

@@ -1,19 +1,17 @@
-"""The study reports in ``benchmarks/`` keep what an earlier report recorded: run folders are not kept in
+"""The study reports of ``benchmarks/studies/`` keep what an earlier report recorded: run folders are not kept in
 git, so runs trained on different machines must add up in ``docs/`` (logic study, prior study)."""
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.studies.logic import logic_study
+from benchmarks.studies.priors import prior_study
 
-import logic_study  # noqa: E402
-import prior_study  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):

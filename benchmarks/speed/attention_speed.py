@@ -22,8 +22,8 @@ their running "Total Allocated"; on CUDA ``torch.cuda.max_memory_allocated``), m
 untimed step. The batch holds ``--tokens`` tokens (batch = tokens // N), so memory that grows
 linearly with N per sentence stays constant down the table and memory quadratic in N grows ∝ N.
 
-Usage: ``python benchmarks/attention_speed.py --preset small --lengths 64 256 1024 2048 --repeats 5``
-       ``python benchmarks/attention_speed.py --device cuda --dtype bfloat16 --tokens 65536`` (GPU)
+Usage: ``python -m benchmarks.speed.attention_speed --preset small --lengths 64 256 1024 2048 --repeats 5``
+       ``python -m benchmarks.speed.attention_speed --device cuda --dtype bfloat16 --tokens 65536`` (GPU)
 """
 
 from __future__ import annotations

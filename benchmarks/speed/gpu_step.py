@@ -1,8 +1,8 @@
 """The training step on an accelerator: steps/s, tokens/s, FLOPs per step and the share of the device's
 matrix-product peak, for the papers' presets, eager against the fast step, measured in one run.
 
-    python benchmarks/gpu_step.py --device cuda --out docs/benchmarks/gpu-step.json
-    python benchmarks/gpu_step.py --device cpu --smoke --variants eager   # tiny presets: the script runs
+    python -m benchmarks.speed.gpu_step --device cuda --out docs/benchmarks/gpu-step.json
+    python -m benchmarks.speed.gpu_step --device cpu --smoke --variants eager   # tiny presets: the script runs
 
 Rows (one per model, preset, prior, batch and variant): the Tree Transformer ``paper`` preset (official
 variant) with the constituent prior and with ``prior="none"`` (the plain Transformer), batches of 64 x 27;

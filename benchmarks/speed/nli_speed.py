@@ -11,7 +11,7 @@ Pairs: SICK TEST (4,906), in batches of ``--batch`` sorted by length
 (inputs already encoded), and end to end (encoding the words and n-grams included). Ratio = the
 row's forward rate / the ``none`` twin's. Not a unit test: rates depend on the machine and its load.
 
-Usage: ``.venv/bin/python benchmarks/nli_speed.py --threads 2 --batch 64 --repeats 5``
+Usage: ``.venv/bin/python -m benchmarks.speed.nli_speed --threads 2 --batch 64 --repeats 5``
 """
 
 from __future__ import annotations

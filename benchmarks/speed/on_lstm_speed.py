@@ -17,8 +17,8 @@ Each is timed for the forward pass alone (inference mode) and for forward + back
 of the sum of the outputs; training mode, dropouts 0). The widths are a preset's layer sizes
 (``paper``: 400 -> 1150 -> 1150 -> 400). Ratios are ON-LSTM tokens/s over LSTM tokens/s.
 
-Usage: ``python benchmarks/on_lstm_speed.py --preset mini --threads 2 --json on-lstm-speed.json``
-       ``python benchmarks/on_lstm_speed.py --preset paper --device cuda --batch 20 --length 70``
+Usage: ``python -m benchmarks.speed.on_lstm_speed --preset mini --threads 2 --json on-lstm-speed.json``
+       ``python -m benchmarks.speed.on_lstm_speed --preset paper --device cuda --batch 20 --length 70``
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ as the trainer's sampler makes them), builds each model's batch with its own obj
 The first ``--warmup`` rounds are not timed. Prints tokens/s (each model's own tokens: the causal LM
 has two boundary tokens per sentence) and the ratio of the median step times.
 
-    python benchmarks/on_lstm_step_time.py --preset mini --batch-size 64 --rounds 25 --threads 2
+    python -m benchmarks.speed.on_lstm_step_time --preset mini --batch-size 64 --rounds 25 --threads 2
 """
 
 from __future__ import annotations

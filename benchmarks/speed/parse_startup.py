@@ -26,7 +26,7 @@ top-level package (self times summed). ``--compare-ref GITREF`` measures a ``git
 commit the same way (``PYTHONPATH`` = the worktree, same interpreter and packages), alternating with
 the working tree, and checks that both write the same ``trees.txt``.
 
-    .venv/bin/python benchmarks/parse_startup.py --repeats 5 --compare-ref HEAD~1
+    .venv/bin/python -m benchmarks.speed.parse_startup --repeats 5 --compare-ref HEAD~1
 
 Writes ``docs/benchmarks/parse-startup.json`` (``--out``) and prints a table. The machine is shared:
 the report records the load average before and after; compare only numbers from one run.
@@ -45,7 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks import ROOT
+
 SENTENCE = "The old man sat on the bench ."
 
 PHASES = [
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         "what": "wall time of `syntaxformer parse --input - --out DIR` for one sentence with the shipped parser",
         "data": {"sentence": SENTENCE, "model": "the shipped parser (syntaxformer/pretrained)"},
         "protocol": f"fresh processes, {args.repeats} repeats per kind of run and version, alternating "
-        "versions; medians; phases from timestamps in process (benchmarks/parse_startup.py)",
+        "versions; medians; phases from timestamps in process (benchmarks/speed/parse_startup.py)",
         "seed": args.seed,
         "machine": machine(),
         "load_average": {"before": load_before, "after": load_after},

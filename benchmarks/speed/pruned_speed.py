@@ -17,8 +17,8 @@ A forward pass is the masked-LM forward ``model(input_ids, attention_mask).logit
 Ratio = median time / the unpruned model's median time (< 1: faster). Not a unit test: timings depend
 on the machine; the ratio is measured in one run.
 
-Usage: ``.venv/bin/python benchmarks/pruned_speed.py --fraction 0.5 --batch 64 --repeats 30``
-       ``.venv/bin/python benchmarks/pruned_speed.py --pruned /tmp/prune-out/pruned-0.5``
+Usage: ``.venv/bin/python -m benchmarks.speed.pruned_speed --fraction 0.5 --batch 64 --repeats 30``
+       ``.venv/bin/python -m benchmarks.speed.pruned_speed --pruned /tmp/prune-out/pruned-0.5``
 """
 
 from __future__ import annotations

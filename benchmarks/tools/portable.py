@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks import ROOT
 
 
 def portable(record, root: Path = ROOT):

@@ -2,8 +2,8 @@
 repository (``docs/induce/``, ``docs/logic/``, ``docs/heads/``, ``docs/nli-study.json``,
 ``docs/prior-study.json``, ``docs/benchmarks/``, ``docs/results/*.json`` ...), never copied by hand.
 
-    python benchmarks/results_tables.py            # rewrite the tables in place
-    python benchmarks/results_tables.py --check    # exit 1 and name the pages that differ
+    python -m benchmarks.tools.results_tables            # rewrite the tables in place
+    python -m benchmarks.tools.results_tables --check    # exit 1 and name the pages that differ
 
 A table lives between two marker comments, ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``;
 :data:`TABLES` maps ``NAME`` to the function that writes it. Everything outside the markers is left as
@@ -24,17 +24,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from benchmarks import ROOT
 from syntaxformer.pretrained import SHIPPED as SHIPPED_PARSERS
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 RESULTS = DOCS / "results"
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: the pages whose marked tables this script writes
 PAGES = [
     ROOT / "README.md",
-    ROOT / "benchmarks" / "README.md",
+    ROOT / "benchmarks" / "speed" / "README.md",
     DOCS / "guide" / "parse.md",
     *sorted(RESULTS.glob("*.md")),
 ]
@@ -726,7 +725,7 @@ def logic() -> str:
 @table("logic-recipe-choice")
 def logic_recipe_choice() -> str:
     """Every run of the recipe choice (validation accuracy against steps), as logic_study prints it."""
-    import logic_study
+    from benchmarks.studies.logic import logic_study
 
     recorded = load("docs/logic/recipe-choice.json")["runs"]
     rows = [
@@ -901,7 +900,7 @@ def probe_shipped_ud_ewt() -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# out of domain (docs/out-of-domain/*.json, benchmarks/out_of_domain.py)
+# out of domain (docs/out-of-domain/*.json, benchmarks/studies/out_of_domain/out_of_domain.py)
 
 
 @table("out-of-domain")
@@ -1126,7 +1125,7 @@ TRAIN_STEP_LABELS = {
 
 @table("train-step")
 def train_step() -> str:
-    """benchmarks/README: a training step of the default induce recipe per variant (docs/benchmarks/train-step.json)."""
+    """benchmarks/speed/README.md: a training step of the default induce recipe per variant (docs/benchmarks/train-step.json)."""
     run = load("docs/benchmarks/train-step.json")
     rows = [
         [
@@ -1185,7 +1184,9 @@ def main(argv=None) -> int:
     stale = stale_pages()
     if args.check:
         for page in stale:
-            print(f"{page.relative_to(ROOT)}: tables differ from the reports (run benchmarks/results_tables.py)")
+            print(
+                f"{page.relative_to(ROOT)}: tables differ from the reports (run python -m benchmarks.tools.results_tables)"
+            )
         return 1 if stale else 0
     for page in stale:
         page.write_text(render(page.read_text(encoding="utf-8"), str(page)), encoding="utf-8")

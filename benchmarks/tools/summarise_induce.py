@@ -1,6 +1,6 @@
 """Mean ± sample sd over seeds of ``syntaxformer induce`` reports, as a markdown table.
 
-    python benchmarks/summarise_induce.py docs/induce/tree-transformer-default-seed{0,1,2}.json
+    python -m benchmarks.tools.summarise_induce docs/induce/tree-transformer-default-seed{0,1,2}.json
 
 Per part (test, dev, all): the model's sentence / corpus F1 and WSJ-10 sentence F1, the untrained
 (step-0) model with the same decoder, and right-branching; then the training steps and minutes.
@@ -8,6 +8,7 @@ Per part (test, dev, all): the model's sentence / corpus F1 and WSJ-10 sentence 
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -20,8 +21,10 @@ def mean_sd(values) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def main(paths) -> int:
-    reports = [json.loads(open(p).read()) for p in paths]
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("reports", nargs="+", help="induce reports (report.json) of the same model and recipe")
+    reports = [json.loads(open(p).read()) for p in parser.parse_args(argv).reports]
     name = reports[0]["model"].replace("-", "_")
     seeds = ", ".join(str(r["seed"]) for r in reports)
     print(f"{reports[0]['model']}, recipe {reports[0]['recipe']}, seeds {seeds}\n")
@@ -54,4 +57,4 @@ def main(paths) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

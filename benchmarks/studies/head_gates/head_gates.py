@@ -13,8 +13,8 @@ sentence F1 on ptb-sample:dev for models that induce trees.
 Resumable: a finished λ (``WORK/gates-λ/result.json``) is skipped, an interrupted one resumes from
 its checkpoint. Writes ``docs/heads/gates-NAME.json`` and ``docs/head-gates.md`` (a table).
 
-    python benchmarks/head_gates.py                                     # the shipped parser, CPU
-    python benchmarks/head_gates.py --model DIR --name my-model --device cuda
+    python -m benchmarks.studies.head_gates.head_gates                                     # the shipped parser, CPU
+    python -m benchmarks.studies.head_gates.head_gates --model DIR --name my-model --device cuda
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import ROOT
 
 logger = logging.getLogger("head_gates")
 
@@ -190,7 +189,7 @@ def write_docs(report: dict, docs: Path, name: str) -> None:
     text = [
         f"# Hard-concrete head gates: {name}",
         "",
-        f"Written by `benchmarks/head_gates.py`; numbers in `docs/heads/gates-{name}.json`.",
+        f"Written by `benchmarks/studies/head_gates/head_gates.py`; numbers in `docs/heads/gates-{name}.json`.",
         "",
         f"- model: `{report['model']}` ({report['model_type']}, {report['source']['n_heads']} heads); "
         f"seed {report['seed']}; device {report['runs'][0]['device'] if report['runs'] else '–'}",

@@ -15,7 +15,7 @@ recipes' ``max_minutes`` safety cap is dropped so every run makes exactly its st
 4. ``gates`` — ``syntaxformer train --init-from <key>/model --head-gates --gate-l0 λ`` for every λ of
    ``--lambdas`` (λ = 0 is the control: the same fine-tuning with gates but no penalty), then the same
    perplexity and F1 on the saved, pruned model, into ``<key>/gates-<λ>`` (settings and code:
-   ``benchmarks/head_gates.py``);
+   ``benchmarks/studies/head_gates/head_gates.py``);
 5. ``report`` — ``docs/heads.md`` (tables), ``docs/heads/head-study.json`` and the figure
    ``docs/figures/head-study.{png,svg}``.
 
@@ -25,8 +25,8 @@ the first start and every restart. ``--device cuda`` runs the work on a GPU; ``-
 ``--gate-steps``, ``--max-sentences``) make a quick check at a tiny scale (write it elsewhere with
 ``--work`` and ``--docs``).
 
-    python benchmarks/head_study.py --device cuda                       # the study (GPU: minutes)
-    python benchmarks/head_study.py --max-steps 200 --gate-steps 40 --max-sentences 60 \\
+    python -m benchmarks.studies.heads.head_study --device cuda                       # the study (GPU: minutes)
+    python -m benchmarks.studies.heads.head_study --max-steps 200 --gate-steps 40 --max-sentences 60 \\
         --work runs/head-study-check --docs runs/head-study-check/docs   # end-to-end check, CPU
 """
 
@@ -40,9 +40,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import ROOT
+
+#: λ of the gate runs and their steps: benchmarks/studies/head_gates/head_gates.py's (0 = fine-tuning with gates,
+#: no penalty).
+from benchmarks.studies.head_gates.head_gates import LAMBDAS
+from benchmarks.studies.head_gates.head_gates import STEPS as GATE_STEPS
+from benchmarks.tools.jobs import Job, add_job_options, module_command, passed_on, run_jobs
+from benchmarks.tools.portable import portable
 
 logger = logging.getLogger("head_study")
 
@@ -52,10 +57,6 @@ STUDY = {
     "transformer": dict(model="tree-transformer", recipe="default", prior="none", label="Transformer (no prior)"),
     "structformer": dict(model="structformer", recipe="default", prior=None, label="StructFormer"),
 }
-#: λ of the gate runs and their steps: benchmarks/head_gates.py's (0 = fine-tuning with gates, no penalty).
-from head_gates import LAMBDAS  # noqa: E402
-from head_gates import STEPS as GATE_STEPS
-from portable import portable  # noqa: E402
 
 UD_EWT_DEV = ROOT.parent / "shared" / "data" / "ud-ewt" / "en_ewt-ud-dev.conllu"
 F1_TREEBANK = "ptb-sample:dev"
@@ -172,7 +173,7 @@ def stage_gates(
     max_steps: int | None,
     threads: int | None,
 ) -> list[dict]:
-    """The gate runs of ``benchmarks/head_gates.py`` (same settings) from the study's model."""
+    """The gate runs of ``benchmarks/studies/head_gates/head_gates.py`` (same settings) from the study's model."""
     from head_gates import run_gate
 
     return [
@@ -313,7 +314,7 @@ def summarise(work: Path, lambdas, args) -> dict:
             importance="Michel et al. 2019 |dL/dxi| on the held-out text (syntaxformer heads), raw",
             gates=f"train --init-from MODEL --head-gates --gate-l0 LAMBDA: {args.gate_steps} steps, weights at "
             f"{LR_FRACTION} x the recipe's lr (constant), gates' lr {GATE_LR}, beta 0.33, log alpha "
-            "init 3; closed heads pruned (binarised test-time gate <= 0.5); benchmarks/head_gates.py",
+            "init 3; closed heads pruned (binarised test-time gate <= 0.5); benchmarks/studies/head_gates/head_gates.py",
         ),
         lambdas=list(lambdas),
         models=models,
@@ -335,7 +336,7 @@ def markdown(summary: dict) -> str:
     lines = [
         "# Attention heads: Tree Transformer vs plain Transformer vs StructFormer",
         "",
-        "Written by `benchmarks/head_study.py`; numbers in `docs/heads/head-study.json`. "
+        "Written by `benchmarks/studies/heads/head_study.py`; numbers in `docs/heads/head-study.json`. "
         f"Data: {summary['data']}. Seed {summary['seed']}.",
         "",
         f"- perplexity: {summary['protocol']['perplexity']}",
@@ -515,33 +516,31 @@ def stage_report(work: Path, docs: Path, lambdas, args) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
+def model_jobs(argv: list[str], args, stages: list[str]) -> list[Job]:
+    """Each model's ``stages`` as one job (this script with ``--models KEY --jobs 1``), logging to
+    ``WORK/KEY.log``."""
+    return [
+        Job(
+            key,
+            module_command(__spec__.name, *passed_on(argv), "--models", key, "--jobs", "1", "--stages", *stages),
+            log=args.work / f"{key}.log",
+        )
+        for key in args.models
+    ]
+
+
 def run_parallel(argv: list[str], args, stages: list[str]) -> None:
-    """Each model's ``stages`` in its own process (this script with ``--models KEY --jobs 1``), at most
-    ``args.jobs`` at a time; logs in ``WORK/KEY.log``.
+    """Each model's ``stages`` in its own process, at most ``args.jobs`` at a time (the job runner).
 
     Raises:
         RuntimeError: a process failed (its log names the error).
     """
-    import subprocess
-    from concurrent.futures import ThreadPoolExecutor
-
-    args.work.mkdir(parents=True, exist_ok=True)
-    base = [a for a in argv]
-
-    def one(key: str) -> int:
-        command = [sys.executable, __file__, *base, "--models", key, "--jobs", "1", "--stages", *stages]
-        with open(args.work / f"{key}.log", "a") as log:
-            logger.info("%s: %s (log %s)", key, " ".join(command[2:]), log.name)
-            return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
-
-    with ThreadPoolExecutor(args.jobs) as pool:
-        codes = dict(zip(args.models, pool.map(one, args.models)))
-    failed = [key for key, code in codes.items() if code]
+    failed = run_jobs(model_jobs(argv, args, stages), args.jobs, args.dry_run)
     if failed:
         raise RuntimeError(f"failed: {', '.join(failed)} (see {args.work}/<model>.log)")
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
@@ -568,15 +567,48 @@ def main(argv=None) -> int:
         default=["train", "heads", "prune", "gates", "report"],
         choices=["train", "heads", "prune", "gates", "report"],
     )
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="run the models' stages in this many parallel processes (e.g. 3 on one GPU), then the report",
-    )
-    args = p.parse_args(argv)
+    add_job_options(p, "run the models' stages in this many parallel processes (e.g. 3 on one GPU), then the report")
+    return p
+
+
+def run_model(key: str, args) -> None:
+    """The work stages of ``args.stages`` for one model, in this process."""
+    if "train" in args.stages:
+        stage_train(key, args.work, args.seed, args.device, args.max_steps, args.threads)
+    if "heads" in args.stages:
+        stage_heads(key, args.work, args.seed, args.device, args.max_sentences, args.ud_ewt)
+    if "prune" in args.stages:
+        stage_prune(
+            key,
+            args.work,
+            args.seed,
+            args.device,
+            args.max_sentences,
+            args.max_steps,
+            args.prune_step,
+            args.prune_seeds,
+        )
+    if "gates" in args.stages:
+        stage_gates(
+            key,
+            args.work,
+            args.seed,
+            args.device,
+            args.lambdas,
+            args.gate_steps,
+            args.max_sentences,
+            args.max_steps,
+            args.threads,
+        )
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    work_stages = [stage for stage in args.stages if stage != "report"]
+    if args.dry_run:  # the jobs --jobs would run, one per model
+        run_parallel(argv if argv is not None else sys.argv[1:], args, work_stages)
+        return 0
     from syntaxformer.runtime import prepare_process
 
     prepare_process()
@@ -585,38 +617,11 @@ def main(argv=None) -> int:
 
         torch.set_num_threads(args.threads)
     start = time.monotonic()
-    work_stages = [stage for stage in args.stages if stage != "report"]
     if args.jobs > 1 and len(args.models) > 1 and work_stages:
         run_parallel(argv if argv is not None else sys.argv[1:], args, work_stages)
         work_stages = []
     for key in args.models if work_stages else []:
-        if "train" in args.stages:
-            stage_train(key, args.work, args.seed, args.device, args.max_steps, args.threads)
-        if "heads" in args.stages:
-            stage_heads(key, args.work, args.seed, args.device, args.max_sentences, args.ud_ewt)
-        if "prune" in args.stages:
-            stage_prune(
-                key,
-                args.work,
-                args.seed,
-                args.device,
-                args.max_sentences,
-                args.max_steps,
-                args.prune_step,
-                args.prune_seeds,
-            )
-        if "gates" in args.stages:
-            stage_gates(
-                key,
-                args.work,
-                args.seed,
-                args.device,
-                args.lambdas,
-                args.gate_steps,
-                args.max_sentences,
-                args.max_steps,
-                args.threads,
-            )
+        run_model(key, args)
         logger.info("%s done (%.1f min so far)", key, (time.monotonic() - start) / 60)
     if "report" in args.stages:
         summary = stage_report(args.work, args.docs, args.lambdas, args)

@@ -10,9 +10,9 @@ records a **test curve** (accuracy on the first 300 pairs of each of test1-test1
 ``test_curve.json``): a diagnostic of how accuracy grows with steps, never used to choose anything
 (the model is chosen on validation accuracy).
 
-    python benchmarks/logic_study.py --measure-cpu                      # steps/s on 2 threads, this CPU
-    python benchmarks/logic_study.py --train --device cuda --jobs 15 --threads 1   # the 15 trainings
-    python benchmarks/logic_study.py --report                           # docs/logic.md + figure + JSON
+    python -m benchmarks.studies.logic.logic_study --measure-cpu                      # steps/s on 2 threads, this CPU
+    python -m benchmarks.studies.logic.logic_study --train --device cuda --jobs 15 --threads 1   # the 15 trainings
+    python -m benchmarks.studies.logic.logic_study --report                           # docs/logic.md + figure + JSON
 
 The report keeps the runs an earlier report recorded in ``docs/logic/study.json`` when their folders
 are gone (the runs folder is not in git), so runs trained on different machines add up.
@@ -33,17 +33,15 @@ import argparse
 import json
 import logging
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from portable import CODE_JSON, portable, record_code_version  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.tools.jobs import Job, add_job_options, module_command, run_jobs
+from benchmarks.tools.portable import CODE_JSON, portable, record_code_version
 
 DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
 DOCS = ROOT / "docs"
@@ -156,67 +154,31 @@ def finished(folder: Path) -> bool:
     return path.exists() and json.loads(path.read_text())["training"]["stopped"] == "max_steps"
 
 
-def _start(runs: Path, encoder: str, seed: int, scale: str, device, threads, overrides: dict):
-    """Start ``--one encoder seed`` as a process logging to its run folder; returns (name, process, log)."""
+def run_job(runs: Path, encoder: str, seed: int, scale: str, device, threads, overrides: dict) -> Job:
+    """``--one encoder seed`` as a job logging to its run folder's ``log.txt``, done when it finished."""
     out = run_folder(runs, encoder, seed)
-    out.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        __file__,
-        "--one",
-        encoder,
-        str(seed),
-        "--scale",
-        scale,
-        "--runs",
-        str(runs),
-        "--data",
-        str(DATA),
-    ]
+    command = module_command(__spec__.name, "--one", encoder, seed, "--scale", scale, "--runs", runs, "--data", DATA)
     command += (["--device", device] if device else []) + (["--threads", str(threads)] if threads else [])
     command += [f"--set={k}={json.dumps(v)}" for k, v in overrides.items()]
-    log = open(out / "log.txt", "a")
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    logger.info("started %s-seed%d", encoder, seed)
-    return f"{encoder}-seed{seed}", subprocess.Popen(command, stdout=log, stderr=log, env=env), log
+    return Job(out.name, command, log=out / "log.txt", done=lambda: finished(out))
 
 
 def train_all(
-    runs: Path, encoders, seeds, scale: str, device: str | None, threads: int | None, jobs: int, overrides: dict
+    runs: Path,
+    encoders,
+    seeds,
+    scale: str,
+    device: str | None,
+    threads: int | None,
+    jobs: int,
+    overrides: dict,
+    dry_run: bool = False,
 ) -> list[str]:
-    """Start one process per unfinished (encoder, seed), ``jobs`` at a time; returns the failures and
-    the runs stopped early. SIGTERM / SIGINT are passed on to the runs, which checkpoint and stop
-    (rerun the command to resume them)."""
-    todo = [(e, s) for e in encoders for s in seeds if not finished(run_folder(runs, e, s))]
-    logger.info("%d runs to do (%d finished)", len(todo), len(encoders) * len(seeds) - len(todo))
-    running: list[tuple[str, subprocess.Popen, object]] = []
-    failed = []
-
-    def stop(signum, frame):
-        todo.clear()
-        for _, process, _ in running:
-            process.send_signal(signal.SIGTERM)
-        logger.warning("signal %d: the runs checkpoint and stop; rerun to resume", signum)
-
-    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while todo or running:
-            while todo and len(running) < jobs:
-                running.append(_start(runs, *todo.pop(0), scale, device, threads, overrides))
-            time.sleep(2)
-            for item in list(running):
-                name, process, log = item
-                if process.poll() is None:
-                    continue
-                log.close()
-                running.remove(item)
-                logger.info("%s ended (exit %d)", name, process.returncode)
-                if process.returncode or not finished(runs / name):  # name = the run folder's
-                    failed.append(name)
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-    return failed
+    """One process per unfinished (encoder, seed), ``jobs`` at a time (the job runner); returns the
+    failures and the runs stopped early. SIGTERM / SIGINT are passed on to the runs, which checkpoint
+    and stop (rerun the command to resume them)."""
+    todo = [run_job(runs, e, s, scale, device, threads, overrides) for e in encoders for s in seeds]
+    return run_jobs(todo, jobs, dry_run, poll_seconds=2)
 
 
 def measure_cpu(encoders, rates_path: Path, threads: int = 1) -> dict:
@@ -561,7 +523,7 @@ def markdown(result: dict, table_text: str) -> str:
     rates = rates_table(result["cpu_rates"], summary) if result["cpu_rates"] else "(not measured)"
     return f"""# Propositional-logic inference: encoders compared
 
-Generated by `benchmarks/logic_study.py --report` (scale `{result["scale"]}`); every number below is
+Generated by `benchmarks/studies/logic/logic_study.py --report` (scale `{result["scale"]}`); every number below is
 read from the runs' `logic.json`. Data: `propositional-logic` (Bowman et al. 2015, as vendored in
 yikangshen/Ordered-Neurons). Protocol (`syntaxformer.tasks.logic`): train on train0-train6 (<= 6
 operators) less every 10th pair in file order (validation: the public ON-LSTM code's split); keep the
@@ -767,8 +729,6 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     p.add_argument("--scale", choices=sorted(SCALES), default="full")
     p.add_argument("--device", default=None, help="cpu, cuda (default: cuda if available)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per run")
-    p.add_argument("--jobs", type=int, default=1, help="runs at once")
     p.add_argument(
         "--data", type=Path, default=DATA, help="the propositional-logic folder (default ../shared/data/...)"
     )
@@ -791,6 +751,7 @@ def main(argv=None) -> int:
         "and print the recipe-choice table",
     )
     p.add_argument("--one", nargs=2, metavar=("ENCODER", "SEED"), help=argparse.SUPPRESS)
+    add_job_options(p, "runs at once")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from syntaxformer.runtime import prepare_process
@@ -809,6 +770,9 @@ def main(argv=None) -> int:
     unknown = [e for e in encoders if e not in ENCODERS]
     if unknown:
         p.error(f"unknown encoder(s) {unknown}; registered: {list(ENCODERS)}")
+    if args.dry_run:  # the training jobs, nothing else
+        train_all(runs, encoders, args.seeds, args.scale, args.device, args.threads, 1, overrides, dry_run=True)
+        return 0
     if args.measure_cpu:
         measure_cpu(encoders, args.docs / "logic" / "cpu_rates.json", args.threads or 1)
     if not (args.train or args.report or args.measure_cpu):

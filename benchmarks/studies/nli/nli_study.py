@@ -18,13 +18,13 @@ one whose ``report.json`` says it stopped at its recipe's steps, is skipped; an 
 resumes from its checkpoint). So the study
 can run as separate processes, e.g. 15 on a 16-core machine::
 
-    python benchmarks/nli_study.py prepare --out runs/nli-study
+    python -m benchmarks.studies.nli.nli_study prepare --out runs/nli-study
     for s in gaussian none constituent mean-pool; do for k in 0 1 2; do
-        python benchmarks/nli_study.py run --out runs/nli-study --systems $s --seeds $k --threads 1 &
+        python -m benchmarks.studies.nli.nli_study run --out runs/nli-study --systems $s --seeds $k --threads 1 &
     done; done; wait
-    python benchmarks/nli_study.py summarise --out runs/nli-study --docs docs --inference-threads 2
+    python -m benchmarks.studies.nli.nli_study summarise --out runs/nli-study --docs docs --inference-threads 2
 
-or all in one: ``python benchmarks/nli_study.py all --out runs/nli-study --jobs 12 --threads 1``.
+or all in one: ``python -m benchmarks.studies.nli.nli_study all --out runs/nli-study --jobs 12 --threads 1``.
 
 ``summarise`` reads every ``report.json`` and writes ``DOCS/nli-study.json`` and ``DOCS/nli.md``
 (accuracy mean ± sample sd on TEST over the seeds, per seed, TRIAL accuracy, parameters, training
@@ -39,10 +39,10 @@ import argparse
 import json
 import logging
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from benchmarks.tools.jobs import Job, add_job_options, module_command, run_jobs
 
 SYSTEMS = {
     "gaussian": dict(model="gaussian-transformer", prior="gaussian"),
@@ -102,36 +102,28 @@ def run_job(args, system: str, seed: int) -> None:
 
 
 def run(args) -> None:
-    """The jobs of ``--systems`` × ``--seeds``: in this process, or ``--jobs`` child processes."""
+    """The jobs of ``--systems`` × ``--seeds``: in this process, or ``--jobs`` child processes (the job
+    runner; their output is this process's)."""
     jobs = [(s, k) for s in args.systems for k in args.seeds if SYSTEMS[s] is not None]
-    if args.jobs <= 1:
+    if args.jobs <= 1 and not args.dry_run:
         for system, seed in jobs:
             run_job(args, system, seed)
         return
     base = (
-        [
-            sys.executable,
-            __file__,
-            "run",
-            "--out",
-            args.out,
-            "--recipe",
-            args.recipe,
-            "--word-vectors",
-            args.word_vectors,
-            "--threads",
-            str(args.threads or 1),
-        ]
+        ["run", "--out", args.out, "--recipe", args.recipe, "--word-vectors", args.word_vectors]
+        + ["--threads", str(args.threads or 1)]
         + (["--device", args.device] if args.device else [])
         + (["--epochs", str(args.epochs)] if args.epochs else [])
     )
-    running: list[subprocess.Popen] = []
-    for system, seed in jobs:
-        while len(running) >= args.jobs:
-            running = [p for p in running if p.poll() is None]
-            time.sleep(2)
-        running.append(subprocess.Popen(base + ["--systems", system, "--seeds", str(seed)]))
-    failed = [p.args for p in running if p.wait() != 0]
+    failed = run_jobs(
+        [
+            Job(f"{system}-seed{seed}", module_command(__spec__.name, *base, "--systems", system, "--seeds", seed))
+            for system, seed in jobs
+        ],
+        args.jobs,
+        args.dry_run,
+        poll_seconds=2,
+    )
     if failed:
         raise SystemExit(f"{len(failed)} job(s) failed: {failed}")
 
@@ -224,7 +216,7 @@ def format_markdown(result: dict) -> str:
     lines = [
         "# The inference study (SICK)",
         "",
-        "Written by `python benchmarks/nli_study.py summarise` from the jobs' `report.json` "
+        "Written by `python -m benchmarks.studies.nli.nli_study summarise` from the jobs' `report.json` "
         "(`docs/nli-study.json` has every number); docs/results/nli.md discusses it.",
         "",
         f"Recipe `{result['recipe']}`; {result['protocol']}; inference: {result['inference']}.",
@@ -261,26 +253,25 @@ def main(argv=None) -> None:
     p.add_argument("--epochs", type=int, default=None, help="replace the recipe's epochs (smoke runs only)")
     p.add_argument("--word-vectors", default=DEFAULT_VECTORS, help="a vectors file, or 'learned'")
     p.add_argument("--device", default=None, help="training device: cpu, cuda (default: cuda if available)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per training job")
     p.add_argument(
         "--inference-threads",
         type=int,
         default=2,
         help="summarise: CPU threads of the inference measurement (0: no measurement)",
     )
-    p.add_argument("--jobs", type=int, default=1, help="run: parallel child processes")
     p.add_argument("--repeats", type=int, default=3, help="summarise: inference passes per model")
     p.add_argument("--docs", default="docs", help="summarise: where nli-study.json and nli.md go")
+    add_job_options(p, "run: parallel child processes")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from syntaxformer.cli import prepare_process
 
     prepare_process()
-    if args.action in ("prepare", "all"):
+    if args.action in ("prepare", "all") and not args.dry_run:
         prepare(args)
     if args.action in ("run", "all"):
         run(args)
-    if args.action in ("summarise", "all"):
+    if args.action in ("summarise", "all") and not args.dry_run:
         summarise(args)
 
 

@@ -1,7 +1,7 @@
 """Out of domain: a parser trained on WSJ text, scored on UD English-EWT (web text: blogs, reviews,
 e-mail, newsgroups, answers), beside the right- and left-branching trees.
 
-    .venv/bin/python benchmarks/out_of_domain.py --model MODEL_DIR --name NAME \\
+    .venv/bin/python -m benchmarks.studies.out_of_domain.out_of_domain --model MODEL_DIR --name NAME \\
         --ud-ewt ../shared/data/ud-ewt/en_ewt-ud-test.conllu --out docs/results/out-of-domain-NAME.json
 
 (no ``--model``: the shipped parser). Protocol, stated in the JSON:
@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 
 import torch
-from portable import portable
 
+from benchmarks import ROOT
+from benchmarks.tools.portable import portable
 from syntaxformer import load_parser
 from syntaxformer.data.dependency import DependencySentence, read_conllu
 from syntaxformer.data.trees import drop_tokens
@@ -43,7 +44,6 @@ from syntaxformer.evaluation.dependency import evaluate_dependency, subtree_brac
 from syntaxformer.pretrained import model_folder
 from syntaxformer.runtime import code_version
 
-ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = (
     "UD English-EWT; punctuation (PUNCT) removed before parsing, dependents re-attached to the nearest "
     "kept ancestor; sentences of < 2 words skipped; constituency: gold brackets = the contiguous yields "
@@ -121,9 +121,7 @@ def main(argv=None) -> int:
             )
         }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    record["command"] = shlex.join(
-        ["python", "benchmarks/out_of_domain.py", *(argv if argv is not None else sys.argv[1:])]
-    )
+    record["command"] = shlex.join(["python", "-m", __spec__.name, *(argv if argv is not None else sys.argv[1:])])
     Path(args.out).write_text(json.dumps(portable(record), indent=2) + "\n")
     json.dump(
         {k: record[k] for k in ("parser", "n_sentences", "constituency")}

@@ -45,9 +45,9 @@ every model's measurements in ``docs/prior-study.json`` (``measurements``) and r
 models whose folders are not in ``--work`` (which is not in git), so models trained on different
 machines add up::
 
-    python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --device cuda --jobs 6
-    python benchmarks/prior_study.py --report-only      # the report alone, from --work and docs/
-    python benchmarks/prior_study.py --ptb-lm ../shared/data/ptb-lm --max-steps 20 --seeds 0 \\
+    python -m benchmarks.studies.priors.prior_study --ptb-lm ../shared/data/ptb-lm --device cuda --jobs 6
+    python -m benchmarks.studies.priors.prior_study --report-only      # the report alone, from --work and docs/
+    python -m benchmarks.studies.priors.prior_study --ptb-lm ../shared/data/ptb-lm --max-steps 20 --seeds 0 \\
         --ppl-sentences 20 --probe-sentences 200 --work runs/prior-study-check --docs runs/prior-study-check/docs
 """
 
@@ -62,10 +62,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from portable import CODE_JSON, record_code_version  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.tools.jobs import Job, add_job_options, module_command, passed_on, run_jobs
+from benchmarks.tools.portable import CODE_JSON, record_code_version
 
 logger = logging.getLogger("prior_study")
 
@@ -505,7 +504,7 @@ def markdown(rows: dict, args) -> str:
     lines = [
         "# The prior study",
         "",
-        "Produced by `benchmarks/prior_study.py` (its docstring gives the recipe and the two blocks). "
+        "Produced by `benchmarks/studies/priors/prior_study.py` (its docstring gives the recipe and the two blocks). "
         f"Seeds {', '.join(map(str, args.seeds))}; mean ± sample sd (n = seeds measured). Probing: "
         "logistic regression, test accuracy (%) at the layer chosen on dev, mean over the seeds probed; "
         "in brackets the same architecture untrained. The ptb-lm block is measured at the recipe's last step, "
@@ -578,27 +577,30 @@ def order(keys: list[str]) -> list[str]:
     return first + [k for k in keys if k not in first]
 
 
+def seed_jobs(argv: list[str], args) -> list[Job]:
+    """Each seed's systems as one job (this script with ``--seeds S --jobs 1 --no-report``), logging to
+    ``WORK/seedS.log``."""
+    return [
+        Job(
+            f"seed{seed}",
+            module_command(__spec__.name, *passed_on(argv), "--seeds", seed, "--jobs", "1", "--no-report"),
+            log=args.work / f"seed{seed}.log",
+        )
+        for seed in args.seeds
+    ]
+
+
 def run_parallel(argv: list[str], args) -> None:
-    """Each seed's systems in one process per seed (the tree sources train before their readers)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    args.work.mkdir(parents=True, exist_ok=True)
-
-    def one(seed: int) -> int:
-        command = [sys.executable, __file__, *argv, "--seeds", str(seed), "--jobs", "1", "--no-report"]
-        with open(args.work / f"seed{seed}.log", "a") as log:
-            return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
-
-    with ThreadPoolExecutor(args.jobs) as pool:
-        codes = list(pool.map(one, args.seeds))
-    if any(codes):
+    """Each seed's systems in one process per seed, ``args.jobs`` at a time (the tree sources train
+    before their readers within a seed)."""
+    if run_jobs(seed_jobs(argv, args), args.jobs, args.dry_run):
         raise RuntimeError(f"a seed failed (see {args.work}/seed*.log)")
 
 
 def run_stages(argv: list[str] | None, args) -> None:
     """The chosen stages of the chosen systems and seeds (seeds in parallel processes with ``--jobs``)."""
-    if args.jobs > 1 and len(args.seeds) > 1:
-        run_parallel([a for a in (argv if argv is not None else sys.argv[1:])], args)
+    if args.dry_run or (args.jobs > 1 and len(args.seeds) > 1):
+        run_parallel(argv if argv is not None else sys.argv[1:], args)
         return
     for seed in args.seeds:
         for key in order(args.systems):
@@ -628,8 +630,7 @@ def main(argv=None) -> int:
     p.add_argument("--ppl-sentences", type=int, default=1000, help="sentences of ptb.test.txt scored")
     p.add_argument("--probe-sentences", type=int, default=None, help="probe --max-sentences (a quick check)")
     p.add_argument("--device", default=None)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--jobs", type=int, default=1, help="seeds in parallel processes")
+    add_job_options(p, "seeds in parallel processes")
     p.add_argument("--no-report", action="store_true")
     p.add_argument(
         "--report-only",
@@ -646,7 +647,7 @@ def main(argv=None) -> int:
     start = time.monotonic()
     if not args.report_only:
         run_stages(argv, args)
-    if not args.no_report:
+    if not args.no_report and not args.dry_run:
         stage_report(args.work, args.docs, args)
     logger.info("done in %.1f minutes", (time.monotonic() - start) / 60)
     return 0

@@ -1,8 +1,8 @@
 """Which number is which: the same trees under every constituency protocol (``docs/protocols.md``).
 
     .venv/bin/syntaxformer parse --model tree-transformer-ptb --treebank ptb-sample:test --out /tmp/proto-parse --min-layer 0
-    .venv/bin/python benchmarks/protocols_table.py --pred /tmp/proto-parse/trees.txt
-    .venv/bin/python benchmarks/protocols_table.py --render-only      # the page from the JSON
+    .venv/bin/python -m benchmarks.studies.protocols.protocols_table --pred /tmp/proto-parse/trees.txt
+    .venv/bin/python -m benchmarks.studies.protocols.protocols_table --render-only      # the page from the JSON
 
 Scores a shipped parser's test-half trees (``tree-transformer-ptb``, the small pretrained Tree Transformer,
 Algorithm 1 from layer 0) and the right- and left-branching trees under every protocol of
@@ -22,7 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks import ROOT
+
 PARSE_COMMAND = (
     ".venv/bin/syntaxformer parse --model tree-transformer-ptb --treebank ptb-sample:test --out /tmp/proto-parse "
     "--min-layer 0"

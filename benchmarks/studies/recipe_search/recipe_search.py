@@ -17,13 +17,13 @@ settings at once with ``--jobs``): only the step count, not the device, defines 
 
 Steps, all resumable (a finished run is skipped; an interrupted one resumes from its checkpoint):
 
-    python benchmarks/recipe_search.py --measure-cpu                 # CPU speed of every setting
-    python benchmarks/recipe_search.py --train --device cuda --jobs 12   # curves (GPU or CPU)
-    python benchmarks/recipe_search.py --thresholds MODEL_DIR ...    # decoder threshold / min layer
-    python benchmarks/recipe_search.py --report                      # docs/recipes.md + figure
+    python -m benchmarks.studies.recipe_search.recipe_search --measure-cpu                 # CPU speed of every setting
+    python -m benchmarks.studies.recipe_search.recipe_search --train --device cuda --jobs 12   # curves (GPU or CPU)
+    python -m benchmarks.studies.recipe_search.recipe_search --thresholds MODEL_DIR ...    # decoder threshold / min layer
+    python -m benchmarks.studies.recipe_search.recipe_search --report                      # docs/recipes.md + figure
 
-Results: ``docs/recipes/cpu_rates.json`` (speeds), ``runs/recipes/<setting>-seed<s>/training.json``
-(curves; the script can pack them into ``docs/recipes/curves.json``), ``docs/recipes.md`` (table) and
+Results: ``cpu_rates.json`` beside this script (speeds), ``runs/recipes/<setting>-seed<s>/training.json``
+(curves; ``--report`` packs them into ``curves.json`` beside this script), ``docs/recipes.md`` (table) and
 ``docs/recipes/recipes.{png,svg}`` (dev F1 against CPU minutes).
 """
 
@@ -32,19 +32,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from portable import portable  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.tools.jobs import Job, add_job_options, module_command, run_jobs
+from benchmarks.tools.portable import portable
 
-RATES = ROOT / "docs" / "recipes" / "cpu_rates.json"
-CURVES = ROOT / "docs" / "recipes" / "curves.json"
-THRESHOLDS_JSON = ROOT / "docs" / "recipes" / "thresholds.json"
+#: the study's own records, beside this script
+HERE = Path(__file__).resolve().parent
+RATES = HERE / "cpu_rates.json"
+CURVES = HERE / "curves.json"
+THRESHOLDS_JSON = HERE / "thresholds.json"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.01)
 RUNS = ROOT / "runs" / "recipes"
 DEV = "ptb-sample:dev"
@@ -246,8 +246,20 @@ def budget_steps(name: str, minutes: float) -> int:
     return max(1, round(minutes * 60 * rate["tokens_per_second"] / rate["tokens_per_step"]))
 
 
+def finished(out: Path) -> bool:
+    """Whether the run in ``out`` made its steps (one stopped early resumes)."""
+    done = out / "training.json"
+    return done.is_file() and json.loads(done.read_text()).get("stopped") == "max_steps"
+
+
 def train_one(
-    name: str, seed: int, budget: float, device: str | None, points: int = 16, max_minutes: float | None = None
+    name: str,
+    seed: int,
+    budget: float,
+    device: str | None,
+    points: int = 16,
+    max_minutes: float | None = None,
+    threads: int | None = None,
 ) -> Path:
     """Train setting ``name`` for ``budget`` CPU minutes' worth of steps, with the dev curve.
 
@@ -257,8 +269,7 @@ def train_one(
 
     steps = budget_steps(name, budget)
     out = RUNS / f"{name}-seed{seed}"
-    done = out / "training.json"
-    if done.is_file() and json.loads(done.read_text()).get("stopped") == "max_steps":
+    if finished(out):
         return out
     args = train_arguments(
         name,
@@ -271,38 +282,53 @@ def train_one(
         device=device,
         resume=True,
         quiet=True,
-        threads=1,
+        threads=threads or 1,
         max_minutes=max_minutes,
     )
     train(args)
     return out
 
 
-def train_many(names, seeds, budget: float, device: str | None, jobs: int, deadline: float | None = None) -> None:
-    """Every (setting, seed), ``jobs`` at a time, each in its own process, the longest runs first;
-    with ``deadline`` (wall minutes for the whole call) every run stops cleanly by then."""
+def train_job(name: str, seed: int, budget: float, device, threads, deadline_at: float | None) -> Job:
+    """``--train-one`` of (setting, seed) as a job logging to ``RUNS/<setting>-seed<s>.log``; with
+    ``deadline_at`` (a ``time.monotonic()``) its command gets the minutes left as ``--max-minutes`` when
+    it starts, and it does not start with less than half a minute left."""
     import time
 
-    start = time.monotonic()
-
-    def one(job):
-        name, seed = job
-        cmd = [sys.executable, __file__, "--train-one", name, "--seed", str(seed), "--budget", str(budget)]
-        if device:
-            cmd += ["--device", device]
-        if deadline is not None:
-            left = deadline - (time.monotonic() - start) / 60
+    def command() -> list[str] | None:
+        cmd = module_command(__spec__.name, "--train-one", name, "--seed", seed, "--budget", budget)
+        cmd += (["--device", device] if device else []) + (["--threads", str(threads)] if threads else [])
+        if deadline_at is not None:
+            left = (deadline_at - time.monotonic()) / 60
             if left < 0.5:
                 logging.info("%s seed %d: no time left", name, seed)
-                return
+                return None
             cmd += ["--max-minutes", f"{left:.2f}"]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        status = "ok" if result.returncode == 0 else f"FAILED\n{result.stderr[-2000:]}"
-        logging.info("%s seed %d: %s", name, seed, status)
+        return cmd
 
+    out = RUNS / f"{name}-seed{seed}"
+    return Job(f"{name}-seed{seed}", command, log=RUNS / f"{out.name}.log", done=lambda: finished(out))
+
+
+def train_many(
+    names,
+    seeds,
+    budget: float,
+    device: str | None,
+    jobs: int,
+    deadline: float | None = None,
+    threads: int | None = None,
+    dry_run: bool = False,
+) -> list[str]:
+    """Every (setting, seed), ``jobs`` at a time, each in its own process (the job runner), the longest
+    runs first; with ``deadline`` (wall minutes for the whole call) every run stops cleanly by then.
+    Returns the runs that failed or stopped early."""
+    import time
+
+    deadline_at = None if deadline is None else time.monotonic() + 60 * deadline
     order = sorted(names, key=lambda n: -budget_steps(n, budget) * (3 if "ptblm" in n else 1))
-    with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(one, [(n, s) for n in order for s in seeds]))
+    todo = [train_job(n, s, budget, device, threads, deadline_at) for n in order for s in seeds]
+    return run_jobs(todo, jobs, dry_run)
 
 
 def sweep_thresholds(folders) -> None:
@@ -436,7 +462,7 @@ def summarise(curves: dict) -> list[dict]:
 
 
 #: docs/recipes.md: what follows this line was written by hand (later studies) and is kept by --report
-HAND_WRITTEN = "<!-- sections below: not written by benchmarks/recipe_search.py --report, which keeps them -->"
+HAND_WRITTEN = "<!-- sections below: not written by benchmarks/studies/recipe_search/recipe_search.py --report, which keeps them -->"
 
 
 def write_report(rows: list[dict], curves: dict) -> None:
@@ -468,7 +494,7 @@ def write_report(rows: list[dict], curves: dict) -> None:
         [
             "# Recipe search: dev F1 per CPU minute",
             "",
-            "Written by `benchmarks/recipe_search.py --report` (see its docstring for the method). Every "
+            "Written by `benchmarks/studies/recipe_search/recipe_search.py --report` (see its docstring for the method). Every "
             "number is **sentence-level F1 on ptb-sample:dev** (wsj_0001-0099, 1,921 sentences; "
             "right-branching 39.94, DESIGN.md §7); the test half is not used for any choice. Columns "
             "`5/10/20 min`: Algorithm 1 from layer 0 (threshold 0.8) for the Tree Transformer, the "
@@ -556,21 +582,26 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget", type=float, default=20.0, help="CPU minutes per run")
     p.add_argument("--device", default=None)
-    p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--deadline", type=float, default=None, help="--train: wall minutes for all runs")
     p.add_argument("--max-minutes", type=float, default=None, help=argparse.SUPPRESS)
+    add_job_options(p, "--train: runs at once")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from syntaxformer.cli import prepare_process
 
     prepare_process()
     names = args.only or list(SETTINGS)
+    if args.dry_run:  # the --train jobs, nothing else
+        train_many(names, args.seeds, args.budget, args.device, 1, args.deadline, args.threads, dry_run=True)
+        return 0
     if args.measure_cpu:
         measure_cpu(names)
     if args.train_one:
-        train_one(args.train_one, args.seed, args.budget, args.device, max_minutes=args.max_minutes)
+        train_one(
+            args.train_one, args.seed, args.budget, args.device, max_minutes=args.max_minutes, threads=args.threads
+        )
     if args.train:
-        train_many(names, args.seeds, args.budget, args.device, args.jobs, args.deadline)
+        train_many(names, args.seeds, args.budget, args.device, args.jobs, args.deadline, args.threads)
     if args.thresholds:
         sweep_thresholds(args.thresholds)
     if args.report:

@@ -24,12 +24,12 @@ sentences, mask rate 0.15, BERT replacement), stopped at 1,500 steps; the learni
 ptb-sample:dev every 500 steps (Algorithm 1 with every minimum layer, every single layer). Choices
 would be made on dev; the test half is not read.
 
-    python benchmarks/variant_parts.py --train paper --seed 0 --threads 1   # resumable
-    python benchmarks/variant_parts.py --report                           # table + JSON
+    python -m benchmarks.studies.variant_parts.variant_parts --train paper --seed 0 --threads 1   # resumable
+    python -m benchmarks.studies.variant_parts.variant_parts --report                           # table + JSON
 
 Results: ``runs/variant-parts/<setting>-seed<s>/training.json``; ``--report`` prints the markdown
 table of docs/recipes.md ("Which part of the official variant matters") and writes
-``docs/recipes/variant-parts.json``.
+``variant-parts.json`` beside this script.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from portable import portable  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.tools.portable import portable
 
 RUNS = ROOT / "runs" / "variant-parts"
-REPORT = ROOT / "docs" / "recipes" / "variant-parts.json"
+#: the study's record, beside this script
+REPORT = Path(__file__).resolve().parent / "variant-parts.json"
 DEV = "ptb-sample:dev"
 
 #: setting -> model config overrides (the diagonal named in each, the scale the variant's)

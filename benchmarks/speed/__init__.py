@@ -1,0 +1,2 @@
+"""Speed and memory measurements (``benchmarks/README.md``, "Speed and memory"); tables in
+``docs/results/speed.md``."""

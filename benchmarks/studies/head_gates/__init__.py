@@ -1,0 +1,1 @@
+"""The head gates study (README.md beside this file)."""

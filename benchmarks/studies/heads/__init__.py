@@ -1,0 +1,1 @@
+"""The heads study (README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The induce seeds study (README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The logic study (README.md beside this file)."""

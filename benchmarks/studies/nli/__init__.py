@@ -1,0 +1,1 @@
+"""The nli study (README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The out of domain study (README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The priors study (README.md beside this file)."""

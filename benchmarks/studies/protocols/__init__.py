@@ -1,0 +1,1 @@
+"""The protocols study (README.md beside this file)."""

@@ -1,0 +1,1 @@
+"""The recipe search study (README.md beside this file)."""

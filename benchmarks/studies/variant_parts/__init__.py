@@ -1,0 +1,1 @@
+"""The variant parts study (README.md beside this file)."""
