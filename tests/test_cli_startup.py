@@ -1,5 +1,5 @@
 """Start-up of the command line: a command imports only its own module, and ``parse`` of a small input runs
-on one CPU thread with the same trees (benchmarks/parse_startup.py measures the time; no timing here)."""
+on one CPU thread with the same trees (benchmarks/speed/parse_startup.py measures the time; no timing here)."""
 
 from __future__ import annotations
 

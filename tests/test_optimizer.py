@@ -1,6 +1,6 @@
 """Adam as every task builds it (:meth:`syntaxformer.training.loop.TrainingLoop.make_optimizer`): torch's
 fused kernel on the CPU, which trains the same weights as torch's CPU default per-tensor loop up to
-float rounding (the speed difference is measured in benchmarks/train_step.py, not here)."""
+float rounding (the speed difference is measured in benchmarks/speed/train_step.py, not here)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ The kernels know no prior by name: they take the prior's state and row builder (
 :class:`~syntaxformer.priors.base.MultiplicativePrior`). Dropout masks come from
 :mod:`syntaxformer.kernels.dropout`, denormals are flushed by :mod:`syntaxformer.kernels.denormals`,
 as in the literal reference. Tested against the literal path in ``tests/test_blockwise_attention.py``,
-``tests/test_tree_transformer.py`` and ``tests/test_fast_prior.py``; benchmarks/README.md has the
+``tests/test_tree_transformer.py`` and ``tests/test_fast_prior.py``; benchmarks/speed/README.md has the
 measured step times and peak memory.
 """
 

@@ -2,7 +2,7 @@
 
 PyTorch's CPU dropout draws its mask with ``bernoulli_``, one generator call per element: on the
 default ``induce`` recipe's training step that is about a fifth of the step (13 masks a step,
-``benchmarks/train_step.py``). Here a CPU mask comes from 64-bit random integers (``random_``), each
+``benchmarks/speed/train_step.py``). Here a CPU mask comes from 64-bit random integers (``random_``), each
 cut into four 16-bit lanes of which the low 15 bits are compared with a threshold: four keep/drop
 decisions per generator call, about three times faster for the same distribution. On other devices
 (CUDA's fused kernels are fast) the mask is ``torch.rand(...) >= p``.

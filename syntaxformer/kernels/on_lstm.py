@@ -9,7 +9,7 @@ backward keeps each step's ``(h_{t-1}, dgates_t)`` (:class:`RecurrentMatmul`), a
 of every step (:class:`WeightGradientOnce`, reached through a 0-d token) sums them as
 ``cat(h)^T @ cat(dgates)`` (inner size B·N) once all steps are done. Same values up to float rounding;
 first-order gradients only. Measured on CPU: x1.4-1.5 forward+backward at the paper's widths, nothing
-at ``mini`` / ``small`` (:data:`WEIGHT_GRAD_ONCE_MIN` picks by size; ``benchmarks/on_lstm_speed.py``).
+at ``mini`` / ``small`` (:data:`WEIGHT_GRAD_ONCE_MIN` picks by size; ``benchmarks/speed/on_lstm_speed.py``).
 Tested against autograd's per-step gradient in ``tests/test_on_lstm.py``.
 """
 

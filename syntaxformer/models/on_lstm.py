@@ -50,7 +50,7 @@ The fast recurrence
 * Not TorchScript: scripting the loop gave x1.05 (mini) to x1.4 (tiny) on the forward pass and
   nothing on forward+backward on CPU, and ``torch.jit.script`` is deprecated in current PyTorch.
 
-``benchmarks/on_lstm_speed.py`` measures tokens/s against ``torch.nn.LSTM`` of the same widths in
+``benchmarks/speed/on_lstm_speed.py`` measures tokens/s against ``torch.nn.LSTM`` of the same widths in
 the same run (one CPU thread of a shared 2-core machine, runs of the same day: forward+backward
 0.76 of the LSTM's tokens/s at ``mini``, 0.80-0.86 at ``small``, 0.68-0.74 at ``paper``; forward
 only 0.65-0.79). No GPU figure yet.
@@ -131,7 +131,7 @@ PRESETS = {
     # the public ones scaled down for short runs, not tuned (the recipes are chosen on the dev half,
     # docs/results/induce.md).
     # The recurrent stack alone, forward+backward, batch 64 x 25, one CPU thread
-    # (benchmarks/on_lstm_speed.py): small ~2,200 tokens/s, mini ~6,500 tokens/s
+    # (benchmarks/speed/on_lstm_speed.py): small ~2,200 tokens/s, mini ~6,500 tokens/s
     "small": dict(
         embedding_size=256,
         hidden_size=512,

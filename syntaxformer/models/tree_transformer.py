@@ -108,7 +108,7 @@ _DEFAULT_RECIPE = dict(
     min_layer=0,
 )
 #: ``induce`` recipes (TrainArguments fields; ``overrides`` = config fields; ``min_layer`` = Algorithm 1's
-#: minimum layer), chosen on ptb-sample:dev by benchmarks/recipe_search.py (docs/recipes.md).
+#: minimum layer), chosen on ptb-sample:dev by benchmarks/studies/recipe_search/recipe_search.py (docs/recipes.md).
 #: ``default``: a fixed number of steps of the ``mini`` model on ptb-sample; ``long``: ``small`` on the ptb-lm text.
 RECIPES = {
     "default": _DEFAULT_RECIPE,
@@ -214,7 +214,7 @@ class TreeTransformerConfig(PretrainedConfig):
             chain (eqs. 6-8 and the cumulative logs) and the gradient of ``log C`` run as hand-written
             fused kernels (:class:`~syntaxformer.kernels.constituent.FusedLinkChain`,
             :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp`): the same function,
-            float rounding differs (benchmarks/train_step.py).
+            float rounding differs (benchmarks/speed/train_step.py).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
         residual_init: how the output projections of each layer's two residual branches (attention

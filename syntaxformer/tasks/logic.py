@@ -70,7 +70,7 @@ logger = logging.getLogger(__name__)
 TEST_OPERATORS = tuple(range(1, 13))
 #: groups of operator counts summarised by the mean of their per-N accuracies
 GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
-#: the study's recipe (benchmarks/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay.
+#: the study's recipe (benchmarks/studies/logic/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay.
 #: ``lr=None``, ``max_steps=None`` and ``precision=None``: the encoder's (:attr:`~syntaxformer.models.registry.EncoderUse.lr`,
 #: :attr:`~syntaxformer.models.registry.EncoderUse.max_steps`; 4,000 steps = 4.2 epochs of the 121,977
 #: training pairs unless the encoder says otherwise)

@@ -425,7 +425,7 @@ class TrainingLoop:
         task's public code). Torch's fused implementation (``fused=True``: each tensor's whole update in
         one pass) on the devices of :data:`FUSED_ADAM_DEVICES`: on the CPU a step of the default recipe is
         4-6% faster than with the multi-tensor form (``foreach``) or torch's default per-tensor loop
-        (benchmarks/train_step.py); the same update, float rounding differs (tests/test_optimizer.py).
+        (benchmarks/speed/train_step.py); the same update, float rounding differs (tests/test_optimizer.py).
         Elsewhere the multi-tensor form. A checkpoint keeps its optimiser's settings: ``--resume`` of a
         run saved with another form goes on with that form.
 

@@ -11,7 +11,7 @@ sentences), (with dependency heads: ``dependencies.conllu``), ``report.json`` an
 
 A recipe is a fixed number of steps (reproducible from the seed, the same model on any machine); no
 wall-clock cap cuts it unless the user asks (``max_minutes``): a run stopped early says so in the report
-(``training.steps`` of ``training.planned_steps``, ``training.complete``) and in the printed header. The recipes were chosen on the dev half (``benchmarks/recipe_search.py``,
+(``training.steps`` of ``training.planned_steps``, ``training.complete``) and in the printed header. The recipes were chosen on the dev half (``benchmarks/studies/recipe_search/recipe_search.py``,
 docs/recipes.md); the report says so, and the test half is the headline.
 """
 
@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 #: Named training recipes per model, from the model registry (each model file's ``RECIPES``: TrainArguments
 #: fields; ``overrides`` = model config fields; ``min_layer`` = Algorithm 1's minimum layer). Chosen on
-#: ptb-sample:dev by the measured search of ``benchmarks/recipe_search.py`` (docs/recipes.md); explicit
+#: ptb-sample:dev by the measured search of ``benchmarks/studies/recipe_search/recipe_search.py`` (docs/recipes.md); explicit
 #: training fields override any of them. ``default``: a fixed number of steps, <= 20 minutes on 2 idle
 #: CPU cores; ``long``: <= 150 minutes. A recipe's ``corpus`` names the text it was measured on when that
 #: text is not shipped (the Tree Transformer's ``long``: ``ptb-lm``); the user gives its path.

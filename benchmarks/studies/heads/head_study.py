@@ -330,6 +330,65 @@ def _at(curve: list[dict], n_removed_fraction: float, name: str):
     return next((p.get(name) for p in curve if abs(p["fraction"] - n_removed_fraction) < 1e-9), None)
 
 
+def pruning_curves(models: dict, keys: list[str]) -> list[str]:
+    """The pruning-curve section of docs/heads.md: one table per model."""
+    lines = []
+    lines += ["", "## Pruning curves (`syntaxformer prune`; perplexity / sentence F1; random: mean ± sd)", ""]
+    for key in keys:
+        m = models[key]
+        orders = list(m["curves"])
+        lines += [
+            f"**{m['label']}**"
+            + (
+                f" (left out, more than one head per layer: {m['fractions_left_out']})"
+                if m["fractions_left_out"]
+                else ""
+            ),
+            "",
+            "| heads removed | " + " | ".join(orders) + " |",
+            "|---|" + "---|" * len(orders),
+        ]
+        for i, point in enumerate(m["curves"][orders[0]]):
+            cells = []
+            for order in orders:
+                p = m["curves"][order][i]
+                ppl = _fmt(p["perplexity"]) + (f" ± {p['perplexity_sd']:.1f}" if "perplexity_sd" in p else "")
+                f1 = (
+                    ""
+                    if "sentence_f1" not in p
+                    else " / "
+                    + _fmt(p["sentence_f1"], ".2f")
+                    + (f" ± {p['sentence_f1_sd']:.2f}" if "sentence_f1_sd" in p else "")
+                )
+                cells.append(ppl + f1)
+            lines.append(
+                f"| {point['n_removed']} ({100 * point['fraction_removed']:.0f}%) | " + " | ".join(cells) + " |"
+            )
+        lines.append("")
+    return lines
+
+
+def gates_table(models: dict, keys: list[str]) -> list[str]:
+    """The hard-concrete gate section of docs/heads.md."""
+    lines = []
+    lines += [
+        "## Hard-concrete gates (`train --init-from --head-gates --gate-l0 λ`)",
+        "",
+        "| model | λ | heads kept (per layer) | perplexity | sentence F1 | valid loss gated → pruned |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key in keys:
+        m = models[key]
+        for g in m["gates"]:
+            silenced = f", silenced {g['silenced']}" if g["silenced"] else ""
+            lines.append(
+                f"| {m['label']} | {g['gate_l0']:g} | {g['n_kept']}/{g['n_heads']} {g['kept_per_layer']}"
+                f"{silenced} | {_fmt(g['perplexity'])} | {_fmt(g.get('sentence_f1'), '.2f')} | "
+                f"{_fmt(g['valid_loss_gated'], '.3f')} → {_fmt(g['valid_loss_pruned'], '.3f')} |"
+            )
+    return lines
+
+
 def markdown(summary: dict) -> str:
     models = summary["models"]
     keys = list(models)
@@ -382,53 +441,8 @@ def markdown(summary: dict) -> str:
     ]
     for name, cell in rows:
         lines.append(f"| {name} | " + " | ".join(cell(models[k]) for k in keys) + " |")
-    lines += ["", "## Pruning curves (`syntaxformer prune`; perplexity / sentence F1; random: mean ± sd)", ""]
-    for key in keys:
-        m = models[key]
-        orders = list(m["curves"])
-        lines += [
-            f"**{m['label']}**"
-            + (
-                f" (left out, more than one head per layer: {m['fractions_left_out']})"
-                if m["fractions_left_out"]
-                else ""
-            ),
-            "",
-            "| heads removed | " + " | ".join(orders) + " |",
-            "|---|" + "---|" * len(orders),
-        ]
-        for i, point in enumerate(m["curves"][orders[0]]):
-            cells = []
-            for order in orders:
-                p = m["curves"][order][i]
-                ppl = _fmt(p["perplexity"]) + (f" ± {p['perplexity_sd']:.1f}" if "perplexity_sd" in p else "")
-                f1 = (
-                    ""
-                    if "sentence_f1" not in p
-                    else " / "
-                    + _fmt(p["sentence_f1"], ".2f")
-                    + (f" ± {p['sentence_f1_sd']:.2f}" if "sentence_f1_sd" in p else "")
-                )
-                cells.append(ppl + f1)
-            lines.append(
-                f"| {point['n_removed']} ({100 * point['fraction_removed']:.0f}%) | " + " | ".join(cells) + " |"
-            )
-        lines.append("")
-    lines += [
-        "## Hard-concrete gates (`train --init-from --head-gates --gate-l0 λ`)",
-        "",
-        "| model | λ | heads kept (per layer) | perplexity | sentence F1 | valid loss gated → pruned |",
-        "|---|---|---|---|---|---|",
-    ]
-    for key in keys:
-        m = models[key]
-        for g in m["gates"]:
-            silenced = f", silenced {g['silenced']}" if g["silenced"] else ""
-            lines.append(
-                f"| {m['label']} | {g['gate_l0']:g} | {g['n_kept']}/{g['n_heads']} {g['kept_per_layer']}"
-                f"{silenced} | {_fmt(g['perplexity'])} | {_fmt(g.get('sentence_f1'), '.2f')} | "
-                f"{_fmt(g['valid_loss_gated'], '.3f')} → {_fmt(g['valid_loss_pruned'], '.3f')} |"
-            )
+    lines += pruning_curves(models, keys)
+    lines += gates_table(models, keys)
     return "\n".join(lines) + "\n"
 
 

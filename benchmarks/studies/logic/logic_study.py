@@ -492,9 +492,9 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
     return result
 
 
-def markdown(result: dict, table_text: str) -> str:
-    """docs/logic.md: what was run, the table, the targets, the CPU estimates, the test curves, what is
-    missing."""
+def recipe_texts(result: dict) -> tuple[str, str]:
+    """docs/logic.md's recipe paragraph: the steps of each encoder (in epochs of the training pairs) and
+    the encoder settings the runs were given over their preset."""
     recipe, summary = result["recipe"], result["summary"]
     some = next((r["report"] for by in result["runs"].values() for r in by.values()), None)
     pairs = some["training"]["data"]["train_pairs"] if some else None
@@ -515,6 +515,14 @@ def markdown(result: dict, table_text: str) -> str:
         )
         or "none"
     )
+    return steps, settings
+
+
+def markdown(result: dict, table_text: str) -> str:
+    """docs/logic.md: what was run, the table, the targets, the CPU estimates, the test curves, what is
+    missing."""
+    recipe, summary = result["recipe"], result["summary"]
+    steps, settings = recipe_texts(result)
     targets_text = "\n".join(
         f"- {name}: " + {True: "**met**", False: "**not met**", None: "pending (runs missing)"}[v]
         for name, v in result["targets"].items()
