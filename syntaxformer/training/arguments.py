@@ -232,6 +232,13 @@ class RunArguments:
     threads: int | None = None
     resume: bool = False
     quiet: bool = False
+    prefetch: bool = field(
+        default=False,
+        metadata={
+            "help": "prepare the next batch (gather, pad, mask; pinned for CUDA) in a background thread while "
+            "the current step runs; the same batches"
+        },
+    )
 
 
 @dataclass

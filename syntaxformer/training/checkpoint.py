@@ -49,6 +49,7 @@ RESUMABLE_CHANGES = frozenset(
         "eval_treebank",
         "keep_best",
         "early_stopping",
+        "prefetch",
     }
 )
 

@@ -19,7 +19,10 @@ A task is a subclass that fills in the task interface:
   callbacks; a checkpoint goes to :meth:`~TrainingLoop.resume` (the task's state class carries its
   extra resume state, e.g. the selection history);
 * :meth:`~TrainingLoop.make_batch`: the :class:`~syntaxformer.training.batch.Batch` of training
-  examples; :meth:`~TrainingLoop.compute_loss`: its loss;
+  examples (a task whose batch is a pure function of the examples and the step says so with
+  :meth:`~TrainingLoop.batch_at` and :attr:`~TrainingLoop.prefetchable`: with the run's ``prefetch`` the
+  next batch is then prepared in a background thread during the step,
+  :class:`~syntaxformer.training.prefetch.BatchPrefetcher`); :meth:`~TrainingLoop.compute_loss`: its loss;
 * :meth:`~TrainingLoop.validation_metrics` (``{"valid/loss": ..., ...}`` on the validation data) with
   the class attributes naming what its history keeps (:attr:`~TrainingLoop.validation_keys`) and which
   metric selects the best model, lower or higher (:attr:`~TrainingLoop.selection_metric`,
@@ -70,6 +73,7 @@ from syntaxformer.training.callbacks import (
 )
 from syntaxformer.training.checkpoint import CHECKPOINT, write_checkpoint
 from syntaxformer.training.plateau import PlateauSchedule
+from syntaxformer.training.prefetch import BatchPrefetcher, pin_for
 
 #: devices whose Adam the trainers run as torch's single fused kernel (``fused=True``)
 FUSED_ADAM_DEVICES = ("cpu", "cuda")
@@ -216,6 +220,8 @@ class TrainingLoop:
         self.t_start = time.monotonic()
         self._evaluated_at: int | None = None
         self._saved_at: int | None = None
+        self._prefetcher: BatchPrefetcher | None = None
+        self._epoch_batches: tuple[tuple, list] | None = None  # ((epoch, sampler id), its batches)
 
     # ---------------------------------------------------------------------------------- the run
 
@@ -235,6 +241,8 @@ class TrainingLoop:
                 self.stop_reason = self._loop()
                 self._finish()
             finally:
+                if self._prefetcher is not None:
+                    self._prefetcher.close()
                 for callback in self.callbacks:
                     callback.close(self)
             if self.world > 1:
@@ -262,6 +270,8 @@ class TrainingLoop:
         self._window = torch.zeros(2, dtype=torch.float64)  # steps, tokens since the last log
         self._window_loss = torch.zeros((), dtype=torch.float64, device=self.device)  # their loss sum
         self._window_seconds = 0.0
+        if getattr(self.args, "prefetch", False) and self.prefetchable:
+            self._prefetcher = BatchPrefetcher(self.batch_at, pin=pin_for(self.device))
         for callback in self.callbacks:
             callback.on_train_begin(self)
         if self.state.step == 0:
@@ -272,7 +282,7 @@ class TrainingLoop:
         """Optimizer steps until a stop condition is reached; returns its reason."""
         reason = self._stop_reason()
         while reason is None:
-            batches = self.sampler.batches(self.state.epoch)
+            batches = self._batches_of(self.state.epoch)
             while self.state.batch_in_epoch < len(batches) and reason is None:
                 output = self.training_step(batches[self.state.batch_in_epoch])
                 self._after_step(output)
@@ -282,6 +292,23 @@ class TrainingLoop:
                 self.state.batch_in_epoch = 0
                 reason = self._stop_reason()
         return reason
+
+    def _batches_of(self, epoch: int) -> list:
+        """This process's batches of ``epoch`` (the sampler's; the last epoch's kept for the prefetcher)."""
+        key = (epoch, id(self.sampler))
+        if self._epoch_batches is None or self._epoch_batches[0] != key:
+            self._epoch_batches = (key, self.sampler.batches(epoch))
+        return self._epoch_batches[1]
+
+    def _upcoming(self) -> list | None:
+        """The examples of the step after the current one: the next batch of the epoch, else the first of
+        the next epoch (None when that epoch has none)."""
+        epoch, position = self.state.epoch, self.state.batch_in_epoch + 1
+        batches = self._batches_of(epoch)
+        if position < len(batches):
+            return batches[position]
+        following = self.sampler.batches(epoch + 1)
+        return following[0] if following else None
 
     def _after_step(self, output: StepOutput) -> None:
         self._window += torch.tensor([1.0, output.tokens], dtype=torch.float64)
@@ -335,6 +362,26 @@ class TrainingLoop:
         """The batch of training examples ``indices`` at the current step (any randomness from
         generators seeded by ``(seed, step, rank)``). The task's."""
         raise NotImplementedError
+
+    #: whether :meth:`batch_at` is the task's batch, a pure function of the examples and the step, so the
+    #: next one may be prepared ahead in another thread (a task may make it a property)
+    prefetchable: bool = False
+
+    def batch_at(self, indices: list[int], step: int) -> Batch:
+        """The batch of training examples ``indices`` at optimizer step ``step``, reading and writing no
+        other state (what :meth:`make_batch` gives at that step), for a task that is :attr:`prefetchable`."""
+        raise NotImplementedError
+
+    def next_batch(self, indices: list[int]) -> Batch:
+        """The batch of the step about to be taken: :meth:`make_batch`, or with a prefetcher the batch
+        prepared during the last step (the same), the one after it then started."""
+        if self._prefetcher is None:
+            return self.make_batch(indices)
+        batch = self._prefetcher.get(indices, self.state.step)
+        upcoming = self._upcoming()
+        if upcoming is not None:
+            self._prefetcher.ahead(upcoming, self.state.step + 1)
+        return batch
 
     def compute_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         """The scalar training loss of ``batch`` through ``model`` (``ddp_model``). The task's."""
@@ -517,9 +564,9 @@ class TrainingLoop:
 
     def training_step(self, indices: list[int]) -> StepOutput:
         """One optimizer step on the training examples ``indices``: the task's batch
-        (:meth:`make_batch`) and its counts on the host, then :meth:`device_step`; advances :attr:`state`."""
+        (:meth:`make_batch`, or prepared ahead: :meth:`next_batch`) and its counts on the host, then :meth:`device_step`; advances :attr:`state`."""
         t0 = time.perf_counter()
-        batch = self.make_batch(indices)
+        batch = self.next_batch(indices)
         n_tokens = batch.n_tokens  # counted on the host, from the batch as built
         loss, lr = self.device_step(batch)
         pairs = len(indices) if self.counts_examples else None

@@ -150,6 +150,9 @@ class RunningTextTrainer(Trainer):
 
     # ---------------------------------------------------------------------------------- a step
 
+    #: the windows are made inline (the step scales the learning rate by its window's length)
+    prefetchable = False
+
     def make_batch(self, indices: tuple[int, int]) -> TokenBatch:
         """The window ``indices = (start, length)`` of the training stream: inputs and the next tokens,
         ``(B, n)`` each (no padding)."""

@@ -325,8 +325,26 @@ class Trainer(TrainingLoop):
 
     def make_batch(self, indices: list[int]) -> TokenBatch:
         """The objective's batch of the training sequences ``indices`` (into ``data.train_ids``; masks
-        from a generator seeded by ``(seed, step, rank)``) with their structure (:meth:`batch_structure`)."""
-        generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 1))
+        from a generator seeded by ``(seed, step, rank)``) with their structure (:meth:`batch_structure`):
+        :meth:`batch_at` the current step."""
+        return self.batch_at(indices, self.state.step)
+
+    @property
+    def prefetchable(self) -> bool:
+        """Whether a batch may be prepared ahead (:meth:`batch_at`): unless the run parses its masked
+        inputs with a model on the device (:attr:`inducer`)."""
+        return self.inducer is None
+
+    def batch_at(self, indices: list[int], step: int) -> TokenBatch:
+        """:meth:`make_batch` at optimizer step ``step``: a function of ``indices`` and ``step`` (and the
+        run's seed and rank) alone.
+
+        Returns:
+            a :class:`~syntaxformer.training.batch.TokenBatch` on the CPU: ``input_ids``,
+            ``attention_mask``, ``labels`` ``(B, N)``, ``masked_positions`` ``(M,)`` (masked LM) and the
+            ``structure_inputs``.
+        """
+        generator = torch.Generator().manual_seed(_derived_seed(self.args.seed, step, self.rank, 1))
         batch = self.objective.batch([self.data.train_ids[i] for i in indices], generator)
         batch.structure_inputs = self.batch_structure("train", indices, batch.input_ids, batch.attention_mask)
         return batch
