@@ -184,7 +184,7 @@ def test_induce_structformer_long_recipe_needs_its_text(capsys, tmp_path):
     """StructFormer's long recipe is its default setting on the ptb-lm text (docs/recipes.md): without
     --corpus a one-line error before any work; with it, the default's fields but the text."""
     code, _, err = _run(
-        capsys, "induce", "--model", "structformer", "--recipe", "long", "--out", tmp_path / "o", "--quiet"
+        capsys, "induce", "--architecture", "structformer", "--recipe", "long", "--out", tmp_path / "o", "--quiet"
     )
     assert code == 1 and "ptb-lm" in err and "--corpus" in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
@@ -198,7 +198,7 @@ def test_induce_structformer_long_recipe_needs_its_text(capsys, tmp_path):
 
 @pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")
 def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
-    code, out, err = _run(capsys, "induce", "--model", "structformer", "--out", tmp_path, "--json", *TINY)
+    code, out, err = _run(capsys, "induce", "--architecture", "structformer", "--out", tmp_path, "--json", *TINY)
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
     assert json.loads(out) == report  # --json prints report.json

@@ -67,7 +67,7 @@ def test_parse_model_gives_the_f1_induce_reported(capsys, corpus, tmp_path, mode
     if model not in MODELS:
         pytest.skip(f"{model} is not registered")
     out = tmp_path / "induce"
-    _main(capsys, "induce", "--model", model, "--corpus", corpus, "--out", out, *TINY, *flags)
+    _main(capsys, "induce", "--architecture", model, "--corpus", corpus, "--out", out, *TINY, *flags)
     report = json.loads((out / "report.json").read_text())
     saved = json.loads((out / "model" / DECODER_FILE).read_text())
     assert saved == report["decoder"]

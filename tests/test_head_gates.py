@@ -315,14 +315,14 @@ def test_fine_tuning_without_gates_starts_from_the_folder(source, small_corpus, 
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--head-gates", "--gate-l0", "0.1"], "--head-gates fine-tunes a trained model: give --init-from DIR"),
-        (["--init-from", "{source}", "--gate-l0", "0.1"], "--gate-l0 without --head-gates"),
-        (["--init-from", "{source}", "--head-gates", "--gate-l0", "-1"], "--gate-l0 must not be negative"),
-        (["--init-from", "{source}", "--head-gates", "--gate-temperature", "0"], "--gate-temperature must be positive"),
-        (["--init-from", "{source}", "--prior", "none"], "--prior and --set cannot change it"),
-        (["--init-from", "{missing}", "--head-gates"], "not a model folder"),
-        (["--init-from", "{lstm}", "--head-gates"], "no attention heads to gate"),
-        (["--init-from", "{source}", "--head-gates", "--eval-treebank", "ptb-sample:dev"], "--eval-treebank"),
+        (["--head-gates", "--gate-l0", "0.1"], "--head-gates fine-tunes a trained model: give --model DIR"),
+        (["--model", "{source}", "--gate-l0", "0.1"], "--gate-l0 without --head-gates"),
+        (["--model", "{source}", "--head-gates", "--gate-l0", "-1"], "--gate-l0 must not be negative"),
+        (["--model", "{source}", "--head-gates", "--gate-temperature", "0"], "--gate-temperature must be positive"),
+        (["--model", "{source}", "--prior", "none"], "--prior and --set cannot change it"),
+        (["--model", "{missing}", "--head-gates"], "not a model folder"),
+        (["--model", "{lstm}", "--head-gates"], "no attention heads to gate"),
+        (["--model", "{source}", "--head-gates", "--eval-treebank", "ptb-sample:dev"], "--eval-treebank"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(argv, message, source, tiny_model, tmp_path, capsys):

@@ -403,7 +403,7 @@ def test_command_with_wordpiece_structformer_and_conllu(tiny_model, tmp_path, ca
     [
         (["--model", "{tmp}/nothing"], "nothing: not a model folder"),
         (["--dependencies", "{tmp}/missing.conllu"], "missing.conllu"),
-        (["--text", "{tmp}/empty.txt"], "empty.txt"),
+        (["--corpus", "{tmp}/empty.txt"], "empty.txt"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_file(argv, where, tiny_model, tmp_path, capsys):

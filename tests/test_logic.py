@@ -271,7 +271,7 @@ def test_evaluate_command_reproduces_the_training_report(quick_run, logic_data, 
             "evaluate",
             "--model",
             str(out / "best"),
-            "--data",
+            "--corpus",
             str(logic_data),
             "--out",
             str(tmp_path),
@@ -312,7 +312,7 @@ def test_resume_takes_the_same_steps(tmp_path, logic_data):
 
 
 def test_command_errors_are_one_line(tmp_path, capsys, logic_data):
-    assert main(["logic", "train", "--data", str(tmp_path / "absent"), "--out", str(tmp_path / "o")]) == 1
+    assert main(["logic", "train", "--corpus", str(tmp_path / "absent"), "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("syntaxformer logic: error: ") and "no such folder" in err and "\n" not in err
     bad = tmp_path / "bad"
@@ -324,13 +324,13 @@ def test_command_errors_are_one_line(tmp_path, capsys, logic_data):
         [
             "logic",
             "train",
-            "--data",
+            "--corpus",
             str(bad),
             "--out",
             str(tmp_path / "o2"),
             "--max-train-operators",
             "2",
-            "--encoder",
+            "--architecture",
             "lstm",
             "--preset",
             "tiny",
@@ -341,20 +341,20 @@ def test_command_errors_are_one_line(tmp_path, capsys, logic_data):
     assert code == 1
     err = capsys.readouterr().err.strip()
     assert f"{bad / 'train1'}:2: the second formula has unbalanced brackets" in err and "\n" not in err
-    assert main(["logic", "train", "--data", str(logic_data), "--out", str(tmp_path / "o3"), "--preset", "huge"]) == 1
+    assert main(["logic", "train", "--corpus", str(logic_data), "--out", str(tmp_path / "o3"), "--preset", "huge"]) == 1
     assert "unknown --preset 'huge' for on-lstm" in capsys.readouterr().err
     assert (
         main(
             [
                 "logic",
                 "train",
-                "--data",
+                "--corpus",
                 str(bad),
                 "--out",
                 str(tmp_path / "o4"),
                 "--max-train-operators",
                 "0",
-                "--encoder",
+                "--architecture",
                 "lstm",
                 "--preset",
                 "tiny",
@@ -430,7 +430,7 @@ def test_recipe_option_sets_its_fields_and_given_options_win(tmp_path):
 
     def parsed(*extra):
         return arguments_from_namespace(
-            build_parser().parse_args(["logic", "train", "--data", "d", "--out", str(tmp_path), *extra])
+            build_parser().parse_args(["logic", "train", "--corpus", "d", "--out", str(tmp_path), *extra])
         )
 
     default = parsed()
@@ -444,18 +444,18 @@ def test_recipe_option_sets_its_fields_and_given_options_win(tmp_path):
     # the default recipe's learning rate and steps are the encoder's (chosen on validation, README
     # "Recipe choice"); --lr and --max-steps win
     assert (default.encoder, default.lr, default.max_steps, default.precision) == ("on-lstm", 3e-3, 8000, "bf16")
-    lstm, transformer = parsed("--encoder", "lstm"), parsed("--encoder", "transformer")
+    lstm, transformer = parsed("--architecture", "lstm"), parsed("--architecture", "transformer")
     assert (
         (lstm.lr, lstm.max_steps, lstm.precision)
         == (transformer.lr, transformer.max_steps, transformer.precision)
         == (1e-3, 4000, "fp32")
     )
     assert (parsed("--lr", "5e-4").lr, parsed("--max-steps", "700").max_steps) == (5e-4, 700)
-    assert parsed("--precision", "fp32").precision == "fp32"
+    assert parsed("--no-bf16").precision == "fp32"
     assert parsed("--max-minutes", "10").max_steps == 8000  # a time limit on top of the steps
     from syntaxformer.tasks.logic import LogicArguments
 
-    with pytest.raises(InputError, match="unknown --encoder"):  # no learning rate to take, the encoder's error
+    with pytest.raises(InputError, match="unknown --architecture"):  # no learning rate to take, the encoder's error
         LogicArguments(out=str(tmp_path), data="d", encoder="gru").check()
     public = parsed("--recipe", "public")
     assert (

@@ -4,7 +4,7 @@ The tests of tests/test_logic.py need ``../shared/data/propositional-logic``; th
 folder of their own (``train0 .. train12``, ``test0 .. test12``; ``RELATION TAB formula TAB formula``;
 :func:`helpers.write_logic_folder`) whose relations are computed by truth tables over the variables
 ``a`` - ``f`` (MacCartney & Manning's 7 relations between the sets of assignments that satisfy each
-formula), independent of the code under test. One run trains under ``--precision bf16`` (bfloat16
+formula), independent of the code under test. One run trains under ``--bf16`` (bfloat16
 autocast, parameters float32).
 """
 
@@ -49,11 +49,11 @@ def _train(data: Path, out: Path, precision: str) -> int:
         [
             "logic",
             "train",
-            "--data",
+            "--corpus",
             str(data),
             "--out",
             str(out),
-            "--encoder",
+            "--architecture",
             "lstm",
             "--preset",
             "tiny",
@@ -61,8 +61,7 @@ def _train(data: Path, out: Path, precision: str) -> int:
             "embedding_size=16",
             "--set",
             "hidden_size=16",
-            "--precision",
-            precision,
+            "--bf16" if precision == "bf16" else "--no-bf16",
             "--batch-size",
             "8",
             "--max-steps",
@@ -85,7 +84,7 @@ def _train(data: Path, out: Path, precision: str) -> int:
 
 @pytest.fixture(scope="module")
 def bf16_run(logic_folder, tmp_path_factory):
-    """``logic train --precision bf16`` for 3 steps, with a forward hook on every ``nn.Linear`` of the
+    """``logic train --bf16`` for 3 steps, with a forward hook on every ``nn.Linear`` of the
     classifier recording (training mode, autocast enabled, output dtype, weight dtype)."""
     folder, _ = logic_folder
     out = tmp_path_factory.mktemp("logic-bf16") / "run"
@@ -181,7 +180,7 @@ def test_train_and_evaluate_on_the_fixture(bf16_run, logic_folder, tmp_path):
     # the table path of the command (no --json): the summary line and the accuracy table are printed
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        argv = ["logic", "evaluate", "--model", str(out / "best"), "--data", str(folder)]
+        argv = ["logic", "evaluate", "--model", str(out / "best"), "--corpus", str(folder)]
         assert main([*argv, "--out", str(tmp_path / "eval"), "--device", "cpu"]) == 0
     printed = buffer.getvalue()
     assert "lstm (preset tiny, pooling last, seed 1)" in printed and "| accuracy % |" in printed

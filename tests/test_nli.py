@@ -364,7 +364,7 @@ def test_nli_command_train_and_evaluate(sick_file, tmp_path, capsys):
             [
                 "nli",
                 "train",
-                "--data",
+                "--corpus",
                 str(sick_file),
                 "--recipe",
                 "tiny",
@@ -387,7 +387,7 @@ def test_nli_command_train_and_evaluate(sick_file, tmp_path, capsys):
     assert report["scores"]["test"]["n"] == 3 and report["scores"]["valid"]["n"] == 3
     assert sum(map(sum, report["scores"]["test"]["confusion"]["matrix"])) == 3
     assert json.loads((out / "report.json").read_text())["selected_step"] == report["selected_step"]
-    assert main(["nli", "evaluate", "--model", str(out / "best"), "--data", str(sick_file), "--split", "trial"]) == 0
+    assert main(["nli", "evaluate", "--model", str(out / "best"), "--corpus", str(sick_file), "--split", "trial"]) == 0
     text = capsys.readouterr().out
     assert "SICK TRIAL (official split), 3 pairs" in text and "gold \\ predicted" in text
 
@@ -398,11 +398,11 @@ def test_nli_command_unknown_field(sick_file, tmp_path, capsys):
             [
                 "nli",
                 "train",
-                "--data",
+                "--corpus",
                 str(sick_file),
                 "--recipe",
                 "tiny",
-                "--model",
+                "--architecture",
                 "mean-pool",
                 "--set",
                 'classifier_features="match"',
@@ -419,7 +419,7 @@ def test_nli_command_unknown_field(sick_file, tmp_path, capsys):
 
 def test_nli_command_bad_input_is_one_line(sick_file, tmp_path, capsys):
     sick_file.write_bytes(sick_file.read_bytes() + b"\r\n13\tA man\tA woman")
-    assert main(["nli", "train", "--data", str(sick_file), "--recipe", "tiny", "--out", str(tmp_path / "x")]) == 1
+    assert main(["nli", "train", "--corpus", str(sick_file), "--recipe", "tiny", "--out", str(tmp_path / "x")]) == 1
     err = capsys.readouterr().err.strip()
     assert err == f"syntaxformer nli: error: {sick_file}:14: 3 tab-separated fields, the header has 12"
 
@@ -506,7 +506,7 @@ def test_nli_bf16_trains_and_selects_under_autocast(sick_file, tmp_path, capsys)
     assert all(autocast and dtype == torch.bfloat16 for _, autocast, dtype in seen)
     assert {t.dtype for t in load_file(out / "model.safetensors").values()} == {torch.float32}
     # the command's flag
-    argv = ["nli", "train", "--data", str(sick_file), "--recipe", "tiny", "--max-steps", "2", "--batch-size", "2"]
+    argv = ["nli", "train", "--corpus", str(sick_file), "--recipe", "tiny", "--max-steps", "2", "--batch-size", "2"]
     assert main([*argv, "--bf16", "--out", str(tmp_path / "cli"), "--quiet", "--json"]) == 0
     capsys.readouterr()
     assert json.loads((tmp_path / "cli" / "training.json").read_text())["arguments"]["bf16"] is True

@@ -43,13 +43,13 @@ def vectors(tmp_path_factory):
     text = folder / "ptb-sample-dev.txt"
     text.write_text("".join(" ".join(tree.leaves()) + "\n" for tree in load_gold_trees("ptb-sample:dev")[:300]))
     out = folder / "w2v.kv"
-    argv = ["nli", "vectors", "--text", str(text), "--out", str(out), "--dim", "16", "--min-count", "3"]
+    argv = ["nli", "vectors", "--corpus", str(text), "--out", str(out), "--dim", "16", "--min-count", "3"]
     assert main([*argv, "--epochs", "2", "--seed", "5", "--json"]) == 0
     return text, out
 
 
 def _train(data: Path, out: Path, vectors: Path, *extra: str) -> int:
-    argv = ["nli", "train", "--data", str(data), "--recipe", "tiny", "--word-vectors", str(vectors)]
+    argv = ["nli", "train", "--corpus", str(data), "--recipe", "tiny", "--word-vectors", str(vectors)]
     argv += ["--max-steps", "4", "--batch-size", "4", "--lr", "0.01", "--out", str(out), "--seed", "2"]
     return main([*argv, "--device", "cpu", "--threads", "1", "--quiet", "--json", *extra])
 

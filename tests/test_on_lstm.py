@@ -423,7 +423,7 @@ def test_induce_and_parse_ptb_sample_sentences(tmp_path, ptb_gold):
 
 @pytest.mark.parametrize("weight_grad_once", [True, False])
 def test_bf16_autocast_keeps_the_state_float32_and_near_float32(weight_grad_once):
-    """Under ``torch.autocast`` to bfloat16 (``logic train --precision bf16``) the products are bf16 but
+    """Under ``torch.autocast`` to bfloat16 (``logic train --bf16``) the products are bf16 but
     the gates, cell state, outputs, distances and gradients are float32, within bf16 rounding of the
     float32 model (both ways of taking the recurrent weight's gradient)."""
     model = tiny_model(dtype=torch.float32)

@@ -165,7 +165,7 @@ def test_train_on_lstm_san_with_the_trainer(tmp_path):
         main(
             [
                 "train",
-                "--model",
+                "--architecture",
                 "on-lstm-san",
                 "--preset",
                 "tiny",

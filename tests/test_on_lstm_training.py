@@ -250,7 +250,7 @@ def test_induce_on_lstm_parses_the_chosen_layer(capsys, small_treebank, tmp_path
     mrg, text = small_treebank
     gold = load_gold_trees(mrg)
     tiny = [
-        "--model",
+        "--architecture",
         "on-lstm",
         "--treebank",
         str(mrg),

@@ -296,7 +296,7 @@ def test_command_json_for_a_model_without_structure(folders, tmp_path, capsys):
                 "0.5",
                 "--seeds",
                 "1",
-                "--text",
+                "--corpus",
                 "ptb-sample:test",
                 "--max-sentences",
                 "6",

@@ -160,7 +160,7 @@ def test_the_toy_trains_and_parses(toy, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(" ".join(s) for s in load_corpus("ptb-sample")[:64]) + "\n")
     out = tmp_path / "lm"
-    args = ["train", "--model", NAME, "--preset", "tiny", "--corpus", str(corpus), "--max-steps", "3"]
+    args = ["train", "--architecture", NAME, "--preset", "tiny", "--corpus", str(corpus), "--max-steps", "3"]
     assert main(args + ["--batch-size", "8", "--seed", "0", "--out", str(out)]) == 0
     assert json.loads((out / "config.json").read_text())["model_type"] == ToyConfig.model_type
     assert json.loads((out / "training.json").read_text())["steps"] == 3
@@ -183,7 +183,7 @@ def test_the_toy_trains_and_parses(toy, tmp_path):
 def test_the_toy_trains_on_the_logic_task(toy, tmp_path):
     write_logic_folder(tmp_path / "logic")
     out = tmp_path / "logic-out"
-    args = ["logic", "train", "--data", str(tmp_path / "logic"), "--encoder", NAME, "--preset", "tiny"]
+    args = ["logic", "train", "--corpus", str(tmp_path / "logic"), "--architecture", NAME, "--preset", "tiny"]
     assert main(args + ["--max-steps", "3", "--seed", "0", "--out", str(out)]) == 0
     report = json.loads((out / "logic.json").read_text())
     assert report["encoder"] == NAME
@@ -191,7 +191,7 @@ def test_the_toy_trains_on_the_logic_task(toy, tmp_path):
 
 def test_the_toy_trains_on_nli(toy, sick_file, tmp_path, capsys):
     out = tmp_path / "nli"
-    args = ["nli", "train", "--data", str(sick_file), "--model", NAME, "--recipe", "tiny", "--max-steps", "3"]
+    args = ["nli", "train", "--corpus", str(sick_file), "--architecture", NAME, "--recipe", "tiny", "--max-steps", "3"]
     assert main(args + ["--batch-size", "2", "--seed", "0", "--out", str(out), "--quiet", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["model"] == NAME and report["steps"] == 3 and report["scores"]["test"]["n"] == 3

@@ -130,7 +130,7 @@ INDUCE = {
         "tree-transformer-default-seed[0-9].json",
     ),
     "sf-default": (
-        "StructFormer, `induce --model structformer` default (mini, ptb-sample)",
+        "StructFormer, `induce --architecture structformer` default (mini, ptb-sample)",
         "structformer-default-seed[0-9].json",
     ),
     "tt-long": ("Tree Transformer, `--recipe long` (small, ptb-lm text)", "tree-transformer-long-seed[0-9].json"),
@@ -163,9 +163,9 @@ INDUCE = {
         "the same with batches of 1,024 and lr 3e-3, stopped by a 7.3-minute cap before its schedule's end",
         "tree-transformer-small-ptblm-b1024-4500-lr3e-3-seed[0-9].json",
     ),
-    "on-lstm": ("ON-LSTM, `induce --model on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
+    "on-lstm": ("ON-LSTM, `induce --architecture on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
     "on-lstm-paper-cpu": (
-        "ON-LSTM, `induce --model on-lstm --recipe paper --preset mini` on the CPU: the AWD-LSTM procedure, "
+        "ON-LSTM, `induce --architecture on-lstm --recipe paper --preset mini` on the CPU: the AWD-LSTM procedure, "
         "stopped by its time limit (layer 1)",
         "on-lstm-paper-mini-cpu-seed[0-9].json",
     ),
@@ -260,14 +260,14 @@ README_ROWS = [
         "the shipped parser `tree-transformer-ptb-lm` (Tree Transformer, the default; from layer 2)",
         "tree-transformer",
     ),
-    ("sf-default", "StructFormer, `induce --model structformer`", None),
-    ("sf-long", "StructFormer, `induce --model structformer --recipe long`", None),
+    ("sf-default", "StructFormer, `induce --architecture structformer`", None),
+    ("sf-long", "StructFormer, `induce --architecture structformer --recipe long`", None),
     ("sf-small-8000", "StructFormer, small on the ptb-lm text, 8,000 steps", None),
     ("shipped-sf", "the shipped parser `structformer-ptb-lm` (StructFormer)", "structformer"),
-    ("on-lstm", "ON-LSTM, `induce --model on-lstm`", None),
+    ("on-lstm", "ON-LSTM, `induce --architecture on-lstm`", None),
     (
         "on-lstm-paper-cpu",
-        "ON-LSTM, `induce --model on-lstm --recipe paper` (mini, the AWD-LSTM procedure, stopped by its time limit)",
+        "ON-LSTM, `induce --architecture on-lstm --recipe paper` (mini, the AWD-LSTM procedure, stopped by its time limit)",
         "on-lstm",
     ),
 ]

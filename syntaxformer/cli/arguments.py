@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import inspect
 import json
 import re
+import types
+import typing
 
 from syntaxformer.errors import InputError
 
 #: a help text that states its option's default itself: "default: X", "(default)", "X, default)"
 STATES_DEFAULT = re.compile(r"\(default\b[^)]*\)|\bdefault\s*[:)]", re.IGNORECASE)
+#: a help text's closing statement of its default, ``(default: ...)`` (a command that changes the default
+#: replaces it)
+STATED_DEFAULT = re.compile(r"\s*\(default\b[^)]*\)\s*$", re.IGNORECASE)
 #: the help text :class:`HelpFormatter` gives an option that has none, so argparse prints its note
 _NOTE_ONLY = "(no text)"
 
@@ -70,6 +77,12 @@ class CommandParser(argparse.ArgumentParser):
                 for action in group._group_actions
             }
         return formatter
+
+
+def add_device_argument(parser) -> None:
+    """``--device``, the same in every command that runs a model: a torch device, absent = CUDA if
+    available, else the CPU (:func:`syntaxformer.runtime.resolve_device`)."""
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
 
 
 def add_decoder_arguments(parser) -> None:
@@ -198,3 +211,127 @@ def config_override(text: str) -> tuple[str, object]:
     except json.JSONDecodeError:
         parsed = value  # a bare string
     return key.strip(), parsed
+
+
+# ---------------------------------------------------------------------------------------------------
+# Options from dataclass fields
+# ---------------------------------------------------------------------------------------------------
+
+
+def option_flag(f: dataclasses.Field) -> str:
+    """The command-line option of a dataclass field: its ``flag`` metadata, else ``--`` and the field's
+    name with dashes (``min_freq``: ``--min-freq``)."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def _docstring_help(cls: type, name: str) -> str:
+    """The text of field ``name`` in a ``name [default]: text`` line of the docstring of ``cls`` or a
+    base (a field documented the older way, without ``help`` metadata), else ``""``."""
+    for klass in cls.__mro__:
+        doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
+        found = re.search(rf"^\s*{name} \[[^\]\n]*\]:\s*(.+?)(?=^\s*\w+ \[|^\s*$|\Z)", doc, re.M | re.S)
+        if found:
+            return " ".join(found.group(1).split()).replace("``", "")
+    return ""
+
+
+def _field_type(hint) -> tuple[type, int | None]:
+    """``(element type, nargs)`` of a field's type: ``int | None`` -> ``(int, None)``,
+    ``tuple[float, float]`` -> ``(float, 2)``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is tuple:
+        return args[0], len(args)
+    if args and typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return _field_type(args[0])
+    return hint, None
+
+
+def _default(f: dataclasses.Field):
+    """The field's default value (a fresh one from its factory; MISSING when it has none)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def add_field_argument(parser, cls: type, f: dataclasses.Field, hint, default=dataclasses.MISSING) -> argparse.Action:
+    """The option of one field of the dataclass ``cls`` (:func:`add_dataclass_arguments`): a bool is a
+    flag (``--x``, or ``--x`` / ``--no-x`` when its default is True or None), a tuple takes as many
+    values, a dict is ``--set KEY=VALUE`` given again for each key (:func:`config_override`), ``X | None``
+    takes an X; ``choices`` and ``metavar`` from the metadata. ``default`` replaces the field's."""
+    default = _default(f) if default is dataclasses.MISSING else default
+    text = (f.metadata.get("help") or _docstring_help(cls, f.name)).replace("%", "%%")
+    kind, nargs = _field_type(hint)
+    kwargs = dict(dest=f.name, help=text)
+    if kind is bool:
+        action = argparse.BooleanOptionalAction if default is not False else "store_true"
+        added = parser.add_argument(option_flag(f), action=action, default=default, **kwargs)
+        added.help = text  # argparse would append "(default: ...)" to a flag
+        return added
+    if kind is dict:
+        kwargs.update(action="append", type=config_override, metavar="KEY=VALUE")
+        default = list((default or {}).items())
+    else:
+        kwargs.update(type=kind, nargs=nargs)
+        default = list(default) if isinstance(default, tuple) else default
+    if "flag" in f.metadata:  # e.g. --architecture ARCHITECTURE, not MODEL (the field's name)
+        kwargs["metavar"] = f.metadata["flag"].lstrip("-").replace("-", "_").upper()
+    for key in ("choices", "metavar"):
+        if key in f.metadata:
+            kwargs[key] = f.metadata[key]
+    if default is dataclasses.MISSING:
+        return parser.add_argument(option_flag(f), required=True, **kwargs)
+    return parser.add_argument(option_flag(f), default=default, **kwargs)
+
+
+def add_dataclass_arguments(
+    parser, cls: type, *, only=None, skip=(), defaults: dict | None = None, grouped: bool = True
+) -> dict[str, argparse.Action]:
+    """One option per field of the dataclass ``cls`` (:func:`add_field_argument`; help, flag, choices and
+    metavar from the field's metadata, :func:`syntaxformer.training.arguments.option`), in field order,
+    in one argument group per dataclass that declares fields (titled by its ``option_group``, else its
+    name) unless ``grouped`` is False.
+
+    Args:
+        parser: the command's parser (or a group, with ``grouped=False``).
+        cls: the dataclass.
+        only: the names of the fields to add (None: all but ``skip``).
+        skip: the names of fields that get no option.
+        defaults: per field name, the option's default instead of the field's (e.g. None: "the
+            recipe's").
+    Returns:
+        The options added, by field name.
+    """
+    hints = typing.get_type_hints(cls)
+    defaults = defaults or {}
+    groups: dict[type, object] = {}
+    added = {}
+    for f in dataclasses.fields(cls):
+        if (only is not None and f.name not in only) or f.name in skip:
+            continue
+        target = parser
+        if grouped:
+            owner = next(k for k in reversed(cls.__mro__) if f.name in getattr(k, "__annotations__", {}))
+            if owner not in groups:
+                groups[owner] = parser.add_argument_group(owner.__dict__.get("option_group", owner.__name__))
+            target = groups[owner]
+        added[f.name] = add_field_argument(target, cls, f, hints[f.name], defaults.get(f.name, dataclasses.MISSING))
+    return added
+
+
+def dataclass_values(ns: argparse.Namespace, cls: type) -> dict:
+    """The values of the fields of ``cls`` that ``ns`` holds (:func:`add_dataclass_arguments`' options),
+    as the dataclass takes them: a tuple field's list as a tuple, a dict field's ``KEY=VALUE`` pairs as
+    a dict."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if not hasattr(ns, f.name):
+            continue
+        value = getattr(ns, f.name)
+        kind, nargs = _field_type(hints[f.name])
+        if kind is dict:
+            value = dict(value or [])
+        elif nargs is not None and value is not None:
+            value = tuple(value)
+        values[f.name] = value
+    return values

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from syntaxformer.cli.arguments import add_device_argument
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -29,7 +31,8 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--out", required=True, help="output folder (heads.json, heatmaps, index.html)")
     p.add_argument(
-        "--text",
+        "--corpus",
+        dest="text",
         default=None,
         help="text for importance and the positional / rare-word roles: 'ptb-sample:dev', "
         "'ptb-sample:test' or text files (one sentence per line). Default: the held-out "
@@ -56,7 +59,7 @@ def add_parser(subparsers) -> None:
         default=32,
         help="sentences per batch; importance takes |gradient| per batch, so it is recorded",
     )
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ...")
+    add_device_argument(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the masking of the importance text")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.set_defaults(func=run)

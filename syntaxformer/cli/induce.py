@@ -1,6 +1,6 @@
 """``syntaxformer induce``: the main job — train, parse, score against gold, compare with baselines.
 
-On the embedded default it trains a Tree Transformer (or ``--model structformer`` / ``on-lstm``) on ptb-sample's
+On the embedded default it trains a Tree Transformer (or ``--architecture structformer`` / ``on-lstm``) on ptb-sample's
 raw words with a named recipe (:data:`RECIPES`: ``default`` <= 20 minutes on 2 CPU cores, ``long``
 <= 150), recording the learning curve on ``ptb-sample:dev`` (DESIGN.md §7); then it parses
 ptb-sample and scores the test half, the dev half and all of it with the field's protocol, each
@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import argparse
 
-from syntaxformer.cli.arguments import add_decoder_arguments, config_override, decoder_options
+from syntaxformer.cli.arguments import STATED_DEFAULT, add_dataclass_arguments, add_decoder_arguments, decoder_options
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, PrpnProtocol
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
 from syntaxformer.models import default_architecture
+from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.workflows.induce import RECIPES, rescore_induce, resolve_recipe, run_induce
 
+#: the :class:`~syntaxformer.training.arguments.TrainArguments` fields a run may replace in its recipe
+#: (their options default to "the recipe's")
 _TRAIN_FLAGS = (
     "preset",
     "max_steps",
@@ -42,7 +45,43 @@ _TRAIN_FLAGS = (
     "schedule_steps",
     "mask_rate",
     "min_freq",
+    "bf16",
 )
+#: the further TrainArguments fields that are ``induce`` options
+_RUN_FIELDS = ("out", "model", "corpus", "seed", "prior", "overrides", "threads", "device", "resume", "quiet")
+#: the options of ``induce`` that are not TrainArguments fields
+COMMAND_ONLY = (
+    "--recipe",
+    "--treebank",
+    "--dependencies",
+    "--curve-treebank",
+    "--protocol",
+    "--variant",
+    "--rescore",
+    "--json",
+    "--threshold",
+    "--min-layer",
+    "--descend-rule",
+    "--layer",
+    "--dependency",
+)
+_RECIPE_DEFAULT = " (default: the recipe's, per architecture; see syntaxformer.cli.induce.RECIPES)"
+_HELP = {
+    "out": "output folder",
+    "model": "the architecture to train (its recipes: syntaxformer.cli.induce.RECIPES)",
+    "corpus": "training text: 'ptb-sample' (its words; default) or raw-text files",
+    "prior": "the Tree Transformer's structural prior; induce accepts only one that induces trees, "
+    "constituent (default: the model's, constituent). none (a plain Transformer) and the other priors "
+    "induce no structure and are refused: train them with `syntaxformer train --prior NAME`, and "
+    "compare a plain Transformer with `syntaxformer compare`",
+    "overrides": "override a model config field (JSON value) after the recipe's, "
+    "e.g. --set constituent_diagonal='\"one\"'; repeatable",
+    "resume": "continue the training in OUT/model from its checkpoint (same command; a run cut "
+    "by --max-minutes or a signal goes on), then parse and score",
+    "bf16": "train under bfloat16 autocast (opt-in: faster on CPUs with AVX-512 BF16 or AMX, slower "
+    "without; docs/results/induce.md has its seeded scores beside float32's); --no-bf16: float32 whatever "
+    "the recipe says" + _RECIPE_DEFAULT,
+}
 
 
 def add_parser(subparsers) -> None:
@@ -62,13 +101,8 @@ def add_parser(subparsers) -> None:
 
 
 def _job_arguments(p: argparse.ArgumentParser) -> None:
-    """The model, recipe, data, protocol and output folder."""
-    p.add_argument(
-        "--model",
-        default=default_architecture("language_model"),
-        choices=sorted(RECIPES),
-        help="the model to train (its recipes: syntaxformer.cli.induce.RECIPES)",
-    )
+    """The recipe, data, protocol (the architecture, training text and output folder:
+    :func:`_training_arguments`)."""
     p.add_argument(
         "--recipe",
         default="default",
@@ -90,7 +124,6 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
         "'ptb-sample', a .conllu or .dp path (default: ptb-sample's with --treebank "
         "ptb-sample, else none)",
     )
-    p.add_argument("--corpus", default=None, help="training text: 'ptb-sample' (its words; default) or raw-text files")
     p.add_argument(
         "--curve-treebank",
         default=None,
@@ -104,71 +137,33 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
         "layers, baselines): " + ", ".join(PROTOCOLS) + " (docs/protocols.md); "
         "the learning curve is scored with prpn",
     )
-    p.add_argument("--out", default="induce-out", help="output folder")
 
 
 def _training_arguments(p: argparse.ArgumentParser) -> None:
-    """The seed and the recipe's fields a run may replace (:data:`_TRAIN_FLAGS`), prior, variant, config."""
-    p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, batches, masking)")
-    for flag in _TRAIN_FLAGS:
-        kind = {
-            "schedule": str,
-            "preset": str,
-            "valid": str,
-            "max_minutes": float,
-            "lr": float,
-            "mask_rate": float,
-        }.get(flag, int)
-        p.add_argument(
-            "--" + flag.replace("_", "-"),
-            type=kind,
-            default=None,
-            help="training (default: the recipe's, per model; see syntaxformer.cli.induce.RECIPES)",
-        )
-    p.add_argument(
-        "--prior",
-        default=None,
-        help="the Tree Transformer's structural prior; induce accepts only one that induces trees, "
-        "constituent (default: the model's, constituent). none (a plain Transformer) and the other priors "
-        "induce no structure and are refused: train them with `syntaxformer train --prior NAME`, and "
-        "compare a plain Transformer with `syntaxformer compare`",
+    """The TrainArguments fields that are options: those of the job (:data:`_RUN_FIELDS`: help of
+    :data:`_HELP` where it differs from the field's) and the recipe's fields a run may replace
+    (:data:`_TRAIN_FLAGS`, default "the recipe's"); then the Tree Transformer's variant."""
+    defaults = {name: None for name in _TRAIN_FLAGS}
+    defaults.update(out="induce-out", model=default_architecture("language_model"), corpus=None)
+    options = add_dataclass_arguments(
+        p, TrainArguments, only=(*_RUN_FIELDS, *_TRAIN_FLAGS), defaults=defaults, grouped=False
     )
+    options["model"].choices = sorted(RECIPES)
+    for name, action in options.items():
+        if name in _HELP:
+            action.help = _HELP[name].replace("%", "%%")
+        elif name in _TRAIN_FLAGS:
+            action.help = STATED_DEFAULT.sub("", action.help).rstrip() + _RECIPE_DEFAULT
     p.add_argument(
         "--variant",
         default=None,
         choices=["paper", "official"],
         help="Tree Transformer constituent variant (default: the recipe's)",
     )
-    p.add_argument(
-        "--set",
-        dest="config",
-        action="append",
-        type=config_override,
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a model config field (JSON value) after the recipe's, "
-        "e.g. --set constituent_diagonal='\"one\"'; repeatable",
-    )
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
-    """Where and how the job runs: threads, precision, device, resume, rescore, output form."""
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    p.add_argument(
-        "--bf16",
-        action="store_const",
-        const=True,
-        default=None,
-        help="train under bfloat16 autocast (opt-in: faster on CPUs with AVX-512 BF16 or AMX, slower "
-        "without; docs/results/induce.md has its seeded scores beside float32's)",
-    )
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the training in OUT/model from its checkpoint (same command; a run cut "
-        "by --max-minutes or a signal goes on), then parse and score",
-    )
+    """How the job runs besides the TrainArguments fields: rescore, output form."""
     p.add_argument(
         "--rescore",
         action="store_true",
@@ -177,7 +172,6 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         "training record and curve are the run's (syntaxformer.workflows.induce.rescore_induce)",
     )
     p.add_argument("--json", action="store_true", help="print report.json instead of the table")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _recipe(args) -> tuple[dict, dict, int | None]:
@@ -186,18 +180,18 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
     return resolve_recipe(
         args.model,
         args.recipe,
-        {flag: getattr(args, flag) for flag in (*_TRAIN_FLAGS, "bf16")},
+        {flag: getattr(args, flag) for flag in _TRAIN_FLAGS},
         variant=args.variant,
         prior=args.prior,
-        config=dict(args.config),
+        config=dict(args.overrides),
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.rescore:
-        given = [f for f in (*_TRAIN_FLAGS, "bf16", "corpus", "prior", "variant", "config") if getattr(args, f)]
+        given = [f for f in (*_TRAIN_FLAGS, "corpus", "prior", "variant", "overrides") if getattr(args, f)]
         if given or args.resume:
-            flags = ", ".join("--" + ("set" if f == "config" else f).replace("_", "-") for f in given)
+            flags = ", ".join("--" + ("set" if f == "overrides" else f).replace("_", "-") for f in given)
             raise InputError(f"--rescore trains nothing: drop {flags or '--resume'} (decoder flags only)")
         report = rescore_induce(
             args.out, decoder_options(args), args.protocol, dependencies=args.dependencies, device=args.device

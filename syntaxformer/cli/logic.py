@@ -1,6 +1,6 @@
 """``syntaxformer logic train | evaluate``: propositional-logic inference (Bowman et al. 2015).
 
-``train`` encodes each formula with ``--encoder`` (on-lstm, tree-transformer, transformer, lstm, ...:
+``train`` encodes each formula with ``--architecture`` (on-lstm, tree-transformer, transformer, lstm, ...:
 :data:`syntaxformer.models.ENCODERS`), classifies the pair from ``[u; v; u*v; |u-v|]`` with an
 MLP into the 7 relations, trains on the pairs with <= 6 operators (checkpoints, ``--resume``,
 TensorBoard) and tests the best-validation model on test1-test12; ``evaluate`` tests a saved model.
@@ -47,7 +47,7 @@ def _recipe_help(name: str) -> str:
 def _add_train(sub) -> None:
     from syntaxformer.blocks.pooling import POOLINGS
     from syntaxformer.models import ENCODERS
-    from syntaxformer.tasks.logic import PRECISIONS, RECIPES, SCHEDULES
+    from syntaxformer.tasks.logic import RECIPES, SCHEDULES
 
     d = _defaults()
     p = sub.add_parser(
@@ -56,9 +56,15 @@ def _add_train(sub) -> None:
         description="Train an encoder + pair MLP on train0-train6 (every 10th pair held out for "
         "validation), keep the best-validation model, test it on test1-test12.",
     )
-    p.add_argument("--data", required=True, help=_DATA_HELP)
+    p.add_argument("--corpus", dest="data", required=True, help=_DATA_HELP)
     p.add_argument("--out", required=True, help="output folder (model, best/, logic.json, logic.md, accuracy.png)")
-    p.add_argument("--encoder", default=d.encoder, choices=sorted(ENCODERS), help="sentence encoder")
+    p.add_argument(
+        "--architecture",
+        dest="encoder",
+        default=d.encoder,
+        choices=sorted(ENCODERS),
+        help="the sentence encoder's architecture",
+    )
     p.add_argument("--preset", default=d.preset, help="encoder size: base (the study's) or tiny")
     p.add_argument(
         "--set",
@@ -128,12 +134,12 @@ def _add_train(sub) -> None:
     )
     o.add_argument("--clip", type=float, default=d.clip, help="gradient-norm clipping; 0 disables")
     o.add_argument(
-        "--precision",
-        choices=PRECISIONS,
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="bf16: training and validation under torch.autocast to bfloat16 (products in bfloat16; "
-        "parameters, optimizer and the ON-LSTM's state in float32; test in float32); default: "
-        "the encoder's (on-lstm: bf16, the others: fp32)",
+        help="training and validation under torch.autocast to bfloat16 (products in bfloat16; "
+        "parameters, optimizer and the ON-LSTM's state in float32; test in float32); --no-bf16: float32 "
+        "throughout (default: the recipe's, else the encoder's: on-lstm bf16, the others float32)",
     )
     _add_run_arguments(p, d)
     p.set_defaults(func=run_train)
@@ -189,7 +195,7 @@ def _add_evaluate(sub) -> None:
         required=True,
         help="model folder (config.json and model.safetensors; an older pair_classifier.json folder loads too)",
     )
-    p.add_argument("--data", required=True, help=_DATA_HELP)
+    p.add_argument("--corpus", dest="data", required=True, help=_DATA_HELP)
     p.add_argument("--out", required=True, help="output folder (logic.json, logic.md, accuracy.png/svg)")
     p.add_argument("--seed", type=int, default=0, help="unused by the (deterministic) evaluation; for uniformity")
     p.add_argument("--batch-size", type=int, default=256, help="pairs per forward pass")
@@ -204,7 +210,7 @@ def add_parser(subparsers) -> None:
         "logic",
         help="propositional-logic inference: train / evaluate a pair classifier",
         description="Propositional-logic inference (Bowman et al. 2015): train encodes each "
-        "formula with --encoder, classifies the pair from [u; v; u*v; |u-v|] "
+        "formula with --architecture, classifies the pair from [u; v; u*v; |u-v|] "
         "with an MLP into the 7 relations, trains on <= 6 operators and tests "
         "the best-validation model on 1-12 operators; evaluate tests a saved "
         "model.",
@@ -223,6 +229,7 @@ def arguments_from_namespace(ns: argparse.Namespace):
     names = {f.name for f in fields(LogicArguments)}
     recipe = RECIPES[getattr(ns, "recipe", None) or "default"]
     values = {k: v for k, v in vars(ns).items() if k in names}
+    values["precision"] = {True: "bf16", False: "fp32"}.get(getattr(ns, "bf16", None))
     values.update({k: v for k, v in recipe.items() if values.get(k) is None})
     values["overrides"] = dict(ns.overrides or [])
     return LogicArguments(**values)

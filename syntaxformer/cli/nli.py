@@ -1,7 +1,7 @@
 """``syntaxformer nli train | evaluate | vectors``: natural-language inference with the Gaussian
 Transformer and its twins (DESIGN.md §3.1, §6).
 
-* ``train``: a sentence-pair classifier on SICK (``--data sick``: select on TRIAL, report TEST) or
+* ``train``: a sentence-pair classifier on SICK (``--corpus sick``: select on TRIAL, report TEST) or
   on JSON-lines / TSV files; checkpoints and ``--resume``; ``OUT/report.json``, a table or ``--json``.
 * ``evaluate``: a saved model on one split.
 * ``vectors``: word2vec vectors trained on the project's text (for ``train --word-vectors``).
@@ -15,10 +15,15 @@ import argparse
 
 from syntaxformer.evaluation.report import format_header, format_table, to_json
 
+#: the options of ``nli train`` that are not :class:`~syntaxformer.tasks.nli.NliTrainArguments` fields
+TRAIN_COMMAND_ONLY = ("--recipe", "--json")
+
 
 def _add_train(sub) -> None:
-    from syntaxformer.cli.arguments import config_override
-    from syntaxformer.models import PAIR_MODELS, default_architecture
+    """``nli train``: one option per :class:`~syntaxformer.tasks.nli.NliTrainArguments` field; those a
+    recipe sets default to the recipe's, the others to the field's default."""
+    from syntaxformer.cli.arguments import STATED_DEFAULT, add_dataclass_arguments
+    from syntaxformer.tasks.nli import NliTrainArguments
     from syntaxformer.workflows.nli import RECIPES
 
     p = sub.add_parser(
@@ -28,69 +33,24 @@ def _add_train(sub) -> None:
         "the best selection accuracy, score it on the report pairs.",
     )
     p.add_argument(
-        "--data",
-        default="sick",
-        help="sick (../shared/data/sick/SICK.txt, official split), a file in SICK's format, or a "
-        "JSON-lines / TSV file of training pairs (premise/hypothesis/label or "
-        "sentence1/sentence2/gold_label)",
-    )
-    p.add_argument("--valid", default=None, help="generic data: selection pairs (default: 5%% of --data held out)")
-    p.add_argument("--test", default=None, help="generic data: report pairs (default: none)")
-    p.add_argument("--model", default=default_architecture("pair_classifier"), choices=sorted(PAIR_MODELS))
-    p.add_argument(
         "--recipe",
         default="default",
         choices=sorted(RECIPES),
-        help="training recipe (syntaxformer.workflows.nli.RECIPES); the flags below override it",
+        help="training recipe (syntaxformer.workflows.nli.RECIPES); the options below override it",
     )
-    p.add_argument("--preset", default=None, help="size preset: paper, small, tiny (default: the recipe's)")
-    p.add_argument(
-        "--prior",
-        default=None,
-        help="encoding block's prior: gaussian, none, constituent (default: the model's, gaussian)",
-    )
-    p.add_argument(
-        "--word-vectors",
-        default=None,
-        metavar="PATH",
-        help="pre-trained word vectors (gensim KeyedVectors or word2vec text; `nli vectors` makes "
-        "them), frozen; default: learned word vectors",
-    )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        type=config_override,
-        default=[],
-        metavar="KEY=VALUE",
-        help='override a config field (JSON value), e.g. --set classifier_features="match"',
-    )
-    p.add_argument("--epochs", type=int, default=None, help="passes over the training pairs (default: the recipe's)")
-    p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: the recipe's)")
-    p.add_argument("--batch-size", type=int, default=None, help="pairs per batch (default: the recipe's)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the recipe's)")
-    p.add_argument(
-        "--max-minutes",
-        type=float,
-        default=None,
-        help="stop cleanly (and save) after this many minutes of this process; resume with --resume "
-        "(default: no limit)",
-    )
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: PyTorch's)")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
-    p.add_argument("--bf16", action="store_true", help="train and select under bfloat16 autocast")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    from_recipe = {name for recipe in RECIPES.values() for name in recipe}
+    options = add_dataclass_arguments(p, NliTrainArguments, defaults=dict.fromkeys(from_recipe - {"overrides"}))
+    for name in from_recipe - {"overrides"}:
+        action = options[name]
+        action.help = STATED_DEFAULT.sub("", action.help).rstrip() + " (default: the recipe's)"
     p.set_defaults(func=run_train)
 
 
 def _add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a saved sentence-pair classifier on one split")
     p.add_argument("--model", required=True, help="a folder `nli train` wrote (OUT/best is the selected model)")
-    p.add_argument("--data", default="sick", help="sick, a SICK-format file or a JSON-lines / TSV file")
+    p.add_argument("--corpus", dest="data", default="sick", help="sick, a SICK-format file or a JSON-lines / TSV file")
     p.add_argument(
         "--split", default=None, help="SICK: train, trial or test; other files: all (default: test for SICK, else all)"
     )
@@ -107,7 +67,8 @@ def _add_vectors(sub) -> None:
 
     p = sub.add_parser("vectors", help="train word2vec vectors on text files (for train --word-vectors)")
     p.add_argument(
-        "--text",
+        "--corpus",
+        dest="text",
         nargs="+",
         default=list(DEFAULT_TEXT),
         help="text files, one sentence per line (default: ptb-lm + WikiText-2 training text)",
@@ -136,30 +97,23 @@ def add_parser(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    """``nli train``: :func:`~syntaxformer.workflows.nli.run_nli_train` with the options given (None and
+    an absent flag: the recipe's)."""
+    from syntaxformer.cli.arguments import dataclass_values
+    from syntaxformer.tasks.nli import NliTrainArguments
     from syntaxformer.workflows.nli import run_nli_train
 
+    values = dataclass_values(args, NliTrainArguments)
+    values = {key: (value or None) if isinstance(value, bool) else value for key, value in values.items()}
     report = run_nli_train(
-        args.out,
-        data=args.data,
-        model=args.model,
+        values.pop("out"),
+        data=values.pop("data"),
+        model=values.pop("model"),
         recipe=args.recipe,
-        seed=args.seed,
-        valid=args.valid,
-        test=args.test,
-        preset=args.preset,
-        prior=args.prior,
-        word_vectors=args.word_vectors,
-        overrides=dict(args.overrides or []),
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        max_minutes=args.max_minutes,
-        resume=args.resume or None,
-        threads=args.threads,
-        device=args.device,
-        bf16=args.bf16 or None,
-        quiet=args.quiet or None,
+        seed=values.pop("seed"),
+        valid=values.pop("valid_file"),
+        test=values.pop("test_file"),
+        **values,
     )
     print(to_json(report) if args.json else format_train_report(report))
     return 0

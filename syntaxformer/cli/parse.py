@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
+from syntaxformer.cli.arguments import add_decoder_arguments, add_device_argument, decoder_options
 from syntaxformer.errors import InputError
 
 
@@ -91,6 +91,7 @@ def add_parser(subparsers) -> None:
         "synchronisation (seconds on a busy machine); otherwise PyTorch's default. The trees and "
         "structures of ptb-sample are identical with 1 and 2 threads",
     )
+    add_device_argument(p)
     p.add_argument("--seed", type=int, default=0, help="random seed (parsing is deterministic; recorded)")
     p.set_defaults(func=run)
 
@@ -177,6 +178,7 @@ def run(args) -> int:
         punctuation=not args.treebank,
         dependencies=args.format == "conllu",
         verbose=getattr(args, "verbose", False),
+        device=args.device,
     )
     report(args, result, out)
     return 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from syntaxformer.cli.arguments import add_structure_input_arguments, parse_structure_sources
+from syntaxformer.cli.arguments import add_device_argument, add_structure_input_arguments, parse_structure_sources
 from syntaxformer.errors import InputError
 
 
@@ -33,7 +33,11 @@ def add_parser(subparsers) -> None:
         "targets and counted.",
     )
     p.add_argument(
-        "--model", required=True, metavar="FOLDER", help="a trained model folder (written by `syntaxformer train`)"
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="a trained model: a folder (written by `syntaxformer train`) or a shipped parser's name "
+        "(syntaxformer.pretrained.SHIPPED)",
     )
     p.add_argument(
         "--corpus",
@@ -65,7 +69,7 @@ def add_parser(subparsers) -> None:
         help="leave out sentences longer than the model accepts, counted in the report "
         "(default: stop with an error naming the sentence)",
     )
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    add_device_argument(p)
     p.add_argument(
         "--seed", type=int, default=0, help="random seed (the protocol is deterministic; recorded in the report)"
     )
@@ -122,13 +126,16 @@ def format_perplexity_report(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from syntaxformer.pretrained import model_folder
     from syntaxformer.workflows.perplexity import evaluate_folder
 
     parse_structure_sources(args)  # a bad value before the model is loaded
     if args.batch_tokens < 1:
         raise InputError(f"--batch-tokens must be positive, got {args.batch_tokens}")
     result = evaluate_folder(
-        args.model,
+        args.model if Path(args.model).exists() else model_folder(args.model),  # a folder, or a shipped name
         args.corpus,
         batch_tokens=args.batch_tokens,
         skip_long=args.skip_long,

@@ -4,7 +4,7 @@ arguments and prints."""
 
 from __future__ import annotations
 
-from syntaxformer.cli.arguments import add_structure_input_arguments, parse_structure_sources
+from syntaxformer.cli.arguments import add_device_argument, add_structure_input_arguments, parse_structure_sources
 
 
 def add_parser(subparsers) -> None:
@@ -51,7 +51,7 @@ def add_parser(subparsers) -> None:
         "--max-sentences", type=int, default=None, help="use only the treebank's first N sentences (default: all)"
     )
     p.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
+    add_device_argument(p)
     p.add_argument(
         "--seed", type=int, default=0, help="splits, BShift's swaps, the untrained twin's initialisation, the MLP's"
     )

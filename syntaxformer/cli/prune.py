@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
+from syntaxformer.cli.arguments import add_decoder_arguments, add_device_argument, decoder_options
 
 
 def add_parser(subparsers) -> None:
@@ -55,7 +55,8 @@ def add_parser(subparsers) -> None:
         "(default: none saved)",
     )
     p.add_argument(
-        "--text",
+        "--corpus",
+        dest="text",
         default=None,
         help="text for perplexity and scoring: 'ptb-sample:dev', 'ptb-sample:test' or text files; "
         "default: the held-out part of the model's training data, else ptb-sample:dev",
@@ -71,7 +72,7 @@ def add_parser(subparsers) -> None:
         default="prune",
         help="remove heads for the perplexity by pruning a copy (default) or by head_mask (equal)",
     )
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 ...")
+    add_device_argument(p)
     p.add_argument("--json", action="store_true", help="print prune.json's curves as JSON instead of the table")
     add_decoder_arguments(p)
     p.set_defaults(func=run)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from syntaxformer.cli.arguments import add_decoder_arguments, decoder_options
+from syntaxformer.cli.arguments import add_decoder_arguments, add_device_argument, decoder_options
 
 
 def add_parser(subparsers) -> None:
@@ -69,7 +69,7 @@ def add_parser(subparsers) -> None:
         help="use command-line words as given (default: lower-case, words with a "
         "digit become N, as the treebank preprocessing)",
     )
-    parser.add_argument("--device", default="cpu", help="torch device")
+    add_device_argument(parser)
     parser.add_argument("--seed", type=int, default=0, help="torch seed (the forward pass is deterministic; recorded)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_decoder_arguments(parser)

@@ -34,7 +34,7 @@ from syntaxformer.errors import InputError
 logger = logging.getLogger(__name__)
 
 
-#: ``--data sick``: where SICK is looked for, relative to the working directory, then to the
+#: ``--corpus sick``: where SICK is looked for, relative to the working directory, then to the
 #: repository that holds this package (``../shared/data`` beside the project root)
 SICK_RELATIVE = Path("..", "shared", "data", "sick", "SICK.txt")
 
@@ -79,7 +79,7 @@ class NliData:
 
 
 def sick_path() -> Path:
-    """The SICK file ``--data sick`` names: ``../shared/data/sick/SICK.txt`` from the working
+    """The SICK file ``--corpus sick`` names: ``../shared/data/sick/SICK.txt`` from the working
     directory, else beside the repository holding this package.
 
     Raises:
@@ -89,7 +89,7 @@ def sick_path() -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise InputError(f"SICK not found at {candidates[0]} (nor {candidates[1]}); pass --data PATH to SICK.txt")
+    raise InputError(f"SICK not found at {candidates[0]} (nor {candidates[1]}); pass --corpus PATH to SICK.txt")
 
 
 def detect_format(path: Path) -> str:

@@ -2,7 +2,7 @@
 presets per use. Every command reads it; nothing outside a model's own file and its registry line
 names a model.
 
-An :class:`Architecture` has a name (the ``--model`` / ``--encoder`` value), a config class and up to
+An :class:`Architecture` has a name (the ``--architecture`` value), a config class and up to
 three **uses**:
 
 * ``language_model`` (:class:`LanguageModelUse`): a masked or causal LM (the class attribute
@@ -156,7 +156,7 @@ class Architecture:
     """One architecture of the registry.
 
     Attributes:
-        name: the ``--model`` / ``--encoder`` name (e.g. "tree-transformer").
+        name: the ``--architecture`` name (e.g. "tree-transformer").
         config_class: its ``PretrainedConfig`` subclass (with a unique ``model_type``).
         language_model, encoder, pair_classifier: the uses it declares (None = not usable as that).
         default_for: the uses whose commands default to this architecture (one per use).

@@ -104,7 +104,7 @@ RECIPES = {
 }
 #: the schedules of ``--schedule``: :func:`~syntaxformer.training.trainer.lr_factor`'s, and ``plateau``
 SCHEDULES = ("constant", "linear", "cosine", "plateau")
-#: the precisions of ``--precision``: float32 throughout, or the products under ``torch.autocast`` to bfloat16
+#: the precisions (``logic train --bf16`` / ``--no-bf16``): float32 throughout, or the products under ``torch.autocast`` to bfloat16
 PRECISIONS = ("fp32", "bf16")
 #: the most frequent relation of train0-train6 (independence; 53% of train6): the majority-class baseline
 MAJORITY = "#"
@@ -212,7 +212,7 @@ class LogicArguments:
         if self.data is None:
             bad("give --data, the propositional-logic folder (e.g. ../shared/data/propositional-logic)")
         if self.encoder not in ENCODERS:
-            bad(f"unknown --encoder {self.encoder!r}; expected one of {', '.join(sorted(ENCODERS))}")
+            bad(f"unknown --architecture {self.encoder!r}; expected one of {', '.join(sorted(ENCODERS))}")
         if self.preset not in encoder_use(self.encoder).presets:
             bad(
                 f"unknown --preset {self.preset!r} for {self.encoder}; expected one of "
@@ -234,7 +234,7 @@ class LogicArguments:
             if getattr(self, name) < 0:
                 bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
         if self.precision not in PRECISIONS:
-            bad(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            bad(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.schedule not in SCHEDULES:
             bad(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.schedule == "plateau" and self.warmup_steps:

@@ -43,8 +43,16 @@ from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.data.word_vectors import read_word_vectors
 from syntaxformer.errors import InputError
 from syntaxformer.models import PAIR_MODELS, default_architecture
-from syntaxformer.runtime import code_version, flush_denormals_on_cpu
-from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
+from syntaxformer.training.arguments import (
+    DataArguments,
+    ModelArguments,
+    OptimisationArguments,
+    OutputArguments,
+    RunArguments,
+    option,
+    same_option,
+)
 from syntaxformer.training.batch import PairBatch
 from syntaxformer.training.callbacks import (
     BEST,
@@ -60,22 +68,98 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class NliTrainArguments(TrainArguments):
-    """:class:`~syntaxformer.training.arguments.TrainArguments` for a sentence-pair classifier.
+class NliModelArguments:
+    """The sentence-pair classifier (:data:`syntaxformer.models.PAIR_MODELS`) and its word vectors."""
 
-    The masked-LM fields (corpus, valid, tokenizer, masking, ...) are unused. Extra fields:
-        data ["sick"]: ``sick`` or a file (:func:`~syntaxformer.data.nli.load_nli`).
-        valid_file [None], test_file [None]: selection / report files for a generic ``data`` file.
-        word_vectors [None]: pre-trained word vectors (a gensim KeyedVectors file or word2vec text).
-        min_freq: words of the training pairs seen at least this often enter the vocabulary (1).
-    """
+    #: the title of its options in ``--help``
+    option_group = "model"
 
-    model: str = default_architecture("pair_classifier")
-    data: str = "sick"
-    valid_file: str | None = None
-    test_file: str | None = None
-    word_vectors: str | None = None
-    min_freq: int = 1
+    model: str = same_option(
+        ModelArguments,
+        "model",
+        default=default_architecture("pair_classifier"),
+        choices=tuple(sorted(PAIR_MODELS)),
+        help="the sentence-pair classifier to train, a name in syntaxformer.models.PAIR_MODELS",
+    )
+    preset: str = same_option(ModelArguments, "preset", help="size preset: paper, small, tiny")
+    prior: str | None = same_option(
+        ModelArguments,
+        "prior",
+        help="encoding block's prior: gaussian, none, constituent (default: the model's, gaussian)",
+    )
+    overrides: dict = same_option(
+        ModelArguments,
+        "overrides",
+        help='override a config field (JSON value), e.g. --set classifier_features="match"; repeatable',
+    )
+    word_vectors: str | None = option(
+        None,
+        metavar="PATH",
+        help="pre-trained word vectors (gensim KeyedVectors or word2vec text; `nli vectors` makes them), frozen "
+        "unless --set freeze_word_embeddings=false (default: learned word vectors)",
+    )
+
+
+@dataclass
+class NliDataArguments:
+    """The pairs (:func:`~syntaxformer.data.nli.load_nli`), the vocabulary and the batches."""
+
+    #: the title of its options in ``--help``
+    option_group = "data and batches"
+
+    data: str = option(
+        "sick",
+        flag="--corpus",
+        help="sick (../shared/data/sick/SICK.txt, official split), a file in SICK's format, or a JSON-lines / "
+        "TSV file of training pairs (premise/hypothesis/label or sentence1/sentence2/gold_label)",
+    )
+    valid_file: str | None = option(
+        None, flag="--valid", help="generic data: selection pairs (default: 5% of --corpus held out)"
+    )
+    test_file: str | None = option(None, flag="--test", help="generic data: report pairs (default: none)")
+    min_freq: int = option(1, help="words of the training pairs seen at least this often enter the vocabulary")
+    batch_size: int | None = same_option(DataArguments, "batch_size", help="pairs per batch (default: 64)")
+    max_tokens: int | None = same_option(DataArguments, "max_tokens")
+    bucket_batches: int = same_option(
+        DataArguments, "bucket_batches", help="batches' worth of pairs sorted by length together"
+    )
+
+
+@dataclass
+class NliRunArguments:
+    """How long a run goes, how often it evaluates and saves, and where it runs."""
+
+    #: the title of its options in ``--help``
+    option_group = "run"
+
+    max_steps: int | None = same_option(RunArguments, "max_steps")
+    epochs: int | None = same_option(RunArguments, "epochs", help="passes over the training pairs (default: no limit)")
+    max_minutes: float | None = same_option(RunArguments, "max_minutes")
+    save_every: int = same_option(RunArguments, "save_every")
+    eval_every: int = same_option(
+        RunArguments, "eval_every", help="selection period in steps, besides every epoch end (0: epoch ends only)"
+    )
+    final_model: str = same_option(
+        RunArguments,
+        "final_model",
+        help="the model left in OUT: the last step's, or the best selection accuracy's (also in OUT/best/)",
+    )
+    log_every: int = same_option(RunArguments, "log_every")
+    seed: int = same_option(RunArguments, "seed")
+    device: str | None = same_option(RunArguments, "device")
+    bf16: bool = same_option(RunArguments, "bf16", help="train and select under bfloat16 autocast")
+    threads: int | None = same_option(RunArguments, "threads")
+    resume: bool = same_option(RunArguments, "resume")
+    quiet: bool = same_option(RunArguments, "quiet")
+
+
+@dataclass
+class NliTrainArguments(NliRunArguments, OptimisationArguments, NliDataArguments, NliModelArguments, OutputArguments):
+    """Everything :class:`NliTrainer` needs, by concern: :class:`~syntaxformer.training.arguments.OutputArguments`,
+    :class:`NliModelArguments`, :class:`NliDataArguments`,
+    :class:`~syntaxformer.training.arguments.OptimisationArguments`, :class:`NliRunArguments`; each field is
+    a ``syntaxformer nli train`` option (its ``help`` metadata; ``data``: ``--corpus``, ``valid_file``:
+    ``--valid``, ``test_file``: ``--test``, ``model``: ``--architecture``)."""
 
     @property
     def keeps_best_model(self) -> bool:
@@ -83,20 +167,55 @@ class NliTrainArguments(TrainArguments):
         return True
 
     def check(self) -> None:
-        """:meth:`TrainArguments.check`, ``model`` must be a sentence-pair classifier, and the masked-LM
-        ``keep_best`` / ``early_stopping`` are refused (this trainer selects on accuracy into ``OUT/best/``).
+        """Raise :class:`InputError` (one line) for an inconsistent or out-of-range option."""
 
-        Raises:
-            InputError: an option refused, in one line.
-        """
-        super().check()
+        def bad(msg):
+            raise InputError(msg)
+
         if self.model not in PAIR_MODELS:
-            raise InputError(f"--model {self.model}: expected one of {', '.join(PAIR_MODELS)}")
-        if self.keep_best or self.early_stopping:
+            bad(f"--architecture {self.model}: expected one of {', '.join(PAIR_MODELS)}")
+        if self.max_steps is None and self.epochs is None and self.max_minutes is None:
+            bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
+        if (self.batch_size is None) == (self.max_tokens is None):
+            bad("give exactly one of --batch-size and --max-tokens")
+        for name in ("batch_size", "max_tokens", "max_steps", "epochs", "schedule_steps", "log_every"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                bad(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            bad(f"--max-minutes must be positive, got {self.max_minutes}")
+        if self.lr <= 0:
+            bad(f"--lr must be positive, got {self.lr}")
+        for name in (
+            "warmup_steps",
+            "save_every",
+            "eval_every",
+            "clip",
+            "weight_decay",
+            "min_freq",
+            "plateau_patience",
+        ):
+            if getattr(self, name) < 0:
+                bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+        self._check_choices()
+        resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
+
+    def _check_choices(self) -> None:
+        """Raise :class:`InputError` for an optimiser, schedule or final model this trainer lacks."""
+        if self.optimizer not in ("adam", "adam-l2"):
             raise InputError(
-                "keep_best / early_stopping are masked-LM options: NLI training keeps the model of the "
-                "best selection accuracy in OUT/best/"
+                f"--optimizer must be adam or adam-l2 (sgd trains on running text), got {self.optimizer!r}"
             )
+        if self.schedule not in ("constant", "linear", "cosine", "plateau"):
+            raise InputError(f"--schedule must be constant, linear, cosine or plateau, got {self.schedule!r}")
+        if self.schedule == "plateau" and (self.warmup_steps or not 0.0 < self.plateau_factor < 1.0):
+            raise InputError("--schedule plateau takes no --warmup-steps and a --plateau-factor in (0, 1)")
+        if self.schedule in ("linear", "cosine") and self.max_steps is None and self.schedule_steps is None:
+            raise InputError(
+                f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one"
+            )
+        if self.final_model not in ("last", "best"):
+            raise InputError(f"--final-model must be last or best, got {self.final_model!r}")
 
 
 @dataclass
@@ -351,4 +470,13 @@ def steps_for_epochs(n_pairs: int, batch_size: int, epochs: int) -> int:
     return epochs * math.ceil(n_pairs / batch_size)
 
 
-__all__ = ["NliTrainArguments", "NliTrainer", "NliTrainerState", "build_vocabulary", "steps_for_epochs"]
+__all__ = [
+    "NliTrainArguments",
+    "NliModelArguments",
+    "NliDataArguments",
+    "NliRunArguments",
+    "NliTrainer",
+    "NliTrainerState",
+    "build_vocabulary",
+    "steps_for_epochs",
+]

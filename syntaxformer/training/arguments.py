@@ -1,10 +1,10 @@
 """The options of a training run: :class:`TrainArguments` (one field per ``syntaxformer train``
-option) and the masking rules :data:`MASK_REPLACE`."""
+option, each documented by its :func:`option` metadata) and the masking rules :data:`MASK_REPLACE`."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field
 from pathlib import Path
 
 from syntaxformer.data.structure_source import StructureSource
@@ -16,122 +16,191 @@ from syntaxformer.training.mlm import MASK_REPLACE
 from syntaxformer.training.model_config import requested_fields
 from syntaxformer.training.objectives import objective_class
 
+#: ``optimizer`` values: Adam(W) and Adam with an L2 decay
+#: (:meth:`~syntaxformer.training.loop.TrainingLoop.make_optimizer`), or SGD then NT-ASGD (running text only:
+#: :mod:`syntaxformer.training.running_text`)
+OPTIMIZERS = ("adam", "adam-l2", "sgd")
+
+
+def option(default=MISSING, *, help: str, default_factory=MISSING, **cli) -> Field:
+    """A dataclass field with its command-line option: ``help`` (the field's one documentation, which
+    ``--help`` prints; a None default is said in words, ``(default: ...)``) and, where they differ from
+    what the field gives, ``flag`` (the option's name; default ``--`` + the field's name with dashes),
+    ``choices`` and ``metavar`` (``syntaxformer.cli.arguments.add_dataclass_arguments`` reads them).
+
+    Args:
+        default, default_factory: as :func:`dataclasses.field`'s.
+        help: what the option does, for people.
+        **cli: ``flag``, ``choices``, ``metavar``.
+    """
+    unknown = set(cli) - {"flag", "choices", "metavar"}
+    if unknown:
+        raise TypeError(f"option() got unknown metadata {sorted(unknown)}")
+    return field(default=default, default_factory=default_factory, metadata={"help": help, **cli})
+
+
+def same_option(cls: type, name: str, **changes) -> Field:
+    """The field ``name`` of the dataclass ``cls`` again, for another options class (one text for one
+    option): its default and metadata, with ``changes`` (``default``, ``help``, ``flag``, ...) replacing
+    theirs."""
+    f = cls.__dataclass_fields__[name]
+    metadata = {**f.metadata, **{key: value for key, value in changes.items() if key != "default"}}
+    if "default" in changes:
+        return option(changes["default"], **metadata)
+    return option(f.default, default_factory=f.default_factory, **metadata)
+
 
 @dataclass
 class OutputArguments:
-    """Where a run writes (the first field of :class:`TrainArguments`).
+    """Where a run writes (the first field of :class:`TrainArguments`)."""
 
-    Attributes (defaults in brackets):
-        out: output folder (created).
-    """
+    #: the title of its options in ``--help``
+    option_group = "output"
 
-    out: str
+    out: str = option(help="output folder")
 
 
 @dataclass
 class ModelArguments:
-    """The model a run trains: the registry's architecture, its size and its config (:mod:`syntaxformer.models`;
-    one config from them: :func:`syntaxformer.training.model_config.resolve_model_config`).
+    """The model: its architecture, size and config (:mod:`syntaxformer.models`; one config from them:
+    :func:`syntaxformer.training.model_config.resolve_model_config`)."""
 
-    Attributes (defaults in brackets):
-        model [the registry's default language model, "tree-transformer"], preset ["small"]: keys of ``syntaxformer.models``.
-        prior [None]: the config's ``prior`` (a name in ``syntaxformer.priors.PRIORS``); None
-            leaves the model's default ("constituent" for the Tree Transformer).
-        overrides [{}]: further config fields, e.g. ``{"hidden_size": 128}``.
-    """
+    #: the title of its options in ``--help``
+    option_group = "model"
 
-    model: str = default_architecture("language_model")
-    preset: str = "small"
-    prior: str | None = None
-    overrides: dict = field(default_factory=dict)
+    model: str = option(
+        default_architecture("language_model"),
+        flag="--architecture",
+        help="the architecture to train, a name in syntaxformer.models.MODELS (tree-transformer, structformer, "
+        "on-lstm, ...)",
+    )
+    preset: str = option("small", help="size preset: paper, small, mini, tiny (per architecture)")
+    prior: str | None = option(
+        None,
+        help="structural prior, a name in syntaxformer.priors.PRIORS: constituent, gaussian, "
+        "structural-position (needs --trees), multi-granularity ('tree' heads need --phrases), "
+        "or none (plain Transformer) (default: the architecture's, constituent for the Tree Transformer)",
+    )
+    overrides: dict = option(
+        default_factory=dict,
+        flag="--set",
+        metavar="KEY=VALUE",
+        help="override a config field (JSON value), e.g. --set hidden_size=128; repeatable",
+    )
+
+
+_TREES_HELP = (
+    "a dependency tree per sentence, for a prior that reads one (structural-position; required there, refused "
+    "for other models). gold = the sentences and trees of the dependency source --corpus names (ptb-sample, a "
+    "CoNLL-U or .dp file; punctuation removed); induced:MODEL_DIR = the maximum-spanning-tree heads of a trained "
+    "StructFormer for each sentence (default: none)"
+)
+_PHRASES_HELP = (
+    "a constituency tree per sentence, cut at the reading prior's tree level (mgsa_tree_level) into the phrases "
+    "of the multi-granularity prior's 'tree' heads (required there, refused for other models). gold = the gold "
+    "trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file); induced:MODEL_DIR = the trees a "
+    "trained Tree Transformer or StructFormer induces for each sentence (as parse decodes them); may be given "
+    "with --trees (default: none)"
+)
 
 
 @dataclass
 class DataArguments:
-    """The training text, its structure sources, tokenisation, batches and masking.
+    """The training text, its structure sources, tokenisation, batches and masking. ``trees`` and
+    ``phrases`` are strings or :class:`~syntaxformer.data.structure_source.StructureSource` values
+    (:meth:`TrainArguments.check` parses them; :mod:`syntaxformer.data.trees`,
+    :mod:`syntaxformer.data.phrases`); an ``induced:`` source from masked inputs is
+    :class:`~syntaxformer.sources.induced.MaskedInputInducer`."""
 
-    Attributes (defaults in brackets):
-        corpus ["ptb-sample"]: a ``load_corpus`` spec (ptb-sample's words, or text files).
-        valid [None]: a ``load_corpus`` spec for validation; None holds out ``valid_fraction``.
-        trees [None]: a dependency tree per sentence, for a prior that reads one (its ``structure_input``
-            is ``"trees"``, :mod:`syntaxformer.priors.base`; :mod:`syntaxformer.data.trees`): "gold"
-            (sentences and trees from the dependency source ``corpus`` names: ptb-sample, a CoNLL-U or
-            ``.dp`` file) or "induced:MODEL_DIR" (the maximum-spanning-tree heads of a trained
-            StructFormer for the ``corpus`` sentences). A string or a
-            :class:`~syntaxformer.data.structure_source.StructureSource`; :meth:`check` parses it.
-        phrases [None]: a constituency tree per sentence, cut at the reading prior's ``tree_level`` into
-            the phrases it reads (its ``structure_input`` is ``"phrases"``; :mod:`syntaxformer.data.phrases`):
-            "gold" (the gold trees of the treebank ``corpus`` names: ptb-sample, a ``.mrg`` / bracketed
-            file) or "induced:MODEL_DIR" (the trees a trained Tree Transformer or StructFormer
-            induces for the sentences). May be given with ``trees``; parsed as ``trees``.
-        induced_from ["masked"]: where an ``induced:`` tree or phrase partition comes from: "masked"
-            (each training batch parsed as the model reads it, masks included, so no structure carries
-            information about a masked word; :class:`~syntaxformer.sources.induced.MaskedInputInducer`;
-            needs a word-level tokenizer; the source models run at every step) or "sentence" (each
-            sentence parsed once, unmasked, before training). Gold structures are the sentence's.
-        valid_fraction [0.05]: fraction of the corpus held out when ``valid`` is None (0: none).
-        tokenizer ["word"]: "word", "wordpiece", or a folder holding a saved tokenizer.
-        min_freq [2]: word tokenizer: keep words seen at least this often (public code: > 1);
-            WordPiece: minimum piece frequency.
-        max_vocab [None]: word tokenizer: vocabulary cap (special tokens included).
-        wordpiece_vocab_size [16000]: WordPiece vocabulary size (the paper: 16k).
-        add_cls [False]: prepend ``[CLS]`` to every sentence (the public code does).
-        max_length [128]: tokens per sentence; longer ones are handled by ``overflow``.
-        overflow ["split"]: "split", "skip" or "cut" (keep the first ``max_length`` tokens: the public
-            Tree Transformer code's inputs of 60 positions); logged and counted in ``training.json``.
-        max_sentence_length [None]: sentences of more tokens (special tokens included) are dropped before
-            ``overflow`` applies (the public Tree Transformer code: 70); None: none.
-        batch_size [64]: sentences per batch (per process); or None with ``max_tokens`` or
-            ``min_batch_tokens``.
-        shuffle [True]: shuffled, length-bucketed batches
-            (:class:`~syntaxformer.data.batching.LengthBucketSampler`); False: consecutive sentences in
-            corpus order, the same batches every epoch (the public Tree Transformer code).
-        max_tokens [None]: a padded-token budget per batch instead of ``batch_size``.
-        min_batch_tokens [None]: instead of ``batch_size``: batches of consecutive sentences of the
-            corpus sorted by length, each filled until it holds at least this many tokens, the same
-            batches every epoch in a shuffled order (the public StructFormer code: 4,096;
-            :func:`~syntaxformer.data.batching.filled_batches`).
-        bucket_batches [50]: batches' worth of sentences sorted by length together.
-        pad_to_multiple [None]: pad each batch to its longest sequence rounded up to a multiple of this
-            (e.g. 8 or 16), so batches take a few shapes (an accelerator then compiles or captures one
-            graph per shape); padding changes no loss or gradient (tests/test_padding.py). None: to the
-            longest.
-        mask_rate [0.15]: BERT selection rate (public code: 1/7 = 0.142857); masked-LM models only
-            (the objective is the model's, :mod:`syntaxformer.training.objectives`).
-        mask_replace ["bert"]: masked-LM models only; what a selected token becomes: "bert" = 80% ``[MASK]``, 10% a random
-            token, 10% kept (BERT; the Tree Transformer); "mask" = always ``[MASK]`` (the public
-            StructFormer code, with ``mask_rate`` 0.3).
-        mask_unknown [True]: masked-LM models only; False: ``[UNK]`` is never selected (the public
-            StructFormer code masks neither padding nor unknown words).
-        mask_cls [False]: masked-LM models only; a leading ``[CLS]`` may be selected like any word (the
-            public Tree Transformer code selects every position); it may then also be drawn as a random
-            replacement.
-    """
+    #: the title of its options in ``--help``
+    option_group = "data, batches and masking"
 
-    corpus: str = "ptb-sample"
-    valid: str | None = None
-    trees: str | None = None
-    phrases: str | None = None
-    induced_from: str = "masked"
-    valid_fraction: float = 0.05
-    tokenizer: str = "word"
-    min_freq: int = 2
-    max_vocab: int | None = None
-    wordpiece_vocab_size: int = 16000
-    add_cls: bool = False
-    max_length: int = 128
-    overflow: str = "split"
-    max_sentence_length: int | None = None
-    batch_size: int | None = 64
-    max_tokens: int | None = None
-    min_batch_tokens: int | None = None
-    bucket_batches: int = 50
-    pad_to_multiple: int | None = None
-    shuffle: bool = True
-    mask_rate: float = 0.15
-    mask_replace: str = "bert"
-    mask_unknown: bool = True
-    mask_cls: bool = False
+    corpus: str = option(
+        "ptb-sample",
+        help="the training text: ptb-sample (the embedded treebank's words) or text files, one sentence per "
+        "line (comma-separated paths / globs)",
+    )
+    valid: str | None = option(
+        None,
+        help="validation text (same forms as --corpus) (default: --valid-fraction of --corpus held out)",
+    )
+    trees: str | None = option(None, metavar="gold|induced:MODEL_DIR", help=_TREES_HELP)
+    phrases: str | None = option(None, metavar="gold|induced:MODEL_DIR", help=_PHRASES_HELP)
+    induced_from: str = option(
+        "masked",
+        choices=("masked", "sentence"),
+        help="for --trees / --phrases induced:MODEL_DIR: 'masked' parses every training batch as the model "
+        "reads it, masks included, so no structure carries information about a masked word (the source "
+        "model runs at every step; needs --tokenizer word); 'sentence' parses each unmasked sentence once "
+        "before training. Gold structures are the sentence's",
+    )
+    valid_fraction: float = option(
+        0.05, help="without --valid: fraction of the corpus held out (a fixed seed-0 choice; 0: none)"
+    )
+    tokenizer: str = option("word", help="word (one token per word), wordpiece, or a folder with a saved tokenizer")
+    min_freq: int = option(
+        2,
+        help="word tokenizer: keep words seen at least this often (public code: > 1); WordPiece: minimum "
+        "piece frequency",
+    )
+    max_vocab: int | None = option(
+        None, help="word tokenizer: vocabulary cap (special tokens included) (default: no cap)"
+    )
+    wordpiece_vocab_size: int = option(16000, help="vocabulary of --tokenizer wordpiece (the paper: 16k)")
+    add_cls: bool = option(False, help="prepend [CLS] to every sentence (as the public code)")
+    max_length: int = option(128, help="tokens per sentence; longer ones are handled by --overflow")
+    overflow: str = option(
+        "split",
+        choices=("split", "skip", "cut"),
+        help="what to do with longer sentences: split into pieces, skip, or cut to --max-length tokens (the "
+        "public Tree Transformer code's inputs of 60 positions); counted in training.json",
+    )
+    max_sentence_length: int | None = option(
+        None,
+        help="drop sentences of more tokens (special tokens included) before --overflow applies (the public "
+        "Tree Transformer code: 70) (default: none dropped)",
+    )
+    batch_size: int | None = option(
+        64,
+        help="sentences per batch and process (default: 64 unless --max-tokens or --min-batch-tokens)",
+    )
+    max_tokens: int | None = option(
+        None, help="padded tokens per batch instead of --batch-size (default: --batch-size)"
+    )
+    min_batch_tokens: int | None = option(
+        None,
+        help="instead of --batch-size: batches of consecutive sentences of the length-sorted corpus, each "
+        "filled to at least this many tokens, the same batches every epoch in a shuffled order (the public "
+        "StructFormer code: 4096) (default: --batch-size)",
+    )
+    bucket_batches: int = option(50, help="batches' worth of sentences sorted by length together")
+    pad_to_multiple: int | None = option(
+        None,
+        help="pad each batch to its longest sentence rounded up to a multiple of this, e.g. 8 or 16 (few "
+        "shapes for an accelerator's graphs; padding changes no loss or gradient) (default: the longest)",
+    )
+    shuffle: bool = option(
+        True,
+        help="shuffled, length-bucketed batches; --no-shuffle: batches of consecutive sentences in corpus "
+        "order, the same every epoch (the public Tree Transformer code)",
+    )
+    mask_rate: float = option(0.15, help="BERT selection rate (the public code: 0.142857); masked-LM models only")
+    mask_replace: str = option(
+        "bert",
+        choices=tuple(MASK_REPLACE),
+        help="masked-LM models: a selected token becomes 80% [MASK] / 10% random / 10% kept (bert: BERT, the "
+        "Tree Transformer) or always [MASK] (mask: the public StructFormer code, with --mask-rate 0.3)",
+    )
+    mask_unknown: bool = option(
+        True,
+        help="masked-LM models: [UNK] may be selected for masking; --no-mask-unknown: never (the public "
+        "StructFormer code)",
+    )
+    mask_cls: bool = option(
+        False,
+        help="masked-LM models: a leading [CLS] may be selected for masking like a word, and drawn as a "
+        "random replacement (the public Tree Transformer code)",
+    )
     fixed_shapes: bool = field(
         default=False,
         metadata={
@@ -145,93 +214,98 @@ class DataArguments:
 
 @dataclass
 class OptimisationArguments:
-    """The optimiser, the learning-rate schedule and clipping.
+    """The optimiser, the learning-rate schedule and clipping."""
 
-    Attributes (defaults in brackets):
-        optimizer ["adam"]: "adam" (AdamW when ``weight_decay`` > 0), "adam-l2" (Adam with the decay an
-            L2 term of the gradient, as the public StructFormer and ON-LSTM code), or "sgd": SGD (decay
-            an L2 term), then averaged SGD by the non-monotone trigger (running text only, ``bptt``;
-            :mod:`syntaxformer.training.running_text`).
-        lr [1e-4], betas [(0.9, 0.98)], eps [1e-9], weight_decay [0.0]: the optimiser's.
-        warmup_steps [0]: linear warm-up from lr/warmup_steps to lr.
-        schedule ["constant"]: after warm-up: "constant", "linear" or "cosine" decay to
-            ``final_lr_fraction × lr`` at ``schedule_steps`` (default ``max_steps``; one is needed);
-            or "plateau": the rate times ``plateau_factor`` whenever the validation loss has not
-            improved for more than ``plateau_patience`` evaluations (torch's ``ReduceLROnPlateau``,
-            threshold 0; the public StructFormer code, evaluating once an epoch).
-        final_lr_fraction [0.0]: see ``schedule``.
-        schedule_steps [None]: the step where linear/cosine decay ends, if not ``max_steps`` (e.g.
-            an estimate of the steps a ``max_minutes`` run will make; later steps keep the final lr).
-        clip [1.5]: gradient-norm clipping (public code 1.5); 0 disables.
-        plateau_factor [0.5], plateau_patience [2]: see ``schedule``.
-    """
+    #: the title of its options in ``--help``
+    option_group = "optimisation"
 
-    optimizer: str = "adam"
-    lr: float = 1e-4
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-9
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    schedule: str = "constant"
-    final_lr_fraction: float = 0.0
-    schedule_steps: int | None = None
-    clip: float = 1.5
-    plateau_factor: float = 0.5
-    plateau_patience: int = 2
+    optimizer: str = option(
+        "adam",
+        choices=OPTIMIZERS,
+        help="adam (AdamW with --weight-decay), adam-l2 (the decay an L2 term of the gradient, as the public "
+        "StructFormer and ON-LSTM code), or sgd: SGD then averaged SGD by the non-monotone trigger (running "
+        "text only: needs --bptt)",
+    )
+    lr: float = option(1e-4, help="peak learning rate (after warm-up)")
+    betas: tuple[float, float] = option((0.9, 0.98), help="Adam's beta1 and beta2")
+    eps: float = option(1e-9, help="Adam's epsilon")
+    weight_decay: float = option(0.0, help="> 0: AdamW")
+    warmup_steps: int = option(0, help="steps of linear warm-up from 0 to --lr")
+    schedule: str = option(
+        "constant",
+        choices=("constant", "linear", "cosine", "plateau"),
+        help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps; plateau: times "
+        "--plateau-factor whenever the validation loss has not improved for more than --plateau-patience "
+        "evaluations (torch's ReduceLROnPlateau, threshold 0; the public StructFormer code)",
+    )
+    final_lr_fraction: float = option(
+        0.0, help="the learning rate where linear/cosine decay ends, as a fraction of --lr"
+    )
+    schedule_steps: int | None = option(
+        None,
+        help="where linear/cosine decay ends, e.g. an estimate of the steps a --max-minutes run makes; later "
+        "steps keep the final rate (default: --max-steps)",
+    )
+    clip: float = option(1.5, help="gradient-norm clipping (public code 1.5); 0 disables")
+    plateau_factor: float = option(0.5, help="--schedule plateau: the learning rate's factor")
+    plateau_patience: int = option(
+        2, help="--schedule plateau: evaluations without a lower validation loss before the factor applies"
+    )
 
 
 @dataclass
 class RunArguments:
-    """How long a run goes, what it evaluates and saves, and where it runs.
+    """How long a run goes, what it evaluates and saves, and where it runs."""
 
-    Attributes (defaults in brackets):
-        max_steps [None], epochs [None], max_minutes [None]: stop conditions (at least one).
-        save_every [500]: checkpoint period in steps (0: only at the end).
-        eval_every [200]: validation period in steps (0: only at the start and the end); also the
-            period of the learning curve when ``eval_treebank`` is given.
-        eval_each_epoch [False]: validate (and save a checkpoint) at the end of every epoch too.
-        eval_treebank [None]: a gold treebank (e.g. ``"ptb-sample:dev"``) parsed at step 0, every
-            ``eval_every`` steps and at the end: sentence/corpus F1 of every decoder
-            (:class:`~syntaxformer.evaluation.curve.ParseCurve`) with step, tokens seen, training
-            minutes (optimizer steps only, all runs of a resumed training) and wall minutes (this
-            process, evaluations included), into ``training.json`` (``parse_curve``) and
-            TensorBoard (``parse/...``).
-        keep_best [False]: also write the model of the lowest validation loss (evaluated every
-            ``eval_every`` steps) to ``OUT/best/`` with ``best.json`` (step, loss)
-            (:class:`~syntaxformer.training.callbacks.KeepBestModel`); needs validation data; not with
-            ``head_gates``.
-        final_model ["last"]: the model a finished run leaves in OUT: "last" (the last step's) or
-            "best" (the lowest validation loss of the evaluations after step 0; needs ``keep_best``;
-            the last when none was better than step 0's).
-        early_stopping [0]: stop when this many evaluations in a row have not lowered the validation
-            loss below the lowest before them (0: never;
-            :class:`~syntaxformer.training.callbacks.EarlyStopping`); needs validation data.
-        log_every [20]: TensorBoard / progress-bar period in steps.
-        seed [0]: every random choice derives from it.
-        device [None]: "cpu", "cuda", "cuda:1"...; None: CUDA if available, else CPU.
-        bf16 [False]: bfloat16 autocast.
-        threads [None]: ``torch.set_num_threads``.
-        resume [False]: continue from ``OUT/checkpoint.pt`` if there is one.
-        quiet [False]: no progress bar.
-    """
+    #: the title of its options in ``--help``
+    option_group = "run"
 
-    max_steps: int | None = None
-    epochs: int | None = None
-    max_minutes: float | None = None
-    save_every: int = 500
-    eval_every: int = 200
-    eval_treebank: str | None = None
-    eval_each_epoch: bool = False
-    keep_best: bool = False
-    final_model: str = "last"
-    early_stopping: int = 0
-    log_every: int = 20
-    seed: int = 0
-    device: str | None = None
-    bf16: bool = False
-    threads: int | None = None
-    resume: bool = False
-    quiet: bool = False
+    max_steps: int | None = option(
+        None,
+        help="stop after this many optimizer steps. A run needs at least one stop condition: --max-steps, "
+        "--epochs or --max-minutes (default: none of them, so one must be given)",
+    )
+    epochs: int | None = option(None, help="stop after this many passes over the training text (default: no limit)")
+    max_minutes: float | None = option(
+        None, help="stop cleanly (and save) after this many minutes of this process (default: no limit)"
+    )
+    save_every: int = option(500, help="checkpoint period in steps (0: only at the end)")
+    eval_every: int = option(
+        200,
+        help="validation (and learning-curve) period in steps (0: only at the start and the end)",
+    )
+    eval_treebank: str | None = option(
+        None,
+        metavar="TREEBANK",
+        help="learning curve: parse this gold treebank (e.g. ptb-sample:dev) at step 0, every --eval-every "
+        "steps and at the end; sentence/corpus F1 of every decoder with step, tokens seen, training and wall "
+        "minutes into training.json (parse_curve) and TensorBoard (default: no learning curve)",
+    )
+    eval_each_epoch: bool = option(False, help="also validate (and save a checkpoint) at the end of every epoch")
+    keep_best: bool = option(
+        False,
+        help="also write the model of the lowest validation loss (every --eval-every steps) to OUT/best/ "
+        "with best.json (step, loss); needs validation data; not with --head-gates",
+    )
+    final_model: str = option(
+        "last",
+        choices=("last", "best"),
+        help="the model left in OUT: the last step's, or the lowest validation loss's of the evaluations "
+        "after step 0 (needs --keep-best; the last when none was better than step 0's)",
+    )
+    early_stopping: int = option(
+        0,
+        metavar="PATIENCE",
+        help="stop when this many evaluations in a row have not lowered the validation loss below the "
+        "lowest before them (0: never); needs validation data",
+    )
+    log_every: int = option(20, help="TensorBoard / progress-bar period (steps)")
+    seed: int = option(0, help="random seed: every random choice derives from it (initialisation, batches, masking)")
+    device: str | None = option(None, help="cpu, cuda, cuda:N (default: cuda if available)")
+    bf16: bool = option(False, help="bfloat16 autocast")
+    threads: int | None = option(None, help="torch CPU threads (default: PyTorch's)")
+    resume: bool = option(False, help="continue from OUT/checkpoint.pt if present (else start afresh)")
+    quiet: bool = option(False, help="no progress bar")
     prefetch: bool = field(
         default=False,
         metadata={
@@ -243,66 +317,76 @@ class RunArguments:
 
 @dataclass
 class FineTuneArguments:
-    """Fine-tuning a trained model and hard-concrete head gates (:mod:`syntaxformer.training.finetune`, :mod:`syntaxformer.training.hard_concrete`; Voita et al. 2019, DESIGN.md §3.5):
+    """Fine-tuning a trained model and hard-concrete head gates (:mod:`syntaxformer.training.finetune`,
+    :mod:`syntaxformer.training.hard_concrete`; Voita et al. 2019, DESIGN.md §3.5)."""
 
-    Attributes (defaults in brackets):
-        init_from [None]: a trained model folder to start from (its weights, configuration and
-            tokenizer; ``model``, ``preset`` and ``tokenizer`` are then the folder's, and ``prior``
-            and ``overrides`` must not be given).
-        head_gates [False]: one hard-concrete gate per attention head (needs ``init_from``); at the
-            end each gate becomes 0 or 1 and the closed heads are pruned from the saved model.
-        gate_l0 [0.0]: λ of the loss ``MLM + λ · Σ_h (1 − P(g_h = 0))`` (nats per expected open head).
-        gate_temperature [0.33]: β (the authors' code; Louizos et al. 2018 use 2/3).
-        gate_lr [None]: Adam learning rate of the gates' ``log α`` (None: ``lr``); never weight-decayed.
-        gate_init [3.0]: initial ``log α`` (every gate open at the start).
-    """
+    #: the title of its options in ``--help``
+    option_group = "fine-tuning and head gates (Voita et al. 2019; DESIGN.md §3.5)"
 
-    init_from: str | None = None
-    head_gates: bool = False
-    gate_l0: float = 0.0
-    gate_temperature: float = 0.33
-    gate_lr: float | None = None
-    gate_init: float = 3.0
-
-
-#: ``optimizer`` values: Adam(W) and Adam with an L2 decay
-#: (:meth:`~syntaxformer.training.loop.TrainingLoop.make_optimizer`), or SGD then NT-ASGD (running text only:
-#: :mod:`syntaxformer.training.running_text`)
-OPTIMIZERS = ("adam", "adam-l2", "sgd")
+    init_from: str | None = option(
+        None,
+        flag="--model",
+        metavar="MODEL",
+        help="fine-tune this trained model: a model folder or a shipped parser's name (its weights, "
+        "configuration and tokenizer; --architecture, --preset and --tokenizer are then the model's, and "
+        "--prior and --set must not be given) (default: a new model)",
+    )
+    head_gates: bool = option(
+        False,
+        help="one hard-concrete gate per attention head (needs --model); at the end each gate becomes 0 or 1, "
+        "the closed heads are pruned and OUT holds the pruned model and gates.json",
+    )
+    gate_l0: float = option(
+        0.0,
+        metavar="LAMBDA",
+        help="lambda of the penalty lambda * sum_h (1 - P(g_h = 0)) added to the MLM loss (nats per expected "
+        "open head)",
+    )
+    gate_temperature: float = option(
+        0.33, help="hard-concrete temperature beta (0.33: the authors' code; Louizos et al. 2018: 2/3)"
+    )
+    gate_lr: float | None = option(
+        None, help="Adam learning rate of the gates' log alpha, never weight-decayed (default: --lr)"
+    )
+    gate_init: float = option(3.0, help="initial log alpha of every gate (every gate open at the start)")
 
 
 @dataclass
 class RunningTextArguments:
     """Running-text language modelling with the AWD-LSTM procedure (Merity, Keskar & Socher, ICLR 2018;
     the public ON-LSTM code, yikangshen/Ordered-Neurons ``main.py``; :mod:`syntaxformer.training.running_text`,
-    DESIGN.md §3.4). Causal-LM models only; one process.
+    :class:`~syntaxformer.data.running_text.BpttWindows`, DESIGN.md §3.4). Causal-LM models only; one process."""
 
-    Attributes (defaults in brackets):
-        bptt [None]: train on running text: the sentences one after the other with ``<eos>`` (``[CLS]``)
-            after each, cut into ``batch_size`` rows, in windows of mean length ``bptt`` (the public 70;
-            :class:`~syntaxformer.data.running_text.BpttWindows`) with the recurrent state carried from
-            window to window; the learning rate of a window of n tokens is ``lr · n / bptt``; validation
-            on the ``valid`` text as running text at the end of every epoch. None: sentence batches
-            (the :class:`~syntaxformer.training.trainer.Trainer`).
-        nonmono [5]: with ``optimizer="sgd"``, NT-ASGD: SGD until an end-of-epoch validation loss is
-            worse than the best of all before the last ``nonmono``, then averaged SGD
-            (:class:`torch.optim.ASGD`, t0 = 0, λ = 0; the averaged weights are validated and kept);
-            0: SGD throughout.
-        asgd_restart_epoch [None]: at the end of this epoch, under averaged SGD, the averaging starts
-            again (the public ``--finetuning``, 500 of 1,000 epochs); None: never.
-        ar_alpha [0.0]: activation regularisation, ``α · mean(h²)`` of the last layer's outputs after the
-            output dropout (public 2).
-        tar_beta [0.0]: temporal activation regularisation, ``β · mean((h_{t+1} − h_t)²)`` of the last
-            layer's outputs before dropout (public 1).
-        eval_batch_size [10]: rows of the validation stream (public 10).
-    """
+    #: the title of its options in ``--help``
+    option_group = "running text and NT-ASGD (the AWD-LSTM procedure of the public ON-LSTM code; causal-LM models)"
 
-    bptt: int | None = None
-    nonmono: int = 5
-    asgd_restart_epoch: int | None = None
-    ar_alpha: float = 0.0
-    tar_beta: float = 0.0
-    eval_batch_size: int = 10
+    bptt: int | None = option(
+        None,
+        help="train on running text: the sentences one after the other with <eos> after each, cut into "
+        "--batch-size rows, in windows of this mean length (public 70) with the recurrent state carried; a "
+        "window of n tokens has the learning rate lr * n / bptt; validation on --valid as running text at "
+        "every epoch end (default: sentence batches)",
+    )
+    nonmono: int = option(
+        5,
+        help="with --optimizer sgd, NT-ASGD: SGD until an epoch's validation loss is worse than the best "
+        "before the last this-many epochs, then averaged SGD (the averaged weights validated and kept); "
+        "0: SGD throughout",
+    )
+    asgd_restart_epoch: int | None = option(
+        None,
+        help="at the end of this epoch, under averaged SGD, the averaging starts again (the public "
+        "--finetuning, 500 of 1,000 epochs) (default: never)",
+    )
+    ar_alpha: float = option(
+        0.0, help="activation regularisation alpha * mean(h^2) of the last layer's dropped outputs (public 2)"
+    )
+    tar_beta: float = option(
+        0.0,
+        help="temporal activation regularisation beta * mean((h_t+1 - h_t)^2) of the last layer's outputs "
+        "before dropout (public 1)",
+    )
+    eval_batch_size: int = option(10, help="rows of the validation stream (public 10)")
 
     def check_running_text(self) -> None:
         """Raise :class:`InputError` (one line) for inconsistent running-text or optimiser options."""
@@ -334,9 +418,10 @@ class TrainArguments(
     """Everything :func:`~syntaxformer.training.run.train` needs, by concern: :class:`OutputArguments`,
     :class:`ModelArguments`, :class:`DataArguments`, :class:`OptimisationArguments`,
     :class:`RunArguments`, :class:`FineTuneArguments`, :class:`RunningTextArguments` (their fields, in that
-    order, are this class's;
-    the names are the ``syntaxformer train`` options, and ``training.json`` records them flat). A
-    function that needs one concern takes that class.
+    order, are this class's, and ``training.json`` records them flat). Each field is a ``syntaxformer
+    train`` option, documented by its ``help`` (:func:`option`); the option is named after the field
+    unless its ``flag`` says otherwise (``model``: ``--architecture``, ``init_from``: ``--model``,
+    ``overrides``: ``--set``). A function that needs one concern takes that class.
     """
 
     @property
@@ -353,6 +438,7 @@ class TrainArguments(
         def bad(msg):
             raise InputError(msg)
 
+        self.resolve_init_from()
         if self.max_steps is None and self.epochs is None and self.max_minutes is None:
             bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
         if self.model in MODELS:
@@ -416,6 +502,15 @@ class TrainArguments(
         self.check_fine_tuning()
         self.check_running_text()
 
+    def resolve_init_from(self) -> None:
+        """``init_from`` as a folder: a shipped parser's name (:data:`syntaxformer.pretrained.SHIPPED`)
+        becomes its folder; a folder, or anything else, stays as it is (:meth:`check_fine_tuning` then
+        names what is missing)."""
+        from syntaxformer.pretrained import SHIPPED, model_folder
+
+        if self.init_from is not None and str(self.init_from) in SHIPPED and not Path(self.init_from).exists():
+            self.init_from = str(model_folder(self.init_from))
+
     def check_trees(self) -> None:
         """Parse ``trees``; raise :class:`InputError` (one line) for a bad value, or when the prior reads
         trees and none are given (the prior's ``structure_messages``)."""
@@ -472,7 +567,7 @@ class TrainArguments(
             raise InputError(msg)
 
         if self.head_gates and self.init_from is None:
-            bad("--head-gates fine-tunes a trained model: give --init-from DIR")
+            bad("--head-gates fine-tunes a trained model: give --model DIR (or a shipped parser's name)")
         if self.head_gates and self.keep_best:
             bad("--keep-best with --head-gates: the gated model's validation loss is not its pruned model's")
         if not self.head_gates:
@@ -492,11 +587,12 @@ class TrainArguments(
         if self.init_from is None:
             return
         if not Path(self.init_from, "config.json").is_file():
-            raise InputError("--init-from: not a model folder (no config.json)", path=self.init_from)
+            hint = f"; to train a new {self.init_from}, give --architecture" if self.init_from in MODELS else ""
+            raise InputError(f"--model: not a model folder (no config.json){hint}", path=self.init_from)
         if self.prior is not None or self.overrides:
-            bad("--init-from: the model is the folder's; --prior and --set cannot change it")
+            bad("--model: the model is the folder's; --prior and --set cannot change it")
         if self.tokenizer not in ("word", str(self.init_from)):
-            bad("--init-from: the tokenizer is the folder's; do not give --tokenizer")
+            bad("--model: the tokenizer is the folder's; do not give --tokenizer")
         if self.head_gates and self.eval_treebank:
             bad(
                 "--eval-treebank with --head-gates: the learning curve parses without the gates; "
@@ -504,4 +600,4 @@ class TrainArguments(
             )
 
 
-__all__ = ["TrainArguments", "RunningTextArguments", "OPTIMIZERS", "MASK_REPLACE"]
+__all__ = ["TrainArguments", "RunningTextArguments", "OPTIMIZERS", "MASK_REPLACE", "option", "same_option"]

@@ -1,6 +1,6 @@
 """Fine-tuning a trained model, optionally with hard-concrete head gates (Voita et al. 2019, DESIGN.md §3.5).
 
-``syntaxformer train --init-from DIR`` continues masked-LM training from a model folder (its weights,
+``syntaxformer train --model DIR`` continues masked-LM training from a model folder (its weights,
 configuration and tokenizer) instead of a fresh initialisation; with ``--head-gates --gate-l0 λ`` each
 attention head gets a stochastic gate (:mod:`syntaxformer.training.hard_concrete`) and the objective
 becomes ::
@@ -98,12 +98,12 @@ def resolve_arguments(args: TrainArguments) -> tuple[TrainArguments, dict]:
     try:
         config = AutoConfig.from_pretrained(folder)
     except (OSError, ValueError, KeyError) as e:
-        raise InputError(f"--init-from: cannot read the model's config: {str(e).splitlines()[0]}", path=folder) from e
+        raise InputError(f"--model: cannot read the model's config: {str(e).splitlines()[0]}", path=folder) from e
     if args.head_gates:
         check_gateable(config, folder)
     name = registry_name(config)
     if name is None:
-        raise InputError(f"--init-from: {config.model_type} is not a model of syntaxformer.models", path=folder)
+        raise InputError(f"--model: {config.model_type} is not a model of syntaxformer.models", path=folder)
     info = read_training_record(folder)
     source = dict(
         folder=str(folder),

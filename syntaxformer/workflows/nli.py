@@ -90,7 +90,7 @@ def resolve_nli_recipe(recipe: str, n_train: int, model: str | None = None, **ch
     if recipe not in RECIPES:
         raise InputError(f"unknown recipe {recipe!r}; expected one of {', '.join(RECIPES)}")
     if model not in PAIR_MODELS:
-        raise InputError(f"--model {model}: expected one of {', '.join(PAIR_MODELS)}")
+        raise InputError(f"--architecture {model}: expected one of {', '.join(PAIR_MODELS)}")
     known = set(PAIR_MODELS[model].config_class().to_dict())
     fields = {k: (dict(v) if isinstance(v, dict) else v) for k, v in RECIPES[recipe].items()}
     overrides = changes.pop("overrides", None) or {}

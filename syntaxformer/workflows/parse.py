@@ -43,6 +43,7 @@ def run_parse(
     punctuation: bool = True,
     dependencies: bool = False,
     verbose: bool = False,
+    device: str | None = "cpu",
 ) -> ParseResult:
     """Induce trees for ``sentences`` with a :class:`~syntaxformer.parser.Parser`; write them into ``out``.
 
@@ -68,6 +69,7 @@ def run_parse(
             leaves, every token a word).
         dependencies: require dependency heads: refuse, before parsing, a model that induces none.
         verbose: let the libraries show their progress bars and messages while the model loads.
+        device: where the model runs ("cpu", "cuda", ...; None = CUDA if available, else the CPU).
 
     Returns:
         A :class:`ParseResult`.
@@ -82,7 +84,9 @@ def run_parse(
         raise InputError("structures.json is written into an output folder: give one (--out DIR)")
     if not any(sentences):
         raise InputError("no sentence to parse", path=data)
-    parser = load_parser(model, options, batch_size=batch_size, verbose=verbose)  # None: the shipped parser
+    parser = load_parser(
+        model, options, batch_size=batch_size, device=device, verbose=verbose
+    )  # None: the shipped parser
     if dependencies and not parser.gives_dependencies:
         raise InputError(f"{parser.name}: this model induces no dependency heads (a StructFormer does)")
     trees, heads, structures = _parse_lines(parser, sentences, punctuation, data)

@@ -1,6 +1,6 @@
 """Hard-concrete head gates at several λ: heads kept, perplexity, F1.
 
-For each λ of ``--lambdas``, ``syntaxformer train --init-from MODEL --head-gates --gate-l0 λ``
+For each λ of ``--lambdas``, ``syntaxformer train --model MODEL --head-gates --gate-l0 λ``
 fine-tunes the model (default: the shipped Tree Transformer parser) for ``--steps`` steps with the
 source's own batch size and masking, its learning rate × :data:`LR_FRACTION` (constant, no warm-up)
 for the weights and :data:`GATE_LR` for the gates (β = 0.33, initial ``log α`` = 3); the saved model
@@ -193,7 +193,7 @@ def write_docs(report: dict, docs: Path, name: str) -> None:
         "",
         f"- model: `{report['model']}` ({report['model_type']}, {report['source']['n_heads']} heads); "
         f"seed {report['seed']}; device {report['runs'][0]['device'] if report['runs'] else '–'}",
-        f"- gates: `train --init-from MODEL --head-gates --gate-l0 λ`, {s['steps']} steps of "
+        f"- gates: `train --model MODEL --head-gates --gate-l0 λ`, {s['steps']} steps of "
         f"{s['batch_size']} sentences, weights at lr {s['lr']:g} (constant), gates at lr {s['gate_lr']:g}, "
         f"β {s['gate_temperature']:g}, initial log α {s['gate_init']:g}; at the end a gate is open when its "
         "test-time value is above 0.5, and the closed heads are pruned (the saved model)",

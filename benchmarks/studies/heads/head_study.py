@@ -12,7 +12,7 @@ recipes' ``max_minutes`` safety cap is dropped so every run makes exactly its st
 3. ``prune`` — ``syntaxformer prune`` (importance and confidence orders, random over 3 seeds, step 0.1;
    masked-LM perplexity, one mask per input, on the held-out text; sentence F1 on ptb-sample:dev)
    into ``<key>/prune``;
-4. ``gates`` — ``syntaxformer train --init-from <key>/model --head-gates --gate-l0 λ`` for every λ of
+4. ``gates`` — ``syntaxformer train --model <key>/model --head-gates --gate-l0 λ`` for every λ of
    ``--lambdas`` (λ = 0 is the control: the same fine-tuning with gates but no penalty), then the same
    perplexity and F1 on the saved, pruned model, into ``<key>/gates-<λ>`` (settings and code:
    ``benchmarks/studies/head_gates/head_gates.py``);
@@ -312,7 +312,7 @@ def summarise(work: Path, lambdas, args) -> dict:
             perplexity=PPL_PROTOCOL + "; on each model's held-out 5% of ptb-sample",
             f1="sentence-level F1 (0-100) on " + F1_TREEBANK + "; " + str(F1_PROTOCOL),
             importance="Michel et al. 2019 |dL/dxi| on the held-out text (syntaxformer heads), raw",
-            gates=f"train --init-from MODEL --head-gates --gate-l0 LAMBDA: {args.gate_steps} steps, weights at "
+            gates=f"train --model MODEL --head-gates --gate-l0 LAMBDA: {args.gate_steps} steps, weights at "
             f"{LR_FRACTION} x the recipe's lr (constant), gates' lr {GATE_LR}, beta 0.33, log alpha "
             "init 3; closed heads pruned (binarised test-time gate <= 0.5); benchmarks/studies/head_gates/head_gates.py",
         ),
@@ -372,7 +372,7 @@ def gates_table(models: dict, keys: list[str]) -> list[str]:
     """The hard-concrete gate section of docs/heads.md."""
     lines = []
     lines += [
-        "## Hard-concrete gates (`train --init-from --head-gates --gate-l0 λ`)",
+        "## Hard-concrete gates (`train --model --head-gates --gate-l0 λ`)",
         "",
         "| model | λ | heads kept (per layer) | perplexity | sentence F1 | valid loss gated → pruned |",
         "|---|---|---|---|---|---|",

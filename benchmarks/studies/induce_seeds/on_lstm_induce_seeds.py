@@ -1,4 +1,4 @@
-"""``syntaxformer induce --model on-lstm``, seeds 0, 1, 2, side by side, then the results table's row.
+"""``syntaxformer induce --architecture on-lstm``, seeds 0, 1, 2, side by side, then the results table's row.
 
     python -m benchmarks.studies.induce_seeds.on_lstm_induce_seeds [RECIPE] [DEVICE]   # defaults: default cuda
 
@@ -33,7 +33,7 @@ def seed_job(runs: Path, recipe: str, seed: int, device: str, threads: int | Non
     out = runs / f"on-lstm-{recipe}-seed{seed}"
     command = module_command(
         "syntaxformer.cli",
-        *("induce", "--model", "on-lstm", "--recipe", recipe, "--seed", seed, "--device", device),
+        *("induce", "--architecture", "on-lstm", "--recipe", recipe, "--seed", seed, "--device", device),
         *("--threads", threads or 1, "--max-minutes", CAPS.get(recipe, 60), "--quiet", "--out", out),
     )
     return Job(out.name, command, log=runs / f"{out.name}.log", done=lambda: (out / "report.json").is_file())
