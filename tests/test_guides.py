@@ -4,7 +4,7 @@ docs/ that has them (the command guides, docs/python.md, ...) runs, in order, in
 with status 0. Only the length of the work is changed (:func:`shorten`):
 
 * training (``train``, ``induce``, ``compare``, ``logic train``, ``nli train``): ``--max-steps 2`` and
-  ``--preset tiny`` (given or added; ``train --init-from`` keeps the folder's preset, and a line that
+  ``--preset tiny`` (given or added; ``train --model`` keeps the folder's preset, and a line that
   sets config fields with ``--set`` keeps its own, which the fields may need: e.g. a head per
   granularity);
 * ``induce`` trains on and scores a two-file treebank (the first :data:`SMALL_FILES` files of
@@ -104,7 +104,7 @@ def shorten(argv: list[str], fixtures: Path) -> list[str]:
     training = command in {("train",), ("induce",), ("compare",), ("logic", "train"), ("nli", "train")}
     if training and "--rescore" not in argv:
         _set(argv, "--max-steps", "2")
-        if "--init-from" not in argv and "--set" not in argv:
+        if "--model" not in argv and "--set" not in argv:
             _set(argv, "--preset", "tiny")
     if command == ("induce",) and "--rescore" not in argv:
         for option, small in (("--treebank", "small.mrg"), ("--corpus", "small.txt")):
@@ -150,12 +150,12 @@ def mirror(name: str, shared: Path) -> bool:
 
 def shared_names(step) -> set[str]:
     """The ``../shared/data`` folders a step reads: named in it, or a default of its command (``nli
-    vectors``' text, ``nli --data sick``)."""
+    vectors``' text, ``nli --corpus sick``)."""
     kind, body = step
     text = body if kind == "python" else " ".join(" ".join(s) for s in body)
     names = set(re.findall(r"\.\./shared/data/([\w.-]+)", text))
     for segment in [] if kind == "python" else body:
-        if segment[:3] == ["syntaxformer", "nli", "vectors"] and "--text" not in segment:
+        if segment[:3] == ["syntaxformer", "nli", "vectors"] and "--corpus" not in segment:
             names |= {"ptb-lm", "wikitext-2"}
         if segment[:2] == ["syntaxformer", "nli"] and "sick" in segment:
             names.add("sick")

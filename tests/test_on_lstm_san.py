@@ -1,6 +1,6 @@
 """The ON-LSTM + self-attention hybrid (Hao et al., EMNLP 2019; DESIGN.md §3.4):
 shapes, the output is the sum of the ON-LSTM output and the self-attention output, the ON-LSTM part is
-the ON-LSTM model's, padding invariance, save/load, a masked-LM step, ``train --model on-lstm-san``."""
+the ON-LSTM model's, padding invariance, save/load, a masked-LM step, ``train --architecture on-lstm-san``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """ON-LSTM in the commands: the causal-LM objective through the one trainer
 (validation loss = the literal next-word cross-entropy, checkpoints, resume = uninterrupted,
 TensorBoard), next-word perplexity in the one evaluator, per-layer distances with ``--layer``,
-``induce --model on-lstm`` and ``show``."""
+``induce --architecture on-lstm`` and ``show``."""
 
 from __future__ import annotations
 

@@ -230,7 +230,7 @@ def _fill(loaded):
 def _add_phrases(data: TrainingData, args: TrainArguments, train_words, valid_words, train_trees, valid_trees) -> None:
     """Cut the kept sentences' trees at the reading prior's ``tree_level`` into token phrase ids (and,
     when the prior gives a phrase-label vocabulary, ``phrase_label_vocabulary``: the training
-    sentences' labels or an ``--init-from`` folder's, the phrase labels);
+    sentences' labels or a ``--model`` folder's, the phrase labels);
     ``train_words`` / ``valid_words``: per kept sequence, its sentence index and token word ids."""
     config = args._prior_config()
     reader = structure_reader(config)

@@ -122,7 +122,7 @@ class RunningTextTrainer(Trainer):
         if self.world > 1:
             raise InputError("--bptt (running text) trains in one process; run it without torchrun")
         if args.max_tokens is not None or args.init_from is not None:
-            raise InputError("--bptt (running text) takes --batch-size rows and no --max-tokens or --init-from")
+            raise InputError("--bptt (running text) takes --batch-size rows and no --max-tokens or --model")
         super().build()
         if self.objective.name != "causal-lm":
             raise InputError(f"--bptt trains a causal language model; {args.model} is a {self.objective.name} model")
