@@ -23,6 +23,7 @@ def _add_train(sub) -> None:
     """``nli train``: one option per :class:`~syntaxformer.tasks.nli.NliTrainArguments` field; those a
     recipe sets default to the recipe's, the others to the field's default."""
     from syntaxformer.cli.arguments import STATED_DEFAULT, add_dataclass_arguments
+    from syntaxformer.models import PAIR_MODELS
     from syntaxformer.tasks.nli import NliTrainArguments
     from syntaxformer.workflows.nli import RECIPES
 
@@ -41,6 +42,7 @@ def _add_train(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     from_recipe = {name for recipe in RECIPES.values() for name in recipe}
     options = add_dataclass_arguments(p, NliTrainArguments, defaults=dict.fromkeys(from_recipe - {"overrides"}))
+    options["model"].choices = sorted(PAIR_MODELS)  # as registered now (an architecture may be added later)
     for name in from_recipe - {"overrides"}:
         action = options[name]
         action.help = STATED_DEFAULT.sub("", action.help).rstrip() + " (default: the recipe's)"

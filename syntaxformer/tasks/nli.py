@@ -78,7 +78,6 @@ class NliModelArguments:
         ModelArguments,
         "model",
         default=default_architecture("pair_classifier"),
-        choices=tuple(sorted(PAIR_MODELS)),
         help="the sentence-pair classifier to train, a name in syntaxformer.models.PAIR_MODELS",
     )
     preset: str = same_option(ModelArguments, "preset", help="size preset: paper, small, tiny")
