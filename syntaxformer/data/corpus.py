@@ -11,6 +11,7 @@ import torch
 from syntaxformer.data.embedded import PTB_SAMPLE, ptb_sample_part
 from syntaxformer.data.preprocess import PRPN, Preprocessing, load_gold_trees, normalise_word
 from syntaxformer.data.text import read_text
+from syntaxformer.data.wikitext import WIKITEXT_2, wikitext_2_sentences
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,13 @@ def _ptb_sample_words(options: Preprocessing, source: str = PTB_SAMPLE) -> tuple
     return tuple(tuple(tree.leaves()) for tree in load_gold_trees(source, options))
 
 
+def is_shipped_text(spec: str) -> bool:
+    """Whether every item of a corpus spec names a text shipped in the package (ptb-sample or a half of
+    it, ``wikitext-2``), so that it needs no file: ``"ptb-sample,wikitext-2"`` -> True, ``"ptb-lm"`` -> False."""
+    items = [item.strip() for item in spec.split(",") if item.strip()]
+    return bool(items) and all(ptb_sample_part(item) is not None or item == WIKITEXT_2 for item in items)
+
+
 def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
     """The training sentences named by ``spec``, as lists of normalised words.
 
@@ -53,24 +61,34 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
         spec: ``"ptb-sample"`` — the words of the embedded Penn Treebank sample after the gold
             preprocessing ``options`` (3,914 sentences, 82,369 words with :data:`PRPN`; exactly the
             leaves of :func:`~syntaxformer.data.preprocess.load_gold_trees`); ``"ptb-sample:dev"``
-            / ``"ptb-sample:test"`` the words of one half (DESIGN.md §7); otherwise one or
-            more raw-text files (one sentence per line, :func:`~syntaxformer.data.text.read_text`),
-            as a comma-separated list and/or glob patterns, read in order. Raw words are normalised
-            with :func:`~syntaxformer.data.preprocess.normalise_word` using ``options.lowercase``
-            and ``options.digits_to_n`` (Mikolov's ``<unk>`` is left as it is); raw text is not
-            filtered by tags (it has none).
+            / ``"ptb-sample:test"`` the words of one half (DESIGN.md §7); ``"wikitext-2"`` the
+            embedded WikiText-2 training split (76,483 sentences, 1,714,120 words;
+            :mod:`~syntaxformer.data.wikitext`); otherwise raw-text files (one sentence per line,
+            :func:`~syntaxformer.data.text.read_text`) and/or glob patterns. Items are
+            comma-separated and read in order (``"ptb-sample,wikitext-2"``: the sample, then
+            WikiText-2). Raw words are normalised with
+            :func:`~syntaxformer.data.preprocess.normalise_word` using ``options.lowercase`` and
+            ``options.digits_to_n`` (Mikolov's ``<unk>`` is left as it is); raw text is not filtered by
+            tags (it has none).
         options: the preprocessing switches.
 
     Raises:
         InputError: a missing file, a glob matching nothing, an empty file.
     """
-    if ptb_sample_part(spec) is not None:
-        return [list(words) for words in _ptb_sample_words(options, spec.strip())]
     sentences: list[list[str]] = []
-    for path in corpus_files(spec):
-        sentences.extend(
-            [normalise_word(w, options.lowercase, options.digits_to_n) for w in words] for words in read_text(path)
-        )
+    for item in (part.strip() for part in spec.split(",")):
+        if ptb_sample_part(item) is not None:
+            sentences.extend(list(words) for words in _ptb_sample_words(options, item))
+            continue
+        if item == WIKITEXT_2:
+            raw = wikitext_2_sentences()
+        elif item:
+            raw = [words for path in corpus_files(item) for words in read_text(path)]
+        else:
+            continue
+        sentences.extend([normalise_word(w, options.lowercase, options.digits_to_n) for w in words] for words in raw)
+    if not sentences:
+        raise InputError(f"empty corpus specification {spec!r}")
     logger.info("corpus %s: %d sentences, %d words", spec, len(sentences), sum(map(len, sentences)))
     return sentences
 

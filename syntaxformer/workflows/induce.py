@@ -26,7 +26,9 @@ from pathlib import Path
 import torch
 
 from syntaxformer.data import load_gold_trees, ptb_sample_part
+from syntaxformer.data.corpus import is_shipped_text
 from syntaxformer.data.dependency import DependencySentence, read_dependencies
+from syntaxformer.data.wikitext import WIKITEXT_2
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import run_baselines
 from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency
@@ -293,9 +295,13 @@ def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) ->
     primary = "test" if "test" in scores else "all"
     corpus, treebank, recipe, protocol = job.corpus, job.treebank, job.train, job.protocol
     on_sample = ptb_sample_part(treebank) is not None
-    transductive = corpus == treebank or (ptb_sample_part(corpus) == "all" and on_sample)
+    items = [item.strip() for item in corpus.split(",")]
+    transductive = corpus == treebank or ("ptb-sample" in items and on_sample)
     setting = (
-        "transductive (the parsed sentences' words are in the training text)"
+        "transductive (the parsed sentences' words are in the training text; the WikiText-2 part of it is "
+        "out of the treebank's domain)"
+        if transductive and WIKITEXT_2 in items
+        else "transductive (the parsed sentences' words are in the training text)"
         if transductive
         else "transductive (the ptb-lm training text contains ptb-sample's sentences)"
         if job.recipe_text == "ptb-lm" and on_sample
@@ -397,7 +403,7 @@ def _recipe_text(train: dict, corpus: str | None, model: str, recipe: str) -> st
         InputError: the recipe names a text that is not shipped and no ``corpus`` gives it.
     """
     recipe_text = train.pop("corpus", None)
-    if recipe_text is not None and corpus is None:
+    if recipe_text is not None and corpus is None and not is_shipped_text(recipe_text):
         raise InputError(
             f"the {recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
             f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)"
@@ -534,7 +540,8 @@ def run_induce(
     options = induce_decoder_options(options, min_layer, recipe_decoder(model, recipe))
     # a model that induces nothing, or decoder options its structures do not take: refused before any work
     _check_induces_structure(model, train["preset"], prior, overrides or {}, options)
-    out, overrides, corpus = Path(out), dict(overrides or {}), corpus or "ptb-sample"
+    shipped = recipe_text if recipe_text is not None and is_shipped_text(recipe_text) else None
+    out, overrides, corpus = Path(out), dict(overrides or {}), corpus or shipped or "ptb-sample"
     parts = _parts(treebank)
     golds = {part: load_gold_trees(source) for part, source in parts.items()}  # bad input fails first
     curve = curve_treebank or (CURVE_TREEBANK if "dev" in parts else treebank)
