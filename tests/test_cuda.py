@@ -3,7 +3,9 @@
 Run on a GPU machine with ``python -m pytest tests/test_cuda.py``. What they check: the sdpa kernel
 (both of its modes) agrees with the eager reference on CUDA, values and gradients; its dropout masks
 are redrawn identically from the CUDA generator in the backward; a bf16 mixed-precision training step
-of the model runs and agrees with float32.
+of the model runs and agrees with float32; a training step does not synchronise; whole-step graphs
+(``step_graph`` cuda-graph and compile) equal eager steps, and a replayed captured step does not
+synchronise; ``tf32`` is set only when asked.
 """
 
 import pytest
@@ -137,3 +139,89 @@ def test_a_training_step_does_not_synchronise_on_cuda(tmp_path, model):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(loss)
+
+
+def _graph_trainer(tmp_path, name: str, **options):
+    """A tiny Tree Transformer's trainer on CUDA with fixed batch shapes and no dropout (so a graphed step
+    can equal an eager one), built (``step_graph`` set up as the loop's ``_begin`` does)."""
+    from syntaxformer.training.arguments import TrainArguments
+    from syntaxformer.training.fast_step import make_step_graph
+    from syntaxformer.training.trainer import Trainer
+
+    args = TrainArguments(
+        out=str(tmp_path / name),
+        preset="tiny",
+        max_steps=5,
+        batch_size=8,
+        fixed_shapes=True,
+        pad_to_multiple=128,  # every batch one shape: (8, 128) (max_length 128)
+        device="cuda",
+        quiet=True,
+        overrides={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+        **options,
+    )
+    trainer = Trainer(args)
+    trainer.build()
+    trainer._step_graph = make_step_graph(trainer, args.step_graph)
+    return trainer
+
+
+def _graph_steps(trainer, steps: int, sync_check_from: int | None = None) -> list[torch.Tensor]:
+    """``steps`` device steps on the first batches (pinned, moved without waiting); from step
+    ``sync_check_from`` on under CUDA's sync debug mode "error"; their losses."""
+    losses = []
+    for i, indices in enumerate(trainer.sampler.batches(0)[:steps]):
+        batch = trainer.make_batch(indices).pinned().to(CUDA)
+        checked = sync_check_from is not None and i >= sync_check_from
+        if checked:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            loss, _ = trainer.device_step(batch)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        trainer.state.step += 1
+        losses.append(loss)
+    torch.cuda.synchronize()
+    return losses
+
+
+@pytest.mark.parametrize("mode", ["cuda-graph", "compile"])
+def test_five_graphed_steps_equal_five_eager_ones(tmp_path, mode):
+    """Five steps with ``step_graph`` (cuda-graph: one eager warm-up step, then a capture and replays;
+    compile: torch.compile with CUDA graphs) give the losses and parameters of five eager steps."""
+    from syntaxformer.training.fast_step import CudaGraphStep
+
+    eager = _graph_trainer(tmp_path, "eager")
+    graphed = _graph_trainer(tmp_path, "graphed", step_graph=mode)
+    if isinstance(graphed._step_graph, CudaGraphStep):
+        graphed._step_graph.warmup = 1
+    eager_losses, graphed_losses = _graph_steps(eager, 5), _graph_steps(graphed, 5)
+    assert graphed._step_graph is not None  # no fallback to the eager step
+    if mode == "cuda-graph":
+        assert len(graphed._step_graph._graphs) == 1
+    for a, b in zip(eager_losses, graphed_losses):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+    for a, b in zip(eager.model.parameters(), graphed.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+
+
+def test_captured_steps_do_not_synchronise(tmp_path):
+    """After the warm-up and the capture, a replayed whole step (copy of the batch into the graph's
+    inputs, learning rate, replay, schedule) under CUDA's sync debug mode "error"."""
+    trainer = _graph_trainer(tmp_path, "sync", step_graph="cuda-graph")
+    trainer._step_graph.warmup = 1
+    losses = _graph_steps(trainer, 5, sync_check_from=2)  # step 0 eager, step 1 captured
+    assert len(trainer._step_graph._graphs) == 1 and all(torch.isfinite(loss) for loss in losses)
+    assert len({float(loss) for loss in losses}) == 5  # each replay's own loss (a copy, not the static one)
+
+
+def test_tf32_is_set_on_cuda_only_when_asked():
+    from syntaxformer.training.fast_step import use_tf32
+
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        assert use_tf32(CUDA, False) is False and torch.backends.cuda.matmul.allow_tf32 == before[0]
+        assert use_tf32(CUDA, True) is True and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from syntaxformer.blocks.mlm_head import labelled_positions, masked_lm_output, padded_positions
+from syntaxformer.blocks.mlm_head import labelled_positions, padded_positions
 from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, make_config

@@ -93,7 +93,10 @@ class BilinearNeighbourScores(torch.autograd.Function):
         grad_hu = F.pad(g_right, (0, 1)) + F.pad(g_left, (1, 0))  # (B, N)
         grad_hw = F.pad(g_right, (1, 0)) + F.pad(g_left, (0, 1))  # (B, N)
         grad_r = torch.empty_like(r)  # (B, N, d)
-        torch.mul(hidden[:, 1:], gr, out=grad_r[:, :-1])
+        if torch.compiler.is_compiling():  # a compiled graph takes no strided out=; the same products
+            grad_r[:, :-1] = hidden[:, 1:] * gr
+        else:
+            torch.mul(hidden[:, 1:], gr, out=grad_r[:, :-1])
         grad_r[:, -1] = 0.0
         grad_r[:, 1:].addcmul_(hidden[:, :-1], gl)
         grad_hidden = grad_hu[..., None] * uw[:, 0]  # (B, N, d)

@@ -313,6 +313,23 @@ class RunArguments:
             "the current step runs; the same batches"
         },
     )
+    tf32: bool = field(
+        default=False,
+        metadata={
+            "help": "CUDA: float32 matrix products and convolutions in TensorFloat-32 (faster, 10-bit mantissa "
+            "products; PyTorch's default keeps matrix products in full float32); no effect on the CPU"
+        },
+    )
+    step_graph: str = field(
+        default="none",
+        metadata={
+            "choices": ("none", "compile", "cuda-graph"),
+            "help": "run each training step as a graph, one per batch shape (see --fixed-shapes): compile = "
+            "the loss compiled by torch.compile (CUDA graphs on CUDA), cuda-graph = forward, backward, clipping "
+            "and the Adam update captured by torch.cuda.graph (CUDA only); where it cannot, the eager step, "
+            "with one log line saying why",
+        },
+    )
 
 
 @dataclass

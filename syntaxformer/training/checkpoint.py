@@ -50,6 +50,8 @@ RESUMABLE_CHANGES = frozenset(
         "keep_best",
         "early_stopping",
         "prefetch",
+        "tf32",
+        "step_graph",
     }
 )
 

@@ -72,6 +72,7 @@ from syntaxformer.training.callbacks import (
     TrainerControl,
 )
 from syntaxformer.training.checkpoint import CHECKPOINT, write_checkpoint
+from syntaxformer.training.fast_step import make_step_graph, use_tf32
 from syntaxformer.training.plateau import PlateauSchedule
 from syntaxformer.training.prefetch import BatchPrefetcher, pin_for
 
@@ -221,6 +222,7 @@ class TrainingLoop:
         self._evaluated_at: int | None = None
         self._saved_at: int | None = None
         self._prefetcher: BatchPrefetcher | None = None
+        self._step_graph = None  # the step runner of ``step_graph`` (fast_step.py), or None: eager
         self._epoch_batches: tuple[tuple, list] | None = None  # ((epoch, sampler id), its batches)
 
     # ---------------------------------------------------------------------------------- the run
@@ -235,6 +237,8 @@ class TrainingLoop:
         started_group = self._init_process_group()
         try:
             self.t_start = time.monotonic()
+            if use_tf32(self.device, getattr(self.args, "tf32", False)):
+                logger.info("TF32 matrix products and convolutions on %s", self.device)
             self.build()
             try:
                 self._begin()
@@ -272,6 +276,7 @@ class TrainingLoop:
         self._window_seconds = 0.0
         if getattr(self.args, "prefetch", False) and self.prefetchable:
             self._prefetcher = BatchPrefetcher(self.batch_at, pin=pin_for(self.device))
+        self._step_graph = make_step_graph(self, getattr(self.args, "step_graph", "none"))
         for callback in self.callbacks:
             callback.on_train_begin(self)
         if self.state.step == 0:
@@ -362,6 +367,10 @@ class TrainingLoop:
         """The batch of training examples ``indices`` at the current step (any randomness from
         generators seeded by ``(seed, step, rank)``). The task's."""
         raise NotImplementedError
+
+    #: whether a step may run as a graph (``step_graph``): its loss reads and writes no state of the loop
+    #: (e.g. no carried recurrent state), so a captured or compiled step is the eager one
+    step_graphable: bool = False
 
     #: whether :meth:`batch_at` is the task's batch, a pure function of the examples and the step, so the
     #: next one may be prepared ahead in another thread (a task may make it a property)
@@ -554,13 +563,27 @@ class TrainingLoop:
         logged, every ``log_every`` steps (:meth:`_log_training`; the step is still taken, as in the
         reference code)."""
         self.optimizer.zero_grad(set_to_none=True)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.backward_and_update(loss)
+        self.scheduler.step()
+        return loss.detach(), lr
+
+    def backward_and_update(self, loss: torch.Tensor) -> None:
+        """Backward of the scalar ``loss``, clipping (``args.clip`` > 0: global L2 norm) and one optimizer
+        step: the part of a step that a step graph captures with the forward (the gradients zeroed and the
+        schedule stepped around it)."""
         loss.backward()
         if self.args.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip)
-        lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
-        self.scheduler.step()
-        return loss.detach(), lr
+
+    def training_loss_of(self, batch: Batch) -> torch.Tensor:
+        """:meth:`training_loss` of ``batch`` through ``ddp_model`` (what a step graph compiles or captures)."""
+        return self.training_loss(self.ddp_model, batch)
+
+    def seed_dropout(self) -> None:
+        """Seed torch's generators for the dropout of the current step: ``(seed, step, rank)``."""
+        torch.manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 2))
 
     def training_step(self, indices: list[int]) -> StepOutput:
         """One optimizer step on the training examples ``indices``: the task's batch
@@ -576,8 +599,27 @@ class TrainingLoop:
         """The step's work on the device: dropout seeded by ``(seed, step, rank)``, the loss
         (:meth:`training_loss`), backward, clip, optimizer, schedule (:meth:`apply_gradients`). Returns
         ``(detached loss, learning rate)``. It waits for no value from the device (no host
-        synchronisation; ``tests/test_host_sync.py`` checks it for the models of the registry)."""
-        torch.manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 2))  # dropout
+        synchronisation; ``tests/test_host_sync.py`` checks it for the models of the registry). With a
+        step graph (``step_graph``) the forward, backward, clip and optimizer step are its
+        (:mod:`~syntaxformer.training.fast_step`); if it fails, one log line and the eager step from then on."""
+        self.seed_dropout()
+        if self._step_graph is not None:
+            lr = self.optimizer.param_groups[0]["lr"]
+            try:
+                loss = self._step_graph(batch)
+            except Exception as error:  # a capture or compilation that fails: the eager step instead
+                first = (str(error).strip().splitlines() or [""])[0][:300]
+                logger.warning(
+                    "--step-graph %s failed, the eager step instead: %s: %s",
+                    self._step_graph.name,
+                    type(error).__name__,
+                    first,
+                )
+                self._step_graph = None
+                self.seed_dropout()
+            else:
+                self.scheduler.step()
+                return loss, lr
         loss = self.training_loss(self.ddp_model, batch)
         return self.apply_gradients(loss)
 

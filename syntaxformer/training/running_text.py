@@ -152,6 +152,8 @@ class RunningTextTrainer(Trainer):
 
     #: the windows are made inline (the step scales the learning rate by its window's length)
     prefetchable = False
+    #: the loss carries the recurrent state from window to window: no step graph
+    step_graphable = False
 
     def make_batch(self, indices: tuple[int, int]) -> TokenBatch:
         """The window ``indices = (start, length)`` of the training stream: inputs and the next tokens,

@@ -329,6 +329,9 @@ class Trainer(TrainingLoop):
         :meth:`batch_at` the current step."""
         return self.batch_at(indices, self.state.step)
 
+    #: the language model's step may run as a graph (``step_graph``; the loss reads no loop state)
+    step_graphable = True
+
     @property
     def prefetchable(self) -> bool:
         """Whether a batch may be prepared ahead (:meth:`batch_at`): unless the run parses its masked

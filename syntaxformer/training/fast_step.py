@@ -1,0 +1,234 @@
+"""A faster training step on an accelerator: TF32 matrix products (``tf32``) and whole-step graphs
+(``step_graph``). Both are off by default; on the CPU neither changes anything (DESIGN.md, "The
+training step on an accelerator").
+
+* :func:`use_tf32`: on CUDA, float32 matrix products and convolutions in TensorFloat-32 (10 bits of
+  mantissa in the products, float32 accumulation; PyTorch's own default leaves matrix products in full
+  float32).
+* ``step_graph="compile"`` (:class:`CompiledStep`): the training loss (forward; its backward by AOT
+  autograd) compiled by ``torch.compile(fullgraph=True, dynamic=False)``, one graph per batch shape
+  (``mode="reduce-overhead"``, CUDA graphs, on CUDA); backward, clipping and the fused Adam step run
+  eagerly after it.
+* ``step_graph="cuda-graph"`` (:class:`CudaGraphStep`, CUDA only): the whole step (forward, backward,
+  clipping, the fused Adam update with ``capturable`` and the learning rate read from a device tensor)
+  captured by ``torch.cuda.graph`` once per batch shape, after :data:`CUDA_GRAPH_WARMUP` eager steps of
+  that shape on a side stream, then replayed: one launch a step. Batches of few shapes
+  (``fixed_shapes``) keep the number of graphs small.
+
+Where a graph cannot be made (not CUDA, several processes, bfloat16 autocast, an optimiser that cannot
+be captured, a capture or compilation that fails), the step runs eagerly: one log line says why
+(:func:`make_step_graph`, and the loop's fallback).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from syntaxformer.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+#: ``step_graph`` values
+STEP_GRAPHS = ("none", "compile", "cuda-graph")
+#: eager steps of a batch shape (on a side stream) before its CUDA graph is captured
+CUDA_GRAPH_WARMUP = 3
+
+
+def use_tf32(device: torch.device, on: bool) -> bool:
+    """Let float32 matrix products and convolutions on CUDA use TensorFloat-32 when ``on`` and
+    ``device`` is CUDA (``torch.backends.cuda.matmul.allow_tf32``, ``torch.backends.cudnn.allow_tf32``;
+    process-wide). Returns whether it did; elsewhere nothing changes (the CPU has no TF32)."""
+    if not on or device.type != "cuda":
+        return False
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return True
+
+
+def shape_key(batch) -> tuple:
+    """The shapes and dtypes of a batch's tensors (and of its dict fields'), by field name: one graph each."""
+    key = []
+    for name, value in sorted(vars(batch).items()):
+        items = sorted(value.items()) if isinstance(value, dict) else [("", value)]
+        for sub, x in items:
+            if isinstance(x, torch.Tensor):
+                key.append((name, sub, tuple(x.shape), x.dtype))
+    return tuple(key)
+
+
+def _copy_batch(source, target) -> None:
+    """Copy every tensor of batch ``source`` into the same-shaped tensor of ``target`` (its static buffers)."""
+    for name, value in vars(source).items():
+        into = getattr(target, name)
+        pairs = [(value[k], into[k]) for k in value] if isinstance(value, dict) else [(value, into)]
+        for x, y in pairs:
+            if isinstance(x, torch.Tensor):
+                y.copy_(x, non_blocking=True)
+
+
+def _cloned(batch):
+    """A copy of ``batch`` with every tensor cloned (a graph's static inputs)."""
+    cloned = {}
+    for name, value in vars(batch).items():
+        if isinstance(value, dict):
+            value = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in value.items()}
+        elif isinstance(value, torch.Tensor):
+            value = value.clone()
+        cloned[name] = value
+    return type(batch)(**cloned)
+
+
+class CompiledStep:
+    """``step_graph="compile"``: zero the gradients, the loss compiled by ``torch.compile``, backward,
+    clipping and the optimiser step (:meth:`~syntaxformer.training.loop.TrainingLoop.backward_and_update`).
+
+    Args:
+        loop: the training loop (its ``training_loss_of``, ``backward_and_update``, ``optimizer``, ``device``).
+        backend: a ``torch.compile`` backend (None: inductor, ``mode="reduce-overhead"`` on CUDA; e.g.
+            ``"aot_eager"`` where inductor is slow to compile).
+    """
+
+    name = "compile"
+
+    def __init__(self, loop, backend: str | None = None):
+        self.loop = loop
+        options = dict(fullgraph=True, dynamic=False)
+        if backend is not None:
+            options["backend"] = backend
+        elif loop.device.type == "cuda":
+            options["mode"] = "reduce-overhead"
+        self._loss = torch.compile(loop.training_loss_of, **options)
+
+    def __call__(self, batch) -> torch.Tensor:
+        """One step on ``batch``; returns its loss (detached, a copy the next step does not overwrite)."""
+        loop = self.loop
+        if loop.device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()
+        loop.optimizer.zero_grad(set_to_none=True)
+        # the attention kernel's backward calls torch.autograd.grad, which dynamo traces only when told to
+        with torch._dynamo.config.patch(trace_autograd_ops=True):
+            loss = self._loss(batch.to(loop.device))
+        loop.backward_and_update(loss)
+        return loss.detach().clone()
+
+
+class CudaGraphStep:
+    """``step_graph="cuda-graph"``: the whole step captured per batch shape and replayed (module docstring).
+
+    Args:
+        loop: the training loop (its ``training_loss_of``, ``backward_and_update``, ``seed_dropout``,
+            ``optimizer``, ``device``); the optimiser's groups are made ``capturable``.
+        warmup: eager steps of a shape before its capture.
+    """
+
+    name = "cuda-graph"
+
+    def __init__(self, loop, warmup: int = CUDA_GRAPH_WARMUP):
+        self.loop, self.warmup = loop, warmup
+        self._graphs: dict[tuple, tuple] = {}  # shape key -> (graph, static batch, static loss)
+        self._eager: dict[tuple, int] = {}  # shape key -> eager steps taken
+        groups = loop.optimizer.param_groups
+        for group in groups:
+            group["capturable"] = True
+        self._lrs = [torch.zeros((), device=loop.device) for _ in groups]  # the captured updates read these
+        self._side = torch.cuda.Stream(loop.device)
+
+    def __call__(self, batch) -> torch.Tensor:
+        """One step on ``batch``; returns its loss (detached, a copy the next replay does not overwrite)."""
+        loop = self.loop
+        batch = batch.to(loop.device)
+        key = shape_key(batch)
+        if key not in self._graphs:
+            if self._eager.get(key, 0) < self.warmup:
+                self._eager[key] = self._eager.get(key, 0) + 1
+                return self._side_stream_step(batch)
+            self._graphs[key] = self._capture(batch)
+            loop.seed_dropout()  # the replay draws the dropout of this step, as the eager step would
+        graph, static, loss = self._graphs[key]
+        _copy_batch(batch, static)
+        for lr, group in zip(self._lrs, loop.optimizer.param_groups):
+            lr.fill_(group["lr"])
+        graph.replay()
+        return loss.clone()
+
+    def _side_stream_step(self, batch) -> torch.Tensor:
+        """An eager step on the side stream (warm-up: lazy initialisations happen outside any capture)."""
+        loop, current = self.loop, torch.cuda.current_stream(self.loop.device)
+        self._side.wait_stream(current)
+        with torch.cuda.stream(self._side):
+            loop.optimizer.zero_grad(set_to_none=True)
+            loss = loop.training_loss_of(batch)
+            loop.backward_and_update(loss)
+            loss = loss.detach()
+        current.wait_stream(self._side)
+        return loss
+
+    def _capture(self, batch) -> tuple:
+        """Capture the step of ``batch``'s shape: ``(graph, its static batch, its static loss)``. The
+        optimiser reads the learning rates from device tensors while captured (floats again after)."""
+        loop = self.loop
+        static = _cloned(batch)
+        groups = loop.optimizer.param_groups
+        floats = [group["lr"] for group in groups]
+        for lr, group in zip(self._lrs, groups):
+            lr.fill_(group["lr"])
+            group["lr"] = lr
+        graph = torch.cuda.CUDAGraph()
+        loop.optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize(loop.device)
+        try:
+            with torch.cuda.graph(graph):
+                loss = loop.training_loss_of(static)
+                loop.backward_and_update(loss)
+                loss = loss.detach()
+        finally:
+            for group, lr in zip(groups, floats):
+                group["lr"] = lr
+        return graph, static, loss
+
+
+def make_step_graph(loop, mode: str, backend: str | None = None):
+    """The step runner of ``step_graph`` ``mode`` for ``loop``, or None (the eager step): for "none", and,
+    with one log line saying why, where the mode cannot run (:data:`STEP_GRAPHS`; module docstring).
+
+    Args:
+        loop: the training loop (after its build and resume).
+        mode: "none", "compile" or "cuda-graph".
+        backend: ``torch.compile``'s backend for "compile" (None: inductor).
+    Returns:
+        a :class:`CompiledStep`, a :class:`CudaGraphStep`, or None.
+    Raises:
+        InputError: an unknown ``mode``.
+    """
+    if mode not in STEP_GRAPHS:
+        raise InputError(f"--step-graph must be one of {', '.join(STEP_GRAPHS)}, got {mode!r}")
+    if mode == "none":
+        return None
+    reason = None
+    if not getattr(loop, "step_graphable", False):
+        reason = f"{type(loop).__name__} keeps state across steps"
+    elif loop.world > 1:
+        reason = "several processes (DistributedDataParallel)"
+    elif mode == "cuda-graph" and loop.device.type != "cuda":
+        reason = f"no CUDA device: the run is on {loop.device}"
+    elif mode == "cuda-graph" and getattr(loop.args, "bf16", False):
+        reason = "bf16 autocast caches casts across steps"
+    elif mode == "cuda-graph" and not all("capturable" in g for g in loop.optimizer.param_groups):
+        reason = f"{type(loop.optimizer).__name__} cannot be captured"
+    if reason is not None:
+        logger.warning("--step-graph %s: the eager step instead (%s)", mode, reason)
+        return None
+    return CompiledStep(loop, backend) if mode == "compile" else CudaGraphStep(loop)
+
+
+__all__ = [
+    "STEP_GRAPHS",
+    "CUDA_GRAPH_WARMUP",
+    "use_tf32",
+    "shape_key",
+    "CompiledStep",
+    "CudaGraphStep",
+    "make_step_graph",
+]

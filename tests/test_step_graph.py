@@ -1,0 +1,111 @@
+"""Faster steps on an accelerator, checked on the CPU: a compiled step (``torch.compile(fullgraph=True)``
+with the ``aot_eager`` backend: inductor works here too but takes about a minute to compile a tiny model on
+the CI's two cores) equals the eager step for a tiny model (float64, dropout off: losses and parameters to 1e-10); a step graph that cannot run
+falls back to the eager step with one log line, the parameters those of the eager run; TF32 changes nothing
+on the CPU. The CUDA graphs themselves are checked in tests/test_cuda.py (on a GPU)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from syntaxformer.errors import InputError
+from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.fast_step import CompiledStep, make_step_graph, shape_key, use_tf32
+from syntaxformer.training.trainer import Trainer
+
+torch.set_num_threads(1)
+
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+STEPS = 3
+
+
+def _trainer(tmp_path, name: str, **options) -> Trainer:
+    args = TrainArguments(
+        out=str(tmp_path / name),
+        preset="tiny",
+        max_steps=STEPS,
+        batch_size=8,
+        fixed_shapes=True,
+        threads=1,
+        quiet=True,
+        overrides=dict(NO_DROPOUT, constituent_variant="official"),
+        **options,
+    )
+    trainer = Trainer(args)
+    trainer.build()
+    trainer.model.double()  # float64: Adam's update divides tiny gradients by their own size
+    return trainer
+
+
+def _steps(trainer: Trainer) -> list[torch.Tensor]:
+    """:data:`STEPS` device steps on the first batches (of one shape after the first); their losses."""
+    losses = []
+    for indices in trainer.sampler.batches(0)[:STEPS]:
+        loss, _ = trainer.device_step(trainer.make_batch(indices))
+        trainer.state.step += 1
+        losses.append(loss)
+    return losses
+
+
+def test_a_compiled_step_equals_the_eager_step(tmp_path):
+    eager, compiled = _trainer(tmp_path, "eager"), _trainer(tmp_path, "compiled")
+    compiled._step_graph = CompiledStep(compiled, backend="aot_eager")
+    eager_losses, compiled_losses = _steps(eager), _steps(compiled)
+    assert compiled._step_graph is not None  # no fallback
+    for a, b in zip(eager_losses, compiled_losses):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
+    for a, b in zip(eager.model.parameters(), compiled.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
+
+
+class Broken:
+    """A step runner whose compilation fails."""
+
+    name = "compile"
+
+    def __call__(self, batch):
+        raise RuntimeError("cannot compile this\nsecond line")
+
+
+def test_a_failing_step_graph_falls_back_to_the_eager_step_with_one_log_line(tmp_path, caplog):
+    eager = _trainer(tmp_path, "eager")
+    broken = _trainer(tmp_path, "broken")
+    broken._step_graph = Broken()
+    with caplog.at_level(logging.WARNING, logger="syntaxformer.training.loop"):
+        eager_losses, broken_losses = _steps(eager), _steps(broken)
+    lines = [r.getMessage() for r in caplog.records if "step-graph" in r.getMessage()]
+    assert lines == ["--step-graph compile failed, the eager step instead: RuntimeError: cannot compile this"]
+    assert broken._step_graph is None
+    assert all(torch.equal(a, b) for a, b in zip(eager_losses, broken_losses))
+    assert all(torch.equal(a, b) for a, b in zip(eager.model.parameters(), broken.model.parameters()))
+
+
+def test_cuda_graphs_without_cuda_are_the_eager_step_with_one_log_line(tmp_path, caplog):
+    trainer = _trainer(tmp_path, "cpu", step_graph="cuda-graph")
+    with caplog.at_level(logging.WARNING, logger="syntaxformer.training.fast_step"):
+        assert make_step_graph(trainer, "cuda-graph") is None
+        assert make_step_graph(trainer, "none") is None
+    assert [r.getMessage() for r in caplog.records if "step-graph" in r.getMessage()] == [
+        "--step-graph cuda-graph: the eager step instead (no CUDA device: the run is on cpu)"
+    ]
+    with pytest.raises(InputError, match="--step-graph must be one of"):
+        make_step_graph(trainer, "graphs")
+
+
+def test_the_shape_key_names_every_tensor_shape(tmp_path):
+    trainer = _trainer(tmp_path, "keys")
+    batches = trainer.sampler.batches(0)
+    keys = {shape_key(trainer.make_batch(indices)) for indices in batches[:10]}
+    for key in keys:
+        names = [k[0] for k in key]
+        assert names == ["attention_mask", "input_ids", "labels", "masked_positions"]
+        assert key[0][2][0] == 8  # every batch has 8 rows
+
+
+def test_tf32_changes_nothing_on_the_cpu():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    assert use_tf32(torch.device("cpu"), True) is False and use_tf32(torch.device("cuda"), False) is False
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
