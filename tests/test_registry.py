@@ -113,7 +113,18 @@ def test_induce_refuses_a_model_that_induces_nothing_before_training(tmp_path, c
     assert "induces no structure" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
     assert (
-        main(["induce", "--architecture", "structformer", "--variant", "official", "--out", str(tmp_path / "y"), "--quiet"])
+        main(
+            [
+                "induce",
+                "--architecture",
+                "structformer",
+                "--variant",
+                "official",
+                "--out",
+                str(tmp_path / "y"),
+                "--quiet",
+            ]
+        )
         == 1
     )
     assert not (tmp_path / "y").exists()
@@ -121,6 +132,8 @@ def test_induce_refuses_a_model_that_induces_nothing_before_training(tmp_path, c
 
 def test_induce_refuses_decoder_options_the_structure_does_not_take(tmp_path, capsys):
     # StructFormer gives syntactic distances: --layer (a link-probability decoder) is refused at once
-    assert main(["induce", "--architecture", "structformer", "--layer", "0", "--out", str(tmp_path / "z"), "--quiet"]) == 1
+    assert (
+        main(["induce", "--architecture", "structformer", "--layer", "0", "--out", str(tmp_path / "z"), "--quiet"]) == 1
+    )
     assert "Tree Transformer decoder option" in capsys.readouterr().err
     assert not (tmp_path / "z").exists()
