@@ -1,38 +1,70 @@
 """The training step on an accelerator: steps/s, tokens/s, FLOPs per step and the share of the device's
-matrix-product peak, for the papers' presets, eager against the fast step, measured in one run.
+matrix-product peak, for the papers' presets, the eager step against the fast steps, measured in one run.
 
     python -m benchmarks.speed.gpu_step --device cuda --out docs/benchmarks/gpu-step.json
-    python -m benchmarks.speed.gpu_step --device cpu --smoke --variants eager   # tiny presets: the script runs
+    python -m benchmarks.speed.gpu_step --device cpu --smoke --variants eager compiled graph   # the script runs
 
 Rows (one per model, preset, prior, batch and variant): the Tree Transformer ``paper`` preset (official
 variant) with the constituent prior and with ``prior="none"`` (the plain Transformer), batches of 64 x 27;
 the ``small`` preset with batches of 512 x 27; StructFormer ``paper`` with about 4,096 tokens (150 x 27);
 the ON-LSTM ``paper`` preset with 20 x 70 (next-token targets). Batches are synthetic (token ids drawn
-once, 15% of positions masked for the masked LMs), the optimiser is Adam (fused on CUDA and CPU) with
-clipping 1.5, as a training step of :class:`syntaxformer.training.loop.TrainingLoop`.
+once, 15% of positions masked for the masked LMs); the optimiser is Adam (fused on CUDA and CPU) with
+clipping 1.5; dropout is seeded before every step, as in
+:meth:`syntaxformer.training.loop.TrainingLoop.device_step`.
 
-Variants: ``eager`` (today's step, float32) and ``fast`` (TF32 matrix products and the model compiled by
-``torch.compile``: ``mode="reduce-overhead"``, CUDA graphs, on CUDA; the default mode elsewhere). A
-variant that fails records its error instead of numbers. FLOPs per step come from
-``torch.utils.flop_counter.FlopCounterMode`` over one forward and backward; the peak is a bfloat16
-matrix product of 8192 x 8192 timed on the same device in the same run; ``peak_share`` = FLOPs per step
-x steps/s / peak. The record names the device, torch and the code (``syntaxformer.runtime.code_version``).
+Variants (``--variants``; the rows run variant by variant, in the order given):
+
+* ``eager``: the step as the trainer runs it by default: float32 (PyTorch's own TF32 settings), the
+  masked positions an index list of the batch's own length.
+* ``compiled``: TF32 (:func:`syntaxformer.training.fast_step.use_tf32`), the masked positions a list of
+  fixed size (:func:`~syntaxformer.training.objectives.mask_capacity` entries,
+  :func:`~syntaxformer.blocks.mlm_head.padded_positions`), and the loss compiled by ``torch.compile``
+  (:class:`syntaxformer.training.fast_step.CompiledStep`, as ``--step-graph compile``: ``fullgraph``,
+  ``mode="reduce-overhead"`` (CUDA graphs) on CUDA, ``torch._dynamo.config.patch(trace_autograd_ops=True)``,
+  ``torch.compiler.cudagraph_mark_step_begin()`` each step; on the CPU the backend ``--cpu-backend``).
+* ``graph``: TF32, the fixed-size list, and the whole step (forward, backward, clipping, the fused
+  ``capturable`` Adam update) captured by ``torch.cuda.graph`` and replayed
+  (:class:`syntaxformer.training.fast_step.CudaGraphStep`, as ``--step-graph cuda-graph``). CUDA only:
+  elsewhere its rows are recorded as skipped.
+
+Every variant fails soft: a row whose model, compilation, capture or step raises (or that runs past
+``--row-limit-s``, or past the run's ``--budget-s``) records ``error`` instead of numbers, and the run
+goes on; once ``--budget-s`` has passed, the rows left record ``skipped``. With ``--out`` the record is rewritten after every row, so a
+run killed from outside still leaves the rows it finished.
+
+FLOPs per step come from ``torch.utils.flop_counter.FlopCounterMode`` over one eager forward and
+backward of the eager batch (the useful work of a step: the fixed-size list's padding targets are not
+counted), the same in every variant; the peak is a bfloat16 matrix product of 8192 x 8192 timed on the
+same device in the same run; ``peak_share`` = FLOPs per step x steps/s / peak. ``warmup_seconds`` is the
+time of the warm-up steps (compilation and capture included). The record names the device, torch and
+the code (``syntaxformer.runtime.code_version``; ``--commit`` names it where the tree has no git).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from syntaxformer.blocks.mlm_head import labelled_positions, padded_positions
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.runtime import code_version
+from syntaxformer.training.batch import TokenBatch
+from syntaxformer.training.fast_step import CUDA_GRAPH_WARMUP, CompiledStep, CudaGraphStep, use_tf32
+from syntaxformer.training.objectives import mask_capacity
 
 VOCAB = 10_000
+MASK_RATE = 0.15
+CLIP = 1.5
+#: the step variants, in their default order
+VARIANTS = ("eager", "graph", "compiled")
 
 #: (model, preset, prior, batch rows, tokens per row, config overrides)
 CASES = [
@@ -44,36 +76,73 @@ CASES = [
 ]
 
 
-def synthetic_batch(model: str, rows: int, length: int, device: torch.device, seed: int = 0) -> dict:
-    """Keyword inputs of one training batch: ``input_ids`` ``(rows, length)`` and ``labels`` (masked LMs:
-    15% of positions, with ``masked_only`` and ``masked_positions``; the ON-LSTM: every next token)."""
+def synthetic_batch(model: str, rows: int, length: int, device: torch.device, fixed: bool, seed: int = 0) -> TokenBatch:
+    """One training batch, ``(rows, length)``: the masked LMs' labels at 15% of positions, their
+    ``masked_positions`` the labelled positions (``fixed``: padded to :func:`mask_capacity` entries);
+    the ON-LSTM's labels every token (the model shifts them), no list. The same ids and labels for any
+    ``fixed``."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(4, VOCAB, (rows, length), generator=g)
-    batch = dict(input_ids=ids, attention_mask=torch.ones_like(ids))
     if model == "on-lstm":
-        batch["labels"] = ids.clone()
+        labels, positions = ids.clone(), None
     else:
-        chosen = torch.rand(rows, length, generator=g) < 0.15
-        batch["labels"] = ids.masked_fill(~chosen, -100)
-        batch["masked_only"] = True
-        batch["masked_positions"] = chosen.flatten().nonzero().squeeze(1)
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        chosen = torch.rand(rows, length, generator=g) < MASK_RATE
+        labels = ids.masked_fill(~chosen, -100)
+        size = mask_capacity(rows, length, MASK_RATE)
+        positions = padded_positions(labels, size) if fixed else labelled_positions(labels)
+    batch = TokenBatch(ids, torch.ones_like(ids), labels, masked_positions=positions)
+    return batch.to(device)
 
 
-def make_step(net: torch.nn.Module, forward, batch: dict):
-    """One training step: forward, backward, clip 1.5, fused Adam; returns the step function."""
-    fused = next(net.parameters()).device.type in ("cuda", "cpu")
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+class StepLoop:
+    """What the step runners of :mod:`syntaxformer.training.fast_step` read of a training loop (``device``,
+    ``optimizer``, :meth:`training_loss_of`, :meth:`backward_and_update`, :meth:`seed_dropout`), for one
+    model: fused Adam (lr 1e-4, betas 0.9 / 0.98, eps 1e-9), clipping 1.5, the model's loss of a
+    :class:`TokenBatch` (``masked_only`` with its ``masked_positions`` where it has them)."""
 
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        loss = forward(**batch).loss
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.model, self.device, self.step = model, device, 0
+        fused = device.type in ("cuda", "cpu")
+        self.optimizer = torch.optim.Adam(
+            model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused, foreach=not fused
+        )
+
+    def training_loss_of(self, batch: TokenBatch) -> torch.Tensor:
+        kw = batch.model_inputs()
+        if batch.masked_positions is not None:
+            kw.update(masked_only=True, masked_positions=batch.masked_positions)
+        return self.model(**kw).loss
+
+    def backward_and_update(self, loss: torch.Tensor) -> None:
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.5)
-        optimizer.step()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP)
+        self.optimizer.step()
+
+    def seed_dropout(self) -> None:
+        torch.manual_seed(self.step)
+
+
+def eager_runner(loop: StepLoop):
+    """The eager step: zero the gradients, loss, backward, clip, Adam; returns the detached loss."""
+
+    def step(batch: TokenBatch) -> torch.Tensor:
+        loop.optimizer.zero_grad(set_to_none=True)
+        loss = loop.training_loss_of(batch)
+        loop.backward_and_update(loss)
         return loss.detach()
 
     return step
+
+
+def make_runner(variant: str, loop: StepLoop, cpu_backend: str):
+    """The step function of ``variant`` for ``loop`` (``batch -> detached loss``)."""
+    if variant == "eager":
+        return eager_runner(loop)
+    if variant == "compiled":
+        return CompiledStep(loop, backend=None if loop.device.type == "cuda" else cpu_backend)
+    if variant == "graph":
+        return CudaGraphStep(loop)
+    raise ValueError(f"unknown variant {variant!r}")
 
 
 def _synchronize(device: torch.device) -> None:
@@ -81,16 +150,27 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_steps(step, device: torch.device, steps: int, warmup: int) -> float:
-    """Steps per second over ``steps`` steps after ``warmup`` (the device waited for at both ends)."""
-    for _ in range(warmup):
-        step()
-    _synchronize(device)
+def time_steps(loop: StepLoop, runner, batch: TokenBatch, steps: int, warmup: int) -> tuple[float, float, float]:
+    """``(steps per second over steps after warmup, seconds of the warm-up, the last loss)``; each step
+    seeds its dropout first (as the trainer's ``device_step``); the device is waited for at both ends."""
+    device = loop.device
+
+    def one():
+        loop.seed_dropout()
+        loss = runner(batch)
+        loop.step += 1
+        return loss
+
     t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
+    for _ in range(warmup):
+        one()
     _synchronize(device)
-    return steps / (time.perf_counter() - t0)
+    t1 = time.perf_counter()
+    for _ in range(steps):
+        loss = one()
+    _synchronize(device)
+    t2 = time.perf_counter()
+    return steps / (t2 - t1), t1 - t0, float(loss)
 
 
 def matmul_peak(device: torch.device, n: int = 8192, repeats: int = 10) -> float:
@@ -106,66 +186,155 @@ def matmul_peak(device: torch.device, n: int = 8192, repeats: int = 10) -> float
     return 2 * n**3 * repeats / (time.perf_counter() - t0)
 
 
-def flops_per_step(net: torch.nn.Module, batch: dict) -> int:
-    """FLOPs of one forward and backward (``FlopCounterMode``: matrix products and attention)."""
+def flops_per_step(loop: StepLoop, batch: TokenBatch) -> int:
+    """FLOPs of one eager forward and backward (``FlopCounterMode``: matrix products and attention)."""
     with FlopCounterMode(display=False) as counter:
-        net(**batch).loss.backward()
-    net.zero_grad(set_to_none=True)
+        loop.training_loss_of(batch).backward()
+    loop.model.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
 
 
-def measure(case, variant: str, device: torch.device, args, peak: float) -> dict:
-    """One row: build the model, time its step in ``variant``, count its FLOPs."""
-    model, preset, prior, rows, length, overrides = case
-    preset = "tiny" if args.smoke else preset
-    row = dict(model=model, preset=preset, prior=prior, batch=f"{rows} x {length}", variant=variant)
-    torch.backends.cuda.matmul.allow_tf32 = variant == "fast"
-    torch.manual_seed(0)
-    net = MODELS[model](make_config(model, preset, vocab_size=VOCAB, **overrides)).to(device).train()
-    batch = synthetic_batch(model, rows, length, device)
+@contextmanager
+def tf32(device: torch.device, on: bool):
+    """TF32 products on CUDA while inside when ``on`` (``use_tf32``); PyTorch's settings restored after."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    use_tf32(device, on)
     try:
-        forward = net
-        if variant == "fast":
-            forward = torch.compile(net, mode="reduce-overhead" if device.type == "cuda" else "default")
-        sps = time_steps(make_step(net, forward, batch), device, args.steps, args.warmup)
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+class RowTimeout(Exception):
+    """A row ran past its time limit."""
+
+
+@contextmanager
+def time_limit(seconds: int):
+    """Raise :class:`RowTimeout` in the main thread after ``seconds`` (SIGALRM; none where unavailable or 0)."""
+    if seconds <= 0 or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise RowTimeout(f"the row ran past its limit of {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
+
+
+def row_of(case, variant: str, smoke: bool) -> dict:
+    model, preset, prior, rows, length, _ = case
+    return dict(
+        model=model, preset="tiny" if smoke else preset, prior=prior, batch=f"{rows} x {length}", variant=variant
+    )
+
+
+def measure(case, variant: str, device: torch.device, args, peak: float, limit_s: int = 0) -> dict:
+    """One row: build the model, count its FLOPs, time its step in ``variant`` (errors recorded; stopped
+    after ``limit_s`` seconds, 0: never)."""
+    model, _, _, rows, length, overrides = case
+    row = row_of(case, variant, args.smoke)
+    if variant == "graph" and device.type != "cuda":
+        return {**row, "skipped": f"needs CUDA (torch.cuda.graph); the run is on {device.type}"}
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    loop = runner = None
+    try:
+        with time_limit(limit_s), tf32(device, variant != "eager"):
+            torch.manual_seed(0)
+            config = make_config(model, row["preset"], vocab_size=VOCAB, **overrides)
+            loop = StepLoop(MODELS[model](config).to(device).train(), device)
+            flops = flops_per_step(loop, synthetic_batch(model, rows, length, device, fixed=False))
+            batch = synthetic_batch(model, rows, length, device, fixed=variant != "eager")
+            runner = make_runner(variant, loop, args.cpu_backend)
+            warmup = args.warmup + (CUDA_GRAPH_WARMUP + 1 if variant != "eager" else 0)
+            sps, warmup_seconds, loss = time_steps(loop, runner, batch, args.steps, warmup)
     except Exception as e:  # a variant that cannot run is recorded, not fatal
-        return {**row, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
-    flops = flops_per_step(net, batch)
-    return {
+        return {**row, "error": error_text(e)}
+    finally:
+        del loop, runner
+        if variant == "compiled":
+            torch._dynamo.reset()
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    out = {
         **row,
         "steps_per_second": round(sps, 3),
         "tokens_per_second": round(sps * rows * length, 1),
         "flops_per_step": flops,
         "peak_share": round(flops * sps / peak, 5),
+        "warmup_seconds": round(warmup_seconds, 2),
+        "last_loss": round(loss, 4),
     }
+    if device.type == "cuda":
+        out["max_memory_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20)
+    return out
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=40, help="timed steps per row")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up steps (compiled and graph: 4 more)")
     p.add_argument("--smoke", action="store_true", help="tiny presets and small batches (checks the script)")
-    p.add_argument("--variants", nargs="+", default=["eager", "fast"], choices=["eager", "fast"])
-    p.add_argument("--out", default=None, help="the JSON record (default: print only)")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--cpu-backend", default="aot_eager", help="torch.compile's backend off CUDA (compiled)")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=0,
+        help="the run's seconds: a row is stopped there, later ones skipped (0: no limit)",
+    )
+    p.add_argument("--row-limit-s", type=int, default=0, help="a row's time limit, seconds (0: none)")
+    p.add_argument("--commit", default=None, help="the code's commit, where the tree has no git (recorded)")
+    p.add_argument("--out", default=None, help="the JSON record, rewritten after every row (default: print only)")
     args = p.parse_args(argv)
+    start = time.perf_counter()
     device = torch.device(args.device)
     peak = matmul_peak(device, n=512 if args.smoke else 8192)
     cases = [(m, pr, pi, min(r, 8), min(n, 12), o) for m, pr, pi, r, n, o in CASES] if args.smoke else CASES
-    rows = [measure(case, variant, device, args, peak) for case in cases for variant in args.variants]
+    code = code_version()
+    if args.commit and not code.get("commit"):
+        code = {**code, "commit": args.commit, "modified": None}
     record = dict(
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         torch=torch.__version__,
-        code=code_version(),
+        code=code,
+        smoke=args.smoke,
         matmul_peak_flops=round(peak),
         steps=args.steps,
         warmup=args.warmup,
-        rows=rows,
+        rows=[],
     )
+    for variant in args.variants:
+        for case in cases:
+            left = args.budget_s - (time.perf_counter() - start) if args.budget_s else None
+            if left is not None and left < 1:
+                row = {**row_of(case, variant, args.smoke), "skipped": f"out of time (--budget-s {args.budget_s:g})"}
+            else:
+                limits = [x for x in (args.row_limit_s, None if left is None else int(left)) if x]
+                row = measure(case, variant, device, args, peak, min(limits, default=0))
+            record["rows"].append(row)
+            print(json.dumps(row), flush=True)
+            if args.out:
+                Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    record["seconds"] = round(time.perf_counter() - start, 1)
     text = json.dumps(record, indent=2)
-    print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
     return 0
 
 

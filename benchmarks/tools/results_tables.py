@@ -1154,6 +1154,83 @@ def train_step() -> str:
     )
 
 
+#: benchmarks/speed/gpu_step.py's record (written on a GPU machine by benchmarks/speed/gpu_session.sh)
+GPU_STEP = "docs/benchmarks/gpu-step.json"
+
+
+def _note(row: dict) -> str:
+    """A gpu-step row's error or skip, one line for a table cell."""
+    text = f"failed: {row['error']}" if "error" in row else f"skipped: {row['skipped']}" if "skipped" in row else ""
+    return text.replace("|", "\\|")[:160]
+
+
+@table("gpu-step")
+def gpu_step_table() -> str:
+    """docs/results/speed.md: steps/s of the training step on a GPU per preset and variant, or a plain
+    statement that no GPU measurement exists (``docs/benchmarks/gpu-step.json`` absent, or holding only a
+    run on the CPU or a smoke run)."""
+    if not (ROOT / GPU_STEP).exists():
+        return (
+            f"**Not measured on a GPU yet**: `{GPU_STEP}` does not exist. `benchmarks/speed/gpu_session.sh` writes"
+            " it on a GPU machine (`benchmarks/speed/README.md`)."
+        )
+    run = load(GPU_STEP)
+    if run.get("smoke") or str(run.get("device", "cpu")).lower() in ("cpu", ""):
+        what = "a smoke run (tiny presets, small batches)" if run.get("smoke") else "a run"
+        return (
+            f"**Not measured on a GPU yet**: `{GPU_STEP}` holds only {what} on `{run.get('device', 'cpu')}`"
+            f" (torch {run.get('torch', '?')}), which checks that the script runs; its numbers are not a GPU's."
+        )
+    eager = {
+        (r["model"], r["preset"], r["prior"], r["batch"]): r["steps_per_second"]
+        for r in run["rows"]
+        if r["variant"] == "eager" and "steps_per_second" in r
+    }
+    rows = []
+    for r in sorted(run["rows"], key=lambda r: [str(r[k]) for k in ("model", "preset", "prior", "batch")]):
+        measured = "steps_per_second" in r
+        base = eager.get((r["model"], r["preset"], r["prior"], r["batch"]))
+        rows.append(
+            [
+                f"`{r['model']}`",
+                r["preset"],
+                r["prior"] or "–",
+                r["batch"],
+                f"`{r['variant']}`",
+                f"{r['steps_per_second']:.1f}" if measured else "–",
+                f"{r['tokens_per_second']:,.0f}" if measured else "–",
+                f"{r['steps_per_second'] / base:.2f}" if measured and base else "–",
+                f"{r['flops_per_step'] / 1e9:.1f}" if measured else "–",
+                f"{100 * r['peak_share']:.1f}%" if measured else "–",
+                f"{r['warmup_seconds']:.1f}" if measured and "warmup_seconds" in r else "–",
+                _note(r),
+            ]
+        )
+    head = (
+        f"{run['device']}, torch {run['torch']}; bfloat16 matrix-product peak measured in the run:"
+        f" {run['matmul_peak_flops'] / 1e12:.0f} TFLOP/s; {run['steps']} timed steps per row after warm-up."
+    )
+    table_ = markdown(
+        [
+            "model",
+            "preset",
+            "prior",
+            "batch",
+            "variant",
+            "steps/s",
+            "tokens/s",
+            "vs eager",
+            "GFLOP/step",
+            "share of peak",
+            "warm-up s",
+            "note",
+        ],
+        rows,
+        "lllllrrrrrrl",
+    )
+    return f"{head}\n\n{table_}"
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the pages
 

@@ -1,0 +1,123 @@
+"""benchmarks/speed/gpu_step.py on the CPU (its smoke mode: every variant either measured, skipped or
+failed soft, the record rewritten after every row) and the results table written from its record
+(``gpu-step``: a plain statement while no GPU measurement exists)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+
+from benchmarks.speed import gpu_step
+from benchmarks.tools import results_tables
+
+torch.set_num_threads(1)
+
+TINY_CASE = ("tree-transformer", "paper", "constituent", 64, 27, {"constituent_variant": "official"})
+
+
+def _run(tmp_path, monkeypatch, *options) -> dict:
+    monkeypatch.setattr(gpu_step, "CASES", [TINY_CASE])
+    out = tmp_path / "gpu-step.json"
+    argv = ["--device", "cpu", "--smoke", "--steps", "1", "--warmup", "0", "--out", str(out), *options]
+    assert gpu_step.main(argv) == 0
+    return json.loads(out.read_text())
+
+
+def test_a_smoke_run_measures_eager_and_skips_the_cuda_graph_on_the_cpu(tmp_path, monkeypatch):
+    record = _run(tmp_path, monkeypatch, "--variants", "eager", "graph")
+    assert record["device"] == "cpu" and record["smoke"] is True and record["code"]
+    eager, graph = record["rows"]
+    assert (eager["model"], eager["preset"], eager["batch"], eager["variant"]) == (
+        "tree-transformer",
+        "tiny",
+        "8 x 12",
+        "eager",
+    )
+    assert eager["steps_per_second"] > 0 and eager["flops_per_step"] > 0 and 0 < eager["peak_share"]
+    assert graph["variant"] == "graph" and "needs CUDA" in graph["skipped"] and "steps_per_second" not in graph
+
+
+def test_a_failing_variant_records_its_error_and_the_run_goes_on(tmp_path, monkeypatch):
+    real = gpu_step.make_runner
+
+    def broken(variant, loop, cpu_backend):
+        if variant == "compiled":
+            raise RuntimeError("cannot compile this\nsecond line")
+        return real(variant, loop, cpu_backend)
+
+    monkeypatch.setattr(gpu_step, "make_runner", broken)
+    record = _run(tmp_path, monkeypatch, "--variants", "compiled", "eager")
+    compiled, eager = record["rows"]
+    assert compiled["error"] == "RuntimeError: cannot compile this"
+    assert eager["steps_per_second"] > 0
+
+
+def test_a_row_past_its_time_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
+    def slow(variant, loop, cpu_backend):
+        def step(batch):
+            time.sleep(30)
+
+        return step
+
+    monkeypatch.setattr(gpu_step, "make_runner", slow)
+    t0 = time.perf_counter()
+    record = _run(tmp_path, monkeypatch, "--variants", "eager", "--row-limit-s", "1")
+    assert record["rows"][0]["error"] == "RowTimeout: the row ran past its limit of 1 s"
+    assert time.perf_counter() - t0 < 20
+
+
+def test_rows_past_the_budget_are_recorded_as_skipped(tmp_path, monkeypatch):
+    record = _run(tmp_path, monkeypatch, "--variants", "eager", "--budget-s", "1e-9")
+    assert [row["skipped"] for row in record["rows"]] == ["out of time (--budget-s 1e-09)"]
+
+
+def test_the_fixed_size_list_holds_the_same_targets():
+    eager = gpu_step.synthetic_batch("tree-transformer", 8, 12, torch.device("cpu"), fixed=False)
+    fixed = gpu_step.synthetic_batch("tree-transformer", 8, 12, torch.device("cpu"), fixed=True)
+    assert torch.equal(eager.labels, fixed.labels)
+    n = eager.masked_positions.numel()
+    assert torch.equal(fixed.masked_positions[:n], eager.masked_positions)
+    assert fixed.masked_positions.numel() == gpu_step.mask_capacity(8, 12, gpu_step.MASK_RATE)
+    assert (fixed.labels.reshape(-1)[fixed.masked_positions[n:]] == -100).all()
+
+
+def _table(tmp_path, monkeypatch, record: dict | None) -> str:
+    path = tmp_path / "gpu-step.json"
+    if record is not None:
+        path.write_text(json.dumps(record))
+    monkeypatch.setattr(results_tables, "GPU_STEP", str(path))  # absolute: ROOT / path is the path
+    return results_tables.gpu_step_table()
+
+
+def test_the_table_says_so_while_no_gpu_measurement_exists(tmp_path, monkeypatch):
+    assert _table(tmp_path, monkeypatch, None).startswith("**Not measured on a GPU yet**")
+    assert "does not exist" in _table(tmp_path, monkeypatch, None)
+    smoke = dict(device="cpu", torch="2.13.0+cpu", smoke=True, rows=[])
+    text = _table(tmp_path, monkeypatch, smoke)
+    assert text.startswith("**Not measured on a GPU yet**") and "smoke run" in text and "|" not in text
+
+
+def test_the_table_of_a_gpu_record(tmp_path, monkeypatch):
+    case = dict(model="tree-transformer", preset="paper", prior="constituent", batch="64 x 27")
+    numbers = dict(tokens_per_second=27_000.0, flops_per_step=2e11, peak_share=0.01, warmup_seconds=4.0)
+    record = dict(
+        device="NVIDIA H100 80GB HBM3",
+        torch="2.11.0+cu130",
+        smoke=False,
+        matmul_peak_flops=7.9e14,
+        steps=60,
+        rows=[
+            {**case, "variant": "eager", "steps_per_second": 15.0, **numbers},
+            {**case, "variant": "graph", "steps_per_second": 60.0, **numbers},
+            {**case, "variant": "compiled", "error": "Unsupported: a | b"},
+        ],
+    )
+    text = _table(tmp_path, monkeypatch, record)
+    assert text.startswith("NVIDIA H100 80GB HBM3, torch 2.11.0+cu130") and "790 TFLOP/s" in text
+    lines = text.splitlines()
+    graph = next(line for line in lines if "`graph`" in line)
+    assert "| 60.0 | 27,000 | 4.00 | 200.0 | 1.0% | 4.0 |" in graph
+    compiled = next(line for line in lines if "`compiled`" in line)
+    assert "failed: Unsupported: a \\| b" in compiled and compiled.count(" – ") == 6
