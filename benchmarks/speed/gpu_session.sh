@@ -6,7 +6,7 @@
 #   OUT=/tmp/gs GPU_SESSION_DRY=1 bash benchmarks/speed/gpu_session.sh  # here, on the CPU: every part, tiny
 #
 # Parts, in order of value, each under a hard `timeout`, the whole under GPU_SESSION_BUDGET_S (540 s):
-#   0. the carried wheels (GPU_WHEELS, default .whl/: nltk, conllu) into a private folder on PYTHONPATH;
+#   0. the carried wheels (GPU_WHEELS, default .whl/: nltk, conllu, joblib) into a private folder on PYTHONPATH;
 #      nvidia-smi, python, torch and transformers versions          -> $OUT/session.txt
 #   1. tests/test_cuda.py                                            -> $OUT/test_cuda.txt
 #   2. benchmarks/speed/gpu_step.py, every variant                   -> $OUT/gpu-step.json, $OUT/gpu-step.log
