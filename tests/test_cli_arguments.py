@@ -1,4 +1,4 @@
-"""The options of ``train``, ``induce`` and ``nli train`` come from the fields of their arguments
+"""The options of ``train``, ``induce``, ``nli train``, ``logic train`` and ``logic evaluate`` come from the fields of their arguments
 dataclasses (``syntaxformer.cli.arguments.add_dataclass_arguments``): every field has an option and every
 option is a field, but for each command's short list of its own options (``COMMAND_ONLY``); one spelling
 per option across the commands."""
@@ -14,9 +14,13 @@ from syntaxformer.cli import COMMANDS, build_parser
 from syntaxformer.cli.arguments import option_flag
 from syntaxformer.cli.induce import _RUN_FIELDS, _TRAIN_FLAGS
 from syntaxformer.cli.induce import COMMAND_ONLY as INDUCE_ONLY
+from syntaxformer.cli.logic import EVALUATE_COMMAND_ONLY as LOGIC_EVALUATE_ONLY
+from syntaxformer.cli.logic import TRAIN_COMMAND_ONLY as LOGIC_TRAIN_ONLY
+from syntaxformer.cli.logic import TRAIN_FIXED_FIELDS as LOGIC_FIXED
 from syntaxformer.cli.nli import TRAIN_COMMAND_ONLY as NLI_ONLY
 from syntaxformer.cli.train import COMMAND_ONLY as TRAIN_ONLY
 from syntaxformer.cli.train import arguments_from_namespace
+from syntaxformer.tasks.logic import LogicArguments, LogicEvaluateArguments
 from syntaxformer.tasks.nli import NliTrainArguments
 from syntaxformer.training.arguments import TrainArguments
 
@@ -25,6 +29,13 @@ CASES = [
     (["train"], TrainArguments, None, TRAIN_ONLY),
     (["induce"], TrainArguments, (*_RUN_FIELDS, *_TRAIN_FLAGS), INDUCE_ONLY),
     (["nli", "train"], NliTrainArguments, None, NLI_ONLY),
+    (
+        ["logic", "train"],
+        LogicArguments,
+        tuple(f.name for f in dataclasses.fields(LogicArguments) if f.name not in LOGIC_FIXED),
+        LOGIC_TRAIN_ONLY,
+    ),
+    (["logic", "evaluate"], LogicEvaluateArguments, None, LOGIC_EVALUATE_ONLY),
 ]
 
 
@@ -63,7 +74,7 @@ def test_every_field_has_an_option_and_every_option_is_a_field(argv, cls, only, 
         assert action.dest in names or name in own, f"{' '.join(argv)}: {name} is neither a field nor listed"
 
 
-@pytest.mark.parametrize("cls", [TrainArguments, NliTrainArguments])
+@pytest.mark.parametrize("cls", [TrainArguments, NliTrainArguments, LogicArguments, LogicEvaluateArguments])
 def test_every_field_has_its_help(cls):
     for f in dataclasses.fields(cls):
         assert f.metadata.get("help"), f"{cls.__name__}.{f.name}: no help metadata"
@@ -78,6 +89,20 @@ def test_parsed_defaults_are_the_dataclass_defaults():
     assert (given.shuffle, given.betas, given.overrides) == (False, (0.8, 0.9), {"hidden_size": 8})
     tokens = arguments_from_namespace(parse(["train", "--out", "o", "--max-tokens", "512"]))
     assert (tokens.batch_size, tokens.max_tokens) == (None, 512)
+
+
+def test_logic_train_defaults_are_the_dataclass_defaults_and_bf16_sets_the_precision():
+    from syntaxformer.cli.logic import arguments_from_namespace as logic_arguments
+
+    def parsed(*extra):
+        parse = build_parser("logic").parse_args
+        return logic_arguments(
+            parse(["logic", "train", "--corpus", "d", "--out", "o", "--architecture", "lstm", *extra])
+        )
+
+    assert parsed() == LogicArguments(out="o", data="d", encoder="lstm")
+    assert (parsed("--bf16").precision, parsed("--no-bf16").precision, parsed().precision) == ("bf16", "fp32", "fp32")
+    assert parsed("--set", "hidden_size=8").overrides == {"hidden_size": 8}
 
 
 def test_one_spelling_per_option_across_commands():

@@ -1,4 +1,4 @@
-"""Training steps of the logic task in float32 against bfloat16 autocast (``--precision``), same run.
+"""Training steps of the logic task in float32 against bfloat16 autocast (``logic train --bf16``), same run.
 
 For each encoder (``base`` preset, the default recipe), two :class:`~syntaxformer.tasks.logic.LogicTrainer`
 s are built from the same seed (the same initial weights and batches): one with ``precision="fp32"``,

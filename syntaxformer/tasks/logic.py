@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass
 
 import torch
 
@@ -52,6 +52,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.models import ENCODERS, default_architecture, encoder_use, make_encoder_config
 from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
+from syntaxformer.training.arguments import RunArguments, option, same_option
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
     EvaluateEachEpoch,
@@ -116,82 +117,137 @@ MAJORITY = "#"
 
 
 @dataclass
-class LogicArguments:
-    """Everything :class:`LogicTrainer` needs; field names are the ``syntaxformer logic train`` options.
+class LogicTaskArguments:
+    """The output folder, the data and its split, the encoder and the pair classifier."""
 
-    Attributes (defaults in brackets):
-        out: output folder (created).
-        data [None]: the propositional-logic folder (``../shared/data/propositional-logic``).
-        encoder [the registry's default encoder, "on-lstm"], preset ["base"]: an entry of :data:`~syntaxformer.models.ENCODERS`
-            and one of its presets.
-        overrides [{}]: encoder config fields over the preset's, e.g. ``{"hidden_size": 64}``.
-        pooling [None]: a key of :data:`~syntaxformer.blocks.pooling.POOLINGS`; None = the encoder's.
-        mlp_hidden [None]: the pair MLP's hidden width; None = the sentence-vector width D.
-        dropout [0.2]: the pair MLP's dropout (public 0.2).
-        max_train_operators [6]: train on ``train0 .. trainK``.
-        valid_every [10]: every this-many-th training pair (file order) is validation (public 10).
-        max_train_pairs [None]: train on a fixed (seed 0) random subset of this many pairs (tests).
-        batch_size [128]: pairs per step; bucket_batches [50]: batches' worth sorted by length together.
-        lr [None: the encoder's, :attr:`~syntaxformer.models.registry.EncoderUse.lr`, set when the
-            arguments are made], betas [(0.9, 0.999)], eps [1e-9], weight_decay [1.2e-6]: Adam, L2 decay (public).
-        recipe ["default"]: the name of the recipe the other fields came from (:data:`RECIPES`;
-            recorded in the report, read by nothing else).
-        warmup_steps, schedule, final_lr_fraction, schedule_steps: as ``syntaxformer train``
-            (:func:`~syntaxformer.training.trainer.lr_factor`); the recipe's: linear to 0.1. Or
-            ``schedule="plateau"``: the rate times ``plateau_factor`` [0.5] after more than
-            ``plateau_patience`` [2] evaluations without a better validation accuracy (no warm-up).
-        clip [1.0]: gradient-norm clipping (public 1.0); 0 disables.
-        precision [None: the encoder's, :attr:`~syntaxformer.models.registry.EncoderUse.precision`, set
-            when the arguments are made]: ``fp32``, or ``bf16``: the training steps and validations run
-            under ``torch.autocast`` to bfloat16 (matrix products in bfloat16, parameters, optimizer and
-            the ON-LSTM's cell state in float32); the test evaluation is float32 either way.
-        max_steps [None], epochs [None], max_minutes [None]: stop conditions. ``max_steps`` None with
-            ``epochs`` None: the encoder's (:attr:`~syntaxformer.models.registry.EncoderUse.max_steps`,
-            set when the arguments are made), whatever ``max_minutes`` says.
-        save_every, eval_every [RECIPE]: checkpoint / validation period (steps; 0 = none); log_every [50].
-        eval_each_epoch [False]: also validate (and checkpoint) at the end of every epoch.
-        seed [0], device [None: CUDA if available], threads [None], resume [False], quiet [False]:
-            as ``syntaxformer train``.
+    #: the title of its options in ``--help``
+    option_group = "output, data and model"
+
+    out: str = option(help="output folder (model, best/, logic.json, logic.md, accuracy.png)")
+    data: str | None = option(
+        None,
+        flag="--corpus",
+        help="the propositional-logic folder (train0..train12, test0..test12), e.g. ../shared/data/propositional-logic",
+    )
+    encoder: str = option(
+        default_architecture("encoder"),
+        flag="--architecture",
+        help="the sentence encoder's architecture, a name in syntaxformer.models.ENCODERS",
+    )
+    preset: str = option("base", help="encoder size: base (the study's) or tiny")
+    overrides: dict = option(
+        default_factory=dict,
+        flag="--set",
+        metavar="KEY=VALUE",
+        help="override an encoder config field (JSON value), e.g. --set hidden_sizes=[256]; repeatable",
+    )
+    pooling: str | None = option(
+        None,
+        choices=tuple(sorted(POOLINGS)),
+        help="sentence vector (default: last for recurrent encoders, mean for attention encoders)",
+    )
+    mlp_hidden: int | None = option(None, help="pair MLP width (default: the sentence-vector width)")
+    dropout: float = option(0.2, help="pair MLP dropout (the public code's)")
+    max_train_operators: int = option(6, help="train on train0..trainK")
+    valid_every: int = option(
+        10, help="every this-many-th training pair in file order is validation (the public code's split)"
+    )
+    max_train_pairs: int | None = option(
+        None, help="train on a fixed random subset (seed 0) of this many pairs (quick checks; default: all)"
+    )
+
+
+@dataclass
+class LogicOptimisationArguments:
+    """The batches, Adam, the learning-rate schedule, clipping and the precision (:data:`RECIPES`)."""
+
+    #: the title of its options in ``--help``
+    option_group = "optimisation (options marked 'recipe' default to --recipe's value)"
+
+    batch_size: int = option(RECIPE["batch_size"], help="pairs per step")
+    bucket_batches: int = option(50, help="batches' worth of pairs sorted by length together")
+    lr: float | None = option(
+        RECIPE["lr"],
+        help="peak learning rate (default: the encoder's, syntaxformer.models.registry.EncoderUse.lr, set "
+        "when the arguments are made)",
+    )
+    betas: tuple[float, float] = option((0.9, 0.999), help="Adam's beta1 and beta2 (the public code's)")
+    eps: float = option(1e-9, help="Adam's epsilon (the public code's)")
+    weight_decay: float = option(1.2e-6, help="Adam's L2 decay")
+    recipe: str = option(
+        "default",
+        choices=tuple(sorted(RECIPES)),
+        help="default: the study's fixed number of steps (the encoder's: ON-LSTM 8,000 in bf16, others "
+        "4,000), linear decay (docs/logic.md); public: the public ON-LSTM code's 50 epochs, validation each "
+        "epoch, lr halved after 3 epochs without a better validation accuracy. Recorded in the report",
+    )
+    warmup_steps: int = option(RECIPE["warmup_steps"], help="steps of linear warm-up from 0 to --lr")
+    schedule: str = option(
+        RECIPE["schedule"],
+        choices=SCHEDULES,
+        help="after warm-up: constant, linear or cosine decay to --final-lr-fraction at --schedule-steps, or "
+        "plateau: times --plateau-factor after more than --plateau-patience validations without a better "
+        "validation accuracy (no warm-up)",
+    )
+    plateau_factor: float = option(0.5, help="--schedule plateau: the learning rate's multiplier")
+    plateau_patience: int = option(2, help="--schedule plateau: validations without improvement tolerated")
+    final_lr_fraction: float = option(
+        RECIPE["final_lr_fraction"], help="where linear / cosine decay ends, as a fraction of --lr"
+    )
+    schedule_steps: int | None = option(None, help="where the decay ends (default: --max-steps)")
+    clip: float = option(1.0, help="gradient-norm clipping (the public code's); 0 disables")
+    precision: str | None = option(
+        None,
+        flag="--bf16",
+        help="training and validation under torch.autocast to bfloat16 (products in bfloat16; parameters, "
+        "optimizer and the ON-LSTM's state in float32; test in float32); --no-bf16: float32 throughout "
+        "(default: the recipe's, else the encoder's: on-lstm bf16, the others float32)",
+    )
+
+
+@dataclass
+class LogicRunArguments:
+    """How long a run goes, how often it validates and saves, and where it runs."""
+
+    #: the title of its options in ``--help``
+    option_group = "run"
+
+    max_steps: int | None = option(
+        RECIPE["max_steps"],
+        help="stop after this many optimizer steps (default: with --epochs absent, the encoder's, "
+        "syntaxformer.models.registry.EncoderUse.max_steps, whatever --max-minutes says)",
+    )
+    epochs: int | None = option(None, help="stop after this many passes over the training pairs (default: none)")
+    max_minutes: float | None = same_option(RunArguments, "max_minutes")
+    save_every: int = option(RECIPE["save_every"], help="checkpoint period in steps (0: only at the end)")
+    eval_every: int = option(RECIPE["eval_every"], help="validation period in steps, 0 = none")
+    eval_each_epoch: bool = option(
+        RECIPE["eval_each_epoch"], help="also validate (and checkpoint) at the end of every epoch"
+    )
+    log_every: int = same_option(RunArguments, "log_every", default=50)
+    seed: int = same_option(
+        RunArguments, "seed", help="random seed: every random choice derives from it (initialisation, batches)"
+    )
+    device: str | None = same_option(RunArguments, "device")
+    threads: int | None = same_option(RunArguments, "threads")
+    resume: bool = same_option(RunArguments, "resume")
+    quiet: bool = same_option(RunArguments, "quiet")
+
+
+@dataclass
+class LogicArguments(LogicRunArguments, LogicOptimisationArguments, LogicTaskArguments):
+    """Everything :class:`LogicTrainer` needs, by concern: :class:`LogicTaskArguments`,
+    :class:`LogicOptimisationArguments`, :class:`LogicRunArguments`; each field's ``help`` metadata says
+    what it does, and the ``syntaxformer logic train`` options are the fields (``data``: ``--corpus``,
+    ``encoder``: ``--architecture``, ``overrides``: ``--set``, ``precision``: ``--bf16`` / ``--no-bf16``)
+    but ``valid_every``, ``bucket_batches``, ``betas`` and ``eps``, fixed by the protocol and the public
+    code.
+
+    ``lr``, ``max_steps`` (with ``epochs`` None) and ``precision`` (``"fp32"`` or ``"bf16"``) left None are
+    the encoder's (:class:`~syntaxformer.models.registry.EncoderUse`), set when the arguments are made.
+    ``recipe`` names the recipe the other fields came from (:data:`RECIPES`; recorded in the report, read
+    by nothing else).
     """
-
-    out: str
-    data: str | None = None
-    encoder: str = default_architecture("encoder")
-    preset: str = "base"
-    overrides: dict = field(default_factory=dict)
-    pooling: str | None = None
-    mlp_hidden: int | None = None
-    dropout: float = 0.2
-    max_train_operators: int = 6
-    valid_every: int = 10
-    max_train_pairs: int | None = None
-    batch_size: int = RECIPE["batch_size"]
-    bucket_batches: int = 50
-    lr: float | None = RECIPE["lr"]
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-9
-    weight_decay: float = 1.2e-6
-    recipe: str = "default"
-    warmup_steps: int = RECIPE["warmup_steps"]
-    schedule: str = RECIPE["schedule"]
-    plateau_factor: float = 0.5
-    plateau_patience: int = 2
-    final_lr_fraction: float = RECIPE["final_lr_fraction"]
-    schedule_steps: int | None = None
-    clip: float = 1.0
-    precision: str | None = None
-    max_steps: int | None = RECIPE["max_steps"]
-    epochs: int | None = None
-    max_minutes: float | None = None
-    save_every: int = RECIPE["save_every"]
-    eval_every: int = RECIPE["eval_every"]
-    eval_each_epoch: bool = RECIPE["eval_each_epoch"]
-    log_every: int = 50
-    seed: int = 0
-    device: str | None = None
-    threads: int | None = None
-    resume: bool = False
-    quiet: bool = False
 
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:  # check()'s error
@@ -210,7 +266,7 @@ class LogicArguments:
             raise InputError(msg)
 
         if self.data is None:
-            bad("give --data, the propositional-logic folder (e.g. ../shared/data/propositional-logic)")
+            bad("give --corpus, the propositional-logic folder (e.g. ../shared/data/propositional-logic)")
         if self.encoder not in ENCODERS:
             bad(f"unknown --architecture {self.encoder!r}; expected one of {', '.join(sorted(ENCODERS))}")
         if self.preset not in encoder_use(self.encoder).presets:
@@ -255,6 +311,24 @@ class LogicArguments:
     def bf16(self) -> bool:
         """Whether the run is under bfloat16 autocast: ``precision`` is ``bf16`` (what the training loop reads)."""
         return self.precision == "bf16"
+
+
+@dataclass
+class LogicEvaluateArguments:
+    """What ``syntaxformer logic evaluate`` needs (:func:`~syntaxformer.workflows.logic.run_logic_evaluate`);
+    each field is one of its options (``data``: ``--corpus``)."""
+
+    model: str = option(
+        help="model folder (config.json and model.safetensors; an older pair_classifier.json folder loads too)"
+    )
+    data: str = same_option(LogicTaskArguments, "data", default=MISSING)
+    out: str = option(help="output folder (logic.json, logic.md, accuracy.png/svg)")
+    seed: int = option(0, help="unused by the (deterministic) evaluation; for uniformity")
+    batch_size: int = option(256, help="pairs per forward pass")
+    max_test_pairs: int | None = option(
+        None, help="test on the first this-many pairs of each file (quick checks; default: all)"
+    )
+    device: str | None = same_option(RunArguments, "device")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -597,7 +671,11 @@ __all__ = [
     "SCHEDULES",
     "PRECISIONS",
     "MAJORITY",
+    "LogicTaskArguments",
+    "LogicOptimisationArguments",
+    "LogicRunArguments",
     "LogicArguments",
+    "LogicEvaluateArguments",
     "LogicData",
     "Item",
     "logic_tokenizer",
