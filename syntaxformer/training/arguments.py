@@ -117,8 +117,9 @@ class DataArguments:
 
     corpus: str = option(
         "ptb-sample",
-        help="the training text: ptb-sample (the embedded treebank's words) or text files, one sentence per "
-        "line (comma-separated paths / globs)",
+        help="the training text: ptb-sample (the embedded treebank's words), wikitext-2 (the embedded "
+        "WikiText-2 training split) or text files, one sentence per line; comma-separated items, read in order "
+        "(paths, globs, ptb-sample,wikitext-2)",
     )
     valid: str | None = option(
         None,
