@@ -8,7 +8,7 @@ import pytest
 from syntaxformer.data.corpus import is_shipped_text, load_corpus
 from syntaxformer.data.wikitext import WIKITEXT_2, paragraph_sentences, wikitext_2_sentences
 from syntaxformer.errors import InputError
-from syntaxformer.workflows.induce import _recipe_text, resolve_recipe
+from syntaxformer.workflows.induce import _recipe_text, recipe_note, resolve_recipe
 
 
 def test_a_paragraph_becomes_sentences_of_words():
@@ -64,13 +64,15 @@ def test_shipped_texts_need_no_file(spec, shipped):
     assert is_shipped_text(spec) is shipped
 
 
-def test_the_wikitext_recipe_is_the_default_setting_on_more_text():
-    default, default_overrides, default_min_layer = resolve_recipe("tree-transformer", "default")
-    fields, overrides, min_layer = resolve_recipe("tree-transformer", "wikitext")
-    changed = {k: v for k, v in fields.items() if default.get(k) != v}
+def test_the_default_recipe_is_the_sample_setting_on_more_text():
+    sample, sample_overrides, sample_min_layer = resolve_recipe("tree-transformer", "sample")
+    fields, overrides, min_layer = resolve_recipe("tree-transformer", "default")
+    changed = {k: v for k, v in fields.items() if sample.get(k) != v}
     assert changed == {"corpus": "ptb-sample,wikitext-2", "max_vocab": 10000, "valid_fraction": 0.01, "max_steps": 6000}
-    assert (overrides, min_layer) == (default_overrides, default_min_layer)
+    assert (overrides, min_layer) == (sample_overrides, sample_min_layer) == ({"constituent_variant": "official"}, 0)
+    assert "note" not in fields and "right-branching" in recipe_note("tree-transformer", "default")
+    assert recipe_note("tree-transformer", "sample") is None and recipe_note("structformer", "default") is None
     # a shipped text needs no --corpus; the ptb-lm text does
-    assert _recipe_text(dict(fields), None, "tree-transformer", "wikitext") == "ptb-sample,wikitext-2"
+    assert _recipe_text(dict(fields), None, "tree-transformer", "default") == "ptb-sample,wikitext-2"
     with pytest.raises(InputError, match="not shipped"):
         _recipe_text(dict(resolve_recipe("tree-transformer", "long")[0]), None, "tree-transformer", "long")

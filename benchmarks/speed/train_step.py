@@ -1,8 +1,8 @@
 """Time a training step of the default ``induce`` recipe: Tree Transformer vs plain Transformer vs faster paths.
 
-Each variant is the default recipe's model (``RECIPES["default"]`` of
-:mod:`syntaxformer.models.tree_transformer`: the ``mini`` preset, batch 64, the official constituent
-variant), built and trained by the project's own :class:`~syntaxformer.training.trainer.Trainer` on the
+Each variant is the ptb-sample recipe's model (``RECIPES["sample"]`` of
+:mod:`syntaxformer.models.tree_transformer`, the ``default`` recipe's setting on ptb-sample alone: the
+``mini`` preset, batch 64, the official constituent variant), built and trained by the project's own :class:`~syntaxformer.training.trainer.Trainer` on the
 embedded ptb-sample (real batches of its length-bucketed sampler, masked LM with ``masked_only`` logits,
 Adam, gradient clipping, the schedule): one timed unit is ``Trainer.training_step`` (masking,
 forward, backward, clip, Adam). Every variant starts from the same seed and sees the same batches.
@@ -68,7 +68,7 @@ from syntaxformer.priors import attention
 from syntaxformer.runtime import code_version
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.trainer import Trainer
-from syntaxformer.workflows.induce import RECIPES
+from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 
 LOOP_ADAM = {"fused": False, "foreach": False}
 FOREACH_ADAM = {"fused": False, "foreach": True}
@@ -119,9 +119,9 @@ def build_trainer(name: str, seed: int, threads: int) -> Trainer:
     """A built Trainer of the default recipe with the variant's config fields (its own temp folder)."""
     spec = VARIANTS[name]
     model = spec.get("model", "tree-transformer")
-    fields = dict(RECIPES[model]["default"])
-    overrides = {**fields.pop("overrides", {}), **spec["overrides"]}
-    fields.pop("min_layer", None)
+    # the recipe on ptb-sample's words (the Tree Transformer's former default, ``sample``), as recorded
+    fields, recipe_overrides, _ = resolve_recipe(model, "sample" if "sample" in RECIPES[model] else "default")
+    overrides = {**recipe_overrides, **spec["overrides"]}
     fields.update(seed=seed, threads=threads, quiet=True, bf16=spec.get("bf16", False))
     args = TrainArguments(
         out=tempfile.mkdtemp(prefix=f"train-step-{name}-"), model=model, overrides=overrides, **fields

@@ -98,6 +98,7 @@ def resolve_recipe(
     overrides = dict(fields.pop("overrides", {}))
     min_layer = fields.pop("min_layer", None)
     fields.pop("decoder", None)  # the recipe's further decoder settings: recipe_decoder
+    fields.pop("note", None)  # what the recipe's trees amount to: recipe_note
     fields.update({k: v for k, v in (train or {}).items() if v is not None})
     if variant is not None:
         if not capabilities_of(MODELS[model]).constituent_variant:
@@ -288,6 +289,7 @@ class InduceJob:
     curve: str | None = None
     dependencies: str | None = None
     protocol: Protocol | None = None
+    note: str | None = None
 
 
 def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) -> dict:
@@ -335,6 +337,7 @@ def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) ->
         "preset": recipe["preset"],
         "seed": job.seed,
         "recipe": job.recipe,
+        **({"note": job.note} if job.note else {}),
         "code": code_version(),
         "primary": primary,
         "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/recipes.md); "
@@ -441,6 +444,12 @@ def recipe_decoder(model: str, recipe: str) -> dict:
     Tree Transformer ``paper`` recipe's public descend rule), as :class:`DecoderOptions` fields; {}
     when it names none or is not a recipe of ``model``."""
     return dict(RECIPES.get(model, {}).get(recipe, {}).get("decoder", {}))
+
+
+def recipe_note(model: str, recipe: str) -> str | None:
+    """What a recipe's trees amount to, in one sentence (its ``note`` entry), recorded in ``report.json``
+    and printed in ``induce``'s header; None when it has none or is not a recipe of ``model``."""
+    return RECIPES.get(model, {}).get(recipe, {}).get("note")
 
 
 def induce_decoder_options(options, min_layer: int | None, decoder: dict | None = None):
@@ -577,6 +586,7 @@ def run_induce(
         curve=curve,
         dependencies=dependencies,
         protocol=chosen,
+        note=recipe_note(model, recipe),
     )
     return _score_and_write(out, job, golds, _TrainedModel(trained, untrained, tokenizer, info, train_minutes), start)
 
@@ -678,6 +688,7 @@ def rescore_induce(
         curve=(old.get("curve") or {}).get("treebank"),
         dependencies=dependencies,
         protocol=chosen,
+        note=old.get("note"),
     )
     _check_induces_structure(job.model, old["preset"], None, job.overrides or {}, options)
     golds = {part: load_gold_trees(source) for part, source in _parts(job.treebank).items()}
