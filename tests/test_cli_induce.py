@@ -356,3 +356,20 @@ def test_a_short_run_records_at_most_curve_points_points(capsys, small_treebank,
     assert code == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert [point["step"] for point in report["curve"]["points"]] == list(range(0, 21, 2))
+
+
+def test_a_recipes_note_is_printed_in_the_header():
+    from pathlib import Path
+
+    from syntaxformer.cli.induce import format_induce_report
+    from syntaxformer.workflows.induce import recipe_note
+
+    path = Path(__file__).parents[1] / "docs" / "induce" / "tree-transformer-wikitext-cpu-seed0.json"
+    report = json.loads(path.read_text())
+    assert "note" not in report and not any(
+        line.startswith("note:") for line in format_induce_report(report).splitlines()
+    )
+    note = recipe_note("tree-transformer", "default")
+    report["note"] = note
+    lines = format_induce_report(report).splitlines()
+    assert [line.split(":", 1)[1].strip() for line in lines if line.startswith("note:")] == [note]

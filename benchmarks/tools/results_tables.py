@@ -114,7 +114,7 @@ SHIPPED = SHIPPED_REPORT.format("tree-transformer-ptb")
 #: the induce groups: label, report pattern under docs/induce/ (or the shipped parser's report)
 INDUCE = {
     "tt-default": (
-        "Tree Transformer, `induce` default (mini, ptb-sample)",
+        "Tree Transformer, `induce --recipe sample` (mini, ptb-sample; the default before)",
         "tree-transformer-default-cpu-seed[0-9].json",
     ),
     "tt-default-bf16": (
@@ -128,6 +128,14 @@ INDUCE = {
     "tt-default-before": (
         "the same, before the cheaper dropout mask too (another random stream)",
         "tree-transformer-default-seed[0-9].json",
+    ),
+    "tt-3500": (
+        "Tree Transformer, `--recipe sample` with its schedule ending at 3,500 steps, where the dev curve flattens",
+        "tree-transformer-default-3500-cpu-seed[0-9].json",
+    ),
+    "tt-wikitext": (
+        "Tree Transformer, `induce` default (mini, ptb-sample + the embedded WikiText-2, 10k words, 6,000 steps)",
+        "tree-transformer-wikitext-cpu-seed[0-9].json",
     ),
     "sf-default": (
         "StructFormer, `induce --architecture structformer` default (mini, ptb-sample)",
@@ -251,7 +259,8 @@ def compute(rows: list[dict]) -> str:
 
 #: README's rows: (induce group, short label, the papers' family it sits beside)
 README_ROWS = [
-    ("tt-default", "Tree Transformer, `induce` (default recipe)", None),
+    ("tt-wikitext", "Tree Transformer, `induce` (default recipe: ptb-sample + WikiText-2)", None),
+    ("tt-default", "Tree Transformer, `induce --recipe sample` (ptb-sample alone)", None),
     ("tt-long", "Tree Transformer, `induce --recipe long`", None),
     ("shipped", "the shipped parser `tree-transformer-ptb` (Tree Transformer)", None),
     ("tt-b256-4500", "Tree Transformer, small on the ptb-lm text, batches of 256, 4,500 steps", None),
@@ -306,10 +315,12 @@ def readme_induce() -> str:
 
 #: the recipes' seeded groups (three seeds, the bf16 run one) on ptb-sample or the ptb-lm text, in the tables' order
 SEEDED_GROUPS = (
+    "tt-wikitext",
     "tt-default",
     "tt-default-bf16",
     "tt-default-foreach",
     "tt-default-before",
+    "tt-3500",
     "sf-default",
     "tt-long",
     "sf-long",
@@ -414,10 +425,46 @@ def induce_parts() -> str:
     return markdown(["", "test, per seed", "test (1,993)", "dev (1,921)", "all (3,914)"], rows, "lrrrr")
 
 
+#: the candidates for the main job (``induce`` with no options), chosen on the dev half
+MAIN_JOB_CANDIDATES = ("tt-wikitext", "tt-default", "tt-3500")
+
+
+def setting_cell(setting: str) -> str:
+    """A report's ``data.setting`` in a few words: ``transductive``, plus the out-of-domain part if any."""
+    short = setting.split(" (")[0]
+    return short + ("; WikiText-2 out of domain" if "WikiText-2" in setting else "")
+
+
+@table("induce-main-job")
+def induce_main_job() -> str:
+    """The main job's candidates: dev-half sentence F1 (the choice), test half, training minutes, against
+    right-branching on the same half."""
+    rows = []
+    for key in MAIN_JOB_CANDIDATES:
+        reps = group(key)
+        rows.append(
+            [
+                INDUCE[key][0],
+                seeds_of(reps),
+                f"**{mean_sd(part_scores(reps, 'dev'))}**",
+                mean_sd(part_scores(reps, "test")),
+                setting_cell(reps[0]["data"]["setting"]),
+                compute(reps),
+            ]
+        )
+    right = group("tt-default")[0]["parts"]
+    rows.append(
+        ["right-branching", "", *(f"{right[p]['right_branching']['sentence_f1']:.2f}" for p in ("dev", "test")), "", ""]
+    )
+    return markdown(
+        ["candidate", "seeds", "dev sentence F1", "test sentence F1", "setting", "training"], rows, "llrrll"
+    )
+
+
 @table("induce-labels")
 def induce_labels() -> str:
     """Label recall of the default Tree Transformer's seed-0 test trees, beside untrained and right-branching."""
-    test = group("tt-default")[0]["parts"]["test"]
+    test = group("tt-wikitext")[0]["parts"]["test"]
     labels = list(test["tree_transformer"]["label_recall"])
     rows = [
         [name, *(f"{test[system]['label_recall'][label]:.1f}" for label in labels)]
