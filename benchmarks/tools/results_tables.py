@@ -122,11 +122,12 @@ INDUCE = {
         "tree-transformer-default-bf16-seed[0-9].json",
     ),
     "tt-default-foreach": (
-        "the same in float32, before Adam's fused kernel and the shared attention-dropout masks (another random stream)",
+        "`--recipe sample` in float32, before Adam's fused kernel and the shared attention-dropout masks "
+        "(another random stream)",
         "tree-transformer-default-cpu-foreach-seed[0-9].json",
     ),
     "tt-default-before": (
-        "the same, before the cheaper dropout mask too (another random stream)",
+        "`--recipe sample`, before the cheaper dropout mask too (another random stream)",
         "tree-transformer-default-seed[0-9].json",
     ),
     "tt-3500": (
@@ -318,8 +319,6 @@ SEEDED_GROUPS = (
     "tt-wikitext",
     "tt-default",
     "tt-default-bf16",
-    "tt-default-foreach",
-    "tt-default-before",
     "tt-3500",
     "sf-default",
     "tt-long",
@@ -327,6 +326,10 @@ SEEDED_GROUPS = (
     "tt-12000",
     "sf-12000",
 )
+
+
+#: groups of superseded code (another random stream of the same recipe), in the history below the tables
+HISTORY_GROUPS = ("tt-default-foreach", "tt-default-before")
 
 
 @table("induce-test")
@@ -405,24 +408,30 @@ def induce_test() -> str:
 @table("induce-parts")
 def induce_parts() -> str:
     """Sentence F1 per seed and on the three parts (test, dev, all of ptb-sample)."""
+    return parts_table((*SEEDED_GROUPS, "on-lstm"))
+
+
+@table("induce-history")
+def induce_history() -> str:
+    """The same for the groups of superseded code (:data:`HISTORY_GROUPS`), with their training."""
+    return parts_table(HISTORY_GROUPS, with_training=True)
+
+
+def parts_table(keys, with_training: bool = False) -> str:
+    """Sentence F1 of the groups ``keys``: per seed on the test half, and the means on test, dev and all."""
     rows = []
-    for key in (*SEEDED_GROUPS, "on-lstm"):
+    for key in keys:
         reps = group(key)
         per_seed = ", ".join(f"{v:.2f}" for v in part_scores(reps, "test"))
-        rows.append(
-            [
-                INDUCE[key][0],
-                per_seed,
-                mean_sd(part_scores(reps, "test")),
-                mean_sd(part_scores(reps, "dev")),
-                mean_sd(part_scores(reps, "all")),
-            ]
-        )
+        row = [INDUCE[key][0], per_seed, *(mean_sd(part_scores(reps, p)) for p in ("test", "dev", "all"))]
+        rows.append(row + [compute(reps)] if with_training else row)
     right = group("tt-default")[0]["parts"]
-    rows.append(
-        ["right-branching", "", *(f"{right[p]['right_branching']['sentence_f1']:.2f}" for p in ("test", "dev", "all"))]
-    )
-    return markdown(["", "test, per seed", "test (1,993)", "dev (1,921)", "all (3,914)"], rows, "lrrrr")
+    rb = [f"{right[p]['right_branching']['sentence_f1']:.2f}" for p in ("test", "dev", "all")]
+    rows.append(["right-branching", "", *rb] + ([""] if with_training else []))
+    header = ["", "test, per seed", "test (1,993)", "dev (1,921)", "all (3,914)"]
+    if with_training:
+        return markdown(header + ["training"], rows, "lrrrrl")
+    return markdown(header, rows, "lrrrr")
 
 
 #: the candidates for the main job (``induce`` with no options), chosen on the dev half
