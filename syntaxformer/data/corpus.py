@@ -17,6 +17,12 @@ from syntaxformer.errors import InputError
 logger = logging.getLogger(__name__)
 
 
+def corpus_items(spec: str) -> list[str]:
+    """The items of a comma-separated corpus spec, stripped, empty ones dropped, in order:
+    ``"ptb-sample, wikitext-2,"`` -> ``["ptb-sample", "wikitext-2"]``."""
+    return [item for item in (part.strip() for part in spec.split(",")) if item]
+
+
 def corpus_files(spec: str) -> list[str]:
     """The raw-text files a corpus spec names: comma-separated paths and/or glob patterns.
 
@@ -26,9 +32,7 @@ def corpus_files(spec: str) -> list[str]:
         InputError: an empty spec, or a glob that matches no file.
     """
     files: list[str] = []
-    for item in (part.strip() for part in spec.split(",")):
-        if not item:
-            continue
+    for item in corpus_items(spec):
         if glob.has_magic(item):
             matches = sorted(glob.glob(item))
             if not matches:
@@ -50,7 +54,7 @@ def _ptb_sample_words(options: Preprocessing, source: str = PTB_SAMPLE) -> tuple
 def is_shipped_text(spec: str) -> bool:
     """Whether every item of a corpus spec names a text shipped in the package (ptb-sample or a half of
     it, ``wikitext-2``), so that it needs no file: ``"ptb-sample,wikitext-2"`` -> True, ``"ptb-lm"`` -> False."""
-    items = [item.strip() for item in spec.split(",") if item.strip()]
+    items = corpus_items(spec)
     return bool(items) and all(ptb_sample_part(item) is not None or item == WIKITEXT_2 for item in items)
 
 
@@ -76,16 +80,14 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
         InputError: a missing file, a glob matching nothing, an empty file.
     """
     sentences: list[list[str]] = []
-    for item in (part.strip() for part in spec.split(",")):
+    for item in corpus_items(spec):
         if ptb_sample_part(item) is not None:
             sentences.extend(list(words) for words in _ptb_sample_words(options, item))
             continue
         if item == WIKITEXT_2:
             raw = wikitext_2_sentences()
-        elif item:
-            raw = [words for path in corpus_files(item) for words in read_text(path)]
         else:
-            continue
+            raw = [words for path in corpus_files(item) for words in read_text(path)]
         sentences.extend([normalise_word(w, options.lowercase, options.digits_to_n) for w in words] for words in raw)
     if not sentences:
         raise InputError(f"empty corpus specification {spec!r}")

@@ -1,7 +1,8 @@
 """WikiText-2 (Merity et al., 2016): the embedded training split, read as sentences of words.
 
 ``syntaxformer/data/embedded/wiki.train.tokens.xz`` is ``wiki.train.tokens`` of WikiText-2 (the
-tokenised version: 2,088,628 tokens, 36,718 lines; as vendored in ``pytorch/examples``,
+tokenised version: 36,718 lines of 2,051,910 tokens, 2,088,628 counting one end-of-line token per
+line as language-model papers do; as vendored in ``pytorch/examples``,
 ``word_language_model/data/wikitext-2/``), copied unchanged and compressed with xz. Licence: Creative
 Commons Attribution-ShareAlike (CC BY-SA 3.0), the text of Wikipedia articles; attribution in
 ``embedded/LICENSE.txt``. Selected as ``wikitext-2`` wherever a training text is named

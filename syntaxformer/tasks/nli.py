@@ -50,6 +50,7 @@ from syntaxformer.training.arguments import (
     OptimisationArguments,
     OutputArguments,
     RunArguments,
+    check_bounds,
     option,
     same_option,
 )
@@ -177,25 +178,11 @@ class NliTrainArguments(NliRunArguments, OptimisationArguments, NliDataArguments
             bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
         if (self.batch_size is None) == (self.max_tokens is None):
             bad("give exactly one of --batch-size and --max-tokens")
-        for name in ("batch_size", "max_tokens", "max_steps", "epochs", "schedule_steps", "log_every"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                bad(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            bad(f"--max-minutes must be positive, got {self.max_minutes}")
-        if self.lr <= 0:
-            bad(f"--lr must be positive, got {self.lr}")
-        for name in (
-            "warmup_steps",
-            "save_every",
-            "eval_every",
-            "clip",
-            "weight_decay",
-            "min_freq",
-            "plateau_patience",
-        ):
-            if getattr(self, name) < 0:
-                bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+        check_bounds(
+            self,
+            ("batch_size", "max_tokens", "max_steps", "epochs", "schedule_steps", "log_every"),
+            ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq", "plateau_patience"),
+        )
         self._check_choices()
         resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
 

@@ -50,6 +50,31 @@ def same_option(cls: type, name: str, **changes) -> Field:
     return option(f.default, default_factory=f.default_factory, **metadata)
 
 
+def check_bounds(args, at_least_one: tuple[str, ...], non_negative: tuple[str, ...]) -> None:
+    """The range checks every training task's arguments share, as one-line errors named by their flags.
+
+    Args:
+        args: an arguments dataclass with ``max_minutes`` and ``lr``, and the fields named below.
+        at_least_one: integer fields that, when not None, must be at least 1 (sizes, steps, epochs).
+        non_negative: fields that must not be negative (intervals, warm-up, clipping, decay).
+
+    Raises:
+        InputError: the first field out of range (``--max-steps must be at least 1, got 0``); a
+            ``max_minutes`` that is not positive; an ``lr`` that is not positive.
+    """
+    for name in at_least_one:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        raise InputError(f"--max-minutes must be positive, got {args.max_minutes}")
+    if args.lr <= 0:
+        raise InputError(f"--lr must be positive, got {args.lr}")
+    for name in non_negative:
+        if getattr(args, name) < 0:
+            raise InputError(f"--{name.replace('_', '-')} must not be negative, got {getattr(args, name)}")
+
+
 @dataclass
 class OutputArguments:
     """Where a run writes (the first field of :class:`TrainArguments`)."""
@@ -464,12 +489,8 @@ class TrainArguments(
         if sum(x is not None for x in (self.batch_size, self.max_tokens, self.min_batch_tokens)) != 1:
             bad("give exactly one of --batch-size, --max-tokens and --min-batch-tokens")
         names = ("batch_size", "max_tokens", "min_batch_tokens", "max_steps", "epochs", "max_length", "pad_to_multiple")
-        for name in (*names, "max_sentence_length"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                bad(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            bad(f"--max-minutes must be positive, got {self.max_minutes}")
+        non_negative = ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq")
+        check_bounds(self, (*names, "max_sentence_length"), (*non_negative, "early_stopping", "plateau_patience"))
         if self.mask_replace not in MASK_REPLACE:
             bad(f"--mask-replace must be one of {sorted(MASK_REPLACE)}, got {self.mask_replace!r}")
         if not 0.0 < self.mask_rate <= 1.0:
@@ -479,20 +500,6 @@ class TrainArguments(
         for name in ("keep_best", "early_stopping"):
             if getattr(self, name) and self.valid is None and self.valid_fraction == 0:
                 bad(f"--{name.replace('_', '-')} needs validation data (--valid or --valid-fraction > 0)")
-        if self.lr <= 0:
-            bad(f"--lr must be positive, got {self.lr}")
-        for name in (
-            "warmup_steps",
-            "save_every",
-            "eval_every",
-            "clip",
-            "weight_decay",
-            "min_freq",
-            "early_stopping",
-            "plateau_patience",
-        ):
-            if getattr(self, name) < 0:
-                bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
         if self.log_every < 1:
             bad(f"--log-every must be at least 1, got {self.log_every}")
         if self.schedule not in ("constant", "linear", "cosine", "plateau"):

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from syntaxformer.data import load_gold_trees, ptb_sample_part
-from syntaxformer.data.corpus import is_shipped_text
+from syntaxformer.data.corpus import corpus_items, is_shipped_text
 from syntaxformer.data.dependency import DependencySentence, read_dependencies
 from syntaxformer.data.wikitext import WIKITEXT_2
 from syntaxformer.errors import InputError
@@ -297,7 +297,7 @@ def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) ->
     primary = "test" if "test" in scores else "all"
     corpus, treebank, recipe, protocol = job.corpus, job.treebank, job.train, job.protocol
     on_sample = ptb_sample_part(treebank) is not None
-    items = [item.strip() for item in corpus.split(",")]
+    items = corpus_items(corpus)
     transductive = corpus == treebank or ("ptb-sample" in items and on_sample)
     setting = (
         "transductive (the parsed sentences' words are in the training text; the WikiText-2 part of it is "
