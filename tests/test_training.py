@@ -397,3 +397,20 @@ def test_a_prior_config_the_model_refuses_is_an_input_error(tmp_path):
             max_steps=1,
             quiet=True,
         )
+
+
+def test_tensorboard_callback_without_tensorboard_warns_and_writes_nothing(tmp_path, monkeypatch, caplog):
+    """A bare machine without the tensorboard package trains on: one warning, no events, no error."""
+    from types import SimpleNamespace
+
+    from syntaxformer.training.callbacks import TensorBoardCallback
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import raises ImportError
+    callback = TensorBoardCallback()
+    trainer = SimpleNamespace(out=tmp_path, state=SimpleNamespace(step=0))
+    with caplog.at_level("WARNING", logger="syntaxformer.training.callbacks"):
+        callback.on_train_begin(trainer)
+    callback.on_log(trainer, {"train/loss": 1.0})
+    callback.close(trainer)
+    assert callback.writer is None and not (tmp_path / "tensorboard").exists()
+    assert [r.message.split(" (")[0] for r in caplog.records] == ["no TensorBoard events"]

@@ -253,18 +253,25 @@ class StopOnSignal(StopCondition):
 
 class TensorBoardCallback(TrainerCallback):
     """Writes every logged scalar to ``OUT/tensorboard`` at the current step; a resumed run purges
-    the events after its checkpoint's step (those of the killed run)."""
+    the events after its checkpoint's step (those of the killed run). Where the ``tensorboard``
+    package cannot be imported (a bare machine running the package from its tree), it warns once and
+    writes nothing; ``training.json`` keeps the losses either way."""
 
     def __init__(self):
         self.writer = None
 
     def on_train_begin(self, trainer) -> None:
-        from torch.utils.tensorboard import SummaryWriter  # optional heavy dependency, imported on use (start-up time)
-
+        try:  # a heavy dependency, imported on use (start-up time)
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as error:
+            logger.warning("no TensorBoard events (%s); training.json keeps the losses", error)
+            return
         step = trainer.state.step
         self.writer = SummaryWriter(str(trainer.out / "tensorboard"), purge_step=step + 1 if step else None)
 
     def on_log(self, trainer, scalars: dict[str, float]) -> None:
+        if self.writer is None:
+            return
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, trainer.state.step)
 
