@@ -46,7 +46,10 @@ import argparse
 import gc
 import json
 import signal
+import subprocess
+import sys
 import time
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -254,12 +257,14 @@ def measure(case, variant: str, device: torch.device, args, peak: float, limit_s
             torch.manual_seed(0)
             config = make_config(model, row["preset"], vocab_size=VOCAB, **overrides)
             loop = StepLoop(MODELS[model](config).to(device).train(), device)
-            flops = flops_per_step(loop, synthetic_batch(model, rows, length, device, fixed=False))
             batch = synthetic_batch(model, rows, length, device, fixed=variant != "eager")
             runner = make_runner(variant, loop, args.cpu_backend)
             warmup = args.warmup + (CUDA_GRAPH_WARMUP + 1 if variant != "eager" else 0)
             sps, warmup_seconds, loss = time_steps(loop, runner, batch, args.steps, warmup)
+            # counted after the timing: no dispatch mode has run in the process before a capture
+            flops = flops_per_step(loop, synthetic_batch(model, rows, length, device, fixed=False))
     except Exception as e:  # a variant that cannot run is recorded, not fatal
+        traceback.print_exc()  # the whole story in the log; the row keeps one line
         return {**row, "error": error_text(e)}
     finally:
         del loop, runner
@@ -282,6 +287,30 @@ def measure(case, variant: str, device: torch.device, args, peak: float, limit_s
     return out
 
 
+def argv_of(args) -> list[str]:
+    """The options a child process of ``--isolate`` repeats (device, steps, warm-up, smoke, backend)."""
+    argv = ["--device", args.device, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    return argv + ["--cpu-backend", args.cpu_backend] + (["--smoke"] if args.smoke else [])
+
+
+def measure_in_child(index: int, variant: str, argv: list[str], peak: float, limit_s: int) -> dict:
+    """:func:`measure` of case ``index`` in a fresh Python process (``--one-row``): a capture or
+    compilation that fails leaves CUDA's generator and allocator broken for the rest of a process
+    ("Offset increment outside graph capture"), so each row gets its own. The child's stderr passes
+    through (tracebacks in the log); its row is its last line of stdout."""
+    command = [sys.executable, "-m", "benchmarks.speed.gpu_step", *argv, "--one-row", str(index), variant]
+    command += ["--peak", repr(peak), "--row-limit-s", str(limit_s)]
+    row = row_of(CASES[index], variant, "--smoke" in argv)
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=limit_s + 60 if limit_s else None)
+    except subprocess.TimeoutExpired:
+        return {**row, "error": f"RowTimeout: the row's process ran past {limit_s + 60} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {**row, "error": f"the row's process exited with status {done.returncode}"}
+    return json.loads(lines[-1])
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -299,11 +328,20 @@ def main(argv=None) -> int:
     p.add_argument("--row-limit-s", type=int, default=0, help="a row's time limit, seconds (0: none)")
     p.add_argument("--commit", default=None, help="the code's commit, where the tree has no git (recorded)")
     p.add_argument("--out", default=None, help="the JSON record, rewritten after every row (default: print only)")
+    p.add_argument("--isolate", action="store_true", help="each row in its own Python process (after a failed capture)")
+    p.add_argument("--one-row", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)  # an --isolate child
+    p.add_argument("--peak", type=float, default=None, help=argparse.SUPPRESS)  # the parent's measured peak
     args = p.parse_args(argv)
     start = time.perf_counter()
     device = torch.device(args.device)
-    peak = matmul_peak(device, n=512 if args.smoke else 8192)
+    peak = args.peak or matmul_peak(device, n=512 if args.smoke else 8192)
     cases = [(m, pr, pi, min(r, 8), min(n, 12), o) for m, pr, pi, r, n, o in CASES] if args.smoke else CASES
+    if args.one_row:
+        index, variant = int(args.one_row[0]), args.one_row[1]
+        print(json.dumps(measure(cases[index], variant, device, args, peak, args.row_limit_s)), flush=True)
+        return 0
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the peak's matrices: the children have the device
     code = code_version()
     if args.commit and not code.get("commit"):
         code = {**code, "commit": args.commit, "modified": None}
@@ -324,7 +362,11 @@ def main(argv=None) -> int:
                 row = {**row_of(case, variant, args.smoke), "skipped": f"out of time (--budget-s {args.budget_s:g})"}
             else:
                 limits = [x for x in (args.row_limit_s, None if left is None else int(left)) if x]
-                row = measure(case, variant, device, args, peak, min(limits, default=0))
+                limit = min(limits, default=0)
+                if args.isolate:
+                    row = measure_in_child(cases.index(case), variant, argv_of(args), peak, limit)
+                else:
+                    row = measure(case, variant, device, args, peak, limit)
             record["rows"].append(row)
             print(json.dumps(row), flush=True)
             if args.out:
