@@ -121,3 +121,45 @@ def test_the_table_of_a_gpu_record(tmp_path, monkeypatch):
     assert "| 60.0 | 27,000 | 4.00 | 200.0 | 1.0% | 4.0 |" in graph
     compiled = next(line for line in lines if "`compiled`" in line)
     assert "failed: Unsupported: a \\| b" in compiled and compiled.count(" – ") == 6
+
+
+def test_isolate_runs_each_row_in_its_own_process(tmp_path, monkeypatch):
+    """The child measures the row (the real CASES' first row at smoke size) and hands it back whole; a
+    child that dies is recorded as an error, the run goes on."""
+    out = tmp_path / "gpu-step.json"
+    argv = ["--device", "cpu", "--smoke", "--steps", "1", "--warmup", "0", "--isolate", "--variants", "eager"]
+    monkeypatch.setattr(gpu_step, "CASES", gpu_step.CASES[:1])
+    assert gpu_step.main([*argv, "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert (row["model"], row["preset"], row["batch"], row["variant"]) == (
+        "tree-transformer",
+        "tiny",
+        "8 x 12",
+        "eager",
+    )
+    assert row["steps_per_second"] > 0 and row["flops_per_step"] > 0
+    died = gpu_step.measure_in_child(0, "eager", ["--device", "no-such-device", "--smoke"], 1.0, 60)
+    assert died["error"] == "the row's process exited with status 1" and died["variant"] == "eager"
+
+
+def test_the_targets_table_says_met_and_not_met(tmp_path, monkeypatch):
+    def rows(model, preset, prior, eager, graph):
+        case = dict(model=model, preset=preset, prior=prior)
+        return [
+            {**case, "variant": "eager", "steps_per_second": eager},
+            {**case, "variant": "graph", "steps_per_second": graph},
+        ]
+
+    record = dict(device="GPU", smoke=False, rows=rows("tree-transformer", "paper", "constituent", 10.0, 50.0))
+    record["rows"] += rows("tree-transformer", "paper", "none", 40.0, 55.0) + rows("on-lstm", "paper", None, 4.0, 8.0)
+    path = tmp_path / "gpu-step.json"
+    path.write_text(json.dumps(record))
+    monkeypatch.setattr(results_tables, "GPU_STEP", str(path))
+    lines = results_tables.gpu_step_targets().splitlines()
+    assert (
+        lines[2]
+        == "| Tree Transformer `paper`, batches of 64: ≥ 4× eager | 50.0 against 10.0 steps/s: **5.0×** | met |"
+    )
+    assert lines[3].endswith("55.0 against 50.0 steps/s: **1.10×** (eager: 4.0×) | met |")
+    assert lines[4].endswith("| not measured | **not met** |")  # no small-preset rows
+    assert lines[6].endswith("8.0 against 4.0 steps/s: **2.0×** | **not met** |")

@@ -326,7 +326,11 @@ def main(argv=None) -> int:
         help="the run's seconds: a row is stopped there, later ones skipped (0: no limit)",
     )
     p.add_argument("--row-limit-s", type=int, default=0, help="a row's time limit, seconds (0: none)")
-    p.add_argument("--commit", default=None, help="the code's commit, where the tree has no git (recorded)")
+    p.add_argument(
+        "--commit",
+        default=None,
+        help="the code's commit, recorded in place of git's (a copied tree's .git may be stale)",
+    )
     p.add_argument("--out", default=None, help="the JSON record, rewritten after every row (default: print only)")
     p.add_argument("--isolate", action="store_true", help="each row in its own Python process (after a failed capture)")
     p.add_argument("--one-row", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)  # an --isolate child
@@ -343,7 +347,7 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         torch.cuda.empty_cache()  # the peak's matrices: the children have the device
     code = code_version()
-    if args.commit and not code.get("commit"):
+    if args.commit:  # a copy of the tree on another machine may carry a stale .git
         code = {**code, "commit": args.commit, "modified": None}
     record = dict(
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -1287,6 +1287,83 @@ def gpu_step_table() -> str:
     return f"{head}\n\n{table_}"
 
 
+#: the accelerator step's targets: (what, the fast row, the row it is compared with, the bound, at least?)
+GPU_TARGETS = [
+    ("Tree Transformer `paper`, batches of 64: ≥ 4× eager", ("tree-transformer", "paper", "constituent"), "eager", 4.0),
+    (
+        "its step ≤ 1.2× the plain Transformer's, both fast",
+        ("tree-transformer", "paper", "constituent"),
+        ("tree-transformer", "paper", "none"),
+        1.2,
+    ),
+    ("Tree Transformer `small`, batches of 512: ≥ 2×", ("tree-transformer", "small", "constituent"), "eager", 2.0),
+    ("StructFormer `paper`, about 4,096 tokens: ≥ 3×", ("structformer", "paper", None), "eager", 3.0),
+    ("ON-LSTM `paper`, 20 × 70: ≥ 10×", ("on-lstm", "paper", None), "eager", 10.0),
+]
+
+
+@table("gpu-step-targets")
+def gpu_step_targets() -> str:
+    """docs/results/speed.md: each speed target of the accelerator step against ``gpu-step.json``'s
+    ``graph`` rows (met or not met), or nothing measured."""
+    if not (ROOT / GPU_STEP).exists() or load(GPU_STEP).get("smoke"):
+        return "No GPU record: every target is **not measured**."
+    run = load(GPU_STEP)
+    sps = {
+        (r["model"], r["preset"], r["prior"], r["variant"]): r["steps_per_second"]
+        for r in run["rows"]
+        if "steps_per_second" in r
+    }
+    rows = []
+    for what, key, against, bound in GPU_TARGETS:
+        fast = sps.get((*key, "graph"))
+        base = sps.get((*key, "eager")) if against == "eager" else sps.get((*against, "graph"))
+        if fast is None or base is None:
+            rows.append([what, "not measured", "**not met**"])
+            continue
+        if against == "eager":
+            ratio, met = fast / base, fast / base >= bound
+            cell = f"{fast:.1f} against {base:.1f} steps/s: **{ratio:.1f}×**"
+        else:
+            ratio, met = base / fast, base / fast <= bound
+            eager = sps.get((*key, "eager")), sps.get((*against, "eager"))
+            extra = f" (eager: {eager[1] / eager[0]:.1f}×)" if all(eager) else ""
+            cell = f"{base:.1f} against {fast:.1f} steps/s: **{ratio:.2f}×**{extra}"
+        rows.append([what, cell, "met" if met else "**not met**"])
+    return markdown(["target", f"measured ({run['device']}, `graph` against its baseline)", ""], rows, "lll")
+
+
+#: two 2,000-step training runs on a GPU, eager against the fast step (benchmarks/speed/gpu_session.sh)
+GPU_CURVE = "docs/benchmarks/gpu-loss-curve.json"
+
+
+@table("gpu-loss-curve")
+def gpu_loss_curve() -> str:
+    """docs/results/speed.md: the eager and the fast step through the trainer on real data (minutes,
+    steps/s, final losses), from ``docs/benchmarks/gpu-loss-curve.json``, or nothing measured."""
+    if not (ROOT / GPU_CURVE).exists():
+        return "No GPU training record yet."
+    record = load(GPU_CURVE)
+    rows = []
+    for name, run in sorted(record["runs"].items()):
+        train = run["train_minutes_total"]
+        rows.append(
+            [
+                f"`{name}`",
+                str(run["steps"]),
+                f"{train:.2f}",
+                f"{run['minutes']:.2f}",
+                f"{run['steps'] / (60 * train):.1f}",
+                f"{run['tokens_per_second']:,.0f}",
+                f"{run['final_train_loss']:.3f}",
+                f"{run['final_valid_loss']:.3f}",
+            ]
+        )
+    head = f"{record['device']}, torch {record['torch']}: {record['what']}."
+    header = ["step", "steps", "training min", "with validation min", "steps/s", "tokens/s", "train loss", "valid loss"]
+    return f"{head}\n\n" + markdown(header, rows, "lrrrrrrr")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the pages
 
