@@ -277,7 +277,8 @@ README_ROWS = [
     ("on-lstm", "ON-LSTM, `induce --architecture on-lstm`", None),
     (
         "on-lstm-paper-cpu",
-        "ON-LSTM, `induce --architecture on-lstm --recipe paper` (mini, the AWD-LSTM procedure, stopped by its time limit)",
+        "ON-LSTM, `induce --architecture on-lstm --recipe paper` (mini, the AWD-LSTM procedure, stopped by its time limit):"
+        " the shipped parser `on-lstm-ptb-lm`",
         "on-lstm",
     ),
 ]

@@ -1,10 +1,14 @@
 """The parsers shipped inside the package, each a model folder beside this file (:data:`SHIPPED`).
 
-* ``tree-transformer-ptb-lm`` (the default: the highest dev F1 of the three): a Tree Transformer
+* ``tree-transformer-ptb-lm`` (the default: the highest dev F1 of the attention parsers): a Tree Transformer
   (``small``, 6 x 256) trained with the ``long`` recipe's model for 4,500 steps of 512 sentences on the
   Penn Treebank language-modelling text, parsed by Algorithm 1 from layer 2 (chosen on dev);
 * ``structformer-ptb-lm``: a StructFormer (``small``, 4 x 256, 2 parser layers) trained for 8,000 steps
   on the same text; trees and dependency heads;
+* ``on-lstm-ptb-lm``: an ON-LSTM (``mini``, 3 layers) trained on the same text by its authors'
+  procedure (``induce --recipe paper``: running text, SGD then NT-ASGD) for 128 minutes on one CPU
+  thread, parsed from layer 1's syntactic distances; the highest dev F1 of all, but it has no attention
+  heads (``heads``, ``prune`` and ``show``'s attention maps need them), so it is not the default;
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words.
 
 A folder holds what ``syntaxformer train`` writes (``config.json``, ``model.safetensors`` in float16, the
@@ -35,8 +39,9 @@ from syntaxformer.parsing import load_model, resolve_decoder_options
 from syntaxformer.structures import save_decoder_options, saved_decoder_options
 
 #: The parsers shipped inside this package, by name (each a folder beside this file); the first is the
-#: default of every command and of :func:`syntaxformer.load_parser`.
-SHIPPED = ("tree-transformer-ptb-lm", "structformer-ptb-lm", "tree-transformer-ptb")
+#: default of every command and of :func:`syntaxformer.load_parser`: the best on the dev half among those
+#: with attention heads, which every command can use.
+SHIPPED = ("tree-transformer-ptb-lm", "structformer-ptb-lm", "on-lstm-ptb-lm", "tree-transformer-ptb")
 #: The default shipped parser's name.
 PRETRAINED_NAME = SHIPPED[0]
 
