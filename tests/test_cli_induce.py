@@ -373,3 +373,19 @@ def test_a_recipes_note_is_printed_in_the_header():
     report["note"] = note
     lines = format_induce_report(report).splitlines()
     assert [line.split(":", 1)[1].strip() for line in lines if line.startswith("note:")] == [note]
+
+
+def test_induce_takes_the_accelerator_step_options_and_records_them(capsys, small_treebank, tmp_path):
+    """``--fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph`` reach the
+    training (its training.json) and the report's recipe record; on the CPU the graph falls back to the
+    eager step; --rescore refuses them (it trains nothing)."""
+    fast = ["--fixed-shapes", "--pad-to-multiple", "8", "--prefetch", "--tf32", "--step-graph", "cuda-graph"]
+    report, _ = _induce_small(capsys, small_treebank, tmp_path / "fast", "--curve-treebank", "none", *fast)
+    expected = dict(fixed_shapes=True, pad_to_multiple=8, prefetch=True, tf32=True, step_graph="cuda-graph")
+    assert {k: report["training"]["recipe"][k] for k in expected} == expected
+    arguments = json.loads((tmp_path / "fast" / "model" / "training.json").read_text())["arguments"]
+    assert {k: arguments[k] for k in expected} == expected
+    plain, _ = _induce_small(capsys, small_treebank, tmp_path / "plain", "--curve-treebank", "none")
+    assert not set(expected) & set(plain["training"]["recipe"])
+    code, _, err = _run(capsys, "induce", "--rescore", "--out", tmp_path / "fast", "--prefetch")
+    assert code == 1 and "--rescore trains nothing: drop --prefetch" in err
