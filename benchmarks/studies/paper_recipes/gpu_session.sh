@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The Tree Transformer's `paper` recipe on one GPU machine: seeds side by side with the accelerator step,
+# each stopped cleanly by --max-minutes, then parsed and scored by induce; the reports under $OUT
+# (benchmarks/studies/paper_recipes/README.md).
+#
+#   OUT=/some/folder bash benchmarks/studies/paper_recipes/gpu_session.sh              # on the GPU machine
+#   OUT=/tmp/pr PAPER_DRY=1 bash benchmarks/studies/paper_recipes/gpu_session.sh       # here: tiny, CPU
+#
+# Carried: .whl/ (nltk, conllu, joblib wheels) and .gpu-data/ptb.train.txt (the ptb-lm training text,
+# copied from ../shared/data/ptb-lm/). Settings: PAPER_SEEDS ("0 1 2"), PAPER_TRAIN_MINUTES (6.5),
+# PAPER_BUDGET_S (560: the whole script, a hard limit), PAPER_COMMIT (the code's commit, for the log).
+set -u
+cd "$(dirname "$0")/../../.."
+
+: "${OUT:?set OUT to the folder the outputs go to}"
+mkdir -p "$OUT"
+DRY=${PAPER_DRY:-0}
+SEEDS=${PAPER_SEEDS:-0 1 2}
+MINUTES=${PAPER_TRAIN_MINUTES:-6.5}
+BUDGET=${PAPER_BUDGET_S:-560}
+TEXT=${PAPER_TEXT:-.gpu-data/ptb.train.txt}
+if [ -z "${PYTHON:-}" ]; then
+    if [ "$DRY" = 1 ] && [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+LOG="$OUT/session.txt"
+START=$SECONDS
+log() { echo "[paper_recipes +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
+
+log "start: seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
+if ls .whl/*.whl >/dev/null 2>&1; then
+    SITE=$(mktemp -d /tmp/paper-site.XXXXXX)
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl
+    export PYTHONPATH="$PYTHONPATH:$SITE"
+fi
+[ -f "$TEXT" ] || { log "no training text at $TEXT: copy ../shared/data/ptb-lm/ptb.train.txt there"; exit 0; }
+if [ "$DRY" = 1 ]; then
+    SIZE=(--preset tiny --max-steps 20 --threads 1)
+else
+    SIZE=(--max-minutes "$MINUTES")
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$LOG"
+fi
+RUNS=$(mktemp -d /tmp/paper-runs.XXXXXX)
+pids=()
+for seed in $SEEDS; do
+    # the recipe (optimiser, masking, lengths, 60,000 steps, decoder) with the accelerator step
+    timeout --kill-after=10 $((BUDGET - 20)) "$PYTHON" -m syntaxformer.cli induce --recipe paper --corpus "$TEXT" \
+        --seed "$seed" "${SIZE[@]}" --fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph \
+        --out "$RUNS/seed$seed" >"$OUT/seed$seed.log" 2>&1 &
+    pids+=($!)
+done
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"
+    log "seed index $i: exit $?"
+done
+for seed in $SEEDS; do
+    run="$RUNS/seed$seed"
+    if [ -f "$run/report.json" ]; then
+        cp "$run/report.json" "$OUT/tree-transformer-paper-gpu-seed$seed.json"
+        cp "$run/curve.png" "$OUT/tree-transformer-paper-gpu-seed$seed-curve.png" 2>/dev/null
+        cp "$run/curve.svg" "$OUT/tree-transformer-paper-gpu-seed$seed-curve.svg" 2>/dev/null
+        "$PYTHON" - "$run/report.json" <<'PY' 2>&1 | tee -a "$LOG"
+import json, sys
+r = json.load(open(sys.argv[1]))
+t, k = r["training"], r["model"].replace("-", "_")
+print(r["seed"], "steps", t.get("steps"), "of", t.get("planned_steps"), "train min", t.get("minutes"),
+      "tokens/s", t.get("tokens_per_second"), "| dev", round(r["parts"]["dev"][k]["sentence_f1"], 2),
+      "test", round(r["parts"]["test"][k]["sentence_f1"], 2), "| RB test",
+      round(r["parts"]["test"]["right_branching"]["sentence_f1"], 2))
+PY
+    else
+        log "seed $seed: no report (see seed$seed.log)"
+        tail -n 5 "$OUT/seed$seed.log" | tee -a "$LOG"
+    fi
+done
+log "done"
+exit 0
