@@ -12,7 +12,7 @@ import pytest
 
 from syntaxformer.cli import COMMANDS, build_parser
 from syntaxformer.cli.arguments import option_flag
-from syntaxformer.cli.induce import _RUN_FIELDS, _TRAIN_FLAGS
+from syntaxformer.cli.induce import _RUN_FIELDS, _STEP_FLAGS, _TRAIN_FLAGS
 from syntaxformer.cli.induce import COMMAND_ONLY as INDUCE_ONLY
 from syntaxformer.cli.logic import EVALUATE_COMMAND_ONLY as LOGIC_EVALUATE_ONLY
 from syntaxformer.cli.logic import TRAIN_COMMAND_ONLY as LOGIC_TRAIN_ONLY
@@ -27,7 +27,7 @@ from syntaxformer.training.arguments import TrainArguments
 #: (command, its arguments dataclass, the fields that are options (None: all), its own options)
 CASES = [
     (["train"], TrainArguments, None, TRAIN_ONLY),
-    (["induce"], TrainArguments, (*_RUN_FIELDS, *_TRAIN_FLAGS), INDUCE_ONLY),
+    (["induce"], TrainArguments, (*_RUN_FIELDS, *_TRAIN_FLAGS, *_STEP_FLAGS), INDUCE_ONLY),
     (["nli", "train"], NliTrainArguments, None, NLI_ONLY),
     (
         ["logic", "train"],
