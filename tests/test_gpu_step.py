@@ -163,3 +163,18 @@ def test_the_targets_table_says_met_and_not_met(tmp_path, monkeypatch):
     assert lines[3].endswith("55.0 against 50.0 steps/s: **1.10×** (eager: 4.0×) | met |")
     assert lines[4].endswith("| not measured | **not met** |")  # no small-preset rows
     assert lines[6].endswith("8.0 against 4.0 steps/s: **2.0×** | **not met** |")
+
+
+def test_the_profile_names_the_package_lines_that_cost_time():
+    """benchmarks/speed/gpu_profile.py on the CPU (tiny): every operator is attributed; the prior's own
+    functions appear with the constituent prior only, and backward rows are marked."""
+    from benchmarks.speed import gpu_profile
+
+    with_prior = gpu_profile.profile_case(gpu_step.CASES[0], torch.device("cpu"), steps=1, smoke=True)
+    plain = gpu_profile.profile_case(gpu_step.CASES[1], torch.device("cpu"), steps=1, smoke=True)
+    frames = {r["frame"] for r in with_prior["regions"]}
+    assert any("syntaxformer/priors/constituent.py" in f for f in frames)
+    assert any(f.endswith("(backward)") for f in frames)
+    assert not any("constituent" in r["frame"] for r in plain["regions"])
+    assert with_prior["ops_per_step"] > plain["ops_per_step"] > 0
+    assert with_prior["ops_per_step"] == sum(r["ops_per_step"] for r in with_prior["regions"])

@@ -102,3 +102,29 @@ def test_a_running_text_step_reads_no_value_on_the_host(tmp_path):
     with NoHostSync():
         loss, _ = trainer.device_step(batch)
     assert torch.isfinite(loss)
+
+
+class CountHostReads(TorchDispatchMode):
+    """Count the operations of :data:`HOST_READS` inside the block (``reads``)."""
+
+    reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.reads += func.overloadpacket in HOST_READS
+        return func(*args, **(kwargs or {}))
+
+
+def test_validation_reads_one_value_on_the_host_whatever_the_number_of_batches(tmp_path):
+    """The validation loss is summed over the batches on the device and read once; the batches were
+    built once (their numbers of targets counted on the host then)."""
+    args = TrainArguments(
+        out=str(tmp_path), preset="tiny", corpus="ptb-sample", max_steps=1, batch_size=16, threads=1, quiet=True
+    )
+    trainer = Trainer(args)
+    trainer.build()
+    assert len(trainer.valid_batches) > 5 and trainer.valid_targets == [
+        int((b.labels != -100).sum()) for b in trainer.valid_batches
+    ]
+    with CountHostReads() as counter:
+        loss = trainer.validation_loss()
+    assert counter.reads == 1 and loss > 0

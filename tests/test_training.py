@@ -414,3 +414,16 @@ def test_tensorboard_callback_without_tensorboard_warns_and_writes_nothing(tmp_p
     callback.close(trainer)
     assert callback.writer is None and not (tmp_path / "tensorboard").exists()
     assert [r.message.split(" (")[0] for r in caplog.records] == ["no TensorBoard events"]
+
+
+def test_the_checkpoint_period_grows_with_a_long_schedule():
+    """Without --save-every: 500 steps, or a twentieth of a longer --max-steps schedule (the paper
+    recipe's 60,000 steps: 3,000); --save-every given (0 included) is kept."""
+    from syntaxformer.training.arguments import TrainArguments, checkpoint_period
+
+    def period(**kw):
+        return checkpoint_period(TrainArguments(out="x", **kw))
+
+    assert [period(max_steps=n) for n in (20, 6000, 10_000, 10_019, 60_000)] == [500, 500, 500, 500, 3000]
+    assert period(epochs=100) == period(max_minutes=5.0) == 500
+    assert period(max_steps=60_000, save_every=0) == 0 and period(max_steps=60_000, save_every=250) == 250

@@ -10,6 +10,8 @@
 #      nvidia-smi, python, torch and transformers versions          -> $OUT/session.txt
 #   1. tests/test_cuda.py                                            -> $OUT/test_cuda.txt
 #   2. benchmarks/speed/gpu_step.py, every variant                   -> $OUT/gpu-step.json, $OUT/gpu-step.log
+#   2b. benchmarks/speed/gpu_profile.py: the Tree Transformer paper step's device time by the package's
+#      line, with and without the prior                              -> $OUT/gpu-profile.json, .log
 #   3. with the time left (at least GPU_SESSION_MIN_TRAIN_S each), two `syntaxformer train` runs of the
 #      Tree Transformer paper preset on ptb-sample, up to 2,000 steps: the eager step and the fast one
 #      (--fixed-shapes --pad-to-multiple 8 --tf32 --prefetch --step-graph cuda-graph), each stopped
@@ -100,6 +102,19 @@ if [ "$limit" -gt 30 ]; then
     tail -n 3 "$OUT/gpu-step.log" | tee -a "$LOG"
 else
     log "gpu_step: skipped, ${limit} s left"
+fi
+
+# 2b. where the step's device time goes, by the package's line (what fusion should replace) -------------
+limit=$(($(left) - 30))
+[ "$limit" -gt 90 ] && limit=90
+if [ "$limit" -gt 30 ]; then
+    PROFILE_ARGS=(--steps 5)
+    [ "$DRY" = 1 ] && PROFILE_ARGS=(--steps 2 --smoke)
+    part gpu_profile "$limit" "$PYTHON" -m benchmarks.speed.gpu_profile --device "$DEVICE" "${PROFILE_ARGS[@]}" \
+        ${GPU_SESSION_COMMIT:+--commit "$GPU_SESSION_COMMIT"} --out "$OUT/gpu-profile.json" >"$OUT/gpu-profile.log" 2>&1
+    grep -v USDT "$OUT/gpu-profile.log" | head -n 30 | tee -a "$LOG"
+else
+    log "gpu_profile: skipped, ${limit} s left"
 fi
 
 # 3. loss curves: eager against the fast step ----------------------------------------------------------

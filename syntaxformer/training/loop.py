@@ -48,6 +48,7 @@ import logging
 import math
 import os
 import time
+import traceback
 from collections import deque
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
@@ -57,6 +58,7 @@ import torch
 import torch.distributed as dist
 
 from syntaxformer.data.tokenization import save_tokenizer
+from syntaxformer.training.arguments import checkpoint_period
 from syntaxformer.training.batch import Batch
 from syntaxformer.training.callbacks import (
     BEST,
@@ -531,12 +533,13 @@ class TrainingLoop:
         )
 
     def periodic_callbacks(self) -> list[TrainerCallback]:
-        """The periods of logging, evaluation and checkpoints (``log_every``, ``eval_every``, ``save_every``)."""
+        """The periods of logging, evaluation and checkpoints (``log_every``, ``eval_every``, and
+        :func:`~syntaxformer.training.arguments.checkpoint_period`)."""
         args = self.args
         return [
             Periodic(args.log_every, "log"),
             Periodic(args.eval_every, "evaluate"),
-            Periodic(args.save_every, "save"),
+            Periodic(checkpoint_period(args), "save"),
         ]
 
     def run_length_callbacks(self) -> list[TrainerCallback]:
@@ -615,6 +618,7 @@ class TrainingLoop:
                     type(error).__name__,
                     first,
                 )
+                logger.debug("--step-graph failure in full: %s", "".join(traceback.format_exception(error)))
                 self._step_graph = None
                 self.seed_dropout()
             else:

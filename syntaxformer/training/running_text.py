@@ -53,6 +53,7 @@ import torch.nn.functional as F
 
 from syntaxformer.data.running_text import BpttWindows, batchify, evaluation_windows, token_stream, window
 from syntaxformer.errors import InputError
+from syntaxformer.training.arguments import checkpoint_period
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import BEST, BEST_RECORD, EvaluateEachEpoch, Periodic, TrainerCallback
 from syntaxformer.training.loop import TrainerState
@@ -146,7 +147,11 @@ class RunningTextTrainer(Trainer):
     def periodic_callbacks(self) -> list[TrainerCallback]:
         """Logging and checkpoints every ``log_every`` / ``save_every`` steps; validation (and a
         checkpoint) at the end of every epoch instead of every ``eval_every`` steps."""
-        return [Periodic(self.args.log_every, "log"), Periodic(self.args.save_every, "save"), EvaluateEachEpoch()]
+        return [
+            Periodic(self.args.log_every, "log"),
+            Periodic(checkpoint_period(self.args), "save"),
+            EvaluateEachEpoch(),
+        ]
 
     # ---------------------------------------------------------------------------------- a step
 

@@ -45,7 +45,8 @@ What a run does, in order:
 7. saves ``model.safetensors`` + ``config.json`` (``save_pretrained``), the tokenizer, ``training.json``
    and the last checkpoint.
 
-**Checkpoints and resume.** Every ``save_every`` steps (and at the end) ``OUT/checkpoint.pt`` is
+**Checkpoints and resume.** Every ``save_every`` steps (default: 500, or a twentieth of a longer
+schedule: :func:`~syntaxformer.training.arguments.checkpoint_period`) and at the end ``OUT/checkpoint.pt`` is
 replaced atomically: model, optimizer and scheduler states, the step, the epoch and the position in
 the epoch's batch list. All randomness of a step (masking, dropout) comes from generators seeded by
 ``(seed, step, rank)``, and an epoch's batches from ``(seed, epoch)``, so no RNG state has to be
@@ -171,7 +172,8 @@ class Trainer(TrainingLoop):
         t_start: ``time.monotonic()`` when :meth:`train` started; stop_reason: why it stopped.
         tokens_per_second: the throughput of the last logged window (all processes), or None.
         valid_batches: this process's validation batches (:class:`~syntaxformer.training.batch.TokenBatch`,
-            with their ``structure_inputs``).
+            with their ``structure_inputs``), built once and kept on the device; valid_targets: their
+            numbers of targets (host integers).
 
     Raises:
         InputError: from the constructor, options that ``TrainArguments.check`` refuses.
@@ -216,7 +218,9 @@ class Trainer(TrainingLoop):
             num_replicas=self.world,
             rank=self.rank,
         )
-        self.valid_batches = self._validation_batches()
+        batches = self._validation_batches()
+        self.valid_targets = [self.objective.n_targets(batch.labels) for batch in batches]  # once, on the host
+        self.valid_batches = [batch.to(self.device) for batch in batches]  # kept on the device between evaluations
         self.callbacks = self.default_callbacks() + self.extra_callbacks
 
     def _build_model(self) -> None:
@@ -406,15 +410,13 @@ class Trainer(TrainingLoop):
         if not self.data.valid_ids:
             return None
         self.model.eval()
-        total = torch.zeros(2, dtype=torch.float64)
+        weighted = torch.zeros((), dtype=torch.float64, device=self.device)  # sum of loss x targets
         with torch.no_grad():
-            for batch in self.valid_batches:
-                n = self.objective.n_targets(batch.labels)
-                loss = float(self.model_loss(self.model, batch))
-                total += torch.tensor([loss * n, n], dtype=torch.float64)
-        total = self._all_reduce(total)
+            for batch, n in zip(self.valid_batches, self.valid_targets):
+                weighted += self.model_loss(self.model, batch).double() * n  # on the device: no read per batch
+        total = self._all_reduce(torch.stack([weighted, weighted.new_tensor(float(sum(self.valid_targets)))]))
         self.model.train()
-        return float(total[0] / total[1])
+        return float(total[0] / total[1])  # the evaluation's one read
 
     def report(self) -> dict:
         """The contents of ``training.json``: the options, model, data, tokenizer, steps, epochs,
