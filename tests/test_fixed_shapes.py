@@ -133,3 +133,34 @@ def test_fixed_shapes_need_a_batch_size():
     args = TrainArguments(out="x", max_steps=1, batch_size=None, max_tokens=100, fixed_shapes=True)
     with pytest.raises(InputError, match="--batch-size"):
         build_objective(MODELS["tree-transformer"], args, tokenizer, [0])
+
+
+def test_token_budget_batches_get_one_shape_per_padded_length(tmp_path):
+    """--min-batch-tokens (StructFormer's paper batches: the length-sorted corpus cut into batches of at
+    least that many real tokens, the same every epoch) with --fixed-shapes: every batch of a padded
+    length has the most rows of any batch of that length, so there is one shape per length; the rows
+    added are empty (no tokens, no targets)."""
+    common = dict(out=str(tmp_path), preset="tiny", corpus="ptb-sample:dev", max_steps=1, threads=1, quiet=True)
+    trainer = Trainer(TrainArguments(batch_size=None, min_batch_tokens=256, fixed_shapes=True, **common))
+    trainer.build()
+    plain = Trainer(TrainArguments(batch_size=None, min_batch_tokens=256, **dict(common, out=str(tmp_path / "p"))))
+    plain.build()
+    table = trainer.objective.rows_by_length
+    shapes = {}
+    batches = trainer.sampler.batches(0)
+    assert batches == plain.sampler.batches(0)
+    for indices in batches:
+        batch, unpadded = trainer.make_batch(indices), plain.make_batch(indices)
+        b, n = batch.input_ids.shape
+        assert n % 8 == 0 and b == table[n] >= unpadded.input_ids.shape[0]
+        assert batch.n_tokens == unpadded.n_tokens and (batch.labels != -100).sum() == (unpadded.labels != -100).sum()
+        shapes.setdefault(n, set()).add(b)
+    assert all(len(rows) == 1 for rows in shapes.values()) and set(shapes) == set(table)
+    assert len(table) < len(batches) / 4  # few graphs for many batches
+
+
+def test_fixed_shapes_with_a_padded_token_budget_are_refused():
+    tokenizer = build_word_tokenizer(SENTENCES)
+    args = TrainArguments(out="x", max_steps=1, batch_size=None, max_tokens=100, fixed_shapes=True)
+    with pytest.raises(InputError, match="--min-batch-tokens"):
+        build_objective(MODELS["tree-transformer"], args, tokenizer, [0])

@@ -246,7 +246,8 @@ class DataArguments:
         metadata={
             "help": "few batch shapes for an accelerator's graphs: columns padded to --pad-to-multiple (8 when "
             "not given), a short batch filled to --batch-size with empty rows, the masked positions a list of "
-            "fixed size per shape; the same masks, loss and gradients (needs --batch-size; not with --trees / "
+            "fixed size per shape; the same masks, loss and gradients (needs --batch-size, or --min-batch-tokens: "
+            "rows filled to the most of a batch of that length; not with --trees / "
             "--phrases)"
         },
     )

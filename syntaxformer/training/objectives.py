@@ -98,16 +98,38 @@ class Objective:
     def __init__(self, args, tokenizer, special_ids: list[int]):
         self.args, self.tokenizer, self.special_ids = args, tokenizer, special_ids
         self.fixed_shapes = bool(getattr(args, "fixed_shapes", False))
-        if self.fixed_shapes and args.batch_size is None:
-            raise InputError("--fixed-shapes pads every batch to --batch-size rows: give --batch-size")
+        if self.fixed_shapes and args.batch_size is None and getattr(args, "min_batch_tokens", None) is None:
+            raise InputError(
+                "--fixed-shapes pads every batch to --batch-size rows, or with --min-batch-tokens to the most "
+                "rows of a batch of its padded length: give one of them"
+            )
+        #: with ``fixed_shapes`` and ``min_batch_tokens``: padded length -> rows (:meth:`fix_rows`)
+        self.rows_by_length: dict[int, int] = {}
+
+    def framed_length(self, n: int) -> int:
+        """Tokens of a batch row built from a sequence of ``n`` token ids (the same; framing adds some)."""
+        return n
+
+    def fix_rows(self, batches: list[list[int]]) -> None:
+        """With ``fixed_shapes`` and ``min_batch_tokens`` (batches of the length-sorted corpus, the same every
+        epoch): for every padded length, the most rows of any of ``batches`` (the token counts of each
+        batch's sequences) padded to it, which every batch of that length is then filled to: one shape per
+        padded length. Batches of a length not seen keep their rows."""
+        multiple = self.args.pad_to_multiple or FIXED_MULTIPLE
+        for lengths in batches:
+            n = padded_length(self.framed_length(max(lengths)), multiple)
+            self.rows_by_length[n] = max(self.rows_by_length.get(n, 0), len(lengths))
 
     def batch_shape(self, rows: int, longest: int) -> tuple[int, int]:
         """The ``(B, N)`` a batch of ``rows`` sequences, the longest of ``longest`` tokens, is padded to:
         ``N`` = ``longest`` rounded up to ``pad_to_multiple`` (with ``fixed_shapes``: to
-        :data:`FIXED_MULTIPLE` when not given); ``B`` = ``rows``, or ``batch_size`` with ``fixed_shapes``."""
+        :data:`FIXED_MULTIPLE` when not given); ``B`` = ``rows``, or with ``fixed_shapes`` ``batch_size``
+        (token budgets: the rows of ``N`` from :meth:`fix_rows`)."""
         if not self.fixed_shapes:
             return rows, padded_length(longest, self.args.pad_to_multiple)
-        return max(rows, self.args.batch_size), padded_length(longest, self.args.pad_to_multiple or FIXED_MULTIPLE)
+        n = padded_length(longest, self.args.pad_to_multiple or FIXED_MULTIPLE)
+        target = self.args.batch_size if self.args.batch_size is not None else self.rows_by_length.get(n, rows)
+        return max(rows, target), n
 
     def padded(self, x: torch.Tensor, shape: tuple[int, int], value: int) -> torch.Tensor:
         """``x`` ``(B, N)`` right-padded with ``value`` to ``shape`` (columns, then rows)."""
@@ -202,6 +224,9 @@ class CausalLM(Objective):
 
     #: ``[CLS] ids [CLS]`` (:func:`syntaxformer.data.tokenization.frame_sentence`)
     frame = staticmethod(frame_sentence)
+
+    def framed_length(self, n):
+        return len(self.frame([0] * n))
 
     def batch(self, sequences, generator):
         ids, attention_mask = pad_batch([self.frame(s) for s in sequences], self.tokenizer.pad_token_id)

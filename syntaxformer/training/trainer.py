@@ -218,6 +218,9 @@ class Trainer(TrainingLoop):
             num_replicas=self.world,
             rank=self.rank,
         )
+        if self.objective.fixed_shapes and args.batch_size is None:  # token budgets: one row count per length
+            lengths = self.sampler.lengths.tolist()
+            self.objective.fix_rows([[lengths[i] for i in batch] for batch in self.sampler.all_batches(0)])
         batches = self._validation_batches()
         self.valid_targets = [self.objective.n_targets(batch.labels) for batch in batches]  # once, on the host
         self.valid_batches = [batch.to(self.device) for batch in batches]  # kept on the device between evaluations

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# The Tree Transformer's `paper` recipe on one GPU machine: seeds side by side with the accelerator step,
+# A model's `paper` recipe (the Tree Transformer's by default, or PAPER_ARCH=structformer) on one GPU machine:
+# seeds side by side with the accelerator step,
 # each stopped cleanly by --max-minutes, then parsed and scored by induce; the reports under $OUT
 # (benchmarks/studies/paper_recipes/README.md).
 #
 #   OUT=/some/folder bash benchmarks/studies/paper_recipes/gpu_session.sh              # on the GPU machine
 #   OUT=/tmp/pr PAPER_DRY=1 bash benchmarks/studies/paper_recipes/gpu_session.sh       # here: tiny, CPU
 #
-# Carried: .whl/ (nltk, conllu, joblib wheels) and .gpu-data/ptb.train.txt (the ptb-lm training text,
-# copied from ../shared/data/ptb-lm/). Settings: PAPER_SEEDS ("0 1 2"), PAPER_TRAIN_MINUTES (6.5),
-# PAPER_BUDGET_S (560: the whole script, a hard limit), PAPER_COMMIT (the code's commit, for the log).
+# Carried: .whl/ (nltk, conllu, joblib wheels) and .gpu-data/ptb.{train,valid}.txt (the ptb-lm text,
+# copied from ../shared/data/ptb-lm/). Settings: PAPER_ARCH (tree-transformer), PAPER_SEEDS ("0 1 2"; the
+# StructFormer's: "0"), PAPER_TRAIN_MINUTES (6.5), PAPER_BUDGET_S (560: the whole script, a hard limit),
+# PAPER_COMMIT (the code's commit, for the log).
 set -u
 cd "$(dirname "$0")/../../.."
 
 : "${OUT:?set OUT to the folder the outputs go to}"
 mkdir -p "$OUT"
 DRY=${PAPER_DRY:-0}
-SEEDS=${PAPER_SEEDS:-0 1 2}
-MINUTES=${PAPER_TRAIN_MINUTES:-6.5}
+ARCH=${PAPER_ARCH:-tree-transformer}
+if [ "$ARCH" = structformer ]; then SEEDS=${PAPER_SEEDS:-0}; else SEEDS=${PAPER_SEEDS:-0 1 2}; fi
+if [ "$ARCH" = structformer ]; then MINUTES=${PAPER_TRAIN_MINUTES:-7}; else MINUTES=${PAPER_TRAIN_MINUTES:-6.5}; fi
 BUDGET=${PAPER_BUDGET_S:-560}
 TEXT=${PAPER_TEXT:-.gpu-data/ptb.train.txt}
+VALID=${PAPER_VALID:-.gpu-data/ptb.valid.txt}
 if [ -z "${PYTHON:-}" ]; then
     if [ "$DRY" = 1 ] && [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
@@ -28,15 +32,22 @@ LOG="$OUT/session.txt"
 START=$SECONDS
 log() { echo "[paper_recipes +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 
-log "start: seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
+log "start: ${ARCH}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
 if ls .whl/*.whl >/dev/null 2>&1; then
     SITE=$(mktemp -d /tmp/paper-site.XXXXXX)
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl
     export PYTHONPATH="$PYTHONPATH:$SITE"
 fi
 [ -f "$TEXT" ] || { log "no training text at $TEXT: copy ../shared/data/ptb-lm/ptb.train.txt there"; exit 0; }
-if [ "$DRY" = 1 ]; then
-    SIZE=(--preset tiny --max-steps 20 --threads 1)
+ARCH_ARGS=(--architecture "$ARCH")
+if [ "$ARCH" = structformer ]; then ARCH_ARGS+=(--valid "$VALID"); fi  # its recipe keeps the best validation loss
+if [ "$DRY" = 1 ]; then  # a slice of the text, the tiny preset, one short epoch or 20 steps
+    head -n 600 "$TEXT" >/tmp/paper-dry-train.txt
+    head -n 200 "$VALID" >/tmp/paper-dry-valid.txt 2>/dev/null
+    TEXT=/tmp/paper-dry-train.txt
+    [ "$ARCH" = structformer ] && ARCH_ARGS=(--architecture structformer --valid /tmp/paper-dry-valid.txt)
+    SIZE=(--preset tiny --threads 1)
+    if [ "$ARCH" = structformer ]; then SIZE+=(--epochs 2); else SIZE+=(--max-steps 20); fi
 else
     SIZE=(--max-minutes "$MINUTES")
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$LOG"
@@ -45,7 +56,7 @@ RUNS=$(mktemp -d /tmp/paper-runs.XXXXXX)
 pids=()
 for seed in $SEEDS; do
     # the recipe (optimiser, masking, lengths, 60,000 steps, decoder) with the accelerator step
-    timeout --kill-after=10 $((BUDGET - 20)) "$PYTHON" -m syntaxformer.cli induce --recipe paper --corpus "$TEXT" \
+    timeout --kill-after=10 $((BUDGET - 20)) "$PYTHON" -m syntaxformer.cli induce --recipe paper "${ARCH_ARGS[@]}" --corpus "$TEXT" \
         --seed "$seed" "${SIZE[@]}" --fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph \
         --out "$RUNS/seed$seed" >"$OUT/seed$seed.log" 2>&1 &
     pids+=($!)
@@ -57,9 +68,9 @@ done
 for seed in $SEEDS; do
     run="$RUNS/seed$seed"
     if [ -f "$run/report.json" ]; then
-        cp "$run/report.json" "$OUT/tree-transformer-paper-gpu-seed$seed.json"
-        cp "$run/curve.png" "$OUT/tree-transformer-paper-gpu-seed$seed-curve.png" 2>/dev/null
-        cp "$run/curve.svg" "$OUT/tree-transformer-paper-gpu-seed$seed-curve.svg" 2>/dev/null
+        cp "$run/report.json" "$OUT/$ARCH-paper-gpu-seed$seed.json"
+        cp "$run/curve.png" "$OUT/$ARCH-paper-gpu-seed$seed-curve.png" 2>/dev/null
+        cp "$run/curve.svg" "$OUT/$ARCH-paper-gpu-seed$seed-curve.svg" 2>/dev/null
         "$PYTHON" - "$run/report.json" <<'PY' 2>&1 | tee -a "$LOG"
 import json, sys
 r = json.load(open(sys.argv[1]))
