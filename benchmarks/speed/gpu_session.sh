@@ -26,11 +26,7 @@ DRY=${GPU_SESSION_DRY:-0}
 BUDGET=${GPU_SESSION_BUDGET_S:-540}
 MIN_TRAIN=${GPU_SESSION_MIN_TRAIN_S:-60}
 WHEELS=${GPU_WHEELS:-.whl}
-if [ -z "${PYTHON:-}" ]; then
-    if [ "$DRY" = 1 ] && [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
-fi
-export PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+. benchmarks/tools/device_session.sh # PYTHON, PYTHONPATH, install_wheels
 LOG="$OUT/session.txt"
 START=$SECONDS
 
@@ -54,14 +50,7 @@ part() {
 
 # 0. wheels and versions ------------------------------------------------------------------------------
 log "start: budget ${BUDGET} s, dry=${DRY}, python=${PYTHON}"
-if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    SITE=$(mktemp -d /tmp/gpu-session-site.XXXXXX)
-    part wheels 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$SITE" "$WHEELS"/*.whl
-    export PYTHONPATH="$PWD:$SITE${PYTHONPATH#"$PWD"}"
-else
-    log "wheels: none in $WHEELS/ (make them here: benchmarks/speed/README.md, make-wheels)"
-fi
+install_wheels "$WHEELS" || log "wheels: none in $WHEELS/ (make them here: benchmarks/speed/README.md, make-wheels)"
 {
     if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1; else echo "nvidia-smi: not available"; fi
     "$PYTHON" -c "import sys, torch, transformers; print('python', sys.version.split()[0], '| torch', torch.__version__,

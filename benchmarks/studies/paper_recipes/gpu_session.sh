@@ -23,21 +23,13 @@ if [ "$ARCH" = structformer ]; then MINUTES=${PAPER_TRAIN_MINUTES:-7}; else MINU
 BUDGET=${PAPER_BUDGET_S:-560}
 TEXT=${PAPER_TEXT:-.gpu-data/ptb.train.txt}
 VALID=${PAPER_VALID:-.gpu-data/ptb.valid.txt}
-if [ -z "${PYTHON:-}" ]; then
-    if [ "$DRY" = 1 ] && [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
-fi
-export PYTHONUNBUFFERED=1
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+. benchmarks/tools/device_session.sh # PYTHON, PYTHONPATH, install_wheels
 LOG="$OUT/session.txt"
 START=$SECONDS
 log() { echo "[paper_recipes +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 
 log "start: ${ARCH}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
-if ls .whl/*.whl >/dev/null 2>&1; then
-    SITE=$(mktemp -d /tmp/paper-site.XXXXXX)
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl
-    export PYTHONPATH="$PYTHONPATH:$SITE"
-fi
+install_wheels .whl || log "wheels: none in .whl/ (benchmarks/studies/paper_recipes/README.md)"
 [ -f "$TEXT" ] || { log "no training text at $TEXT: copy ../shared/data/ptb-lm/ptb.train.txt there"; exit 0; }
 ARCH_ARGS=(--architecture "$ARCH")
 if [ "$ARCH" = structformer ]; then ARCH_ARGS+=(--valid "$VALID"); fi  # its recipe keeps the best validation loss
