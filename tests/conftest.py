@@ -128,3 +128,31 @@ def _ieee_floats_between_tests():
     torch.set_flush_denormal(False)
     yield
     torch.set_flush_denormal(False)
+
+
+@pytest.fixture
+def step_clock(monkeypatch):
+    """A clock of the test's own for the trainer's time limits: ``time.monotonic`` as the trainer, its
+    loop and its callbacks read it stands still except for 0.7 s added by each optimizer step (so a cap
+    of 0.05 minutes, 3 s, is passed by step 5: 3.5 s; step 4 is at 2.8 s). Yields the clock's dict."""
+    import time
+    import types
+
+    import syntaxformer.training.callbacks as callbacks_module
+    import syntaxformer.training.loop as loop_module
+    import syntaxformer.training.trainer as trainer_module
+
+    clock = {"now": 1000.0}
+    fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    fake_time.monotonic = lambda: clock["now"]
+    for module in (trainer_module, loop_module, callbacks_module):
+        monkeypatch.setattr(module, "time", fake_time)
+    real_step = trainer_module.Trainer.training_step
+
+    def step(self, batch):
+        output = real_step(self, batch)
+        clock["now"] += 0.7
+        return output
+
+    monkeypatch.setattr(trainer_module.Trainer, "training_step", step)
+    return clock

@@ -1,44 +1,24 @@
 """``syntaxformer compare --max-minutes``: the Tree Transformer trains until the time
 cap, the two Transformers then train for exactly the steps it reached, and the report says so.
 
-The clock is the test's own, as in tests/test_trainer_stops.py::test_max_minutes_stop: ``time.monotonic``
-as the trainer and its callbacks read it stands still except for 0.7 s added by each optimizer step, so a
-cap of 0.05 minutes (3 s) is passed by step 5 (3.5 s; step 4 is at 2.8 s)."""
+The clock is the test's own (the ``step_clock`` fixture of conftest.py): 0.7 s a step, so a cap of 0.05
+minutes (3 s) is passed by step 5 (3.5 s; step 4 is at 2.8 s)."""
 
 from __future__ import annotations
 
 import json
-import time
-import types
 from pathlib import Path
 
-import syntaxformer.training.callbacks as callbacks_module
-import syntaxformer.training.loop as loop_module
-import syntaxformer.training.trainer as trainer_module
 from syntaxformer.cli import main
 from syntaxformer.data.corpus import load_corpus
 
 
-def test_compare_stops_the_tree_transformer_by_the_time_cap(tmp_path: Path, monkeypatch, capsys):
+def test_compare_stops_the_tree_transformer_by_the_time_cap(tmp_path: Path, step_clock, capsys):
     sentences = load_corpus("ptb-sample:dev")
     train_file, test_file = tmp_path / "train.txt", tmp_path / "test.txt"
     train_file.write_text("\n".join(" ".join(s) for s in sentences[:200]) + "\n")
     test_file.write_text("\n".join(" ".join(s) for s in sentences[200:215]) + "\n")
 
-    clock = {"now": 1000.0}
-    fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
-    fake_time.monotonic = lambda: clock["now"]
-    monkeypatch.setattr(trainer_module, "time", fake_time)
-    monkeypatch.setattr(loop_module, "time", fake_time)
-    monkeypatch.setattr(callbacks_module, "time", fake_time)
-    real_step = trainer_module.Trainer.training_step
-
-    def step(self, batch):
-        output = real_step(self, batch)
-        clock["now"] += 0.7
-        return output
-
-    monkeypatch.setattr(trainer_module.Trainer, "training_step", step)
     out = tmp_path / "compare"
     argv = ["compare", "--corpus", str(train_file), "--test", str(test_file), "--preset", "tiny"]
     argv += ["--max-minutes", "0.05", "--batch-size", "16", "--out", str(out), "--seed", "1", "--threads", "1"]

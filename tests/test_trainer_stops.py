@@ -118,30 +118,9 @@ def test_epochs_stop(tmp_path, corpus):
     assert record["stopped"] == "max_steps" and record["steps"] == 13 and record["epochs"] == 1 + 1 / 12
 
 
-def test_max_minutes_stop(tmp_path, corpus, monkeypatch):
-    """A clock of the test's own (``time.monotonic`` as the trainer and its callbacks read it) that
-    stands still except for 0.7 s added by each optimizer step: a cap of 0.05 minutes (3 s) is passed by
-    step 5 (3.5 s; step 4 is at 2.8 s), so the run stops after exactly 5 steps, at 3.5 s."""
-    import types
-
-    import syntaxformer.training.callbacks as callbacks_module
-    import syntaxformer.training.loop as loop_module
-    import syntaxformer.training.trainer as trainer_module
-
-    clock = {"now": 1000.0}
-    fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
-    fake_time.monotonic = lambda: clock["now"]
-    monkeypatch.setattr(trainer_module, "time", fake_time)
-    monkeypatch.setattr(loop_module, "time", fake_time)
-    monkeypatch.setattr(callbacks_module, "time", fake_time)
-    real_step = trainer_module.Trainer.training_step
-
-    def step(self, batch):
-        output = real_step(self, batch)
-        clock["now"] += 0.7
-        return output
-
-    monkeypatch.setattr(trainer_module.Trainer, "training_step", step)
+def test_max_minutes_stop(tmp_path, corpus, step_clock):
+    """With the ``step_clock`` fixture (0.7 s a step) a cap of 0.05 minutes (3 s) is passed by step 5
+    (3.5 s; step 4 is at 2.8 s), so the run stops after exactly 5 steps, at 3.5 s."""
     out = train(out=str(tmp_path / "minutes"), corpus=str(corpus), max_minutes=0.05, **dict(TINY, schedule="constant"))
     record = _record(out)
     assert record["stopped"] == "max_minutes"

@@ -7,7 +7,8 @@ matrix-product peak, for the papers' presets, the eager step against the fast st
 Rows (one per model, preset, prior, batch and variant): the Tree Transformer ``paper`` preset (official
 variant) with the constituent prior and with ``prior="none"`` (the plain Transformer), batches of 64 x 27;
 the ``small`` preset with batches of 512 x 27; StructFormer ``paper`` with about 4,096 tokens (150 x 27);
-the ON-LSTM ``paper`` preset with 20 x 70 (next-token targets). Batches are synthetic (token ids drawn
+the ON-LSTM ``paper`` preset with 20 x 70 (next-token targets); the Tree Transformer ``paper`` preset again
+with the prior's fused kernels (``constituent_fused``; prior ``constituent-fused`` in the record). Batches are synthetic (token ids drawn
 once, 15% of positions masked for the masked LMs); the optimiser is Adam (fused on CUDA and CPU) with
 clipping 1.5; dropout is seeded before every step, as in
 :meth:`syntaxformer.training.loop.TrainingLoop.device_step`.
@@ -76,6 +77,16 @@ CASES = [
     ("tree-transformer", "small", "constituent", 512, 27, {"constituent_variant": "official"}),
     ("structformer", "paper", None, 150, 27, {}),
     ("on-lstm", "paper", None, 20, 70, {}),
+    # the prior's fused kernels (eq. 5 as one bilinear form, eqs. 6-8 with a hand-written backward, the
+    # closed-form gradient of log C): fewer, larger kernels than the literal math's
+    (
+        "tree-transformer",
+        "paper",
+        "constituent-fused",
+        64,
+        27,
+        {"constituent_variant": "official", "constituent_fused": True},
+    ),
 ]
 
 
