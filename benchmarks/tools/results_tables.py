@@ -1288,6 +1288,28 @@ def gpu_step_table() -> str:
     return f"{head}\n\n{table_}"
 
 
+#: benchmarks/speed/cpu_against_base.py's record: today's CPU step against the code before the accelerator work
+CPU_AGAINST_BASE = "docs/benchmarks/cpu-against-base.json"
+
+
+@table("cpu-against-base")
+def cpu_against_base() -> str:
+    """docs/results/speed.md: steps/s of today's CPU training step and the base commit's, per round, the
+    median ratio and whether the trained weights are the same bits."""
+    if not (ROOT / CPU_AGAINST_BASE).exists():
+        return f"No record yet (`{CPU_AGAINST_BASE}`)."
+    run = load(CPU_AGAINST_BASE)
+    speed = run["steps_per_second"]
+    rows = [
+        [str(i + 1), f"{b:.2f}", f"{t:.2f}", f"{r:.3f}"]
+        for i, (b, t, r) in enumerate(zip(speed["base"], speed["today"], run["ratios"]))
+    ]
+    rows.append(["median", "", "", f"**{run['ratio_today_to_base']:.3f}**"])
+    same = "the same bits" if run["bit_identical"] else "**not** the same bits"
+    head = f"{run['what']}. Trained weights of every run: {same}."
+    return f"{head}\n\n" + markdown(["round", "base steps/s", "today steps/s", "today / base"], rows, "lrrr")
+
+
 #: the accelerator step's targets: (what, the fast row, the row it is compared with, the bound, at least?)
 GPU_TARGETS = [
     ("Tree Transformer `paper`, batches of 64: ≥ 4× eager", ("tree-transformer", "paper", "constituent"), "eager", 4.0),
