@@ -128,3 +128,29 @@ def test_validation_reads_one_value_on_the_host_whatever_the_number_of_batches(t
     with CountHostReads() as counter:
         loss = trainer.validation_loss()
     assert counter.reads == 1 and loss > 0
+
+
+def test_running_text_validation_reads_one_value_on_the_host(tmp_path):
+    """The AWD-LSTM procedure's validation: the stream is on the device once, the windows' losses summed
+    there and read once."""
+    args = TrainArguments(
+        out=str(tmp_path),
+        model="on-lstm",
+        preset="tiny",
+        corpus="ptb-sample",
+        valid_fraction=0.2,
+        bptt=10,
+        batch_size=4,
+        eval_batch_size=2,
+        optimizer="sgd",
+        lr=1.0,
+        max_steps=1,
+        threads=1,
+        quiet=True,
+    )
+    trainer = RunningTextTrainer(args)
+    trainer.build()
+    assert trainer.valid_stream.shape[1] > 5 * args.bptt  # many windows
+    with CountHostReads() as counter:
+        loss = trainer.validation_loss()
+    assert counter.reads == 1 and loss > 0

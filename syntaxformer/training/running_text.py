@@ -130,7 +130,8 @@ class RunningTextTrainer(Trainer):
         try:
             self.train_stream = batchify(token_stream(self.data.train_ids), args.batch_size)
             valid = token_stream(self.data.valid_ids)
-            self.valid_stream = batchify(valid, args.eval_batch_size) if valid else None
+            # on the device once: evaluations slice it there
+            self.valid_stream = batchify(valid, args.eval_batch_size).to(self.device) if valid else None
         except ValueError as e:
             raise InputError(f"{args.corpus}: {e}") from e
         self.sampler = BpttWindows(self.train_stream.shape[1], args.bptt, args.seed)
@@ -204,19 +205,19 @@ class RunningTextTrainer(Trainer):
         if self.valid_stream is None:
             return None
         self.model.eval()
-        total, count, carried = 0.0, 0, None
+        total = torch.zeros((), dtype=torch.float64, device=self.device)  # summed on the device
+        count, carried = 0, None
         with torch.no_grad():
             for start, length in evaluation_windows(self.valid_stream.shape[1], self.args.bptt):
-                inputs, targets = (t.to(self.device) for t in window(self.valid_stream, start, length))
+                inputs, targets = window(self.valid_stream, start, length)
                 out = self.model(input_ids=inputs, state=carried)
                 carried = out.state
                 logits = out.logits.float()
-                total += float(
-                    F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
-                )
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")
+                total += loss.double()
                 count += targets.numel()
         self.model.train()
-        return total / count
+        return float(total) / count  # the evaluation's one read
 
     def evaluate(self) -> dict[str, float]:
         """Validation at step 0 and at the end of every epoch (nothing between epochs), with the averaged
