@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A model's `paper` recipe (the Tree Transformer's by default, or PAPER_ARCH=structformer) on one GPU machine:
+# A model's `paper` recipe (the Tree Transformer's by default, PAPER_ARCH=structformer or on-lstm) on one GPU machine:
 # seeds side by side with the accelerator step,
 # each stopped cleanly by --max-minutes, then parsed and scored by induce; the reports under $OUT
 # (benchmarks/studies/paper_recipes/README.md).
@@ -9,7 +9,7 @@
 #
 # Carried: .whl/ (nltk, conllu, joblib wheels) and .gpu-data/ptb.{train,valid}.txt (the ptb-lm text,
 # copied from ../shared/data/ptb-lm/). Settings: PAPER_ARCH (tree-transformer), PAPER_SEEDS ("0 1 2"; the
-# StructFormer's: "0"), PAPER_TRAIN_MINUTES (6.5), PAPER_BUDGET_S (560: the whole script, a hard limit),
+# StructFormer's and the ON-LSTM's: "0"), PAPER_TRAIN_MINUTES (6.5), PAPER_BUDGET_S (560: the whole script, a hard limit),
 # PAPER_COMMIT (the code's commit, for the log).
 set -u
 cd "$(dirname "$0")/../../.."
@@ -18,8 +18,8 @@ cd "$(dirname "$0")/../../.."
 mkdir -p "$OUT"
 DRY=${PAPER_DRY:-0}
 ARCH=${PAPER_ARCH:-tree-transformer}
-if [ "$ARCH" = structformer ]; then SEEDS=${PAPER_SEEDS:-0}; else SEEDS=${PAPER_SEEDS:-0 1 2}; fi
-if [ "$ARCH" = structformer ]; then MINUTES=${PAPER_TRAIN_MINUTES:-7}; else MINUTES=${PAPER_TRAIN_MINUTES:-6.5}; fi
+if [ "$ARCH" = tree-transformer ]; then SEEDS=${PAPER_SEEDS:-0 1 2}; else SEEDS=${PAPER_SEEDS:-0}; fi
+if [ "$ARCH" = tree-transformer ]; then MINUTES=${PAPER_TRAIN_MINUTES:-6.5}; else MINUTES=${PAPER_TRAIN_MINUTES:-7}; fi
 BUDGET=${PAPER_BUDGET_S:-560}
 TEXT=${PAPER_TEXT:-.gpu-data/ptb.train.txt}
 VALID=${PAPER_VALID:-.gpu-data/ptb.valid.txt}
@@ -31,15 +31,20 @@ log() { echo "[paper_recipes +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 log "start: ${ARCH}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
 install_wheels .whl || log "wheels: none in .whl/ (benchmarks/studies/paper_recipes/README.md)"
 [ -f "$TEXT" ] || { log "no training text at $TEXT: copy ../shared/data/ptb-lm/ptb.train.txt there"; exit 0; }
+# the accelerator step; the ON-LSTM's running text keeps its state across steps: its step stays eager
+STEP=(--fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph)
 ARCH_ARGS=(--architecture "$ARCH")
-if [ "$ARCH" = structformer ]; then ARCH_ARGS+=(--valid "$VALID"); fi  # its recipe keeps the best validation loss
+# the StructFormer's and the ON-LSTM's recipes keep the model of the best validation loss; the ON-LSTM at
+# the size of its CPU run (mini: the paper size's eager step is about 4 steps/s)
+[ "$ARCH" != tree-transformer ] && ARCH_ARGS+=(--valid "$VALID")
+[ "$ARCH" = on-lstm ] && ARCH_ARGS+=(--preset mini) && STEP=(--tf32)
 if [ "$DRY" = 1 ]; then  # a slice of the text, the tiny preset, one short epoch or 20 steps
     head -n 600 "$TEXT" >/tmp/paper-dry-train.txt
     head -n 200 "$VALID" >/tmp/paper-dry-valid.txt 2>/dev/null
     TEXT=/tmp/paper-dry-train.txt
-    [ "$ARCH" = structformer ] && ARCH_ARGS=(--architecture structformer --valid /tmp/paper-dry-valid.txt)
+    [ "$ARCH" != tree-transformer ] && ARCH_ARGS=(--architecture "$ARCH" --valid /tmp/paper-dry-valid.txt)
     SIZE=(--preset tiny --threads 1)
-    if [ "$ARCH" = structformer ]; then SIZE+=(--epochs 2); else SIZE+=(--max-steps 20); fi
+    if [ "$ARCH" = tree-transformer ]; then SIZE+=(--max-steps 20); else SIZE+=(--epochs 2); fi
 else
     SIZE=(--max-minutes "$MINUTES")
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$LOG"
@@ -49,7 +54,7 @@ pids=()
 for seed in $SEEDS; do
     # the recipe (optimiser, masking, lengths, 60,000 steps, decoder) with the accelerator step
     timeout --kill-after=10 $((BUDGET - 20)) "$PYTHON" -m syntaxformer.cli induce --recipe paper "${ARCH_ARGS[@]}" --corpus "$TEXT" \
-        --seed "$seed" "${SIZE[@]}" --fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph \
+        --seed "$seed" "${SIZE[@]}" "${STEP[@]}" \
         --out "$RUNS/seed$seed" >"$OUT/seed$seed.log" 2>&1 &
     pids+=($!)
 done
