@@ -154,3 +154,19 @@ def test_running_text_validation_reads_one_value_on_the_host(tmp_path):
     with CountHostReads() as counter:
         loss = trainer.validation_loss()
     assert counter.reads == 1 and loss > 0
+
+
+def test_nli_validation_reads_on_the_host_once(sick_file, tmp_path):
+    """The sentence-pair trainer's validation: batches on the device once, loss and correct pairs summed
+    there, read together at the end."""
+    from syntaxformer.tasks.nli import NliTrainArguments, NliTrainer
+
+    args = NliTrainArguments(
+        out=str(tmp_path), data=str(sick_file), preset="tiny", batch_size=2, max_steps=1, quiet=True
+    )
+    trainer = NliTrainer(args)
+    trainer.build()
+    trainer.valid_batches = trainer.valid_batches * 3  # several batches
+    with CountHostReads() as counter:
+        loss, accuracy = trainer.validation_scores()
+    assert counter.reads <= 1 and loss > 0 and 0 <= accuracy <= 100

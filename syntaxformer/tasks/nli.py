@@ -291,8 +291,8 @@ class NliTrainer(TrainingLoop):
             bucket_batches=args.bucket_batches,
         )
         self.batches_per_epoch = len(self.sampler.batches(0))
-        self.valid_batches = [
-            PairBatch(self.encoder.batch(self.nli_data.valid[i : i + 256]))
+        self.valid_batches = [  # kept on the device between evaluations
+            PairBatch(self.encoder.batch(self.nli_data.valid[i : i + 256])).to(self.device)
             for i in range(0, len(self.nli_data.valid), 256)
         ]
         self.callbacks = self.default_callbacks() + [EvaluateEachEpoch(self.batches_per_epoch)] + self.extra_callbacks
@@ -368,15 +368,16 @@ class NliTrainer(TrainingLoop):
     def validation_scores(self) -> tuple[float, float]:
         """(mean cross-entropy, accuracy 0-100) on the selection pairs; evaluation mode, no gradients."""
         self.model.eval()
-        loss_sum, correct, n = 0.0, 0, 0
+        totals = torch.zeros(2, dtype=torch.float64, device=self.device)  # loss x pairs, correct: on the device
+        n = 0
         with torch.no_grad():
             for batch in self.valid_batches:
                 out = self.compute_loss_and_logits(batch)
                 k = len(batch.labels)
-                loss_sum += float(out.loss) * k
-                correct += int((out.logits.argmax(-1).cpu() == batch.labels).sum())
+                totals += torch.stack([out.loss.double() * k, (out.logits.argmax(-1) == batch.labels).sum().double()])
                 n += k
         self.model.train()
+        loss_sum, correct = totals.tolist()  # the evaluation's one read
         return loss_sum / n, 100.0 * correct / n
 
     def compute_loss_and_logits(self, batch: PairBatch):
