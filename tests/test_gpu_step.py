@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import torch
 
@@ -178,3 +179,17 @@ def test_the_profile_names_the_package_lines_that_cost_time():
     assert not any("constituent" in r["frame"] for r in plain["regions"])
     assert with_prior["ops_per_step"] > plain["ops_per_step"] > 0
     assert with_prior["ops_per_step"] == sum(r["ops_per_step"] for r in with_prior["regions"])
+
+
+def test_the_prepared_gpu_scripts_parse():
+    """The scripts a GPU machine runs in one device call parse as bash (their dry runs, a few minutes on
+    the CPU, are in their READMEs)."""
+    import subprocess
+
+    for script in (
+        "benchmarks/speed/gpu_session.sh",
+        "benchmarks/studies/paper_recipes/gpu_session.sh",
+        "benchmarks/tools/device_session.sh",
+    ):
+        done = subprocess.run(["bash", "-n", Path(__file__).parents[1] / script], capture_output=True, text=True)
+        assert done.returncode == 0, (script, done.stderr)
