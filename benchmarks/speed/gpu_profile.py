@@ -49,9 +49,9 @@ def launching_frame(event, forward: dict[int, str]) -> str:
         return frame
     node = event
     while node is not None:
-        if node.name.startswith("autograd::engine::evaluate_function") and node.sequence_nr in forward:
-            return forward[node.sequence_nr] + " (backward)"
-        if node.sequence_nr in forward and node.name.startswith("aten::") is False:
+        # an autograd node (``autograd::engine::evaluate_function: MulBackward0``, ``MulBackward0``) carries the
+        # sequence number of the forward operator it differentiates
+        if not node.name.startswith("aten::") and node.sequence_nr in forward:
             return forward[node.sequence_nr] + " (backward)"
         node = node.cpu_parent
     node = event  # outside the package (the optimiser, clipping): the innermost Python frame
