@@ -77,7 +77,8 @@ def test_a_training_step_reads_no_value_on_the_host(tmp_path, case):
     assert torch.isfinite(loss) and any(not torch.equal(a, p) for a, p in zip(before, trainer.model.parameters()))
 
 
-def test_a_running_text_step_reads_no_value_on_the_host(tmp_path):
+def _running_text_trainer(tmp_path, **options) -> RunningTextTrainer:
+    """A built AWD-LSTM-procedure trainer of the tiny ON-LSTM on ptb-sample (windows of 10, batch 4, SGD)."""
     args = TrainArguments(
         out=str(tmp_path),
         model="on-lstm",
@@ -87,14 +88,17 @@ def test_a_running_text_step_reads_no_value_on_the_host(tmp_path):
         batch_size=4,
         optimizer="sgd",
         lr=1.0,
-        ar_alpha=2.0,
-        tar_beta=1.0,
-        max_steps=3,
         threads=1,
         quiet=True,
+        **options,
     )
     trainer = RunningTextTrainer(args)
     trainer.build()
+    return trainer
+
+
+def test_a_running_text_step_reads_no_value_on_the_host(tmp_path):
+    trainer = _running_text_trainer(tmp_path, ar_alpha=2.0, tar_beta=1.0, max_steps=3)
     windows = trainer.sampler.batches(0)
     trainer.device_step(trainer.make_batch(windows[0]))
     trainer.state.batch_in_epoch = 1  # the second window: the state is carried
@@ -133,24 +137,8 @@ def test_validation_reads_one_value_on_the_host_whatever_the_number_of_batches(t
 def test_running_text_validation_reads_one_value_on_the_host(tmp_path):
     """The AWD-LSTM procedure's validation: the stream is on the device once, the windows' losses summed
     there and read once."""
-    args = TrainArguments(
-        out=str(tmp_path),
-        model="on-lstm",
-        preset="tiny",
-        corpus="ptb-sample",
-        valid_fraction=0.2,
-        bptt=10,
-        batch_size=4,
-        eval_batch_size=2,
-        optimizer="sgd",
-        lr=1.0,
-        max_steps=1,
-        threads=1,
-        quiet=True,
-    )
-    trainer = RunningTextTrainer(args)
-    trainer.build()
-    assert trainer.valid_stream.shape[1] > 5 * args.bptt  # many windows
+    trainer = _running_text_trainer(tmp_path, valid_fraction=0.2, eval_batch_size=2, max_steps=1)
+    assert trainer.valid_stream.shape[1] > 5 * trainer.args.bptt  # many windows
     with CountHostReads() as counter:
         loss = trainer.validation_loss()
     assert counter.reads == 1 and loss > 0
@@ -158,7 +146,8 @@ def test_running_text_validation_reads_one_value_on_the_host(tmp_path):
 
 def test_nli_validation_reads_on_the_host_once(sick_file, tmp_path):
     """The sentence-pair trainer's validation: batches on the device once, loss and correct pairs summed
-    there, read together at the end."""
+    there, read together at the end (by ``tolist``, which the dispatch mode does not see: no read counted
+    per batch, where reading each batch's loss and count made two)."""
     from syntaxformer.tasks.nli import NliTrainArguments, NliTrainer
 
     args = NliTrainArguments(

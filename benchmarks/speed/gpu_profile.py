@@ -22,9 +22,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.speed.gpu_step import CASES, StepLoop, eager_runner, synthetic_batch, tf32
-from syntaxformer.models import MODELS, make_config
-from syntaxformer.runtime import code_version
+from benchmarks.speed.gpu_step import CASES, code_record, eager_runner, sized, step_loop, synthetic_batch, tf32
 
 PACKAGE = "syntaxformer/"
 
@@ -62,13 +60,8 @@ def launching_frame(event, forward: dict[int, str]) -> str:
 
 def profile_case(case, device: torch.device, steps: int, smoke: bool) -> dict:
     """Per-frame own time (ms per step) and operator count per step of ``case``'s eager step."""
-    model, preset, prior, rows, length, overrides = case
-    if smoke:
-        preset, rows, length = "tiny", min(rows, 8), min(length, 12)
-    torch.manual_seed(0)
-    loop = StepLoop(
-        MODELS[model](make_config(model, preset, vocab_size=10_000, **overrides)).to(device).train(), device
-    )
+    model, preset, prior, rows, length, overrides = sized(case, smoke)
+    loop = step_loop(model, preset, overrides, device)
     batch = synthetic_batch(model, rows, length, device, fixed=True)
     step = eager_runner(loop)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -122,11 +115,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     device = torch.device(args.device)
-    code = code_version() if args.commit is None else {**code_version(), "commit": args.commit, "modified": None}
     record = dict(
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         torch=torch.__version__,
-        code=code,
+        code=code_record(args.commit),
         time="device" if device.type == "cuda" else "cpu",
         steps=args.steps,
         cases=[],

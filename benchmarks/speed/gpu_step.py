@@ -38,7 +38,7 @@ backward of the eager batch (the useful work of a step: the fixed-size list's pa
 counted), the same in every variant; the peak is a bfloat16 matrix product of 8192 x 8192 timed on the
 same device in the same run; ``peak_share`` = FLOPs per step x steps/s / peak. ``warmup_seconds`` is the
 time of the warm-up steps (compilation and capture included). The record names the device, torch and
-the code (``syntaxformer.runtime.code_version``; ``--commit`` names it where the tree has no git).
+the code (``syntaxformer.runtime.code_version``; ``--commit`` names it where the tree's ``.git`` is absent or stale).
 """
 
 from __future__ import annotations
@@ -246,18 +246,37 @@ def error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:300]}"
 
 
-def row_of(case, variant: str, smoke: bool) -> dict:
+def sized(case, smoke: bool) -> tuple:
+    """``case`` as a run measures it: itself, or with ``smoke`` the ``tiny`` preset and at most 8 x 12."""
+    model, preset, prior, rows, length, overrides = case
+    return (model, "tiny", prior, min(rows, 8), min(length, 12), overrides) if smoke else case
+
+
+def step_loop(model: str, preset: str, overrides: dict, device: torch.device) -> StepLoop:
+    """A :class:`StepLoop` of a fresh model of the registry (seed 0, :data:`VOCAB` words) on ``device``."""
+    torch.manual_seed(0)
+    config = make_config(model, preset, vocab_size=VOCAB, **overrides)
+    return StepLoop(MODELS[model](config).to(device).train(), device)
+
+
+def code_record(commit: str | None) -> dict:
+    """The code a record names: :func:`~syntaxformer.runtime.code_version`, with ``commit`` (when given) in
+    place of git's: a copy of the tree on another machine may carry a stale ``.git``."""
+    code = code_version()
+    return code if commit is None else {**code, "commit": commit, "modified": None}
+
+
+def row_of(case, variant: str) -> dict:
+    """The columns naming a row of the record: model, preset, prior, batch (``"B x N"``) and variant."""
     model, preset, prior, rows, length, _ = case
-    return dict(
-        model=model, preset="tiny" if smoke else preset, prior=prior, batch=f"{rows} x {length}", variant=variant
-    )
+    return dict(model=model, preset=preset, prior=prior, batch=f"{rows} x {length}", variant=variant)
 
 
 def measure(case, variant: str, device: torch.device, args, peak: float, limit_s: int = 0) -> dict:
     """One row: build the model, count its FLOPs, time its step in ``variant`` (errors recorded; stopped
     after ``limit_s`` seconds, 0: never)."""
-    model, _, _, rows, length, overrides = case
-    row = row_of(case, variant, args.smoke)
+    model, preset, _, rows, length, overrides = case
+    row = row_of(case, variant)
     if variant == "graph" and device.type != "cuda":
         return {**row, "skipped": f"needs CUDA (torch.cuda.graph); the run is on {device.type}"}
     if device.type == "cuda":
@@ -265,9 +284,7 @@ def measure(case, variant: str, device: torch.device, args, peak: float, limit_s
     loop = runner = None
     try:
         with time_limit(limit_s), tf32(device, variant != "eager"):
-            torch.manual_seed(0)
-            config = make_config(model, row["preset"], vocab_size=VOCAB, **overrides)
-            loop = StepLoop(MODELS[model](config).to(device).train(), device)
+            loop = step_loop(model, preset, overrides, device)
             batch = synthetic_batch(model, rows, length, device, fixed=variant != "eager")
             runner = make_runner(variant, loop, args.cpu_backend)
             warmup = args.warmup + (CUDA_GRAPH_WARMUP + 1 if variant != "eager" else 0)
@@ -311,7 +328,7 @@ def measure_in_child(index: int, variant: str, argv: list[str], peak: float, lim
     through (tracebacks in the log); its row is its last line of stdout."""
     command = [sys.executable, "-m", "benchmarks.speed.gpu_step", *argv, "--one-row", str(index), variant]
     command += ["--peak", repr(peak), "--row-limit-s", str(limit_s)]
-    row = row_of(CASES[index], variant, "--smoke" in argv)
+    row = row_of(sized(CASES[index], "--smoke" in argv), variant)
     try:
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=limit_s + 60 if limit_s else None)
     except subprocess.TimeoutExpired:
@@ -350,20 +367,17 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     device = torch.device(args.device)
     peak = args.peak or matmul_peak(device, n=512 if args.smoke else 8192)
-    cases = [(m, pr, pi, min(r, 8), min(n, 12), o) for m, pr, pi, r, n, o in CASES] if args.smoke else CASES
+    cases = [sized(case, args.smoke) for case in CASES]
     if args.one_row:
         index, variant = int(args.one_row[0]), args.one_row[1]
         print(json.dumps(measure(cases[index], variant, device, args, peak, args.row_limit_s)), flush=True)
         return 0
     if device.type == "cuda":
         torch.cuda.empty_cache()  # the peak's matrices: the children have the device
-    code = code_version()
-    if args.commit:  # a copy of the tree on another machine may carry a stale .git
-        code = {**code, "commit": args.commit, "modified": None}
     record = dict(
         device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         torch=torch.__version__,
-        code=code,
+        code=code_record(args.commit),
         smoke=args.smoke,
         matmul_peak_flops=round(peak),
         steps=args.steps,
@@ -374,7 +388,7 @@ def main(argv=None) -> int:
         for case in cases:
             left = args.budget_s - (time.perf_counter() - start) if args.budget_s else None
             if left is not None and left < 1:
-                row = {**row_of(case, variant, args.smoke), "skipped": f"out of time (--budget-s {args.budget_s:g})"}
+                row = {**row_of(case, variant), "skipped": f"out of time (--budget-s {args.budget_s:g})"}
             else:
                 limits = [x for x in (args.row_limit_s, None if left is None else int(left)) if x]
                 limit = min(limits, default=0)

@@ -1310,7 +1310,9 @@ def cpu_against_base() -> str:
     return f"{head}\n\n" + markdown(["round", "base steps/s", "today steps/s", "today / base"], rows, "lrrr")
 
 
-#: the accelerator step's targets: (what, the fast row, the row it is compared with, the bound, at least?)
+#: the accelerator step's targets: (what, the (model, preset, prior) of the graphed row, its baseline: "eager"
+#: (the same case's eager row, a speed-up of at least the bound) or another case's graphed row (a time
+#: ratio of at most the bound))
 GPU_TARGETS = [
     ("Tree Transformer `paper`, batches of 64: ≥ 4× eager", ("tree-transformer", "paper", "constituent"), "eager", 4.0),
     (

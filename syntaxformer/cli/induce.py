@@ -53,7 +53,7 @@ _RUN_FIELDS = ("out", "model", "corpus", "seed", "prior", "overrides", "threads"
 #: how the training step runs on an accelerator (``syntaxformer train``'s options; DESIGN.md §5.1): not the
 #: recipe's, recorded with it in the report when given
 _STEP_FLAGS = ("fixed_shapes", "pad_to_multiple", "prefetch", "tf32", "step_graph")
-STEP_DEFAULTS = {f.name: f.default for f in fields(TrainArguments) if f.name in _STEP_FLAGS}
+_STEP_DEFAULTS = {f.name: f.default for f in fields(TrainArguments) if f.name in _STEP_FLAGS}
 #: the options of ``induce`` that are not TrainArguments fields
 COMMAND_ONLY = (
     "--recipe",
@@ -151,7 +151,7 @@ def _training_arguments(p: argparse.ArgumentParser) -> None:
     :data:`_HELP` where it differs from the field's) and the recipe's fields a run may replace
     (:data:`_TRAIN_FLAGS`, default "the recipe's"); then the Tree Transformer's variant."""
     defaults = {name: None for name in _TRAIN_FLAGS}
-    defaults.update({name: STEP_DEFAULTS[name] for name in _STEP_FLAGS})
+    defaults.update(_STEP_DEFAULTS)
     defaults.update(out="induce-out", model=default_architecture("language_model"), corpus=None)
     options = add_dataclass_arguments(
         p, TrainArguments, only=(*_RUN_FIELDS, *_TRAIN_FLAGS, *_STEP_FLAGS), defaults=defaults, grouped=False
@@ -195,10 +195,15 @@ def _recipe(args) -> tuple[dict, dict, int | None]:
     )
 
 
+def _step_options(args) -> dict:
+    """The accelerator step options given other than train's defaults (:data:`_STEP_FLAGS`), by field."""
+    return {flag: getattr(args, flag) for flag in _STEP_FLAGS if getattr(args, flag) != _STEP_DEFAULTS[flag]}
+
+
 def run(args: argparse.Namespace) -> int:
     if args.rescore:
         given = [f for f in (*_TRAIN_FLAGS, "corpus", "prior", "variant", "overrides") if getattr(args, f)]
-        given += [f for f in _STEP_FLAGS if getattr(args, f) != STEP_DEFAULTS[f]]
+        given += list(_step_options(args))
         if given or args.resume:
             flags = ", ".join("--" + ("set" if f == "overrides" else f).replace("_", "-") for f in given)
             raise InputError(f"--rescore trains nothing: drop {flags or '--resume'} (decoder flags only)")
@@ -208,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         print(to_json(report) if args.json else format_induce_report(report))
         return 0
     train, overrides, min_layer = _recipe(args)
-    train.update({flag: getattr(args, flag) for flag in _STEP_FLAGS if getattr(args, flag) != STEP_DEFAULTS[flag]})
+    train.update(_step_options(args))
     report = run_induce(
         args.out,
         model=args.model,
