@@ -1,0 +1,445 @@
+"""Triton kernels for the constituent prior's link chain and the attention it multiplies.
+
+The same functions as the PyTorch paths (:mod:`syntaxformer.kernels.constituent`,
+:mod:`syntaxformer.kernels.attention`), each layer's prior in a handful of kernels instead of about
+150 small ones (``constituent_fused="triton"``; benchmarks/speed/gpu_profile.py counts them):
+
+* :func:`triton_link_chain` (:class:`TritonLinkChain`): eqs. 6-8 and ``P`` of Wang, Lee & Chen (EMNLP
+  2019, §3.2) -- one program per sentence, forward and backward one kernel each; the backward is
+  :class:`~syntaxformer.kernels.constituent.FusedLinkChain`'s.
+* :func:`laplace_prior_attention` (:class:`LaplacePriorAttention`): ``out = dropout(M ⊙ softmax(Q Kᵀ/√d_k
+  + padding)) V`` for a prior of the form ``M_ij = exp(-|P_i - P_j|) + eps`` off the diagonal and
+  ``M_ii = diagonal`` -- a Laplace kernel of the positions ``P``, which is the constituent prior (paper
+  eqs. 3-4: ``eps = 0``, ``M_ii = 1``; the public code: ``eps = 1e-9`` and its own diagonal). One
+  program per (sentence, head) holds the sentence's keys and values and walks its queries in tiles;
+  forward one kernel, backward one kernel (recomputing the scores, as flash attention) plus a sum of
+  the heads' gradients of ``P``. Nothing N×N is written to memory.
+
+Differences from the PyTorch paths, by design: dropout masks come from Triton's Philox generator
+(``tl.rand``, seeded by one draw of the device's default generator per call, redrawn in the backward
+from the same seed), so they are not the masks of :mod:`syntaxformer.kernels.dropout`; float rounding
+differs (matrix products in TF32 when ``torch.backends.cuda.matmul.allow_tf32`` is on); values of
+``M ⊙ A`` below the smallest normal float are left to the hardware (CUDA flushes them). Sentences of
+more than :data:`MAX_TOKENS` tokens take the PyTorch path.
+
+Where they run: CUDA tensors, or CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``, how
+the tests check them without a GPU: ``tests/test_triton_prior.py``); :func:`triton_runs_on` says.
+This module imports Triton, which CUDA builds of PyTorch install; callers import it only after
+:func:`triton_runs_on` (in :mod:`syntaxformer.kernels`) is true.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+#: longest sentence the attention kernel takes (tokens): one program holds a sentence's keys and
+#: values and a (BLOCK_M, N) tile of scores; longer sentences take the blockwise PyTorch kernel
+MAX_TOKENS = 256
+
+#: the additive score of a padding key (as the literal path's ``finfo(float32).min``, but safe to subtract)
+_PADDING_SCORE = -1.0e30
+
+
+@triton.jit
+def _sign(x):
+    return tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0))
+
+
+@triton.jit
+def _attention_tile(
+    q, k, p_query, p_key, rows, cols, real_key, col_ok, seed, base,
+    N, scale, eps, diagonal, drop_p, keep_scale, tiny_log,
+    DROPOUT: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    """One tile of query rows: ``A = softmax(S)``, ``E' = dropout(M ⊙ A)`` and ``x = -|P_i - P_j|``,
+    each (BLOCK_M, BLOCK_N) float32."""
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale  # (BM, BN) S
+    s = tl.where(real_key[None, :], s, _PADDING_SCORE)
+    s = tl.where(col_ok[None, :], s, float("-inf"))  # lanes past the sentence: not keys at all
+    e = tl.exp(s - tl.max(s, 1)[:, None])
+    a = e / tl.sum(e, 1)[:, None]  # A
+    x = -tl.abs(p_query[:, None] - p_key[None, :])  # log of M's Laplace part
+    m = tl.where(x < tiny_log, 0.0, tl.exp(x)) + eps  # M (flushed where exp(x) is not a normal float)
+    m = tl.where(rows[:, None] == cols[None, :], diagonal, m)
+    used = a * m  # E
+    if DROPOUT:
+        offsets = (base + rows[:, None]) * N + cols[None, :]
+        keep = tl.rand(seed, offsets) >= drop_p
+        used = tl.where(keep, used * keep_scale, 0.0)  # E'
+    return a, used, x
+
+
+@triton.jit
+def _laplace_attention_forward(
+    Q, K, V, P, KEY_MASK, SEED, OUT,
+    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
+    H, N, D, scale, eps, diagonal, drop_p, keep_scale, tiny_log, tiny,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DROPOUT: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)  # one program per (sentence b, head h)
+    b, h = pid // H, pid % H
+    cols = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, BLOCK_D)
+    col_ok, dim_ok = cols < N, dims < D
+    kv_mask = col_ok[:, None] & dim_ok[None, :]
+    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + dims[None, :], mask=kv_mask, other=0.0)  # (BN, BD)
+    v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + dims[None, :], mask=kv_mask, other=0.0)
+    real_key = tl.load(KEY_MASK + b * N + cols, mask=col_ok, other=0) != 0
+    p_key = tl.load(P + b * N + cols, mask=col_ok, other=0.0)
+    seed = tl.load(SEED)
+    for start in range(0, N, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        row_ok = rows < N
+        q_mask = row_ok[:, None] & dim_ok[None, :]
+        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=q_mask, other=0.0)
+        p_query = tl.load(P + b * N + rows, mask=row_ok, other=0.0)
+        _, used, _ = _attention_tile(
+            q, k, p_query, p_key, rows, cols, real_key, col_ok, seed, pid * N,
+            N, scale, eps, diagonal, drop_p, keep_scale, tiny_log, DROPOUT, PRECISION,
+        )  # fmt: skip
+        out = tl.dot(used.to(v.dtype), v, input_precision=PRECISION)  # (BM, BD)
+        tl.store(OUT + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(OUT.dtype.element_ty), mask=q_mask)
+
+
+@triton.jit
+def _laplace_attention_backward(
+    Q, K, V, P, KEY_MASK, SEED, GRAD_OUT, GRAD_Q, GRAD_K, GRAD_V, GRAD_P_ROWS, GRAD_P_COLS,
+    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sgb, sgh, sgn,
+    H, N, D, scale, eps, diagonal, drop_p, keep_scale, tiny_log, tiny,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    DROPOUT: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    b, h = pid // H, pid % H
+    cols = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, BLOCK_D)
+    col_ok, dim_ok = cols < N, dims < D
+    kv_mask = col_ok[:, None] & dim_ok[None, :]
+    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + dims[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + dims[None, :], mask=kv_mask, other=0.0)
+    real_key = tl.load(KEY_MASK + b * N + cols, mask=col_ok, other=0) != 0
+    p_key = tl.load(P + b * N + cols, mask=col_ok, other=0.0)
+    seed = tl.load(SEED)
+    grad_k = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    grad_v = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    grad_p_cols = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for start in range(0, N, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        row_ok = rows < N
+        q_mask = row_ok[:, None] & dim_ok[None, :]
+        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=q_mask, other=0.0)
+        g_out = tl.load(GRAD_OUT + b * sgb + h * sgh + rows[:, None] * sgn + dims[None, :], mask=q_mask, other=0.0)
+        p_query = tl.load(P + b * N + rows, mask=row_ok, other=0.0)
+        a, used, x = _attention_tile(
+            q, k, p_query, p_key, rows, cols, real_key, col_ok, seed, pid * N,
+            N, scale, eps, diagonal, drop_p, keep_scale, tiny_log, DROPOUT, PRECISION,
+        )  # fmt: skip
+        grad_v += tl.dot(tl.trans(used).to(g_out.dtype), g_out, input_precision=PRECISION)  # dV = E'ᵀ dO
+        g = used * tl.dot(g_out, tl.trans(v), input_precision=PRECISION)  # G = E' ⊙ dO Vᵀ = d log M
+        g = tl.where(row_ok[:, None], g, 0.0)
+        grad_s = g - a * tl.sum(g, 1)[:, None]  # dS = G - A ⊙ rowsum(G)
+        grad_q = tl.dot(grad_s.to(k.dtype), k, input_precision=PRECISION) * scale
+        tl.store(GRAD_Q + ((b * H + h) * N + rows[:, None]) * D + dims[None, :], grad_q, mask=q_mask)
+        grad_k += tl.dot(tl.trans(grad_s).to(q.dtype), q, input_precision=PRECISION) * scale
+        # d x = G · exp(x) / M off the diagonal (M = exp(x) + eps), then x = -|P_i - P_j|
+        exp_x = tl.where(x < tiny_log, 0.0, tl.exp(x))
+        grad_x = tl.where(rows[:, None] == cols[None, :], 0.0, g * exp_x / tl.maximum(exp_x + eps, tiny))
+        w = -grad_x * _sign(p_query[:, None] - p_key[None, :])  # (BM, BN): dP_i += Σ_j w_ij, dP_j -= Σ_i w_ij
+        tl.store(GRAD_P_ROWS + (b * H + h) * N + rows, tl.sum(w, 1), mask=row_ok)
+        grad_p_cols -= tl.sum(w, 0)
+    out_kv = ((b * H + h) * N + cols[:, None]) * D + dims[None, :]
+    tl.store(GRAD_K + out_kv, grad_k, mask=kv_mask)
+    tl.store(GRAD_V + out_kv, grad_v, mask=kv_mask)
+    tl.store(GRAD_P_COLS + (b * H + h) * N + cols, grad_p_cols, mask=col_ok)
+
+
+def _blocks(n: int, d: int) -> dict:
+    """Tile sizes: keys padded to a power of two (>= 16, as ``tl.dot`` needs), query tiles of at most
+    64 rows (fewer for long sentences, so a tile of scores stays in registers)."""
+    block_n = max(16, triton.next_power_of_2(n))
+    return dict(
+        BLOCK_M=min(block_n, 64 if block_n <= 64 else 32),
+        BLOCK_N=block_n,
+        BLOCK_D=max(16, triton.next_power_of_2(d)),
+        num_warps=4 if block_n <= 64 else 8,
+    )
+
+
+def _precision() -> str:
+    """``tl.dot``'s input precision: TF32 where PyTorch allows it for float32 products, else exact."""
+    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+
+class LaplacePriorAttention(torch.autograd.Function):
+    """``out = dropout(M ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with ``M_ij = exp(-|P_i - P_j|) + eps``
+    (i ≠ j), ``M_ii = diagonal`` by the Triton kernels (module docstring).
+
+    The same function as :class:`~syntaxformer.kernels.attention.BlockwisePriorAttention` with the
+    constituent prior's rows; the backward (recomputing ``S``, ``A`` and the dropout mask) is that one's,
+
+        G = E' ⊙ (dO Vᵀ),   dS = G - A ⊙ rowsum(G),   dQ = dS K/√d_k,   dK = dSᵀ Q/√d_k,   dV = E'ᵀ dO,
+        d x_ij = Σ_heads G_ij exp(x_ij)/M_ij (i ≠ j),   dP_i += Σ_j w_ij,  dP_j -= Σ_i w_ij,
+        w_ij = -d x_ij sign(P_i - P_j),
+
+    with the heads' ``dP`` summed after the kernel (deterministic; no atomics).
+
+    Inputs: ``query, key, value`` (B, H, N, d_k) any strides with a unit last one; ``cum`` (B, N)
+    float32 ``P``; ``key_mask`` (B, N) bool; ``eps``, ``diagonal`` floats; ``dropout_p`` float.
+    Output: (B, H, N, d_k) (a view of a (B, N, H, d_k) tensor, so the layer's merge of the heads
+    copies nothing). Not twice differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, cum, key_mask, eps: float, diagonal: float, dropout_p: float):
+        batch, heads, n, d = query.shape
+        query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
+        cum = cum.detach().float().contiguous()
+        key_mask = key_mask.to(torch.int8).contiguous()
+        seed = torch.randint(0, 2**31 - 1, (1,), device=query.device) if dropout_p > 0 else cum.new_zeros(1).long()
+        out = torch.empty(batch, n, heads, d, dtype=query.dtype, device=query.device).transpose(1, 2)
+        options = _options(n, d, eps, diagonal, dropout_p)
+        _laplace_attention_forward[(batch * heads,)](
+            query, key, value, cum, key_mask, seed, out,
+            *query.stride()[:3], *key.stride()[:3], *value.stride()[:3], *out.stride()[:3],
+            heads, n, d, **options,
+        )  # fmt: skip
+        ctx.save_for_backward(query, key, value, cum, key_mask, seed)
+        ctx.constants = (eps, diagonal, dropout_p)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        query, key, value, cum, key_mask, seed = ctx.saved_tensors
+        eps, diagonal, dropout_p = ctx.constants
+        batch, heads, n, d = query.shape
+        grad_out = grad_out if grad_out.stride(-1) == 1 else grad_out.contiguous()
+        grads = [torch.empty(batch, heads, n, d, dtype=torch.float32, device=query.device) for _ in range(3)]
+        grad_p_rows, grad_p_cols = (torch.empty(batch, heads, n, device=query.device) for _ in range(2))
+        _laplace_attention_backward[(batch * heads,)](
+            query, key, value, cum, key_mask, seed, grad_out, *grads, grad_p_rows, grad_p_cols,
+            *query.stride()[:3], *key.stride()[:3], *value.stride()[:3], *grad_out.stride()[:3],
+            heads, n, d, **_options(n, d, eps, diagonal, dropout_p),
+        )  # fmt: skip
+        grad_query, grad_key, grad_value = (g.to(t.dtype) for g, t in zip(grads, (query, key, value), strict=True))
+        grad_cum = (grad_p_rows + grad_p_cols).sum(1) if ctx.needs_input_grad[3] else None  # (B, N)
+        return grad_query, grad_key, grad_value, grad_cum, None, None, None, None
+
+
+def _options(n: int, d: int, eps: float, diagonal: float, dropout_p: float) -> dict:
+    """The kernels' scalar and compile-time arguments."""
+    return dict(
+        scale=1.0 / math.sqrt(d),
+        eps=float(eps),
+        diagonal=float(diagonal),
+        drop_p=float(dropout_p),
+        keep_scale=1.0 / (1.0 - dropout_p),
+        tiny_log=math.log(torch.finfo(torch.float32).tiny) + 0.1,
+        tiny=torch.finfo(torch.float32).tiny,
+        DROPOUT=dropout_p > 0,
+        PRECISION=_precision(),
+        **_blocks(n, d),
+    )
+
+
+def laplace_prior_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_mask: torch.Tensor,
+    cum: torch.Tensor,
+    eps: float = 0.0,
+    diagonal: float = 1.0,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """``dropout(M ⊙ softmax(Q Kᵀ/√d_k + padding)) V``, ``M_ij = exp(-|P_i - P_j|) + eps``, ``M_ii =
+    diagonal``, by :class:`LaplacePriorAttention` (no renormalisation; Wang et al. 2019, eq. 2 with the
+    constituent prior of eqs. 3-4 as ``M``).
+
+    Args:
+        query, key, value: (B, H, N, d_k), N <= :data:`MAX_TOKENS`.
+        key_mask: (B, N) bool, True = real token (padding keys masked).
+        cum: (B, N) ``P`` (the constituent prior's cumulative log links; differentiable).
+        eps: added to ``M`` off the diagonal (0, or the public code's 1e-9).
+        diagonal: ``M_ii`` (1: the paper; the public code's tiny value).
+        dropout_p: attention dropout on ``E = M ⊙ A``, 0 at evaluation.
+    Returns:
+        (B, H, N, d_k).
+    Raises:
+        ValueError: N > :data:`MAX_TOKENS`, or more than 2^31 attention entries (dropout offsets).
+    """
+    batch, heads, n, _ = query.shape
+    if n > MAX_TOKENS:
+        raise ValueError(f"the Triton prior attention takes sentences of at most {MAX_TOKENS} tokens, got {n}")
+    if batch * heads * n * n >= 2**31:
+        raise ValueError(f"{batch} x {heads} x {n} x {n} attention entries exceed the kernel's 2^31 offsets")
+    return LaplacePriorAttention.apply(query, key, value, cum, key_mask, eps, diagonal, dropout_p)
+
+
+# ----------------------------------------------------------------------------------------------
+# Eqs. 6-8 and P
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _log_sigmoid(x):
+    return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))
+
+
+@triton.jit
+def _link_chain_forward(
+    S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, CUM,
+    G, eps, tiny,
+    HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    row = tl.program_id(0)  # one program per sentence, gaps k = 0 .. G-1 (G = N - 1)
+    k = tl.arange(0, BLOCK)
+    ok = k < G
+    base = row * G
+    s_right = tl.load(S_RIGHT + base + k, mask=ok, other=0.0)
+    s_left = tl.load(S_LEFT + base + k, mask=ok, other=0.0)
+    gap = tl.load(GAP + base + k, mask=ok, other=0) != 0
+    has_left = tl.load(GAP + base + k - 1, mask=ok & (k >= 1), other=0) != 0  # word k has a left gap
+    has_right = tl.load(GAP + base + k + 1, mask=(k + 1) < G, other=0) != 0  # word k+1 has a right gap
+    u = s_right - tl.load(S_LEFT + base + k - 1, mask=ok & (k >= 1), other=0.0)  # s_{k,k+1} - s_{k,k-1}
+    v = s_left - tl.load(S_RIGHT + base + k + 1, mask=(k + 1) < G, other=0.0)  # s_{k+1,k} - s_{k+1,k+2}
+    log_pp = tl.where(has_left, _log_sigmoid(u), 0.0) + tl.where(has_right, _log_sigmoid(v), 0.0)  # eq. 6
+    if OFFICIAL:  # eq. 7
+        a_hat = tl.sqrt(tl.where(gap, tl.exp(log_pp), 0.0) + eps)
+    else:
+        a_hat = tl.where(gap, tl.exp(0.5 * log_pp), 0.0)
+    if HAS_PRIOR:  # eq. 8
+        prior = tl.load(PRIOR + base + k, mask=ok, other=0.0)
+        a = prior + (1.0 - prior) * a_hat
+    else:
+        a = a_hat
+    if OFFICIAL:
+        log_a = tl.log(a + eps)
+    else:
+        log_a = tl.log(tl.maximum(a, tiny))
+    log_a = tl.where(gap, log_a, 0.0)
+    tl.store(A_HAT + base + k, a_hat, mask=ok)
+    tl.store(A + base + k, a, mask=ok)
+    tl.store(CUM + row * (G + 1) + 1 + k, tl.cumsum(log_a, 0), mask=ok)  # P_{k+1} = Σ_{j<=k} log a_j
+    tl.store(CUM + row * (G + 1) + k, 0.0, mask=k == 0)  # P_0 = 0
+
+
+@triton.jit
+def _link_chain_backward(
+    S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, GRAD_A, GRAD_CUM, GRAD_RIGHT, GRAD_LEFT, GRAD_PRIOR,
+    G, eps, tiny,
+    HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    row = tl.program_id(0)
+    k = tl.arange(0, BLOCK)
+    ok = k < G
+    base = row * G
+    gap = tl.load(GAP + base + k, mask=ok, other=0) != 0
+    has_left = tl.load(GAP + base + k - 1, mask=ok & (k >= 1), other=0) != 0
+    has_right = tl.load(GAP + base + k + 1, mask=(k + 1) < G, other=0) != 0
+    u = tl.load(S_RIGHT + base + k, mask=ok, other=0.0) - tl.load(S_LEFT + base + k - 1, mask=ok & (k >= 1), other=0.0)
+    v = tl.load(S_LEFT + base + k, mask=ok, other=0.0) - tl.load(S_RIGHT + base + k + 1, mask=(k + 1) < G, other=0.0)
+    a_hat = tl.load(A_HAT + base + k, mask=ok, other=0.0)
+    a = tl.load(A + base + k, mask=ok, other=1.0)
+    grad_a = tl.load(GRAD_A + base + k, mask=ok, other=0.0)
+    # d log a_k = Σ_{j>k} dP_j at real gaps
+    tail = tl.cumsum(tl.load(GRAD_CUM + row * (G + 1) + 1 + k, mask=ok, other=0.0), 0, reverse=True)
+    tail = tl.where(gap, tail, 0.0)
+    if OFFICIAL:
+        grad_a += tail / (a + eps)
+    else:
+        grad_a += tl.where(a >= tiny, tail / tl.maximum(a, tiny), 0.0)
+    if HAS_PRIOR:
+        prior = tl.load(PRIOR + base + k, mask=ok, other=0.0)
+        tl.store(GRAD_PRIOR + base + k, grad_a * (1.0 - a_hat), mask=ok)
+        grad_a_hat = grad_a * (1.0 - prior)
+    else:
+        grad_a_hat = grad_a
+    if OFFICIAL:  # d(log p_R + log p_L)
+        pp = tl.maximum(a_hat * a_hat - eps, 0.0)
+        grad_log_pp = tl.where(gap, grad_a_hat * pp * 0.5 / a_hat, 0.0)
+    else:
+        grad_log_pp = tl.where(gap, grad_a_hat * a_hat * 0.5, 0.0)
+    d_u = tl.where(has_left, grad_log_pp * tl.sigmoid(-u), 0.0)
+    d_v = tl.where(has_right, grad_log_pp * tl.sigmoid(-v), 0.0)
+    # d s_right_k = d_u_k - d_v_{k-1},  d s_left_k = d_v_k - d_u_{k+1}: the neighbours' terms go through
+    # memory (written, then read shifted by one gap, by this program alone)
+    tl.store(GRAD_RIGHT + base + k, d_u, mask=ok)
+    tl.store(GRAD_LEFT + base + k, d_v, mask=ok)
+    tl.debug_barrier()
+    d_v_before = tl.load(GRAD_LEFT + base + k - 1, mask=ok & (k >= 1), other=0.0)
+    d_u_after = tl.load(GRAD_RIGHT + base + k + 1, mask=(k + 1) < G, other=0.0)
+    tl.debug_barrier()
+    tl.store(GRAD_RIGHT + base + k, d_u - d_v_before, mask=ok)
+    tl.store(GRAD_LEFT + base + k, d_v - d_u_after, mask=ok)
+
+
+class TritonLinkChain(torch.autograd.Function):
+    """Eqs. 6-8 and ``P`` of one layer by the Triton kernels: the function, inputs, outputs and backward
+    of :class:`~syntaxformer.kernels.constituent.FusedLinkChain` (float32), one kernel each way."""
+
+    @staticmethod
+    def forward(ctx, s_right, s_left, gap_mask, prior, variant: str, eps: float):
+        batch, gaps = s_right.shape
+        s_right, s_left = s_right.float().contiguous(), s_left.float().contiguous()
+        gap = gap_mask.to(torch.int8).contiguous()
+        prior = prior.float().contiguous() if prior is not None else None
+        a_hat, a = torch.empty_like(s_right), torch.empty_like(s_right)
+        cum = s_right.new_empty(batch, gaps + 1)
+        options = _chain_options(gaps, prior is not None, variant, eps)
+        _link_chain_forward[(batch,)](s_right, s_left, gap, prior if prior is not None else a, a_hat, a, cum, **options)
+        ctx.options = options
+        ctx.save_for_backward(s_right, s_left, gap, prior, a_hat, a)
+        return a, cum
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_a, grad_cum):
+        s_right, s_left, gap, prior, a_hat, a = ctx.saved_tensors
+        grad_a = torch.zeros_like(a) if grad_a is None else grad_a.float().contiguous()
+        grad_cum = torch.zeros(a.shape[0], a.shape[1] + 1, device=a.device) if grad_cum is None else grad_cum.float().contiguous()
+        grad_right, grad_left = torch.empty_like(a), torch.empty_like(a)
+        grad_prior = torch.empty_like(a) if prior is not None else None
+        _link_chain_backward[(a.shape[0],)](
+            s_right, s_left, gap, prior if prior is not None else a, a_hat, a, grad_a, grad_cum,
+            grad_right, grad_left, grad_prior if grad_prior is not None else a, **ctx.options,
+        )  # fmt: skip
+        return grad_right, grad_left, None, grad_prior, None, None
+
+
+def _chain_options(gaps: int, has_prior: bool, variant: str, eps: float) -> dict:
+    return dict(
+        G=gaps,
+        eps=float(eps),
+        tiny=torch.finfo(torch.float32).tiny,
+        HAS_PRIOR=has_prior,
+        OFFICIAL=variant == "official",
+        BLOCK=max(16, triton.next_power_of_2(gaps)),
+    )
+
+
+def triton_link_chain(
+    s_right: torch.Tensor,
+    s_left: torch.Tensor,
+    gap_mask: torch.Tensor,
+    prior: torch.Tensor | None,
+    variant: str,
+    eps: float = 1e-9,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(a, P)`` of one layer from its neighbour scores by :class:`TritonLinkChain`: arguments and
+    returns as :func:`~syntaxformer.kernels.constituent.fused_link_chain` (float32 out)."""
+    return TritonLinkChain.apply(s_right, s_left, gap_mask, prior, variant, eps)
+
+
+__all__ = [
+    "MAX_TOKENS",
+    "LaplacePriorAttention",
+    "TritonLinkChain",
+    "laplace_prior_attention",
+    "triton_link_chain",
+]
