@@ -3,15 +3,22 @@ model folders and a small SICK-format file. Plain functions shared by test modul
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import SICK_HEADER, SICK_PAIRS, sick_line
 from transformers.utils import logging as hf_logging
 
 # transformers 5 draws tqdm bars on stderr when it saves or loads weights; a session fixture built
 # inside a test would put them in that test's captured stderr
 hf_logging.disable_progress_bar()
+
+# without a GPU, the Triton kernels (syntaxformer/kernels/triton_prior.py) run in Triton's interpreter on
+# CPU tensors, so their tests check them everywhere; it must be set before Triton's first import
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 #: ``../shared/data`` relative to the repository root (``/work/shared/data`` in development).
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -11,6 +11,9 @@ path:
 * :mod:`syntaxformer.kernels.constituent` -- the constituent prior's neighbour scores as one bilinear
   form, its link chain fused and the closed-form gradient of ``log C`` (``constituent_fused``; literal:
   :mod:`syntaxformer.priors.constituent`);
+* :mod:`syntaxformer.kernels.triton_prior` -- the constituent prior's link chain and the attention it
+  multiplies as Triton kernels (``constituent_fused="triton"``; CUDA, or Triton's interpreter), imported
+  only where :func:`triton_runs_on` (literal: the same as the two above);
 * :mod:`syntaxformer.kernels.on_lstm` -- the ON-LSTM's recurrent-weight gradient once after the loop
   (by the weight's size; literal: :func:`syntaxformer.blocks.on_lstm.on_lstm_loop` with ``torch.addmm``);
 * :mod:`syntaxformer.kernels.dropout` -- the cheap CPU dropout mask generator (every dropout of the
@@ -20,6 +23,12 @@ path:
 The layer sits below ``blocks``, ``priors`` and ``models`` and imports only ``runtime`` and torch
 (ARCHITECTURE.md); kernels take tensors and functions, never a prior or a model.
 """
+
+import functools
+import importlib.util
+import os
+
+import torch
 
 from .attention import (
     BLOCK_ELEMENTS,
@@ -41,6 +50,22 @@ from .constituent import (
 from .denormals import exp_flushed, flush_, flush_if_needed_, needs_explicit_flush
 from .dropout import LANE_BITS, check_probability, drop_mask, drop_probability, keep_mask, keep_scale
 from .on_lstm import WEIGHT_GRAD_ONCE_MIN, RecurrentMatmul, WeightGradientOnce, weight_gradient_once_product
+
+
+@functools.cache
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def triton_runs_on(device: torch.device | str) -> bool:
+    """Whether :mod:`syntaxformer.kernels.triton_prior` runs for tensors on ``device``: Triton is
+    installed (CUDA builds of PyTorch install it) and ``device`` is CUDA, or a CPU under Triton's
+    interpreter (the environment variable ``TRITON_INTERPRET=1``, set before the first import)."""
+    if not _triton_installed():
+        return False
+    kind = torch.device(device).type
+    return kind == "cuda" or (kind == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
+
 
 __all__ = [
     "BLOCK_ELEMENTS",
@@ -69,5 +94,6 @@ __all__ = [
     "padding_bias",
     "query_blocks",
     "sdpa_without_prior",
+    "triton_runs_on",
     "weight_gradient_once_product",
 ]

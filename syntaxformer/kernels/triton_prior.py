@@ -103,7 +103,9 @@ def _laplace_attention_forward(
             N, scale, eps, diagonal, drop_p, keep_scale, tiny_log, DROPOUT, PRECISION,
         )  # fmt: skip
         out = tl.dot(used.to(v.dtype), v, input_precision=PRECISION)  # (BM, BD)
-        tl.store(OUT + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(OUT.dtype.element_ty), mask=q_mask)
+        tl.store(
+            OUT + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(OUT.dtype.element_ty), mask=q_mask
+        )
 
 
 @triton.jit
@@ -344,7 +346,7 @@ def _link_chain_backward(
     has_right = tl.load(GAP + base + k + 1, mask=(k + 1) < G, other=0) != 0
     u = tl.load(S_RIGHT + base + k, mask=ok, other=0.0) - tl.load(S_LEFT + base + k - 1, mask=ok & (k >= 1), other=0.0)
     v = tl.load(S_LEFT + base + k, mask=ok, other=0.0) - tl.load(S_RIGHT + base + k + 1, mask=(k + 1) < G, other=0.0)
-    a_hat = tl.load(A_HAT + base + k, mask=ok, other=0.0)
+    a_hat = tl.load(A_HAT + base + k, mask=ok, other=1.0)
     a = tl.load(A + base + k, mask=ok, other=1.0)
     grad_a = tl.load(GRAD_A + base + k, mask=ok, other=0.0)
     # d log a_k = Σ_{j>k} dP_j at real gaps
@@ -402,7 +404,11 @@ class TritonLinkChain(torch.autograd.Function):
     def backward(ctx, grad_a, grad_cum):
         s_right, s_left, gap, prior, a_hat, a = ctx.saved_tensors
         grad_a = torch.zeros_like(a) if grad_a is None else grad_a.float().contiguous()
-        grad_cum = torch.zeros(a.shape[0], a.shape[1] + 1, device=a.device) if grad_cum is None else grad_cum.float().contiguous()
+        grad_cum = (
+            torch.zeros(a.shape[0], a.shape[1] + 1, device=a.device)
+            if grad_cum is None
+            else grad_cum.float().contiguous()
+        )
         grad_right, grad_left = torch.empty_like(a), torch.empty_like(a)
         grad_prior = torch.empty_like(a) if prior is not None else None
         _link_chain_backward[(a.shape[0],)](

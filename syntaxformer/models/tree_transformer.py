@@ -232,7 +232,9 @@ class TreeTransformerConfig(PretrainedConfig):
             chain (eqs. 6-8 and the cumulative logs) and the gradient of ``log C`` run as hand-written
             fused kernels (:class:`~syntaxformer.kernels.constituent.FusedLinkChain`,
             :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp`): the same function,
-            float rounding differs (benchmarks/speed/train_step.py).
+            float rounding differs (benchmarks/speed/train_step.py); or "triton": the link chain and the
+            prior's attention as Triton kernels (:mod:`syntaxformer.kernels.triton_prior`) on CUDA,
+            with their own dropout masks, else as True.
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
         residual_init: how the output projections of each layer's two residual branches (attention
@@ -242,8 +244,8 @@ class TreeTransformerConfig(PretrainedConfig):
         pruned_heads: {layer: [heads]} removed by :meth:`TreeTransformerPreTrainedModel.prune_heads`
             (the model is built without them, so ``from_pretrained`` restores a pruned model).
     Raises:
-        ValueError: unknown ``prior``, ``constituent_variant``, ``constituent_diagonal`` or
-            ``residual_init``, a ``constituent_scale`` <= 0, or heads not
+        ValueError: unknown ``prior``, ``constituent_variant``, ``constituent_diagonal``,
+            ``constituent_fused`` or ``residual_init``, a ``constituent_scale`` <= 0, or heads not
             dividing hidden_size.
     """
 
@@ -268,12 +270,12 @@ class TreeTransformerConfig(PretrainedConfig):
         pruned_heads=None,
         constituent_scale: float | None = None,
         constituent_diagonal: str | None = None,
-        constituent_fused: bool = False,
+        constituent_fused: bool | str = False,
         **kwargs,
     ):
         check_prior(prior)
         check_residual_init(residual_init)
-        check_constituent_options(constituent_variant, constituent_scale, constituent_diagonal)
+        check_constituent_options(constituent_variant, constituent_scale, constituent_diagonal, constituent_fused)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         super().__init__(pad_token_id=pad_token_id, **kwargs)
@@ -291,7 +293,7 @@ class TreeTransformerConfig(PretrainedConfig):
         self.constituent_variant = constituent_variant
         self.constituent_scale = constituent_scale
         self.constituent_diagonal = constituent_diagonal
-        self.constituent_fused = bool(constituent_fused)
+        self.constituent_fused = constituent_fused if constituent_fused == "triton" else bool(constituent_fused)
         self.residual_init = residual_init
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
 

@@ -35,6 +35,7 @@ import math
 
 import torch
 
+from ..kernels import triton_runs_on
 from ..kernels.attention import blockwise_prior_attention, padding_bias, sdpa_without_prior
 from ..kernels.denormals import exp_flushed, flush_if_needed_
 from ..kernels.dropout import drop_mask, keep_scale
@@ -92,7 +93,11 @@ def sdpa_attention(
 
     * ``prior=None`` (plain Transformer, or an additive ``bias`` only):
       :func:`~syntaxformer.kernels.attention.sdpa_without_prior` (``F.scaled_dot_product_attention``).
-    * a multiplicative prior, every device: :func:`~syntaxformer.kernels.attention.blockwise_prior_attention`
+    * a multiplicative prior with a ``laplace_form`` (the constituent prior with ``constituent_fused="triton"``)
+      where :func:`~syntaxformer.kernels.triton_runs_on` the device, sentences of at most
+      :data:`~syntaxformer.kernels.triton_prior.MAX_TOKENS` tokens:
+      :func:`~syntaxformer.kernels.triton_prior.laplace_prior_attention` (Triton; its own dropout masks).
+    * any other multiplicative prior, every device: :func:`~syntaxformer.kernels.attention.blockwise_prior_attention`
       (``M``'s rows built from the prior's state block by block; the prior's closed-form
       ``log_rows_vjp`` when it has one, e.g. ``constituent_fused``).
     * ``output_attentions=True``, and a multiplicative prior together with a bias: :func:`eager_attention`,
@@ -105,6 +110,12 @@ def sdpa_attention(
         return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions, bias)
     if prior is None:
         return sdpa_without_prior(query, key, value, key_mask, dropout_p, bias), None
+    form = getattr(prior, "laplace_form", None)
+    if form is not None and triton_runs_on(query.device):
+        from ..kernels.triton_prior import MAX_TOKENS, laplace_prior_attention
+
+        if query.shape[2] <= MAX_TOKENS:
+            return laplace_prior_attention(query, key, value, key_mask, prior.state, *form, dropout_p), None
     log_rows_vjp = getattr(prior, "log_rows_vjp", None)
     return blockwise_prior_attention(
         query, key, value, key_mask, prior.state, prior.log_rows, log_rows_vjp, dropout_p

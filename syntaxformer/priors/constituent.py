@@ -54,6 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..kernels import triton_runs_on
 from ..kernels.constituent import (
     fused_link_chain,
     log_constituent_prior_vjp,
@@ -63,19 +64,27 @@ from ..kernels.constituent import (
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 
 VARIANTS = ("paper", "official")
+#: ``fused=`` choices (the config's ``constituent_fused``): the literal equations with autograd (False),
+#: the fused PyTorch kernels (True), or the Triton kernels where they run, else the fused PyTorch ones ("triton")
+FUSED = (False, True, "triton")
 #: ``diagonal=`` choices for the diagonal of ``C``: "one" (the paper's ``C_ii = 1``) or "official" (the
 #: public code's tiny value, :func:`official_log_diagonal`); by default each variant's own.
 DIAGONALS = ("one", "official")
 
 
-def check_constituent_options(variant: str, scale: float | None = None, diagonal: str | None = None) -> None:
+def check_constituent_options(
+    variant: str, scale: float | None = None, diagonal: str | None = None, fused: bool | str = False
+) -> None:
     """Check a constituent prior's options (the config fields ``constituent_variant``,
-    ``constituent_scale``, ``constituent_diagonal``; :class:`ConstituentAttention`'s arguments).
+    ``constituent_scale``, ``constituent_diagonal``, ``constituent_fused``; :class:`ConstituentAttention`'s
+    arguments).
 
     Raises:
         ValueError: ``variant`` not in :data:`VARIANTS`, ``diagonal`` neither None nor in
-            :data:`DIAGONALS`, or ``scale`` neither None nor > 0.
+            :data:`DIAGONALS`, ``scale`` neither None nor > 0, or ``fused`` not in :data:`FUSED`.
     """
+    if fused not in FUSED:
+        raise ValueError(f"unknown constituent_fused {fused!r}; expected one of {FUSED}")
     if variant not in VARIANTS:
         raise ValueError(f"unknown constituent_variant {variant!r}; expected one of {VARIANTS}")
     if diagonal is not None and diagonal not in DIAGONALS:
@@ -261,9 +270,10 @@ class ConstituentPrior(MultiplicativePrior):
         cum_log_links: (B, N) ``P`` (see :func:`cumulative_log_links`).
         variant: "paper" or "official".
         log_diagonal: ``log C_ii`` (None: 0, the paper's ``C_ii = 1``).
-        fused: True offers :attr:`log_rows_vjp` (the closed-form gradient of the rows,
+        fused: True (or "triton") offers :attr:`log_rows_vjp` (the closed-form gradient of the rows,
             :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp`), which the attention
-            kernel then uses instead of autograd through :meth:`_log_rows`; False: None.
+            kernel then uses instead of autograd through :meth:`_log_rows`; False: None. "triton" also
+            offers :attr:`laplace_form`.
     """
 
     def __init__(
@@ -271,18 +281,27 @@ class ConstituentPrior(MultiplicativePrior):
         cum_log_links: torch.Tensor,
         variant: str = "paper",
         log_diagonal: float | None = None,
-        fused: bool = False,
+        fused: bool | str = False,
     ):
         self.variant = variant
         self.log_diagonal = log_diagonal
         super().__init__(cum_log_links, self._log_rows)
         #: ``(state, rows, grad_rows) -> grad_state`` or None (see ``fused``)
         self.log_rows_vjp = self._log_rows_vjp if fused else None
+        #: with ``fused="triton"``, ``(eps, diagonal)`` such that ``C_ij = exp(-|P_i - P_j|) + eps`` for
+        #: i ≠ j and ``C_ii = diagonal``: the form the Triton attention kernel computes
+        #: (:func:`~syntaxformer.kernels.triton_prior.laplace_prior_attention`); else None
+        self.laplace_form = self._laplace_form() if fused == "triton" else None
 
     @property
     def cum_log_links(self) -> torch.Tensor:
         """(B, N) ``P``: the prior's state."""
         return self.state
+
+    def _laplace_form(self) -> tuple[float, float]:
+        eps = OFFICIAL_EPS if self.variant == "official" else 0.0
+        log_diagonal = self.log_diagonal if self.log_diagonal is not None else 0.0
+        return eps, math.exp(log_diagonal)
 
     def _log_rows(self, cum_log_links: torch.Tensor, rows: tuple[int, int] | None = None) -> torch.Tensor:
         return log_constituent_prior(cum_log_links, self.variant, self.log_diagonal, rows)
@@ -319,10 +338,13 @@ class ConstituentAttention(StructuralPrior):
             change the prior (docs/recipes.md, "Which part of the official variant matters").
         diagonal: ``C_ii``: "one" (the paper) or "official" (the public code's tiny value, so a word
             barely attends to itself); None = the variant's.
-        fused: False (autograd through each equation) or True (the fused kernels of
+        fused: False (autograd through each equation), True (the fused kernels of
             :mod:`syntaxformer.kernels.constituent`: :func:`~syntaxformer.kernels.constituent.fused_link_chain`
             and :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp`: the same function,
-            float rounding differs).
+            float rounding differs) or "triton" (the Triton kernels of
+            :mod:`syntaxformer.kernels.triton_prior` for the link chain and, through
+            :attr:`ConstituentPrior.laplace_form`, the attention, where
+            :func:`~syntaxformer.kernels.triton_runs_on` the input's device; elsewhere as True).
     Raises:
         ValueError: unknown ``variant`` or ``diagonal``, or ``scale`` <= 0.
     """
@@ -335,11 +357,11 @@ class ConstituentAttention(StructuralPrior):
         layer_norm_eps: float = 1e-5,
         scale: float | None = None,
         diagonal: str | None = None,
-        fused: bool = False,
+        fused: bool | str = False,
     ):
         super().__init__()
-        check_constituent_options(variant, scale, diagonal)
-        self.fused = bool(fused)
+        check_constituent_options(variant, scale, diagonal, fused)
+        self.fused = fused if fused == "triton" else bool(fused)
         self.d_model = d_model
         self.variant = variant
         self.layer_index = layer_index
@@ -374,6 +396,10 @@ class ConstituentAttention(StructuralPrior):
             s_right, s_left = neighbour_scores_bilinear(h, *neighbour_score_form(self.query, self.key, self.scale))
         else:
             s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
+        if self.fused == "triton" and triton_runs_on(hidden.device):  # eqs. 6-8 and P, one Triton kernel
+            from ..kernels.triton_prior import triton_link_chain
+
+            return triton_link_chain(s_right, s_left, gap_mask, prior, self.variant, eps=OFFICIAL_EPS)
         if self.fused:  # eqs. 6-8 and P as one kernel with a hand-written backward (kernels/constituent.py)
             return fused_link_chain(s_right, s_left, gap_mask, prior, self.variant, eps=OFFICIAL_EPS)
         log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)  # eq. 6, (B, N-1) each
@@ -434,5 +460,6 @@ class ConstituentAttention(StructuralPrior):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, "
-            f"diagonal={self.diagonal!r}, layer_index={self.layer_index}" + (", fused=True" if self.fused else "")
+            f"diagonal={self.diagonal!r}, layer_index={self.layer_index}"
+            + (f", fused={self.fused!r}" if self.fused else "")
         )
