@@ -3,8 +3,8 @@
     python -m benchmarks.speed.gpu_profile --device cuda --out gpu-profile.json
     python -m benchmarks.speed.gpu_profile --device cpu --smoke          # the script runs (CPU times)
 
-For the Tree Transformer ``paper`` preset with the constituent prior and with ``prior="none"`` (batches of
-64 x 27, as ``gpu_step.py``), the eager step with TF32 and the fixed-size target list (the kernels a CUDA
+For the Tree Transformer ``paper`` preset with the constituent prior (PyTorch's kernels and, on CUDA, the
+Triton ones) and with ``prior="none"`` (batches of 64 x 27, as ``gpu_step.py``), the eager step with TF32 and the fixed-size target list (the kernels a CUDA
 graph replays are these), profiled by ``torch.profiler`` over ``--steps`` steps after 3 warm-up steps
 with Python stacks. Each operator's own device time (its kernels; CPU time off CUDA) and count are
 summed by the innermost frame in ``syntaxformer/`` that called it (``file:line function``), per step.
@@ -25,6 +25,12 @@ from torch.profiler import ProfilerActivity, profile
 from benchmarks.speed.gpu_step import CASES, code_record, eager_runner, sized, step_loop, synthetic_batch, tf32
 
 PACKAGE = "syntaxformer/"
+#: the (model, preset, prior) of the cases profiled
+PROFILED = {
+    ("tree-transformer", "paper", "constituent"),
+    ("tree-transformer", "paper", "none"),
+    ("tree-transformer", "paper", "constituent-triton"),
+}
 
 
 def package_frame(event) -> str | None:
@@ -123,7 +129,8 @@ def main(argv=None) -> int:
         steps=args.steps,
         cases=[],
     )
-    for case in CASES[:2]:  # the Tree Transformer paper preset with and without the prior
+    # the Tree Transformer paper preset with the prior (PyTorch kernels, then Triton's) and without it
+    for case in [c for c in CASES if c[:3] in PROFILED]:
         row = profile_case(case, device, args.steps, args.smoke)
         row["regions"] = row["regions"][: args.top]
         record["cases"].append(row)

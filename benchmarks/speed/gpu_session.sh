@@ -8,7 +8,7 @@
 # Parts, in order of value, each under a hard `timeout`, the whole under GPU_SESSION_BUDGET_S (540 s):
 #   0. the carried wheels (GPU_WHEELS, default .whl/: nltk, conllu, joblib) into a private folder on PYTHONPATH;
 #      nvidia-smi, python, torch and transformers versions          -> $OUT/session.txt
-#   1. tests/test_cuda.py                                            -> $OUT/test_cuda.txt
+#   1. tests/test_cuda.py, tests/test_triton_prior.py (on CUDA)       -> $OUT/test_cuda.txt
 #   2. benchmarks/speed/gpu_step.py, every variant                   -> $OUT/gpu-step.json, $OUT/gpu-step.log
 #   2b. benchmarks/speed/gpu_profile.py: the Tree Transformer paper step's device time by the package's
 #      line, with and without the prior                              -> $OUT/gpu-profile.json, .log
@@ -76,7 +76,7 @@ else
 fi
 
 # 1. the CUDA tests ------------------------------------------------------------------------------------
-part test_cuda "$TEST_LIMIT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_cuda.py \
+part test_cuda "$TEST_LIMIT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_triton_prior.py \
     >"$OUT/test_cuda.txt" 2>&1
 tail -n 15 "$OUT/test_cuda.txt" | tee -a "$LOG"
 

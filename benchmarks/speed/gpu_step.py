@@ -8,7 +8,9 @@ Rows (one per model, preset, prior, batch and variant): the Tree Transformer ``p
 variant) with the constituent prior and with ``prior="none"`` (the plain Transformer), batches of 64 x 27;
 the ``small`` preset with batches of 512 x 27; StructFormer ``paper`` with about 4,096 tokens (150 x 27);
 the ON-LSTM ``paper`` preset with 20 x 70 (next-token targets); the Tree Transformer ``paper`` preset again
-with the prior's fused kernels (``constituent_fused``; prior ``constituent-fused`` in the record). Batches are synthetic (token ids drawn
+with the prior's fused kernels (``constituent_fused``; prior ``constituent-fused`` in the record), and the
+``paper`` and ``small`` presets with its Triton kernels (``constituent_fused="triton"``; prior
+``constituent-triton``; on CUDA; elsewhere they compute as the fused kernels). Batches are synthetic (token ids drawn
 once, 15% of positions masked for the masked LMs); the optimiser is Adam (fused on CUDA and CPU) with
 clipping 1.5; dropout is seeded before every step, as in
 :meth:`syntaxformer.training.loop.TrainingLoop.device_step`.
@@ -86,6 +88,23 @@ CASES = [
         64,
         27,
         {"constituent_variant": "official", "constituent_fused": True},
+    ),
+    # the prior's link chain and attention as Triton kernels (CUDA): a handful of kernels per layer
+    (
+        "tree-transformer",
+        "paper",
+        "constituent-triton",
+        64,
+        27,
+        {"constituent_variant": "official", "constituent_fused": "triton"},
+    ),
+    (
+        "tree-transformer",
+        "small",
+        "constituent-triton",
+        512,
+        27,
+        {"constituent_variant": "official", "constituent_fused": "triton"},
     ),
 ]
 

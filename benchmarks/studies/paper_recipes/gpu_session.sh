@@ -10,7 +10,9 @@
 # Carried: .whl/ (nltk, conllu, joblib wheels) and .gpu-data/ptb.{train,valid}.txt (the ptb-lm text,
 # copied from ../shared/data/ptb-lm/). Settings: PAPER_ARCH (tree-transformer), PAPER_SEEDS ("0 1 2"; the
 # StructFormer's and the ON-LSTM's: "0"), PAPER_TRAIN_MINUTES (6.5), PAPER_BUDGET_S (560: the whole script, a hard limit),
-# PAPER_COMMIT (the code's commit, for the log).
+# PAPER_COMMIT (the code's commit, for the log), PAPER_SET (config fields for every seed, e.g.
+# "constituent_fused=triton": the Tree Transformer's prior as Triton kernels, once tests/test_triton_prior.py
+# has passed on the machine).
 set -u
 cd "$(dirname "$0")/../../.."
 
@@ -28,12 +30,13 @@ LOG="$OUT/session.txt"
 START=$SECONDS
 log() { echo "[paper_recipes +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 
-log "start: ${ARCH}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
+log "start: ${ARCH} ${PAPER_SET:-}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
 install_wheels .whl || log "wheels: none in .whl/ (benchmarks/studies/paper_recipes/README.md)"
 [ -f "$TEXT" ] || { log "no training text at $TEXT: copy ../shared/data/ptb-lm/ptb.train.txt there"; exit 0; }
 # the accelerator step; the ON-LSTM's running text keeps its state across steps: its step stays eager
 STEP=(--fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph)
 ARCH_ARGS=(--architecture "$ARCH")
+for field in ${PAPER_SET:-}; do ARCH_ARGS+=(--set "$field"); done
 # the StructFormer's and the ON-LSTM's recipes keep the model of the best validation loss; the ON-LSTM at
 # the size of its CPU run (mini: the paper size's eager step is about 4 steps/s)
 [ "$ARCH" != tree-transformer ] && ARCH_ARGS+=(--valid "$VALID")
