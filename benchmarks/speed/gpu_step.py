@@ -10,7 +10,8 @@ the ``small`` preset with batches of 512 x 27; StructFormer ``paper`` with about
 the ON-LSTM ``paper`` preset with 20 x 70 (next-token targets); the Tree Transformer ``paper`` preset again
 with the prior's fused kernels (``constituent_fused``; prior ``constituent-fused`` in the record), and the
 ``paper`` and ``small`` presets with its Triton kernels (``constituent_fused="triton"``; prior
-``constituent-triton``; on CUDA; elsewhere they compute as the fused kernels). Batches are synthetic (token ids drawn
+``constituent-triton``; on CUDA; elsewhere they compute as the fused kernels), and the ON-LSTM ``paper``
+preset with its cell as a Triton kernel (``cell_kernel="triton"``; prior ``cell-triton``). Batches are synthetic (token ids drawn
 once, 15% of positions masked for the masked LMs); the optimiser is Adam (fused on CUDA and CPU) with
 clipping 1.5; dropout is seeded before every step, as in
 :meth:`syntaxformer.training.loop.TrainingLoop.device_step`.
@@ -106,6 +107,8 @@ CASES = [
         27,
         {"constituent_variant": "official", "constituent_fused": "triton"},
     ),
+    # the ON-LSTM's cell as one Triton kernel each way per step (CUDA)
+    ("on-lstm", "paper", "cell-triton", 20, 70, {"cell_kernel": "triton"}),
 ]
 
 

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..kernels import triton_runs_on
 from ..kernels.on_lstm import WEIGHT_GRAD_ONCE_MIN, weight_gradient_once_product
 
 # ----------------------------------------------------------------------------------------------
@@ -247,14 +248,21 @@ def drop_connect(weight: Tensor, p: float, training: bool) -> Tensor:
 # ----------------------------------------------------------------------------------------------
 
 
+#: the ``cell_kernel`` choices: the cell's equations with autograd, or one Triton kernel each way
+#: (:mod:`syntaxformer.kernels.triton_on_lstm`) where :func:`~syntaxformer.kernels.triton_runs_on` the device
+CELL_KERNELS = ("autograd", "triton")
+
+
 class OnLstmLayer(nn.Module):
     """One ON-LSTM layer: ``ih`` (input -> gates, all steps at once) and ``hh`` (hidden -> gates,
-    each step), both with bias, ``G = 2 H / chunk_size + 4 H`` outputs (public ``ONLSTMCell``)."""
+    each step), both with bias, ``G = 2 H / chunk_size + 4 H`` outputs (public ``ONLSTMCell``).
+    ``cell_kernel``: one of :data:`CELL_KERNELS`."""
 
-    def __init__(self, input_size: int, hidden_size: int, chunk_size: int, wdrop: float):
+    def __init__(self, input_size: int, hidden_size: int, chunk_size: int, wdrop: float, cell_kernel: str = "autograd"):
         super().__init__()
         self.hidden_size, self.chunk_size, self.wdrop = hidden_size, chunk_size, wdrop
         self.n_chunk = hidden_size // chunk_size
+        self.cell_kernel = cell_kernel
         gates = 4 * hidden_size + 2 * self.n_chunk
         self.ih = nn.Linear(input_size, gates)
         self.hh = nn.Linear(hidden_size, gates)
@@ -268,7 +276,10 @@ class OnLstmLayer(nn.Module):
             state = (zeros, zeros)
         gates_x = F.linear(x, self.ih.weight, self.ih.bias + self.hh.bias)  # (B, N, G)
         w_hh = drop_connect(self.hh.weight, self.wdrop, self.training)  # (G, H)
-        out, f_master, h, c = on_lstm_recurrence(gates_x, w_hh, state[0], state[1], mask, self.chunk_size, self.loop)
+        loop = self.loop
+        if self.cell_kernel == "triton" and loop is on_lstm_loop and triton_runs_on(x.device):
+            from ..kernels.triton_on_lstm import triton_on_lstm_loop as loop
+        out, f_master, h, c = on_lstm_recurrence(gates_x, w_hh, state[0], state[1], mask, self.chunk_size, loop)
         return out, f_master, (h, c)
 
 
@@ -279,11 +290,13 @@ class OnLstmStack(nn.ModuleList):
 
     Args:
         sizes: ``[input width] + [width of each layer]``, bottom-up.
-        chunk_size, wdrop: as :class:`OnLstmConfig`; dropouth: locked dropout between layers.
+        chunk_size, wdrop, cell_kernel: as :class:`OnLstmConfig`; dropouth: locked dropout between layers.
     """
 
-    def __init__(self, sizes: list[int], chunk_size: int, wdrop: float, dropouth: float):
-        super().__init__(OnLstmLayer(sizes[l], sizes[l + 1], chunk_size, wdrop) for l in range(len(sizes) - 1))
+    def __init__(self, sizes: list[int], chunk_size: int, wdrop: float, dropouth: float, cell_kernel: str = "autograd"):
+        super().__init__(
+            OnLstmLayer(sizes[l], sizes[l + 1], chunk_size, wdrop, cell_kernel) for l in range(len(sizes) - 1)
+        )
         self.dropouth = dropouth
 
     def forward(self, x: Tensor, mask: Tensor | None, state=None):
@@ -329,5 +342,6 @@ __all__ = [
     "drop_connect",
     "OnLstmLayer",
     "OnLstmStack",
+    "CELL_KERNELS",
     "WEIGHT_GRAD_ONCE_MIN",
 ]

@@ -87,6 +87,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..blocks.on_lstm import (  # noqa: F401  (the recurrence lives in the blocks layer; re-exported)
+    CELL_KERNELS,
     WEIGHT_GRAD_ONCE_MIN,
     OnLstmLayer,
     OnLstmStack,
@@ -279,11 +280,15 @@ class OnLstmConfig(PretrainedConfig):
         pad_token_id: padding token (padding is found from it when no ``attention_mask`` is given).
         tie_word_embeddings: tie the output layer to the embeddings (the public recipe does). Stated
             because ``transformers`` 5 no longer gives every config this field.
+        cell_kernel: "autograd" (the cell's equations, :func:`~syntaxformer.blocks.on_lstm.on_lstm_cell`)
+            or "triton" (each step's cell as one Triton kernel each way,
+            :mod:`syntaxformer.kernels.triton_on_lstm`, where :func:`~syntaxformer.kernels.triton_runs_on`
+            the device; elsewhere as "autograd"). The same function; float rounding differs.
 
     Raises:
         ValueError: a width that is not a multiple of ``chunk_size``, ``hidden_sizes`` of the wrong
             length or (tied) a last width other than ``embedding_size``, a dropout outside [0, 1),
-            or ``parse_layer`` out of range.
+            ``parse_layer`` out of range, or an unknown ``cell_kernel``.
     """
 
     model_type = "on-lstm"
@@ -307,9 +312,11 @@ class OnLstmConfig(PretrainedConfig):
         init_range: float = 0.1,
         pad_token_id: int = 0,
         tie_word_embeddings: bool = True,
+        cell_kernel: str = "autograd",
         **kwargs,
     ):
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
+        self.cell_kernel = cell_kernel
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_size = hidden_size
@@ -336,6 +343,8 @@ class OnLstmConfig(PretrainedConfig):
         return [self.hidden_size] * (self.num_layers - 1) + [self.embedding_size]
 
     def _check(self) -> None:
+        if self.cell_kernel not in CELL_KERNELS:
+            raise ValueError(f"unknown cell_kernel {self.cell_kernel!r}; expected one of {CELL_KERNELS}")
         if self.num_layers < 1:
             raise ValueError(f"num_layers must be at least 1, got {self.num_layers}")
         sizes = self.layer_sizes
@@ -439,7 +448,11 @@ class OnLstmModel(OnLstmPreTrainedModel):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_size)
         self.layers = OnLstmStack(
-            [config.embedding_size] + config.layer_sizes, config.chunk_size, config.wdrop, config.dropouth
+            [config.embedding_size] + config.layer_sizes,
+            config.chunk_size,
+            config.wdrop,
+            config.dropouth,
+            getattr(config, "cell_kernel", "autograd"),
         )
         self.post_init()
 
