@@ -141,9 +141,10 @@ def test_a_training_step_does_not_synchronise_on_cuda(tmp_path, model):
     assert torch.isfinite(loss)
 
 
-def _graph_trainer(tmp_path, name: str, **options):
+def _graph_trainer(tmp_path, name: str, config: dict | None = None, **options):
     """A tiny Tree Transformer's trainer on CUDA with fixed batch shapes and no dropout (so a graphed step
-    can equal an eager one), built (``step_graph`` set up as the loop's ``_begin`` does)."""
+    can equal an eager one; ``config`` fields override), built (``step_graph`` set up as the loop's
+    ``_begin`` does)."""
     from syntaxformer.training.arguments import TrainArguments
     from syntaxformer.training.fast_step import make_step_graph
     from syntaxformer.training.trainer import Trainer
@@ -157,7 +158,7 @@ def _graph_trainer(tmp_path, name: str, **options):
         pad_to_multiple=128,  # every batch one shape: (8, 128) (max_length 128)
         device="cuda",
         quiet=True,
-        overrides={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+        overrides={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, **(config or {})},
         **options,
     )
     trainer = Trainer(args)
@@ -200,6 +201,22 @@ def test_five_graphed_steps_equal_five_eager_ones(tmp_path, mode):
     assert graphed._step_graph is not None  # no fallback to the eager step
     if mode == "cuda-graph":
         assert len(graphed._step_graph._graphs) == 1
+    for a, b in zip(eager_losses, graphed_losses):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+    for a, b in zip(eager.model.parameters(), graphed.model.parameters()):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+
+
+def test_graphed_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
+    """The constituent prior's Triton kernels under capture, attention dropout on (Triton's masks, seeded
+    by a draw of CUDA's generator, which a replay advances as the eager step does): five graphed steps
+    give the losses and parameters of five eager ones."""
+    config = {"constituent_fused": "triton", "attention_probs_dropout_prob": 0.1}
+    eager = _graph_trainer(tmp_path, "eager", config)
+    graphed = _graph_trainer(tmp_path, "graphed", config, step_graph="cuda-graph")
+    graphed._step_graph.warmup = 1
+    eager_losses, graphed_losses = _graph_steps(eager, 5), _graph_steps(graphed, 5)
+    assert len(graphed._step_graph._graphs) == 1
     for a, b in zip(eager_losses, graphed_losses):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
     for a, b in zip(eager.model.parameters(), graphed.model.parameters()):
