@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from syntaxformer.kernels import triton_runs_on
-from syntaxformer.kernels.constituent import fused_link_chain
+from syntaxformer.kernels.constituent import BilinearNeighbourScores, fused_link_chain, neighbour_score_form
 from syntaxformer.models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
 from syntaxformer.priors.attention import eager_attention, sdpa_attention
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 if triton_runs_on(DEVICE):
     from syntaxformer.kernels import triton_prior
-    from syntaxformer.kernels.triton_prior import laplace_prior_attention, triton_link_chain
+    from syntaxformer.kernels.triton_prior import laplace_prior_attention, triton_prior_chain
 
 
 def _mask(lengths, n):
@@ -40,23 +40,33 @@ def _form(variant: str, log_diagonal: float | None) -> tuple[float, float]:
     return ConstituentPrior(torch.zeros(1, 1), variant, log_diagonal, fused="triton").laplace_form
 
 
+def _pytorch_chain(r, hidden, linear, offset, gap, prior, variant):
+    return fused_link_chain(*BilinearNeighbourScores.apply(r, hidden, linear, offset), gap, prior, variant)
+
+
 @pytest.mark.parametrize("variant", ["paper", "official"])
 @pytest.mark.parametrize("with_prior", [False, True])
-def test_link_chain_equals_the_fused_pytorch_chain(variant, with_prior):
+@pytest.mark.parametrize("d", [8, 80])  # 80: two chunks of the hidden size
+def test_prior_chain_equals_the_fused_pytorch_chain(variant, with_prior, d):
+    """Eq. 5 (the bilinear form) then eqs. 6-8 and P: values and the gradients of h M, h, the form's
+    linear terms and offset, and the prior."""
     g = torch.Generator().manual_seed(0)
     lengths = [9, 6, 1, 9, 4]  # padding, a one-word sentence, full rows
     gap = _mask(lengths, 9)[:, :-1] & _mask(lengths, 9)[:, 1:]
-    s_right, s_left = _randn(5, 8, g=g), _randn(5, 8, g=g)
+    query, key = torch.nn.Linear(d, d).to(DEVICE), torch.nn.Linear(d, d).to(DEVICE)
+    bilinear, linear, offset = neighbour_score_form(query, key, d / 2)
+    hidden = _randn(5, 9, d, g=g)
+    r = hidden @ bilinear
     prior = torch.rand(5, 8, generator=g).to(DEVICE).requires_grad_() if with_prior else None
-    inputs = [s_right, s_left] + ([prior] if with_prior else [])
+    inputs = [hidden, query.weight, query.bias, key.weight, key.bias] + ([prior] if with_prior else [])
     grad_a, grad_cum = torch.randn(5, 8, generator=g).to(DEVICE), torch.randn(5, 9, generator=g).to(DEVICE)
     results = []
-    for chain in (fused_link_chain, triton_link_chain):
-        a, cum = chain(s_right, s_left, gap, prior, variant)
-        grads = torch.autograd.grad((a * grad_a).sum() + (cum * grad_cum).sum(), inputs)
+    for chain in (_pytorch_chain, triton_prior_chain):
+        a, cum = chain(r, hidden, linear, offset, gap, prior, variant)
+        grads = torch.autograd.grad((a * grad_a).sum() + (cum * grad_cum).sum(), inputs, retain_graph=True)
         results.append((a, cum, *grads))
     for fast, ref in zip(*results[::-1], strict=True):
-        torch.testing.assert_close(fast, ref, atol=2e-6, rtol=1e-5)
+        torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize(("variant", "diagonal", "n"), [("paper", None, 11), ("official", 2, 11), ("paper", None, 70)])
@@ -138,12 +148,12 @@ def _loss_and_grads(model):
 
 def test_model_with_triton_kernels_equals_the_fused_model(monkeypatch):
     calls = []
-    for name in ("LaplacePriorAttention", "TritonLinkChain"):
+    for name in ("LaplacePriorAttention", "TritonPriorChain"):
         function = getattr(triton_prior, name)
         monkeypatch.setattr(function, "apply", _counting(function.apply, calls, name))
     ref_loss, ref_grads = _loss_and_grads(_model(True))
     loss, grads = _loss_and_grads(_model("triton"))
-    assert sorted(set(calls)) == ["LaplacePriorAttention", "TritonLinkChain"] and len(calls) == 4  # 2 layers
+    assert sorted(set(calls)) == ["LaplacePriorAttention", "TritonPriorChain"] and len(calls) == 4  # 2 layers
     torch.testing.assert_close(loss, ref_loss, atol=1e-5, rtol=1e-5)
     for grad, ref in zip(grads, ref_grads, strict=True):
         if ref is not None:

@@ -1,11 +1,13 @@
-"""Triton kernels for the constituent prior's link chain and the attention it multiplies.
+"""Triton kernels for the constituent prior's chain and the attention it multiplies.
 
 The same functions as the PyTorch paths (:mod:`syntaxformer.kernels.constituent`,
 :mod:`syntaxformer.kernels.attention`), each layer's prior in a handful of kernels instead of about
 150 small ones (``constituent_fused="triton"``; benchmarks/speed/gpu_profile.py counts them):
 
-* :func:`triton_link_chain` (:class:`TritonLinkChain`): eqs. 6-8 and ``P`` of Wang, Lee & Chen (EMNLP
-  2019, §3.2) -- one program per sentence, forward and backward one kernel each; the backward is
+* :func:`triton_prior_chain` (:class:`TritonPriorChain`): the neighbour scores of eq. 5 (as the bilinear
+  form of :func:`~syntaxformer.kernels.constituent.neighbour_score_form`) and eqs. 6-8 and ``P`` of Wang,
+  Lee & Chen (EMNLP 2019, §3.2) -- one program per sentence, forward and backward one kernel each; the
+  backward is :class:`~syntaxformer.kernels.constituent.BilinearNeighbourScores`' after
   :class:`~syntaxformer.kernels.constituent.FusedLinkChain`'s.
 * :func:`laplace_prior_attention` (:class:`LaplacePriorAttention`): ``out = dropout(M ⊙ softmax(Q Kᵀ/√d_k
   + padding)) V`` for a prior of the form ``M_ij = exp(-|P_i - P_j|) + eps`` off the diagonal and
@@ -284,7 +286,7 @@ def laplace_prior_attention(
 
 
 # ----------------------------------------------------------------------------------------------
-# Eqs. 6-8 and P
+# Eqs. 6-8 and P from the neighbour scores (helpers of the kernels below)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -294,12 +296,11 @@ def _log_sigmoid(x):
 
 
 @triton.jit
-def _link_chain_forward(
-    S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, CUM,
-    G, eps, tiny,
+def _link_chain(
+    S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, CUM, row, G, eps, tiny,
     HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    row = tl.program_id(0)  # one program per sentence, gaps k = 0 .. G-1 (G = N - 1)
+    """Eqs. 6-8 and ``P`` of sentence ``row`` from its neighbour scores in memory (gaps k = 0 .. G-1)."""
     k = tl.arange(0, BLOCK)
     ok = k < G
     base = row * G
@@ -332,12 +333,12 @@ def _link_chain_forward(
 
 
 @triton.jit
-def _link_chain_backward(
-    S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, GRAD_A, GRAD_CUM, GRAD_RIGHT, GRAD_LEFT, GRAD_PRIOR,
-    G, eps, tiny,
+def _link_chain_grad(
+    S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, GRAD_A, GRAD_CUM, GRAD_RIGHT, GRAD_LEFT, GRAD_PRIOR, row, G, eps, tiny,
     HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    row = tl.program_id(0)
+    """The backward of :func:`_link_chain` for sentence ``row`` (:class:`~syntaxformer.kernels.constituent.FusedLinkChain`'s):
+    the neighbour scores' gradients into ``GRAD_RIGHT`` and ``GRAD_LEFT``, the prior's into ``GRAD_PRIOR``."""
     k = tl.arange(0, BLOCK)
     ok = k < G
     base = row * G
@@ -381,43 +382,6 @@ def _link_chain_backward(
     tl.store(GRAD_LEFT + base + k, d_v - d_u_after, mask=ok)
 
 
-class TritonLinkChain(torch.autograd.Function):
-    """Eqs. 6-8 and ``P`` of one layer by the Triton kernels: the function, inputs, outputs and backward
-    of :class:`~syntaxformer.kernels.constituent.FusedLinkChain` (float32), one kernel each way."""
-
-    @staticmethod
-    def forward(ctx, s_right, s_left, gap_mask, prior, variant: str, eps: float):
-        batch, gaps = s_right.shape
-        s_right, s_left = s_right.float().contiguous(), s_left.float().contiguous()
-        gap = gap_mask.to(torch.int8).contiguous()
-        prior = prior.float().contiguous() if prior is not None else None
-        a_hat, a = torch.empty_like(s_right), torch.empty_like(s_right)
-        cum = s_right.new_empty(batch, gaps + 1)
-        options = _chain_options(gaps, prior is not None, variant, eps)
-        _link_chain_forward[(batch,)](s_right, s_left, gap, prior if prior is not None else a, a_hat, a, cum, **options)
-        ctx.options = options
-        ctx.save_for_backward(s_right, s_left, gap, prior, a_hat, a)
-        return a, cum
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_a, grad_cum):
-        s_right, s_left, gap, prior, a_hat, a = ctx.saved_tensors
-        grad_a = torch.zeros_like(a) if grad_a is None else grad_a.float().contiguous()
-        grad_cum = (
-            torch.zeros(a.shape[0], a.shape[1] + 1, device=a.device)
-            if grad_cum is None
-            else grad_cum.float().contiguous()
-        )
-        grad_right, grad_left = torch.empty_like(a), torch.empty_like(a)
-        grad_prior = torch.empty_like(a) if prior is not None else None
-        _link_chain_backward[(a.shape[0],)](
-            s_right, s_left, gap, prior if prior is not None else a, a_hat, a, grad_a, grad_cum,
-            grad_right, grad_left, grad_prior if grad_prior is not None else a, **ctx.options,
-        )  # fmt: skip
-        return grad_right, grad_left, None, grad_prior, None, None
-
-
 def _chain_options(gaps: int, has_prior: bool, variant: str, eps: float) -> dict:
     return dict(
         G=gaps,
@@ -429,23 +393,200 @@ def _chain_options(gaps: int, has_prior: bool, variant: str, eps: float) -> dict
     )
 
 
-def triton_link_chain(
-    s_right: torch.Tensor,
-    s_left: torch.Tensor,
+# ----------------------------------------------------------------------------------------------
+# Eq. 5 (as the bilinear form) with eqs. 6-8 and P
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _neighbour_scores(R, HID, UW, OFFSET, row, k, ok, N, D, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+    """``(s_right, s_left)`` at gaps ``k`` of sentence ``row``: ``r_k·h_{k+1} + hu_k + hw_{k+1} + c`` and
+    ``r_{k+1}·h_k + hu_{k+1} + hw_k + c`` (eq. 5 as the bilinear form), summed over chunks of d."""
+    acc_right = tl.zeros((BLOCK,), dtype=tl.float32)
+    acc_left = tl.zeros((BLOCK,), dtype=tl.float32)
+    hu_k = tl.zeros((BLOCK,), dtype=tl.float32)
+    hu_next = tl.zeros((BLOCK,), dtype=tl.float32)
+    hw_k = tl.zeros((BLOCK,), dtype=tl.float32)
+    hw_next = tl.zeros((BLOCK,), dtype=tl.float32)
+    here = (row * N + k)[:, None] * D
+    for start in range(0, D, BLOCK_D):
+        dims = start + tl.arange(0, BLOCK_D)
+        dim_ok = dims < D
+        both = ok[:, None] & dim_ok[None, :]
+        r_k = tl.load(R + here + dims[None, :], mask=both, other=0.0).to(tl.float32)
+        r_next = tl.load(R + here + D + dims[None, :], mask=both, other=0.0).to(tl.float32)
+        h_k = tl.load(HID + here + dims[None, :], mask=both, other=0.0).to(tl.float32)
+        h_next = tl.load(HID + here + D + dims[None, :], mask=both, other=0.0).to(tl.float32)
+        u = tl.load(UW + dims * 2, mask=dim_ok, other=0.0).to(tl.float32)[None, :]
+        w = tl.load(UW + dims * 2 + 1, mask=dim_ok, other=0.0).to(tl.float32)[None, :]
+        acc_right += tl.sum(r_k * h_next, 1)
+        acc_left += tl.sum(r_next * h_k, 1)
+        hu_k += tl.sum(h_k * u, 1)
+        hu_next += tl.sum(h_next * u, 1)
+        hw_k += tl.sum(h_k * w, 1)
+        hw_next += tl.sum(h_next * w, 1)
+    offset = tl.load(OFFSET).to(tl.float32)
+    return acc_right + hu_k + hw_next + offset, acc_left + hu_next + hw_k + offset
+
+
+@triton.jit
+def _prior_chain_forward(
+    R, HID, UW, OFFSET, GAP, PRIOR, S_RIGHT, S_LEFT, A_HAT, A, CUM,
+    G, N, D, eps, tiny,
+    HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    row = tl.program_id(0)  # one program per sentence
+    k = tl.arange(0, BLOCK)
+    ok = k < G
+    s_right, s_left = _neighbour_scores(R, HID, UW, OFFSET, row, k, ok, N, D, BLOCK, BLOCK_D)
+    tl.store(S_RIGHT + row * G + k, s_right, mask=ok)  # kept for the backward, read shifted below
+    tl.store(S_LEFT + row * G + k, s_left, mask=ok)
+    tl.debug_barrier()
+    _link_chain(S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, CUM, row, G, eps, tiny, HAS_PRIOR, OFFICIAL, BLOCK)
+
+
+@triton.jit
+def _prior_chain_backward(
+    R, HID, UW, S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, GRAD_A, GRAD_CUM, GRAD_RIGHT, GRAD_LEFT, GRAD_PRIOR,
+    GRAD_R, GRAD_HID, PART_UW, PART_OFFSET,
+    G, N, D, eps, tiny,
+    HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr, BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    row = tl.program_id(0)
+    _link_chain_grad(
+        S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, GRAD_A, GRAD_CUM, GRAD_RIGHT, GRAD_LEFT, GRAD_PRIOR,
+        row, G, eps, tiny, HAS_PRIOR, OFFICIAL, BLOCK,
+    )  # fmt: skip
+    tl.debug_barrier()
+    # eq. 5's backward (BilinearNeighbourScores'), token j of the sentence:
+    # d r_j = gR_j h_{j+1} + gL_{j-1} h_{j-1},  d h_j = gR_{j-1} r_{j-1} + gL_j r_{j+1} + dhu_j u + dhw_j w
+    j = tl.arange(0, BLOCK_T)
+    token_ok = j < N
+    base = GRAD_RIGHT + row * G
+    g_right = tl.load(base + j, mask=j < G, other=0.0)
+    g_right_before = tl.load(base + j - 1, mask=(j >= 1) & (j - 1 < G), other=0.0)
+    g_left = tl.load(GRAD_LEFT + row * G + j, mask=j < G, other=0.0)
+    g_left_before = tl.load(GRAD_LEFT + row * G + j - 1, mask=(j >= 1) & (j - 1 < G), other=0.0)
+    grad_hu = g_right + g_left_before
+    grad_hw = g_right_before + g_left
+    here = (row * N + j)[:, None] * D
+    for start in range(0, D, BLOCK_D):
+        dims = start + tl.arange(0, BLOCK_D)
+        dim_ok = dims < D
+        both = token_ok[:, None] & dim_ok[None, :]
+        after = ((j + 1) < N)[:, None] & dim_ok[None, :]
+        before = (j >= 1)[:, None] & both
+        h = tl.load(HID + here + dims[None, :], mask=both, other=0.0).to(tl.float32)
+        h_after = tl.load(HID + here + D + dims[None, :], mask=after, other=0.0).to(tl.float32)
+        h_before = tl.load(HID + here - D + dims[None, :], mask=before, other=0.0).to(tl.float32)
+        r_after = tl.load(R + here + D + dims[None, :], mask=after, other=0.0).to(tl.float32)
+        r_before = tl.load(R + here - D + dims[None, :], mask=before, other=0.0).to(tl.float32)
+        u = tl.load(UW + dims * 2, mask=dim_ok, other=0.0).to(tl.float32)[None, :]
+        w = tl.load(UW + dims * 2 + 1, mask=dim_ok, other=0.0).to(tl.float32)[None, :]
+        grad_r = g_right[:, None] * h_after + g_left_before[:, None] * h_before
+        grad_h = g_right_before[:, None] * r_before + g_left[:, None] * r_after
+        grad_h += grad_hu[:, None] * u + grad_hw[:, None] * w
+        tl.store(GRAD_R + here + dims[None, :], grad_r, mask=both)
+        tl.store(GRAD_HID + here + dims[None, :], grad_h, mask=both)
+        tl.store(PART_UW + (row * D + dims) * 2, tl.sum(h * grad_hu[:, None], 0), mask=dim_ok)
+        tl.store(PART_UW + (row * D + dims) * 2 + 1, tl.sum(h * grad_hw[:, None], 0), mask=dim_ok)
+    tl.store(PART_OFFSET + row, tl.sum(g_right, 0) + tl.sum(g_left, 0))
+
+
+class TritonPriorChain(torch.autograd.Function):
+    """Eq. 5 (the neighbour scores as the bilinear form of
+    :func:`~syntaxformer.kernels.constituent.neighbour_score_form`) with eqs. 6-8 and ``P`` of one layer
+    by one Triton kernel each way: the function and backward of
+    :class:`~syntaxformer.kernels.constituent.BilinearNeighbourScores` followed by
+    :class:`~syntaxformer.kernels.constituent.FusedLinkChain` (float32 inside).
+
+    Inputs: ``r = h M`` (B, N, d), ``hidden`` ``h`` (B, N, d), ``uw`` (d, 2), ``offset`` (scalar
+    tensor), ``gap_mask`` (B, N-1) bool, ``prior`` (B, N-1) or None, ``variant``, ``eps``. Outputs
+    ``(a, P)``: (B, N-1), (B, N) float32. The backward's sums over the batch (``d uw``, ``d offset``)
+    are per-sentence partial sums added after the kernel. Not twice differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, r, hidden, uw, offset, gap_mask, prior, variant: str, eps: float):
+        batch, n, d = hidden.shape
+        r, hidden, uw = r.contiguous(), hidden.contiguous(), uw.contiguous()
+        gap = gap_mask.to(torch.int8).contiguous()
+        prior = prior.float().contiguous() if prior is not None else None
+        s_right, s_left, a_hat, a = (hidden.new_empty(batch, n - 1, dtype=torch.float32) for _ in range(4))
+        cum = hidden.new_empty(batch, n, dtype=torch.float32)
+        options = dict(_chain_options(n - 1, prior is not None, variant, eps), N=n, D=d, BLOCK_D=_BLOCK_D)
+        _prior_chain_forward[(batch,)](
+            r, hidden, uw, offset, gap, prior if prior is not None else a, s_right, s_left, a_hat, a, cum, **options
+        )
+        ctx.options = options
+        ctx.save_for_backward(r, hidden, uw, s_right, s_left, gap, prior, a_hat, a)
+        return a, cum
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_a, grad_cum):
+        r, hidden, uw, s_right, s_left, gap, prior, a_hat, a = ctx.saved_tensors
+        batch, n, d = hidden.shape
+        grad_a = torch.zeros_like(a) if grad_a is None else grad_a.float().contiguous()
+        grad_cum = torch.zeros(batch, n, device=a.device) if grad_cum is None else grad_cum.float().contiguous()
+        grad_right, grad_left = torch.empty_like(a), torch.empty_like(a)
+        grad_prior = torch.empty_like(a) if prior is not None else None
+        grad_r, grad_hidden = (torch.empty(batch, n, d, device=a.device) for _ in range(2))
+        part_uw, part_offset = torch.empty(batch, d, 2, device=a.device), torch.empty(batch, device=a.device)
+        _prior_chain_backward[(batch,)](
+            r, hidden, uw, s_right, s_left, gap, prior if prior is not None else a, a_hat, a, grad_a, grad_cum,
+            grad_right, grad_left, grad_prior if grad_prior is not None else a,
+            grad_r, grad_hidden, part_uw, part_offset,
+            BLOCK_T=max(16, triton.next_power_of_2(n)), **ctx.options,
+        )  # fmt: skip
+        return (
+            grad_r.to(r.dtype),
+            grad_hidden.to(hidden.dtype),
+            part_uw.sum(0).to(uw.dtype),
+            part_offset.sum().to(uw.dtype),
+            None,
+            grad_prior,
+            None,
+            None,
+        )
+
+
+#: the chunk of the hidden size a program reads at a time in :class:`TritonPriorChain`
+_BLOCK_D = 64
+
+
+def triton_prior_chain(
+    r: torch.Tensor,
+    hidden: torch.Tensor,
+    linear: torch.Tensor,
+    offset: torch.Tensor,
     gap_mask: torch.Tensor,
     prior: torch.Tensor | None,
     variant: str,
     eps: float = 1e-9,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(a, P)`` of one layer from its neighbour scores by :class:`TritonLinkChain`: arguments and
-    returns as :func:`~syntaxformer.kernels.constituent.fused_link_chain` (float32 out)."""
-    return TritonLinkChain.apply(s_right, s_left, gap_mask, prior, variant, eps)
+    """``(a, P)`` of one layer from its normalised input by :class:`TritonPriorChain`: the same as
+    :func:`~syntaxformer.kernels.constituent.neighbour_scores_bilinear` then
+    :func:`~syntaxformer.kernels.constituent.fused_link_chain`.
+
+    Args:
+        r: (B, N, d) ``h M / scale`` (``hidden @ bilinear`` of :func:`~syntaxformer.kernels.constituent.neighbour_score_form`).
+        hidden: (B, N, d) the normalised layer input ``h``.
+        linear, offset: ``[u | w] / scale`` (d, 2) and ``c / scale`` (scalar tensor) of the same form.
+        gap_mask: (B, N-1) bool, True where both words are real.
+        prior: (B, N-1) link probabilities of the layer below, or None.
+        variant: "paper" or "official". eps: the official variant's epsilon.
+    Returns:
+        ``(a, P)``: (B, N-1) link probabilities and (B, N) cumulative log links, float32.
+    """
+    return TritonPriorChain.apply(r, hidden, linear, offset, gap_mask, prior, variant, eps)
 
 
 __all__ = [
     "MAX_TOKENS",
     "LaplacePriorAttention",
-    "TritonLinkChain",
+    "TritonPriorChain",
     "laplace_prior_attention",
-    "triton_link_chain",
+    "triton_prior_chain",
 ]

@@ -390,16 +390,17 @@ class ConstituentAttention(StructuralPrior):
         mask = mask.bool()
         gap_mask = mask[:, :-1] & mask[:, 1:]  # (B, N-1)
         h = self.norm(hidden)  # (B, N, d)
+        if self.fused == "triton" and triton_runs_on(hidden.device):  # eqs. 5-8 and P: one Triton kernel
+            from ..kernels.triton_prior import triton_prior_chain
+
+            bilinear, linear, offset = neighbour_score_form(self.query, self.key, self.scale)
+            return triton_prior_chain(h @ bilinear, h, linear, offset, gap_mask, prior, self.variant, OFFICIAL_EPS)
         # eq. 5, (B, N-1) each; many tokens: the same scores as one d×d product per token (+ d³ per call
         # to form it; kernels/constituent.py); few: the two projections cost less than forming W_qᵀ W_k
         if B * N > self.d_model:
             s_right, s_left = neighbour_scores_bilinear(h, *neighbour_score_form(self.query, self.key, self.scale))
         else:
             s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
-        if self.fused == "triton" and triton_runs_on(hidden.device):  # eqs. 6-8 and P, one Triton kernel
-            from ..kernels.triton_prior import triton_link_chain
-
-            return triton_link_chain(s_right, s_left, gap_mask, prior, self.variant, eps=OFFICIAL_EPS)
         if self.fused:  # eqs. 6-8 and P as one kernel with a hand-written backward (kernels/constituent.py)
             return fused_link_chain(s_right, s_left, gap_mask, prior, self.variant, eps=OFFICIAL_EPS)
         log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)  # eq. 6, (B, N-1) each
