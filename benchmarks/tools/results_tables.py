@@ -1343,6 +1343,52 @@ def _fastest_graph(sps: dict, key: tuple) -> tuple[float | None, str]:
     return value, "" if name == priors[0] else f" (`{name}`)"
 
 
+OP_COUNT = "docs/benchmarks/op-count.json"
+
+#: each kernel setting's (model, preset, prior) -> the default setting's, whose count it is compared with
+OP_COUNT_BASES = {"constituent-fused": "constituent", "constituent-triton": "constituent", "cell-triton": None}
+
+
+@table("op-count")
+def op_count_table() -> str:
+    """docs/results/speed.md: operators per training step (``op_count.py``) of each case, with the
+    operators the prior adds over the plain Transformer and each kernel setting's count against its
+    model's default, or nothing recorded."""
+    if not (ROOT / OP_COUNT).exists():
+        return f"No record yet (`{OP_COUNT}`)."
+    run = load(OP_COUNT)
+    counts = {(r["model"], r["preset"], r["prior"]): r["ops_per_step"] for r in run["rows"]}
+    rows, seen = [], set()
+    for r in run["rows"]:
+        key = (r["model"], r["preset"], r["prior"])
+        if key in seen:
+            continue
+        seen.add(key)
+        plain = counts.get((r["model"], r["preset"], "none")) if r["model"] == "tree-transformer" else None
+        base_prior = OP_COUNT_BASES.get(r["prior"], r["prior"])
+        base = counts.get((r["model"], r["preset"], base_prior))
+        added = f"{r['ops_per_step'] - plain:,}" if plain is not None and r["prior"] != "none" else "–"
+        against = f"{r['ops_per_step'] / base:.2f}" if base and base_prior != r["prior"] else "–"
+        rows.append(
+            [
+                f"`{r['model']}`",
+                f"`{r['preset']}`",
+                f"`{r['prior']}`" if r["prior"] else "–",
+                r["batch"],
+                f"{r['ops_per_step']:,}",
+                f"{r['triton_kernels']:,}",
+                added,
+                against,
+            ]
+        )
+    head = f"{run['what']}; torch {run['torch']}, Triton {run['triton']}."
+    return f"{head}\n\n" + markdown(
+        ["model", "preset", "kernels (prior)", "batch", "ops/step", "of them Triton", "over `none`", "× default"],
+        rows,
+        "lllrrrrr",
+    )
+
+
 @table("gpu-step-targets")
 def gpu_step_targets() -> str:
     """docs/results/speed.md: each speed target of the accelerator step against ``gpu-step.json``'s

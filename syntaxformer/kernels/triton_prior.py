@@ -76,6 +76,23 @@ def _attention_tile(
 
 
 @triton.jit
+def _sentence_keys(
+    K, V, P, KEY_MASK, b, h, skb, skh, skn, svb, svh, svn, N, D, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr
+):
+    """Sentence b's keys and values of head h ``(BLOCK_N, BLOCK_D)``, which keys are real, their ``P``,
+    and the lanes with their masks."""
+    cols = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, BLOCK_D)
+    col_ok, dim_ok = cols < N, dims < D
+    kv_mask = col_ok[:, None] & dim_ok[None, :]
+    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + dims[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + dims[None, :], mask=kv_mask, other=0.0)
+    real_key = tl.load(KEY_MASK + b * N + cols, mask=col_ok, other=0) != 0
+    p_key = tl.load(P + b * N + cols, mask=col_ok, other=0.0)
+    return cols, col_ok, dims, dim_ok, kv_mask, k, v, real_key, p_key
+
+
+@triton.jit
 def _laplace_attention_forward(
     Q, K, V, P, KEY_MASK, SEED, OUT,
     sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
@@ -85,14 +102,9 @@ def _laplace_attention_forward(
 ):  # fmt: skip
     pid = tl.program_id(0)  # one program per (sentence b, head h)
     b, h = pid // H, pid % H
-    cols = tl.arange(0, BLOCK_N)
-    dims = tl.arange(0, BLOCK_D)
-    col_ok, dim_ok = cols < N, dims < D
-    kv_mask = col_ok[:, None] & dim_ok[None, :]
-    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + dims[None, :], mask=kv_mask, other=0.0)  # (BN, BD)
-    v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + dims[None, :], mask=kv_mask, other=0.0)
-    real_key = tl.load(KEY_MASK + b * N + cols, mask=col_ok, other=0) != 0
-    p_key = tl.load(P + b * N + cols, mask=col_ok, other=0.0)
+    cols, col_ok, dims, dim_ok, kv_mask, k, v, real_key, p_key = _sentence_keys(
+        K, V, P, KEY_MASK, b, h, skb, skh, skn, svb, svh, svn, N, D, BLOCK_N, BLOCK_D
+    )
     seed = tl.load(SEED)
     for start in range(0, N, BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M)
@@ -120,14 +132,9 @@ def _laplace_attention_backward(
 ):  # fmt: skip
     pid = tl.program_id(0)
     b, h = pid // H, pid % H
-    cols = tl.arange(0, BLOCK_N)
-    dims = tl.arange(0, BLOCK_D)
-    col_ok, dim_ok = cols < N, dims < D
-    kv_mask = col_ok[:, None] & dim_ok[None, :]
-    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + dims[None, :], mask=kv_mask, other=0.0)
-    v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + dims[None, :], mask=kv_mask, other=0.0)
-    real_key = tl.load(KEY_MASK + b * N + cols, mask=col_ok, other=0) != 0
-    p_key = tl.load(P + b * N + cols, mask=col_ok, other=0.0)
+    cols, col_ok, dims, dim_ok, kv_mask, k, v, real_key, p_key = _sentence_keys(
+        K, V, P, KEY_MASK, b, h, skb, skh, skn, svb, svh, svn, N, D, BLOCK_N, BLOCK_D
+    )
     seed = tl.load(SEED)
     grad_k = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     grad_v = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
