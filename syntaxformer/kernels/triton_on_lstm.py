@@ -1,12 +1,13 @@
-"""A Triton kernel for the ON-LSTM cell: one step's gates and state update in one kernel each way.
+"""The ON-LSTM recurrence with its cell as a Triton kernel: per step one product and one kernel each way.
 
-The same function as :func:`syntaxformer.blocks.on_lstm.on_lstm_cell` with the padding step of
-:func:`~syntaxformer.blocks.on_lstm.on_lstm_loop` (Shen et al., ICLR 2019, eqs. 9-14 and
-``h_t = o_t ∘ tanh(c_t)``; a padded step keeps the state), which autograd runs as about 20 kernels
-forward and 35 backward per step and layer: one program per sentence row computes, from the step's
-pre-activations ``gates`` ``(B, G)`` (``[i~ | f~ | o | c^ | i | f]``, ``G = 2C + 4H``), the master
-gates (two ``cumax`` over the ``C`` chunks), the unit gates and the new state; the backward computes
-the pre-activations' gradient and the previous cell state's in one pass (``on_lstm_kernels="triton"``).
+The same function as :func:`syntaxformer.blocks.on_lstm.on_lstm_loop` (Shen et al., ICLR 2019,
+eqs. 9-14 and ``h_t = o_t ∘ tanh(c_t)``; a padded step keeps the state), which autograd runs as about
+20 kernels forward and 35 backward per step and layer (``cell_kernel="triton"``). The cell kernel: one
+program per sentence row computes, from the step's pre-activations ``gates`` ``(B, G)``
+(``[i~ | f~ | o | c^ | i | f]``, ``G = 2C + 4H``), the master gates (two ``cumax`` over the ``C``
+chunks), the unit gates and the new state; its backward the pre-activations' gradient and the previous
+cell state's in one pass. :class:`TritonOnLstmRecurrence` runs the loop over time as one autograd
+function around it (no autograd graph per step; the recurrent weight's gradient once).
 
 With ``u`` the units of a chunk, ``ĉ = tanh(z_c)``, ``τ = tanh(c_t)`` and the forward's gates:
 
@@ -19,7 +20,7 @@ With ``u`` the units of a chunk, ``ĉ = tanh(z_c)``, ``τ = tanh(c_t)`` and the 
 (``dF~`` the gradient of the step's master forget gate output, ``p`` the softmaxes of the ``cumax``.)
 Padded rows (``keep`` false) output the previous state and pass its gradients through; their master
 gate output is the step's own, as the loop's. Float32 inside; bf16 pre-activations are read as float32.
-Runs where :func:`syntaxformer.kernels.triton_runs_on` the device; tested against the autograd cell in
+Runs where :func:`syntaxformer.kernels.triton_runs_on` the device; tested against the autograd loop in
 ``tests/test_triton_on_lstm.py``.
 """
 
@@ -28,8 +29,6 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-
-from .on_lstm import WEIGHT_GRAD_ONCE_MIN, weight_gradient_once_product
 
 
 @triton.jit
@@ -155,69 +154,83 @@ def _blocks(n_chunk: int, chunk_size: int) -> dict:
     return dict(BLOCK_C=max(16, triton.next_power_of_2(n_chunk)), BLOCK_S=max(2, triton.next_power_of_2(chunk_size)))
 
 
-class TritonOnLstmCell(torch.autograd.Function):
-    """One ON-LSTM step's gates and state update by the Triton kernels (module docstring).
+class TritonOnLstmRecurrence(torch.autograd.Function):
+    """One ON-LSTM layer over time: each step's recurrent product and the cell kernel forward; the
+    backward walks the steps in reverse, one cell kernel and one product per step, and forms the
+    recurrent weight's gradient once, ``[h_0 .. h_{N-1}]ᵀ [dgates_1 .. dgates_N]`` (one matrix product),
+    as fused LSTM kernels do. Float32 inside (autocast off): the state and the products.
 
-    Inputs: ``gates`` ``(B, G)`` pre-activations, ``c`` ``(B, H)`` and ``h`` ``(B, H)`` the previous
-    state (float32), ``keep`` ``(B,)`` bool (a padded step keeps the state) or None, ``n_chunk``,
-    ``chunk_size``. Outputs ``(h_t, c_t, f~_t)``: ``(B, H)``, ``(B, H)``, ``(B, n_chunk)`` float32.
-    Not twice differentiable.
+    Inputs: ``gates_x`` (B, N, G) the input projections with both biases, ``w_hh_t`` (H, G), ``h``,
+    ``c`` (B, H) the initial state, ``mask`` (B, N) bool or None (a padded step keeps the state),
+    ``n_chunk``, ``chunk_size``. Outputs: ``(outputs (B, N, H), f_master (B, N, n_chunk), h_N, c_N)``,
+    float32, as :func:`~syntaxformer.blocks.on_lstm.on_lstm_loop`. Saves the pre-activations and the
+    cell states of every step (``N·B·(G + H)`` floats: what autograd's loop keeps, in two buffers). Not
+    twice differentiable.
     """
 
     @staticmethod
-    def forward(ctx, gates, c, h, keep, n_chunk: int, chunk_size: int):
-        batch, width = c.shape
-        gates, c, h = gates.contiguous(), c.contiguous(), h.contiguous()
-        keep_rows = keep.to(torch.int8).contiguous() if keep is not None else None
-        h_out, c_out = torch.empty_like(c), torch.empty_like(c)
-        f_master = c.new_empty(batch, n_chunk)
-        options = dict(
-            C=n_chunk,
-            S=chunk_size,
-            H=width,
-            G=gates.shape[1],
-            HAS_KEEP=keep is not None,
-            **_blocks(n_chunk, chunk_size),
-        )
-        rows = keep_rows if keep_rows is not None else c
-        _on_lstm_cell_forward[(batch,)](gates, c, h, rows, h_out, c_out, f_master, **options)
+    def forward(ctx, gates_x, w_hh_t, h, c, mask, n_chunk: int, chunk_size: int):
+        batch, steps, width = gates_x.shape[0], gates_x.shape[1], h.shape[1]
+        input_dtype, weight_dtype = gates_x.dtype, w_hh_t.dtype
+        with torch.autocast(gates_x.device.type, enabled=False):
+            gates_x, w_hh_t = gates_x.float(), w_hh_t.float()
+            h, c = h.float().contiguous(), c.float().contiguous()
+            keep = mask.t().to(torch.int8).contiguous() if mask is not None else None  # (N, B)
+            gates = gates_x.new_empty(steps, batch, gates_x.shape[2])  # (N, B, G) pre-activations
+            hs, cs = gates_x.new_empty(steps + 1, batch, width), gates_x.new_empty(steps + 1, batch, width)
+            masters = gates_x.new_empty(steps, batch, n_chunk)
+            hs[0], cs[0] = h, c
+            options = _cell_options(gates_x.shape[2], width, n_chunk, chunk_size, keep is not None)
+            for t in range(steps):
+                torch.addmm(gates_x[:, t], hs[t], w_hh_t, out=gates[t])  # W x_t + U h_{t-1} + b
+                _on_lstm_cell_forward[(batch,)](
+                    gates[t], cs[t], hs[t], keep[t] if keep is not None else cs[t], hs[t + 1], cs[t + 1], masters[t],
+                    **options,
+                )  # fmt: skip
+        ctx.save_for_backward(w_hh_t, gates, hs, cs, keep)
         ctx.options = options
-        ctx.save_for_backward(gates, c, keep_rows)
-        return h_out, c_out, f_master
+        ctx.dtypes = (input_dtype, weight_dtype)
+        # copies: a caller's in-place change to an output must not touch what the backward reads
+        outputs = hs[1:].transpose(0, 1).contiguous()  # (B, N, H)
+        return outputs, masters.transpose(0, 1).contiguous(), hs[steps].clone(), cs[steps].clone()
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_h, grad_c, grad_f_master):
-        gates, c, keep_rows = ctx.saved_tensors
-        grad_h, grad_c, grad_f_master = (
-            torch.zeros_like(ref) if g is None else g.float().contiguous()
-            for g, ref in ((grad_h, c), (grad_c, c), (grad_f_master, c.new_empty(c.shape[0], ctx.options["C"])))
+    def backward(ctx, grad_outputs, grad_masters, grad_h_last, grad_c_last):
+        w_hh_t, gates, hs, cs, keep = ctx.saved_tensors
+        steps, batch, width = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
+        zeros = hs.new_zeros(steps, batch, width)
+        grad_h_steps = zeros if grad_outputs is None else grad_outputs.float().transpose(0, 1).contiguous()  # (N, B, H)
+        grad_masters = (
+            hs.new_zeros(steps, batch, ctx.options["C"])
+            if grad_masters is None
+            else grad_masters.float().transpose(0, 1).contiguous()
         )
-        grad_gates = torch.empty(gates.shape, dtype=torch.float32, device=gates.device)
-        grad_c_prev = torch.empty_like(c)
-        grad_h_prev = torch.empty_like(c) if keep_rows is not None else None
-        _on_lstm_cell_backward[(c.shape[0],)](
-            gates, c, keep_rows if keep_rows is not None else c, grad_h, grad_c, grad_f_master,
-            grad_gates, grad_c_prev, grad_h_prev if grad_h_prev is not None else c, **ctx.options,
-        )  # fmt: skip
-        return grad_gates.to(gates.dtype), grad_c_prev, grad_h_prev, None, None, None
+        grad_h = hs.new_zeros(batch, width) if grad_h_last is None else grad_h_last.float().clone()
+        grad_c = hs.new_zeros(batch, width) if grad_c_last is None else grad_c_last.float().clone()
+        grad_gates = torch.empty_like(gates)  # (N, B, G)
+        grad_c_prev = torch.empty_like(grad_c)
+        grad_h_direct = torch.empty_like(grad_h) if keep is not None else grad_c_prev  # (a dummy without a mask)
+        for t in reversed(range(steps)):
+            grad_h += grad_h_steps[t]  # dh_t: the output's and the next step's
+            _on_lstm_cell_backward[(batch,)](
+                gates[t], cs[t], keep[t] if keep is not None else cs[t], grad_h, grad_c, grad_masters[t],
+                grad_gates[t], grad_c_prev, grad_h_direct, **ctx.options,
+            )  # fmt: skip
+            grad_c, grad_c_prev = grad_c_prev, grad_c
+            # dh_{t-1} = dgates_t Uᵀ (+ the state kept through a padded step)
+            if keep is not None:
+                grad_h = torch.addmm(grad_h_direct, grad_gates[t], w_hh_t.t())
+            else:
+                grad_h = grad_gates[t] @ w_hh_t.t()
+        flat = grad_gates.reshape(steps * batch, -1)  # (N·B, G)
+        grad_w = hs[:steps].reshape(steps * batch, width).t() @ flat  # (H, G): once, after the loop
+        input_dtype, weight_dtype = ctx.dtypes
+        return grad_gates.transpose(0, 1).to(input_dtype), grad_w.to(weight_dtype), grad_h, grad_c, None, None, None
 
 
-def triton_on_lstm_cell(
-    gates: torch.Tensor, c: torch.Tensor, h: torch.Tensor, keep: torch.Tensor | None, n_chunk: int, chunk_size: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(h_t, c_t, f~_t)`` of one step by :class:`TritonOnLstmCell`: the values of
-    :func:`~syntaxformer.blocks.on_lstm.on_lstm_cell` followed by the loop's padding step.
-
-    Args:
-        gates: ``(B, G)`` pre-activations ``W x_t + U h_{t-1} + b`` (``[i~ | f~ | o | c^ | i | f]``).
-        c, h: ``(B, H)`` the previous cell and hidden state, float32.
-        keep: ``(B,)`` bool, False where the step is padding (the state is kept), or None (no padding).
-        n_chunk, chunk_size: master units and units per master unit (``H = n_chunk · chunk_size``).
-    Returns:
-        ``(h_t (B, H), c_t (B, H), f~_t (B, n_chunk))``.
-    """
-    return TritonOnLstmCell.apply(gates, c, h, keep, n_chunk, chunk_size)
+def _cell_options(gates: int, width: int, n_chunk: int, chunk_size: int, has_keep: bool) -> dict:
+    return dict(C=n_chunk, S=chunk_size, H=width, G=gates, HAS_KEEP=has_keep, **_blocks(n_chunk, chunk_size))
 
 
 def triton_on_lstm_loop(
@@ -231,24 +244,13 @@ def triton_on_lstm_loop(
     chunk_size: int,
     weight_grad_once: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`syntaxformer.blocks.on_lstm.on_lstm_loop` (the same arguments and returns) with each step's
-    cell and padding step by :func:`triton_on_lstm_cell`: per step, the recurrent product and one
-    kernel forward, one kernel and the product's backward. ``weight_grad_once`` as there
-    (:func:`~syntaxformer.kernels.on_lstm.weight_gradient_once_product`)."""
-    outputs: list[torch.Tensor] = []
-    masters: list[torch.Tensor] = []
-    if weight_grad_once is None:
-        weight_grad_once = w_hh_t.numel() >= WEIGHT_GRAD_ONCE_MIN
-    fast_product = None
-    if weight_grad_once and torch.is_grad_enabled() and w_hh_t.requires_grad:
-        fast_product = weight_gradient_once_product(w_hh_t)
-    for t, gates_x_t in enumerate(gates_x.unbind(1)):
-        gates = torch.addmm(gates_x_t, h, w_hh_t) if fast_product is None else fast_product(gates_x_t, h)  # (B, G)
-        keep = mask[:, t] if mask is not None and t >= first_padded else None  # (B,) bool
-        h, c, f_master = triton_on_lstm_cell(gates, c, h, keep, n_chunk, chunk_size)
-        outputs.append(h)
-        masters.append(f_master)
-    return torch.stack(outputs, dim=1), torch.stack(masters, dim=1), h, c
+    """:func:`syntaxformer.blocks.on_lstm.on_lstm_loop` (the same arguments and returns) by
+    :class:`TritonOnLstmRecurrence`: per step one recurrent product and one cell kernel forward, one cell
+    kernel and one product backward; the recurrent weight's gradient once (``weight_grad_once`` is
+    always so). A mask applies to every step when ``first_padded`` is inside the sequence (the loop's
+    callers pass 0 with a mask: the mask is true before its first padded step)."""
+    masked = mask if mask is not None and first_padded < gates_x.shape[1] else None
+    return TritonOnLstmRecurrence.apply(gates_x, w_hh_t, h, c, masked, n_chunk, chunk_size)
 
 
-__all__ = ["TritonOnLstmCell", "triton_on_lstm_cell", "triton_on_lstm_loop"]
+__all__ = ["TritonOnLstmRecurrence", "triton_on_lstm_loop"]
