@@ -6,9 +6,9 @@
 On a GPU the graphed step of a small model is bound by the number of kernels it launches, not by its
 arithmetic (docs/results/speed.md). This counts, for one eager training step of each case of
 ``gpu_step.py`` (the same models, presets, batches, optimiser and clipping), the ATen operators that
-reach the dispatcher below autograd (forward, backward, clipping and the Adam update: each is one or a
-few kernels on a GPU; views and metadata operators are counted too, so the count is an upper bound
-on kernels) plus the Triton kernels launched. It runs on the CPU: the Triton kernels run in Triton's
+reach the dispatcher below autograd and compute (forward, backward, clipping and the Adam update: each
+is one or a few kernels on a GPU; views and allocations, which launch none, are counted apart) plus the
+Triton kernels launched. It runs on the CPU: the Triton kernels run in Triton's
 interpreter (``TRITON_INTERPRET=1``, set here before Triton's import), their launches counted as one
 each and the interpreter's own tensor work not counted. A count, not a time: the GPU speed of the same
 settings is ``gpu_step.py``'s to measure. ``--rows`` counts every case at that many sentences (the
@@ -17,8 +17,8 @@ only through the paths' choices by size, e.g. the constituent prior's bilinear f
 which 20 sentences of 27 tokens pass at every preset, as the papers' batches do).
 
 The record (``--out``): ``code``, ``torch``, ``triton`` and per case ``model``, ``preset``, ``prior``
-(the kernel setting's label, as ``gpu_step.py``'s), ``batch``, ``aten_ops``, ``triton_kernels`` and
-``ops_per_step`` (their sum).
+(the kernel setting's label, as ``gpu_step.py``'s), ``batch``, ``aten_ops`` (computing operators),
+``views_and_allocations``, ``triton_kernels`` and ``ops_per_step`` (computing operators + Triton kernels).
 """
 
 from __future__ import annotations
@@ -36,10 +36,14 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from benchmarks.speed.gpu_step import CASES, code_record, eager_runner, sized, step_loop, synthetic_batch  # noqa: E402
 
+#: operators that launch no kernel: allocations (views are known by their schema)
+ALLOCATIONS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+
 
 class OperatorCount(TorchDispatchMode):
-    """Counts the ATen operators dispatched while it is on, and Triton launches (:meth:`launch`); the
-    operators a Triton launch runs inside the interpreter are not counted."""
+    """Counts the ATen operators dispatched while it is on (``"aten"``: those that compute; ``"views"``:
+    views and allocations) and Triton launches (:meth:`launch`); the operators a Triton launch runs
+    inside the interpreter are not counted."""
 
     def __init__(self):
         super().__init__()
@@ -48,7 +52,8 @@ class OperatorCount(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if not self.paused:
-            self.counts["aten"] += 1
+            computes = not func.is_view and func.overloadpacket.__name__ not in ALLOCATIONS
+            self.counts["aten" if computes else "views"] += 1
         return func(*args, **(kwargs or {}))
 
     def launch(self, run, *args, **kwargs):
@@ -89,6 +94,7 @@ def count_case(case, smoke: bool, rows: int | None = None) -> dict:
         prior=prior,
         batch=f"{rows} x {length}",
         aten_ops=aten,
+        views_and_allocations=counter.counts["views"],
         triton_kernels=launches,
         ops_per_step=aten + launches,
     )
@@ -104,8 +110,9 @@ def main(argv=None) -> int:
 
     torch.manual_seed(0)
     record = dict(
-        what="operators per eager training step (ATen operators below autograd + Triton kernel launches), "
-        "CPU, Triton kernels in Triton's interpreter; batches, optimiser and clipping as gpu_step.py",
+        what="operators per eager training step (ATen operators below autograd that compute, not views or "
+        "allocations, + Triton kernel launches), CPU, Triton kernels in Triton's interpreter; batches, optimiser "
+        "and clipping as gpu_step.py",
         device="cpu",
         torch=torch.__version__,
         triton=triton.__version__,
