@@ -230,7 +230,10 @@ class TritonOnLstmRecurrence(torch.autograd.Function):
 
 
 def _cell_options(gates: int, width: int, n_chunk: int, chunk_size: int, has_keep: bool) -> dict:
-    return dict(C=n_chunk, S=chunk_size, H=width, G=gates, HAS_KEEP=has_keep, **_blocks(n_chunk, chunk_size))
+    """The cell kernels' sizes and compile-time arguments (more threads for a row of more units)."""
+    blocks = _blocks(n_chunk, chunk_size)
+    warps = 4 if blocks["BLOCK_C"] * blocks["BLOCK_S"] <= 1024 else 8
+    return dict(C=n_chunk, S=chunk_size, H=width, G=gates, HAS_KEEP=has_keep, num_warps=warps, **blocks)
 
 
 def triton_on_lstm_loop(

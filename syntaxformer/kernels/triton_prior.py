@@ -38,9 +38,10 @@ import torch
 import triton
 import triton.language as tl
 
-#: longest sentence the attention kernel takes (tokens): one program holds a sentence's keys and
-#: values and a (BLOCK_M, N) tile of scores; longer sentences take the blockwise PyTorch kernel
-MAX_TOKENS = 256
+#: longest sentence the attention kernel takes (tokens): one program holds a sentence's keys and values
+#: (two (128, d_k) float32 tiles: 32 KiB each at d_k = 64, and in the backward their gradients too) and a
+#: (BLOCK_M, N) tile of scores; longer sentences take the blockwise PyTorch kernel
+MAX_TOKENS = 128
 
 #: the additive score of a padding key (as the literal path's ``finfo(float32).min``, but safe to subtract)
 _PADDING_SCORE = -1.0e30
@@ -523,6 +524,7 @@ class TritonPriorChain(torch.autograd.Function):
         s_right, s_left, a_hat, a = (hidden.new_empty(batch, n - 1, dtype=torch.float32) for _ in range(4))
         cum = hidden.new_empty(batch, n, dtype=torch.float32)
         options = dict(_chain_options(n - 1, prior is not None, variant, eps), N=n, D=d, BLOCK_D=_BLOCK_D)
+        options["num_warps"] = 4 if options["BLOCK"] <= 64 else 8  # (BLOCK, BLOCK_D) tiles: more threads for long ones
         _prior_chain_forward[(batch,)](
             r, hidden, uw, offset, gap, prior if prior is not None else a, s_right, s_left, a_hat, a, cum, **options
         )
