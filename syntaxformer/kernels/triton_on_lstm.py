@@ -102,7 +102,7 @@ def _on_lstm_cell_forward(
 
 @triton.jit
 def _on_lstm_cell_backward(
-    GATES, C_PREV, KEEP, GRAD_H, GRAD_C, GRAD_F_MASTER, GRAD_GATES, GRAD_C_PREV, GRAD_H_PREV,
+    GATES, C_PREV, KEEP, GRAD_H, GRAD_H_STEP, GRAD_C, GRAD_F_MASTER, GRAD_GATES, GRAD_C_PREV, GRAD_H_PREV,
     C, S, H, G,
     HAS_KEEP: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr,
 ):  # fmt: skip
@@ -119,7 +119,9 @@ def _on_lstm_cell_backward(
     f_hat = f * omega + (f_master[:, None] - omega)
     i_hat = i * omega + (i_master[:, None] - omega)
     tau = _tanh(f_hat * c_prev + i_hat * c_cand)
+    # dh_t: through the next step (GRAD_H) and from the step's output (GRAD_H_STEP)
     grad_h = tl.load(GRAD_H + row * H + units, mask=ok, other=0.0)
+    grad_h += tl.load(GRAD_H_STEP + row * H + units, mask=ok, other=0.0)
     grad_c_out = tl.load(GRAD_C + row * H + units, mask=ok, other=0.0)
     if HAS_KEEP:  # a padded row: the state's gradients pass through, the cell's are 0
         keep = tl.load(KEEP + row) != 0
@@ -206,15 +208,14 @@ class TritonOnLstmRecurrence(torch.autograd.Function):
             if grad_masters is None
             else grad_masters.float().transpose(0, 1).contiguous()
         )
-        grad_h = hs.new_zeros(batch, width) if grad_h_last is None else grad_h_last.float().clone()
+        grad_h = hs.new_zeros(batch, width) if grad_h_last is None else grad_h_last.float().contiguous()
         grad_c = hs.new_zeros(batch, width) if grad_c_last is None else grad_c_last.float().clone()
         grad_gates = torch.empty_like(gates)  # (N, B, G)
         grad_c_prev = torch.empty_like(grad_c)
         grad_h_direct = torch.empty_like(grad_h) if keep is not None else grad_c_prev  # (a dummy without a mask)
         for t in reversed(range(steps)):
-            grad_h += grad_h_steps[t]  # dh_t: the output's and the next step's
             _on_lstm_cell_backward[(batch,)](
-                gates[t], cs[t], keep[t] if keep is not None else cs[t], grad_h, grad_c, grad_masters[t],
+                gates[t], cs[t], keep[t] if keep is not None else cs[t], grad_h, grad_h_steps[t], grad_c, grad_masters[t],
                 grad_gates[t], grad_c_prev, grad_h_direct, **ctx.options,
             )  # fmt: skip
             grad_c, grad_c_prev = grad_c_prev, grad_c
