@@ -73,6 +73,21 @@ def _cell_inputs(GATES, C_PREV, row, C, S, H, G, BLOCK_C: tl.constexpr, BLOCK_S:
 
 
 @triton.jit
+def _cell_gates(z_im, z_fm, z_o, z_c, z_i, z_f, chunk_ok):
+    """The step's gates from its pre-activations (eqs. 9-13): the master gates and the softmaxes of their
+    ``cumax`` ``(BLOCK_C,)``, the overlap ``(BLOCK_C, 1)``, the unit gates, ``ĉ``, ``f^`` and ``i^``
+    ``(BLOCK_C, BLOCK_S)``."""
+    f_master, p_f = _cumax(z_fm, chunk_ok)  # eq. 9
+    cum_i, p_i = _cumax(z_im, chunk_ok)
+    i_master = 1.0 - cum_i  # eq. 10
+    omega = (f_master * i_master)[:, None]  # eq. 11, (BC, 1)
+    o, i, f = _sigmoid(z_o), _sigmoid(z_i), _sigmoid(z_f)
+    f_hat = f * omega + (f_master[:, None] - omega)  # eq. 12
+    i_hat = i * omega + (i_master[:, None] - omega)  # eq. 13
+    return f_master, p_f, i_master, p_i, omega, o, i, f, _tanh(z_c), f_hat, i_hat
+
+
+@triton.jit
 def _on_lstm_cell_forward(
     GATES, C_PREV, H_PREV, KEEP, H_OUT, C_OUT, F_MASTER,
     C, S, H, G,
@@ -82,14 +97,9 @@ def _on_lstm_cell_forward(
     z_im, z_fm, z_o, z_c, z_i, z_f, c_prev, chunk, chunk_ok, units, ok = _cell_inputs(
         GATES, C_PREV, row, C, S, H, G, BLOCK_C, BLOCK_S
     )
-    f_master, _ = _cumax(z_fm, chunk_ok)  # eq. 9
-    cum_i, _ = _cumax(z_im, chunk_ok)
-    i_master = 1.0 - cum_i  # eq. 10
-    omega = (f_master * i_master)[:, None]  # eq. 11, (BC, 1)
-    f_hat = _sigmoid(z_f) * omega + (f_master[:, None] - omega)  # eq. 12
-    i_hat = _sigmoid(z_i) * omega + (i_master[:, None] - omega)  # eq. 13
-    c_new = f_hat * c_prev + i_hat * _tanh(z_c)  # eq. 14
-    h_new = _sigmoid(z_o) * _tanh(c_new)
+    f_master, _, _, _, _, o, _, _, c_cand, f_hat, i_hat = _cell_gates(z_im, z_fm, z_o, z_c, z_i, z_f, chunk_ok)
+    c_new = f_hat * c_prev + i_hat * c_cand  # eq. 14
+    h_new = o * _tanh(c_new)
     if HAS_KEEP:  # a padded step keeps the state
         keep = tl.load(KEEP + row) != 0
         h_prev = tl.load(H_PREV + row * H + units, mask=ok, other=0.0)
@@ -110,14 +120,9 @@ def _on_lstm_cell_backward(
     z_im, z_fm, z_o, z_c, z_i, z_f, c_prev, chunk, chunk_ok, units, ok = _cell_inputs(
         GATES, C_PREV, row, C, S, H, G, BLOCK_C, BLOCK_S
     )
-    f_master, p_f = _cumax(z_fm, chunk_ok)
-    cum_i, p_i = _cumax(z_im, chunk_ok)
-    i_master = 1.0 - cum_i
-    omega = (f_master * i_master)[:, None]
-    o, i, f = _sigmoid(z_o), _sigmoid(z_i), _sigmoid(z_f)
-    c_cand = _tanh(z_c)
-    f_hat = f * omega + (f_master[:, None] - omega)
-    i_hat = i * omega + (i_master[:, None] - omega)
+    f_master, p_f, i_master, p_i, omega, o, i, f, c_cand, f_hat, i_hat = _cell_gates(
+        z_im, z_fm, z_o, z_c, z_i, z_f, chunk_ok
+    )
     tau = _tanh(f_hat * c_prev + i_hat * c_cand)
     # dh_t: through the next step (GRAD_H) and from the step's output (GRAD_H_STEP)
     grad_h = tl.load(GRAD_H + row * H + units, mask=ok, other=0.0)

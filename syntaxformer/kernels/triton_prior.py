@@ -94,6 +94,17 @@ def _sentence_keys(
 
 
 @triton.jit
+def _query_tile(Q, P, b, h, sqb, sqh, sqn, start, dims, dim_ok, N, BLOCK_M: tl.constexpr):
+    """The query rows ``start .. start + BLOCK_M`` of sentence b, head h: their indices and masks, the
+    queries ``(BLOCK_M, BLOCK_D)`` and their ``P``."""
+    rows = start + tl.arange(0, BLOCK_M)
+    row_ok = rows < N
+    q_mask = row_ok[:, None] & dim_ok[None, :]
+    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=q_mask, other=0.0)
+    return rows, row_ok, q_mask, q, tl.load(P + b * N + rows, mask=row_ok, other=0.0)
+
+
+@triton.jit
 def _laplace_attention_forward(
     Q, K, V, P, KEY_MASK, SEED, OUT,
     sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
@@ -108,11 +119,7 @@ def _laplace_attention_forward(
     )
     seed = tl.load(SEED)
     for start in range(0, N, BLOCK_M):
-        rows = start + tl.arange(0, BLOCK_M)
-        row_ok = rows < N
-        q_mask = row_ok[:, None] & dim_ok[None, :]
-        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=q_mask, other=0.0)
-        p_query = tl.load(P + b * N + rows, mask=row_ok, other=0.0)
+        rows, row_ok, q_mask, q, p_query = _query_tile(Q, P, b, h, sqb, sqh, sqn, start, dims, dim_ok, N, BLOCK_M)
         _, used, _ = _attention_tile(
             q, k, p_query, p_key, rows, cols, real_key, col_ok, seed, pid * N,
             N, scale, eps, diagonal, drop_p, keep_scale, tiny_log, DROPOUT, PRECISION,
@@ -141,12 +148,8 @@ def _laplace_attention_backward(
     grad_v = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     grad_p_cols = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for start in range(0, N, BLOCK_M):
-        rows = start + tl.arange(0, BLOCK_M)
-        row_ok = rows < N
-        q_mask = row_ok[:, None] & dim_ok[None, :]
-        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=q_mask, other=0.0)
+        rows, row_ok, q_mask, q, p_query = _query_tile(Q, P, b, h, sqb, sqh, sqn, start, dims, dim_ok, N, BLOCK_M)
         g_out = tl.load(GRAD_OUT + b * sgb + h * sgh + rows[:, None] * sgn + dims[None, :], mask=q_mask, other=0.0)
-        p_query = tl.load(P + b * N + rows, mask=row_ok, other=0.0)
         a, used, x = _attention_tile(
             q, k, p_query, p_key, rows, cols, real_key, col_ok, seed, pid * N,
             N, scale, eps, diagonal, drop_p, keep_scale, tiny_log, DROPOUT, PRECISION,
