@@ -44,7 +44,7 @@ from .encoder import (
     normalise_pruned_heads,
     sinusoidal_positions,
 )
-from .on_lstm import OnLstmStack, embedding_dropout, locked_dropout
+from .on_lstm import CELL_KERNELS, OnLstmStack, embedding_dropout, locked_dropout
 
 #: config fields of the named sizes (``make_config("on-lstm-san", preset, ...)``): K = 2-3 ON-LSTM
 #: layers under L = 2-3 self-attention layers of the same width (our CPU sizes, not the paper's NMT ones)
@@ -132,10 +132,13 @@ class OnLstmSanConfig(PretrainedConfig):
         pruned_heads: {layer: [heads]} removed by ``prune_heads`` (restored by ``from_pretrained``).
         tie_word_embeddings: tie the output layer to the embeddings (default False: untied, as the
             Tree Transformer's). Stated because ``transformers`` 5 no longer gives every config this field.
+        cell_kernel: the ON-LSTM layers' cell, "autograd" or "triton"
+            (:class:`~syntaxformer.models.on_lstm.OnLstmConfig`).
 
     Raises:
         ValueError: ``hidden_size`` not a multiple of ``chunk_size`` or of ``num_attention_heads``,
-            fewer than one layer of either kind, a dropout outside [0, 1), an unknown prior.
+            fewer than one layer of either kind, a dropout outside [0, 1), an unknown prior or
+            ``cell_kernel``.
     """
 
     model_type = "on-lstm-san"
@@ -163,9 +166,12 @@ class OnLstmSanConfig(PretrainedConfig):
         prior: str = "none",
         pruned_heads=None,
         tie_word_embeddings: bool = False,
+        cell_kernel: str = "autograd",
         **kwargs,
     ):
         check_prior(prior)
+        if cell_kernel not in CELL_KERNELS:
+            raise ValueError(f"unknown cell_kernel {cell_kernel!r}; expected one of {CELL_KERNELS}")
         if hidden_size % chunk_size or hidden_size % num_attention_heads:
             raise ValueError(
                 f"hidden_size {hidden_size} must be a multiple of chunk_size {chunk_size} and of "
@@ -189,6 +195,7 @@ class OnLstmSanConfig(PretrainedConfig):
         self.layer_norm_eps, self.init_range = layer_norm_eps, init_range
         self.prior = prior
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
+        self.cell_kernel = cell_kernel
 
 
 @dataclass
@@ -262,7 +269,11 @@ class OnLstmSanModel(OnLstmSanPreTrainedModel):
         d = config.hidden_size
         self.embeddings = nn.Embedding(config.vocab_size, d)
         self.on_lstm = OnLstmStack(
-            [d] * (config.num_on_lstm_layers + 1), config.chunk_size, config.wdrop, config.dropouth
+            [d] * (config.num_on_lstm_layers + 1),
+            config.chunk_size,
+            config.wdrop,
+            config.dropouth,
+            getattr(config, "cell_kernel", "autograd"),
         )
         self.san_dropout = nn.Dropout(config.hidden_dropout_prob)
         self.san = PreLNEncoder(config)
