@@ -38,6 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .dropout import check_probability
+
 #: longest sentence the attention kernel takes (tokens): one program holds a sentence's keys and values
 #: (two (128, d_k) float32 tiles: 32 KiB each at d_k = 64, and in the backward their gradients too) and a
 #: (BLOCK_M, N) tile of scores; longer sentences take the blockwise PyTorch kernel
@@ -224,14 +226,13 @@ class LaplacePriorAttention(torch.autograd.Function):
             heads, n, d, **options,
         )  # fmt: skip
         ctx.save_for_backward(query, key, value, cum, key_mask, seed)
-        ctx.constants = (eps, diagonal, dropout_p)
+        ctx.options = options  # the backward's, TF32 setting included, are the forward's
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
         query, key, value, cum, key_mask, seed = ctx.saved_tensors
-        eps, diagonal, dropout_p = ctx.constants
         batch, heads, n, d = query.shape
         grad_out = grad_out if grad_out.stride(-1) == 1 else grad_out.contiguous()
         grads = [torch.empty(batch, heads, n, d, dtype=torch.float32, device=query.device) for _ in range(3)]
@@ -239,7 +240,7 @@ class LaplacePriorAttention(torch.autograd.Function):
         _laplace_attention_backward[(batch * heads,)](
             query, key, value, cum, key_mask, seed, grad_out, *grads, grad_p_rows, grad_p_cols,
             *query.stride()[:3], *key.stride()[:3], *value.stride()[:3], *grad_out.stride()[:3],
-            heads, n, d, **_options(n, d, eps, diagonal, dropout_p),
+            heads, n, d, **ctx.options,
         )  # fmt: skip
         grad_query, grad_key, grad_value = (g.to(t.dtype) for g, t in zip(grads, (query, key, value), strict=True))
         grad_cum = (grad_p_rows + grad_p_cols).sum(1) if ctx.needs_input_grad[3] else None  # (B, N)
@@ -286,8 +287,10 @@ def laplace_prior_attention(
     Returns:
         (B, H, N, d_k).
     Raises:
-        ValueError: N > :data:`MAX_TOKENS`, or more than 2^31 attention entries (dropout offsets).
+        ValueError: N > :data:`MAX_TOKENS`, more than 2^31 attention entries (dropout offsets), or
+            ``dropout_p`` outside [0, 1).
     """
+    check_probability(dropout_p)
     batch, heads, n, _ = query.shape
     if n > MAX_TOKENS:
         raise ValueError(f"the Triton prior attention takes sentences of at most {MAX_TOKENS} tokens, got {n}")
