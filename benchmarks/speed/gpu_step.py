@@ -11,7 +11,9 @@ the ON-LSTM ``paper`` preset with 20 x 70 (next-token targets); the Tree Transfo
 with the prior's fused kernels (``constituent_fused``; prior ``constituent-fused`` in the record), and the
 ``paper`` and ``small`` presets with its Triton kernels (``constituent_fused="triton"``; prior
 ``constituent-triton``; on CUDA; elsewhere they compute as the fused kernels), and the ON-LSTM ``paper``
-preset with its cell as a Triton kernel (``cell_kernel="triton"``; prior ``cell-triton``). Batches are synthetic (token ids drawn
+preset with its cell as a Triton kernel (``cell_kernel="triton"``; prior ``cell-triton``), and StructFormer
+``paper`` with its parse stage as Triton kernels (``dependency_kernel="triton"``; prior ``dependency-triton``).
+Batches are synthetic (token ids drawn
 once, 15% of positions masked for the masked LMs); the optimiser is Adam (fused on CUDA and CPU) with
 clipping 1.5; dropout is seeded before every step, as in
 :meth:`syntaxformer.training.loop.TrainingLoop.device_step`.
@@ -109,6 +111,8 @@ CASES = [
     ),
     # the ON-LSTM's cell as one Triton kernel each way per step (CUDA)
     ("on-lstm", "paper", "cell-triton", 20, 70, {"cell_kernel": "triton"}),
+    # StructFormer's parse stage (calibration and the dependency distribution) as one Triton kernel each way
+    ("structformer", "paper", "dependency-triton", 150, 27, {"dependency_kernel": "triton"}),
 ]
 
 

@@ -1325,7 +1325,12 @@ GPU_TARGETS = [
         1.2,
     ),
     ("Tree Transformer `small`, batches of 512: ≥ 2×", ("tree-transformer", "small", TT_KERNELS), "eager", 2.0),
-    ("StructFormer `paper`, about 4,096 tokens: ≥ 3×", ("structformer", "paper", (None,)), "eager", 3.0),
+    (
+        "StructFormer `paper`, about 4,096 tokens: ≥ 3×",
+        ("structformer", "paper", (None, "dependency-triton")),
+        "eager",
+        3.0,
+    ),
     ("ON-LSTM `paper`, 20 × 70: ≥ 10×", ("on-lstm", "paper", (None, "cell-triton")), "eager", 10.0),
 ]
 
@@ -1346,7 +1351,12 @@ def _fastest_graph(sps: dict, key: tuple) -> tuple[float | None, str]:
 OP_COUNT = "docs/benchmarks/op-count.json"
 
 #: each kernel setting's (model, preset, prior) -> the default setting's, whose count it is compared with
-OP_COUNT_BASES = {"constituent-fused": "constituent", "constituent-triton": "constituent", "cell-triton": None}
+OP_COUNT_BASES = {
+    "constituent-fused": "constituent",
+    "constituent-triton": "constituent",
+    "cell-triton": None,
+    "dependency-triton": None,
+}
 
 
 @table("op-count")
@@ -1386,6 +1396,43 @@ def op_count_table() -> str:
         ["model", "preset", "kernels (prior)", "batch", "ops/step", "of them Triton", "over `none`", "× default"],
         rows,
         "lllrrrrr",
+    )
+
+
+TRITON_COMPILE = "docs/benchmarks/triton-compile.json"
+
+
+@table("triton-compile")
+def triton_compile_table() -> str:
+    """docs/results/speed.md: each Triton launch of a training step compiled for CUDA without a GPU
+    (``triton_compile.py``): its kernel, tile sizes, threads, and per architecture its registers and the
+    bytes per thread spilled to stack or local memory, or the compiler's error; or nothing recorded."""
+    if not (ROOT / TRITON_COMPILE).exists():
+        return f"No record yet (`{TRITON_COMPILE}`)."
+    run = load(TRITON_COMPILE)
+    rows = []
+    for launch in run["launches"]:
+        blocks = ", ".join(f"{k} {v}" for k, v in launch["constexprs"].items() if k.startswith("BLOCK"))
+        precision = launch["constexprs"].get("PRECISION", "–")
+        for arch, result in launch["compiled"].items():
+            if "error" in result:
+                cells = ["**error**", result["error"]]
+            else:
+                cells = [str(result["registers"]), f"{result['stack_bytes'] + result['local_bytes']:,}"]
+            module, name = launch["kernel"].rsplit(".", 1)
+            rows.append(
+                [
+                    f"`{module.rsplit('.', 1)[1]}.{name}`",
+                    blocks,
+                    precision,
+                    str(launch["num_warps"]),
+                    f"sm_{arch}",
+                    *cells,
+                ]
+            )
+    head = f"{run['what']}; Triton {run['triton']}, torch {run['torch']}, code {run['code'].get('commit', '?')[:10]}."
+    return f"{head}\n\n" + markdown(
+        ["kernel", "tiles", "products", "warps", "target", "registers", "spilled bytes/thread"], rows, "llllrrr"
     )
 
 

@@ -13,7 +13,10 @@ path:
   :mod:`syntaxformer.priors.constituent`);
 * :mod:`syntaxformer.kernels.triton_prior` -- the constituent prior's link chain and the attention it
   multiplies as Triton kernels (``constituent_fused="triton"``; CUDA, or Triton's interpreter), imported
-  only where :func:`triton_runs_on` (literal: the same as the two above);
+  only where :func:`triton_runs_on` (literal: the same as the two above); likewise
+  :mod:`syntaxformer.kernels.triton_on_lstm` (the ON-LSTM cell, ``cell_kernel="triton"``) and
+  :mod:`syntaxformer.kernels.triton_dependency` (StructFormer's calibrated distances and dependency
+  distribution, ``dependency_kernel="triton"``; literal: :mod:`syntaxformer.models.structformer`);
 * :mod:`syntaxformer.kernels.on_lstm` -- the ON-LSTM's recurrent-weight gradient once after the loop
   (by the weight's size; literal: :func:`syntaxformer.blocks.on_lstm.on_lstm_loop` with ``torch.addmm``);
 * :mod:`syntaxformer.kernels.dropout` -- the cheap CPU dropout mask generator (every dropout of the
@@ -58,9 +61,10 @@ def _triton_installed() -> bool:
 
 
 def triton_runs_on(device: torch.device | str) -> bool:
-    """Whether :mod:`syntaxformer.kernels.triton_prior` runs for tensors on ``device``: Triton is
-    installed (CUDA builds of PyTorch install it) and ``device`` is CUDA, or a CPU under Triton's
-    interpreter (the environment variable ``TRITON_INTERPRET=1``, set before the first import)."""
+    """Whether the Triton kernels (``triton_prior``, ``triton_on_lstm``, ``triton_dependency``) run for
+    tensors on ``device``: Triton is installed (CUDA builds of PyTorch install it) and ``device`` is CUDA,
+    or a CPU under Triton's interpreter (the environment variable ``TRITON_INTERPRET=1``, set before the
+    first import)."""
     if not _triton_installed():
         return False
     kind = torch.device(device).type

@@ -46,7 +46,7 @@ from .dropout import check_probability
 MAX_TOKENS = 128
 
 #: the additive score of a padding key (as the literal path's ``finfo(float32).min``, but safe to subtract)
-_PADDING_SCORE = -1.0e30
+_PADDING_SCORE = tl.constexpr(-1.0e30)
 
 
 @triton.jit
@@ -183,8 +183,15 @@ def _blocks(n: int, d: int) -> dict:
         BLOCK_M=min(block_n, 64 if block_n <= 64 else 32),
         BLOCK_N=block_n,
         BLOCK_D=max(16, triton.next_power_of_2(d)),
-        num_warps=4 if block_n <= 64 else 8,
+        num_warps=_warps(block_n),
     )
+
+
+def _warps(block: int) -> int:
+    """Threads per program for tiles of ``block`` rows: the fewest warps whose compiled kernels keep their
+    tiles in registers (no spills) at the paper presets' sizes on sm_90, as compiled and read back by
+    ``benchmarks/speed/triton_compile.py`` (docs/benchmarks/triton-compile.json)."""
+    return 4 if block <= 16 else 8 if block <= 64 else 16
 
 
 def _precision() -> str:
@@ -530,7 +537,7 @@ class TritonPriorChain(torch.autograd.Function):
         s_right, s_left, a_hat, a = (hidden.new_empty(batch, n - 1, dtype=torch.float32) for _ in range(4))
         cum = hidden.new_empty(batch, n, dtype=torch.float32)
         options = dict(_chain_options(n - 1, prior is not None, variant, eps), N=n, D=d, BLOCK_D=_BLOCK_D)
-        options["num_warps"] = 4 if options["BLOCK"] <= 64 else 8  # (BLOCK, BLOCK_D) tiles: more threads for long ones
+        options["num_warps"] = _warps(options["BLOCK"])  # (BLOCK, BLOCK_D) tiles: more threads for long ones
         _prior_chain_forward[(batch,)](
             r, hidden, uw, offset, gap, prior if prior is not None else a, s_right, s_left, a_hat, a, cum, **options
         )

@@ -11,7 +11,9 @@ The file reads bottom-up, as ``modeling_bert.py``::
                             (no positions) -> syntactic distance per gap, syntactic height per word
     distance/height         calibrate_distances (appendix A.2)
     dependency distribution constituent_membership -> boundary_probabilities -> (span_probability,
-                            parent_probability: O(N^3) reference forms) -> dependency_distribution
+                            parent_probability: O(N^3) reference forms) -> dependency_distribution;
+                            calibrated_dependency_distribution: the stage as the model calls it
+                            (``dependency_kernel="triton"``: kernels/triton_dependency.py, the same)
     attention               relation_weights, dependency_structure, dependency_constrained_attention
     layer / encoder         StructFormerLayer (pre-LayerNorm), StructFormerEncoder (+ final LayerNorm)
     model                   StructFormerModel: embeddings + parser + encoder
@@ -89,6 +91,7 @@ from transformers.utils import ModelOutput
 
 from ..blocks.dropout import Dropout
 from ..blocks.mlm_head import masked_lm_output
+from ..kernels import triton_runs_on
 from ..structures import DependencyDistribution, SyntacticDistances
 from .encoder import HeadPruningMixin, layer_head_masks, normalise_pruned_heads, prune_head_projections
 
@@ -101,6 +104,8 @@ _TINY = 1e-30
 
 RELATIONS = ("head", "child", "sibling")
 WEIGHT_ACTIVATIONS = ("softmax", "sigmoid")
+#: the ``dependency_kernel`` choices: the stage as written, with autograd, or one Triton kernel each way
+DEPENDENCY_KERNELS = ("autograd", "triton")
 
 
 #: config fields of the named sizes (``make_config("structformer", preset, ...)``)
@@ -254,10 +259,15 @@ class StructFormerConfig(PretrainedConfig):
         position_embeddings: learned position embeddings added to the word embeddings before the
             Transformer layers (not the parser network): how many positions (0: none, the public
             default; the public README's ``--pos_emb``: 500, initialised U(-0.1, 0.1)).
+        dependency_kernel: how the calibrated distances and ``p_D`` are computed: ``"autograd"``
+            (:func:`calibrate_distances` and :func:`dependency_distribution` as written) or ``"triton"``
+            (one Triton kernel each way for the whole stage, :mod:`syntaxformer.kernels.triton_dependency`,
+            where :func:`~syntaxformer.kernels.triton_runs_on` the device and the batch fits: float32,
+            2 to 64 tokens; elsewhere the written path). The same function either way.
 
     Raises:
         ValueError: a width not divisible by the heads, unknown relations or mixing activation, a
-            negative ``position_embeddings``.
+            negative ``position_embeddings``, an unknown ``dependency_kernel``.
     """
 
     model_type = "structformer"
@@ -281,6 +291,7 @@ class StructFormerConfig(PretrainedConfig):
         pruned_heads=None,
         tie_word_embeddings: bool = True,
         position_embeddings: int = 0,
+        dependency_kernel: str = "autograd",
         **kwargs,
     ):
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
@@ -295,6 +306,8 @@ class StructFormerConfig(PretrainedConfig):
             raise ValueError(f"relations must be a non-empty subset of {RELATIONS}, got {relations}")
         if weight_act not in WEIGHT_ACTIVATIONS:
             raise ValueError(f"weight_act must be one of {WEIGHT_ACTIVATIONS}, got {weight_act!r}")
+        if dependency_kernel not in DEPENDENCY_KERNELS:
+            raise ValueError(f"dependency_kernel must be one of {DEPENDENCY_KERNELS}, got {dependency_kernel!r}")
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -310,6 +323,7 @@ class StructFormerConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
         self.position_embeddings = position_embeddings
+        self.dependency_kernel = dependency_kernel
 
 
 # ----------------------------------------------------------------------------------------------
@@ -603,6 +617,33 @@ def dependency_distribution(
     return p_dep, p_root
 
 
+def calibrated_dependency_distribution(
+    distances: torch.Tensor,
+    heights: torch.Tensor,
+    mask: torch.Tensor,
+    distance_scale: torch.Tensor | float = 1.0,
+    height_scale: torch.Tensor | float = 1.0,
+    kernel: str = "autograd",
+):
+    """The parse stage after the parser network: :func:`calibrate_distances`, then
+    :func:`dependency_distribution` of the calibrated distances.
+
+    Args: as :func:`dependency_distribution` (``distances`` raw); kernel: one of :data:`DEPENDENCY_KERNELS`
+    (``"triton"``: :mod:`syntaxformer.kernels.triton_dependency` where it runs and the batch fits).
+
+    Returns: ``(calibrated distances [B, N-1], p_dep [B, N, N], p_root [B, N])``.
+    """
+    if kernel == "triton" and triton_runs_on(heights.device):
+        from ..kernels import triton_dependency
+
+        if triton_dependency.fits(distances, heights):
+            return triton_dependency.triton_dependency_distribution(
+                distances, heights, mask, distance_scale, height_scale
+            )
+    distances = calibrate_distances(distances, heights, mask)
+    return (distances, *dependency_distribution(distances, heights, mask, distance_scale, height_scale))
+
+
 # ----------------------------------------------------------------------------------------------
 # Dependency-constrained multi-head self-attention (§4.4)
 # ----------------------------------------------------------------------------------------------
@@ -884,9 +925,13 @@ class StructFormerModel(StructFormerPreTrainedModel):
             mask = attention_mask.bool()
         x = self.embeddings(input_ids)  # (B, N, d)
         distances, heights = self.parser(x, mask)
-        distances = calibrate_distances(distances, heights, mask)
-        p_dep, p_root = dependency_distribution(
-            distances, heights, mask, self.parser.distance_scale, self.parser.height_scale
+        distances, p_dep, p_root = calibrated_dependency_distribution(
+            distances,
+            heights,
+            mask,
+            self.parser.distance_scale,
+            self.parser.height_scale,
+            getattr(self.config, "dependency_kernel", "autograd"),
         )
         p_attn = p_dep.masked_fill(p_dep < _TINY, 0.0).to(x.dtype)
         if self.position_embeddings is not None:  # the Transformer layers' input only
@@ -1024,7 +1069,9 @@ __all__ = [
     "StructFormerForMaskedLM",
     "StructFormerOutput",
     "StructFormerMaskedLMOutput",
+    "DEPENDENCY_KERNELS",
     "calibrate_distances",
+    "calibrated_dependency_distribution",
     "constituent_membership",
     "boundary_probabilities",
     "span_probability",
