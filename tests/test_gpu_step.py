@@ -74,6 +74,20 @@ def test_rows_past_the_budget_are_recorded_as_skipped(tmp_path, monkeypatch):
     assert [row["skipped"] for row in record["rows"]] == ["out of time (--budget-s 1e-09)"]
 
 
+def test_eager_baselines_only_leaves_out_the_eager_rows_of_kernel_settings(tmp_path, monkeypatch):
+    kernel_case = ("tree-transformer", "paper", "constituent-fused", 64, 27, {"constituent_fused": True})
+    monkeypatch.setattr(gpu_step, "CASES", [TINY_CASE, kernel_case])
+    out = tmp_path / "gpu-step.json"
+    argv = ["--device", "cpu", "--smoke", "--steps", "1", "--warmup", "0", "--out", str(out)]
+    assert gpu_step.main([*argv, "--variants", "graph", "eager", "--eager-cases", "baselines"]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["prior"], r["variant"]) for r in rows] == [
+        ("constituent", "graph"),
+        ("constituent-fused", "graph"),
+        ("constituent", "eager"),
+    ]
+
+
 def test_the_fixed_size_list_holds_the_same_targets():
     eager = gpu_step.synthetic_batch("tree-transformer", 8, 12, torch.device("cpu"), fixed=False)
     fixed = gpu_step.synthetic_batch("tree-transformer", 8, 12, torch.device("cpu"), fixed=True)

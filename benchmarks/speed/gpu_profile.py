@@ -4,7 +4,8 @@
     python -m benchmarks.speed.gpu_profile --device cpu --smoke          # the script runs (CPU times)
 
 For the Tree Transformer ``paper`` preset with the constituent prior (PyTorch's kernels and, on CUDA, the
-Triton ones) and with ``prior="none"`` (batches of 64 x 27, as ``gpu_step.py``), the eager step with TF32 and the fixed-size target list (the kernels a CUDA
+Triton ones) and with ``prior="none"`` (batches of 64 x 27, as ``gpu_step.py``), and StructFormer ``paper``
+(150 x 27), the eager step with TF32 and the fixed-size target list (the kernels a CUDA
 graph replays are these), profiled by ``torch.profiler`` over ``--steps`` steps after 3 warm-up steps
 with Python stacks. Each operator's own device time (its kernels; CPU time off CUDA) and count are
 summed by the innermost frame in ``syntaxformer/`` that called it (``file:line function``), per step.
@@ -30,6 +31,7 @@ PROFILED = {
     ("tree-transformer", "paper", "constituent"),
     ("tree-transformer", "paper", "none"),
     ("tree-transformer", "paper", "constituent-triton"),
+    ("structformer", "paper", None),
 }
 
 

@@ -87,7 +87,7 @@ limit=$(($(left) - 30))
 if [ "$limit" -gt 30 ]; then
     # the rows stop 20 s before the hard limit; a row stops itself at 120 s (a compilation, say)
     part gpu_step "$limit" "$PYTHON" -m benchmarks.speed.gpu_step --device "$DEVICE" "${STEP_ARGS[@]}" \
-        --variants graph eager --isolate --budget-s $((limit - 20)) --row-limit-s 120 \
+        --variants graph eager --eager-cases baselines --isolate --budget-s $((limit - 20)) --row-limit-s 120 \
         ${GPU_SESSION_COMMIT:+--commit "$GPU_SESSION_COMMIT"} --out "$OUT/gpu-step.json" >"$OUT/gpu-step.log" 2>&1
     tail -n 3 "$OUT/gpu-step.log" | tee -a "$LOG"
 else

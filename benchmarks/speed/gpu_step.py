@@ -75,6 +75,9 @@ CLIP = 1.5
 #: the step variants, in their default order
 VARIANTS = ("eager", "graph", "compiled")
 
+#: the ``prior`` labels of the default kernel settings: the eager rows the targets are measured against
+BASELINE_PRIORS = (None, "constituent", "none")
+
 #: (model, preset, prior, batch rows, tokens per row, config overrides)
 CASES = [
     ("tree-transformer", "paper", "constituent", 64, 27, {"constituent_variant": "official"}),
@@ -381,6 +384,12 @@ def main(argv=None) -> int:
     )
     p.add_argument("--row-limit-s", type=int, default=0, help="a row's time limit, seconds (0: none)")
     p.add_argument(
+        "--eager-cases",
+        choices=("all", "baselines"),
+        default="all",
+        help="the eager variant for every case, or only for the default kernel settings (the targets' baselines)",
+    )
+    p.add_argument(
         "--commit",
         default=None,
         help="the code's commit, recorded in place of git's (a copied tree's .git may be stale)",
@@ -412,6 +421,8 @@ def main(argv=None) -> int:
     )
     for variant in args.variants:
         for case in cases:
+            if variant == "eager" and args.eager_cases == "baselines" and case[2] not in BASELINE_PRIORS:
+                continue
             left = args.budget_s - (time.perf_counter() - start) if args.budget_s else None
             if left is not None and left < 1:
                 row = {**row_of(case, variant), "skipped": f"out of time (--budget-s {args.budget_s:g})"}

@@ -1414,26 +1414,18 @@ def triton_compile_table() -> str:
     for launch in run["launches"]:
         blocks = ", ".join(f"{k} {v}" for k, v in launch["constexprs"].items() if k.startswith("BLOCK"))
         precision = launch["constexprs"].get("PRECISION", "–")
+        switches = ", ".join(k for k, v in launch["constexprs"].items() if v is True) or "–"
+        module, name = launch["kernel"].rsplit(".", 1)
+        kernel = f"`{module.rsplit('.', 1)[1]}.{name}`"
         for arch, result in launch["compiled"].items():
             if "error" in result:
                 cells = ["**error**", result["error"]]
             else:
                 cells = [str(result["registers"]), f"{result['stack_bytes'] + result['local_bytes']:,}"]
-            module, name = launch["kernel"].rsplit(".", 1)
-            rows.append(
-                [
-                    f"`{module.rsplit('.', 1)[1]}.{name}`",
-                    blocks,
-                    precision,
-                    str(launch["num_warps"]),
-                    f"sm_{arch}",
-                    *cells,
-                ]
-            )
+            rows.append([kernel, blocks, switches, precision, str(launch["num_warps"]), f"sm_{arch}", *cells])
     head = f"{run['what']}; Triton {run['triton']}, torch {run['torch']}, code {run['code'].get('commit', '?')[:10]}."
-    return f"{head}\n\n" + markdown(
-        ["kernel", "tiles", "products", "warps", "target", "registers", "spilled bytes/thread"], rows, "llllrrr"
-    )
+    header = ["kernel", "tiles", "switched on", "products", "warps", "target", "registers", "spilled bytes/thread"]
+    return f"{head}\n\n" + markdown(header, rows, "lllllrrr")
 
 
 @table("gpu-step-targets")
