@@ -3,7 +3,8 @@
 * a propositional-logic data folder whose relations are computed by truth tables, independent of the
   code under test (:func:`write_logic_folder`);
 * SICK-format lines (:data:`SICK_HEADER`, :func:`sick_line`, :data:`SICK_PAIRS`), written as a file by
-  the ``sick_file`` fixture.
+  the ``sick_file`` fixture;
+* the two-layer Tree Transformer of the prior kernels' model tests (:func:`tiny_tree_transformer`).
 """
 
 from __future__ import annotations
@@ -105,3 +106,22 @@ SICK_PAIRS = [
 def sick_line(i, a, b, label, split):
     """Line ``i`` of a SICK file: pair ``a`` / ``b`` with ``label`` in the SemEval set ``split``."""
     return f"{i}\t{a}\t{b}\t{label}\t4.5\tA_x_B\tB_x_A\t{a}\t{b}\tFLICKR\tFLICKR\t{split}"
+
+
+# ------------------------------------------------------------------------------- a tiny Tree Transformer
+
+
+def tiny_tree_transformer(**fields):
+    """A two-layer Tree Transformer for masked LM (width 32, 2 heads, 50 words, the official prior variant),
+    its config fields overridden by ``fields`` (``constituent_fused``, the dropouts, ...)."""
+    from syntaxformer.models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
+
+    config = dict(
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        constituent_variant="official",
+    )
+    return TreeTransformerForMaskedLM(TreeTransformerConfig(**{**config, **fields}))

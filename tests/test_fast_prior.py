@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 import torch
+from helpers import tiny_tree_transformer
 
 from syntaxformer.kernels.constituent import fused_link_chain, log_constituent_prior_vjp
-from syntaxformer.models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
 from syntaxformer.priors.attention import sdpa_attention
 from syntaxformer.priors.constituent import (
     ConstituentAttention,
@@ -111,18 +111,8 @@ def test_compiled_model_matches_eager_fallback():
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("torch.compile on CPU needs a C compiler; none on this machine")
     torch.manual_seed(0)
-    config = TreeTransformerConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        constituent_variant="official",
-        constituent_fused=True,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    model = TreeTransformerForMaskedLM(config).eval()
+    model = tiny_tree_transformer(constituent_fused=True, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = model.eval()
     ids = torch.randint(5, 50, (4, 8))
     mask = _mask([8, 5, 3, 8], 8)
     labels = torch.full_like(ids, -100)

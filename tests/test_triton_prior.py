@@ -10,10 +10,11 @@ import math
 
 import pytest
 import torch
+from helpers import tiny_tree_transformer
 
 from syntaxformer.kernels import triton_runs_on
 from syntaxformer.kernels.constituent import BilinearNeighbourScores, fused_link_chain, neighbour_score_form
-from syntaxformer.models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
+from syntaxformer.models.tree_transformer import TreeTransformerConfig
 from syntaxformer.priors.attention import eager_attention, sdpa_attention
 from syntaxformer.priors.constituent import ConstituentPrior, official_log_diagonal
 
@@ -122,19 +123,13 @@ def test_attention_dropout_masks_are_redrawn_in_the_backward():
 
 def _model(fused, dropout=0.0):
     torch.manual_seed(0)
-    config = TreeTransformerConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        constituent_variant="official",
+    model = tiny_tree_transformer(
         constituent_fused=fused,
         hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=dropout,
         attn_implementation="sdpa",
     )
-    return TreeTransformerForMaskedLM(config).to(DEVICE)
+    return model.to(DEVICE)
 
 
 def _loss_and_grads(model):
