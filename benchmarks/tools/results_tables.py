@@ -1423,7 +1423,7 @@ def triton_compile_table() -> str:
             else:
                 cells = [str(result["registers"]), f"{result['stack_bytes'] + result['local_bytes']:,}"]
             rows.append([kernel, blocks, switches, precision, str(launch["num_warps"]), f"sm_{arch}", *cells])
-    head = f"{run['what']}; Triton {run['triton']}, torch {run['torch']}, code {run['code'].get('commit', '?')[:10]}."
+    head = f"{run['what']}; Triton {run['triton']}, torch {run['torch']} (the code: the record's `code`)."
     header = ["kernel", "tiles", "switched on", "products", "warps", "target", "registers", "spilled bytes/thread"]
     return f"{head}\n\n" + markdown(header, rows, "lllllrrr")
 
