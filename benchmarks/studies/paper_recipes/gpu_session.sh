@@ -11,8 +11,9 @@
 # copied from ../shared/data/ptb-lm/). Settings: PAPER_ARCH (tree-transformer), PAPER_SEEDS ("0 1 2"; the
 # StructFormer's and the ON-LSTM's: "0"), PAPER_TRAIN_MINUTES (6.5), PAPER_BUDGET_S (560: the whole script, a hard limit),
 # PAPER_COMMIT (the code's commit, for the log), PAPER_SET (config fields for every seed, e.g.
-# "constituent_fused=triton": the Tree Transformer's prior as Triton kernels, once tests/test_triton_prior.py
-# has passed on the machine).
+# "constituent_fused=triton": the Tree Transformer's prior as Triton kernels, or "dependency_kernel=triton":
+# StructFormer's parse stage, once tests/test_triton_prior.py or tests/test_triton_dependency.py has passed
+# on a GPU machine).
 set -u
 cd "$(dirname "$0")/../../.."
 
