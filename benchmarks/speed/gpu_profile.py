@@ -131,12 +131,20 @@ def main(argv=None) -> int:
         steps=args.steps,
         cases=[],
     )
-    # the Tree Transformer paper preset with the prior (PyTorch kernels, then Triton's) and without it
+    # the Tree Transformer paper preset with the prior (PyTorch kernels, then Triton's) and without it; StructFormer
     for case in [c for c in CASES if c[:3] in PROFILED]:
         row = profile_case(case, device, args.steps, args.smoke)
         row["regions"] = row["regions"][: args.top]
         record["cases"].append(row)
-        print(row["prior"], row["ms_per_step"], "ms/step", row["ops_per_step"], "ops/step", flush=True)
+        print(
+            row["model"],
+            row["prior"] or "-",
+            row["ms_per_step"],
+            "ms/step",
+            row["ops_per_step"],
+            "ops/step",
+            flush=True,
+        )
         for r in row["regions"][:12]:
             print(f"  {r['ms_per_step']:8.3f} ms {r['ops_per_step']:7.1f} ops  {r['frame']}")
     text = json.dumps(record, indent=1)
