@@ -17,13 +17,20 @@ compiler's). This closes that gap without a GPU, in two steps:
    for ``cuda`` at each ``--arch`` (compute capability, 90 = H100/H200), through ``ptxas`` (shipped in
    Triton's wheel) to a cubin: what the GPU's first launch would compile. No GPU or driver is needed.
 
-The record (``--out``): ``triton``, ``torch``, ``code``, ``arch`` and per kernel launch ``kernel``,
-``signature`` (argument types), ``constexprs``, ``num_warps``, ``cases`` (which cases launched it) and per
-architecture the compiled cubin's size, its ``registers``, ``stack_bytes`` and ``local_bytes`` per thread
-(what does not fit in the registers spills there: a slower kernel) and ``shared_bytes`` per program, or the compiler's ``error``. Exits 1 if any
-launch fails to compile. A compile check, not a run: whether the kernels are right on a GPU is
-``tests/test_cuda.py``'s to say, how fast ``gpu_step.py``'s. The GPU machines run their own Triton
-(the one of their PyTorch); the record names the version that compiled.
+The record (``--out``): ``triton`` (the version that compiled), ``recorded_with_triton`` (the
+interpreter's), ``torch``, ``code``, ``arch`` and per kernel launch ``kernel``, ``signature`` (argument
+types), ``constexprs``, ``num_warps``, ``cases`` (which cases launched it) and per architecture the
+compiled cubin's size, its ``registers``, ``stack_bytes`` and ``local_bytes`` per thread (what does not
+fit in the registers spills there: a slower kernel) and ``shared_bytes`` per program, or the compiler's
+``error``. Exits 1 if any launch fails to compile. A compile check, not a run: whether the kernels are
+right on a GPU is ``tests/test_cuda.py``'s to say, how fast ``gpu_step.py``'s.
+
+The GPU machines run the Triton of their own PyTorch (torch 2.11 pins Triton 3.7), which compiles
+differently: ``--triton-dir`` compiles with another Triton unpacked into a folder, for instance::
+
+    .venv/bin/pip download --no-deps --only-binary=:all: -d /tmp/w "triton==3.7.*"
+    python -m zipfile -e /tmp/w/triton-3.7.*.whl /tmp/triton-3.7 && chmod +x /tmp/triton-3.7/triton/backends/nvidia/bin/*
+    python -m benchmarks.speed.triton_compile --triton-dir /tmp/triton-3.7 --out docs/benchmarks/triton-compile-3.7.json
 """
 
 from __future__ import annotations
@@ -190,11 +197,15 @@ def resource_usage(cubin: bytes) -> dict:
     )
 
 
-def compile_all(launches: list[dict], arches: list[int]) -> list[dict]:
+def compile_all(launches: list[dict], arches: list[int], triton_dir: str | None = None) -> tuple[str, list[dict]]:
     """:func:`compile_launch` for every launch and architecture, in a child process without the
-    interpreter (``TRITON_INTERPRET`` unset before its Triton import)."""
+    interpreter (``TRITON_INTERPRET`` unset before its Triton import), with the Triton installed in
+    ``triton_dir`` (a folder holding a ``triton`` package, e.g. an unpacked wheel) or this one. Returns the
+    compiling Triton's version and the results."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default, said aloud (no warning)
+    if triton_dir:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(triton_dir).resolve()), env.get("PYTHONPATH")]))
     payload = json.dumps(dict(launches=launches, arches=arches))
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
@@ -203,15 +214,18 @@ def compile_all(launches: list[dict], arches: list[int]) -> list[dict]:
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"the compiling process failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer["triton"], answer["results"]
 
 
 def _compile_stdin() -> int:
+    import triton
+
     payload = json.loads(sys.stdin.read())
     results = []
     for launch in payload["launches"]:
         results.append({str(arch): compile_launch(launch, arch) for arch in payload["arches"]})
-    print(json.dumps(results))
+    print(json.dumps(dict(triton=triton.__version__, results=results)))
     return 0
 
 
@@ -219,6 +233,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", action="store_true", help="tiny presets and short sentences (seconds)")
     p.add_argument("--arch", type=int, nargs="+", default=[90], help="compute capabilities (90: H100/H200)")
+    p.add_argument(
+        "--triton-dir",
+        default=None,
+        help="compile with the Triton package in this folder (an unpacked wheel of another version) instead of this one",
+    )
     p.add_argument("--out", default=None)
     p.add_argument("--compile-stdin", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -227,7 +246,8 @@ def main(argv=None) -> int:
     import triton
 
     launches = record_launches(args.smoke)
-    for launch, compiled in zip(launches, compile_all(launches, args.arch)):
+    compiler, results = compile_all(launches, args.arch, args.triton_dir)
+    for launch, compiled in zip(launches, results):
         launch["compiled"] = compiled
         short = launch["kernel"].rsplit(".", 1)[1]
         for arch, result in compiled.items():
@@ -239,7 +259,8 @@ def main(argv=None) -> int:
     record = dict(
         what="every Triton launch of one eager training step of gpu_step.py's Triton cases, compiled for CUDA "
         "without a GPU (Triton's NVIDIA backend and ptxas)",
-        triton=triton.__version__,
+        triton=compiler,
+        recorded_with_triton=triton.__version__,
         torch=torch.__version__,
         code=code_record(None),
         arch=args.arch,

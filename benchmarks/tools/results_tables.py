@@ -1425,7 +1425,18 @@ def triton_compile_table() -> str:
             rows.append([kernel, blocks, switches, precision, str(launch["num_warps"]), f"sm_{arch}", *cells])
     head = f"{run['what']}; Triton {run['triton']}, torch {run['torch']} (the code: the record's `code`)."
     header = ["kernel", "tiles", "switched on", "products", "warps", "target", "registers", "spilled bytes/thread"]
-    return f"{head}\n\n" + markdown(header, rows, "lllllrrr")
+    others = []
+    for path in sorted((ROOT / TRITON_COMPILE).parent.glob("triton-compile-*.json")):
+        other = load(str(path.relative_to(ROOT)))
+        results = [r for launch in other["launches"] for r in launch["compiled"].values()]
+        failed = sum("error" in r for r in results)
+        spilled = sum(r.get("stack_bytes", 0) + r.get("local_bytes", 0) > 0 for r in results)
+        status = f"**{failed} fail**" if failed else "all compile"
+        others.append(
+            f"With Triton {other['triton']} (`{path.name}`): {len(results)} launches, {status}, {spilled} with spills."
+        )
+    tail = "\n\n" + " ".join(others) if others else ""
+    return f"{head}\n\n" + markdown(header, rows, "lllllrrr") + tail
 
 
 @table("gpu-step-targets")

@@ -8,7 +8,9 @@ one program per sentence, instead of about 250 small operators a step (``depende
 * forward: the calibration margin (float32, as the PyTorch path: bit for bit), then in float64 the
   membership probabilities ``p(l_i = j)``, ``p(r_i = j)`` from range maxima of the distances (scans along
   a tile's rows), the parent normalisers ``e_j`` and ``1/Z(l, r)`` (a cumulative sum), the two products
-  ``p_right @ inv_zᵀ`` and ``p_left @ inv_z`` (``tl.dot`` in float64) and the prefix and suffix sums that
+  ``p_right @ inv_zᵀ`` and ``p_left @ inv_z`` (float64 outer products over the tiles' rows and columns,
+  read back from a per-sentence scratch buffer: Triton 3.7's float64 ``tl.dot`` fails to compile at
+  these sizes, "fp64 don't support largeK MMA") and the prefix and suffix sums that
   give ``p_D(j | i)`` and the root mass;
 * backward: the forward recomputed (nothing N×N is saved), then the reverse of each step by hand: the
   sums' and products' adjoints, the reciprocal's and the cumulative sum's, the sigmoids', and each range
@@ -146,7 +148,31 @@ def _parents(H, MASK, b, N, s_h, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _dependency_forward(D, H, MASK, SCALES, OUT_D, P, ROOT, N, BLOCK: tl.constexpr):
+def _keep(SCRATCH, slot, tile, BLOCK: tl.constexpr):
+    """Write ``tile`` (BLOCK, BLOCK) to this program's scratch ``slot`` (row-major), where the products read
+    its rows and columns."""
+    idx = tl.arange(0, BLOCK)
+    tl.store(SCRATCH + (slot * BLOCK + idx[:, None]) * BLOCK + idx[None, :], tile)
+
+
+@triton.jit
+def _product(SCRATCH, a, a_rows, a_inner, b, b_inner, b_cols, K, BLOCK: tl.constexpr):
+    """``sum_k A[m, k] B[k, n]`` (BLOCK, BLOCK) float64 for two tiles in the scratch slots ``a`` and ``b``,
+    each read with its own strides (``a_rows, a_inner``: 1 and BLOCK for a transposed slot, BLOCK and 1
+    for a plain one), over ``k < K``: one outer product per ``k`` (``O(BLOCK^2 K)``), float64 without
+    ``tl.dot`` (Triton's float64 matrix products refuse these sizes on some versions)."""
+    idx = tl.arange(0, BLOCK)
+    base_a, base_b = SCRATCH + a * BLOCK * BLOCK, SCRATCH + b * BLOCK * BLOCK
+    out = tl.zeros([BLOCK, BLOCK], dtype=tl.float64)
+    for k in range(0, K):
+        column = tl.load(base_a + idx * a_rows + k * a_inner)  # A[:, k]
+        row = tl.load(base_b + k * b_inner + idx * b_cols)  # B[k, :]
+        out += column[:, None] * row[None, :]
+    return out
+
+
+@triton.jit
+def _dependency_forward(D, H, MASK, SCALES, OUT_D, P, ROOT, SCRATCH, N, BLOCK: tl.constexpr):
     b = tl.program_id(0)  # one program per sentence
     idx = tl.arange(0, BLOCK)
     i, j = idx[:, None], idx[None, :]
@@ -156,8 +182,13 @@ def _dependency_forward(D, H, MASK, SCALES, OUT_D, P, ROOT, N, BLOCK: tl.constex
     s_d, s_h = tl.load(SCALES).to(tl.float64), tl.load(SCALES + 1).to(tl.float64)
     p_left, p_right, _, _, _, _, _, _, _, _ = _membership(D, H, MASK, b, N, margin, s_d, BLOCK)
     e, inv_z, _, _ = _parents(H, MASK, b, N, s_h, BLOCK)
-    g = tl.dot(p_right, tl.trans(inv_z), input_precision="ieee")  # (i, l) sum_r p(r|i) / Z(l, r)
-    h = tl.dot(p_left, inv_z, input_precision="ieee")  # (i, r) sum_l p(l|i) / Z(l, r)
+    scratch = SCRATCH + b * 3 * BLOCK * BLOCK  # this program's three slots: p_left, p_right, inv_z
+    _keep(scratch, 0, p_left, BLOCK)
+    _keep(scratch, 1, p_right, BLOCK)
+    _keep(scratch, 2, inv_z, BLOCK)
+    tl.debug_barrier()
+    g = _product(scratch, 1, BLOCK, 1, 2, 1, BLOCK, N, BLOCK)  # (i, l) sum_r p(r|i) / Z(l, r): p_right inv_zᵀ
+    h = _product(scratch, 0, BLOCK, 1, 2, BLOCK, 1, N, BLOCK)  # (i, r) sum_l p(l|i) / Z(l, r): p_left inv_z
     before = tl.cumsum(p_left * g, 1) * e[None, :]  # j <= i
     after = tl.cumsum(p_right * h, 1, reverse=True) * e[None, :]  # j >= i
     real = _real(MASK, b, N, idx)
@@ -188,7 +219,7 @@ def _max_gradients(D, MASK, b, N, margin, lm, lp, rm, rn, g_lm, g_lp, g_rm, g_rn
 
 @triton.jit
 def _dependency_backward(
-    D, H, MASK, SCALES, GRAD_P, GRAD_ROOT, GRAD_OUT_D, GRAD_D, GRAD_H, GRAD_SCALES, N, BLOCK: tl.constexpr,
+    D, H, MASK, SCALES, GRAD_P, GRAD_ROOT, GRAD_OUT_D, GRAD_D, GRAD_H, GRAD_SCALES, SCRATCH, N, BLOCK: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0)  # one program per sentence; the forward recomputed first
     idx = tl.arange(0, BLOCK)
@@ -197,8 +228,13 @@ def _dependency_backward(
     s_d, s_h = tl.load(SCALES).to(tl.float64), tl.load(SCALES + 1).to(tl.float64)
     p_left, p_right, lm, lp, rm, rn, x_lm, x_lp, x_rm, x_rn = _membership(D, H, MASK, b, N, margin, s_d, BLOCK)
     e, inv_z, shifted, delta = _parents(H, MASK, b, N, s_h, BLOCK)
-    g = tl.dot(p_right, tl.trans(inv_z), input_precision="ieee")
-    h = tl.dot(p_left, inv_z, input_precision="ieee")
+    scratch = SCRATCH + b * 5 * BLOCK * BLOCK  # slots: p_left, p_right, inv_z, grad_g, grad_h
+    _keep(scratch, 0, p_left, BLOCK)
+    _keep(scratch, 1, p_right, BLOCK)
+    _keep(scratch, 2, inv_z, BLOCK)
+    tl.debug_barrier()
+    g = _product(scratch, 1, BLOCK, 1, 2, 1, BLOCK, N, BLOCK)  # p_right inv_zᵀ
+    h = _product(scratch, 0, BLOCK, 1, 2, BLOCK, 1, N, BLOCK)  # p_left inv_z
     c_before = tl.cumsum(p_left * g, 1)
     c_after = tl.cumsum(p_right * h, 1, reverse=True)
     real = _real(MASK, b, N, idx)
@@ -212,11 +248,13 @@ def _dependency_backward(
     grad_e = tl.sum(g_before * c_before + g_after * c_after, 0)  # (j,)
     u = tl.cumsum(g_before * e[None, :], 1, reverse=True)
     v = tl.cumsum(g_after * e[None, :], 1)
-    grad_g, grad_h = u * p_left, v * p_right
-    grad_p_left = u * g + tl.dot(grad_h, tl.trans(inv_z), input_precision="ieee")
-    grad_p_right = v * h + tl.dot(grad_g, inv_z, input_precision="ieee")
-    grad_inv_z = tl.dot(tl.trans(grad_g), p_right, input_precision="ieee")
-    grad_inv_z += tl.dot(tl.trans(p_left), grad_h, input_precision="ieee")  # (l, r)
+    _keep(scratch, 3, u * p_left, BLOCK)  # grad_g
+    _keep(scratch, 4, v * p_right, BLOCK)  # grad_h
+    tl.debug_barrier()
+    grad_p_left = u * g + _product(scratch, 4, BLOCK, 1, 2, 1, BLOCK, N, BLOCK)  # + grad_h inv_zᵀ
+    grad_p_right = v * h + _product(scratch, 3, BLOCK, 1, 2, BLOCK, 1, N, BLOCK)  # + grad_g inv_z
+    grad_inv_z = _product(scratch, 3, 1, BLOCK, 1, BLOCK, 1, N, BLOCK)  # grad_gᵀ p_right: (l, r)
+    grad_inv_z += _product(scratch, 0, 1, BLOCK, 4, BLOCK, 1, N, BLOCK)  # + p_leftᵀ grad_h
     # inv_z = 1 / Z, Z[l, r] = sum_{k=l..r} e_k: e_k collects dZ[l, r] over l <= k <= r
     grad_z = -grad_inv_z * inv_z * inv_z
     grad_e += tl.sum(tl.where(i <= j, tl.cumsum(grad_z, 1, reverse=True), 0.0), 0)
@@ -246,7 +284,7 @@ def _dependency_backward(
 
 
 def _options(n: int) -> dict:
-    """Tile size (a power of two, >= 16 as ``tl.dot`` needs) and threads per program."""
+    """Tile size (a power of two, at least 16) and threads per program."""
     block = max(16, triton.next_power_of_2(n))
     return dict(N=n, BLOCK=block, num_warps=4 if block <= 16 else 8)
 
@@ -264,7 +302,8 @@ class TritonDependencyDistribution(torch.autograd.Function):
     Inputs: ``distances`` (B, N-1) float32 raw gap distances, ``heights`` (B, N) float32, ``mask`` (B, N)
     bool (True = real word), ``scales`` (2,) float32: ``s_d`` and ``s_h``. Outputs: ``(calibrated
     (B, N-1) float32, p_dep (B, N, N) float64, p_root (B, N) float64)``. Saves only the inputs; the
-    backward recomputes. Not twice differentiable.
+    backward recomputes. Each kernel uses a float64 scratch buffer of 3 (forward) or 5 (backward) tiles
+    per sentence for its products. Not twice differentiable.
     """
 
     @staticmethod
@@ -275,7 +314,11 @@ class TritonDependencyDistribution(torch.autograd.Function):
         calibrated = torch.empty_like(distances)
         p_dep = heights.new_empty(batch, n, n, dtype=torch.float64)
         p_root = heights.new_empty(batch, n, dtype=torch.float64)
-        _dependency_forward[(batch,)](distances, heights, real, scales, calibrated, p_dep, p_root, **_options(n))
+        options = _options(n)
+        scratch = heights.new_empty(batch, 3, options["BLOCK"], options["BLOCK"], dtype=torch.float64)
+        _dependency_forward[(batch,)](
+            distances, heights, real, scales, calibrated, p_dep, p_root, scratch, **options
+        )  # fmt: skip
         ctx.save_for_backward(distances, heights, real, scales)
         return calibrated, p_dep, p_root
 
@@ -291,9 +334,11 @@ class TritonDependencyDistribution(torch.autograd.Function):
             grad_p_root = heights.new_zeros(batch, n, dtype=torch.float64)
         grad_distances, grad_heights = torch.empty_like(distances), torch.empty_like(heights)
         grad_scales = heights.new_empty(batch, 2, dtype=torch.float64)
+        options = _options(n)
+        scratch = heights.new_empty(batch, 5, options["BLOCK"], options["BLOCK"], dtype=torch.float64)
         _dependency_backward[(batch,)](
             distances, heights, real, scales, grad_p_dep.double().contiguous(), grad_p_root.double().contiguous(),
-            grad_calibrated.float(), grad_distances, grad_heights, grad_scales, **_options(n),
+            grad_calibrated.float(), grad_distances, grad_heights, grad_scales, scratch, **options,
         )  # fmt: skip
         return grad_distances, grad_heights, None, grad_scales.sum(0).float()
 
