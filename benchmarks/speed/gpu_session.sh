@@ -58,6 +58,7 @@ install_wheels "$WHEELS" || log "wheels: none in $WHEELS/ (make them here: bench
 '| cuda', torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(0),
 '| transformers', transformers.__version__)" 2>&1
     "$PYTHON" -c "import nltk, conllu, syntaxformer; print('nltk', nltk.__version__, '| conllu ok | syntaxformer', syntaxformer.__file__)" 2>&1
+    "$PYTHON" -c "import triton; print('triton', triton.__version__)" 2>&1
 } | tee -a "$LOG"
 
 if [ "$DRY" = 1 ]; then

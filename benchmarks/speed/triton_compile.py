@@ -25,8 +25,8 @@ fit in the registers spills there: a slower kernel) and ``shared_bytes`` per pro
 ``error``. Exits 1 if any launch fails to compile. A compile check, not a run: whether the kernels are
 right on a GPU is ``tests/test_cuda.py``'s to say, how fast ``gpu_step.py``'s.
 
-The GPU machines run the Triton of their own PyTorch (torch 2.11 pins Triton 3.7), which compiles
-differently: ``--triton-dir`` compiles with another Triton unpacked into a folder, for instance::
+The GPU machines run the Triton of their own PyTorch (PyTorch 2.11's release pins Triton 3.6, 2.12's
+3.7; ``benchmarks/speed/gpu_session.sh`` logs the version), which compiles differently: ``--triton-dir`` compiles with another Triton unpacked into a folder, for instance::
 
     .venv/bin/pip download --no-deps --only-binary=:all: -d /tmp/w "triton==3.7.*"
     python -m zipfile -e /tmp/w/triton-3.7.*.whl /tmp/triton-3.7 && chmod +x /tmp/triton-3.7/triton/backends/nvidia/bin/*
