@@ -136,9 +136,10 @@ def _parents(H, MASK, b, N, s_h, BLOCK: tl.constexpr):
     real = _real(MASK, b, N, idx)
     delta = tl.load(H + b * N + idx, mask=idx < N, other=0.0).to(tl.float64)
     logits = s_h * delta
-    lo = tl.min(tl.where(real, logits, float("inf")), 0)
-    hi = tl.max(tl.where(real, logits, -float("inf")), 0)
-    mid = tl.where(tl.sum(real.to(tl.int32), 0) > 0, (lo + hi) / 2, 0.0)
+    any_real = tl.sum(real.to(tl.int32), 0) > 0  # a row of padding only (a fixed-shape batch's filler): m = 0
+    lo = tl.where(any_real, tl.min(tl.where(real, logits, float("inf")), 0), 0.0)
+    hi = tl.where(any_real, tl.max(tl.where(real, logits, -float("inf")), 0), 0.0)
+    mid = (lo + hi) / 2
     shifted = tl.where(real, logits - mid, 0.0)
     e = tl.exp(tl.minimum(tl.maximum(shifted, -_CLAMP), _CLAMP))  # (j,)
     l, r = idx[:, None], idx[None, :]
