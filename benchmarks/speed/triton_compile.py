@@ -51,10 +51,11 @@ if (
 import torch  # noqa: E402
 
 from benchmarks.speed.gpu_step import CASES, code_record, eager_runner, sized, step_loop, synthetic_batch  # noqa: E402
+from syntaxformer.kernels import triton_dependency, triton_prior  # noqa: E402
 
 #: the longest sentence each model's Triton kernels take (``MAX_TOKENS`` of their modules): block sizes grow
 #: with it; a model not named has kernels whose sizes do not depend on the length (one length is enough)
-LONGEST = {"tree-transformer": 128, "structformer": 64}
+LONGEST = {"tree-transformer": triton_prior.MAX_TOKENS, "structformer": triton_dependency.MAX_TOKENS}
 #: rows of every recorded step (launch options depend on the sizes of a row, not on the rows)
 ROWS = 2
 

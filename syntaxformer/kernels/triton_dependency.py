@@ -9,8 +9,8 @@ one program per sentence, instead of about 250 small operators a step (``depende
   membership probabilities ``p(l_i = j)``, ``p(r_i = j)`` from range maxima of the distances (scans along
   a tile's rows), the parent normalisers ``e_j`` and ``1/Z(l, r)`` (a cumulative sum), the two products
   ``p_right @ inv_zᵀ`` and ``p_left @ inv_z`` (float64 outer products over the tiles' rows and columns,
-  read back from a per-sentence scratch buffer: Triton 3.7's float64 ``tl.dot`` fails to compile at
-  these sizes, "fp64 don't support largeK MMA") and the prefix and suffix sums that
+  read back from a per-sentence scratch buffer: Triton 3.6's and 3.7's float64 ``tl.dot`` fails to compile
+  at these sizes, "fp64 don't support largeK MMA") and the prefix and suffix sums that
   give ``p_D(j | i)`` and the root mass;
 * backward: the forward recomputed (nothing N×N is saved), then the reverse of each step by hand: the
   sums' and products' adjoints, the reciprocal's and the cumulative sum's, the sigmoids', and each range
@@ -62,20 +62,25 @@ def _real(MASK, b, N, k):
 
 
 @triton.jit
+def _gap(MASK, b, N, k):
+    """Whether gaps ``k`` (any shape of indices) of sentence b lie between two real words (False at padding,
+    after the sentence's end and for ``k`` outside 0..N-2)."""
+    return (k >= 0) & (k < N - 1) & _real(MASK, b, N, k) & _real(MASK, b, N, k + 1)
+
+
+@triton.jit
 def _full(D, MASK, b, N, k, margin):
-    """``full[k]`` (float32): gap k's distance minus ``margin``, or ``_BIG`` where gap k does not lie between
-    two real words (padding, the sentence's end, ``k`` outside 0..N-2)."""
-    ok = (k >= 0) & (k < N - 1)
-    tau = tl.load(D + b * (N - 1) + k, mask=ok, other=0.0)
-    gap = ok & _real(MASK, b, N, k) & _real(MASK, b, N, k + 1)
-    return tl.where(gap, tau - margin, _BIG)
+    """``full[k]`` (float32): gap k's distance minus ``margin``, or ``_BIG`` where it is not a gap
+    (:func:`_gap`)."""
+    tau = tl.load(D + b * (N - 1) + k, mask=(k >= 0) & (k < N - 1), other=0.0)
+    return tl.where(_gap(MASK, b, N, k), tau - margin, _BIG)
 
 
 @triton.jit
 def _calibration(D, H, MASK, b, N, BLOCK: tl.constexpr):
-    """Appendix A.2's margin of sentence b, float32: ``max relu(min(tau_{a-1}, tau_b) - max delta[a..b])``
-    over the spans of real words but the whole sentence; and the indices that set it (the left boundary's
-    gap ``a-1``, the right one's ``b``, the tallest word ``k``) with the weights of the two boundaries in
+    """Appendix A.2's margin of sentence b, float32: ``max relu(min(tau_{a-1}, tau_c) - max delta[a..c])``
+    over the spans ``[a, c]`` of real words but the whole sentence; and the indices that set it (the left
+    boundary's gap ``a-1``, the right one's ``c``, the tallest word ``k``) with the weights of the two boundaries in
     its gradient (``min``'s: 1, 0 or 1/2 each; 0 without a margin)."""
     idx = tl.arange(0, BLOCK)
     a, c = idx[:, None], idx[None, :]  # span [a, c]
@@ -109,7 +114,8 @@ def _membership(D, H, MASK, b, N, margin, s_d, BLOCK: tl.constexpr):
     """§4.3's boundary distributions of sentence b, float64 (BLOCK, BLOCK) tiles indexed ``[i, j]``:
     ``p_left = P(l_i <= j) - P(l_i <= j-1)``, ``p_right = P(r_i >= j) - P(r_i >= j+1)``, and the range maxima
     they come from (``lm = max tau[j..i-1]``, ``lp = max tau[j-1..i-1]``, ``rm = max tau[i..j-1]``,
-    ``rn = max tau[i..j]``) with each sigmoid's argument (``x = s_d (delta_i - max)``)."""
+    ``rn = max tau[i..j]``) with each one's sigmoid ``sigmoid(s_d (delta_i - max))`` (the backward's
+    derivatives)."""
     idx = tl.arange(0, BLOCK)
     i, j = idx[:, None], idx[None, :]
     full = _full(D, MASK, b, N, idx, margin).to(tl.float64)  # (j,) tau_j
@@ -119,12 +125,13 @@ def _membership(D, H, MASK, b, N, margin, s_d, BLOCK: tl.constexpr):
     lp = tl.maximum(before[None, :], lm)
     rm = tl.associative_scan(tl.where(j > i, before[None, :], -_BIG), 1, _maximum)
     rn = tl.maximum(rm, full[None, :])
-    x_lm, x_lp, x_rm, x_rn = s_d * (delta - lm), s_d * (delta - lp), s_d * (delta - rm), s_d * (delta - rn)
-    left = tl.where(j < i, _sigmoid(x_lm), 1.0)
-    left_before = tl.where(j == 0, 0.0, tl.where(j <= i, _sigmoid(x_lp), 1.0))
-    right = tl.where(j > i, _sigmoid(x_rm), 1.0)
-    right_after = tl.where(j + 1 >= N, 0.0, tl.where(j >= i, _sigmoid(x_rn), 1.0))
-    return left - left_before, right - right_after, lm, lp, rm, rn, x_lm, x_lp, x_rm, x_rn
+    s_lm, s_lp = _sigmoid(s_d * (delta - lm)), _sigmoid(s_d * (delta - lp))
+    s_rm, s_rn = _sigmoid(s_d * (delta - rm)), _sigmoid(s_d * (delta - rn))
+    left = tl.where(j < i, s_lm, 1.0)
+    left_before = tl.where(j == 0, 0.0, tl.where(j <= i, s_lp, 1.0))
+    right = tl.where(j > i, s_rm, 1.0)
+    right_after = tl.where(j + 1 >= N, 0.0, tl.where(j >= i, s_rn, 1.0))
+    return left - left_before, right - right_after, lm, lp, rm, rn, s_lm, s_lp, s_rm, s_rn
 
 
 @triton.jit
@@ -214,8 +221,7 @@ def _max_gradients(D, MASK, b, N, margin, lm, lp, rm, rn, g_lm, g_lp, g_rm, g_rn
         hit += tl.where((rm == tau) & (i <= k) & (k < j), g_rm, 0.0)  # rm = max tau[i .. j-1]
         hit += tl.where((rn == tau) & (i <= k) & (k <= j), g_rn, 0.0)  # rn = max tau[i .. j]
         grad = tl.where(idx == k, tl.sum(tl.sum(hit, 1), 0), grad)
-    gap = (idx < N - 1) & _real(MASK, b, N, idx) & _real(MASK, b, N, idx + 1)
-    return tl.where(gap, grad, 0.0)
+    return tl.where(_gap(MASK, b, N, idx), grad, 0.0)
 
 
 @triton.jit
@@ -227,7 +233,7 @@ def _dependency_backward(
     i, j = idx[:, None], idx[None, :]
     margin, k_left, k_right, k_tall, w_left, w_right, w_tall = _calibration(D, H, MASK, b, N, BLOCK)
     s_d, s_h = tl.load(SCALES).to(tl.float64), tl.load(SCALES + 1).to(tl.float64)
-    p_left, p_right, lm, lp, rm, rn, x_lm, x_lp, x_rm, x_rn = _membership(D, H, MASK, b, N, margin, s_d, BLOCK)
+    p_left, p_right, lm, lp, rm, rn, s_lm, s_lp, s_rm, s_rn = _membership(D, H, MASK, b, N, margin, s_d, BLOCK)
     e, inv_z, shifted, delta = _parents(H, MASK, b, N, s_h, BLOCK)
     scratch = SCRATCH + b * 5 * BLOCK * BLOCK  # slots: p_left, p_right, inv_z, grad_g, grad_h
     _keep(scratch, 0, p_left, BLOCK)
@@ -261,8 +267,7 @@ def _dependency_backward(
     grad_e += tl.sum(tl.where(i <= j, tl.cumsum(grad_z, 1, reverse=True), 0.0), 0)
     grad_logit = tl.where(real & (shifted >= -_CLAMP) & (shifted <= _CLAMP), grad_e * e, 0.0)  # (j,)
     grad_s_h = tl.sum(grad_logit * delta, 0)
-    # the membership sigmoids: left = s(x_lm), left_before = s(x_lp), right = s(x_rm), right_after = s(x_rn)
-    s_lm, s_lp, s_rm, s_rn = _sigmoid(x_lm), _sigmoid(x_lp), _sigmoid(x_rm), _sigmoid(x_rn)
+    # the membership sigmoids: left = s_lm, left_before = s_lp, right = s_rm, right_after = s_rn
     w_lm = tl.where(j < i, grad_p_left * s_lm * (1.0 - s_lm), 0.0)
     w_lp = tl.where((j >= 1) & (j <= i), -grad_p_left * s_lp * (1.0 - s_lp), 0.0)
     w_rm = tl.where(j > i, grad_p_right * s_rm * (1.0 - s_rm), 0.0)
