@@ -291,7 +291,7 @@ def _dependency_backward(
 
 def _options(n: int) -> dict:
     """Tile size (a power of two, at least 16) and threads per program: the warps that spill fewest
-    registers in the compiled kernels (benchmarks/speed/triton_compile.py; none at 32-row tiles)."""
+    registers in the compiled kernels (benchmarks/speed/triton_compile.py; at most 8 bytes at 32-row tiles)."""
     block = max(16, triton.next_power_of_2(n))
     return dict(N=n, BLOCK=block, num_warps=4 if block <= 16 else 8 if block <= 32 else 16)
 
