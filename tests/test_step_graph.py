@@ -1,6 +1,7 @@
 """Faster steps on an accelerator, checked on the CPU: a compiled step (``torch.compile(fullgraph=True)``
 with the ``aot_eager`` backend: inductor works here too but takes about a minute to compile a tiny model on
-the CI's two cores) equals the eager step for a tiny model (float64, dropout off: losses and parameters to 1e-10); a step graph that cannot run
+the CI's two cores) equals the eager step for a tiny model (float64, dropout off: losses and parameters to 1e-10) and runs
+with dropout on; a step graph that cannot run
 falls back to the eager step with one log line, the parameters those of the eager run; TF32 changes nothing
 on the CPU. The CUDA graphs themselves are checked in tests/test_cuda.py (on a GPU)."""
 
@@ -18,11 +19,10 @@ from syntaxformer.training.trainer import Trainer
 
 torch.set_num_threads(1)
 
-NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 STEPS = 3
 
 
-def _trainer(tmp_path, name: str, **options) -> Trainer:
+def _trainer(tmp_path, name: str, dropout: float = 0.0, **options) -> Trainer:
     args = TrainArguments(
         out=str(tmp_path / name),
         preset="tiny",
@@ -31,7 +31,9 @@ def _trainer(tmp_path, name: str, **options) -> Trainer:
         fixed_shapes=True,
         threads=1,
         quiet=True,
-        overrides=dict(NO_DROPOUT, constituent_variant="official"),
+        overrides=dict(
+            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, constituent_variant="official"
+        ),
         **options,
     )
     trainer = Trainer(args)
@@ -109,3 +111,16 @@ def test_tf32_changes_nothing_on_the_cpu():
     before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     assert use_tf32(torch.device("cpu"), True) is False and use_tf32(torch.device("cuda"), False) is False
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_a_compiled_step_runs_with_dropout(tmp_path):
+    """With dropout 0.1 (hidden and attention; CPU masks under compile from ``rand``): the compiled step runs (no fallback) and
+    its losses are those of a step with dropout (not the dropout-off ones), finite."""
+    off = _trainer(tmp_path, "off")
+    off._step_graph = CompiledStep(off, backend="aot_eager")
+    on = _trainer(tmp_path, "on", dropout=0.1)
+    on._step_graph = CompiledStep(on, backend="aot_eager")
+    off_losses, on_losses = _steps(off), _steps(on)
+    assert on._step_graph is not None  # no fallback to the eager step
+    assert all(torch.isfinite(loss) for loss in on_losses)
+    assert all(not torch.equal(a, b) for a, b in zip(off_losses, on_losses))

@@ -160,14 +160,16 @@ def on_lstm_loop(
     step. None = when the weight has at least
     :data:`~syntaxformer.kernels.on_lstm.WEIGHT_GRAD_ONCE_MIN` elements (measured on CPU: x1.4-1.5
     forward+backward at the paper's widths, no difference beyond noise at ``mini`` / ``small``, whose
-    per-step products stay in cache).
+    per-step products stay in cache). Under ``torch.compile`` autograd's product (the compiler
+    schedules the weight's gradient itself).
     """
     outputs: list[Tensor] = []
     masters: list[Tensor] = []
     if weight_grad_once is None:
         weight_grad_once = w_hh_t.numel() >= WEIGHT_GRAD_ONCE_MIN
     fast_product = None  # the kernel's per-step product (kernels/on_lstm.py), or None: torch.addmm
-    if weight_grad_once and torch.is_grad_enabled() and w_hh_t.requires_grad:
+    # not under torch.compile: the product's backward appends to a list, a side effect it does not trace
+    if weight_grad_once and torch.is_grad_enabled() and w_hh_t.requires_grad and not torch.compiler.is_compiling():
         fast_product = weight_gradient_once_product(w_hh_t)
     for t, gates_x_t in enumerate(gates_x.unbind(1)):  # unbind: one backward op, not N index fills
         # W x_t + U h_{t-1} + b: (B, G)

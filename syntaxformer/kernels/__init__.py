@@ -27,7 +27,6 @@ The layer sits below ``blocks``, ``priors`` and ``models`` and imports only ``ru
 (ARCHITECTURE.md); kernels take tensors and functions, never a prior or a model.
 """
 
-import functools
 import importlib.util
 import os
 
@@ -54,18 +53,17 @@ from .denormals import exp_flushed, flush_, flush_if_needed_, needs_explicit_flu
 from .dropout import LANE_BITS, check_probability, drop_mask, drop_probability, keep_mask, keep_scale
 from .on_lstm import WEIGHT_GRAD_ONCE_MIN, RecurrentMatmul, WeightGradientOnce, weight_gradient_once_product
 
-
-@functools.cache
-def _triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None
+#: Triton is installed (looked up once, at import: ``torch.compile`` does not trace ``find_spec``)
+_TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 
 
 def triton_runs_on(device: torch.device | str) -> bool:
     """Whether the Triton kernels (``triton_prior``, ``triton_on_lstm``, ``triton_dependency``) run for
     tensors on ``device``: Triton is installed (CUDA builds of PyTorch install it) and ``device`` is CUDA,
     or a CPU under Triton's interpreter (the environment variable ``TRITON_INTERPRET=1``, set before the
-    first import)."""
-    if not _triton_installed():
+    first import). Not under ``torch.compile``: the compiler makes its own kernels from the written
+    operators (and PyTorch 2.11's does not trace these kernels' launches in an ``autograd.Function``)."""
+    if not _TRITON_INSTALLED or torch.compiler.is_compiling():
         return False
     kind = torch.device(device).type
     return kind == "cuda" or (kind == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")

@@ -9,7 +9,9 @@ decisions per generator call, about three times faster for the same distribution
 
 The drop probability is then ``t / 2**15`` with ``t = round(p * 2**15)``: within ``1.6e-5`` of ``p``
 (``p = 0.1`` drops with probability 0.100006); kept values are scaled by ``1 / (1 - t / 2**15)``, so
-the expectation is exactly the input's. The masks come from the default generator of the tensor's
+the expectation is exactly the input's. Under ``torch.compile`` (which does not trace ``random_``) a
+CPU mask's lanes are ``floor(2**15 · rand)`` instead, uniform on the same values (float32's ``rand``
+has 24 random bits): the same distribution, other draws. The masks come from the default generator of the tensor's
 device, so ``torch.manual_seed`` makes them reproducible, and a generator state saved before a draw
 redraws the same mask (the blockwise attention kernel's backward does, :mod:`syntaxformer.kernels.attention`).
 
@@ -91,7 +93,9 @@ def _mask(shape, p: float, device, keep: bool) -> torch.Tensor:
     """Draws compared with the drop threshold: ``>=`` (keep) or ``<`` (drop)."""
     check_probability(p)
     device = torch.device(device)
-    if device.type == "cpu":
+    if device.type == "cpu" and torch.compiler.is_compiling():  # random_ is not traced: the same lanes from rand
+        draws, threshold = (torch.rand(shape) * 2**LANE_BITS).to(torch.int16), round(p * 2**LANE_BITS)
+    elif device.type == "cpu":
         draws, threshold = _lanes(math.prod(shape)), round(p * 2**LANE_BITS)
     else:
         draws, threshold = torch.rand(shape, device=device), p

@@ -102,6 +102,9 @@ def sdpa_attention(
       ``log_rows_vjp`` when it has one, e.g. ``constituent_fused``).
     * ``output_attentions=True``, and a multiplicative prior together with a bias: :func:`eager_attention`,
       as Hugging Face models do for attentions.
+    * under ``torch.compile``, a multiplicative prior without the Triton kernels: :func:`eager_attention`,
+      whose operators the compiler fuses (the blockwise kernel's hand-written backward calls autograd
+      inside itself, which PyTorch 2.11's compiler does not trace: "Unsupported Tensor.requires_grad_()").
 
     Arguments and returns as the module docstring (attentions always None here). Tested against the
     eager reference in ``tests/test_blockwise_attention.py`` and ``tests/test_tree_transformer.py``.
@@ -116,6 +119,8 @@ def sdpa_attention(
 
         if query.shape[2] <= MAX_TOKENS:
             return laplace_prior_attention(query, key, value, key_mask, prior.state, *form, dropout_p), None
+    if torch.compiler.is_compiling():
+        return eager_attention(query, key, value, key_mask, prior, dropout_p)
     log_rows_vjp = getattr(prior, "log_rows_vjp", None)
     return blockwise_prior_attention(
         query, key, value, key_mask, prior.state, prior.log_rows, log_rows_vjp, dropout_p

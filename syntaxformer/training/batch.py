@@ -20,7 +20,7 @@ device. Everything the loss reads travels in the batch (no per-batch attribute o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -51,15 +51,21 @@ def _pinned(value):
 class Batch:
     """The common base of the batches: moving to a device and the counts a training step records."""
 
+    def values(self) -> dict[str, object]:
+        """The fields by name (their values: tensors, dicts of tensors, or None). Read through
+        ``dataclasses.fields``, which ``torch.compile`` traces (``vars`` of an instance it does not,
+        in PyTorch 2.11: "Unsupported method call")."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
     def to(self, device: torch.device | str) -> Batch:
         """A copy with every tensor (and every tensor of a dict field) on ``device``."""
         device = torch.device(device)
-        return replace(self, **{name: _moved(value, device) for name, value in vars(self).items()})
+        return replace(self, **{name: _moved(value, device) for name, value in self.values().items()})
 
     def pinned(self) -> Batch:
         """A copy with every host tensor in page-locked memory (for a non-blocking copy to CUDA;
         :meth:`to` then pins nothing more). Only where CUDA is available."""
-        return replace(self, **{name: _pinned(value) for name, value in vars(self).items()})
+        return replace(self, **{name: _pinned(value) for name, value in self.values().items()})
 
     @property
     def n_tokens(self) -> int:

@@ -50,7 +50,7 @@ def use_tf32(device: torch.device, on: bool) -> bool:
 def shape_key(batch) -> tuple:
     """The shapes and dtypes of a batch's tensors (and of its dict fields'), by field name: one graph each."""
     key = []
-    for name, value in sorted(vars(batch).items()):
+    for name, value in sorted(batch.values().items()):
         items = sorted(value.items()) if isinstance(value, dict) else [("", value)]
         for sub, x in items:
             if isinstance(x, torch.Tensor):
@@ -60,7 +60,7 @@ def shape_key(batch) -> tuple:
 
 def _copy_batch(source, target) -> None:
     """Copy every tensor of batch ``source`` into the same-shaped tensor of ``target`` (its static buffers)."""
-    for name, value in vars(source).items():
+    for name, value in source.values().items():
         into = getattr(target, name)
         pairs = [(value[k], into[k]) for k in value] if isinstance(value, dict) else [(value, into)]
         for x, y in pairs:
@@ -71,7 +71,7 @@ def _copy_batch(source, target) -> None:
 def _cloned(batch):
     """A copy of ``batch`` with every tensor cloned (a graph's static inputs)."""
     cloned = {}
-    for name, value in vars(batch).items():
+    for name, value in batch.values().items():
         if isinstance(value, dict):
             value = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in value.items()}
         elif isinstance(value, torch.Tensor):
@@ -107,11 +107,15 @@ class CompiledStep:
         if loop.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()
         loop.optimizer.zero_grad(set_to_none=True)
-        # the attention kernel's backward calls torch.autograd.grad, which dynamo traces only when told to
-        with torch._dynamo.config.patch(trace_autograd_ops=True):
-            loss = self._loss(batch.to(loop.device))
+        loss = self.loss(batch.to(loop.device))
         loop.backward_and_update(loss)
         return loss.detach().clone()
+
+    def loss(self, batch) -> torch.Tensor:
+        """The compiled loss of ``batch`` (on the loop's device; compiled at the first call of a shape)."""
+        # autograd functions whose backward calls autograd (torch.autograd.grad) are traced only when told to
+        with torch._dynamo.config.patch(trace_autograd_ops=True):
+            return self._loss(batch)
 
 
 class CudaGraphStep:
