@@ -88,6 +88,17 @@ def test_eager_baselines_only_leaves_out_the_eager_rows_of_kernel_settings(tmp_p
     ]
 
 
+def test_cases_measures_only_the_cases_named(tmp_path, monkeypatch):
+    kernel_case = ("tree-transformer", "paper", "constituent-fused", 64, 27, {"constituent_fused": True})
+    monkeypatch.setattr(gpu_step, "CASES", [TINY_CASE, kernel_case, TINY_CASE])  # 0 and 2: the same case
+    out = tmp_path / "gpu-step.json"
+    argv = ["--device", "cpu", "--smoke", "--steps", "1", "--warmup", "0", "--out", str(out)]
+    assert gpu_step.main([*argv, "--variants", "graph", "--cases", "1", "2"]) == 0
+    assert [r["prior"] for r in json.loads(out.read_text())["rows"]] == ["constituent-fused", "constituent"]
+    assert gpu_step.main([*argv, "--variants", "graph", "--cases", "0"]) == 0
+    assert [r["prior"] for r in json.loads(out.read_text())["rows"]] == ["constituent"]
+
+
 def test_the_fixed_size_list_holds_the_same_targets():
     eager = gpu_step.synthetic_batch("tree-transformer", 8, 12, torch.device("cpu"), fixed=False)
     fixed = gpu_step.synthetic_batch("tree-transformer", 8, 12, torch.device("cpu"), fixed=True)

@@ -9,8 +9,10 @@
 #   0. the carried wheels (GPU_WHEELS, default .whl/: nltk, conllu, joblib) into a private folder on PYTHONPATH;
 #      nvidia-smi, python, torch and transformers versions          -> $OUT/session.txt
 #   1. tests/test_cuda.py, test_triton_prior.py, test_triton_on_lstm.py, test_triton_dependency.py (CUDA) -> $OUT/test_cuda.txt
-#   2. benchmarks/speed/gpu_step.py, `graph` rows first (every kernel setting), then `eager` (the
-#      `compiled` variant failed on CUDA: tests/test_cuda.py logs why)  -> $OUT/gpu-step.json, $OUT/gpu-step.log
+#   2. benchmarks/speed/gpu_step.py, `graph` rows first (every kernel setting), then `eager` for the
+#      default settings                                                -> $OUT/gpu-step.json, $OUT/gpu-step.log
+#   2a. gpu_step.py's `compiled` rows of the Tree Transformer paper preset, with and without the prior
+#      (at most 150 s)                                                 -> $OUT/gpu-step-compiled.json, .log
 #   2b. benchmarks/speed/gpu_profile.py: the Tree Transformer paper step's device time by the package's
 #      line, with and without the prior                              -> $OUT/gpu-profile.json, .log
 #   3. with the time left (at least GPU_SESSION_MIN_TRAIN_S each), two `syntaxformer train` runs of the
@@ -68,6 +70,7 @@ if [ "$DRY" = 1 ]; then
     TRAIN_STEPS=20
     TEST_LIMIT=120
     STEP_LIMIT=240
+    COMPILED_LIMIT=120
 else
     DEVICE=cuda
     STEP_ARGS=(--steps 60 --warmup 3)
@@ -75,6 +78,7 @@ else
     TRAIN_STEPS=2000
     TEST_LIMIT=150
     STEP_LIMIT=240
+    COMPILED_LIMIT=150
 fi
 
 # 1. the CUDA tests ------------------------------------------------------------------------------------
@@ -93,6 +97,20 @@ if [ "$limit" -gt 30 ]; then
     tail -n 3 "$OUT/gpu-step.log" | tee -a "$LOG"
 else
     log "gpu_step: skipped, ${limit} s left"
+fi
+
+# 2a. the compiled step (torch.compile, CUDA graphs), the Tree Transformer paper preset with and without
+# the prior (gpu_step's cases 0 and 1; its compilation takes a minute or more) -------------------------
+limit=$(($(left) - 30))
+[ "$limit" -gt "$COMPILED_LIMIT" ] && limit=$COMPILED_LIMIT
+if [ "$limit" -gt 60 ]; then
+    part gpu_step_compiled "$limit" "$PYTHON" -m benchmarks.speed.gpu_step --device "$DEVICE" "${STEP_ARGS[@]}" \
+        --variants compiled --cases 0 1 --isolate --budget-s $((limit - 15)) --row-limit-s $((limit - 15)) \
+        ${GPU_SESSION_COMMIT:+--commit "$GPU_SESSION_COMMIT"} --out "$OUT/gpu-step-compiled.json" \
+        >"$OUT/gpu-step-compiled.log" 2>&1
+    tail -n 3 "$OUT/gpu-step-compiled.log" | tee -a "$LOG"
+else
+    log "gpu_step_compiled: skipped, ${limit} s left"
 fi
 
 # 2b. where the step's device time goes, by the package's line (what fusion should replace) -------------

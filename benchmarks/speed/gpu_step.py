@@ -28,12 +28,14 @@ Variants (``--variants``; the rows run variant by variant, in the order given):
   (:class:`syntaxformer.training.fast_step.CompiledStep`, as ``--step-graph compile``: ``fullgraph``,
   ``mode="reduce-overhead"`` (CUDA graphs) on CUDA, ``torch._dynamo.config.patch(trace_autograd_ops=True)``,
   ``torch.compiler.cudagraph_mark_step_begin()`` each step; on the CPU the backend ``--cpu-backend``).
+  Compiled, a model runs its written operators, which the compiler fuses: no Triton kernels of the
+  package, the literal prior attention (so a Triton case's compiled row is its default case's).
 * ``graph``: TF32, the fixed-size list, and the whole step (forward, backward, clipping, the fused
   ``capturable`` Adam update) captured by ``torch.cuda.graph`` and replayed
   (:class:`syntaxformer.training.fast_step.CudaGraphStep`, as ``--step-graph cuda-graph``). CUDA only:
   elsewhere its rows are recorded as skipped.
 
-Every variant fails soft: a row whose model, compilation, capture or step raises (or that runs past
+``--cases`` measures some of the cases only (indices into :data:`CASES`). Every variant fails soft: a row whose model, compilation, capture or step raises (or that runs past
 ``--row-limit-s``, or past the run's ``--budget-s``) records ``error`` instead of numbers, and the run
 goes on; once ``--budget-s`` has passed, the rows left record ``skipped``. With ``--out`` the record is rewritten after every row, so a
 run killed from outside still leaves the rows it finished.
@@ -390,6 +392,13 @@ def main(argv=None) -> int:
         help="the eager variant for every case, or only for the default kernel settings (the targets' baselines)",
     )
     p.add_argument(
+        "--cases",
+        nargs="+",
+        type=int,
+        default=None,
+        help=f"indices into CASES to measure, in CASES' order (default: all {len(CASES)})",
+    )
+    p.add_argument(
         "--commit",
         default=None,
         help="the code's commit, recorded in place of git's (a copied tree's .git may be stale)",
@@ -420,7 +429,9 @@ def main(argv=None) -> int:
         rows=[],
     )
     for variant in args.variants:
-        for case in cases:
+        for index, case in enumerate(cases):
+            if args.cases is not None and index not in args.cases:
+                continue
             if variant == "eager" and args.eager_cases == "baselines" and case[2] not in BASELINE_PRIORS:
                 continue
             left = args.budget_s - (time.perf_counter() - start) if args.budget_s else None
@@ -430,7 +441,7 @@ def main(argv=None) -> int:
                 limits = [x for x in (args.row_limit_s, None if left is None else int(left)) if x]
                 limit = min(limits, default=0)
                 if args.isolate:
-                    row = measure_in_child(cases.index(case), variant, argv_of(args), peak, limit)
+                    row = measure_in_child(index, variant, argv_of(args), peak, limit)
                 else:
                     row = measure(case, variant, device, args, peak, limit)
             record["rows"].append(row)

@@ -1439,6 +1439,38 @@ def triton_compile_table() -> str:
     return f"{head}\n\n" + markdown(header, rows, "lllllrrr") + tail
 
 
+COMPILE_TRACES = "docs/benchmarks/compile-trace-*.json"
+
+
+@table("compile-trace")
+def compile_trace_table() -> str:
+    """docs/results/speed.md: per PyTorch version (``compile_trace.py``'s records), whether the compiled
+    step's loss traces on (fake) CUDA tensors for each case, or the tracer's error and where."""
+    paths = sorted(ROOT.glob(COMPILE_TRACES))
+    if not paths:
+        return f"No record yet (`{COMPILE_TRACES}`)."
+    runs = [load(str(path.relative_to(ROOT))) for path in paths]
+    cases = []
+    for run in runs:
+        for row in run["rows"]:
+            key = (row["model"], row["preset"], row["prior"], row["batch"])
+            if key not in cases:
+                cases.append(key)
+    rows = []
+    for key in cases:
+        cells = []
+        for run in runs:
+            row = next((r for r in run["rows"] if (r["model"], r["preset"], r["prior"], r["batch"]) == key), None)
+            if row is None:
+                cells.append("–")
+            else:
+                cells.append("traces" if row["traced"] else f"**fails**: {row['error']} (`{row['where']}`)")
+        rows.append([key[0], key[1], key[2] or "–", key[3], *cells])
+    header = ["model", "preset", "kernels (prior)", "batch", *(f"torch {run['torch']}" for run in runs)]
+    head = f"{runs[0]['what']} (the code: the records' `code`)."
+    return f"{head}\n\n" + markdown(header, rows, "l" * len(header))
+
+
 @table("gpu-step-targets")
 def gpu_step_targets() -> str:
     """docs/results/speed.md: each speed target of the accelerator step against ``gpu-step.json``'s
