@@ -74,17 +74,19 @@ def test_rows_past_the_budget_are_recorded_as_skipped(tmp_path, monkeypatch):
     assert [row["skipped"] for row in record["rows"]] == ["out of time (--budget-s 1e-09)"]
 
 
-def test_eager_baselines_only_leaves_out_the_eager_rows_of_kernel_settings(tmp_path, monkeypatch):
+def test_baselines_only_leaves_out_those_variants_rows_of_kernel_settings(tmp_path, monkeypatch):
     kernel_case = ("tree-transformer", "paper", "constituent-fused", 64, 27, {"constituent_fused": True})
     monkeypatch.setattr(gpu_step, "CASES", [TINY_CASE, kernel_case])
     out = tmp_path / "gpu-step.json"
     argv = ["--device", "cpu", "--smoke", "--steps", "1", "--warmup", "0", "--out", str(out)]
-    assert gpu_step.main([*argv, "--variants", "graph", "eager", "--eager-cases", "baselines"]) == 0
+    variants = ["--variants", "graph", "eager", "graph-bf16", "--baselines-only", "eager", "graph-bf16"]
+    assert gpu_step.main([*argv, *variants]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["prior"], r["variant"]) for r in rows] == [
         ("constituent", "graph"),
         ("constituent-fused", "graph"),
         ("constituent", "eager"),
+        ("constituent", "graph-bf16"),
     ]
 
 
@@ -97,6 +99,17 @@ def test_cases_measures_only_the_cases_named(tmp_path, monkeypatch):
     assert [r["prior"] for r in json.loads(out.read_text())["rows"]] == ["constituent-fused", "constituent"]
     assert gpu_step.main([*argv, "--variants", "graph", "--cases", "0"]) == 0
     assert [r["prior"] for r in json.loads(out.read_text())["rows"]] == ["constituent"]
+
+
+def test_the_bf16_variant_computes_the_loss_under_bf16_autocast():
+    loop = gpu_step.step_loop("tree-transformer", "tiny", {"hidden_dropout_prob": 0.0}, torch.device("cpu"))
+    loop.model.eval()
+    batch = gpu_step.synthetic_batch("tree-transformer", 4, 12, torch.device("cpu"), fixed=True)
+    exact = loop.training_loss_of(batch)
+    loop.bf16 = True
+    low = loop.training_loss_of(batch)
+    assert exact.dtype == low.dtype == torch.float32  # the loss itself is float32 under autocast
+    assert 0 < abs(float((low - exact).detach())) < 0.05  # bf16 products: another value, close
 
 
 def test_the_fixed_size_list_holds_the_same_targets():
@@ -189,6 +202,29 @@ def test_the_targets_table_says_met_and_not_met(tmp_path, monkeypatch):
     assert lines[3].endswith("55.0 against 50.0 steps/s: **1.10×** (eager: 4.0×) | met |")
     assert lines[4].endswith("| not measured | **not met** |")  # no small-preset rows
     assert lines[6].endswith("8.0 against 4.0 steps/s: **2.0×** | **not met** |")
+
+
+def test_the_targets_take_the_fastest_variant_and_compare_like_with_like(tmp_path, monkeypatch):
+    """A bf16 graph and a compiled row (the latter from the session's second record) count as fast steps,
+    named; the prior/plain ratio pairs rows of one variant and takes the least ratio."""
+
+    def row(prior, variant, sps, model="tree-transformer"):
+        return dict(model=model, preset="paper", prior=prior, variant=variant, steps_per_second=sps)
+
+    head = dict(device="GPU", torch="2.11", smoke=False)
+    record = dict(head, rows=[row("constituent", "eager", 10.0), row("constituent", "graph", 50.0)])
+    record["rows"] += [row("constituent-triton", "graph", 70.0), row("none", "graph", 80.0)]
+    record["rows"] += [row("constituent", "graph-bf16", 90.0), row("none", "graph-bf16", 150.0)]
+    compiled = dict(head, rows=[row("constituent", "compiled", 75.0), row("none", "compiled", 82.5)])
+    path, more = tmp_path / "gpu-step.json", tmp_path / "gpu-step-compiled.json"
+    path.write_text(json.dumps(record))
+    more.write_text(json.dumps(compiled))
+    monkeypatch.setattr(results_tables, "GPU_STEP", str(path))
+    monkeypatch.setattr(results_tables, "GPU_STEP_COMPILED", str(more))
+    lines = results_tables.gpu_step_targets().splitlines()
+    assert "90.0 (`graph-bf16`) against 10.0 steps/s: **9.0×** | met |" in lines[2]
+    # graph: 80 / 70 = 1.14 (Triton kernels), bf16: 150 / 90 = 1.67, compiled: 82.5 / 75 = 1.10
+    assert "82.5 against 75.0 (`compiled`) steps/s: **1.10×**" in lines[3] and lines[3].endswith("| met |")
 
 
 def test_the_profile_names_the_package_lines_that_cost_time():

@@ -124,3 +124,13 @@ def test_a_compiled_step_runs_with_dropout(tmp_path):
     assert on._step_graph is not None  # no fallback to the eager step
     assert all(torch.isfinite(loss) for loss in on_losses)
     assert all(not torch.equal(a, b) for a, b in zip(off_losses, on_losses))
+
+
+def test_a_graphed_step_turns_the_bf16_cast_cache_off(tmp_path):
+    """bf16 autocast caches cast weights unless the loop says not to (what a CUDA-graph step sets)."""
+    trainer = _trainer(tmp_path, "bf16", bf16=True)
+    with trainer.autocast():
+        assert torch.is_autocast_enabled("cpu") and torch.is_autocast_cache_enabled()
+    trainer.autocast_cache = False
+    with trainer.autocast():
+        assert torch.is_autocast_enabled("cpu") and not torch.is_autocast_cache_enabled()

@@ -9,8 +9,9 @@
 #   0. the carried wheels (GPU_WHEELS, default .whl/: nltk, conllu, joblib) into a private folder on PYTHONPATH;
 #      nvidia-smi, python, torch and transformers versions          -> $OUT/session.txt
 #   1. tests/test_cuda.py, test_triton_prior.py, test_triton_on_lstm.py, test_triton_dependency.py (CUDA) -> $OUT/test_cuda.txt
-#   2. benchmarks/speed/gpu_step.py, `graph` rows first (every kernel setting), then `eager` for the
-#      default settings                                                -> $OUT/gpu-step.json, $OUT/gpu-step.log
+#   2. benchmarks/speed/gpu_step.py (GPU_SESSION_STEP_CASES), `graph` rows first (every kernel setting
+#      but the fused one), then `eager` and `graph-bf16` for the default settings (at most 300 s)
+#                                                                      -> $OUT/gpu-step.json, $OUT/gpu-step.log
 #   2a. gpu_step.py's `compiled` rows of the Tree Transformer paper preset, with and without the prior
 #      (at most 150 s)                                                 -> $OUT/gpu-step-compiled.json, .log
 #   2b. benchmarks/speed/gpu_profile.py: the Tree Transformer paper step's device time by the package's
@@ -31,6 +32,8 @@ MIN_TRAIN=${GPU_SESSION_MIN_TRAIN_S:-60}
 WHEELS=${GPU_WHEELS:-.whl}
 . benchmarks/tools/device_session.sh # PYTHON, PYTHONPATH, install_wheels
 LOG="$OUT/session.txt"
+# gpu_step's cases (indices into its CASES): every kernel setting but the fused one (the Triton kernels supersede it)
+STEP_CASES=${GPU_SESSION_STEP_CASES:-"0 1 2 3 4 6 7 8 9"}
 START=$SECONDS
 
 exec 3>&1 # the session's own output: log lines go there even from a part whose output is redirected
@@ -73,11 +76,11 @@ if [ "$DRY" = 1 ]; then
     COMPILED_LIMIT=120
 else
     DEVICE=cuda
-    STEP_ARGS=(--steps 60 --warmup 3)
+    STEP_ARGS=(--steps 40 --warmup 3)
     TRAIN_PRESET=paper
     TRAIN_STEPS=2000
     TEST_LIMIT=150
-    STEP_LIMIT=240
+    STEP_LIMIT=300
     COMPILED_LIMIT=150
 fi
 
@@ -92,7 +95,8 @@ limit=$(($(left) - 30))
 if [ "$limit" -gt 30 ]; then
     # the rows stop 20 s before the hard limit; a row stops itself at 120 s (a compilation, say)
     part gpu_step "$limit" "$PYTHON" -m benchmarks.speed.gpu_step --device "$DEVICE" "${STEP_ARGS[@]}" \
-        --variants graph eager --eager-cases baselines --isolate --budget-s $((limit - 20)) --row-limit-s 120 \
+        --variants graph eager graph-bf16 --cases $STEP_CASES --baselines-only eager graph-bf16 \
+        --isolate --budget-s $((limit - 20)) --row-limit-s 120 \
         ${GPU_SESSION_COMMIT:+--commit "$GPU_SESSION_COMMIT"} --out "$OUT/gpu-step.json" >"$OUT/gpu-step.log" 2>&1
     tail -n 3 "$OUT/gpu-step.log" | tee -a "$LOG"
 else

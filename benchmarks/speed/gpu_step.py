@@ -34,8 +34,12 @@ Variants (``--variants``; the rows run variant by variant, in the order given):
   ``capturable`` Adam update) captured by ``torch.cuda.graph`` and replayed
   (:class:`syntaxformer.training.fast_step.CudaGraphStep`, as ``--step-graph cuda-graph``). CUDA only:
   elsewhere its rows are recorded as skipped.
+* ``graph-bf16``: ``graph`` with the loss under bfloat16 autocast (its cast cache off, as the trainer's
+  ``--bf16 --step-graph cuda-graph``): the matrix products in bf16, parameters and Adam in float32.
 
-``--cases`` measures some of the cases only (indices into :data:`CASES`). Every variant fails soft: a row whose model, compilation, capture or step raises (or that runs past
+``--cases`` measures some of the cases only (indices into :data:`CASES`); ``--baselines-only VARIANT ...``
+measures those variants only for the default kernel settings (:data:`BASELINE_PRIORS`, the cases the
+targets divide by). Every variant fails soft: a row whose model, compilation, capture or step raises (or that runs past
 ``--row-limit-s``, or past the run's ``--budget-s``) records ``error`` instead of numbers, and the run
 goes on; once ``--budget-s`` has passed, the rows left record ``skipped``. With ``--out`` the record is rewritten after every row, so a
 run killed from outside still leaves the rows it finished.
@@ -75,7 +79,7 @@ VOCAB = 10_000
 MASK_RATE = 0.15
 CLIP = 1.5
 #: the step variants, in their default order
-VARIANTS = ("eager", "graph", "compiled")
+VARIANTS = ("eager", "graph", "compiled", "graph-bf16")
 
 #: the ``prior`` labels of the default kernel settings: the eager rows the targets are measured against
 BASELINE_PRIORS = (None, "constituent", "none")
@@ -147,6 +151,7 @@ class StepLoop:
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         self.model, self.device, self.step = model, device, 0
+        self.bf16 = False  # bfloat16 autocast around the loss (the graph-bf16 variant), its cast cache off
         fused = device.type in ("cuda", "cpu")
         self.optimizer = torch.optim.Adam(
             model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused, foreach=not fused
@@ -156,7 +161,8 @@ class StepLoop:
         kw = batch.model_inputs()
         if batch.masked_positions is not None:
             kw.update(masked_only=True, masked_positions=batch.masked_positions)
-        return self.model(**kw).loss
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16, cache_enabled=False):
+            return self.model(**kw).loss
 
     def backward_and_update(self, loss: torch.Tensor) -> None:
         loss.backward()
@@ -185,7 +191,8 @@ def make_runner(variant: str, loop: StepLoop, cpu_backend: str):
         return eager_runner(loop)
     if variant == "compiled":
         return CompiledStep(loop, backend=None if loop.device.type == "cuda" else cpu_backend)
-    if variant == "graph":
+    if variant in ("graph", "graph-bf16"):
+        loop.bf16 = variant == "graph-bf16"
         return CudaGraphStep(loop)
     raise ValueError(f"unknown variant {variant!r}")
 
@@ -308,7 +315,7 @@ def measure(case, variant: str, device: torch.device, args, peak: float, limit_s
     after ``limit_s`` seconds, 0: never)."""
     model, preset, _, rows, length, overrides = case
     row = row_of(case, variant)
-    if variant == "graph" and device.type != "cuda":
+    if variant.startswith("graph") and device.type != "cuda":
         return {**row, "skipped": f"needs CUDA (torch.cuda.graph); the run is on {device.type}"}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -386,10 +393,11 @@ def main(argv=None) -> int:
     )
     p.add_argument("--row-limit-s", type=int, default=0, help="a row's time limit, seconds (0: none)")
     p.add_argument(
-        "--eager-cases",
-        choices=("all", "baselines"),
-        default="all",
-        help="the eager variant for every case, or only for the default kernel settings (the targets' baselines)",
+        "--baselines-only",
+        nargs="+",
+        default=[],
+        choices=VARIANTS,
+        help="variants measured only for the default kernel settings (BASELINE_PRIORS: the targets' baselines)",
     )
     p.add_argument(
         "--cases",
@@ -432,7 +440,7 @@ def main(argv=None) -> int:
         for index, case in enumerate(cases):
             if args.cases is not None and index not in args.cases:
                 continue
-            if variant == "eager" and args.eager_cases == "baselines" and case[2] not in BASELINE_PRIORS:
+            if variant in args.baselines_only and case[2] not in BASELINE_PRIORS:
                 continue
             left = args.budget_s - (time.perf_counter() - start) if args.budget_s else None
             if left is not None and left < 1:

@@ -13,10 +13,12 @@ training step on an accelerator").
   clipping, the fused Adam update with ``capturable`` and the learning rate read from a device tensor)
   captured by ``torch.cuda.graph`` once per batch shape, after :data:`CUDA_GRAPH_WARMUP` eager steps of
   that shape on a side stream, then replayed: one launch a step. Batches of few shapes
-  (``fixed_shapes``) keep the number of graphs small.
+  (``fixed_shapes``) keep the number of graphs small. With bfloat16 autocast (``bf16``) its cache of
+  cast weights is off (``autocast_cache``), as PyTorch's notes on CUDA graphs ask: every cast is a
+  captured kernel, made again at each replay from the updated weights.
 
-Where a graph cannot be made (not CUDA, several processes, bfloat16 autocast, an optimiser that cannot
-be captured, a capture or compilation that fails), the step runs eagerly: one log line says why
+Where a graph cannot be made (not CUDA, several processes, an optimiser that cannot be captured, a
+capture or compilation that fails), the step runs eagerly: one log line says why
 (:func:`make_step_graph`, and the loop's fallback).
 """
 
@@ -133,6 +135,7 @@ class CudaGraphStep:
         self.loop, self.warmup = loop, warmup
         self._graphs: dict[tuple, tuple] = {}  # shape key -> (graph, static batch, static loss)
         self._eager: dict[tuple, int] = {}  # shape key -> eager steps taken
+        loop.autocast_cache = False  # bf16: no cached casts across the capture (module docstring)
         groups = loop.optimizer.param_groups
         for group in groups:
             group["capturable"] = True
@@ -217,8 +220,6 @@ def make_step_graph(loop, mode: str, backend: str | None = None):
         reason = "several processes (DistributedDataParallel)"
     elif mode == "cuda-graph" and loop.device.type != "cuda":
         reason = f"no CUDA device: the run is on {loop.device}"
-    elif mode == "cuda-graph" and getattr(loop.args, "bf16", False):
-        reason = "bf16 autocast caches casts across steps"
     elif mode == "cuda-graph" and not all("capturable" in g for g in loop.optimizer.param_groups):
         reason = f"{type(loop.optimizer).__name__} cannot be captured"
     if reason is not None:

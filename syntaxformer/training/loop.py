@@ -205,6 +205,8 @@ class TrainingLoop:
     #: a plateau schedule), and whether lower (``"min"``) or higher (``"max"``) is better
     selection_metric: str = "valid/loss"
     selection_mode: str = "min"
+    #: bf16 autocast's cache of cast weights (:meth:`autocast`); a CUDA-graph step turns it off
+    autocast_cache: bool = True
 
     def __init__(self, args, callbacks: list[TrainerCallback] | tuple = ()):
         args.check()
@@ -469,9 +471,10 @@ class TrainingLoop:
     def autocast(self):
         """The context of the run's precision: ``torch.autocast`` to bfloat16 on this device with the
         options' ``bf16`` (parameters, optimizer and gradients stay float32), else none (also for
-        options without ``bf16``)."""
+        options without ``bf16``). Its cache of cast weights is on unless :attr:`autocast_cache` is
+        False (a captured CUDA graph's step, :class:`~syntaxformer.training.fast_step.CudaGraphStep`)."""
         if getattr(self.args, "bf16", False):
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, cache_enabled=self.autocast_cache)
         return nullcontext()
 
     # ---------------------------------------------------------------------------------- shared parts
