@@ -11,9 +11,10 @@
 # copied from ../shared/data/ptb-lm/). Settings: PAPER_ARCH (tree-transformer), PAPER_SEEDS ("0 1 2"; the
 # StructFormer's and the ON-LSTM's: "0"), PAPER_TRAIN_MINUTES (6.5), PAPER_BUDGET_S (560: the whole script, a hard limit),
 # PAPER_COMMIT (the code's commit, for the log), PAPER_SET (config fields for every seed, e.g.
-# "constituent_fused=triton": the Tree Transformer's prior as Triton kernels, or "dependency_kernel=triton":
-# StructFormer's parse stage, once tests/test_triton_prior.py or tests/test_triton_dependency.py has passed
-# on a GPU machine).
+# "constituent_fused=triton": the Tree Transformer's prior as Triton kernels, "dependency_kernel=triton":
+# StructFormer's parse stage, "cell_kernel=triton": the ON-LSTM's cell, its default; a Triton setting is
+# used only when its kernels' tests pass on the machine first, else the run takes the written path;
+# PAPER_SET="" for none).
 set -u
 cd "$(dirname "$0")/../../.."
 
@@ -31,13 +32,41 @@ LOG="$OUT/session.txt"
 START=$SECONDS
 log() { echo "[paper_recipes +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 
-log "start: ${ARCH} ${PAPER_SET:-}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
+log "start: ${ARCH} ${PAPER_SET-(default settings)}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
 install_wheels .whl || log "wheels: none in .whl/ (benchmarks/studies/paper_recipes/README.md)"
 [ -f "$TEXT" ] || { log "no training text at $TEXT: copy ../shared/data/ptb-lm/ptb.train.txt there"; exit 0; }
 # the accelerator step; the ON-LSTM's running text keeps its state across steps: its step stays eager
 STEP=(--fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph)
+# the ON-LSTM's eager step with its cell as a Triton kernel (about 16,000 operators a step become 1,000)
+[ "$ARCH" = on-lstm ] && [ -z "${PAPER_SET+x}" ] && PAPER_SET="cell_kernel=triton"
+# a Triton setting only after its kernels' tests pass on this machine (else the written path, logged)
+SETTINGS=""
+for field in ${PAPER_SET:-}; do
+    case "$field" in
+    constituent_fused=*triton*) check=tests/test_triton_prior.py ;;
+    cell_kernel=*triton*) check=tests/test_triton_on_lstm.py ;;
+    dependency_kernel=*triton*) check=tests/test_triton_dependency.py ;;
+    *) check="" ;;
+    esac
+    if [ -n "$check" ] && [ "$DRY" != 1 ]; then
+        if timeout --kill-after=10 150 "$PYTHON" -m pytest -q -x -p no:cacheprovider "$check" >"$OUT/check-${field%%=*}.txt" 2>&1; then
+            log "$field: $check passed here"
+        else
+            log "$field: $check did not pass here (check-${field%%=*}.txt): the written path instead"
+            tail -n 3 "$OUT/check-${field%%=*}.txt" | tee -a "$LOG"
+            continue
+        fi
+    fi
+    SETTINGS="$SETTINGS $field"
+done
 ARCH_ARGS=(--architecture "$ARCH")
-for field in ${PAPER_SET:-}; do ARCH_ARGS+=(--set "$field"); done
+for field in $SETTINGS; do ARCH_ARGS+=(--set "$field"); done
+# the checks' time comes out of the training minutes: the time after training (parse, score) stays
+if [ "$SECONDS" -gt "$START" ]; then
+    MINUTES=$("$PYTHON" -c "import sys; m, used = map(float, sys.argv[1:]); print(round(m - used / 60, 2))" \
+        "$MINUTES" $((SECONDS - START)))
+    log "training minutes after the checks: $MINUTES"
+fi
 # the StructFormer's and the ON-LSTM's recipes keep the model of the best validation loss; the ON-LSTM at
 # the size of its CPU run (mini: the paper size's eager step is about 4 steps/s)
 [ "$ARCH" != tree-transformer ] && ARCH_ARGS+=(--valid "$VALID")
@@ -57,7 +86,7 @@ RUNS=$(mktemp -d /tmp/paper-runs.XXXXXX)
 pids=()
 for seed in $SEEDS; do
     # the recipe (optimiser, masking, lengths, 60,000 steps, decoder) with the accelerator step
-    timeout --kill-after=10 $((BUDGET - 20)) "$PYTHON" -m syntaxformer.cli induce --recipe paper "${ARCH_ARGS[@]}" --corpus "$TEXT" \
+    timeout --kill-after=10 $((BUDGET - 20 - (SECONDS - START))) "$PYTHON" -m syntaxformer.cli induce --recipe paper "${ARCH_ARGS[@]}" --corpus "$TEXT" \
         --seed "$seed" "${SIZE[@]}" "${STEP[@]}" \
         --out "$RUNS/seed$seed" >"$OUT/seed$seed.log" 2>&1 &
     pids+=($!)
