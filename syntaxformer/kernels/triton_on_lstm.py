@@ -206,8 +206,11 @@ class TritonOnLstmRecurrence(torch.autograd.Function):
     def backward(ctx, grad_outputs, grad_masters, grad_h_last, grad_c_last):
         w_hh_t, gates, hs, cs, keep = ctx.saved_tensors
         steps, batch, width = hs.shape[0] - 1, hs.shape[1], hs.shape[2]
-        zeros = hs.new_zeros(steps, batch, width)
-        grad_h_steps = zeros if grad_outputs is None else grad_outputs.float().transpose(0, 1).contiguous()  # (N, B, H)
+        grad_h_steps = (  # (N, B, H)
+            hs.new_zeros(steps, batch, width)
+            if grad_outputs is None
+            else grad_outputs.float().transpose(0, 1).contiguous()
+        )
         grad_masters = (
             hs.new_zeros(steps, batch, ctx.options["C"])
             if grad_masters is None
