@@ -11,9 +11,9 @@ The drop probability is then ``t / 2**15`` with ``t = round(p * 2**15)``: within
 (``p = 0.1`` drops with probability 0.100006); kept values are scaled by ``1 / (1 - t / 2**15)``, so
 the expectation is exactly the input's. Under ``torch.compile`` (which does not trace ``random_``) a
 CPU mask's lanes are ``floor(2**15 · rand)`` instead, uniform on the same values (float32's ``rand``
-has 24 random bits): the same distribution, other draws. The masks come from the default generator of the tensor's
-device, so ``torch.manual_seed`` makes them reproducible, and a generator state saved before a draw
-redraws the same mask (the blockwise attention kernel's backward does, :mod:`syntaxformer.kernels.attention`).
+has 24 random bits): the same distribution, other draws. The masks come from the default generator of
+the tensor's device, so ``torch.manual_seed`` makes them reproducible, and a generator state saved
+before a draw redraws the same mask (the blockwise attention kernel's backward does, :mod:`syntaxformer.kernels.attention`).
 
 Users: inverted dropout of hidden states (:mod:`syntaxformer.blocks.dropout`), the literal attention
 (:func:`syntaxformer.priors.attention.eager_attention`) and the blockwise attention kernel. Tested in
