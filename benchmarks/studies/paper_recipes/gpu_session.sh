@@ -35,6 +35,11 @@ log() { echo "[paper_recipes +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 log "start: ${ARCH} ${PAPER_SET-(default settings)}, seeds ${SEEDS}, ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${PAPER_COMMIT:-?}"
 install_wheels .whl || log "wheels: none in .whl/ (benchmarks/studies/paper_recipes/README.md)"
 [ -f "$TEXT" ] || { log "no training text at $TEXT: copy ../shared/data/ptb-lm/ptb.train.txt there"; exit 0; }
+if [ "$DRY" = 1 ]; then  # slices of the texts
+    head -n 600 "$TEXT" >/tmp/paper-dry-train.txt
+    head -n 200 "$VALID" >/tmp/paper-dry-valid.txt 2>/dev/null
+    TEXT=/tmp/paper-dry-train.txt VALID=/tmp/paper-dry-valid.txt
+fi
 # the accelerator step; the ON-LSTM's running text keeps its state across steps: its step stays eager
 STEP=(--fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-graph)
 # the ON-LSTM's eager step with its cell as a Triton kernel (about 16,000 operators a step become 1,000)
@@ -71,11 +76,7 @@ fi
 # the size of its CPU run (mini: the paper size's eager step is about 4 steps/s)
 [ "$ARCH" != tree-transformer ] && ARCH_ARGS+=(--valid "$VALID")
 [ "$ARCH" = on-lstm ] && ARCH_ARGS+=(--preset mini) && STEP=(--tf32)
-if [ "$DRY" = 1 ]; then  # a slice of the text, the tiny preset, one short epoch or 20 steps
-    head -n 600 "$TEXT" >/tmp/paper-dry-train.txt
-    head -n 200 "$VALID" >/tmp/paper-dry-valid.txt 2>/dev/null
-    TEXT=/tmp/paper-dry-train.txt
-    [ "$ARCH" != tree-transformer ] && ARCH_ARGS=(--architecture "$ARCH" --valid /tmp/paper-dry-valid.txt)
+if [ "$DRY" = 1 ]; then  # a slice of the text (above), the tiny preset (after --preset mini: it wins), 20 steps or two epochs
     SIZE=(--preset tiny --threads 1)
     if [ "$ARCH" = tree-transformer ]; then SIZE+=(--max-steps 20); else SIZE+=(--epochs 2); fi
 else
