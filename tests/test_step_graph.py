@@ -126,8 +126,9 @@ def test_a_compiled_step_runs_with_dropout(tmp_path):
     assert all(not torch.equal(a, b) for a, b in zip(off_losses, on_losses))
 
 
-def test_a_graphed_step_turns_the_bf16_cast_cache_off(tmp_path):
-    """bf16 autocast caches cast weights unless the loop says not to (what a CUDA-graph step sets)."""
+def test_the_loops_autocast_cache_decides_bf16_autocasts_cast_cache(tmp_path):
+    """bf16 autocast caches cast weights unless the loop's ``autocast_cache`` says not to (what a CUDA-graph
+    step sets: tests/test_cuda.py)."""
     trainer = _trainer(tmp_path, "bf16", bf16=True)
     with trainer.autocast():
         assert torch.is_autocast_enabled("cpu") and torch.is_autocast_cache_enabled()

@@ -118,7 +118,7 @@ def main(argv=None) -> int:
         rows=[],
     )
     for case in CASES:
-        model, preset, prior, rows, length, overrides = case
+        model, preset, _, rows, length, overrides = case
         loop = step_loop(model, preset, overrides, torch.device("cpu"))
         batch = synthetic_batch(model, rows, length, torch.device("cpu"), fixed=True)
         row = {k: v for k, v in row_of(case, "compiled").items() if k != "variant"}

@@ -151,7 +151,8 @@ class StepLoop:
 
     def __init__(self, model: torch.nn.Module, device: torch.device):
         self.model, self.device, self.step = model, device, 0
-        self.bf16 = False  # bfloat16 autocast around the loss (the graph-bf16 variant), its cast cache off
+        self.bf16 = False  # bfloat16 autocast around the loss (the graph-bf16 variant)
+        self.autocast_cache = True  # its cache of cast weights, as the trainer's (a CUDA-graph step turns it off)
         fused = device.type in ("cuda", "cpu")
         self.optimizer = torch.optim.Adam(
             model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused, foreach=not fused
@@ -161,7 +162,9 @@ class StepLoop:
         kw = batch.model_inputs()
         if batch.masked_positions is not None:
             kw.update(masked_only=True, masked_positions=batch.masked_positions)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16, cache_enabled=False):
+        with torch.autocast(
+            self.device.type, dtype=torch.bfloat16, enabled=self.bf16, cache_enabled=self.autocast_cache
+        ):
             return self.model(**kw).loss
 
     def backward_and_update(self, loss: torch.Tensor) -> None:

@@ -1354,10 +1354,10 @@ GPU_TARGETS = [
 FAST_VARIANTS = ("graph", "graph-bf16", "compiled")
 
 
-def _fastest(sps: dict, key: tuple, variants: tuple = FAST_VARIANTS) -> tuple[float | None, str, str]:
+def _fastest(sps: dict, key: tuple, variants: tuple = FAST_VARIANTS) -> tuple[float | None, str]:
     """The fastest row of ``key`` = (model, preset, priors) among its kernel settings and ``variants``:
-    ``(steps/s, its variant, " (`prior`, `variant`)" naming what is not the default)`` (the default: the
-    first prior, ``graph``), or ``(None, "", "")``."""
+    ``(steps/s, " (`prior`, `variant`)" naming what is not the default)`` (the default: the first prior,
+    ``graph``), or ``(None, "")``."""
     model, preset, priors = key
     found = [
         (v, p, variant)
@@ -1365,10 +1365,10 @@ def _fastest(sps: dict, key: tuple, variants: tuple = FAST_VARIANTS) -> tuple[fl
         if (m, pr) == (model, preset) and p in priors and variant in variants
     ]
     if not found:
-        return None, "", ""
+        return None, ""
     value, prior, variant = max(found, key=lambda f: f[0])
     named = [f"`{prior}`"] * (prior != priors[0]) + [f"`{variant}`"] * (variant != FAST_VARIANTS[0])
-    return value, variant, f" ({', '.join(named)})" if named else ""
+    return value, f" ({', '.join(named)})" if named else ""
 
 
 OP_COUNT = "docs/benchmarks/op-count.json"
@@ -1473,17 +1473,12 @@ def compile_trace_table() -> str:
     if not paths:
         return f"No record yet (`{COMPILE_TRACES}`)."
     runs = [load(str(path.relative_to(ROOT))) for path in paths]
-    cases = []
-    for run in runs:
-        for row in run["rows"]:
-            key = (row["model"], row["preset"], row["prior"], row["batch"])
-            if key not in cases:
-                cases.append(key)
+    by_case = [{(r["model"], r["preset"], r["prior"], r["batch"]): r for r in run["rows"]} for run in runs]
     rows = []
-    for key in cases:
+    for key in dict.fromkeys(k for rows_of in by_case for k in rows_of):  # every case, in first-seen order
         cells = []
-        for run in runs:
-            row = next((r for r in run["rows"] if (r["model"], r["preset"], r["prior"], r["batch"]) == key), None)
+        for rows_of in by_case:
+            row = rows_of.get(key)
             if row is None:
                 cells.append("–")
             else:
@@ -1496,8 +1491,9 @@ def compile_trace_table() -> str:
 
 @table("gpu-step-targets")
 def gpu_step_targets() -> str:
-    """docs/results/speed.md: each speed target of the accelerator step against ``gpu-step.json``'s
-    ``graph`` rows (met or not met), or nothing measured."""
+    """docs/results/speed.md: each speed target of the accelerator step (met or not met) from the fastest
+    of ``gpu-step.json``'s fast rows (:data:`FAST_VARIANTS`, with ``gpu-step-compiled.json``'s) against
+    its baseline, or nothing measured."""
     if not (ROOT / GPU_STEP).exists() or load(GPU_STEP).get("smoke"):
         return "No GPU record: every target is **not measured**."
     run = _gpu_step_run()
@@ -1510,12 +1506,12 @@ def gpu_step_targets() -> str:
     for what, key, against, bound in GPU_TARGETS:
         default = (*key[:2], key[2][0])  # the default kernels' (model, preset, prior)
         if against == "eager":
-            fast, _, kernels = _fastest(sps, key)
+            fast, kernels = _fastest(sps, key)
             base = sps.get((*default, "eager"))
         else:  # both fast and in the same variant: the variant where the ratio is least
             pairs = []
             for variant in FAST_VARIANTS:
-                value, _, named = _fastest(sps, key, (variant,))
+                value, named = _fastest(sps, key, (variant,))
                 if value is not None and (*against, variant) in sps:
                     pairs.append((sps[(*against, variant)] / value, value, sps[(*against, variant)], named))
             _, fast, base, kernels = min(pairs) if pairs else (None, None, None, "")
