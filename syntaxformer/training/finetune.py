@@ -43,7 +43,6 @@ from syntaxformer.parsing import load_model, read_training_record
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.callbacks import StepOutput, TrainerCallback
 from syntaxformer.training.hard_concrete import GAMMA, OPEN_THRESHOLD, ZETA, HeadGates
-from syntaxformer.training.mlm import IGNORE_INDEX
 from syntaxformer.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -310,25 +309,13 @@ class FineTuneTrainer(Trainer):
         return super().default_callbacks() + ([HeadGateCallback()] if self.args.head_gates else [])
 
     def pruned_validation_loss(self, pruned: nn.Module) -> float | None:
-        """Mean MLM cross-entropy of ``pruned`` over this process's masked validation tokens (the
-        same masks as the validation loss), or None without validation data."""
+        """Mean MLM cross-entropy (nats) of ``pruned`` over this process's masked validation tokens
+        (the same masks as the validation loss, :meth:`~syntaxformer.training.trainer.Trainer.validation_sums`),
+        or None without validation data."""
         if not self.valid_batches:
             return None
-        masked_only = capabilities_of(pruned).masked_only
-        total, count = 0.0, 0
-        with torch.no_grad():
-            for batch in self.valid_batches:
-                n = int((batch.labels != IGNORE_INDEX).sum())
-                batch = batch.to(self.device)
-                out = pruned(
-                    input_ids=batch.input_ids,
-                    attention_mask=batch.attention_mask,
-                    labels=batch.labels,
-                    **(dict(masked_only=True, masked_positions=batch.masked_positions) if masked_only else {}),
-                )
-                total += float(out.loss) * n
-                count += n
-        return total / count
+        weighted, targets = self.validation_sums(pruned, masked_only=capabilities_of(pruned).masked_only)
+        return float(weighted) / targets
 
     def report(self) -> dict:
         """The Trainer's ``training.json`` with ``init_from`` (the source) and, with gates,
