@@ -37,6 +37,7 @@ import argparse
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -82,15 +83,12 @@ def traced(loop, batch) -> dict:
     return {"traced": True}
 
 
-def trainer_loop():
+def trainer_loop(out: str):
     """The trainer of ``syntaxformer train --preset tiny --fixed-shapes --batch-size 8`` (the embedded corpus,
-    the preset's dropouts) on the CPU, and its first batch."""
-    import tempfile
-
+    the preset's dropouts) on the CPU writing into ``out``, and its first batch."""
     from syntaxformer.training.arguments import TrainArguments
     from syntaxformer.training.trainer import Trainer
 
-    out = tempfile.mkdtemp(prefix="compile-trace-")
     args = TrainArguments(
         out=out, preset="tiny", max_steps=1, batch_size=8, fixed_shapes=True, device="cpu", quiet=True
     )
@@ -124,9 +122,10 @@ def main(argv=None) -> int:
         row = {k: v for k, v in row_of(case, "compiled").items() if k != "variant"}
         record["rows"].append({**row, **traced(loop, batch)})
         print(json.dumps(record["rows"][-1]), flush=True)
-    trainer, batch = trainer_loop()
-    row = dict(model="trainer", preset="tiny", prior=None, batch=" x ".join(map(str, batch.input_ids.shape)))
-    record["rows"].append({**row, **traced(trainer, batch)})
+    with tempfile.TemporaryDirectory(prefix="compile-trace-") as out:
+        trainer, batch = trainer_loop(out)
+        row = dict(model="trainer", preset="tiny", prior=None, batch=" x ".join(map(str, batch.input_ids.shape)))
+        record["rows"].append({**row, **traced(trainer, batch)})
     print(json.dumps(record["rows"][-1]), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
