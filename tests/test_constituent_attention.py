@@ -191,6 +191,21 @@ def test_scale_and_diagonal_separate_the_official_variant():
     assert torch.allclose(a[gap], official_a[gap], atol=1e-6, rtol=0)
 
 
+def test_the_undivided_form_is_the_divided_one_times_the_divisor():
+    # scale 1: no division made (the Triton chain divides the scores); any other divisor divides each term
+    from syntaxformer.kernels.constituent import neighbour_score_form
+
+    torch.manual_seed(7)
+    module = ConstituentAttention(8, "paper").double()
+    undivided = neighbour_score_form(module.query, module.key)
+    w_q, w_k, b_q, b_k = module.query.weight, module.key.weight, module.query.bias, module.key.bias
+    assert torch.equal(undivided[0], w_q.t() @ w_k)
+    assert torch.equal(undivided[1], torch.stack([w_q.t() @ b_k, w_k.t() @ b_q], dim=1))
+    assert torch.equal(undivided[2], b_q @ b_k)
+    for divided, whole in zip(neighbour_score_form(module.query, module.key, 4.0), undivided, strict=True):
+        assert torch.equal(divided, whole / 4.0)
+
+
 @pytest.mark.parametrize("variant", ["paper", "official"])
 def test_bilinear_neighbour_scores_equal_the_two_projections(variant):
     # q_i·k_j = h_iᵀ W_qᵀ W_k h_j + h_i·W_qᵀ b_k + h_j·W_kᵀ b_q + b_q·b_k, biases included (DESIGN.md §5)

@@ -49,21 +49,23 @@ def _pytorch_chain(r, hidden, linear, offset, gap, prior, variant):
 @pytest.mark.parametrize("with_prior", [False, True])
 @pytest.mark.parametrize("d", [8, 80])  # 80: two chunks of the hidden size
 def test_prior_chain_equals_the_fused_pytorch_chain(variant, with_prior, d):
-    """Eq. 5 (the bilinear form) then eqs. 6-8 and P: values and the gradients of h M, h, the form's
-    linear terms and offset, and the prior."""
+    """Eq. 5 (the bilinear form) then eqs. 6-8 and P: values and the gradients of h, the projections'
+    weights and biases (through h M, the form's linear terms and offset) and the prior; the Triton chain
+    divides the undivided form's scores by the divisor itself."""
     g = torch.Generator().manual_seed(0)
     lengths = [9, 6, 1, 9, 4]  # padding, a one-word sentence, full rows
     gap = _mask(lengths, 9)[:, :-1] & _mask(lengths, 9)[:, 1:]
     query, key = torch.nn.Linear(d, d).to(DEVICE), torch.nn.Linear(d, d).to(DEVICE)
-    bilinear, linear, offset = neighbour_score_form(query, key, d / 2)
     hidden = _randn(5, 9, d, g=g)
-    r = hidden @ bilinear
     prior = torch.rand(5, 8, generator=g).to(DEVICE).requires_grad_() if with_prior else None
     inputs = [hidden, query.weight, query.bias, key.weight, key.bias] + ([prior] if with_prior else [])
     grad_a, grad_cum = torch.randn(5, 8, generator=g).to(DEVICE), torch.randn(5, 9, generator=g).to(DEVICE)
+    bilinear, linear, offset = neighbour_score_form(query, key, d / 2)
+    reference = _pytorch_chain(hidden @ bilinear, hidden, linear, offset, gap, prior, variant)
+    bilinear, linear, offset = neighbour_score_form(query, key)
+    fast = triton_prior_chain(hidden @ bilinear, hidden, linear, offset, gap, prior, variant, scale=d / 2)
     results = []
-    for chain in (_pytorch_chain, triton_prior_chain):
-        a, cum = chain(r, hidden, linear, offset, gap, prior, variant)
+    for a, cum in (reference, fast):
         grads = torch.autograd.grad((a * grad_a).sum() + (cum * grad_cum).sum(), inputs, retain_graph=True)
         results.append((a, cum, *grads))
     for fast, ref in zip(*results[::-1], strict=True):

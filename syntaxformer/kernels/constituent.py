@@ -31,7 +31,7 @@ from torch import nn
 
 
 def neighbour_score_form(
-    query: nn.Linear, key: nn.Linear, scale: float
+    query: nn.Linear, key: nn.Linear, scale: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The neighbour scores of eq. 5 as one bilinear form of the layer input (DESIGN.md §5).
 
@@ -47,16 +47,20 @@ def neighbour_score_form(
 
     Args:
         query, key: the module's ``nn.Linear(d, d)`` projections (weights (d, d), biases (d,)).
-        scale: the score divisor (d_model/2 or 256).
+        scale: the score divisor (d_model/2 or 256); 1 (the default): the form undivided, no
+            division made (the Triton chain divides the scores itself).
     Returns:
         ``(M / scale, [u | w] / scale, c / scale)``: (d, d), (d, 2) and a scalar tensor.
     """
     w_q, w_k = query.weight, key.weight  # (d, d) each, (out, in)
     b_q = query.bias if query.bias is not None else w_q.new_zeros(w_q.shape[0])
     b_k = key.bias if key.bias is not None else w_k.new_zeros(w_k.shape[0])
-    bilinear = (w_q.t() @ w_k) / scale  # (d, d)
-    linear = torch.stack([w_q.t() @ b_k, w_k.t() @ b_q], dim=1) / scale  # (d, 2)
-    return bilinear, linear, (b_q @ b_k) / scale
+    bilinear = w_q.t() @ w_k  # (d, d)
+    linear = torch.stack([w_q.t() @ b_k, w_k.t() @ b_q], dim=1)  # (d, 2)
+    offset = b_q @ b_k
+    if scale == 1.0:
+        return bilinear, linear, offset
+    return bilinear / scale, linear / scale, offset / scale
 
 
 class BilinearNeighbourScores(torch.autograd.Function):

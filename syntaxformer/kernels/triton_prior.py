@@ -453,13 +453,14 @@ def _neighbour_scores(R, HID, UW, OFFSET, row, k, ok, N, D, BLOCK: tl.constexpr,
 @triton.jit
 def _prior_chain_forward(
     R, HID, UW, OFFSET, GAP, PRIOR, S_RIGHT, S_LEFT, A_HAT, A, CUM,
-    G, N, D, eps, tiny,
+    G, N, D, scale, eps, tiny,
     HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0)  # one program per sentence
     k = tl.arange(0, BLOCK)
     ok = k < G
     s_right, s_left = _neighbour_scores(R, HID, UW, OFFSET, row, k, ok, N, D, BLOCK, BLOCK_D)
+    s_right, s_left = s_right / scale, s_left / scale  # eq. 5's divisor, applied here rather than to the form
     tl.store(S_RIGHT + row * G + k, s_right, mask=ok)  # kept for the backward, read shifted below
     tl.store(S_LEFT + row * G + k, s_left, mask=ok)
     tl.debug_barrier()
@@ -470,7 +471,7 @@ def _prior_chain_forward(
 def _prior_chain_backward(
     R, HID, UW, S_RIGHT, S_LEFT, GAP, PRIOR, A_HAT, A, GRAD_A, GRAD_CUM, GRAD_RIGHT, GRAD_LEFT, GRAD_PRIOR,
     GRAD_R, GRAD_HID, PART_UW, PART_OFFSET,
-    G, N, D, eps, tiny,
+    G, N, D, scale, eps, tiny,
     HAS_PRIOR: tl.constexpr, OFFICIAL: tl.constexpr, BLOCK: tl.constexpr, BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -480,15 +481,15 @@ def _prior_chain_backward(
         row, G, eps, tiny, HAS_PRIOR, OFFICIAL, BLOCK,
     )  # fmt: skip
     tl.debug_barrier()
-    # eq. 5's backward (BilinearNeighbourScores'), token j of the sentence:
+    # eq. 5's backward (BilinearNeighbourScores'), token j of the sentence, with g = d/ds over the divisor:
     # d r_j = gR_j h_{j+1} + gL_{j-1} h_{j-1},  d h_j = gR_{j-1} r_{j-1} + gL_j r_{j+1} + dhu_j u + dhw_j w
     j = tl.arange(0, BLOCK_T)
     token_ok = j < N
     base = GRAD_RIGHT + row * G
-    g_right = tl.load(base + j, mask=j < G, other=0.0)
-    g_right_before = tl.load(base + j - 1, mask=(j >= 1) & (j - 1 < G), other=0.0)
-    g_left = tl.load(GRAD_LEFT + row * G + j, mask=j < G, other=0.0)
-    g_left_before = tl.load(GRAD_LEFT + row * G + j - 1, mask=(j >= 1) & (j - 1 < G), other=0.0)
+    g_right = tl.load(base + j, mask=j < G, other=0.0) / scale
+    g_right_before = tl.load(base + j - 1, mask=(j >= 1) & (j - 1 < G), other=0.0) / scale
+    g_left = tl.load(GRAD_LEFT + row * G + j, mask=j < G, other=0.0) / scale
+    g_left_before = tl.load(GRAD_LEFT + row * G + j - 1, mask=(j >= 1) & (j - 1 < G), other=0.0) / scale
     grad_hu = g_right + g_left_before
     grad_hw = g_right_before + g_left
     here = (row * N + j)[:, None] * D
@@ -523,20 +524,22 @@ class TritonPriorChain(torch.autograd.Function):
     :class:`~syntaxformer.kernels.constituent.FusedLinkChain` (float32 inside).
 
     Inputs: ``r = h M`` (B, N, d), ``hidden`` ``h`` (B, N, d), ``uw`` (d, 2), ``offset`` (scalar
-    tensor), ``gap_mask`` (B, N-1) bool, ``prior`` (B, N-1) or None, ``variant``, ``eps``. Outputs
+    tensor), ``gap_mask`` (B, N-1) bool, ``prior`` (B, N-1) or None, ``variant``, ``eps``, ``scale`` (the
+    scores' divisor). Outputs
     ``(a, P)``: (B, N-1), (B, N) float32. The backward's sums over the batch (``d uw``, ``d offset``)
     are per-sentence partial sums added after the kernel. Not twice differentiable.
     """
 
     @staticmethod
-    def forward(ctx, r, hidden, uw, offset, gap_mask, prior, variant: str, eps: float):
+    def forward(ctx, r, hidden, uw, offset, gap_mask, prior, variant: str, eps: float, scale: float):
         batch, n, d = hidden.shape
         r, hidden, uw = r.contiguous(), hidden.contiguous(), uw.contiguous()
         gap = gap_mask.to(torch.int8).contiguous()
         prior = prior.float().contiguous() if prior is not None else None
         s_right, s_left, a_hat, a = (hidden.new_empty(batch, n - 1, dtype=torch.float32) for _ in range(4))
         cum = hidden.new_empty(batch, n, dtype=torch.float32)
-        options = dict(_chain_options(n - 1, prior is not None, variant, eps), N=n, D=d, BLOCK_D=_BLOCK_D)
+        options = dict(_chain_options(n - 1, prior is not None, variant, eps), N=n, D=d, scale=float(scale))
+        options["BLOCK_D"] = _BLOCK_D
         options["num_warps"] = _warps(options["BLOCK"])  # (BLOCK, BLOCK_D) tiles: more threads for long ones
         _prior_chain_forward[(batch,)](
             r, hidden, uw, offset, gap, prior if prior is not None else a, s_right, s_left, a_hat, a, cum, **options
@@ -571,6 +574,7 @@ class TritonPriorChain(torch.autograd.Function):
             grad_prior,
             None,
             None,
+            None,
         )
 
 
@@ -587,22 +591,27 @@ def triton_prior_chain(
     prior: torch.Tensor | None,
     variant: str,
     eps: float = 1e-9,
+    scale: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(a, P)`` of one layer from its normalised input by :class:`TritonPriorChain`: the same as
     :func:`~syntaxformer.kernels.constituent.neighbour_scores_bilinear` then
-    :func:`~syntaxformer.kernels.constituent.fused_link_chain`.
+    :func:`~syntaxformer.kernels.constituent.fused_link_chain`, with the form's divisor applied by the
+    kernels (to the scores, and to their gradients in the backward) rather than to the form: no
+    division of ``M``, ``[u | w]`` and ``c`` (six small kernels a layer, forward and backward).
 
     Args:
-        r: (B, N, d) ``h M / scale`` (``hidden @ bilinear`` of :func:`~syntaxformer.kernels.constituent.neighbour_score_form`).
+        r: (B, N, d) ``h M`` (``hidden @ bilinear`` of :func:`~syntaxformer.kernels.constituent.neighbour_score_form`
+            at ``scale`` 1).
         hidden: (B, N, d) the normalised layer input ``h``.
-        linear, offset: ``[u | w] / scale`` (d, 2) and ``c / scale`` (scalar tensor) of the same form.
+        linear, offset: ``[u | w]`` (d, 2) and ``c`` (scalar tensor) of the same form.
         gap_mask: (B, N-1) bool, True where both words are real.
         prior: (B, N-1) link probabilities of the layer below, or None.
         variant: "paper" or "official". eps: the official variant's epsilon.
+        scale: eq. 5's score divisor (d_model/2 or 256); 1 where the form is already divided.
     Returns:
         ``(a, P)``: (B, N-1) link probabilities and (B, N) cumulative log links, float32.
     """
-    return TritonPriorChain.apply(r, hidden, linear, offset, gap_mask, prior, variant, eps)
+    return TritonPriorChain.apply(r, hidden, linear, offset, gap_mask, prior, variant, eps, scale)
 
 
 __all__ = [

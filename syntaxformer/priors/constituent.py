@@ -393,8 +393,9 @@ class ConstituentAttention(StructuralPrior):
         if self.fused == "triton" and triton_runs_on(hidden.device):  # eqs. 5-8 and P: one Triton kernel
             from ..kernels.triton_prior import triton_prior_chain
 
-            bilinear, linear, offset = neighbour_score_form(self.query, self.key, self.scale)
-            return triton_prior_chain(h @ bilinear, h, linear, offset, gap_mask, prior, self.variant, OFFICIAL_EPS)
+            bilinear, linear, offset = neighbour_score_form(self.query, self.key)  # undivided: the kernels divide
+            r = h @ bilinear  # (B, N, d): h M
+            return triton_prior_chain(r, h, linear, offset, gap_mask, prior, self.variant, OFFICIAL_EPS, self.scale)
         # eq. 5, (B, N-1) each; many tokens: the same scores as one d×d product per token (+ d³ per call
         # to form it; kernels/constituent.py); few: the two projections cost less than forming W_qᵀ W_k
         if B * N > self.d_model:
