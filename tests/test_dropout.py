@@ -68,6 +68,32 @@ def test_seeded_draws_repeat_and_eval_is_the_identity():
         Dropout(1.0)
 
 
+def _operators(fn, *args) -> list[str]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    seen: list[str] = []
+    with Record():
+        fn(*args)
+    return seen
+
+
+def test_off_the_cpu_it_is_pytorchs_dropout_and_on_it_the_lanes_mask():
+    # another device (meta: shapes only) dispatches what F.dropout does there (on CUDA PyTorch's fused
+    # native_dropout, one kernel each way); the CPU draws the lanes mask
+    x = torch.ones(64, 27, 16, device="meta")
+    ours = _operators(dropout, x, 0.1)
+    assert ours == _operators(torch.nn.functional.dropout, x, 0.1) and "random_" not in ours
+    cpu = _operators(dropout, torch.ones(64, 27, 16), 0.1)
+    assert "random_" in cpu and "bernoulli_" not in cpu and "native_dropout" not in cpu
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        dropout(x, 1.0)
+
+
 @pytest.mark.parametrize("model", ["tree-transformer", "structformer"])
 def test_the_induction_models_use_it(model):
     net = MODELS[model](make_config(model, "tiny", 20))

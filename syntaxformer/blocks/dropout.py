@@ -1,22 +1,25 @@
 """Inverted dropout of hidden states (Srivastava et al., JMLR 2014) with the package's cheap CPU mask.
 
-``dropout(x) = x ⊙ m / (1 - p')``: ``m`` a keep mask and ``p'`` its drop probability, both from the
-mask generator :mod:`syntaxformer.kernels.dropout` (on a CPU four keep/drop decisions per 64-bit draw;
-``p' = round(p·2^15)/2^15``, within 1.6e-5 of ``p``), so the expectation is exactly the input's.
-:class:`Dropout` is ``nn.Dropout`` with that mask. Tested in ``tests/test_dropout.py``.
+``dropout(x) = x ⊙ m / (1 - p')``: on a CPU, ``m`` a keep mask and ``p'`` its drop probability, both
+from the mask generator :mod:`syntaxformer.kernels.dropout` (four keep/drop decisions per 64-bit draw;
+``p' = round(p·2^15)/2^15``, within 1.6e-5 of ``p``), so the expectation is exactly the input's. On
+other devices PyTorch's own ``F.dropout`` (on CUDA one fused kernel forward, mask and product, and one
+backward, where a mask drawn apart costs six: draw, compare, cast, scale, product and the backward's
+product). :class:`Dropout` is ``nn.Dropout`` with that mask. Tested in ``tests/test_dropout.py``.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..kernels.dropout import check_probability, keep_mask, keep_scale
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """Inverted dropout of ``x`` with a :func:`~syntaxformer.kernels.dropout.keep_mask` (identity when
-    not training or ``p == 0``).
+    """Inverted dropout of ``x``: on a CPU with a :func:`~syntaxformer.kernels.dropout.keep_mask`, elsewhere
+    ``F.dropout`` (identity when not training or ``p == 0``).
 
     Args:
         x: any shape and floating dtype.
@@ -30,6 +33,9 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """
     if not training or p == 0.0:
         return x
+    if x.device.type != "cpu":  # PyTorch's fused dropout (its own mask generator, the device's default)
+        check_probability(p)
+        return F.dropout(x, p, training=True)
     scale = keep_scale(p, x.device)
     keep = keep_mask(x.shape, p, x.device)
     if x.dtype in (torch.float32, torch.float64):  # one product forward and backward: x * (m · scale)
