@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 import torch
 from transformers import AutoTokenizer
 
-from syntaxformer.data import load_corpus, load_gold_trees, read_dependencies
+from syntaxformer.data import PRPN, GoldTrees, load_corpus, load_gold_trees, read_dependencies
 from syntaxformer.data.embedded import ptb_sample_part
 from syntaxformer.decoding.spans import brackets
 from syntaxformer.errors import InputError
@@ -29,6 +30,11 @@ def test_ptb_sample_halves_partition_the_sample(ptb_gold):
     dev, test = load_gold_trees("ptb-sample:dev"), load_gold_trees("ptb-sample:test")
     assert (len(dev), len(test)) == (1921, 1993)  # DESIGN.md §7
     assert [t.leaves() for t in dev] + [t.leaves() for t in test] == [t.leaves() for t in ptb_gold]
+    joined = GoldTrees.joined(dev, test, "ptb-sample")  # what induce scores as the whole, not read again
+    assert list(joined) == list(ptb_gold) and joined.numbers == ptb_gold.numbers == tuple(range(1, 3915))
+    assert (joined.source, joined.skipped, joined.n_input) == (ptb_gold.source, ptb_gold.skipped, 3914)
+    with pytest.raises(ValueError, match="different options"):
+        GoldTrees.joined(dev, load_gold_trees("ptb-sample:test", replace(PRPN, lowercase=not PRPN.lowercase)), "x")
     assert [list(s.words) for s in read_dependencies("ptb-sample:test")][0] != [
         list(s.words) for s in read_dependencies("ptb-sample:dev")
     ][0]

@@ -17,11 +17,14 @@ from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import baseline_trees, right_branching
 from syntaxformer.evaluation.constituency import (
     RECALL_LABELS,
+    GoldBrackets,
     base_labels,
     bracket_depth,
     corpus_f1,
     evaluate_constituency,
     gold_labelled_brackets,
+    read_gold_brackets,
+    score_brackets,
     sentence_f1,
 )
 from syntaxformer.evaluation.dependency import evaluate_dependency, reattach_heads
@@ -126,6 +129,22 @@ def test_collapsed_label_counts_for_each_part():
     # the real preprocessing makes S+VP out of (S (VP ...)) under a VP:
     g = gold("(S (NP (PRP he)) (VP (VBZ wants) (S (VP (TO to) (VP (VB go) (RB now))))))")
     assert (2, 5, "VP") in gold_labelled_brackets(g) and (2, 5, "S") in gold_labelled_brackets(g)
+
+
+def test_the_gold_read_once_holds_its_brackets_and_the_recall_labels():
+    g = gold("(S (NP (DT a) (NN b)) (S+VP (TO to) (VB go)) (NN c))")  # S (2, 4) is not a recall label
+    assert read_gold_brackets([g]) == [
+        GoldBrackets(5, frozenset({(0, 2), (2, 4)}), frozenset({(0, 2, "NP"), (2, 4, "VP")}))
+    ]
+
+
+def test_scores_against_the_gold_read_once_equal_those_against_the_trees(ptb_gold):
+    golds = ptb_gold[:300]
+    read = read_gold_brackets(golds)
+    for trees in (baseline_trees(golds, right_branching), golds):
+        spans = [brackets(t) for t in trees]
+        assert score_brackets(spans, read) == score_brackets(spans, golds)
+        assert evaluate_constituency(trees, golds, read=read) == evaluate_constituency(trees, golds)
 
 
 def test_tree_depth():

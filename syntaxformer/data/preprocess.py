@@ -193,6 +193,26 @@ class GoldTrees(list):
         self.skipped = tuple(skipped)
         self.n_input = len(numbers) + len(skipped)
 
+    @classmethod
+    def joined(cls, first: GoldTrees, second: GoldTrees, source: str) -> GoldTrees:
+        """The gold trees of ``first``'s input followed by ``second``'s, as :func:`load_gold_trees` reads
+        the treebank ``source`` that is those two inputs in that order (ptb-sample: its dev half, then
+        its test half): the same trees (shared, not copied), sentence numbers counted on.
+
+        Raises:
+            ValueError: the two were preprocessed with different options.
+        """
+        if first.options != second.options:
+            raise ValueError("gold trees preprocessed with different options cannot be joined")
+        offset = first.n_input
+        return cls(
+            [*first, *second],
+            source,
+            first.options,
+            [*first.numbers, *(n + offset for n in second.numbers)],
+            [*first.skipped, *(n + offset for n in second.skipped)],
+        )
+
 
 def load_gold_trees(source: str | os.PathLike, options: Preprocessing = PRPN) -> GoldTrees:
     """Read a treebank (:func:`~syntaxformer.data.treebank.read_treebank`) and preprocess each tree.

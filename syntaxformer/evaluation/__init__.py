@@ -24,10 +24,12 @@ from syntaxformer.evaluation.baselines import (
 )
 from syntaxformer.evaluation.constituency import PROTOCOL as CONSTITUENCY_PROTOCOL
 from syntaxformer.evaluation.constituency import (
+    GoldBrackets,
     bracket_depth,
     bracket_scores,
     corpus_f1,
     evaluate_constituency,
+    read_gold_brackets,
     sentence_f1,
 )
 from syntaxformer.evaluation.dependency import PROTOCOL as DEPENDENCY_PROTOCOL
@@ -36,6 +38,8 @@ from syntaxformer.evaluation.protocols import PROTOCOLS, Protocol, get_protocol
 
 __all__ = [
     "CONSTITUENCY_PROTOCOL",
+    "GoldBrackets",
+    "read_gold_brackets",
     "bracket_scores",
     "corpus_f1",
     "evaluate_constituency",

@@ -37,7 +37,7 @@ from nltk import Tree
 
 from syntaxformer.data.dependency import DependencySentence
 from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
-from syntaxformer.evaluation.constituency import score_brackets
+from syntaxformer.evaluation.constituency import read_gold_brackets, score_brackets
 from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import constituents_from_spans, tree_constituents
 
@@ -163,9 +163,10 @@ def run_baselines(
     """
     lengths = [len(tree.leaves()) for tree in gold_trees]
     if protocol is None:
+        read = read_gold_brackets(gold_trees)  # once for every baseline and seed
 
         def score(make_spans):  # the spans are over the gold words: no word check needed
-            return score_brackets([make_spans(n) for n in lengths], gold_trees)
+            return score_brackets([make_spans(n) for n in lengths], read)
     else:
         gold_read = [tree_constituents(tree) for tree in gold_trees]
 

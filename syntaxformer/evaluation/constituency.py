@@ -27,6 +27,7 @@ Scores in reports are percentages (0-100); :func:`sentence_f1` returns a fractio
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from nltk import Tree
 
@@ -128,6 +129,33 @@ def gold_labelled_brackets(tree: Tree | list[tuple[int, int, str]]) -> set[tuple
     return out
 
 
+@dataclass(frozen=True)
+class GoldBrackets:
+    """What the scores need of one preprocessed gold tree, read once by :func:`read_gold_brackets` and
+    shared by every prediction scored against it (a model, its layers, the baselines).
+
+    Attributes:
+        n: words.
+        brackets: the gold brackets (half-open spans of length >= 2 other than the whole sentence).
+        recall_spans: ``(start, end, base label)`` of :func:`gold_labelled_brackets` whose base label
+            is one of :data:`RECALL_LABELS` (label recall).
+    """
+
+    n: int
+    brackets: frozenset[Span]
+    recall_spans: frozenset[tuple[int, int, str]]
+
+
+def read_gold_brackets(gold_trees: Sequence[Tree]) -> list[GoldBrackets]:
+    """:class:`GoldBrackets` of each preprocessed gold tree, in order (one walk of each tree)."""
+    read = []
+    for tree in gold_trees:
+        spans = labelled_spans(tree)
+        recall = frozenset(x for x in gold_labelled_brackets(spans) if x[2] in RECALL_LABELS)
+        read.append(GoldBrackets(spans[0][1], frozenset(_brackets_of(spans)), recall))
+    return read
+
+
 def depth_of_brackets(spans: set[Span], n: int) -> int:
     """Depth (module docstring) of the tree over ``n`` words whose brackets are ``spans``."""
     if n < 2:
@@ -185,7 +213,10 @@ def check_aligned(
 
 
 def evaluate_constituency(
-    pred_trees: Sequence[Tree], gold_trees: Sequence[Tree], normalise: Callable[[str], str] | None = None
+    pred_trees: Sequence[Tree],
+    gold_trees: Sequence[Tree],
+    normalise: Callable[[str], str] | None = None,
+    read: Sequence[GoldBrackets] | None = None,
 ) -> dict:
     """Score predicted trees against preprocessed gold trees (DESIGN.md §4; module docstring).
 
@@ -195,6 +226,8 @@ def evaluate_constituency(
         gold_trees: gold trees after the field's preprocessing (``preprocess_tree``), same order.
         normalise: word rule applied to both leaves before the alignment check (default: the
             readers' ``normalise_word``).
+        read: the gold trees' :func:`read_gold_brackets`, where the caller scores several
+            predictions against the same gold (default: read here).
 
     Returns:
         ``{"sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1"}`` in percent (0-100),
@@ -206,10 +239,10 @@ def evaluate_constituency(
         InputError: see :func:`check_aligned`.
     """
     check_aligned(pred_trees, gold_trees, normalise)
-    return score_brackets([brackets(tree) for tree in pred_trees], gold_trees)
+    return score_brackets([brackets(tree) for tree in pred_trees], gold_trees if read is None else read)
 
 
-def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree]) -> dict:
+def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree] | Sequence[GoldBrackets]) -> dict:
     """The scores of :func:`evaluate_constituency` from predicted span sets, with no word check.
 
     For callers that already hold spans over the gold words (decoders, baselines, training-time
@@ -217,7 +250,8 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
 
     Args:
         pred_brackets: one set of half-open spans per gold tree, over that tree's words.
-        gold_trees: gold trees after the field's preprocessing, same order.
+        gold_trees: gold trees after the field's preprocessing, same order, or their
+            :func:`read_gold_brackets`.
 
     Returns:
         the dict of :func:`evaluate_constituency`.
@@ -233,11 +267,10 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
     found = dict.fromkeys(RECALL_LABELS, 0)
     total = dict.fromkeys(RECALL_LABELS, 0)
     depths = []
-    for pred_spans, gold_tree in zip(pred_brackets, gold_trees):
-        gold_spans = labelled_spans(gold_tree)
-        n = gold_spans[0][1]
+    read = gold_trees if gold_trees and isinstance(gold_trees[0], GoldBrackets) else read_gold_brackets(gold_trees)
+    for pred_spans, gold_read in zip(pred_brackets, read):
+        n, gold = gold_read.n, gold_read.brackets
         pred = predicted_brackets(pred_spans, n)
-        gold = _brackets_of(gold_spans)
         score = sentence_f1(pred, gold)
         f1_all.append(score)
         if n <= WSJ10_MAX_WORDS:
@@ -247,10 +280,9 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
                 counts[0] += len(pred & gold)
                 counts[1] += len(pred)
                 counts[2] += len(gold)
-        for i, j, label in gold_labelled_brackets(gold_spans):
-            if label in total:
-                total[label] += 1
-                found[label] += (i, j) in pred
+        for i, j, label in gold_read.recall_spans:
+            total[label] += 1
+            found[label] += (i, j) in pred
         depths.append(depth_of_brackets(pred, n))
 
     def mean(values):

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import torch
 
-from syntaxformer.data import load_gold_trees, ptb_sample_part
+from syntaxformer.data import GoldTrees, load_gold_trees, ptb_sample_part
 from syntaxformer.data.corpus import corpus_items, is_shipped_text
 from syntaxformer.data.dependency import DependencySentence, read_dependencies
 from syntaxformer.data.wikitext import WIKITEXT_2
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import run_baselines
-from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency
+from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency, read_gold_brackets
 from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
@@ -135,6 +135,21 @@ def _parts(treebank: str) -> dict[str, str]:
     return {"all": treebank}
 
 
+def _load_golds(parts: dict[str, str]) -> dict[str, GoldTrees]:
+    """The preprocessed gold trees of each part of :func:`_parts`, in its order; ptb-sample's whole
+    joined from its halves (its files in order: dev, then test) rather than read again.
+
+    Raises:
+        InputError: as :func:`~syntaxformer.data.load_gold_trees`.
+    """
+    golds = {part: load_gold_trees(source) for part, source in parts.items() if part != "all"}
+    halves = "dev" in golds and "test" in golds
+    golds["all"] = (
+        GoldTrees.joined(golds["dev"], golds["test"], parts["all"]) if halves else load_gold_trees(parts["all"])
+    )
+    return golds
+
+
 def _decode_part(model, untrained, tokenizer, gold, options) -> dict:
     """One gold set's sentences parsed by the trained and the untrained model: ``structures``,
     ``trees``, ``heads`` (or None), ``untrained_trees`` and ``layer_trees`` ({layer: trees}, the
@@ -175,8 +190,10 @@ def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None, proto
     dict with WSJ-10, label recall and mean depth; else the protocol's :meth:`Protocol.score` dict).
     A single layer keeps the sentence and corpus F1 its protocol gives (``evalb``: corpus F1 only)."""
 
+    read = read_gold_brackets(gold) if protocol is None else None  # once for the model, its layers and the control
+
     def score(trees):
-        return evaluate_constituency(trees, gold) if protocol is None else protocol.score(trees, gold)
+        return evaluate_constituency(trees, gold, read=read) if protocol is None else protocol.score(trees, gold)
 
     part = {name: score(decoded["trees"]), "untrained": score(decoded["untrained_trees"])}
     if decoded["layer_trees"]:
@@ -552,7 +569,7 @@ def run_induce(
     shipped = recipe_text if recipe_text is not None and is_shipped_text(recipe_text) else None
     out, overrides, corpus = Path(out), dict(overrides or {}), corpus or shipped or "ptb-sample"
     parts = _parts(treebank)
-    golds = {part: load_gold_trees(source) for part, source in parts.items()}  # bad input fails first
+    golds = _load_golds(parts)  # bad input fails first
     curve = curve_treebank or (CURVE_TREEBANK if "dev" in parts else treebank)
     curve = None if curve == "none" else curve
     train_args = _train(
@@ -691,7 +708,7 @@ def rescore_induce(
         note=old.get("note"),
     )
     _check_induces_structure(job.model, old["preset"], None, job.overrides or {}, options)
-    golds = {part: load_gold_trees(source) for part, source in _parts(job.treebank).items()}
+    golds = _load_golds(_parts(job.treebank))
     trained, tokenizer, info = load_model(out / "model", device=device)
     known = {f.name for f in fields(TrainArguments)}
     run_args = TrainArguments(**{k: v for k, v in info.get("arguments", {}).items() if k in known})
