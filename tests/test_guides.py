@@ -10,7 +10,8 @@ with status 0. Only the length of the work is changed (:func:`shorten`):
 * ``induce`` trains on and scores a two-file treebank (the first :data:`SMALL_FILES` files of
   ptb-sample) unless the line names ``--corpus`` / ``--treebank`` or rescores, and ``perplexity`` scores those files' sentences where the line
   names a part of ptb-sample (as text, as dependency trees with ``--trees gold``, as a treebank with
-  ``--phrases gold``); ``heads``, ``prune``, ``probe``, ``logic`` and ``nli vectors`` take their own
+  ``--phrases gold``), and ``prune`` its F1 on those files unless the line names ``--treebank``;
+  ``heads``, ``prune``, ``probe``, ``logic`` and ``nli vectors`` take their own
   quick-check options (at most :data:`MAX_SENTENCES` sentences, a few pairs, one epoch, one random
   seed);
 * ``--device cuda`` runs on the CPU when there is no GPU;
@@ -57,7 +58,6 @@ MIRROR_LINES = {"ptb-lm": 100, "wikitext-2": 300, "ud-ewt": 60, "sick": 400, "pr
 #: pages whose shortened run still takes minutes on 2 CPU cores, and why
 SLOW = {
     "docs/guide/probe.md": "the shipped parser's features and probes of every layer, and its untrained twin's",
-    "docs/guide/prune.md": "every point of the curve parses all of ptb-sample:dev with the shipped parser",
 }
 #: files the guides name as the user's own
 USER_FILES = ("my-treebank.mrg", "my-trees.conllu", "my-text.txt", "sentences.txt")
@@ -123,6 +123,8 @@ def shorten(argv: list[str], fixtures: Path) -> list[str]:
         _set(argv, "--epochs", "1")
     if command == ("prune",):
         _set(argv, "--seeds", "1")
+        if "--treebank" not in argv:
+            argv += ["--treebank", str(fixtures / "small.mrg")]
     if "--device" in argv and argv[argv.index("--device") + 1].startswith("cuda") and not torch.cuda.is_available():
         _set(argv, "--device", "cpu")
     return argv

@@ -29,6 +29,8 @@ from syntaxformer.analysis.pruning import (
     removal_mask,
     select_heads,
 )
+from syntaxformer.data import load_gold_trees
+from syntaxformer.data.embedded import ptb_sample_members
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.perplexity import masked_lm_perplexity
 
@@ -310,6 +312,22 @@ def test_command_json_for_a_model_without_structure(folders, tmp_path, capsys):
     assert list(summary["orders"]) == ["importance", "random"]
     assert all("sentence_f1" not in p for p in summary["orders"]["importance"])
     assert (tmp_path / "prune.png").is_file()
+
+
+def test_command_f1_on_another_treebank_or_none(folders, tmp_path, capsys):
+    # --treebank: the sentence F1 against the trees given (here ptb-sample's first file), or none at all
+    (tmp_path / "one.mrg").write_text(ptb_sample_members("combined")[0][1], encoding="utf-8")
+    base = ["prune", "--model", str(folders["tree-transformer"]), "--step", "0.5", "--seeds", "0"]
+    base += ["--max-sentences", "4", "--json"]
+    assert _run([*base, "--out", str(tmp_path / "file"), "--treebank", str(tmp_path / "one.mrg")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["data"]["treebank"] == str(tmp_path / "one.mrg")
+    assert summary["data"]["n_treebank_sentences"] == len(load_gold_trees(tmp_path / "one.mrg"))
+    assert all(0 <= p["sentence_f1"] <= 100 for p in summary["orders"]["importance"])
+    assert _run([*base, "--out", str(tmp_path / "none"), "--treebank", "none"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["data"]["treebank"] is None
+    assert all("sentence_f1" not in p for p in summary["orders"]["importance"])
 
 
 @pytest.mark.parametrize(

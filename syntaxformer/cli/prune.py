@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
         description="Remove attention heads a fraction at a time, least important (Michel et al. 2019) or "
         "least confident (Voita et al. 2019) first, or at random (the control), keeping one "
         "head per layer; measure masked-LM perplexity (one [MASK] per input) on held-out text "
-        "and sentence F1 on ptb-sample:dev. Rules: DESIGN.md §3.5, syntaxformer.analysis.pruning.",
+        "and sentence F1 on ptb-sample:dev (--treebank). Rules: DESIGN.md §3.5, syntaxformer.analysis.pruning.",
     )
     p.add_argument(
         "--model", default=None, help="model folder (default: the pretrained Tree Transformer shipped in the package)"
@@ -63,6 +63,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument(
         "--max-sentences", type=int, default=None, help="use at most the first N sentences of the text (default: all)"
+    )
+    p.add_argument(
+        "--treebank",
+        default="ptb-sample:dev",
+        help="gold trees of the sentence F1 at each point (ptb-sample, ptb-sample:dev, ptb-sample:test or files; "
+        "default ptb-sample:dev; 'none': no F1)",
     )
     p.add_argument("--batch-size", type=int, default=32, help="sentences per importance / parsing batch")
     p.add_argument("--batch-tokens", type=int, default=4096, help="tokens per perplexity forward pass")
@@ -151,6 +157,7 @@ def run(args) -> int:
         batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
         via=args.via,
+        treebank=None if args.treebank == "none" else args.treebank,
     )
     if args.json:
         keep = ("model", "model_type", "n_heads", "seed", "random_seeds", "fractions", "data", "saved", "files")

@@ -194,6 +194,7 @@ def run_prune(
     batch_size: int = 32,
     batch_tokens: int = 4096,
     via: str = "prune",
+    treebank: str | None = F1_TREEBANK,
 ) -> dict:
     """Pruning curves of a model folder; writes ``OUT/prune.json``, ``OUT/prune.{png,svg}`` and with
     ``save_at`` ``OUT/pruned-F/``.
@@ -210,6 +211,7 @@ def run_prune(
             = exactly these; :func:`syntaxformer.parsing.resolve_decoder_options`). device: torch device. max_sentences: of
             the text. batch_size: sentences per importance / confidence / parsing batch. batch_tokens:
             tokens per perplexity pass. via: ``"prune"`` or ``"mask"`` (how the perplexity removes heads).
+            treebank: the gold trees of the sentence F1 (default ptb-sample's dev half; None: no F1).
 
     Returns:
         The ``prune.json`` dictionary: per order its points (fraction, heads removed per layer,
@@ -232,7 +234,7 @@ def run_prune(
     if save_at is not None and not any(abs(save_at - f) < 1e-9 for f in fractions):
         raise InputError(f"--save-at {save_at}: more heads than can go with one kept per layer")
     data, described = prepare_data(
-        loaded, tokenizer, info, text, max_sentences, seed, options, batch_size, batch_tokens, via
+        loaded, tokenizer, info, text, max_sentences, seed, options, batch_size, batch_tokens, via, treebank
     )
     out = Path(out)
     saved = {}
