@@ -239,6 +239,16 @@ def test_graphed_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
     _assert_graphed_steps_equal_eager_ones(eager, graphed)
 
 
+def test_graphed_steps_with_hidden_dropout_equal_eager_ones(tmp_path):
+    """The hidden states' dropout on CUDA (PyTorch's fused F.dropout, its Philox offsets graph-safe) under
+    capture: each replay draws the masks of the eager step of the same seed and step."""
+    config = {"hidden_dropout_prob": 0.1}
+    eager = _graph_trainer(tmp_path, "eager", config)
+    graphed = _graph_trainer(tmp_path, "graphed", config, step_graph="cuda-graph")
+    assert eager.model.config.hidden_dropout_prob == graphed.model.config.hidden_dropout_prob == 0.1
+    _assert_graphed_steps_equal_eager_ones(eager, graphed)
+
+
 def test_captured_steps_do_not_synchronise(tmp_path):
     """After the warm-up and the capture, a replayed whole step (copy of the batch into the graph's
     inputs, learning rate, replay, schedule) under CUDA's sync debug mode "error"."""
