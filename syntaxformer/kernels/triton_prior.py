@@ -525,9 +525,8 @@ class TritonPriorChain(torch.autograd.Function):
 
     Inputs: ``r = h M`` (B, N, d), ``hidden`` ``h`` (B, N, d), ``uw`` (d, 2), ``offset`` (scalar
     tensor), ``gap_mask`` (B, N-1) bool, ``prior`` (B, N-1) or None, ``variant``, ``eps``, ``scale`` (the
-    scores' divisor). Outputs
-    ``(a, P)``: (B, N-1), (B, N) float32. The backward's sums over the batch (``d uw``, ``d offset``)
-    are per-sentence partial sums added after the kernel. Not twice differentiable.
+    scores' divisor). Outputs ``(a, P)``: (B, N-1), (B, N) float32. The backward's sums over the batch
+    (``d uw``, ``d offset``) are per-sentence partial sums added after the kernel. Not twice differentiable.
     """
 
     @staticmethod
@@ -538,8 +537,8 @@ class TritonPriorChain(torch.autograd.Function):
         prior = prior.float().contiguous() if prior is not None else None
         s_right, s_left, a_hat, a = (hidden.new_empty(batch, n - 1, dtype=torch.float32) for _ in range(4))
         cum = hidden.new_empty(batch, n, dtype=torch.float32)
-        options = dict(_chain_options(n - 1, prior is not None, variant, eps), N=n, D=d, scale=float(scale))
-        options["BLOCK_D"] = _BLOCK_D
+        options = dict(_chain_options(n - 1, prior is not None, variant, eps), N=n, D=d, BLOCK_D=_BLOCK_D)
+        options["scale"] = float(scale)
         options["num_warps"] = _warps(options["BLOCK"])  # (BLOCK, BLOCK_D) tiles: more threads for long ones
         _prior_chain_forward[(batch,)](
             r, hidden, uw, offset, gap, prior if prior is not None else a, s_right, s_left, a_hat, a, cum, **options
