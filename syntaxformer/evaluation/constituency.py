@@ -307,10 +307,10 @@ def score_brackets(pred_brackets: Sequence[set[Span]], gold_trees: Sequence[Tree
 def bracket_scores(pred_spans: Sequence[set[Span]], gold_brackets: Sequence[set[Span]], lengths: Sequence[int]) -> dict:
     """Sentence-level and corpus-level unlabelled F1 (percent, 0-100) of span sets against gold brackets.
 
-    The two headline numbers of :func:`score_brackets` (same rules, DESIGN.md §4) without label
-    recall, WSJ-10 and depth, and with the gold brackets computed once by the caller: a
-    training-time evaluation (:class:`~syntaxformer.evaluation.curve.ParseCurve`) or a decoder sweep
-    runs it many times over the same gold.
+    The two headline numbers of :func:`score_brackets` (computed by it, with no gold labels), with
+    the gold brackets computed once by the caller: a training-time evaluation
+    (:class:`~syntaxformer.evaluation.curve.ParseCurve`) or a decoder sweep runs it many times over the
+    same gold.
 
     Args:
         pred_spans: one set of half-open spans per sentence (any length; lengths < 2 and the whole
@@ -322,10 +322,6 @@ def bracket_scores(pred_spans: Sequence[set[Span]], gold_brackets: Sequence[set[
     Raises:
         ValueError: the three sequences differ in length (a programming error).
     """
-    f1s, tp, n_pred, n_gold = [], 0, 0, 0
-    for spans, gold, n in zip(pred_spans, gold_brackets, lengths, strict=True):
-        pred = predicted_brackets(spans, n)
-        f1s.append(sentence_f1(pred, gold))
-        if n > 1:
-            tp, n_pred, n_gold = tp + len(pred & gold), n_pred + len(pred), n_gold + len(gold)
-    return {"sentence_f1": 100 * sum(f1s) / max(1, len(f1s)), "corpus_f1": 100 * corpus_f1(tp, n_pred, n_gold)}
+    read = [GoldBrackets(n, frozenset(gold), frozenset()) for gold, n in zip(gold_brackets, lengths, strict=True)]
+    scores = score_brackets(pred_spans, read)
+    return {"sentence_f1": scores["sentence_f1"], "corpus_f1": scores["corpus_f1"]}
