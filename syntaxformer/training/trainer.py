@@ -425,9 +425,10 @@ class Trainer(TrainingLoop):
         summed on the device: no read per batch) and the number of targets (a host integer).
         ``masked_only`` as :meth:`model_loss`."""
         weighted = torch.zeros((), dtype=torch.float64, device=self.device)
+        given = {} if masked_only is None else {"masked_only": masked_only}  # a subclass's model_loss may not take it
         with torch.no_grad():
             for batch, n in zip(self.valid_batches, self.valid_targets):
-                weighted += self.model_loss(model, batch, masked_only).double() * n
+                weighted += self.model_loss(model, batch, **given).double() * n
         return weighted, sum(self.valid_targets)
 
     def report(self) -> dict:
