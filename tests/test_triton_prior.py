@@ -63,9 +63,9 @@ def test_prior_chain_equals_the_fused_pytorch_chain(variant, with_prior, d):
     bilinear, linear, offset = neighbour_score_form(query, key, d / 2)
     reference = _pytorch_chain(hidden @ bilinear, hidden, linear, offset, gap, prior, variant)
     bilinear, linear, offset = neighbour_score_form(query, key)
-    fast = triton_prior_chain(hidden @ bilinear, hidden, linear, offset, gap, prior, variant, scale=d / 2)
+    by_triton = triton_prior_chain(hidden @ bilinear, hidden, linear, offset, gap, prior, variant, scale=d / 2)
     results = []
-    for a, cum in (reference, fast):
+    for a, cum in (reference, by_triton):
         grads = torch.autograd.grad((a * grad_a).sum() + (cum * grad_cum).sum(), inputs, retain_graph=True)
         results.append((a, cum, *grads))
     for fast, ref in zip(*results[::-1], strict=True):

@@ -37,7 +37,7 @@ from nltk import Tree
 
 from syntaxformer.data.dependency import DependencySentence
 from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
-from syntaxformer.evaluation.constituency import read_gold_brackets, score_brackets
+from syntaxformer.evaluation.constituency import GoldBrackets, read_gold_brackets, score_brackets
 from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import constituents_from_spans, tree_constituents
 
@@ -139,6 +139,7 @@ def run_baselines(
     seeds: Sequence[int] = DEFAULT_SEEDS,
     gold_dependencies: Sequence | None = None,
     protocol=None,
+    read: Sequence[GoldBrackets] | None = None,
 ) -> dict:
     """Score every baseline against preprocessed gold trees (and gold dependencies, if given).
 
@@ -150,6 +151,8 @@ def run_baselines(
         protocol: a :class:`~syntaxformer.evaluation.protocols.Protocol` to score the trees with;
             ``None`` (default): the ``prpn`` numbers of
             :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`.
+        read: the gold trees' :func:`~syntaxformer.evaluation.constituency.read_gold_brackets`, where
+            the caller has them (``prpn`` only; default: read here).
 
     Returns:
         ``{"left_branching", "right_branching", "balanced"}``: each the dict of
@@ -163,7 +166,7 @@ def run_baselines(
     """
     lengths = [len(tree.leaves()) for tree in gold_trees]
     if protocol is None:
-        read = read_gold_brackets(gold_trees)  # once for every baseline and seed
+        read = read_gold_brackets(gold_trees) if read is None else read  # once for every baseline and seed
 
         def score(make_spans):  # the spans are over the gold words: no word check needed
             return score_brackets([make_spans(n) for n in lengths], read)

@@ -314,7 +314,7 @@ class FineTuneTrainer(Trainer):
         or None without validation data."""
         if not self.valid_batches:
             return None
-        weighted, targets = self.validation_sums(pruned, masked_only=capabilities_of(pruned).masked_only)
+        weighted, targets = self.validation_sums(pruned)
         return float(weighted) / targets
 
     def report(self) -> dict:

@@ -373,18 +373,17 @@ class Trainer(TrainingLoop):
         """
         return self.model_loss(model, batch)
 
-    def model_loss(self, model: torch.nn.Module, batch: TokenBatch, masked_only: bool | None = None) -> torch.Tensor:
+    def model_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """Mean cross-entropy (nats) over the targets of ``batch``: ``model(...).loss`` (masked LM: the
         logits of masked positions only where the model offers ``masked_only``, gathered by the
         batch's ``masked_positions`` when it has them; causal LM: the model shifts the labels). The
         batch's ``structure_inputs`` (``--trees``: ``{"heads": (B, N)}``; ``--phrases``: ``"phrase_ids"``,
         ``"phrase_labels"``) go to the model as ``structure_inputs``. In a training step and in
         validation the loop runs it under its :meth:`~syntaxformer.training.loop.TrainingLoop.autocast`
-        (bfloat16 with ``bf16``). ``masked_only``: whether ``model`` takes it (default: the trained
-        model's declared capability)."""
+        (bfloat16 with ``bf16``)."""
         batch = batch.to(self.device)
         kw = batch.model_inputs()
-        if self._takes_masked_only if masked_only is None else masked_only:
+        if self._takes_masked_only_of(model):
             kw["masked_only"] = True
             if batch.masked_positions is not None:
                 kw["masked_positions"] = batch.masked_positions
@@ -419,17 +418,23 @@ class Trainer(TrainingLoop):
         self.model.train()
         return float(total[0] / total[1])  # the evaluation's one read
 
-    def validation_sums(self, model: torch.nn.Module, masked_only: bool | None = None) -> tuple[torch.Tensor, int]:
-        """The validation sums of ``model`` over this process's validation batches, with no
-        gradients, in the model's current mode: ``Σ loss × targets`` (nats; a float64 0-dim tensor,
-        summed on the device: no read per batch) and the number of targets (a host integer).
-        ``masked_only`` as :meth:`model_loss`."""
+    def validation_sums(self, model: torch.nn.Module) -> tuple[torch.Tensor, int]:
+        """The validation sums of ``model`` (the trained model, or another masked LM of the same
+        vocabulary, e.g. a pruned copy) over this process's validation batches, with no gradients, in
+        the model's current mode: ``Σ loss × targets`` (nats; a float64 0-dim tensor, summed on the
+        device: no read per batch) and the number of targets (a host integer)."""
         weighted = torch.zeros((), dtype=torch.float64, device=self.device)
-        given = {} if masked_only is None else {"masked_only": masked_only}  # a subclass's model_loss may not take it
         with torch.no_grad():
             for batch, n in zip(self.valid_batches, self.valid_targets):
-                weighted += self.model_loss(model, batch, **given).double() * n
+                weighted += self.model_loss(model, batch).double() * n
         return weighted, sum(self.valid_targets)
+
+    def _takes_masked_only_of(self, model: torch.nn.Module) -> bool:
+        """Whether ``model`` takes ``masked_only``: the trained model's declared capability (read once,
+        also for its data-parallel wrapper), else ``model``'s own declaration."""
+        if model is self.model or model is getattr(self, "ddp_model", None):
+            return self._takes_masked_only
+        return capabilities_of(model).masked_only
 
     def report(self) -> dict:
         """The contents of ``training.json``: the options, model, data, tokenizer, steps, epochs,

@@ -201,7 +201,7 @@ def _score_part(name: str, decoded: dict, gold, seed: int, gold_deps=None, proto
         for layer, trees in decoded["layer_trees"].items():
             r = score(trees)
             part["single_layer"][str(layer)] = {k: r[k] for k in ("sentence_f1", "corpus_f1") if k in r}
-    baselines = run_baselines(gold, seeds=random_seeds(seed), gold_dependencies=gold_deps, protocol=protocol)
+    baselines = run_baselines(gold, random_seeds(seed), gold_deps, protocol, read)
     part.update({k: v for k, v in baselines.items() if v is not None})
     return part
 
