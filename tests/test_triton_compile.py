@@ -28,6 +28,7 @@ KERNELS = {
     },
     "syntaxformer.kernels.triton_on_lstm": {"_on_lstm_cell_forward", "_on_lstm_cell_backward"},
     "syntaxformer.kernels.triton_dependency": {"_dependency_forward", "_dependency_backward"},
+    "syntaxformer.kernels.triton_dependency_attention": {"_attention_forward", "_attention_backward"},
 }
 
 
@@ -54,6 +55,7 @@ def test_every_kernel_compiles_for_sm_90(tmp_path, capsys):
 
 def test_the_longest_sentences_are_the_kernels_own():
     from benchmarks.speed.triton_compile import LONGEST
-    from syntaxformer.kernels import triton_dependency, triton_prior
+    from syntaxformer.kernels import triton_dependency, triton_dependency_attention, triton_prior
 
     assert LONGEST == {"tree-transformer": triton_prior.MAX_TOKENS, "structformer": triton_dependency.MAX_TOKENS}
+    assert triton_dependency_attention.MAX_TOKENS == triton_dependency.MAX_TOKENS  # one batch takes both

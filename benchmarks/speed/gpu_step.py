@@ -12,7 +12,8 @@ with the prior's fused kernels (``constituent_fused``; prior ``constituent-fused
 ``paper`` and ``small`` presets with its Triton kernels (``constituent_fused="triton"``; prior
 ``constituent-triton``; on CUDA; elsewhere they compute as the fused kernels), and the ON-LSTM ``paper``
 preset with its cell as a Triton kernel (``cell_kernel="triton"``; prior ``cell-triton``), and StructFormer
-``paper`` with its parse stage as Triton kernels (``dependency_kernel="triton"``; prior ``dependency-triton``).
+``paper`` with its parse stage and attention as Triton kernels (``dependency_kernel="triton"``; prior
+``dependency-triton``).
 Batches are synthetic (token ids drawn
 once, 15% of positions masked for the masked LMs); the optimiser is Adam (fused on CUDA and CPU) with
 clipping 1.5; dropout is seeded before every step, as in

@@ -16,7 +16,9 @@ path:
   only where :func:`triton_runs_on` (literal: the same as the two above); likewise
   :mod:`syntaxformer.kernels.triton_on_lstm` (the ON-LSTM cell, ``cell_kernel="triton"``) and
   :mod:`syntaxformer.kernels.triton_dependency` (StructFormer's calibrated distances and dependency
-  distribution, ``dependency_kernel="triton"``; literal: :mod:`syntaxformer.models.structformer`);
+  distribution, ``dependency_kernel="triton"``; literal: :mod:`syntaxformer.models.structformer`) and
+  :mod:`syntaxformer.kernels.triton_dependency_attention` (the attention that distribution constrains,
+  the same setting);
 * :mod:`syntaxformer.kernels.on_lstm` -- the ON-LSTM's recurrent-weight gradient once after the loop
   (by the weight's size; literal: :func:`syntaxformer.blocks.on_lstm.on_lstm_loop` with ``torch.addmm``);
 * :mod:`syntaxformer.kernels.dropout` -- the cheap CPU dropout mask generator (every dropout of the
@@ -58,10 +60,10 @@ _TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 
 
 def triton_runs_on(device: torch.device | str) -> bool:
-    """Whether the Triton kernels (``triton_prior``, ``triton_on_lstm``, ``triton_dependency``) run for
-    tensors on ``device``: Triton is installed (CUDA builds of PyTorch install it) and ``device`` is CUDA,
-    or a CPU under Triton's interpreter (the environment variable ``TRITON_INTERPRET=1``, set before the
-    first import). Not under ``torch.compile``: the compiler makes its own kernels from the written
+    """Whether the Triton kernels (``triton_prior``, ``triton_on_lstm``, ``triton_dependency``,
+    ``triton_dependency_attention``) run for tensors on ``device``: Triton is installed (CUDA builds of
+    PyTorch install it) and ``device`` is CUDA, or a CPU under Triton's interpreter (the environment
+    variable ``TRITON_INTERPRET=1``, set before the first import). Not under ``torch.compile``: the compiler makes its own kernels from the written
     operators (and PyTorch 2.11's does not trace these kernels' launches in an ``autograd.Function``)."""
     if not _TRITON_INSTALLED or torch.compiler.is_compiling():
         return False

@@ -15,6 +15,7 @@ The file reads bottom-up, as ``modeling_bert.py``::
                             calibrated_dependency_distribution: the stage as the model calls it
                             (``dependency_kernel="triton"``: kernels/triton_dependency.py, the same)
     attention               relation_weights, dependency_structure, dependency_constrained_attention
+                            (``dependency_kernel="triton"``: kernels/triton_dependency_attention.py)
     layer / encoder         StructFormerLayer (pre-LayerNorm), StructFormerEncoder (+ final LayerNorm)
     model                   StructFormerModel: embeddings + parser + encoder
     MLM head                StructFormerForMaskedLM
@@ -259,11 +260,15 @@ class StructFormerConfig(PretrainedConfig):
         position_embeddings: learned position embeddings added to the word embeddings before the
             Transformer layers (not the parser network): how many positions (0: none, the public
             default; the public README's ``--pos_emb``: 500, initialised U(-0.1, 0.1)).
-        dependency_kernel: how the calibrated distances and ``p_D`` are computed: ``"autograd"``
-            (:func:`calibrate_distances` and :func:`dependency_distribution` as written) or ``"triton"``
-            (one Triton kernel each way for the whole stage, :mod:`syntaxformer.kernels.triton_dependency`,
-            where :func:`~syntaxformer.kernels.triton_runs_on` the device and the batch fits: float32,
-            2 to 64 tokens; elsewhere the written path). The same function either way.
+        dependency_kernel: how the calibrated distances, ``p_D`` and the attention they constrain are
+            computed: ``"autograd"`` (:func:`calibrate_distances`, :func:`dependency_distribution`,
+            :func:`dependency_structure` and :func:`dependency_constrained_attention` as written) or
+            ``"triton"`` (one Triton kernel each way for the parse stage,
+            :mod:`syntaxformer.kernels.triton_dependency`, and one each way for each layer's attention,
+            :mod:`syntaxformer.kernels.triton_dependency_attention`, where
+            :func:`~syntaxformer.kernels.triton_runs_on` the device and the batch fits: float32, 2 to 64
+            tokens, and for the attention no attention dropout, head mask or returned weights, the
+            relations ``head`` and ``child``; elsewhere the written path). The same function either way.
 
     Raises:
         ValueError: a width not divisible by the heads, unknown relations or mixing activation, a
@@ -721,6 +726,7 @@ class StructFormerAttention(nn.Module):
         self.output = nn.Linear(d, d)
         self.relation_logits = nn.Parameter(torch.zeros(self.num_heads, len(self.relations)))
         self.dropout = Dropout(config.attention_probs_dropout_prob)
+        self.kernel = config.dependency_kernel
 
     def prune_heads(self, heads) -> None:
         """Remove ``heads`` (original 0-based numbers) for good, relation logits included."""
@@ -728,11 +734,19 @@ class StructFormerAttention(nn.Module):
         if len(kept) != self.relation_logits.shape[0]:
             self.relation_logits = nn.Parameter(self.relation_logits.data[kept].clone())
 
-    def forward(self, x: torch.Tensor, p_dep: torch.Tensor, mask: torch.Tensor, head_mask: torch.Tensor | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        p_dep: torch.Tensor,
+        mask: torch.Tensor,
+        head_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ):
         """x ``[B, N, d]``, p_dep ``[B, N, N]`` (in x's dtype), mask ``[B, N]`` bool, head_mask
-        ``[H_original]`` (1 keeps, 0 drops) or None.
+        ``[H_original]`` (1 keeps, 0 drops) or None; need_weights: return the attention weights.
 
-        Returns ``(output [B, N, d], weights [B, H, N, N])``.
+        Returns ``(output [B, N, d], weights [B, H, N, N])``; the weights are None where they were not
+        needed and the Triton kernels computed the layer (``dependency_kernel="triton"``).
         """
         b, n, d = x.shape
 
@@ -741,6 +755,11 @@ class StructFormerAttention(nn.Module):
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))  # (B, H, N, d_h)
         weights = relation_weights(self.relation_logits, self.weight_act)  # (H, R)
+        if not need_weights and head_mask is None and self._triton_takes(q):
+            from ..kernels.triton_dependency_attention import triton_dependency_attention
+
+            out = triton_dependency_attention(q, k, v, p_dep, weights, mask, self.relations)  # (B, H, N, d_h)
+            return self.output(out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)), None
         structure = dependency_structure(p_dep, weights, self.relations)  # (B, H, N, N)
         out, attn = dependency_constrained_attention(q, k, v, structure, mask, self.dropout)
         if head_mask is not None:
@@ -748,6 +767,16 @@ class StructFormerAttention(nn.Module):
             out, attn = out * keep, attn * keep
         out = out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)  # (B, N, H d_h)
         return self.output(out), attn
+
+    def _triton_takes(self, q: torch.Tensor) -> bool:
+        """Whether the Triton kernels compute this layer's attention (queries ``q`` (B, H, N, d_h)): the
+        setting asks for them, they run on the device, no attention dropout is drawn, and they
+        :func:`~syntaxformer.kernels.triton_dependency_attention.fits` the layer."""
+        if self.kernel != "triton" or not triton_runs_on(q.device) or (self.training and self.dropout.p > 0):
+            return False
+        from ..kernels import triton_dependency_attention
+
+        return triton_dependency_attention.fits(q, self.relations)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -769,8 +798,8 @@ class StructFormerLayer(nn.Module):
         self.ffn_out = nn.Linear(config.intermediate_size, config.hidden_size)
         self.dropout = Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x, p_dep, mask, head_mask=None):
-        attn_out, attn = self.attention(self.attention_norm(x), p_dep, mask, head_mask)
+    def forward(self, x, p_dep, mask, head_mask=None, need_weights=True):
+        attn_out, attn = self.attention(self.attention_norm(x), p_dep, mask, head_mask, need_weights)
         x = x + self.dropout(attn_out)
         ffn = self.ffn_out(self.dropout(self.act(self.ffn_in(self.ffn_norm(x)))))
         return x + self.dropout(ffn), attn
@@ -792,7 +821,7 @@ class StructFormerEncoder(nn.Module):
         states are the input then each layer's (B, N, d) output (before the final LayerNorm)."""
         attentions, hidden_states = [], [x]
         for layer, layer_mask in zip(self.layers, layer_head_masks(head_mask, len(self.layers), self.num_heads)):
-            x, attn = layer(x, p_dep, mask, layer_mask)
+            x, attn = layer(x, p_dep, mask, layer_mask, output_attentions)
             hidden_states.append(x)
             if output_attentions:
                 attentions.append(attn)

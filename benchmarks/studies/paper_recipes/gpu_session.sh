@@ -12,7 +12,7 @@
 # StructFormer's and the ON-LSTM's: "0"), PAPER_TRAIN_MINUTES (6.5), PAPER_BUDGET_S (560: the whole script, a hard limit),
 # PAPER_COMMIT (the code's commit, for the log), PAPER_SET (config fields for every seed, e.g.
 # "constituent_fused=triton": the Tree Transformer's prior as Triton kernels, "dependency_kernel=triton":
-# StructFormer's parse stage, "cell_kernel=triton": the ON-LSTM's cell, its default; a Triton setting is
+# StructFormer's parse stage and attention, "cell_kernel=triton": the ON-LSTM's cell, its default; a Triton setting is
 # used only when its kernels' tests pass on the machine first, else the run takes the written path;
 # PAPER_SET="" for none).
 set -u
