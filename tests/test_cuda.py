@@ -143,13 +143,13 @@ def test_a_training_step_does_not_synchronise_on_cuda(tmp_path, model):
 
 def _graph_trainer(tmp_path, name: str, config: dict | None = None, **options):
     """A tiny Tree Transformer's trainer on CUDA with fixed batch shapes and no dropout (so a graphed step
-    can equal an eager one; ``config`` fields override), built (``step_graph`` set up as the loop's
-    ``_begin`` does)."""
+    can equal an eager one; ``config`` fields override, ``options`` the training arguments: ``model``,
+    ``pad_to_multiple``...), built (``step_graph`` set up as the loop's ``_begin`` does)."""
     from syntaxformer.training.arguments import TrainArguments
     from syntaxformer.training.fast_step import make_step_graph
     from syntaxformer.training.trainer import Trainer
 
-    args = TrainArguments(
+    arguments = dict(
         out=str(tmp_path / name),
         preset="tiny",
         max_steps=5,
@@ -159,8 +159,8 @@ def _graph_trainer(tmp_path, name: str, config: dict | None = None, **options):
         device="cuda",
         quiet=True,
         overrides={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, **(config or {})},
-        **options,
     )
+    args = TrainArguments(**{**arguments, **options})
     trainer = Trainer(args)
     trainer.build()
     trainer._step_graph = make_step_graph(trainer, args.step_graph)
@@ -236,6 +236,20 @@ def test_graphed_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
     config = {"constituent_fused": "triton", "attention_probs_dropout_prob": 0.1}
     eager = _graph_trainer(tmp_path, "eager", config)
     graphed = _graph_trainer(tmp_path, "graphed", config, step_graph="cuda-graph")
+    _assert_graphed_steps_equal_eager_ones(eager, graphed)
+
+
+def test_graphed_structformer_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
+    """StructFormer's parse-stage and attention kernels (``dependency_kernel="triton"``) under capture:
+    sentences cut and padded to 64 tokens (the kernels' longest, one batch shape), five graphed steps give
+    the losses and parameters of five eager ones."""
+    from syntaxformer.kernels import triton_dependency_attention
+
+    options = dict(model="structformer", max_length=64, pad_to_multiple=64)
+    config = {"dependency_kernel": "triton"}
+    eager = _graph_trainer(tmp_path, "eager", config, **options)
+    graphed = _graph_trainer(tmp_path, "graphed", config, step_graph="cuda-graph", **options)
+    assert triton_dependency_attention.MAX_TOKENS == 64
     _assert_graphed_steps_equal_eager_ones(eager, graphed)
 
 
