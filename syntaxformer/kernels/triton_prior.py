@@ -135,7 +135,7 @@ def _laplace_attention_forward(
 @triton.jit
 def _laplace_attention_backward(
     Q, K, V, P, KEY_MASK, SEED, GRAD_OUT, GRAD_Q, GRAD_K, GRAD_V, GRAD_P_ROWS, GRAD_P_COLS,
-    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sgb, sgh, sgn,
+    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sgb, sgh, sgn, sdb, sdh, sdn,
     H, N, D, scale, eps, diagonal, drop_p, keep_scale, tiny_log, tiny,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     DROPOUT: tl.constexpr, PRECISION: tl.constexpr,
@@ -161,7 +161,7 @@ def _laplace_attention_backward(
         g = tl.where(row_ok[:, None], g, 0.0)
         grad_s = g - a * tl.sum(g, 1)[:, None]  # dS = G - A ⊙ rowsum(G)
         grad_q = tl.dot(grad_s.to(k.dtype), k, input_precision=PRECISION) * scale
-        tl.store(GRAD_Q + ((b * H + h) * N + rows[:, None]) * D + dims[None, :], grad_q, mask=q_mask)
+        tl.store(GRAD_Q + b * sdb + h * sdh + rows[:, None] * sdn + dims[None, :], grad_q, mask=q_mask)
         grad_k += tl.dot(tl.trans(grad_s).to(q.dtype), q, input_precision=PRECISION) * scale
         # d x = G · exp(x) / M off the diagonal (M = exp(x) + eps), then x = -|P_i - P_j|
         exp_x = tl.where(x < tiny_log, 0.0, tl.exp(x))
@@ -169,7 +169,7 @@ def _laplace_attention_backward(
         w = -grad_x * _sign(p_query[:, None] - p_key[None, :])  # (BM, BN): dP_i += Σ_j w_ij, dP_j -= Σ_i w_ij
         tl.store(GRAD_P_ROWS + (b * H + h) * N + rows, tl.sum(w, 1), mask=row_ok)
         grad_p_cols -= tl.sum(w, 0)
-    out_kv = ((b * H + h) * N + cols[:, None]) * D + dims[None, :]
+    out_kv = b * sdb + h * sdh + cols[:, None] * sdn + dims[None, :]
     tl.store(GRAD_K + out_kv, grad_k, mask=kv_mask)
     tl.store(GRAD_V + out_kv, grad_v, mask=kv_mask)
     tl.store(GRAD_P_COLS + (b * H + h) * N + cols, grad_p_cols, mask=col_ok)
@@ -215,7 +215,8 @@ class LaplacePriorAttention(torch.autograd.Function):
     Inputs: ``query, key, value`` (B, H, N, d_k) any strides with a unit last one; ``cum`` (B, N)
     float32 ``P``; ``key_mask`` (B, N) bool; ``eps``, ``diagonal`` floats; ``dropout_p`` float.
     Output: (B, H, N, d_k) (a view of a (B, N, H, d_k) tensor, so the layer's merge of the heads
-    copies nothing). Not twice differentiable.
+    copies nothing); the gradients of the queries, keys and values likewise (their projections' gradients
+    are views of them). Not twice differentiable.
     """
 
     @staticmethod
@@ -242,12 +243,14 @@ class LaplacePriorAttention(torch.autograd.Function):
         query, key, value, cum, key_mask, seed = ctx.saved_tensors
         batch, heads, n, d = query.shape
         grad_out = grad_out if grad_out.stride(-1) == 1 else grad_out.contiguous()
-        grads = [torch.empty(batch, heads, n, d, dtype=torch.float32, device=query.device) for _ in range(3)]
+        # dQ, dK, dV in the (B, N, H, d_k) layout of the projections the heads are views of: no copy after
+        grads = [torch.empty(batch, n, heads, d, dtype=torch.float32, device=query.device).transpose(1, 2)
+                 for _ in range(3)]  # fmt: skip
         grad_p_rows, grad_p_cols = (torch.empty(batch, heads, n, device=query.device) for _ in range(2))
         _laplace_attention_backward[(batch * heads,)](
             query, key, value, cum, key_mask, seed, grad_out, *grads, grad_p_rows, grad_p_cols,
             *query.stride()[:3], *key.stride()[:3], *value.stride()[:3], *grad_out.stride()[:3],
-            heads, n, d, **ctx.options,
+            *grads[0].stride()[:3], heads, n, d, **ctx.options,
         )  # fmt: skip
         grad_query, grad_key, grad_value = (g.to(t.dtype) for g, t in zip(grads, (query, key, value), strict=True))
         grad_cum = (grad_p_rows + grad_p_cols).sum(1) if ctx.needs_input_grad[3] else None  # (B, N)
