@@ -14,7 +14,8 @@
 # "constituent_fused=triton": the Tree Transformer's prior as Triton kernels, "dependency_kernel=triton":
 # StructFormer's parse stage and attention, "cell_kernel=triton": the ON-LSTM's cell, its default; a Triton setting is
 # used only when its kernels' tests pass on the machine first, else the run takes the written path;
-# PAPER_SET="" for none).
+# PAPER_SET="" for none), PAPER_PRESET (the ON-LSTM's size: mini, its CPU run's; paper with the Triton cell
+# where its speed allows; the others train at the paper size).
 set -u
 cd "$(dirname "$0")/../../.."
 
@@ -75,7 +76,7 @@ fi
 # the StructFormer's and the ON-LSTM's recipes keep the model of the best validation loss; the ON-LSTM at
 # the size of its CPU run (mini: the paper size's eager step is about 4 steps/s)
 [ "$ARCH" != tree-transformer ] && ARCH_ARGS+=(--valid "$VALID")
-[ "$ARCH" = on-lstm ] && ARCH_ARGS+=(--preset mini) && STEP=(--tf32)
+[ "$ARCH" = on-lstm ] && ARCH_ARGS+=(--preset "${PAPER_PRESET:-mini}") && STEP=(--tf32)
 if [ "$DRY" = 1 ]; then  # a slice of the text (above), the tiny preset (after --preset mini: it wins), 20 steps or two epochs
     SIZE=(--preset tiny --threads 1)
     if [ "$ARCH" = tree-transformer ]; then SIZE+=(--max-steps 20); else SIZE+=(--epochs 2); fi
