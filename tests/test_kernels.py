@@ -1,6 +1,7 @@
 """The kernels stand apart from the reading path (ARCHITECTURE.md, ``kernels/``): no autograd Function is
 defined in the models, priors or blocks, no module outside ``syntaxformer.kernels`` imports a private
-name from it, and the fused constituent kernel's forward is the literal chain's, bit for bit."""
+name from it, the fused constituent kernel's forward is the literal chain's, bit for bit, and masks reach
+the Triton kernels as int8 without a copy where they can."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 
 import syntaxformer
 from syntaxformer.kernels.constituent import fused_link_chain, log_constituent_prior_vjp
+from syntaxformer.kernels.masks import int8_mask
 from syntaxformer.priors.constituent import (
     OFFICIAL_EPS,
     cumulative_log_links,
@@ -70,3 +72,14 @@ def test_the_fused_chain_forward_is_the_literal_chain_bit_for_bit(variant, with_
 def test_the_kernels_default_epsilon_is_the_official_variants():
     for fn in (fused_link_chain, log_constituent_prior_vjp):
         assert inspect.signature(fn).parameters["eps"].default == OFFICIAL_EPS
+
+
+def test_a_contiguous_bool_mask_is_read_as_int8_in_place_and_others_are_converted():
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    viewed = int8_mask(mask)
+    assert viewed.dtype == torch.int8 and viewed.data_ptr() == mask.data_ptr()  # the same bytes, no copy
+    assert viewed.tolist() == [[1, 0, 1], [0, 0, 1]]
+    for other in (mask.t(), mask.long() * 3):  # not contiguous; not bool (nonzero = True)
+        converted = int8_mask(other)
+        assert converted.dtype == torch.int8 and converted.is_contiguous()
+        assert converted.data_ptr() != other.data_ptr() and converted.bool().tolist() == other.bool().tolist()

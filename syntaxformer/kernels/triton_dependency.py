@@ -35,6 +35,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .masks import int8_mask
+
 #: longest sentence the kernels take (tokens): a program holds about twenty (BLOCK, BLOCK) float64 tiles
 MAX_TOKENS = 64
 
@@ -317,7 +319,7 @@ class TritonDependencyDistribution(torch.autograd.Function):
     def forward(ctx, distances, heights, mask, scales):
         batch, n = heights.shape
         distances, heights = distances.contiguous(), heights.contiguous()
-        real, scales = mask.to(torch.int8).contiguous(), scales.float().contiguous()
+        real, scales = int8_mask(mask), scales.float().contiguous()
         calibrated = torch.empty_like(distances)
         p_dep = heights.new_empty(batch, n, n, dtype=torch.float64)
         p_root = heights.new_empty(batch, n, dtype=torch.float64)

@@ -36,6 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .masks import int8_mask
+
 #: longest sentence the kernels take (tokens): a program holds (BLOCK, BLOCK) float32 tiles of scores,
 #: weights and their gradients, as the parse stage's kernels (the same limit, so one batch takes both)
 MAX_TOKENS = 64
@@ -195,7 +197,7 @@ class TritonDependencyAttention(torch.autograd.Function):
     def forward(ctx, query, key, value, p_dep, weights, key_mask, relations):
         batch, heads, n, d = query.shape
         query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
-        weights, key_mask = weights.float().contiguous(), key_mask.to(torch.int8).contiguous()
+        weights, key_mask = weights.float().contiguous(), int8_mask(key_mask)
         out = query.new_empty(batch, n, heads, d).transpose(1, 2)
         options = _options(n, d, relations)
         _attention_forward[(batch * heads,)](

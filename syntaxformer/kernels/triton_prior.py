@@ -39,6 +39,7 @@ import triton
 import triton.language as tl
 
 from .dropout import check_probability
+from .masks import int8_mask
 
 #: longest sentence the attention kernel takes (tokens): one program holds a sentence's keys and values
 #: (two (128, d_k) float32 tiles: 32 KiB each at d_k = 64, and in the backward their gradients too) and a
@@ -224,7 +225,7 @@ class LaplacePriorAttention(torch.autograd.Function):
         batch, heads, n, d = query.shape
         query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
         cum = cum.detach().float().contiguous()
-        key_mask = key_mask.to(torch.int8).contiguous()
+        key_mask = int8_mask(key_mask)
         seed = torch.randint(0, 2**31 - 1, (1,), device=query.device) if dropout_p > 0 else cum.new_zeros(1).long()
         out = torch.empty(batch, n, heads, d, dtype=query.dtype, device=query.device).transpose(1, 2)
         options = _options(n, d, eps, diagonal, dropout_p)
@@ -536,7 +537,7 @@ class TritonPriorChain(torch.autograd.Function):
     def forward(ctx, r, hidden, uw, offset, gap_mask, prior, variant: str, eps: float, scale: float):
         batch, n, d = hidden.shape
         r, hidden, uw = r.contiguous(), hidden.contiguous(), uw.contiguous()
-        gap = gap_mask.to(torch.int8).contiguous()
+        gap = int8_mask(gap_mask)
         prior = prior.float().contiguous() if prior is not None else None
         s_right, s_left, a_hat, a = (hidden.new_empty(batch, n - 1, dtype=torch.float32) for _ in range(4))
         cum = hidden.new_empty(batch, n, dtype=torch.float32)
