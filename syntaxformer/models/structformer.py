@@ -726,7 +726,7 @@ class StructFormerAttention(nn.Module):
         self.output = nn.Linear(d, d)
         self.relation_logits = nn.Parameter(torch.zeros(self.num_heads, len(self.relations)))
         self.dropout = Dropout(config.attention_probs_dropout_prob)
-        self.kernel = config.dependency_kernel
+        self.dependency_kernel = config.dependency_kernel
 
     def prune_heads(self, heads) -> None:
         """Remove ``heads`` (original 0-based numbers) for good, relation logits included."""
@@ -772,7 +772,7 @@ class StructFormerAttention(nn.Module):
         """Whether the Triton kernels compute this layer's attention (queries ``q`` (B, H, N, d_h)): the
         setting asks for them, they run on the device, no attention dropout is drawn, and they
         :func:`~syntaxformer.kernels.triton_dependency_attention.fits` the layer."""
-        if self.kernel != "triton" or not triton_runs_on(q.device) or (self.training and self.dropout.p > 0):
+        if self.dependency_kernel != "triton" or not triton_runs_on(q.device) or (self.training and self.dropout.p > 0):
             return False
         from ..kernels import triton_dependency_attention
 
