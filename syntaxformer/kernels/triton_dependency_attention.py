@@ -120,8 +120,7 @@ def _attention_backward(
     row_ok, dim_ok = rows < N, dims < D
     pair_ok = row_ok[:, None] & row_ok[None, :]
     tile_mask = row_ok[:, None] & dim_ok[None, :]
-    grad_head = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)  # Σ_h w[h, head] dM_h
-    grad_child = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)  # Σ_h w[h, child] dM_h
+    grad_p = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)  # Σ_h w[h, head] dM_h + (w[h, child] dM_h)ᵀ
     for h in range(H):
         q, k, sig, structure, kept, a = _weights(
             Q, K, P, W, KEY_MASK, b, h, rows, cols, dims, pair_ok, tile_mask, tile_mask,
@@ -144,13 +143,12 @@ def _attention_backward(
             w_head = tl.load(W + h * R + HEAD_R)
             rel = _relation(P, b, spb, spi, spj, rows, cols, pair_ok, False)
             tl.store(GRAD_W + (b * H + h) * R + HEAD_R, tl.sum(tl.sum(grad_m * rel, 1), 0))
-            grad_head += w_head * grad_m
+            grad_p += w_head * grad_m
         if CHILD_R >= 0:
             w_child = tl.load(W + h * R + CHILD_R)
             rel = _relation(P, b, spb, spi, spj, rows, cols, pair_ok, True)
             tl.store(GRAD_W + (b * H + h) * R + CHILD_R, tl.sum(tl.sum(grad_m * rel, 1), 0))
-            grad_child += w_child * grad_m
-    grad_p = grad_head + tl.trans(grad_child)  # the child relation read p_D transposed
+            grad_p += tl.trans(w_child * grad_m)  # the child relation read p_D transposed
     tl.store(GRAD_P + b * N * N + rows[:, None] * N + cols[None, :], grad_p, mask=pair_ok)
 
 
