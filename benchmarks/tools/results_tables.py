@@ -172,6 +172,11 @@ INDUCE = {
         "the same with batches of 1,024 and lr 3e-3, stopped by a 7.3-minute cap before its schedule's end",
         "tree-transformer-small-ptblm-b1024-4500-lr3e-3-seed[0-9].json",
     ),
+    "sf-paper-cpu": (
+        "StructFormer, `induce --architecture structformer --recipe paper --preset mini` on the CPU: the authors' "
+        "procedure, stopped after 27 of its 100 epochs",
+        "structformer-paper-mini-cpu-seed[0-9].json",
+    ),
     "on-lstm": ("ON-LSTM, `induce --architecture on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
     "on-lstm-paper-cpu": (
         "ON-LSTM, `induce --architecture on-lstm --recipe paper --preset mini` on the CPU: the AWD-LSTM procedure, "
@@ -273,6 +278,12 @@ README_ROWS = [
     ("sf-default", "StructFormer, `induce --architecture structformer`", None),
     ("sf-long", "StructFormer, `induce --architecture structformer --recipe long`", None),
     ("sf-small-8000", "StructFormer, small on the ptb-lm text, 8,000 steps", None),
+    (
+        "sf-paper-cpu",
+        "StructFormer, `induce --architecture structformer --recipe paper` (mini, the authors' procedure, stopped after"
+        " 27 of 100 epochs)",
+        None,
+    ),
     ("shipped-sf", "the shipped parser `structformer-ptb-lm` (StructFormer)", "structformer"),
     ("on-lstm", "ON-LSTM, `induce --architecture on-lstm`", None),
     (
@@ -340,6 +351,7 @@ def induce_test() -> str:
     for key in (
         *SEEDED_GROUPS,
         "sf-small-8000",
+        "sf-paper-cpu",
         "tt-b256-3500",
         "tt-b256-4500",
         "tt-b512-4500",
@@ -502,6 +514,45 @@ def induce_dependencies() -> str:
     for chain in ("left_chain", "right_chain"):
         rows.append([chain.replace("_", " "), "", f"{dep[chain]['uas']:.2f}", f"{dep[chain]['uuas']:.2f}"])
     return markdown(["test half, punctuation excluded", "seed", "UAS", "UUAS"], rows, "lrrr")
+
+
+@table("induce-structformer-paper")
+def induce_structformer_paper() -> str:
+    """StructFormer trained by its authors' procedure (``--recipe paper``) beside the long recipe at the same
+    size and the shipped StructFormer: dev and test sentence F1, test UAS (each with its own decoder)."""
+    rows = []
+    for key in ("sf-paper-cpu", "sf-long", "shipped-sf"):
+        reps = group(key)
+        uas = [r["parts"]["test"]["dependency"]["structformer"]["uas"] for r in reps]
+        rows.append(
+            [
+                INDUCE[key][0],
+                seeds_of(reps),
+                f"**{mean_sd(part_scores(reps, 'dev'))}**",
+                mean_sd(part_scores(reps, "test")),
+                mean_sd(uas),
+                reps[0]["decoder"].get("dependency", "mst"),
+                compute(reps),
+            ]
+        )
+    parts = group("sf-paper-cpu")[0]["parts"]
+    chain = parts["test"]["dependency"]["left_chain"]["uas"]
+    rows.append(
+        [
+            "right-branching (UAS: left chain)",
+            "",
+            f"{parts['dev']['right_branching']['sentence_f1']:.2f}",
+            f"{parts['test']['right_branching']['sentence_f1']:.2f}",
+            f"{chain:.2f}",
+            "",
+            "",
+        ]
+    )
+    return markdown(
+        ["StructFormer", "seeds", "dev sentence F1", "test sentence F1", "test UAS", "heads", "training"],
+        rows,
+        "llrrrll",
+    )
 
 
 @table("induce-on-lstm-layers")
