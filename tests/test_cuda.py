@@ -241,15 +241,14 @@ def test_graphed_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
 
 def test_graphed_structformer_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
     """StructFormer's parse-stage and attention kernels (``dependency_kernel="triton"``) under capture:
-    sentences cut and padded to 64 tokens (the kernels' longest, one batch shape), five graphed steps give
+    sentences cut and padded to the kernels' longest (MAX_TOKENS: one batch shape), five graphed steps give
     the losses and parameters of five eager ones."""
-    from syntaxformer.kernels import triton_dependency_attention
+    from syntaxformer.kernels.triton_dependency_attention import MAX_TOKENS
 
-    options = dict(model="structformer", max_length=64, pad_to_multiple=64)
+    options = dict(model="structformer", max_length=MAX_TOKENS, pad_to_multiple=MAX_TOKENS)
     config = {"dependency_kernel": "triton"}
     eager = _graph_trainer(tmp_path, "eager", config, **options)
     graphed = _graph_trainer(tmp_path, "graphed", config, step_graph="cuda-graph", **options)
-    assert triton_dependency_attention.MAX_TOKENS == 64
     _assert_graphed_steps_equal_eager_ones(eager, graphed)
 
 

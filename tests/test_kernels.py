@@ -14,7 +14,7 @@ import torch
 
 import syntaxformer
 from syntaxformer.kernels.constituent import fused_link_chain, log_constituent_prior_vjp
-from syntaxformer.kernels.masks import int8_mask
+from syntaxformer.kernels.triton_args import int8_mask
 from syntaxformer.priors.constituent import (
     OFFICIAL_EPS,
     cumulative_log_links,

@@ -24,7 +24,8 @@ path:
 * :mod:`syntaxformer.kernels.dropout` -- the cheap CPU dropout mask generator (every dropout of the
   package that is not a recurrent model's own);
 * :mod:`syntaxformer.kernels.denormals` -- flush-to-zero of the attention paths (DESIGN.md §5).
-* :mod:`syntaxformer.kernels.masks` -- masks as the Triton kernels read them (int8, a view where it can).
+* :mod:`syntaxformer.kernels.triton_args` -- what the Triton kernels are given: masks as int8 (a view where it
+  can), the precision of their products.
 
 The layer sits below ``blocks``, ``priors`` and ``models`` and imports only ``runtime`` and torch
 (ARCHITECTURE.md); kernels take tensors and functions, never a prior or a model.

@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .masks import int8_mask
+from .triton_args import int8_mask
 
 #: longest sentence the kernels take (tokens): a program holds about twenty (BLOCK, BLOCK) float64 tiles
 MAX_TOKENS = 64

@@ -3,7 +3,7 @@
 The same function as :func:`syntaxformer.models.structformer.dependency_structure` followed by
 :func:`~syntaxformer.models.structformer.dependency_constrained_attention` (``dependency_kernel="triton"``,
 with the parse stage of :mod:`syntaxformer.kernels.triton_dependency`), one forward and one backward kernel
-a layer instead of about thirty small operators:
+a layer instead of about forty small operators (forward and backward):
 
 * forward, one program per (sentence b, head h): ``S = Q Kᵀ/√d_h`` for the whole sentence, the mixed
   structure ``M_ij = w[h, head] p_D(j|i) + w[h, child] p_D(i|j)`` read from ``p_D`` by its strides (the
@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .masks import int8_mask
+from .triton_args import dot_precision, int8_mask
 
 #: longest sentence the kernels take (tokens): a program holds (BLOCK, BLOCK) float32 tiles of scores,
 #: weights and their gradients, as the parse stage's kernels (the same limit, so one batch takes both)
@@ -57,19 +57,20 @@ def _relation(P, b, spb, spi, spj, rows, cols, pair_ok, TRANSPOSED: tl.constexpr
         offsets = cols[None, :] * spi + rows[:, None] * spj
     else:
         offsets = rows[:, None] * spi + cols[None, :] * spj
-    return tl.load(P + b * spb + offsets, mask=pair_ok, other=0.0).to(tl.float32)
+    return tl.load(P + b * spb + offsets, mask=pair_ok, other=0.0)
 
 
 @triton.jit
 def _weights(
-    Q, K, P, W, KEY_MASK, b, h, rows, cols, dims, pair_ok, qk_mask, kk_mask,
+    Q, K, P, W, KEY_MASK, b, h, rows, cols, dims, pair_ok, tile_mask,
     sqb, sqh, sqn, skb, skh, skn, spb, spi, spj, R, N, sqrt_d,
     HEAD_R: tl.constexpr, CHILD_R: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     """Sentence b, head h: the queries and keys (BLOCK, BLOCK_D), ``σ = sigmoid(S)``, the structure ``M``,
-    whether each weight is kept, and ``a = σ ⊙ M`` where kept (0 elsewhere), each (BLOCK, BLOCK)."""
-    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=qk_mask, other=0.0)
-    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + dims[None, :], mask=kk_mask, other=0.0)
+    whether each weight is kept, and ``a = σ ⊙ M`` where kept (0 elsewhere), each (BLOCK, BLOCK); the
+    rows and columns are the same positions (``tile_mask``: the (BLOCK, BLOCK_D) lanes inside the sentence)."""
+    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=tile_mask, other=0.0)
+    k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + dims[None, :], mask=tile_mask, other=0.0)
     sig = tl.sigmoid(tl.dot(q, tl.trans(k), input_precision=PRECISION) / sqrt_d)  # (B_N, B_N) σ(S)
     structure = tl.zeros(sig.shape, dtype=tl.float32)
     if HEAD_R >= 0:
@@ -98,11 +99,11 @@ def _attention_forward(
     pair_ok = row_ok[:, None] & row_ok[None, :]
     tile_mask = row_ok[:, None] & dim_ok[None, :]
     _, _, _, _, _, a = _weights(
-        Q, K, P, W, KEY_MASK, b, h, rows, cols, dims, pair_ok, tile_mask, tile_mask,
+        Q, K, P, W, KEY_MASK, b, h, rows, cols, dims, pair_ok, tile_mask,
         sqb, sqh, sqn, skb, skh, skn, spb, spi, spj, R, N, sqrt_d, HEAD_R, CHILD_R, PRECISION,
     )  # fmt: skip
     v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + dims[None, :], mask=tile_mask, other=0.0)
-    out = tl.dot(a, v.to(tl.float32), input_precision=PRECISION)  # (B_N, B_D) a V
+    out = tl.dot(a, v, input_precision=PRECISION)  # (B_N, B_D) a V
     tl.store(OUT + b * sob + h * soh + rows[:, None] * son + dims[None, :], out, mask=tile_mask)
 
 
@@ -123,18 +124,17 @@ def _attention_backward(
     grad_p = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)  # Σ_h w[h, head] dM_h + (w[h, child] dM_h)ᵀ
     for h in range(H):
         q, k, sig, structure, kept, a = _weights(
-            Q, K, P, W, KEY_MASK, b, h, rows, cols, dims, pair_ok, tile_mask, tile_mask,
+            Q, K, P, W, KEY_MASK, b, h, rows, cols, dims, pair_ok, tile_mask,
             sqb, sqh, sqn, skb, skh, skn, spb, spi, spj, R, N, sqrt_d, HEAD_R, CHILD_R, PRECISION,
         )  # fmt: skip
         v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + dims[None, :], mask=tile_mask, other=0.0)
         g_out = tl.load(GRAD_OUT + b * sgb + h * sgh + rows[:, None] * sgn + dims[None, :], mask=tile_mask, other=0.0)
-        g_out = g_out.to(tl.float32)
         grad_v = tl.dot(tl.trans(a), g_out, input_precision=PRECISION)  # dV = aᵀ dO
-        g = tl.where(kept, tl.dot(g_out, tl.trans(v.to(tl.float32)), input_precision=PRECISION), 0.0)  # d a
+        g = tl.where(kept, tl.dot(g_out, tl.trans(v), input_precision=PRECISION), 0.0)  # d a
         grad_m = g * sig  # dM
         grad_s = g * structure * sig * (1.0 - sig) / sqrt_d  # dS/√d_h
-        grad_q = tl.dot(grad_s, k.to(tl.float32), input_precision=PRECISION)
-        grad_k = tl.dot(tl.trans(grad_s), q.to(tl.float32), input_precision=PRECISION)
+        grad_q = tl.dot(grad_s, k, input_precision=PRECISION)
+        grad_k = tl.dot(tl.trans(grad_s), q, input_precision=PRECISION)
         at = b * sdb + h * sdh + rows[:, None] * sdn + dims[None, :]
         tl.store(GRAD_Q + at, grad_q, mask=tile_mask)
         tl.store(GRAD_K + at, grad_k, mask=tile_mask)
@@ -154,8 +154,9 @@ def _attention_backward(
 
 def _options(n: int, d: int, relations) -> dict:
     """The kernels' scalar and compile-time arguments: tiles padded to powers of two (at least 16, as
-    ``tl.dot`` needs), threads per program as the parse stage's kernels, the relations' columns in ``w``
-    (-1: not mixed), TF32 products where PyTorch allows them for float32 (else exact)."""
+    ``tl.dot`` needs), 8 warps above 16 rows (the backward spills least with 8 at 32-row tiles:
+    docs/results/speed.md), the relations' columns in ``w`` (-1: not mixed), TF32 products where
+    PyTorch allows them for float32 (:func:`~syntaxformer.kernels.triton_args.dot_precision`)."""
     relations = list(relations)
     block = max(16, triton.next_power_of_2(n))
     return dict(
@@ -164,7 +165,7 @@ def _options(n: int, d: int, relations) -> dict:
         BLOCK_D=max(16, triton.next_power_of_2(d)),
         HEAD_R=relations.index("head") if "head" in relations else -1,
         CHILD_R=relations.index("child") if "child" in relations else -1,
-        PRECISION="tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee",
+        PRECISION=dot_precision(),
         num_warps=4 if block <= 16 else 8,
     )
 
@@ -195,7 +196,7 @@ class TritonDependencyAttention(torch.autograd.Function):
     def forward(ctx, query, key, value, p_dep, weights, key_mask, relations):
         batch, heads, n, d = query.shape
         query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
-        weights, key_mask = weights.float().contiguous(), int8_mask(key_mask)
+        weights, key_mask = weights.contiguous(), int8_mask(key_mask)  # float32 (H, R), int8 (B, N)
         out = query.new_empty(batch, n, heads, d).transpose(1, 2)
         options = _options(n, d, relations)
         _attention_forward[(batch * heads,)](
@@ -214,14 +215,14 @@ class TritonDependencyAttention(torch.autograd.Function):
         batch, heads, n, d = query.shape
         grad_out = grad_out if grad_out.stride(-1) == 1 else grad_out.contiguous()
         grads = [query.new_empty(batch, n, heads, d).transpose(1, 2) for _ in range(3)]  # dQ, dK, dV
-        grad_p = p_dep.new_empty(batch, n, n, dtype=torch.float32)
+        grad_p = p_dep.new_empty(batch, n, n)
         grad_w = weights.new_empty(batch, heads, weights.shape[1])
         _attention_backward[(batch,)](
             query, key, value, p_dep, weights, key_mask, grad_out, *grads, grad_p, grad_w,
             *query.stride()[:3], *key.stride()[:3], *value.stride()[:3], *grad_out.stride()[:3],
             *grads[0].stride()[:3], *p_dep.stride(), heads, weights.shape[1], n, d, **ctx.options,
         )  # fmt: skip
-        return (*grads, grad_p.to(p_dep.dtype), grad_w.sum(0), None, None)
+        return (*grads, grad_p, grad_w.sum(0), None, None)
 
 
 def triton_dependency_attention(
@@ -234,7 +235,8 @@ def triton_dependency_attention(
     relations,
 ) -> torch.Tensor:
     """``dependency_constrained_attention(q, k, v, dependency_structure(p_dep, weights, relations),
-    key_mask, no dropout)``'s output by :class:`TritonDependencyAttention`.
+    key_mask, no dropout)``'s output by :class:`TritonDependencyAttention` (Shen et al., ACL 2021, §4.4:
+    ``sigmoid(q_i·k_j/√d_h)`` times the head's mix of the relations; no softmax, no renormalisation).
 
     Args:
         query, key, value: (B, H, N, d_h) float32, N <= :data:`MAX_TOKENS`.

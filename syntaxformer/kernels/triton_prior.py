@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from .dropout import check_probability
-from .masks import int8_mask
+from .triton_args import dot_precision, int8_mask
 
 #: longest sentence the attention kernel takes (tokens): one program holds a sentence's keys and values
 #: (two (128, d_k) float32 tiles: 32 KiB each at d_k = 64, and in the backward their gradients too) and a
@@ -195,11 +195,6 @@ def _warps(block: int) -> int:
     return 4 if block <= 16 else 8 if block <= 64 else 16
 
 
-def _precision() -> str:
-    """``tl.dot``'s input precision: TF32 where PyTorch allows it for float32 products, else exact."""
-    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
-
-
 class LaplacePriorAttention(torch.autograd.Function):
     """``out = dropout(M ⊙ softmax(Q Kᵀ/√d_k + padding)) V`` with ``M_ij = exp(-|P_i - P_j|) + eps``
     (i ≠ j), ``M_ii = diagonal`` by the Triton kernels (module docstring).
@@ -269,7 +264,7 @@ def _options(n: int, d: int, eps: float, diagonal: float, dropout_p: float) -> d
         tiny_log=math.log(torch.finfo(torch.float32).tiny) + 0.1,
         tiny=torch.finfo(torch.float32).tiny,
         DROPOUT=dropout_p > 0,
-        PRECISION=_precision(),
+        PRECISION=dot_precision(),
         **_blocks(n, d),
     )
 

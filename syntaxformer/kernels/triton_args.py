@@ -1,4 +1,4 @@
-"""Masks as the Triton kernels read them."""
+"""What the Triton kernels are given: masks as int8, and the precision of their matrix products."""
 
 from __future__ import annotations
 
@@ -14,4 +14,10 @@ def int8_mask(mask: torch.Tensor) -> torch.Tensor:
     return mask.to(torch.int8).contiguous()
 
 
-__all__ = ["int8_mask"]
+def dot_precision() -> str:
+    """``tl.dot``'s ``input_precision`` for float32 operands: ``"tf32"`` where PyTorch allows TF32 for
+    float32 matrix products (``torch.backends.cuda.matmul.allow_tf32``), else ``"ieee"`` (exact)."""
+    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+
+__all__ = ["dot_precision", "int8_mask"]
