@@ -90,7 +90,7 @@ def test_trees_and_structures_do_not_depend_on_the_thread_count(two_threads):
         arrays = [(s.distances, s.link_probs, s.dependency_probs) for s in structures]
         results[threads] = ([str(t) for t in trees], arrays)
     assert results[1][0] == results[2][0]
-    # the default parser's structure is compared, not only Nones (a Tree Transformer: its link probabilities)
+    # the default parser's structure is compared, not only Nones (a StructFormer: its syntactic distances)
     assert structures[0].link_probs is not None or structures[0].distances is not None
     for one, two in zip(results[1][1], results[2][1]):
         assert all((a is None and b is None) or np.array_equal(a, b) for a, b in zip(one, two))

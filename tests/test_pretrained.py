@@ -30,8 +30,8 @@ def pretrained():
 
 def test_load_pretrained_gives_a_float32_model_of_the_named_parser(pretrained):
     model, tokenizer, info = pretrained  # the default
-    assert type(model).__name__ == "TreeTransformerForMaskedLM" and not model.training
-    assert model.config.constituent_variant == "official"
+    assert type(model).__name__ == "StructFormerForMaskedLM" and not model.training
+    assert model.config.position_embeddings == 500  # the authors' learned positions (--recipe paper)
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert info["steps"] == json.loads((pretrained_folder() / "report.json").read_text())["training"]["steps"]
 
@@ -56,7 +56,7 @@ def test_shipped_files_are_float16_and_small():
 def test_the_default_is_the_shipped_attention_parser_best_on_dev():
     """``parse`` defaults to the best shipped parser on ptb-sample's dev half (the test half is the
     headline, never the choice) among those with attention heads, which every command (``heads``,
-    ``prune``, ``show``) can use; the ON-LSTM, higher on dev, has none."""
+    ``prune``, ``show``) can use; it is also the best of all on dev (the ON-LSTM has no heads)."""
     from syntaxformer.models import MODELS, capabilities_of
 
     def dev_f1(name):
@@ -68,9 +68,9 @@ def test_the_default_is_the_shipped_attention_parser_best_on_dev():
         return capabilities_of(MODELS[model]).head_mask
 
     attention = [name for name in shipped_parsers() if has_heads(name)]
-    assert pretrained_folder().name == max(attention, key=dev_f1) == "tree-transformer-ptb-lm"
+    assert pretrained_folder().name == max(attention, key=dev_f1) == "structformer-ptb-lm"
     assert set(shipped_parsers()) - set(attention) == {"on-lstm-ptb-lm"}
-    assert max(shipped_parsers(), key=dev_f1) == "on-lstm-ptb-lm"  # said so in README and the parse guide
+    assert max(shipped_parsers(), key=dev_f1) == "structformer-ptb-lm"  # said so in README and the parse guide
 
 
 def test_load_pretrained_gives_a_float32_on_lstm_by_name():
@@ -87,7 +87,8 @@ def test_load_pretrained_gives_a_float32_structformer_by_name():
     assert type(model).__name__ == "StructFormerForMaskedLM" and not model.training
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     report = json.loads((pretrained_folder("structformer-ptb-lm") / "report.json").read_text())
-    assert info["steps"] == report["training"]["steps"]
+    assert info["steps"] == report["training"]["steps"] and report["recipe"] == "paper"
+    assert report["training"]["recipe"]["final_model"] == "best"  # the lowest validation loss's
 
 
 def test_parse_stdin_without_model(capsys, monkeypatch, tmp_path, pretrained):

@@ -43,17 +43,24 @@ def shipped_tree_transformer():
     return folder, saved
 
 
+def _decoder_flags(saved: dict) -> list[str]:
+    """The command-line flags that give the decoder settings of a report explicitly."""
+    flags = {"threshold": "--threshold", "min_layer": "--min-layer", "layer": "--layer", "dependency": "--dependency"}
+    return [part for key, flag in flags.items() if saved.get(key) is not None for part in (flag, str(saved[key]))]
+
+
 def test_show_defaults_to_the_shipped_parser_and_its_decoder(shipped, tmp_path, capsys):
     folder, saved = shipped
     default = _json(capsys, ["show", SENTENCE, "--out", str(tmp_path / "a"), "--layers", "0", "--json"])
     assert default["model"] == str(folder)
-    flags = ["--min-layer", str(saved["min_layer"]), "--threshold", str(saved["threshold"])]
     explicit = _json(
         capsys,
-        ["show", SENTENCE, "--model", str(folder), *flags, "--out", str(tmp_path / "b"), "--layers", "0", "--json"],
+        ["show", SENTENCE, "--model", str(folder), *_decoder_flags(saved), "--out", str(tmp_path / "b")]
+        + ["--layers", "0", "--json"],
     )
-    # the default Tree Transformer's report: Algorithm 1 from layer 2 (chosen on dev), threshold 0.8
-    assert explicit["decoder"] == default["decoder"] == "Algorithm 1, threshold 0.8, minimum layer 2, paper rule"
+    # the default StructFormer's report: the distance split, dependency heads by the authors' argmax rule
+    assert (saved["threshold"], saved["min_layer"], saved["dependency"]) == (0.8, None, "argmax")
+    assert explicit["decoder"] == default["decoder"] == "top-down split at the largest syntactic distance"
     assert explicit["sentences"][0]["tree"] == default["sentences"][0]["tree"]
     assert (tmp_path / "a" / "index.html").is_file() and (tmp_path / "a" / "s1-tree.png").is_file()
 

@@ -32,7 +32,7 @@ def _nlp(**config):
 
 @pytest.fixture(scope="module")
 def tt():
-    """The pipeline with the default shipped parser, and that parser."""
+    """The pipeline with the shipped Tree Transformer, and that parser."""
     return _nlp(model="tree-transformer-ptb-lm"), load_parser("tree-transformer-ptb-lm")
 
 
