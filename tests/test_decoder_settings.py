@@ -152,7 +152,8 @@ def test_the_shipped_parser_reads_its_report():
     report = json.loads((pretrained_folder() / "report.json").read_text())
     folder, options = model_or_pretrained(None)
     assert folder == pretrained_folder()
-    assert options == DecoderOptions.from_dict(report["decoder"]) and options.dependency == "argmax"  # the authors' rule
+    assert options == DecoderOptions.from_dict(report["decoder"])
+    assert options.dependency == "argmax"  # the authors' rule
     named = pretrained_folder("tree-transformer-ptb")
     folder, options = model_or_pretrained("tree-transformer-ptb")
     assert folder == named and options.min_layer == 0  # its report's, not the decoder's default (2)
