@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from benchmarks.studies.logic import logic_study
+from benchmarks.studies.nli import nli_study
 from benchmarks.studies.priors import prior_study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,3 +162,48 @@ def test_prior_study_report_only_runs_no_stage(tmp_path, monkeypatch):
     study = json.loads((docs / "prior-study.json").read_text())
     assert study["systems"]["gaussian"]["perplexity"]["values"] == [112.0]
     assert "| gaussian | ptb-lm | 0 | 112.00 (n=1) | – |" in (docs / "prior-study.md").read_text()
+
+
+def _nli_report(seed: int, accuracy: float, commit: str) -> dict:
+    """A run's report.json as ``nli train`` writes it, with only the fields the summary reads."""
+    per_class = {label: {"recall": accuracy} for label in ("entailment", "neutral", "contradiction")}
+    return dict(
+        data={"source": "sick", "format": "sick-tsv"},
+        seed=seed,
+        parameters=10,
+        trainable_parameters=4,
+        steps=100,
+        epochs=2.0,
+        word_vectors="learned",
+        train_minutes=1.0,
+        train_pairs_per_second=50.0,
+        threads=1,
+        device="cpu",
+        torch="2.13.0",
+        code={"version": "0.1.0", "commit": commit, "modified": False},
+        scores={"test": {"accuracy": accuracy, "per_class": per_class}, "valid": {"accuracy": accuracy - 1}},
+    )
+
+
+def test_nli_summary_names_the_data_and_the_runs_code(tmp_path):
+    for seed, (accuracy, commit) in enumerate([(80.0, "aaa"), (82.0, "bbb")]):
+        folder = tmp_path / "runs" / f"gaussian-seed{seed}"
+        folder.mkdir(parents=True)
+        (folder / "report.json").write_text(json.dumps(_nli_report(seed, accuracy, commit)))
+    args = SimpleNamespace(
+        systems=["gaussian"],
+        seeds=[0, 1],
+        out=str(tmp_path / "runs"),
+        docs=str(tmp_path / "docs"),
+        recipe="default",
+        inference_threads=0,
+        repeats=1,
+    )
+    result = nli_study.summarise(args)
+    assert result["data"] == {"source": "sick", "format": "sick-tsv"}
+    assert [c["commit"] for c in result["code"]] == ["aaa", "bbb"]
+    assert result["torch"] == ["2.13.0"]
+    assert result["systems"]["gaussian"]["accuracy"] == (81.0, pytest.approx(2**0.5))
+    written = json.loads((tmp_path / "docs" / "nli-study.json").read_text())
+    assert written["code"] == result["code"]
+    assert "Code: aaa, bbb." in (tmp_path / "docs" / "nli.md").read_text()

@@ -243,6 +243,8 @@ def run_nli_train(
         selection=training["selection"]["history"],
         threads=training["threads"],
         device=training["device"],
+        torch=training["torch"],
+        code=training["code"],
         scores=scores,
         out=str(out),
     )

@@ -27,7 +27,7 @@ can run as separate processes, e.g. 15 on a 16-core machine::
 or all in one: ``python -m benchmarks.studies.nli.nli_study all --out runs/nli-study --jobs 12 --threads 1``.
 
 ``summarise`` reads every ``report.json`` and writes ``DOCS/nli-study.json`` and ``DOCS/nli.md``
-(accuracy mean ± sample sd on TEST over the seeds, per seed, TRIAL accuracy, parameters, training
+(the data, the runs' code and torch, accuracy mean ± sample sd on TEST over the seeds, per seed, TRIAL accuracy, parameters, training
 minutes and pairs/s as measured by each job on its device, and inference pairs/s measured again
 here on this machine's CPU, ``--inference-threads`` threads, batch 64, for every model in turn, median of
 ``--repeats`` passes over SICK TEST after one warm-up pass).
@@ -149,6 +149,15 @@ def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
     return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def _distinct(records) -> list:
+    """The distinct values among the runs' records (a report written before a field existed gives None)."""
+    seen = []
+    for record in records:
+        if record not in seen:
+            seen.append(record)
+    return seen
+
+
 def summarise(args) -> dict:
     """Collect the jobs' reports into one JSON and the docs/nli.md table."""
     rows = {}
@@ -195,13 +204,17 @@ def summarise(args) -> dict:
                 for label in first["scores"]["test"]["per_class"]
             },
         )
+    reports = [r for row in rows.values() for r in row["reports"].values()]
     result = dict(
         study="SICK 3-way",
+        data=reports[0]["data"] if reports else None,
         recipe=args.recipe,
         protocol="select on SICK TRIAL, report SICK TEST (4,906 pairs); accuracy mean ± sample sd over seeds",
         inference=f"model forward, batch 64, SICK TEST sorted by length, CPU, {args.inference_threads} threads, median "
         f"of {args.repeats} passes (this machine)",
         systems={s: {k: v for k, v in row.items() if k != "reports"} for s, row in rows.items()},
+        code=_distinct(r.get("code") for r in reports),
+        torch=_distinct(r.get("torch") for r in reports),
     )
     docs = Path(args.docs)
     docs.mkdir(parents=True, exist_ok=True)
@@ -240,6 +253,9 @@ def format_markdown(result: dict) -> str:
         )
     devices = sorted({d for row in result["systems"].values() for d in row.get("train_device", [])})
     lines += ["", f"Training measured on: {'; '.join(devices)}."]
+    commits = [c["commit"] or c["version"] for c in result.get("code", []) if c]
+    if commits:
+        lines.append(f"Code: {', '.join(commits)}.")
     return "\n".join(lines)
 
 
