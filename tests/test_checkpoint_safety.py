@@ -161,3 +161,20 @@ def test_a_trainer_checkpoint_with_a_learning_curve_loads(tmp_path):
     path = tmp_path / CHECKPOINT
     assert get_unsafe_globals_in_checkpoint(path) == []
     assert load_checkpoint(path)["state"]["parse_curve"]
+
+
+def test_resume_check_counts_a_relative_and_an_absolute_path_to_one_file_as_the_same_option(tmp_path, monkeypatch):
+    from dataclasses import asdict
+
+    from syntaxformer.training.checkpoint import check_resume
+
+    (tmp_path / "data").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "data" / name).write_text("the cat sat\n")
+    monkeypatch.chdir(tmp_path / "data")
+    first = TrainArguments(out=str(tmp_path / "run"), corpus=str(tmp_path / "data" / "a.txt"), resume=True)
+    blob = {"args": asdict(first), "world_size": 1}
+    check_resume(TrainArguments(out=first.out, corpus="a.txt", resume=True), blob, 1, tmp_path / "c.pt")
+    check_resume(TrainArguments(out=first.out, corpus="../data/a.txt", resume=True), blob, 1, tmp_path / "c.pt")
+    with pytest.raises(InputError, match=r"other options \(corpus: '.*a\.txt' -> 'b\.txt'\)"):
+        check_resume(TrainArguments(out=first.out, corpus="b.txt", resume=True), blob, 1, tmp_path / "c.pt")

@@ -154,18 +154,30 @@ def write_checkpoint(path: Path, blob: dict) -> None:
 def check_resume(args: TrainArguments, checkpoint: dict, world: int, path: Path) -> None:
     """Raise :class:`InputError` when ``checkpoint`` cannot be continued by a run with ``args`` on
     ``world`` processes: an option outside :data:`RESUMABLE_CHANGES` differs (an option added after
-    the checkpoint was written counts as its default), or the number of processes differs."""
+    the checkpoint was written counts as its default; two paths naming the same existing file, such as
+    ``../data/a.txt`` and its absolute form, count as equal), or the number of processes differs."""
     saved = {**asdict(type(args)(out=args.out)), **checkpoint["args"]}  # the run's own options class
     current = asdict(args)
     diffs = [
         f"{k}: {saved[k]!r} -> {current[k]!r}"
         for k in current
-        if k not in RESUMABLE_CHANGES and _norm(saved[k]) != _norm(current[k])
+        if k not in RESUMABLE_CHANGES and not _same_option(saved[k], current[k])
     ]
     if diffs:
         raise InputError(f"{path} was trained with other options ({'; '.join(diffs)})")
     if checkpoint["world_size"] != world:
         raise InputError(f"{path} was trained with {checkpoint['world_size']} processes, this run has {world}")
+
+
+def _same_option(saved, current) -> bool:
+    """Whether an option's stored value and the resuming run's are the same: equal as stored, or two
+    paths (the current one naming an existing file or folder) that resolve to the same place."""
+    saved, current = _norm(saved), _norm(current)
+    if saved == current:
+        return True
+    if isinstance(saved, str) and isinstance(current, str) and os.path.exists(current):
+        return os.path.realpath(saved) == os.path.realpath(current)
+    return False
 
 
 def _norm(v):
