@@ -333,6 +333,10 @@ def test_induce_cut_by_max_minutes_says_so_and_resume_finishes_it(capsys, small_
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["training"]["steps"] == 40 and report["training"]["complete"] is True
     assert "STOPPED EARLY" not in out and "40 steps" in out
+    # the report names the resume and the steps' minutes of both processes, not only this one's
+    assert report["training"]["resumed_from_steps"] == [training["steps"]]
+    saved = json.loads((tmp_path / "model" / "training.json").read_text())
+    assert report["training"]["train_minutes_total"] == saved["train_minutes_total"] > 0
 
 
 def test_recipes_have_no_wall_clock_cap():

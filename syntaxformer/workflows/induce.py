@@ -330,6 +330,8 @@ def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) ->
         "steps",
         "epochs",
         "minutes",
+        "train_minutes_total",
+        "resumed_from_steps",
         "tokens_per_second",
         "stopped",
         "initial_valid_loss",
