@@ -177,6 +177,10 @@ INDUCE = {
         "procedure, stopped after 27 of its 100 epochs",
         "structformer-paper-mini-cpu-seed[0-9].json",
     ),
+    "sf-paper-cpu-seeds": (
+        "the same command for 26 epochs (`--epochs 26`), seeds 0, 1, 2 (seed 1: the shipped `structformer-ptb-lm`)",
+        "structformer-paper-mini-cpu-26ep-seed[0-9].json",
+    ),
     "on-lstm": ("ON-LSTM, `induce --architecture on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
     "on-lstm-paper-cpu": (
         "ON-LSTM, `induce --architecture on-lstm --recipe paper --preset mini` on the CPU: the AWD-LSTM procedure, "
@@ -185,12 +189,12 @@ INDUCE = {
     ),
     "shipped-sf": (
         "shipped `structformer-ptb-lm` (the default: mini, ptb-lm text, `--recipe paper` on the CPU, 26 of its "
-        "100 epochs)",
+        "100 epochs, the best of three seeds on dev)",
         SHIPPED_SF,
     ),
     "sf-small-8000-cpu": (
-        "StructFormer small, ptb-lm text, the long recipe's settings, 8,000 steps on the CPU (the shipped "
-        "`structformer-ptb-lm` it replaces)",
+        "StructFormer small, ptb-lm text, the long recipe's settings, 8,000 steps on the CPU (shipped as "
+        "`structformer-ptb-lm` before the `--recipe paper` runs)",
         "docs/induce/structformer-small-ptblm-8000-cpu-seed0/report.json",
     ),
     "shipped-lm": (
@@ -257,12 +261,18 @@ def part_scores(rows: list[dict], part: str, system: str | None = None, field: s
 
 
 def compute(rows: list[dict]) -> str:
-    """Steps and training minutes of a group, from the reports (a resumed run's clock is not its training's)."""
+    """Steps and training minutes of a group, from the reports: a run's training stage, or for a resumed run
+    whose report has them, its optimizer steps' minutes over all its processes (an older resumed run's clock
+    is not its training's)."""
     steps = sorted({r["training"]["steps"] for r in rows})
     steps = f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}–{steps[-1]:,}"
+    resumed = [r for r in rows if r["training"].get("resumed_from_steps")]
     timed = [r for r in rows if r["training"].get("tokens_per_second")]
     devices = sorted({"GPU" if str(r["training"]["device"]).startswith("cuda") else "CPU" for r in timed})
-    minutes = span([r["minutes"]["train"] for r in timed]) + f" min, {'/'.join(devices)}" if timed else "–"
+    spent = [r["training"]["train_minutes_total"] if r in resumed else r["minutes"]["train"] for r in timed]
+    minutes = span(spent) + f" min, {'/'.join(devices)}" if timed else "–"
+    if resumed:
+        minutes += f" (seed {', '.join(str(r['seed']) for r in resumed)}: resumed, minutes summed over its runs)"
     untimed = [str(r["seed"]) for r in rows if r not in timed]
     if untimed:
         minutes += f" (seed {', '.join(untimed)}: resumed, its clock not kept)"
@@ -291,9 +301,14 @@ README_ROWS = [
         None,
     ),
     (
+        "sf-paper-cpu-seeds",
+        "StructFormer, `induce --architecture structformer --recipe paper --epochs 26` (mini, 26 of 100 epochs)",
+        None,
+    ),
+    (
         "shipped-sf",
         "the shipped parser `structformer-ptb-lm` (StructFormer, the default: mini, `--recipe paper`, 26 of 100"
-        " epochs)",
+        " epochs, the best seed on dev)",
         "structformer",
     ),
     ("on-lstm", "ON-LSTM, `induce --architecture on-lstm`", None),
@@ -363,6 +378,7 @@ def induce_test() -> str:
         *SEEDED_GROUPS,
         "sf-small-8000",
         "sf-paper-cpu",
+        "sf-paper-cpu-seeds",
         "tt-b256-3500",
         "tt-b256-4500",
         "tt-b512-4500",
@@ -530,11 +546,11 @@ def induce_dependencies() -> str:
 
 @table("induce-structformer-paper")
 def induce_structformer_paper() -> str:
-    """StructFormer trained by its authors' procedure (``--recipe paper``: two runs, the second shipped) beside
-    the long recipe at the same size and the StructFormer shipped before: dev and test sentence F1, test UAS
-    (each with its own decoder)."""
+    """StructFormer trained by its authors' procedure (``--recipe paper``: a first run of seed 0, then seeds 0,
+    1 and 2 for 26 epochs, seed 1 shipped) beside the long recipe at the same size and the StructFormer shipped
+    before them: dev and test sentence F1, test UAS (each with its own decoder)."""
     rows = []
-    for key in ("sf-paper-cpu", "shipped-sf", "sf-long", "sf-small-8000-cpu"):
+    for key in ("sf-paper-cpu", "sf-paper-cpu-seeds", "shipped-sf", "sf-long", "sf-small-8000-cpu"):
         reps = group(key)
         uas = [r["parts"]["test"]["dependency"]["structformer"]["uas"] for r in reps]
         rows.append(
@@ -566,6 +582,57 @@ def induce_structformer_paper() -> str:
         rows,
         "llrrrll",
     )
+
+
+#: the epochs at which the seeds' dev curves are compared (the paper recipe validates after every epoch)
+SEED_EPOCHS = (5, 10, 15, 20)
+
+
+def dev_by_epoch(report: dict) -> dict[int, float]:
+    """A run's dev sentence F1 after each whole epoch, from its learning curve (one decoder scored)."""
+    per_epoch = round(report["training"]["steps"] / report["training"]["epochs"])
+    curve = {}
+    for point in report["curve"]["points"]:
+        if point["step"] % per_epoch == 0:
+            (score,) = point["scores"].values()
+            curve[point["step"] // per_epoch] = score["sentence_f1"]
+    return curve
+
+
+@table("induce-structformer-paper-seeds")
+def induce_structformer_paper_seeds() -> str:
+    """StructFormer's ``--recipe paper`` over seeds: each run's dev sentence F1 after 5, 10, 15, 20 epochs and
+    at the last epoch every run reached, then where each stopped (the lowest-validation-loss model's dev and
+    test F1); the mean ± sd over the three seeds trained for 26 epochs."""
+    shipped = group("shipped-sf")[0]
+    seeds = group("sf-paper-cpu-seeds")
+    runs = [("first run, 27.1 epochs", r) for r in group("sf-paper-cpu")]
+    runs += [("shipped" if r["seed"] == shipped["seed"] else "", r) for r in seeds]
+    curves = [dev_by_epoch(r) for _, r in runs]
+    common = min(max(c) for c in curves)
+    epochs = [e for e in SEED_EPOCHS if e < common] + [common]
+    rows = [
+        [
+            f"{r['seed']}" + (f" ({label})" if label else ""),
+            *(f"{c[e]:.2f}" for e in epochs),
+            f"{part_scores([r], 'dev')[0]:.2f}",
+            f"**{part_scores([r], 'test')[0]:.2f}**",
+            compute([r]),
+        ]
+        for (label, r), c in zip(runs, curves)
+    ]
+    seed_curves = [dev_by_epoch(r) for r in seeds]
+    rows.append(
+        [
+            f"seeds {seeds_of(seeds)}",
+            *(mean_sd([c[e] for c in seed_curves]) for e in epochs),
+            mean_sd(part_scores(seeds, "dev")),
+            f"**{mean_sd(part_scores(seeds, 'test'))}**",
+            "",
+        ]
+    )
+    header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1", "training"]
+    return markdown(header, rows, "l" + "r" * (len(epochs) + 2) + "l")
 
 
 @table("induce-on-lstm-layers")
