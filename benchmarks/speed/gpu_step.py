@@ -381,7 +381,8 @@ def measure_in_child(index: int, variant: str, argv: list[str], peak: float, lim
     return json.loads(lines[-1])
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The script's options."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--steps", type=int, default=40, help="timed steps per row")
@@ -419,27 +420,12 @@ def main(argv=None) -> int:
     p.add_argument("--isolate", action="store_true", help="each row in its own Python process (after a failed capture)")
     p.add_argument("--one-row", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)  # an --isolate child
     p.add_argument("--peak", type=float, default=None, help=argparse.SUPPRESS)  # the parent's measured peak
-    args = p.parse_args(argv)
-    start = time.perf_counter()
-    device = torch.device(args.device)
-    peak = args.peak or matmul_peak(device, n=512 if args.smoke else 8192)
-    cases = [sized(case, args.smoke) for case in CASES]
-    if args.one_row:
-        index, variant = int(args.one_row[0]), args.one_row[1]
-        print(json.dumps(measure(cases[index], variant, device, args, peak, args.row_limit_s)), flush=True)
-        return 0
-    if device.type == "cuda":
-        torch.cuda.empty_cache()  # the peak's matrices: the children have the device
-    record = dict(
-        device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        torch=torch.__version__,
-        code=code_record(args.commit),
-        smoke=args.smoke,
-        matmul_peak_flops=round(peak),
-        steps=args.steps,
-        warmup=args.warmup,
-        rows=[],
-    )
+    return p
+
+
+def measure_rows(args, cases: list, device: torch.device, peak: float, record: dict, start: float) -> None:
+    """Measure every (variant, case) row asked for, in order, appending each to ``record['rows']`` (and
+    rewriting ``--out`` after each); rows past ``--budget-s`` are recorded as skipped."""
     for variant in args.variants:
         for index, case in enumerate(cases):
             if args.cases is not None and index not in args.cases:
@@ -460,6 +446,31 @@ def main(argv=None) -> int:
             print(json.dumps(row), flush=True)
             if args.out:
                 Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    start = time.perf_counter()
+    device = torch.device(args.device)
+    peak = args.peak or matmul_peak(device, n=512 if args.smoke else 8192)
+    cases = [sized(case, args.smoke) for case in CASES]
+    if args.one_row:
+        index, variant = int(args.one_row[0]), args.one_row[1]
+        print(json.dumps(measure(cases[index], variant, device, args, peak, args.row_limit_s)), flush=True)
+        return 0
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the peak's matrices: the children have the device
+    record = dict(
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        torch=torch.__version__,
+        code=code_record(args.commit),
+        smoke=args.smoke,
+        matmul_peak_flops=round(peak),
+        steps=args.steps,
+        warmup=args.warmup,
+        rows=[],
+    )
+    measure_rows(args, cases, device, peak, record, start)
     record["seconds"] = round(time.perf_counter() - start, 1)
     text = json.dumps(record, indent=2)
     if args.out:
