@@ -100,6 +100,18 @@ def test_damaged_or_foreign_files_are_one_line(tmp_path, content, message):
     assert str(error.value).startswith(f"{path}: {message}") and "\n" not in str(error.value)
 
 
+def test_a_truncated_checkpoint_names_the_first_sentence_of_torchs_reason(tmp_path):
+    """torch's message runs on ("This is an internal miniz error..."): only its first sentence, whole."""
+    path = tmp_path / CHECKPOINT
+    _truncated(path)
+    with pytest.raises(InputError) as error:
+        load_checkpoint(path)
+    assert str(error.value) == (
+        f"{path}: not a readable checkpoint (truncated or damaged: PytorchStreamReader failed reading zip archive: "
+        "failed finding central directory)"
+    )
+
+
 def _truncated(path: Path) -> None:
     torch.save(_blob(), path)
     data = path.read_bytes()

@@ -105,7 +105,7 @@ def load_checkpoint(path: Path) -> dict:
             ) from None
         raise InputError("not a readable checkpoint (damaged, or not written by torch.save)", path=path) from None
     except (RuntimeError, EOFError, OSError, ValueError) as e:
-        reason = " ".join(str(e).split())[:120]
+        reason = " ".join(str(e).split()).split(". ")[0][:120]  # its first sentence, not a cut word
         raise InputError(f"not a readable checkpoint (truncated or damaged: {reason})", path=path) from None
     missing = [key for key in REQUIRED if not isinstance(checkpoint, dict) or key not in checkpoint]
     if missing:
