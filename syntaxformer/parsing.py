@@ -91,6 +91,23 @@ def _one_line(error: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _check_value_types(values: dict, config_class, path: Path) -> None:
+    """Raise :class:`InputError` for a ``config.json`` value whose kind differs from the default's: a
+    string, list or object where the configuration's default is a number, or a non-boolean where it is a
+    boolean (``"hidden_size": "x"`` would otherwise fail deep inside the model's arithmetic)."""
+    defaults = config_class().to_dict()
+    for key, value in values.items():
+        default = defaults.get(key)
+        if isinstance(default, bool):
+            wrong, kind = value is not None and not isinstance(value, bool), "true or false"
+        elif isinstance(default, (int, float)):
+            wrong, kind = isinstance(value, (str, list, dict)), "a number"
+        else:
+            continue
+        if wrong:
+            raise InputError(f"invalid model configuration: {key} must be {kind}, got {value!r}", path=path)
+
+
 def read_model_config(folder: str | Path):
     """The configuration of the language model in ``folder`` (its ``config.json``).
 
@@ -119,6 +136,7 @@ def read_model_config(folder: str | Path):
             "nor a transformers one",
             path=path,
         )
+    _check_value_types(values, CONFIG_MAPPING[model_type], path)
     try:
         config = AutoConfig.from_pretrained(folder)
     except (OSError, ValueError, TypeError, KeyError) as e:

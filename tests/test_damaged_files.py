@@ -51,6 +51,11 @@ def _unknown_model_type(folder: Path) -> None:
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "no-such-model"}))
 
 
+def _config_value_of_the_wrong_kind(folder: Path) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": "x"}))
+
+
 def _pair_classifier(folder: Path) -> None:
     (folder / "config.json").unlink()
     REGISTRY["gaussian-transformer"].config_class().save_pretrained(folder)
@@ -88,6 +93,11 @@ CASES = {
         lambda f, sf: _unknown_model_type(f),
         "config.json",
         "unknown model_type 'no-such-model': neither a syntaxformer model (",
+    ),
+    "a config value of the wrong kind": (
+        lambda f, sf: _config_value_of_the_wrong_kind(f),
+        "config.json",
+        "invalid model configuration: hidden_size must be a number, got 'x'",
     ),
     "a pair classifier": (
         lambda f, sf: _pair_classifier(f),
