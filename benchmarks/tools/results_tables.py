@@ -260,6 +260,13 @@ def part_scores(rows: list[dict], part: str, system: str | None = None, field: s
     return [r["parts"][part][system or model_key(r)][field] for r in rows]
 
 
+def train_minutes(report: dict) -> float:
+    """A run's minutes of training: its report's training stage, or for a resumed run whose report names its
+    resumes, the optimizer steps' minutes summed over all its processes (``minutes.train`` is the last one's)."""
+    training = report["training"]
+    return training["train_minutes_total"] if training.get("resumed_from_steps") else report["minutes"]["train"]
+
+
 def compute(rows: list[dict]) -> str:
     """Steps and training minutes of a group, from the reports: a run's training stage, or for a resumed run
     whose report has them, its optimizer steps' minutes over all its processes (an older resumed run's clock
@@ -269,8 +276,7 @@ def compute(rows: list[dict]) -> str:
     resumed = [r for r in rows if r["training"].get("resumed_from_steps")]
     timed = [r for r in rows if r["training"].get("tokens_per_second")]
     devices = sorted({"GPU" if str(r["training"]["device"]).startswith("cuda") else "CPU" for r in timed})
-    spent = [r["training"]["train_minutes_total"] if r in resumed else r["minutes"]["train"] for r in timed]
-    minutes = span(spent) + f" min, {'/'.join(devices)}" if timed else "–"
+    minutes = span([train_minutes(r) for r in timed]) + f" min, {'/'.join(devices)}" if timed else "–"
     if resumed:
         minutes += f" (seed {', '.join(str(r['seed']) for r in resumed)}: resumed, minutes summed over its runs)"
     untimed = [str(r["seed"]) for r in rows if r not in timed]
@@ -621,7 +627,7 @@ def induce_structformer_paper_seeds() -> str:
         ]
         for (label, r), c in zip(runs, curves)
     ]
-    seed_curves = [dev_by_epoch(r) for r in seeds]
+    seed_curves = curves[-len(seeds) :]
     rows.append(
         [
             f"seeds {seeds_of(seeds)}",
