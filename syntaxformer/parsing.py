@@ -93,14 +93,20 @@ def _one_line(error: BaseException, limit: int = 200) -> str:
 
 def _check_value_types(values: dict, config_class, path: Path) -> None:
     """Raise :class:`InputError` for a ``config.json`` value whose kind differs from the default's: a
-    string, list or object where the configuration's default is a number, or a non-boolean where it is a
-    boolean (``"hidden_size": "x"`` would otherwise fail deep inside the model's arithmetic)."""
+    string, list or object where the configuration's default is a number, a fraction or boolean where it
+    is a whole number, or a non-boolean where it is a boolean (``"hidden_size": "x"`` or
+    ``"num_hidden_layers": 2.0`` would otherwise fail deep inside the model's construction)."""
     defaults = config_class().to_dict()
     for key, value in values.items():
         default = defaults.get(key)
         if isinstance(default, bool):
             wrong, kind = value is not None and not isinstance(value, bool), "true or false"
-        elif isinstance(default, (int, float)):
+        elif isinstance(default, int):
+            wrong, kind = (
+                value is not None and (isinstance(value, bool) or not isinstance(value, int)),
+                "a whole number",
+            )
+        elif isinstance(default, float):
             wrong, kind = isinstance(value, (str, list, dict)), "a number"
         else:
             continue

@@ -51,9 +51,9 @@ def _unknown_model_type(folder: Path) -> None:
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "no-such-model"}))
 
 
-def _config_value_of_the_wrong_kind(folder: Path) -> None:
+def _config_value(folder: Path, key: str, value) -> None:
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": "x"}))
+    (folder / "config.json").write_text(json.dumps({**config, key: value}))
 
 
 def _pair_classifier(folder: Path) -> None:
@@ -95,9 +95,19 @@ CASES = {
         "unknown model_type 'no-such-model': neither a syntaxformer model (",
     ),
     "a config value of the wrong kind": (
-        lambda f, sf: _config_value_of_the_wrong_kind(f),
+        lambda f, sf: _config_value(f, "hidden_dropout_prob", "x"),
         "config.json",
-        "invalid model configuration: hidden_size must be a number, got 'x'",
+        "invalid model configuration: hidden_dropout_prob must be a number, got 'x'",
+    ),
+    "a fraction for a count": (
+        lambda f, sf: _config_value(f, "num_hidden_layers", 2.0),
+        "config.json",
+        "invalid model configuration: num_hidden_layers must be a whole number, got 2.0",
+    ),
+    "no attention heads": (
+        lambda f, sf: _config_value(f, "num_attention_heads", 0),
+        "config.json",
+        "invalid model configuration: num_attention_heads must be a positive whole number, got 0",
     ),
     "a pair classifier": (
         lambda f, sf: _pair_classifier(f),
@@ -179,3 +189,13 @@ def test_parse_process_stderr_is_the_one_line(spoiled, case, tmp_path):
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"syntaxformer parse: error: {named}: {message}"), result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("architecture", ["tree-transformer", "structformer", "on-lstm-san", "gaussian-transformer"])
+@pytest.mark.parametrize("heads", [2.0, 0, -2, True])
+def test_configurations_name_a_count_that_is_not_a_positive_whole_number(architecture, heads):
+    """Built directly (``AutoConfig``, ``--set``), not only through the loader: the key is named."""
+    config_class = REGISTRY[architecture].config_class
+    with pytest.raises(ValueError, match=rf"^num_attention_heads must be a positive whole number, got {heads!r}$"):
+        config_class(num_attention_heads=heads)
+    assert config_class(num_attention_heads=2, hidden_size=64).num_attention_heads == 2

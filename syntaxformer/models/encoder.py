@@ -26,6 +26,7 @@ columns of the output projection.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -289,6 +290,15 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc_out(self.dropout(F.gelu(self.fc_in(x))))
+
+
+def check_positive_sizes(**sizes) -> None:
+    """Raises ValueError naming the first of ``sizes`` (widths, counts: ``hidden_size=512``, ...) that is
+    not a positive whole number (a float, a bool, zero or below), so a damaged configuration fails with
+    its key named instead of deep inside a layer's construction (``range(2.0)``, ``512 % 0``)."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
 
 
 #: initialisations of the residual branches' output projections (``config.residual_init``)

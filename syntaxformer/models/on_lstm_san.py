@@ -41,6 +41,7 @@ from .encoder import (
     HeadPruningMixin,
     MultiHeadSelfAttention,
     PreLNEncoder,
+    check_positive_sizes,
     normalise_pruned_heads,
     sinusoidal_positions,
 )
@@ -172,6 +173,14 @@ class OnLstmSanConfig(PretrainedConfig):
         check_prior(prior)
         if cell_kernel not in CELL_KERNELS:
             raise ValueError(f"unknown cell_kernel {cell_kernel!r}; expected one of {CELL_KERNELS}")
+        check_positive_sizes(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            chunk_size=chunk_size,
+            num_attention_heads=num_attention_heads,
+            intermediate_size=intermediate_size,
+            max_position_embeddings=max_position_embeddings,
+        )
         if hidden_size % chunk_size or hidden_size % num_attention_heads:
             raise ValueError(
                 f"hidden_size {hidden_size} must be a multiple of chunk_size {chunk_size} and of "
