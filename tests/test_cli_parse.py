@@ -263,6 +263,30 @@ def test_empty_or_missing_input_file(capsys, tt, tmp_path, content):
     assert not (tmp_path / "o").exists()
 
 
+def test_an_output_folder_that_cannot_be_made(capsys, tt, text_file, tmp_path):
+    """``--out`` naming a file, or a folder inside a file: one line naming the path, status 1."""
+    a_file = tmp_path / "trees.txt"
+    a_file.write_text("keep me\n")
+    code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", a_file)
+    assert (code, out) == (1, "")
+    assert err == f"syntaxformer parse: error: {a_file}: exists and is not a folder\n"
+    code, out, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", a_file / "out")
+    assert (code, out) == (1, "")
+    assert err == f"syntaxformer parse: error: {a_file / 'out'}: Not a directory\n"
+    assert a_file.read_text() == "keep me\n"
+
+
+def test_an_os_error_without_a_path_is_not_hidden(monkeypatch, tt, text_file, tmp_path):
+    """Only file-system errors about a named path are user input; any other OSError propagates."""
+
+    def fail(*args, **kwargs):
+        raise OSError("not about a path")
+
+    monkeypatch.setattr("syntaxformer.workflows.parse.write_outputs", fail)
+    with pytest.raises(OSError, match="^not about a path$"):
+        main(["parse", "--model", str(tt), "--input", str(text_file), "--out", str(tmp_path / "o")])
+
+
 def test_batch_size_zero(capsys, tt, text_file, tmp_path):
     code, _, err = _run(capsys, "parse", "--model", tt, "--input", text_file, "--out", tmp_path, "--batch-size", "0")
     assert code == 1 and "--batch-size" in err and err.count("\n") == 1

@@ -2,7 +2,9 @@
 
 Each sub-command module defines ``add_parser(subparsers)`` (which registers its parser and sets
 ``func`` to its ``run(args)``). :class:`syntaxformer.errors.InputError` from any command is printed
-as one line and ends the process with status 1; nothing else is caught.
+as one line and ends the process with status 1, and so is an ``OSError`` about a named path (an
+``--out`` that is a file, a folder not writable, a full disk: :func:`file_system_message`); nothing
+else is caught.
 """
 
 from __future__ import annotations
@@ -115,7 +117,20 @@ def run_command(argv: list[str]) -> int:
     except InputError as e:
         print(f"syntaxformer {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:
+        if e.filename is None:
+            raise
+        print(f"syntaxformer {args.command}: error: {file_system_message(e)}", file=sys.stderr)
+        return 1
     return int(result or 0)
+
+
+def file_system_message(error: OSError) -> str:
+    """One line for an ``OSError`` about a named path: the path and the system's reason
+    (``out: exists and is not a folder`` for a folder to be made where a file is)."""
+    if isinstance(error, FileExistsError):
+        return f"{error.filename}: exists and is not a folder"
+    return f"{error.filename}: {error.strerror or error}"
 
 
 if __name__ == "__main__":  # pragma: no cover
