@@ -452,6 +452,9 @@ def test_read_text(tmp_path, caplog):
     with pytest.raises(InputError, match="no such") as info:
         read_text(tmp_path / "missing.txt")
     assert info.value.path == str(tmp_path / "missing.txt")
+    with pytest.raises(InputError, match=r"^.+: a folder, not a text file \(one sentence per line\)$") as info:
+        read_text(tmp_path)
+    assert info.value.path == str(tmp_path)
 
 
 def test_load_corpus(tmp_path, ptb_gold):

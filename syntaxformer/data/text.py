@@ -49,6 +49,8 @@ def read_text(path: str | os.PathLike, keep_blank: bool = False) -> list[list[st
         InputError: missing or unreadable path, non-UTF-8 text, or no sentence at all (an empty or
             blank file), naming the file.
     """
+    if os.path.isdir(path):
+        raise InputError("a folder, not a text file (one sentence per line)", path=os.fspath(path))
     if not os.path.isfile(path):
         raise InputError("no such text file", path=os.fspath(path))
     return parse_text(read_text_file(Path(path)), os.fspath(path), keep_blank=keep_blank)
