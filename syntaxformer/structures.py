@@ -85,22 +85,23 @@ class DecoderOptions:
         def is_int(v) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
 
-        problems = [
-            name
-            for name, ok in (
-                ("layer", self.layer is None or is_int(self.layer)),
-                ("min_layer", self.min_layer is None or is_int(self.min_layer)),
-                ("threshold", isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)),
-                (
-                    "descend_threshold",
-                    self.descend_threshold is None or isinstance(self.descend_threshold, (int, float)),
-                ),
-                ("dependency", self.dependency in DEPENDENCY_DECODERS),
-            )
-            if not ok
-        ]
+        def is_number(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        checks = (
+            ("layer", self.layer is None or is_int(self.layer), "a whole number or null"),
+            ("min_layer", self.min_layer is None or is_int(self.min_layer), "a whole number or null"),
+            ("threshold", is_number(self.threshold), "a number"),
+            (
+                "descend_threshold",
+                self.descend_threshold is None or is_number(self.descend_threshold),
+                "a number or null",
+            ),
+            ("dependency", self.dependency in DEPENDENCY_DECODERS, " or ".join(DEPENDENCY_DECODERS)),
+        )
+        problems = [f"{name} {getattr(self, name)!r} (expected {kind})" for name, ok, kind in checks if not ok]
         if problems:
-            raise InputError(f"bad decoder setting(s) {', '.join(problems)} in {self.to_dict()}", path=path)
+            raise InputError(f"bad decoder setting(s): {'; '.join(problems)}", path=path)
         if self.layer is not None and self.min_layer is not None:
             raise InputError(
                 "a layer (single-layer decoder) and a minimum layer (Algorithm 1) exclude each other", path=path

@@ -163,7 +163,12 @@ def test_the_shipped_parser_reads_its_report():
     "content, message",
     [
         ('{"threshold": 0.8, "beam": 3}', "unknown decoder setting"),
-        ('{"min_layer": "two"}', "bad decoder setting"),
+        ('{"min_layer": "two"}', r"bad decoder setting\(s\): min_layer 'two' \(expected a whole number or null\)$"),
+        (
+            '{"threshold": true, "dependency": "eisner"}',
+            r"bad decoder setting\(s\): threshold True \(expected a number\); dependency 'eisner' \(expected mst or"
+            r" argmax\)$",
+        ),
         ('{"layer": 1, "min_layer": 0}', "exclude each other"),
         ("[1, 2]", "expected a JSON object"),
         ("{", "unreadable JSON"),

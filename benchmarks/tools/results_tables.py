@@ -181,6 +181,11 @@ INDUCE = {
         "the same command for 26 epochs (`--epochs 26`), seeds 0, 1, 2 (seed 1: the shipped `structformer-ptb-lm`)",
         "structformer-paper-mini-cpu-26ep-seed[0-9].json",
     ),
+    "sf-paper-cpu-42ep": (
+        "the same command for 42 epochs (`--epochs 42`), seeds 1 and 2 (their 26-epoch runs continued with "
+        "`--resume`)",
+        "structformer-paper-mini-cpu-42ep-seed[0-9].json",
+    ),
     "on-lstm": ("ON-LSTM, `induce --architecture on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
     "on-lstm-paper-cpu": (
         "ON-LSTM, `induce --architecture on-lstm --recipe paper --preset mini` on the CPU: the AWD-LSTM procedure, "
@@ -385,6 +390,7 @@ def induce_test() -> str:
         "sf-small-8000",
         "sf-paper-cpu",
         "sf-paper-cpu-seeds",
+        "sf-paper-cpu-42ep",
         "tt-b256-3500",
         "tt-b256-4500",
         "tt-b512-4500",
@@ -556,7 +562,7 @@ def induce_structformer_paper() -> str:
     1 and 2 for 26 epochs, seed 1 shipped) beside the long recipe at the same size and the StructFormer shipped
     before them: dev and test sentence F1, test UAS (each with its own decoder)."""
     rows = []
-    for key in ("sf-paper-cpu", "sf-paper-cpu-seeds", "shipped-sf", "sf-long", "sf-small-8000-cpu"):
+    for key in ("sf-paper-cpu", "sf-paper-cpu-seeds", "sf-paper-cpu-42ep", "shipped-sf", "sf-long", "sf-small-8000-cpu"):
         reps = group(key)
         uas = [r["parts"]["test"]["dependency"]["structformer"]["uas"] for r in reps]
         rows.append(
@@ -639,6 +645,45 @@ def induce_structformer_paper_seeds() -> str:
     )
     header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1", "training"]
     return markdown(header, rows, "l" + "r" * (len(epochs) + 2) + "l")
+
+
+#: the epochs at which the longer runs' dev curves are compared, from where the three-seed runs stopped
+LONGER_EPOCHS = (26, 30, 34, 38)
+
+
+@table("induce-structformer-paper-longer")
+def induce_structformer_paper_longer() -> str:
+    """The 26-epoch runs continued with ``--resume`` toward the authors' 100 epochs: each run's dev sentence F1
+    after 26, 30, 34, 38 epochs and at the last epoch both reached, then the kept (lowest validation loss)
+    model's dev and test F1 beside its 26-epoch twin's test F1; the mean ± sd over the runs."""
+    longer = group("sf-paper-cpu-42ep")
+    shorter = {r["seed"]: r for r in group("sf-paper-cpu-seeds")}
+    curves = [dev_by_epoch(r) for r in longer]
+    common = min(max(c) for c in curves)
+    epochs = [e for e in LONGER_EPOCHS if e < common] + [common]
+    rows = [
+        [
+            f"{r['seed']}",
+            *(f"{c[e]:.2f}" for e in epochs),
+            f"{part_scores([r], 'dev')[0]:.2f}",
+            f"**{part_scores([r], 'test')[0]:.2f}**",
+            f"{part_scores([shorter[r['seed']]], 'test')[0]:.2f}",
+            compute([r]),
+        ]
+        for r, c in zip(longer, curves)
+    ]
+    rows.append(
+        [
+            f"seeds {seeds_of(longer)}",
+            *(mean_sd([c[e] for c in curves]) for e in epochs),
+            mean_sd(part_scores(longer, "dev")),
+            f"**{mean_sd(part_scores(longer, 'test'))}**",
+            mean_sd(part_scores([shorter[r["seed"]] for r in longer], "test")),
+            "",
+        ]
+    )
+    header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1", "test F1 at 26 epochs", "training"]
+    return markdown(header, rows, "l" + "r" * (len(epochs) + 3) + "l")
 
 
 @table("induce-on-lstm-layers")
