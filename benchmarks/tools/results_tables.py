@@ -567,7 +567,14 @@ def induce_structformer_paper() -> str:
     1 and 2 for 26 epochs, seeds 1 and 2 for 42, seed 1 of those shipped) beside the long recipe at the same size and the StructFormer shipped
     before them: dev and test sentence F1, test UAS (each with its own decoder)."""
     rows = []
-    for key in ("sf-paper-cpu", "sf-paper-cpu-seeds", "sf-paper-cpu-42ep", "shipped-sf", "sf-long", "sf-small-8000-cpu"):
+    for key in (
+        "sf-paper-cpu",
+        "sf-paper-cpu-seeds",
+        "sf-paper-cpu-42ep",
+        "shipped-sf",
+        "sf-long",
+        "sf-small-8000-cpu",
+    ):
         reps = group(key)
         uas = [r["parts"]["test"]["dependency"]["structformer"]["uas"] for r in reps]
         rows.append(
