@@ -199,3 +199,26 @@ def test_configurations_name_a_count_that_is_not_a_positive_whole_number(archite
     with pytest.raises(ValueError, match=rf"^num_attention_heads must be a positive whole number, got {heads!r}$"):
         config_class(num_attention_heads=heads)
     assert config_class(num_attention_heads=2, hidden_size=64).num_attention_heads == 2
+
+
+@pytest.mark.parametrize("architecture", ["tree-transformer", "structformer", "on-lstm-san", "gaussian-transformer"])
+def test_configurations_say_the_same_thing_of_a_width_the_heads_do_not_divide(architecture):
+    """Every multi-head configuration words it alike: 64 dimensions do not split into 3 heads."""
+    config_class = REGISTRY[architecture].config_class
+    with pytest.raises(ValueError, match=r"^hidden_size 64 is not a multiple of num_attention_heads 3$"):
+        config_class(num_attention_heads=3, hidden_size=64)
+
+
+@pytest.mark.parametrize("architecture", ["on-lstm", "lstm"])
+@pytest.mark.parametrize("layers", [2.0, 0, True])
+def test_recurrent_configurations_name_a_layer_count_that_is_not_a_positive_whole_number(architecture, layers):
+    config_class = REGISTRY[architecture].config_class
+    with pytest.raises(ValueError, match=rf"^num_layers must be a positive whole number, got {layers!r}$"):
+        config_class(num_layers=layers)
+
+
+def test_the_on_lstm_configuration_names_the_width_in_hidden_sizes():
+    with pytest.raises(ValueError, match=r"^hidden_sizes\[1\] must be a positive whole number, got 20\.0$"):
+        REGISTRY["on-lstm"].config_class(num_layers=3, hidden_sizes=[20, 20.0, 400])
+    with pytest.raises(ValueError, match=r"^layer widths \[20, 25, 400\] must be multiples of chunk_size 10$"):
+        REGISTRY["on-lstm"].config_class(num_layers=3, hidden_sizes=[20, 25, 400])

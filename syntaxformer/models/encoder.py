@@ -301,6 +301,20 @@ def check_positive_sizes(**sizes) -> None:
             raise ValueError(f"{name} must be a positive whole number, got {value!r}")
 
 
+def check_attention_sizes(hidden_size, num_attention_heads, **other_sizes) -> None:
+    """The size checks every multi-head configuration shares: ``hidden_size``, ``num_attention_heads``
+    and ``other_sizes`` (``vocab_size=...``, ``num_hidden_layers=...``) must be positive whole numbers
+    (:func:`check_positive_sizes`), and ``hidden_size`` d a multiple of the heads H (each head has d / H
+    dimensions).
+
+    Raises:
+        ValueError: the first size that is not a positive whole number, named; or d not a multiple of H.
+    """
+    check_positive_sizes(hidden_size=hidden_size, num_attention_heads=num_attention_heads, **other_sizes)
+    if hidden_size % num_attention_heads:
+        raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}")
+
+
 #: initialisations of the residual branches' output projections (``config.residual_init``)
 RESIDUAL_INITS = ("xavier", "zero")
 

@@ -53,7 +53,7 @@ from ..priors.constituent import check_constituent_options
 from .encoder import (
     FeedForward,
     PreLNEncoder,
-    check_positive_sizes,
+    check_attention_sizes,
     check_residual_init,
     mark_zero_residual,
     normalise_pruned_heads,
@@ -172,17 +172,15 @@ class GaussianTransformerConfig(PretrainedConfig):
         if classifier_features not in ("concat", "match"):
             raise ValueError(f"classifier_features must be concat or match, got {classifier_features!r}")
         check_residual_init(residual_init)
-        check_positive_sizes(
+        check_attention_sizes(
+            hidden_size,
+            num_attention_heads,
             vocab_size=vocab_size,
-            hidden_size=hidden_size,
             num_hidden_layers=num_hidden_layers,
             num_interaction_layers=num_interaction_layers,
-            num_attention_heads=num_attention_heads,
             intermediate_size=intermediate_size,
             max_position_embeddings=max_position_embeddings,
         )
-        if hidden_size % num_attention_heads:
-            raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         if gaussian_w_init <= 0 or gaussian_b_init > 0:
             raise ValueError(f"the Gaussian prior needs w > 0 and b <= 0, got {gaussian_w_init}, {gaussian_b_init}")
         kwargs.setdefault("id2label", dict(enumerate(LABELS)))

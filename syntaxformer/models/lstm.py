@@ -21,6 +21,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from .encoder import check_positive_sizes
+
 #: the registry name (models/__init__.py)
 NAME = "lstm"
 
@@ -44,7 +46,8 @@ class LstmConfig(PretrainedConfig):
         init_range: embeddings drawn from U(-init_range, init_range) (the public code's 0.1).
         pad_token_id: padding token (padding found from it when no ``attention_mask`` is given).
     Raises:
-        ValueError: a size below 1 or a dropout outside [0, 1).
+        ValueError: a size or count that is not a positive whole number (named), or a dropout outside
+            [0, 1).
     """
 
     model_type = "lstm-encoder"
@@ -62,8 +65,9 @@ class LstmConfig(PretrainedConfig):
         **kwargs,
     ):
         super().__init__(pad_token_id=pad_token_id, **kwargs)
-        if min(vocab_size, embedding_size, hidden_size, num_layers) < 1:
-            raise ValueError("vocab_size, embedding_size, hidden_size and num_layers must be at least 1")
+        check_positive_sizes(
+            vocab_size=vocab_size, embedding_size=embedding_size, hidden_size=hidden_size, num_layers=num_layers
+        )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         self.vocab_size, self.embedding_size, self.hidden_size = vocab_size, embedding_size, hidden_size

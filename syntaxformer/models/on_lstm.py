@@ -111,6 +111,7 @@ from ..blocks.on_lstm import (  # noqa: F401  (the recurrence lives in the block
     syntactic_distance,
 )
 from ..structures import SyntacticDistances
+from .encoder import check_positive_sizes
 
 #: config fields of the named sizes (``make_config("on-lstm", preset, ...)``)
 PRESETS = {
@@ -286,8 +287,9 @@ class OnLstmConfig(PretrainedConfig):
             the device; elsewhere as "autograd"). The same function; float rounding differs.
 
     Raises:
-        ValueError: a width that is not a multiple of ``chunk_size``, ``hidden_sizes`` of the wrong
-            length or (tied) a last width other than ``embedding_size``, a dropout outside [0, 1),
+        ValueError: a size or count that is not a positive whole number (named), a width that is not a
+            multiple of ``chunk_size``, ``hidden_sizes`` of the wrong length or (tied) a last width
+            other than ``embedding_size``, a dropout outside [0, 1),
             ``parse_layer`` out of range, or an unknown ``cell_kernel``.
     """
 
@@ -345,8 +347,14 @@ class OnLstmConfig(PretrainedConfig):
     def _check(self) -> None:
         if self.cell_kernel not in CELL_KERNELS:
             raise ValueError(f"unknown cell_kernel {self.cell_kernel!r}; expected one of {CELL_KERNELS}")
-        if self.num_layers < 1:
-            raise ValueError(f"num_layers must be at least 1, got {self.num_layers}")
+        check_positive_sizes(
+            vocab_size=self.vocab_size,
+            embedding_size=self.embedding_size,
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+            chunk_size=self.chunk_size,
+            **{f"hidden_sizes[{i}]": width for i, width in enumerate(self.hidden_sizes or [])},
+        )
         sizes = self.layer_sizes
         if len(sizes) != self.num_layers:
             raise ValueError(f"hidden_sizes has {len(sizes)} widths for {self.num_layers} layers")
@@ -355,9 +363,8 @@ class OnLstmConfig(PretrainedConfig):
                 f"the last layer's width {sizes[-1]} must equal embedding_size "
                 f"{self.embedding_size} (tied output layer)"
             )
-        bad = [s for s in sizes if s < 1 or s % self.chunk_size]
-        if bad or self.chunk_size < 1:
-            raise ValueError(f"layer widths {sizes} must be positive multiples of chunk_size {self.chunk_size}")
+        if any(width % self.chunk_size for width in sizes):
+            raise ValueError(f"layer widths {sizes} must be multiples of chunk_size {self.chunk_size}")
         for name in _DROPOUTS:
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)}")

@@ -41,7 +41,7 @@ from .encoder import (
     HeadPruningMixin,
     MultiHeadSelfAttention,
     PreLNEncoder,
-    check_positive_sizes,
+    check_attention_sizes,
     normalise_pruned_heads,
     sinusoidal_positions,
 )
@@ -173,19 +173,16 @@ class OnLstmSanConfig(PretrainedConfig):
         check_prior(prior)
         if cell_kernel not in CELL_KERNELS:
             raise ValueError(f"unknown cell_kernel {cell_kernel!r}; expected one of {CELL_KERNELS}")
-        check_positive_sizes(
+        check_attention_sizes(
+            hidden_size,
+            num_attention_heads,
             vocab_size=vocab_size,
-            hidden_size=hidden_size,
             chunk_size=chunk_size,
-            num_attention_heads=num_attention_heads,
             intermediate_size=intermediate_size,
             max_position_embeddings=max_position_embeddings,
         )
-        if hidden_size % chunk_size or hidden_size % num_attention_heads:
-            raise ValueError(
-                f"hidden_size {hidden_size} must be a multiple of chunk_size {chunk_size} and of "
-                f"num_attention_heads {num_attention_heads}"
-            )
+        if hidden_size % chunk_size:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of chunk_size {chunk_size}")
         if num_on_lstm_layers < 1 or num_hidden_layers < 1:
             raise ValueError(f"need at least one layer of each kind, got K={num_on_lstm_layers}, L={num_hidden_layers}")
         for name, p in (("dropouti", dropouti), ("dropouth", dropouth), ("dropoute", dropoute), ("wdrop", wdrop)):

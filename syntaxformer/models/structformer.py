@@ -96,7 +96,7 @@ from ..kernels import triton_runs_on
 from ..structures import DependencyDistribution, SyntacticDistances
 from .encoder import (
     HeadPruningMixin,
-    check_positive_sizes,
+    check_attention_sizes,
     layer_head_masks,
     normalise_pruned_heads,
     prune_head_projections,
@@ -308,19 +308,15 @@ class StructFormerConfig(PretrainedConfig):
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         if position_embeddings < 0:
             raise ValueError(f"position_embeddings must not be negative, got {position_embeddings}")
-        check_positive_sizes(
+        check_attention_sizes(
+            hidden_size,
+            num_attention_heads,
             vocab_size=vocab_size,
-            hidden_size=hidden_size,
             num_hidden_layers=num_hidden_layers,
-            num_attention_heads=num_attention_heads,
             intermediate_size=intermediate_size,
             n_parser_layers=n_parser_layers,
             conv_size=conv_size,
         )
-        if hidden_size % num_attention_heads:
-            raise ValueError(
-                f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}"
-            )
         unknown = [r for r in relations if r not in RELATIONS]
         if unknown or not relations:
             raise ValueError(f"relations must be a non-empty subset of {RELATIONS}, got {relations}")

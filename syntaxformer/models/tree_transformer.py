@@ -43,7 +43,7 @@ from .encoder import (
     MultiHeadSelfAttention,
     PreLNEncoder,
     SinusoidalEmbeddings,
-    check_positive_sizes,
+    check_attention_sizes,
     check_residual_init,
     normalise_pruned_heads,
     sinusoidal_positions,
@@ -277,16 +277,14 @@ class TreeTransformerConfig(PretrainedConfig):
         check_prior(prior)
         check_residual_init(residual_init)
         check_constituent_options(constituent_variant, constituent_scale, constituent_diagonal, constituent_fused)
-        check_positive_sizes(
+        check_attention_sizes(
+            hidden_size,
+            num_attention_heads,
             vocab_size=vocab_size,
-            hidden_size=hidden_size,
             num_hidden_layers=num_hidden_layers,
-            num_attention_heads=num_attention_heads,
             intermediate_size=intermediate_size,
             max_position_embeddings=max_position_embeddings,
         )
-        if hidden_size % num_attention_heads:
-            raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         super().__init__(pad_token_id=pad_token_id, **kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
