@@ -618,12 +618,19 @@ SEED_EPOCHS = (5, 10, 15, 20)
 
 
 def dev_by_epoch(report: dict) -> dict[int, float]:
-    """A run's dev sentence F1 after each whole epoch, from its learning curve (one decoder scored)."""
+    """A run's dev sentence F1 after each whole epoch, from its learning curve: its one decoder's, or where
+    the curve scores several (the ON-LSTM's layers), the report's decoder's (``distance``: the parse layer).
+    A running-text run (the ON-LSTM's paper recipe) validates at each epoch's end, at a step that varies
+    with its window lengths: its epochs are counted by the tokens seen."""
+    running = report["training"].get("running_text")
     per_epoch = round(report["training"]["steps"] / report["training"]["epochs"])
     curve = {}
     for point in report["curve"]["points"]:
-        if point["step"] % per_epoch == 0:
-            (score,) = point["scores"].values()
+        scores = point["scores"]
+        (score,) = scores.values() if len(scores) == 1 else [scores["distance"]]
+        if running:
+            curve[round(point["tokens_seen"] / (running["rows"] * running["tokens_per_row"]))] = score["sentence_f1"]
+        elif point["step"] % per_epoch == 0:
             curve[point["step"] // per_epoch] = score["sentence_f1"]
     return curve
 
@@ -673,12 +680,20 @@ def induce_structformer_paper_longer() -> str:
     """The 26-epoch runs continued with ``--resume`` toward the authors' 100 epochs: each run's dev sentence F1
     after 26, 30, 34, 38 epochs and at the last epoch both reached, then the kept (lowest validation loss)
     model's dev and test F1 beside its 26-epoch twin's test F1; the mean ± sd over the runs."""
-    longer = group("sf-paper-cpu-42ep")
-    shipped = group("shipped-sf")[0]
-    shorter = {r["seed"]: r for r in group("sf-paper-cpu-seeds")}
+    return longer_runs("sf-paper-cpu-42ep", "sf-paper-cpu-seeds", "shipped-sf", LONGER_EPOCHS)
+
+
+def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[int, ...]) -> str:
+    """Runs of group ``key`` continued with ``--resume`` from those of ``shorter_key`` (one per seed): each
+    run's dev sentence F1 after ``at_epochs`` and at the last epoch all reached, the kept model's dev and test
+    F1 beside the shorter twin's test F1, its compute; then the mean ± sd over the runs. The run the shipped
+    parser of ``shipped_key`` comes from is marked."""
+    longer = group(key)
+    shipped = group(shipped_key)[0]
+    shorter = {r["seed"]: r for r in group(shorter_key)}
     curves = [dev_by_epoch(r) for r in longer]
     common = min(max(c) for c in curves)
-    epochs = [e for e in LONGER_EPOCHS if e < common] + [common]
+    epochs = [e for e in at_epochs if e < common] + [common]
     rows = [
         [
             f"{r['seed']}" + (" (shipped)" if is_shipped(r, shipped) else ""),
@@ -700,7 +715,9 @@ def induce_structformer_paper_longer() -> str:
             "",
         ]
     )
-    header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1", "test F1 at 26 epochs", "training"]
+    short_epochs = max(max(dev_by_epoch(shorter[r["seed"]])) for r in longer)
+    header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1"]
+    header += [f"test F1 at {short_epochs} epochs", "training"]
     return markdown(header, rows, "l" + "r" * (len(epochs) + 3) + "l")
 
 
