@@ -17,7 +17,7 @@ from syntaxformer.decoding.spans import brackets
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import balanced, baseline_trees, left_branching, random_binary, right_branching
 from syntaxformer.evaluation.constituency import bracket_scores, evaluate_constituency
-from syntaxformer.evaluation.curve import ParseCurve
+from syntaxformer.evaluation.curve import ParseCurve, curve_decoder_name
 from syntaxformer.figures import plot_parse_curve
 from syntaxformer.parsing import load_model
 from syntaxformer.training.run import train
@@ -142,3 +142,13 @@ def test_curve_figure_draws_each_decoder_and_baseline():
     assert list(ax.lines[2].get_ydata()) == [39.94, 39.94]
     with pytest.raises(ValueError, match="layer5"):
         plot_parse_curve(points, ["layer5"], {})
+
+
+def test_the_curve_key_of_a_reports_decoder():
+    """A single layer names its layer; otherwise the distance split where the curve has it, else Algorithm 1."""
+    on_lstm = ["distance", "layer0", "layer1", "layer2"]
+    tree_transformer = ["algorithm1_m0", "algorithm1_m1", "layer0", "layer1"]
+    assert curve_decoder_name({"layer": 2, "min_layer": None}, on_lstm) == "layer2"
+    assert curve_decoder_name({"layer": None, "min_layer": None}, on_lstm) == "distance"
+    assert curve_decoder_name({"layer": None, "min_layer": 1}, tree_transformer) == "algorithm1_m1"
+    assert curve_decoder_name({"layer": None, "min_layer": None}, tree_transformer) == "algorithm1_m0"

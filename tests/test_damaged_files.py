@@ -222,3 +222,11 @@ def test_the_on_lstm_configuration_names_the_width_in_hidden_sizes():
         REGISTRY["on-lstm"].config_class(num_layers=3, hidden_sizes=[20, 20.0, 400])
     with pytest.raises(ValueError, match=r"^layer widths \[20, 25, 400\] must be multiples of chunk_size 10$"):
         REGISTRY["on-lstm"].config_class(num_layers=3, hidden_sizes=[20, 25, 400])
+
+
+def test_the_on_lstm_configuration_does_not_check_hidden_size_beside_hidden_sizes():
+    """``hidden_sizes`` replaces ``hidden_size``: only the widths used are checked."""
+    config = REGISTRY["on-lstm"].config_class(num_layers=1, hidden_sizes=[400], hidden_size=None, parse_layer=0)
+    assert config.layer_sizes == [400]
+    with pytest.raises(ValueError, match=r"^hidden_size must be a positive whole number, got None$"):
+        REGISTRY["on-lstm"].config_class(hidden_size=None)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks import ROOT
+from syntaxformer.evaluation.curve import curve_decoder_name
 from syntaxformer.pretrained import SHIPPED as SHIPPED_PARSERS
 
 DOCS = ROOT / "docs"
@@ -636,19 +637,23 @@ SEED_EPOCHS = (5, 10, 15, 20)
 
 def dev_by_epoch(report: dict) -> dict[int, float]:
     """A run's dev sentence F1 after each whole epoch, from its learning curve: its one decoder's, or where
-    the curve scores several (the ON-LSTM's layers), the report's decoder's (``distance``: the parse layer).
-    A running-text run (the ON-LSTM's paper recipe) validates at each epoch's end, at a step that varies
-    with its window lengths: its epochs are counted by the tokens seen."""
-    running = report["training"].get("running_text")
-    per_epoch = round(report["training"]["steps"] / report["training"]["epochs"])
+    the curve scores several (the ON-LSTM's layers), the report's decoder's (``curve_decoder_name``). A
+    running-text run (the ON-LSTM's paper recipe) validates at each epoch's end, at a step that varies with
+    its window lengths: its epochs are counted by the tokens seen."""
+    training = report["training"]
+    running = training.get("running_text")
+    per_epoch = round(training["steps"] / training["epochs"])
     curve = {}
     for point in report["curve"]["points"]:
-        scores = point["scores"]
-        (score,) = scores.values() if len(scores) == 1 else [scores["distance"]]
         if running:
-            curve[round(point["tokens_seen"] / (running["rows"] * running["tokens_per_row"]))] = score["sentence_f1"]
+            epoch = round(point["tokens_seen"] / (running["rows"] * running["tokens_per_row"]))
         elif point["step"] % per_epoch == 0:
-            curve[point["step"] // per_epoch] = score["sentence_f1"]
+            epoch = point["step"] // per_epoch
+        else:
+            continue
+        scores = point["scores"]
+        (score,) = scores.values() if len(scores) == 1 else [scores[curve_decoder_name(report["decoder"], scores)]]
+        curve[epoch] = score["sentence_f1"]
     return curve
 
 

@@ -68,4 +68,16 @@ class ParseCurve:
         }
 
 
-__all__ = ["ParseCurve"]
+def curve_decoder_name(decoder: dict, decoders) -> str:
+    """The learning curve's key for the decoder settings ``decoder`` (a report's ``"decoder"``: ``layer``,
+    ``min_layer``, ...) among the curve's keys ``decoders`` (module docstring): ``"layer{l}"`` for a single
+    layer, else ``"distance"`` where the curve has it (StructFormer, ON-LSTM), else Algorithm 1's
+    ``"algorithm1_m{m}"`` (no minimum layer: m = 0)."""
+    if decoder.get("layer") is not None:
+        return f"layer{decoder['layer']}"
+    if "distance" in decoders:
+        return "distance"
+    return f"algorithm1_m{decoder.get('min_layer') or 0}"
+
+
+__all__ = ["ParseCurve", "curve_decoder_name"]

@@ -350,10 +350,13 @@ class OnLstmConfig(PretrainedConfig):
         check_positive_sizes(
             vocab_size=self.vocab_size,
             embedding_size=self.embedding_size,
-            hidden_size=self.hidden_size,
             num_layers=self.num_layers,
             chunk_size=self.chunk_size,
-            **{f"hidden_sizes[{i}]": width for i, width in enumerate(self.hidden_sizes or [])},
+            **(  # the widths used: hidden_sizes where given (hidden_size is then unused), else hidden_size
+                {f"hidden_sizes[{i}]": width for i, width in enumerate(self.hidden_sizes)}
+                if self.hidden_sizes is not None
+                else {"hidden_size": self.hidden_size}
+            ),
         )
         sizes = self.layer_sizes
         if len(sizes) != self.num_layers:

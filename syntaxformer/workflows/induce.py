@@ -32,6 +32,7 @@ from syntaxformer.data.wikitext import WIKITEXT_2
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.baselines import run_baselines
 from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency, read_gold_brackets
+from syntaxformer.evaluation.curve import curve_decoder_name
 from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
@@ -386,14 +387,7 @@ def _curve_figure(out: Path, info: dict, report: dict, golds: dict, protocol: Pr
     ``protocol`` they are scored again with ``prpn`` on the same gold part, ``golds[part]``)."""
     points = info["parse_curve"]["points"]
     decoders = list(points[0]["scores"])
-    decoder = report["decoder"]
-    main = (
-        f"layer{decoder['layer']}"
-        if decoder["layer"] is not None
-        else "distance"
-        if "distance" in decoders
-        else f"algorithm1_m{decoder['min_layer'] or 0}"
-    )
+    main = curve_decoder_name(report["decoder"], decoders)
     shown = [main] + [d for d in decoders if d.startswith("layer") and d != main][:6]
     part = "dev" if "dev" in report["parts"] else "all"
     scored = report["parts"][part] if protocol is None else run_baselines(golds[part], random_seeds(report["seed"]))
