@@ -46,3 +46,14 @@ def test_mean_and_sample_sd_by_hand():
     assert results_tables.mean_sd([40.2066]) == "40.21"
     assert results_tables.mean_sd([]) == "–"
     assert results_tables.span([17.86, 24.67, 24.71]) == "17.9–24.7"
+
+
+def test_a_longer_run_is_paired_only_with_the_run_it_was_resumed_from():
+    def run(seed, steps, resumed_from=()):
+        return {"seed": seed, "training": {"steps": steps, "resumed_from_steps": list(resumed_from)}}
+
+    shorter = [run(0, 5616), run(1, 5616), run(2, 5616)]
+    assert results_tables.shorter_twin(run(1, 9072, [4470, 5616, 6264]), shorter) is shorter[1]
+    assert results_tables.shorter_twin(run(0, 9072), shorter) is None  # trained from the start
+    assert results_tables.shorter_twin(run(0, 9072, [6000]), shorter) is None  # continued from another run
+    assert results_tables.shorter_twin(run(3, 9072, [5616]), shorter) is None  # no run of its seed

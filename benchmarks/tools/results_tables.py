@@ -706,13 +706,14 @@ def induce_structformer_paper_longer() -> str:
 
 
 def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[int, ...]) -> str:
-    """Runs of group ``key`` continued with ``--resume`` from those of ``shorter_key`` (one per seed): each
-    run's dev sentence F1 after ``at_epochs`` and at the last epoch all reached, the kept model's dev and test
-    F1 beside the shorter twin's test F1, its compute; then the mean ± sd over the runs. The run the shipped
-    parser of ``shipped_key`` comes from is marked."""
+    """Runs of group ``key``, longer than those of ``shorter_key``: each run's dev sentence F1 after
+    ``at_epochs`` and at the last epoch all reached, the kept model's dev and test F1 beside its shorter twin's
+    test F1 (the run of the same seed it was continued from with ``--resume``, :func:`shorter_twin`; "–" for a
+    run trained from the start), its compute; then the mean ± sd over the runs (the twins' over the seeds that
+    have one). The run the shipped parser of ``shipped_key`` comes from is marked."""
     longer = group(key)
     shipped = group(shipped_key)[0]
-    shorter = {r["seed"]: r for r in group(shorter_key)}
+    twins = [shorter_twin(r, group(shorter_key)) for r in longer]
     curves = [dev_by_epoch(r) for r in longer]
     common = min(max(c) for c in curves)
     epochs = [e for e in at_epochs if e < common] + [common]
@@ -722,25 +723,38 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
             *(f"{c[e]:.2f}" for e in epochs),
             f"{part_scores([r], 'dev')[0]:.2f}",
             f"**{part_scores([r], 'test')[0]:.2f}**",
-            f"{part_scores([shorter[r['seed']]], 'test')[0]:.2f}",
+            f"{part_scores([twin], 'test')[0]:.2f}" if twin else "–",
             compute([r]),
         ]
-        for r, c in zip(longer, curves)
+        for r, c, twin in zip(longer, curves, twins)
     ]
+    continued = [twin for twin in twins if twin]
+    twin_mean = mean_sd(part_scores(continued, "test"))
+    if len(continued) < len(longer):
+        twin_mean += f" (seeds {seeds_of(continued)})"
     rows.append(
         [
             f"seeds {seeds_of(longer)}",
             *(mean_sd([c[e] for c in curves]) for e in epochs),
             mean_sd(part_scores(longer, "dev")),
             f"**{mean_sd(part_scores(longer, 'test'))}**",
-            mean_sd(part_scores([shorter[r["seed"]] for r in longer], "test")),
+            twin_mean,
             "",
         ]
     )
-    short_epochs = max(max(dev_by_epoch(shorter[r["seed"]])) for r in longer)
+    short_epochs = max(max(dev_by_epoch(twin)) for twin in continued)
     header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1"]
     header += [f"test F1 at {short_epochs} epochs", "training"]
     return markdown(header, rows, "l" + "r" * (len(epochs) + 3) + "l")
+
+
+def shorter_twin(report: dict, shorter: list[dict]) -> dict | None:
+    """The run of ``shorter`` that ``report`` was continued from with ``--resume``: the same seed, its last
+    step one ``report`` resumed from (``training.resumed_from_steps``); None for a run trained from the
+    start or continued from another."""
+    resumed = report["training"].get("resumed_from_steps") or []
+    found = [r for r in shorter if r["seed"] == report["seed"] and r["training"]["steps"] in resumed]
+    return found[0] if found else None
 
 
 @table("induce-on-lstm-layers")
