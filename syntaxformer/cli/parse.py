@@ -25,7 +25,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "parse",
         help="induce trees for sentences with a trained model",
-        description="Parse sentences with a trained Tree Transformer or StructFormer. Input: a text "
+        description="Parse sentences with a trained Tree Transformer, StructFormer or ON-LSTM. Input: a text "
         "file (one sentence per line, whitespace-tokenised), '-' for standard input, or "
         "--treebank (its gold trees' words after the PRPN preprocessing). Output: without --out, "
         "one bracketed tree per input line on standard output (a blank line gives the empty tree "

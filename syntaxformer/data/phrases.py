@@ -11,10 +11,11 @@ phrases (``train --phrases``; a prior whose ``structure_input`` is ``"phrases"``
   so the sentences are the usual training words (``--corpus ptb-sample --phrases gold`` trains on the
   same words as ``--corpus ptb-sample``). With ``--trees gold`` as well, the sentences come from the
   dependency source and each gold constituency tree must have the same words.
-* ``induced:MODEL_DIR``: the trees a trained Tree Transformer or StructFormer induces for the
-  sentences, decoded as ``syntaxformer parse`` decodes them by default
+* ``induced:MODEL_DIR``: the trees a trained parser (Tree Transformer, StructFormer or ON-LSTM)
+  induces for the sentences, decoded as ``syntaxformer parse`` decodes them
   (:func:`syntaxformer.parsing.model_structures` and :func:`~syntaxformer.parsing.decode` with the
-  default :class:`~syntaxformer.structures.DecoderOptions`), computed once before training.
+  model's own decoder settings, :func:`~syntaxformer.parsing.resolve_decoder_options`), computed once
+  before training (:mod:`syntaxformer.sources.induced`).
 
 Each tree is cut at the level the reading prior gives (its ``tree_level(config)``, default 1) by
 :func:`~syntaxformer.decoding.phrases.tree_phrases`. :func:`token_phrase_ids` maps the

@@ -46,8 +46,8 @@ class ParseCurve:
         """Parse the treebank with ``model`` as it is now and score every decoder.
 
         Args:
-            model: a Tree Transformer or StructFormer masked LM (any device); put in evaluation mode
-                for the pass and back in its previous mode after.
+            model: a trained parser's language model (Tree Transformer, StructFormer, ON-LSTM; any
+                device); put in evaluation mode for the pass and back in its previous mode after.
             tokenizer: its tokenizer.
         Returns:
             ``{decoder name: {"sentence_f1", "corpus_f1"}}`` in percent (module docstring).

@@ -138,8 +138,8 @@ _PHRASES_HELP = (
     "a constituency tree per sentence, cut at the reading prior's tree level (mgsa_tree_level) into the phrases "
     "of the multi-granularity prior's 'tree' heads (required there, refused for other models). gold = the gold "
     "trees of the treebank --corpus names (ptb-sample, a .mrg / bracketed file); induced:MODEL_DIR = the trees a "
-    "trained Tree Transformer or StructFormer induces for each sentence (as parse decodes them); may be given "
-    "with --trees (default: none)"
+    "trained parser (Tree Transformer, StructFormer or ON-LSTM) induces for each sentence (as parse decodes them); "
+    "may be given with --trees (default: none)"
 )
 
 
