@@ -48,12 +48,20 @@ def test_mean_and_sample_sd_by_hand():
     assert results_tables.span([17.86, 24.67, 24.71]) == "17.9–24.7"
 
 
-def test_a_longer_run_is_paired_only_with_the_run_it_was_resumed_from():
-    def run(seed, steps, resumed_from=()):
-        return {"seed": seed, "training": {"steps": steps, "resumed_from_steps": list(resumed_from)}}
+def test_a_longer_run_is_paired_only_with_the_run_it_continues():
+    def run(seed, steps, resumed_from=(), curve=()):
+        points = [{"step": step, "scores": {"distance": {"sentence_f1": f1}}} for step, f1 in curve]
+        return {
+            "seed": seed,
+            "training": {"steps": steps, "resumed_from_steps": list(resumed_from)},
+            "curve": {"points": points},
+        }
 
-    shorter = [run(0, 5616), run(1, 5616), run(2, 5616)]
-    assert results_tables.shorter_twin(run(1, 9072, [4470, 5616, 6264]), shorter) is shorter[1]
-    assert results_tables.shorter_twin(run(0, 9072), shorter) is None  # trained from the start
-    assert results_tables.shorter_twin(run(0, 9072, [6000]), shorter) is None  # continued from another run
-    assert results_tables.shorter_twin(run(3, 9072, [5616]), shorter) is None  # no run of its seed
+    shorter = [run(0, 20, curve=[(0, 16.2), (10, 30.5), (20, 29.5)]), run(1, 20, curve=[(0, 16.2), (10, 31.0)])]
+    assert results_tables.shorter_twin(run(1, 40, [20]), shorter) is shorter[1]  # resumed from its last step
+    assert results_tables.shorter_twin(run(1, 40, [15]), shorter) is None  # resumed from another run
+    same_run = run(0, 40, curve=[(0, 16.2), (10, 30.5), (20, 29.5), (30, 33.3)])
+    assert results_tables.shorter_twin(same_run, shorter) is shorter[0]  # the same curve, run again from the start
+    parted = run(0, 40, curve=[(0, 16.2), (10, 30.5), (20, 29.4), (30, 33.3)])
+    assert results_tables.shorter_twin(parted, shorter) is None  # parted at step 20
+    assert results_tables.shorter_twin(run(2, 40, [20], [(0, 16.2)]), shorter) is None  # no run of its seed

@@ -708,8 +708,7 @@ def induce_structformer_paper_longer() -> str:
 def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[int, ...]) -> str:
     """Runs of group ``key``, longer than those of ``shorter_key``: each run's dev sentence F1 after
     ``at_epochs`` and at the last epoch all reached, the kept model's dev and test F1 beside its shorter twin's
-    test F1 (the run of the same seed it was continued from with ``--resume``, :func:`shorter_twin`; "–" for a
-    run trained from the start), its compute; then the mean ± sd over the runs (the twins' over the seeds that
+    test F1 (the run it continues, :func:`shorter_twin`; "–" where there is none), its compute; then the mean ± sd over the runs (the twins' over the seeds that
     have one). The run the shipped parser of ``shipped_key`` comes from is marked."""
     longer = group(key)
     shipped = group(shipped_key)[0]
@@ -749,12 +748,19 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
 
 
 def shorter_twin(report: dict, shorter: list[dict]) -> dict | None:
-    """The run of ``shorter`` that ``report`` was continued from with ``--resume``: the same seed, its last
-    step one ``report`` resumed from (``training.resumed_from_steps``); None for a run trained from the
-    start or continued from another."""
+    """The run of ``shorter`` that ``report`` is the continuation of: the same seed, and either ``report``
+    was resumed from its last step (``training.resumed_from_steps``) or ``report``'s dev curve repeats every
+    point of its curve exactly (the same training run again, from the start); None for any other run (e.g.
+    one whose arithmetic parted from it on another machine)."""
     resumed = report["training"].get("resumed_from_steps") or []
-    found = [r for r in shorter if r["seed"] == report["seed"] and r["training"]["steps"] in resumed]
-    return found[0] if found else None
+    points = {p["step"]: p["scores"] for p in report.get("curve", {}).get("points", [])}
+    for run in shorter:
+        if run["seed"] != report["seed"]:
+            continue
+        curve = run.get("curve", {}).get("points", [])
+        if run["training"]["steps"] in resumed or (curve and all(points.get(p["step"]) == p["scores"] for p in curve)):
+            return run
+    return None
 
 
 @table("induce-on-lstm-layers")
