@@ -184,8 +184,8 @@ INDUCE = {
         "structformer-paper-mini-cpu-26ep-seed[0-9].json",
     ),
     "sf-paper-cpu-42ep": (
-        "the same command for 42 epochs (`--epochs 42`), seeds 1 and 2 (their 26-epoch runs continued with "
-        "`--resume`; seed 1: the shipped `structformer-ptb-lm`)",
+        "the same command for 42 epochs (`--epochs 42`), seeds 0, 1, 2 (seed 0 in one run, the shipped "
+        "`structformer-ptb-lm`; seeds 1 and 2: their 26-epoch runs continued with `--resume`)",
         "structformer-paper-mini-cpu-42ep-seed[0-9].json",
     ),
     "on-lstm": ("ON-LSTM, `induce --architecture on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
@@ -204,7 +204,7 @@ INDUCE = {
     ),
     "shipped-sf": (
         "shipped `structformer-ptb-lm` (the default: mini, ptb-lm text, `--recipe paper` on the CPU, 42 of its "
-        "100 epochs, the better of two seeds on dev)",
+        "100 epochs, the best of three seeds on dev)",
         SHIPPED_SF,
     ),
     "sf-small-8000-cpu": (
@@ -328,13 +328,13 @@ README_ROWS = [
     ),
     (
         "sf-paper-cpu-42ep",
-        "the same with `--epochs 42` (42 of 100 epochs; seeds 1 and 2)",
+        "the same with `--epochs 42` (42 of 100 epochs)",
         None,
     ),
     (
         "shipped-sf",
         "the shipped parser `structformer-ptb-lm` (StructFormer, the default: mini, `--recipe paper`, 42 of 100"
-        " epochs, the better seed on dev)",
+        " epochs, the best of three seeds on dev)",
         "structformer",
     ),
     ("on-lstm", "ON-LSTM, `induce --architecture on-lstm`", None),
