@@ -79,7 +79,7 @@ def test_load_pretrained_gives_a_float32_on_lstm_by_name():
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     report = json.loads((pretrained_folder("on-lstm-ptb-lm") / "report.json").read_text())
     assert info["steps"] == report["training"]["steps"] == 12323
-    assert report["training"]["running_text"]["selected"]["step"] == 12323  # the best validation perplexity's: the last epoch's
+    assert report["training"]["running_text"]["selected"]["step"] == 12323  # the best perplexity: the last epoch
 
 
 def test_load_pretrained_gives_a_float32_structformer_by_name():
