@@ -184,9 +184,13 @@ INDUCE = {
         "structformer-paper-mini-cpu-26ep-seed[0-9].json",
     ),
     "sf-paper-cpu-42ep": (
-        "the same command for 42 epochs (`--epochs 42`), seeds 0, 1, 2 (seed 0 in one run, the shipped "
-        "`structformer-ptb-lm`; seeds 1 and 2: their 26-epoch runs continued with `--resume`)",
+        "the same command for 42 epochs (`--epochs 42`), seeds 0, 1, 2 (seed 0 in one run; seeds 1 and 2: their "
+        "26-epoch runs continued with `--resume`)",
         "structformer-paper-mini-cpu-42ep-seed[0-9].json",
+    ),
+    "sf-paper-cpu-longer": (
+        "seed 0's 42-epoch run continued with `--resume --epochs 100`, stopped by a signal after 58 epochs (the shipped `structformer-ptb-lm`)",
+        "structformer-paper-mini-cpu-longer-seed[0-9].json",
     ),
     "on-lstm": ("ON-LSTM, `induce --architecture on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
     "on-lstm-paper-cpu": (
@@ -204,8 +208,8 @@ INDUCE = {
         SHIPPED_ON_LSTM,
     ),
     "shipped-sf": (
-        "shipped `structformer-ptb-lm` (the default: mini, ptb-lm text, `--recipe paper` on the CPU, 42 of its "
-        "100 epochs, the best of three seeds on dev)",
+        "shipped `structformer-ptb-lm` (the default: mini, ptb-lm text, `--recipe paper` on the CPU, 58 of its "
+        "100 epochs: seed 0, the best of the 42-epoch seeds on dev, continued)",
         SHIPPED_SF,
     ),
     "sf-small-8000-cpu": (
@@ -334,8 +338,8 @@ README_ROWS = [
     ),
     (
         "shipped-sf",
-        "the shipped parser `structformer-ptb-lm` (StructFormer, the default: mini, `--recipe paper`, 42 of 100"
-        " epochs, the best of three seeds on dev)",
+        "the shipped parser `structformer-ptb-lm` (StructFormer, the default: mini, `--recipe paper`, 58 of 100"
+        " epochs)",
         "structformer",
     ),
     ("on-lstm", "ON-LSTM, `induce --architecture on-lstm`", None),
@@ -413,6 +417,7 @@ def induce_test() -> str:
         "sf-paper-cpu",
         "sf-paper-cpu-seeds",
         "sf-paper-cpu-42ep",
+        "sf-paper-cpu-longer",
         "tt-b256-3500",
         "tt-b256-4500",
         "tt-b512-4500",
@@ -590,6 +595,7 @@ def induce_structformer_paper() -> str:
         "sf-paper-cpu",
         "sf-paper-cpu-seeds",
         "sf-paper-cpu-42ep",
+        "sf-paper-cpu-longer",
         "shipped-sf",
         "sf-long",
         "sf-small-8000-cpu",
