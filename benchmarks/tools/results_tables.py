@@ -189,7 +189,8 @@ INDUCE = {
         "structformer-paper-mini-cpu-42ep-seed[0-9].json",
     ),
     "sf-paper-cpu-longer": (
-        "seed 0's 42-epoch run continued with `--resume --epochs 100`, stopped by a signal after 58 epochs (the shipped `structformer-ptb-lm`)",
+        "seed 0's 42-epoch run continued with `--resume --epochs 100`, stopped by a signal after 58 epochs (the "
+        "shipped `structformer-ptb-lm`)",
         "structformer-paper-mini-cpu-longer-seed[0-9].json",
     ),
     "on-lstm": ("ON-LSTM, `induce --architecture on-lstm` default (layer 1)", "on-lstm-default-seed[0-9].json"),
@@ -204,7 +205,8 @@ INDUCE = {
         "on-lstm-paper-mini-cpu-longer-seed[0-9].json",
     ),
     "shipped-on-lstm": (
-        "shipped `on-lstm-ptb-lm` (mini, ptb-lm text, `--recipe paper` on the CPU, 18 epochs: the best of these runs on dev)",
+        "shipped `on-lstm-ptb-lm` (mini, ptb-lm text, `--recipe paper` on the CPU, 18 epochs: the best of these "
+        "runs on dev)",
         SHIPPED_ON_LSTM,
     ),
     "shipped-sf": (
@@ -714,12 +716,14 @@ def induce_structformer_paper_longer() -> str:
 
 def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[int, ...]) -> str:
     """Runs of group ``key``, longer than those of ``shorter_key``: each run's dev sentence F1 after
-    ``at_epochs`` and at the last epoch all reached, the kept model's dev and test F1 beside its shorter twin's
-    test F1 (the run it continues, :func:`shorter_twin`; "–" where there is none), its compute; then the mean ± sd over the runs (the twins' over the seeds that
-    have one). The run the shipped parser of ``shipped_key`` comes from is marked."""
+    ``at_epochs`` and at the last epoch all reached, the kept model's dev and test F1 beside its shorter
+    twin's test F1 (the run it continues, :func:`shorter_twin`; "–" where there is none), its compute; then
+    the mean ± sd over the runs (the twins' over the seeds that have one). The run the shipped parser of
+    ``shipped_key`` comes from is marked."""
     longer = group(key)
     shipped = group(shipped_key)[0]
-    twins = [shorter_twin(r, group(shorter_key)) for r in longer]
+    shorter = group(shorter_key)
+    twins = [shorter_twin(r, shorter) for r in longer]
     curves = [dev_by_epoch(r) for r in longer]
     common = min(max(c) for c in curves)
     epochs = [e for e in at_epochs if e < common] + [common]
@@ -755,10 +759,14 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
 
 
 def shorter_twin(report: dict, shorter: list[dict]) -> dict | None:
-    """The run of ``shorter`` that ``report`` is the continuation of: the same seed, and either ``report``
-    was resumed from its last step (``training.resumed_from_steps``) or ``report``'s dev curve repeats every
-    point of its curve exactly (the same training run again, from the start); None for any other run (e.g.
-    one whose arithmetic parted from it on another machine)."""
+    """The run of ``shorter`` (induce reports) that ``report`` is the continuation of: the same seed, and
+    either ``report`` was resumed from its last step (``training.resumed_from_steps``) or ``report``'s dev
+    curve repeats every point of its curve exactly (the same training run again, from the start).
+
+    Returns:
+        That report, or None for any other run (e.g. one whose arithmetic parted from it on another
+        machine, or a seed with no shorter run).
+    """
     resumed = report["training"].get("resumed_from_steps") or []
     points = {p["step"]: p["scores"] for p in report.get("curve", {}).get("points", [])}
     for run in shorter:
@@ -784,8 +792,9 @@ def induce_on_lstm_paper_layers() -> str:
 
 @table("induce-on-lstm-paper-longer")
 def induce_on_lstm_paper_longer() -> str:
-    """The ON-LSTM's ``--recipe paper`` runs for 18 epochs (continued from the 8-epoch ones or run again): dev F1 after 8, 10, 12, 14,
-    16 epochs and at the last all reached, the kept (best validation perplexity) model's dev and test F1."""
+    """The ON-LSTM's ``--recipe paper`` runs for 18 epochs (continued from the 8-epoch ones or run again):
+    dev F1 after 8, 10, 12, 14, 16 epochs and at the last all reached, the kept (best validation
+    perplexity) model's dev and test F1."""
     return longer_runs("on-lstm-paper-cpu-longer", "on-lstm-paper-cpu", "shipped-on-lstm", (8, 10, 12, 14, 16))
 
 

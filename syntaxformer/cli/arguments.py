@@ -173,8 +173,8 @@ def add_structure_input_arguments(parser, gold_trees: str, gold_phrases: str, no
         metavar="gold|induced:MODEL_DIR",
         help="a constituency tree per sentence, cut at mgsa_tree_level into the phrases of the "
         f"multi-granularity prior's 'tree' heads (required there, refused for other models).{note} gold = {gold_phrases}; "
-        "induced:MODEL_DIR = the trees a trained parser (Tree Transformer, StructFormer or ON-LSTM) induces for each "
-        "sentence (as parse decodes them) (default: none)",
+        "induced:MODEL_DIR = the trees a trained parser (Tree Transformer, StructFormer or ON-LSTM) induces "
+        "for each sentence (as parse decodes them) (default: none)",
     )
 
 
