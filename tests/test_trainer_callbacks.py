@@ -105,7 +105,8 @@ def test_the_final_checkpoint_is_written_once_when_current(tmp_path, corpus):
     recorder = Recorder()
     args = TrainArguments(out=str(tmp_path / "stop"), corpus=str(corpus), max_steps=20, **TINY)
     Trainer(args, callbacks=[recorder, StopAt(10)]).train()
-    assert recorder.calls["save"] == [5, 10, 10]  # step 10's final evaluation changed the state
+    # step 10 was saved in the loop; its evaluation (for the report) comes after and is not checkpointed
+    assert recorder.calls["save"] == [5, 10] and recorder.calls["evaluate"] == [0, 4, 8, 10]
 
 
 class FrozenObjective(Trainer):
@@ -163,6 +164,39 @@ def test_keep_best_writes_the_model_of_the_lowest_validation_loss(tmp_path, corp
     trainer.model.load_state_dict(AutoModelForMaskedLM.from_pretrained(out / "best").state_dict())
     assert trainer.validation_loss() == pytest.approx(loss, abs=1e-6)
     assert (out / "best" / "tokenizer.json").is_file()
+
+
+def test_a_stop_between_evaluations_resumes_as_the_uninterrupted_run_under_a_plateau_schedule(tmp_path, corpus):
+    """A run stopped at step 14 (evaluations every 4) is evaluated there for its report only, after its
+    checkpoint: the plateau schedule and the kept best model are not told, so ``--resume`` to step 28
+    takes the learning rates, selections and weights of the run that was never stopped."""
+    common = dict(
+        corpus=str(corpus),
+        max_steps=28,
+        keep_best=True,
+        schedule="plateau",
+        plateau_patience=0,
+        **{**TINY, "lr": 1e-2, "save_every": 0},
+    )
+    whole = Trainer(TrainArguments(out=str(tmp_path / "whole"), **common)).train()
+    cut, recorder = tmp_path / "cut", Recorder()
+    Trainer(TrainArguments(out=str(cut), **common), callbacks=[recorder, StopAt(14)]).train()
+    stopped = json.loads((cut / TRAINING_JSON).read_text())
+    assert stopped["stopped"] == "enough" and [row[0] for row in stopped["valid_history"]] == [0, 4, 8, 12, 14]
+    assert recorder.calls["evaluate"] == [0, 4, 8, 12, 14] and recorder.calls["save"] == [14]
+    saved = torch.load(cut / "checkpoint.pt", map_location="cpu", weights_only=False)
+    assert [row[0] for row in saved["state"]["valid_history"]] == [0, 4, 8, 12]
+    Trainer(TrainArguments(out=str(cut), resume=True, **common)).train()
+    straight, resumed = (json.loads((out / TRAINING_JSON).read_text()) for out in (whole, cut))
+    assert resumed["valid_history"] == straight["valid_history"] and resumed["resumed_from_steps"] == [14]
+    rates = [
+        torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)["optimizer"]["param_groups"][0]["lr"]
+        for out in (whole, cut)
+    ]
+    assert rates[0] == rates[1] < common["lr"], "the overfitting run halves its rate at least once"
+    assert (cut / "best" / "best.json").read_text() == (whole / "best" / "best.json").read_text()
+    a, b = load_file(whole / "model.safetensors"), load_file(cut / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_early_stopping_stops_after_patience_evaluations_without_a_lower_loss(tmp_path, corpus):

@@ -86,7 +86,7 @@ class FitOneNumber(TrainingLoop):
     def compute_loss(self, model, batch):
         return ((model.w - batch.values) ** 2).mean()
 
-    def evaluate(self):
+    def evaluate(self, for_report=False):
         return {}
 
     def report(self):

@@ -16,7 +16,9 @@ hook                          called
 ``on_log(t, scalars)``        for every :meth:`Trainer.log` (``{tag: value}`` at ``t.state.step``)
 ``on_evaluate(t, metrics)``   after each evaluation (step 0, the requested steps, the end);
                               ``metrics``: the task's validation metrics (``"valid/loss"``, and
-                              ``"valid/accuracy"`` for NLI and logic), empty without validation data
+                              ``"valid/accuracy"`` for NLI and logic), empty without validation data;
+                              a stop between evaluation points is evaluated for the report only,
+                              after the last checkpoint, and not handed to ``steers`` callbacks
 ``on_save(t)``                after each checkpoint
 ``on_train_end(t)``           once, after the final evaluation, checkpoint and ``training.json``
 ``close(t)``                  once at the very end, also after an error: release resources
@@ -79,6 +81,12 @@ class TrainerControl:
 
 class TrainerCallback:
     """Base class: every hook does nothing (module docstring for when each is called)."""
+
+    #: whether ``on_evaluate`` changes how the run goes on or what it keeps (the plateau schedule, the kept
+    #: best model): such a callback is not handed the report-only evaluation of a run stopped between
+    #: evaluation points (:meth:`~syntaxformer.training.loop.TrainingLoop.evaluate`), which an
+    #: uninterrupted run would not have made
+    steers: bool = False
 
     def on_train_begin(self, trainer) -> None:
         pass
@@ -352,8 +360,11 @@ class KeepBestModel(TrainerCallback):
     NLI and the logic task always (the highest validation accuracy).
 
     A run resumed from a checkpoint whose state has no best (one written before the state kept it)
-    reads it back from ``OUT/best/best.json``.
+    reads it back from ``OUT/best/best.json``. It :attr:`~TrainerCallback.steers`: the report-only
+    evaluation of a run stopped between evaluation points is no candidate.
     """
+
+    steers = True
 
     def on_train_begin(self, trainer) -> None:
         state, record = trainer.state, trainer.out / BEST / BEST_RECORD

@@ -30,7 +30,9 @@ A task is a subclass that fills in the task interface:
 
 Evaluation is the loop's, the same for every task (:meth:`TrainingLoop.evaluate`): at most once per
 step, the metrics into ``state.valid_history`` and the log, an evaluation replayed after a resume (a
-step already in the history) read back instead of recomputed, then every callback's ``on_evaluate``;
+step already in the history) read back instead of recomputed, then every callback's ``on_evaluate``
+(a run stopped between evaluation points is evaluated for its report only, after its last checkpoint,
+and the callbacks that steer the run are not told: a resume continues the uninterrupted run);
 the best model is kept in ``OUT/best/`` by one callback
 (:class:`~syntaxformer.training.callbacks.KeepBestModel`, :meth:`TrainingLoop.keep_best_callbacks`),
 and ``final_model="best"`` leaves it in OUT at the end (:meth:`TrainingLoop.final_model`). With
@@ -232,8 +234,9 @@ class TrainingLoop:
     # ---------------------------------------------------------------------------------- the run
 
     def train(self) -> Path:
-        """Build, evaluate at step 0, train until a stop condition, then evaluate, save the
-        checkpoint, the model, the tokenizer and ``training.json``; return the output folder.
+        """Build, evaluate at step 0, train until a stop condition, then save the checkpoint, evaluate
+        (for the report, :meth:`evaluate`, when the stop is between evaluation points), save the model,
+        the tokenizer and ``training.json``; return the output folder.
 
         Raises:
             InputError: bad input found while building (before any training step).
@@ -335,10 +338,10 @@ class TrainingLoop:
         self.control.reset()
 
     def _finish(self) -> None:
-        evaluated_before = self._evaluated_at == self.state.step
-        self.evaluate()
-        if not evaluated_before or self._saved_at != self.state.step:  # else the checkpoint is current
+        if self._saved_at != self.state.step:  # else the checkpoint is current
             self.save()
+        if self._evaluated_at != self.state.step:  # a stop between evaluation points
+            self.evaluate(for_report=True)
         if self.is_main:
             record = self.report()
             self.final_model().save_pretrained(self.out, safe_serialization=True)
@@ -413,12 +416,19 @@ class TrainingLoop:
 
     # ---------------------------------------------------------------------------------- evaluation
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, for_report: bool = False) -> dict[str, float]:
         """Validation at the current step, at most once per step (a second call at the same step does
         nothing): the task's :meth:`validation_metrics` under :meth:`autocast`, kept by
         :meth:`record_validation`, or, for a step already in ``state.valid_history`` (evaluated before a
         resume), the metrics read back from it; then every callback's ``on_evaluate``.
 
+        Args:
+            for_report: the evaluation of a run stopped between evaluation points (a signal,
+                ``max_minutes``, a step budget off the evaluation period), made after the last checkpoint
+                was written: it goes into ``training.json`` and the log, but not to the callbacks that
+                :attr:`~syntaxformer.training.callbacks.TrainerCallback.steers` (the plateau schedule, the
+                kept best model), and the checkpoint does not hold it, so ``--resume`` continues as the
+                uninterrupted run would, which did not evaluate there.
         Returns:
             The metrics (``{}`` without validation data, or when this step was already evaluated).
         """
@@ -434,7 +444,8 @@ class TrainingLoop:
             if metrics:
                 self.record_validation(metrics)
         for callback in self.callbacks:
-            callback.on_evaluate(self, metrics)
+            if not (for_report and callback.steers):
+                callback.on_evaluate(self, metrics)
         return metrics
 
     def record_validation(self, metrics: dict[str, float]) -> None:

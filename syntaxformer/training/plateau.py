@@ -80,7 +80,10 @@ class PlateauSchedule:
 
 
 class ReduceOnPlateau(TrainerCallback):
-    """After each evaluation, hand ``metrics[key]`` to the trainer's :class:`PlateauSchedule`."""
+    """After each evaluation, hand ``metrics[key]`` to the trainer's :class:`PlateauSchedule` (not the
+    report-only evaluation of a run stopped between evaluation points: it :attr:`steers`)."""
+
+    steers = True
 
     def __init__(self, key: str = "valid/accuracy"):
         self.key = key

@@ -219,16 +219,17 @@ class RunningTextTrainer(Trainer):
         self.model.train()
         return float(total) / count  # the evaluation's one read
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, for_report: bool = False) -> dict[str, float]:
         """Validation at step 0 and at the end of every epoch (nothing between epochs), with the averaged
-        weights under ASGD; then NT-ASGD's trigger (:meth:`after_epoch_validation`)."""
+        weights under ASGD; then NT-ASGD's trigger (:meth:`after_epoch_validation`; not for an evaluation
+        ``for_report``, :meth:`~syntaxformer.training.loop.TrainingLoop.evaluate`)."""
         state = self.state
         at_epoch_end = state.step > 0 and state.batch_in_epoch >= len(self.sampler.batches(state.epoch))
         if state.step > 0 and not at_epoch_end:
             return {}
         with self._averaged_weights():
-            metrics = super().evaluate()
-        if at_epoch_end and metrics and state.epoch_validated_at != state.step:
+            metrics = super().evaluate(for_report)
+        if at_epoch_end and metrics and not for_report and state.epoch_validated_at != state.step:
             state.epoch_validated_at = state.step
             self.after_epoch_validation(metrics["valid/loss"])
         return metrics
