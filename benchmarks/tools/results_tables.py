@@ -717,13 +717,13 @@ def induce_structformer_paper_longer() -> str:
 def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[int, ...]) -> str:
     """Runs of group ``key``, longer than those of ``shorter_key``: each run's dev sentence F1 after
     ``at_epochs`` and at the last epoch all reached, the kept model's dev and test F1 beside its shorter
-    twin's test F1 (the run it continues, :func:`shorter_twin`; "–" where there is none), its compute; then
-    the mean ± sd over the runs (the twins' over the seeds that have one). The run the shipped parser of
-    ``shipped_key`` comes from is marked."""
+    twin's test F1 (the run it continues, :func:`shorter_twin`; "–" where there is none; no such column when
+    no run has one), its compute; then the mean ± sd over the runs (the twins' over the seeds that have
+    one). The run the shipped parser of ``shipped_key`` comes from is marked."""
     longer = group(key)
     shipped = group(shipped_key)[0]
-    shorter = group(shorter_key)
-    twins = [shorter_twin(r, shorter) for r in longer]
+    twins = [shorter_twin(r, group(shorter_key)) for r in longer]
+    continued = [twin for twin in twins if twin]
     curves = [dev_by_epoch(r) for r in longer]
     common = min(max(c) for c in curves)
     epochs = [e for e in at_epochs if e < common] + [common]
@@ -733,14 +733,13 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
             *(f"{c[e]:.2f}" for e in epochs),
             f"{part_scores([r], 'dev')[0]:.2f}",
             f"**{part_scores([r], 'test')[0]:.2f}**",
-            f"{part_scores([twin], 'test')[0]:.2f}" if twin else "–",
+            *([f"{part_scores([twin], 'test')[0]:.2f}" if twin else "–"] if continued else []),
             compute([r]),
         ]
         for r, c, twin in zip(longer, curves, twins)
     ]
-    continued = [twin for twin in twins if twin]
-    twin_mean = mean_sd(part_scores(continued, "test"))
-    if len(continued) < len(longer):
+    twin_mean = mean_sd(part_scores(continued, "test")) if continued else ""
+    if continued and len(continued) < len(longer):
         twin_mean += f" (seeds {seeds_of(continued)})"
     rows.append(
         [
@@ -748,14 +747,15 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
             *(mean_sd([c[e] for c in curves]) for e in epochs),
             mean_sd(part_scores(longer, "dev")),
             f"**{mean_sd(part_scores(longer, 'test'))}**",
-            twin_mean,
+            *([twin_mean] if continued else []),
             "",
         ]
     )
-    short_epochs = min(max(dev_by_epoch(twin)) for twin in continued)  # a twin stopped by time may run past it
     header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1"]
-    header += [f"test F1 at {short_epochs} epochs", "training"]
-    return markdown(header, rows, "l" + "r" * (len(epochs) + 3) + "l")
+    if continued:  # a twin stopped by time may run past its planned epochs: the shortest twin's last epoch
+        header.append(f"test F1 at {min(max(dev_by_epoch(twin)) for twin in continued)} epochs")
+    header.append("training")
+    return markdown(header, rows, "l" + "r" * (len(header) - 2) + "l")
 
 
 def shorter_twin(report: dict, shorter: list[dict]) -> dict | None:
