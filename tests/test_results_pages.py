@@ -65,3 +65,25 @@ def test_a_longer_run_is_paired_only_with_the_run_it_continues():
     parted = run(0, 40, curve=[(0, 16.2), (10, 30.5), (20, 29.4), (30, 33.3)])
     assert results_tables.shorter_twin(parted, shorter) is None  # parted at step 20
     assert results_tables.shorter_twin(run(2, 40, [20], [(0, 16.2)]), shorter) is None  # no run of its seed
+
+
+def test_longer_runs_without_any_shorter_twin_have_no_twin_column(monkeypatch):
+    """Three runs of one length, none continuing a shorter run: the table has no "test F1 at N epochs"
+    column, and every row has as many cells as the header."""
+    import copy
+    import json
+
+    report = json.loads((ROOT / "docs/induce/structformer-paper-mini-cpu-42ep-seed0.json").read_text())
+    runs = []
+    for seed in (0, 1, 2):
+        run = copy.deepcopy(report)
+        run["seed"] = seed
+        runs.append(run)
+    groups = {"longer": runs, "shorter": [], "shipped": [runs[0]]}
+    monkeypatch.setattr(results_tables, "group", groups.__getitem__)
+    lines = results_tables.longer_runs("longer", "shorter", "shipped", (26, 30)).splitlines()
+    header = lines[0].split(" | ")
+    assert header[0] == "| seed" and header[-1] == "training |"
+    assert not any(cell.startswith("test F1 at") for cell in header)
+    assert all(line.count(" | ") == lines[0].count(" | ") for line in lines[2:])
+    assert lines[2].startswith("| 0 (shipped) | ") and lines[-1].startswith("| seeds 0, 1, 2 | ")
