@@ -184,8 +184,7 @@ INDUCE = {
         "structformer-paper-mini-cpu-26ep-seed[0-9].json",
     ),
     "sf-paper-cpu-42ep": (
-        "the same command for 42 epochs (`--epochs 42`), seeds 0, 1, 2 (seed 0 in one run; seeds 1 and 2: their "
-        "26-epoch runs continued with `--resume`)",
+        "the same command for 42 epochs (`--epochs 42`), seeds 0, 1, 2 (each in one run, on one machine)",
         "structformer-paper-mini-cpu-42ep-seed[0-9].json",
     ),
     "sf-paper-cpu-longer": (
@@ -708,9 +707,9 @@ LONGER_EPOCHS = (26, 30, 34, 38)
 
 @table("induce-structformer-paper-longer")
 def induce_structformer_paper_longer() -> str:
-    """The 26-epoch runs continued with ``--resume`` toward the authors' 100 epochs: each run's dev sentence F1
-    after 26, 30, 34, 38 epochs and at the last epoch both reached, then the kept (lowest validation loss)
-    model's dev and test F1 beside its 26-epoch twin's test F1; the mean ± sd over the runs."""
+    """The 42-epoch runs toward the authors' 100 epochs: each run's dev sentence F1 after 26, 30, 34, 38
+    epochs and at the last epoch all reached, then the kept (lowest validation loss) model's dev and test F1
+    (beside a 26-epoch twin's test F1 where a run continues one, :func:`longer_runs`); the mean ± sd."""
     return longer_runs("sf-paper-cpu-42ep", "sf-paper-cpu-seeds", "shipped-sf", LONGER_EPOCHS)
 
 
