@@ -745,16 +745,17 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
         ]
         for r, c, twin in zip(longer, curves, twins)
     ]
-    twin_mean = mean_sd(part_scores(continued, "test")) if continued else ""
-    if continued and len(continued) < len(longer):
-        twin_mean += f" (seeds {seeds_of(continued)})"
+    twin_mean = []  # the twins' mean test F1: a cell where any run has a twin
+    if continued:
+        partial = f" (seeds {seeds_of(continued)})" if len(continued) < len(longer) else ""
+        twin_mean = [mean_sd(part_scores(continued, "test")) + partial]
     rows.append(
         [
             f"seeds {seeds_of(longer)}",
             *(mean_sd([c[e] for c in curves]) for e in epochs),
             mean_sd(part_scores(longer, "dev")),
             f"**{mean_sd(part_scores(longer, 'test'))}**",
-            *([twin_mean] if continued else []),
+            *twin_mean,
             "",
         ]
     )
