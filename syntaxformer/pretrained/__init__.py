@@ -3,8 +3,8 @@
 * ``structformer-ptb-lm`` (the default: the highest dev F1 of all, and it has attention heads): a
   StructFormer (``mini``, 4 x 128, 2 parser layers, 500 learned positions) trained on the Penn Treebank
   language-modelling text by its authors' procedure (``induce --recipe paper``: 4,096-token batches,
-  Adam 3e-4 halved on a validation plateau, the lowest validation loss kept) for 58 epochs on one CPU
-  thread; trees by the top-down distance split, dependency heads by the authors' argmax rule;
+  Adam 3e-4 halved on a validation plateau, the lowest validation loss kept) for its 100 epochs on one
+  CPU thread; trees by the top-down distance split, dependency heads by the authors' argmax rule;
 * ``tree-transformer-ptb-lm``: a Tree Transformer (``small``, 6 x 256) trained with the ``long``
   recipe's model for 4,500 steps of 512 sentences on the same text, parsed by Algorithm 1 from layer 2
   (chosen on dev);
