@@ -594,7 +594,7 @@ def induce_dependencies() -> str:
 @table("induce-structformer-paper")
 def induce_structformer_paper() -> str:
     """StructFormer trained by its authors' procedure (``--recipe paper``: a first run of seed 0, then seeds 0,
-    1 and 2 for 26, 42 and 58 epochs, seeds 1 and 2 for 100, seed 0's 58-epoch run shipped) beside the long
+    1 and 2 for 26, 42 and 58 epochs, seeds 1 and 2 for 100, seed 1's 100-epoch run shipped) beside the long
     recipe at the same size and the StructFormer shipped before them: dev and test sentence F1, test UAS (each
     with its own decoder)."""
     rows = []
