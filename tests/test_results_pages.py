@@ -87,3 +87,15 @@ def test_longer_runs_without_any_shorter_twin_have_no_twin_column(monkeypatch):
     assert not any(cell.startswith("test F1 at") for cell in header)
     assert all(line.count(" | ") == lines[0].count(" | ") for line in lines[2:])
     assert lines[2].startswith("| 0 (shipped) | ") and lines[-1].startswith("| seeds 0, 1, 2 | ")
+
+
+def test_longer_runs_of_one_run_have_no_mean_row(monkeypatch):
+    """A group of one run: the header, the rule and that run's row, no "seeds ..." mean row."""
+    import json
+
+    report = json.loads((ROOT / "docs/induce/structformer-paper-mini-cpu-42ep-seed0.json").read_text())
+    groups = {"longer": [report], "shorter": [], "shipped": [report]}
+    monkeypatch.setattr(results_tables, "group", groups.__getitem__)
+    lines = results_tables.longer_runs("longer", "shorter", "shipped", (26, 30)).splitlines()
+    assert len(lines) == 3
+    assert lines[2].startswith("| 0 (shipped) | ")

@@ -208,6 +208,10 @@ INDUCE = {
         "1 and 2: their 8-epoch runs continued with `--resume`)",
         "on-lstm-paper-mini-cpu-longer-seed[0-9].json",
     ),
+    "on-lstm-paper-cpu-30ep": (
+        "the 18-epoch runs continued with `--resume` to 30 epochs (`--epochs 30`)",
+        "on-lstm-paper-mini-cpu-30ep-seed[0-9].json",
+    ),
     "shipped-on-lstm": (
         "shipped `on-lstm-ptb-lm` (mini, ptb-lm text, `--recipe paper` on the CPU, 18 epochs: the best of these "
         "runs on dev)",
@@ -431,6 +435,7 @@ def induce_test() -> str:
         "on-lstm",
         "on-lstm-paper-cpu",
         "on-lstm-paper-cpu-longer",
+        "on-lstm-paper-cpu-30ep",
         "shipped-on-lstm",
         "shipped-lm",
         "shipped-sf",
@@ -740,8 +745,8 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
     """Runs of group ``key``, longer than those of ``shorter_key``: each run's dev sentence F1 after
     ``at_epochs`` and at the last epoch all reached, the kept model's dev and test F1 beside its shorter
     twin's test F1 (the run it continues, :func:`shorter_twin`; "–" where there is none; no such column when
-    no run has one), its compute; then the mean ± sd over the runs (the twins' over the seeds that have
-    one). The run the shipped parser of ``shipped_key`` comes from is marked."""
+    no run has one), its compute; then, for more than one run, the mean ± sd over the runs (the twins' over the seeds
+    that have one). The run the shipped parser of ``shipped_key`` comes from is marked."""
     longer = group(key)
     shipped = group(shipped_key)[0]
     twins = [shorter_twin(r, group(shorter_key)) for r in longer]
@@ -764,16 +769,17 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
     if continued:
         partial = f" (seeds {seeds_of(continued)})" if len(continued) < len(longer) else ""
         twin_mean = [mean_sd(part_scores(continued, "test")) + partial]
-    rows.append(
-        [
-            f"seeds {seeds_of(longer)}",
-            *(mean_sd([c[e] for c in curves]) for e in epochs),
-            mean_sd(part_scores(longer, "dev")),
-            f"**{mean_sd(part_scores(longer, 'test'))}**",
-            *twin_mean,
-            "",
-        ]
-    )
+    if len(longer) > 1:  # one run has no mean row
+        rows.append(
+            [
+                f"seeds {seeds_of(longer)}",
+                *(mean_sd([c[e] for c in curves]) for e in epochs),
+                mean_sd(part_scores(longer, "dev")),
+                f"**{mean_sd(part_scores(longer, 'test'))}**",
+                *twin_mean,
+                "",
+            ]
+        )
     header = ["seed", *(f"dev, epoch {e}" for e in epochs), "dev F1", "test F1"]
     if continued:  # a twin stopped by time may run past its planned epochs: the shortest twin's last epoch
         header.append(f"test F1 at {min(max(dev_by_epoch(twin)) for twin in continued)} epochs")
@@ -819,6 +825,15 @@ def induce_on_lstm_paper_longer() -> str:
     dev F1 after 8, 10, 12, 14, 16 epochs and at the last all reached, the kept (best validation
     perplexity) model's dev and test F1."""
     return longer_runs("on-lstm-paper-cpu-longer", "on-lstm-paper-cpu", "shipped-on-lstm", (8, 10, 12, 14, 16))
+
+
+@table("induce-on-lstm-paper-30")
+def induce_on_lstm_paper_30() -> str:
+    """The ON-LSTM's ``--recipe paper`` runs continued from 18 to 30 epochs: dev F1 after 18, 20, 22, 24, 26,
+    28 epochs and at the last all reached, the kept model's dev and test F1 beside the same run's at 18."""
+    return longer_runs(
+        "on-lstm-paper-cpu-30ep", "on-lstm-paper-cpu-longer", "shipped-on-lstm", (18, 20, 22, 24, 26, 28)
+    )
 
 
 def on_lstm_layers(key: str) -> str:
