@@ -209,7 +209,7 @@ INDUCE = {
         "on-lstm-paper-mini-cpu-longer-seed[0-9].json",
     ),
     "on-lstm-paper-cpu-30ep": (
-        "the 18-epoch runs of seeds 0 and 1 continued with `--resume` to 30 epochs (`--epochs 30`)",
+        "the 18-epoch runs of seeds 0, 1 and 2 continued with `--resume` to 30 epochs (`--epochs 30`)",
         "on-lstm-paper-mini-cpu-30ep-seed[0-9].json",
     ),
     "shipped-on-lstm": (

@@ -10,7 +10,7 @@
   (chosen on dev);
 * ``on-lstm-ptb-lm``: an ON-LSTM (``mini``, 3 layers) trained on the same text by its authors'
   procedure (``induce --recipe paper``: running text, SGD then NT-ASGD) for 18 epochs on one CPU
-  thread (seed 0, the best on dev of eight runs), parsed from layer 1's syntactic distances; it has no
+  thread (seed 0, the best on dev of nine runs), parsed from layer 1's syntactic distances; it has no
   attention heads (``heads``, ``prune`` and ``show``'s attention maps need them);
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words.
 
