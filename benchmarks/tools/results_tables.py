@@ -174,6 +174,11 @@ INDUCE = {
         "the same with batches of 1,024 and lr 3e-3, stopped by a 7.3-minute cap before its schedule's end",
         "tree-transformer-small-ptblm-b1024-4500-lr3e-3-seed[0-9].json",
     ),
+    "tt-paper-cpu": (
+        "Tree Transformer, `induce --recipe paper --preset mini` on the CPU: the authors' procedure (the last step; "
+        "Algorithm 1 from layer 2 with the 0.7 descend rule), stopped by its time limit before its 60,000 steps",
+        "tree-transformer-paper-mini-cpu-seed[0-9].json",
+    ),
     "sf-paper-cpu": (
         "StructFormer, `induce --architecture structformer --recipe paper --preset mini` on the CPU: the authors' "
         "procedure, stopped after 27 of its 100 epochs",
@@ -433,6 +438,7 @@ def induce_test() -> str:
         "tt-b256-4500",
         "tt-b512-4500",
         "tt-b1024",
+        "tt-paper-cpu",
         "on-lstm",
         "on-lstm-paper-cpu",
         "on-lstm-paper-cpu-longer",
@@ -787,6 +793,45 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
         header.append(f"test F1 at {min(max(dev_by_epoch(twin)) for twin in continued)} epochs")
     header.append("training")
     return markdown(header, rows, "l" + "r" * (len(header) - 2) + "l")
+
+
+@table("induce-tree-transformer-paper")
+def induce_tree_transformer_paper() -> str:
+    """The Tree Transformer's ``--recipe paper`` runs on the CPU: each run's dev sentence F1 at the
+    learning-curve points every run reached, by Algorithm 1 from the recipe's minimum layer (2) under the
+    paper's rule (the curve scores Algorithm 1 without the public descend rule), then at its last step (no
+    selection: the model it ends with) the curve's Algorithm 1 from layer 0 (the other recipes' decoder) and
+    the recipe decoder's (with the descend rule) dev and test F1; the mean ± sd over the seeds."""
+    runs = group("tt-paper-cpu")
+    curves = [{p["step"]: p["scores"] for p in r["curve"]["points"]} for r in runs]
+    steps = sorted(set.intersection(*(set(c) for c in curves)) - {0})
+    name = curve_decoder_name(runs[0]["decoder"], curves[0][0])
+    dev = [[c[s][name]["sentence_f1"] for s in steps] for c in curves]
+    layer0 = [c[max(c)]["algorithm1_m0"]["sentence_f1"] for c in curves]
+    rows = [
+        [
+            f"{r['seed']}",
+            *(f"{v:.2f}" for v in d),
+            f"{m0:.2f}",
+            f"{part_scores([r], 'dev')[0]:.2f}",
+            f"**{part_scores([r], 'test')[0]:.2f}**",
+            compute([r]),
+        ]
+        for r, d, m0 in zip(runs, dev, layer0)
+    ]
+    if len(runs) > 1:
+        rows.append(
+            [
+                f"seeds {seeds_of(runs)}",
+                *(mean_sd(column) for column in zip(*dev)),
+                mean_sd(layer0),
+                mean_sd(part_scores(runs, "dev")),
+                f"**{mean_sd(part_scores(runs, 'test'))}**",
+                "",
+            ]
+        )
+    header = ["seed", *(f"dev, step {s:,}" for s in steps), "dev, from layer 0, last step", "dev F1", "test F1"]
+    return markdown([*header, "training"], rows, "l" + "r" * len(header[1:]) + "l")
 
 
 def shorter_twin(report: dict, shorter: list[dict]) -> dict | None:
