@@ -32,7 +32,12 @@ import torch
 from syntaxformer.data.tokenization import word_links
 from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head_scores
 from syntaxformer.decoding.spans import Span, split_by_distance
-from syntaxformer.decoding.tree_transformer import algorithm1, resolve_min_layer, single_layer
+from syntaxformer.decoding.tree_transformer import (
+    OFFICIAL_DESCEND_THRESHOLD,
+    algorithm1,
+    resolve_min_layer,
+    single_layer,
+)
 from syntaxformer.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -239,8 +244,15 @@ class LinkProbabilities:
         )
 
     def decoders(self) -> dict[str, Callable[[], set[Span]]]:
-        """Every decoder of the learning curve: ``algorithm1_m{m}`` for each minimum layer m, ``layer{l}``."""
-        found = {f"algorithm1_m{m}": (lambda m=m: algorithm1(self.probs, min_layer=m)) for m in range(self.num_layers)}
+        """Every decoder of the learning curve: Algorithm 1 for each minimum layer m, under the paper's
+        rule (``algorithm1_m{m}``) and with the public code's descend rule (``algorithm1_m{m}_descend``,
+        0.7), and each layer's single-layer split (``layer{l}``)."""
+        found = {}
+        for m in range(self.num_layers):
+            found[f"algorithm1_m{m}"] = lambda m=m: algorithm1(self.probs, min_layer=m)
+            found[f"algorithm1_m{m}_descend"] = lambda m=m: algorithm1(
+                self.probs, min_layer=m, descend_threshold=OFFICIAL_DESCEND_THRESHOLD
+            )
         found.update({f"layer{l}": (lambda l=l: single_layer(self.probs[l])) for l in range(self.num_layers)})
         return found
 

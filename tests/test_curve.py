@@ -7,6 +7,7 @@ import json
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -20,6 +21,7 @@ from syntaxformer.evaluation.constituency import bracket_scores, evaluate_consti
 from syntaxformer.evaluation.curve import ParseCurve, curve_decoder_name
 from syntaxformer.figures import plot_parse_curve
 from syntaxformer.parsing import load_model
+from syntaxformer.structures import DecoderOptions, LinkProbabilities
 from syntaxformer.training.run import train
 from syntaxformer.training.trainer import TrainArguments, initial_model
 
@@ -92,7 +94,8 @@ def test_train_records_the_curve_from_step_0(tmp_path):
     assert [p["step"] for p in curve["points"]] == [0, 4, 6]  # step 0, every 4 steps, the end
     assert curve["points"][0]["tokens_seen"] == 0 and curve["points"][-1]["tokens_seen"] > 0
     names = set(curve["points"][0]["scores"])
-    assert names == {f"algorithm1_m{m}" for m in range(3)} | {f"layer{m}" for m in range(3)}
+    algorithm1_names = {f"algorithm1_m{m}{rule}" for m in range(3) for rule in ("", "_descend")}
+    assert names == algorithm1_names | {f"layer{m}" for m in range(3)}
     for point in curve["points"]:
         for scores in point["scores"].values():
             assert 0 <= scores["corpus_f1"] <= 100 and 0 <= scores["sentence_f1"] <= 100
@@ -152,3 +155,21 @@ def test_the_curve_key_of_a_reports_decoder():
     assert curve_decoder_name({"layer": None, "min_layer": None}, on_lstm) == "distance"
     assert curve_decoder_name({"layer": None, "min_layer": 1}, tree_transformer) == "algorithm1_m1"
     assert curve_decoder_name({"layer": None, "min_layer": None}, tree_transformer) == "algorithm1_m0"
+    # the public descend rule has its own key; a curve recorded without it falls back to the paper's rule
+    descend = {"layer": None, "min_layer": 1, "descend_threshold": 0.7}
+    assert curve_decoder_name(descend, [*tree_transformer, "algorithm1_m1_descend"]) == "algorithm1_m1_descend"
+    assert curve_decoder_name(descend, tree_transformer) == "algorithm1_m1"
+
+
+def test_the_curve_scores_algorithm1_with_and_without_the_descend_rule():
+    """The hand case of test_decoding: the descend rule changes the tree, and each key gives its own."""
+    links = LinkProbabilities(np.array([[0.50, 0.20, 0.05], [0.75, 0.78, 0.10]]))
+    decoders = links.decoders()
+    assert set(decoders) == {"algorithm1_m0", "algorithm1_m0_descend", "algorithm1_m1", "algorithm1_m1_descend"} | {
+        "layer0",
+        "layer1",
+    }
+    assert decoders["algorithm1_m0"]() == {(0, 4), (0, 3), (1, 3)}
+    assert decoders["algorithm1_m0_descend"]() == {(0, 4), (0, 3), (0, 2)}
+    official = DecoderOptions(min_layer=0, descend_threshold=0.7)
+    assert decoders["algorithm1_m0_descend"]() == links.spans(official)

@@ -799,7 +799,7 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
 def induce_tree_transformer_paper() -> str:
     """The Tree Transformer's ``--recipe paper`` runs on the CPU: each run's dev sentence F1 at the
     learning-curve points every run reached, by Algorithm 1 from the recipe's minimum layer (2) under the
-    paper's rule (the curve scores Algorithm 1 without the public descend rule), then at its last step (no
+    paper's rule (or with the descend rule, where a run's curve scores it), then at its last step (no
     selection: the model it ends with) the curve's Algorithm 1 from layer 0 (the other recipes' decoder) and
     the recipe decoder's (with the descend rule) dev and test F1; the mean ± sd over the seeds."""
     runs = group("tt-paper-cpu")

@@ -5,8 +5,9 @@ the model being trained, parses its sentences (unmasked, :func:`syntaxformer.par
 and scores every decoder the model offers, with the field's protocol
 (:mod:`syntaxformer.evaluation.constituency`):
 
-* Tree Transformer: Algorithm 1 (threshold 0.8) with every minimum layer ``m = 0 .. L-1``
-  (``"algorithm1_m{m}"``) and the single-layer top-down split of every layer (``"layer{l}"``);
+* Tree Transformer: Algorithm 1 (threshold 0.8) with every minimum layer ``m = 0 .. L-1``, under the
+  paper's rule (``"algorithm1_m{m}"``) and with the public code's 0.7 descend rule
+  (``"algorithm1_m{m}_descend"``), and the single-layer top-down split of every layer (``"layer{l}"``);
 * StructFormer: the top-down split at the largest syntactic distance (``"distance"``);
 * ON-LSTM: the same split of the default layer's distances (``"distance"``) and of every layer
   (``"layer{l}"``).
@@ -72,12 +73,16 @@ def curve_decoder_name(decoder: dict, decoders) -> str:
     """The learning curve's key for the decoder settings ``decoder`` (a report's ``"decoder"``: ``layer``,
     ``min_layer``, ...) among the curve's keys ``decoders`` (module docstring): ``"layer{l}"`` for a single
     layer, else ``"distance"`` where the curve has it (StructFormer, ON-LSTM), else Algorithm 1's
-    ``"algorithm1_m{m}"`` (no minimum layer: m = 0)."""
+    ``"algorithm1_m{m}"`` (no minimum layer: m = 0), ``"algorithm1_m{m}_descend"`` for the descend rule
+    where the curve has it (curves recorded before it was scored have only the paper's rule)."""
     if decoder.get("layer") is not None:
         return f"layer{decoder['layer']}"
     if "distance" in decoders:
         return "distance"
-    return f"algorithm1_m{decoder.get('min_layer') or 0}"
+    name = f"algorithm1_m{decoder.get('min_layer') or 0}"
+    if decoder.get("descend_threshold") is not None and f"{name}_descend" in decoders:
+        return f"{name}_descend"
+    return name
 
 
 __all__ = ["ParseCurve", "curve_decoder_name"]
