@@ -99,3 +99,31 @@ def test_longer_runs_of_one_run_have_no_mean_row(monkeypatch):
     lines = results_tables.longer_runs("longer", "shorter", "shipped", (26, 30)).splitlines()
     assert len(lines) == 3
     assert lines[2].startswith("| 0 (shipped) | ")
+
+
+def test_tree_transformer_paper_table_reads_the_recipe_decoder_where_the_curve_has_it(monkeypatch):
+    """The dev columns are the curve's Algorithm 1 from layer 2 with the descend rule (the recipe's decoder)
+    where the curve scores it, else under the paper's rule; the last row is the mean over the seeds."""
+    import copy
+    import json
+
+    report = json.loads((ROOT / "docs/induce/tree-transformer-paper-mini-cpu-seed0.json").read_text())
+    steps = [p["step"] for p in report["curve"]["points"] if p["step"] > 0]
+    runs = []
+    for seed in (0, 1):
+        run = copy.deepcopy(report)
+        run["seed"] = seed
+        for point in run["curve"]["points"]:
+            point["scores"]["algorithm1_m2"] = {"sentence_f1": 30.0 + seed}
+        runs.append(run)
+    monkeypatch.setattr(results_tables, "group", {"tt-paper-cpu": runs}.__getitem__)
+    rows = [line.split(" | ") for line in results_tables.induce_tree_transformer_paper().splitlines()]
+    assert rows[2][1 : 1 + len(steps)] == ["30.00"] * len(steps)
+    assert rows[3][1 : 1 + len(steps)] == ["31.00"] * len(steps)
+    assert rows[4][0] == "| seeds 0, 1" and rows[4][1] == "30.50 ± 0.71"  # sd of 30, 31: sqrt(0.5)
+    for seed, run in enumerate(runs):
+        for point in run["curve"]["points"]:
+            point["scores"]["algorithm1_m2_descend"] = {"sentence_f1": 40.0 + seed}
+    rows = [line.split(" | ") for line in results_tables.induce_tree_transformer_paper().splitlines()]
+    assert rows[2][1 : 1 + len(steps)] == ["40.00"] * len(steps)
+    assert rows[4][1] == "40.50 ± 0.71"
