@@ -127,3 +127,15 @@ def test_tree_transformer_paper_table_reads_the_recipe_decoder_where_the_curve_h
     rows = [line.split(" | ") for line in results_tables.induce_tree_transformer_paper().splitlines()]
     assert rows[2][1 : 1 + len(steps)] == ["40.00"] * len(steps)
     assert rows[4][1] == "40.50 ± 0.71"
+
+
+def test_tree_transformer_paper_table_shows_at_most_five_curve_steps(monkeypatch):
+    """Nine common curve points (steps 1,000 .. 9,000): every second one, back from the last."""
+    import json
+
+    report = json.loads((ROOT / "docs/induce/tree-transformer-paper-mini-cpu-seed0.json").read_text())
+    scores = report["curve"]["points"][-1]["scores"]
+    report["curve"]["points"] = [{"step": 1000 * k, "scores": scores} for k in range(10)]
+    monkeypatch.setattr(results_tables, "group", {"tt-paper-cpu": [report]}.__getitem__)
+    header = results_tables.induce_tree_transformer_paper().splitlines()[0].split(" | ")
+    assert [cell for cell in header if cell.startswith("dev, step")] == [f"dev, step {k},000" for k in (1, 3, 5, 7, 9)]
