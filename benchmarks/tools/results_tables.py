@@ -179,6 +179,11 @@ INDUCE = {
         "Algorithm 1 from layer 2 with the 0.7 descend rule), stopped by its time limit before its 60,000 steps",
         "tree-transformer-paper-mini-cpu-seed[0-9].json",
     ),
+    "tt-paper-cpu-dev-decoder": (
+        "the same models, Algorithm 1 from layer 1 without the descend rule, the decoder chosen on the dev half "
+        "(`induce --rescore --min-layer 1 --descend-rule paper`)",
+        "tree-transformer-paper-mini-cpu-dev-decoder-seed[0-9].json",
+    ),
     "sf-paper-cpu": (
         "StructFormer, `induce --architecture structformer --recipe paper --preset mini` on the CPU: the authors' "
         "procedure, stopped after 27 of its 100 epochs",
@@ -439,6 +444,7 @@ def induce_test() -> str:
         "tt-b512-4500",
         "tt-b1024",
         "tt-paper-cpu",
+        "tt-paper-cpu-dev-decoder",
         "on-lstm",
         "on-lstm-paper-cpu",
         "on-lstm-paper-cpu-longer",
