@@ -165,10 +165,8 @@ def test_the_curve_scores_algorithm1_with_and_without_the_descend_rule():
     """The hand case of test_decoding: the descend rule changes the tree, and each key gives its own."""
     links = LinkProbabilities(np.array([[0.50, 0.20, 0.05], [0.75, 0.78, 0.10]]))
     decoders = links.decoders()
-    assert set(decoders) == {"algorithm1_m0", "algorithm1_m0_descend", "algorithm1_m1", "algorithm1_m1_descend"} | {
-        "layer0",
-        "layer1",
-    }
+    algorithm1_names = {f"algorithm1_m{m}{rule}" for m in (0, 1) for rule in ("", "_descend")}
+    assert set(decoders) == algorithm1_names | {"layer0", "layer1"}
     assert decoders["algorithm1_m0"]() == {(0, 4), (0, 3), (1, 3)}
     assert decoders["algorithm1_m0_descend"]() == {(0, 4), (0, 3), (0, 2)}
     official = DecoderOptions(min_layer=0, descend_threshold=0.7)

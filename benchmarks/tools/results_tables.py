@@ -804,10 +804,11 @@ def longer_runs(key: str, shorter_key: str, shipped_key: str, at_epochs: tuple[i
 @table("induce-tree-transformer-paper")
 def induce_tree_transformer_paper() -> str:
     """The Tree Transformer's ``--recipe paper`` runs on the CPU: each run's dev sentence F1 at the
-    learning-curve points every run reached (at most five, evenly spaced back from the last), by Algorithm 1 from the recipe's minimum layer (2) under the
-    paper's rule (or with the descend rule, where a run's curve scores it), then at its last step (no
-    selection: the model it ends with) the curve's Algorithm 1 from layer 0 (the other recipes' decoder) and
-    the recipe decoder's (with the descend rule) dev and test F1; the mean ± sd over the seeds."""
+    learning-curve points every run reached (at most five, evenly spaced back from the last), by Algorithm 1
+    from the recipe's minimum layer (2) under the paper's rule (or with the descend rule, where a run's curve
+    scores it), then at its last step (no selection: the model it ends with) the curve's Algorithm 1 from
+    layer 0 (the other recipes' decoder) and the recipe decoder's (with the descend rule) dev and test F1;
+    the mean ± sd over the seeds."""
     runs = group("tt-paper-cpu")
     curves = [{p["step"]: p["scores"] for p in r["curve"]["points"]} for r in runs]
     steps = sorted(set.intersection(*(set(c) for c in curves)) - {0})

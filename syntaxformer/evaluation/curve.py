@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from syntaxformer.data import load_gold_trees
 from syntaxformer.decoding.spans import brackets
+from syntaxformer.decoding.tree_transformer import OFFICIAL_DESCEND_THRESHOLD
 from syntaxformer.evaluation.constituency import bracket_scores
 from syntaxformer.parsing import model_structures
 
@@ -73,14 +74,15 @@ def curve_decoder_name(decoder: dict, decoders) -> str:
     """The learning curve's key for the decoder settings ``decoder`` (a report's ``"decoder"``: ``layer``,
     ``min_layer``, ...) among the curve's keys ``decoders`` (module docstring): ``"layer{l}"`` for a single
     layer, else ``"distance"`` where the curve has it (StructFormer, ON-LSTM), else Algorithm 1's
-    ``"algorithm1_m{m}"`` (no minimum layer: m = 0), ``"algorithm1_m{m}_descend"`` for the descend rule
-    where the curve has it (curves recorded before it was scored have only the paper's rule)."""
+    ``"algorithm1_m{m}"`` (no minimum layer: m = 0), ``"algorithm1_m{m}_descend"`` for the public descend
+    rule (0.7, the only one the curve scores) where the curve has it (curves recorded before it was scored
+    have only the paper's rule)."""
     if decoder.get("layer") is not None:
         return f"layer{decoder['layer']}"
     if "distance" in decoders:
         return "distance"
     name = f"algorithm1_m{decoder.get('min_layer') or 0}"
-    if decoder.get("descend_threshold") is not None and f"{name}_descend" in decoders:
+    if decoder.get("descend_threshold") == OFFICIAL_DESCEND_THRESHOLD and f"{name}_descend" in decoders:
         return f"{name}_descend"
     return name
 
