@@ -34,19 +34,23 @@ What happens to a sentence, as in training (DESIGN.md §4, the PRPN preprocessin
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import conllu
 from nltk import Tree
 from nltk.tokenize import NLTKWordTokenizer
 
+from syntaxformer.decoding.ensemble import TIE_RULE, ensemble_spans, head_vote
 from syntaxformer.decoding.spans import spans_to_tree, with_preterminals
 from syntaxformer.errors import InputError
 from syntaxformer.parsing import load_model, model_structures, resolve_decoder_options
-from syntaxformer.pretrained import model_folder
+from syntaxformer.pretrained import SHIPPED, model_folder
 from syntaxformer.structures import DecoderOptions, Structures
 
 logger = logging.getLogger(__name__)
@@ -91,43 +95,27 @@ def _tokens(sentence, number: int) -> list[str]:
     return tokens
 
 
-class Parser:
-    """A trained model that parses sentences (raw text or tokens) into ``nltk.Tree``.
+class TreeParser:
+    """What every parser offers, over its :meth:`word_parses` (one model: :class:`Parser`; several:
+    :class:`EnsembleParser`): tokens in, ``nltk.Tree`` out, punctuation kept from the model and put
+    back as leaves (module docstring)."""
 
-    Args:
-        model: a model that induces structure (evaluation mode).
-        tokenizer: its tokenizer.
-        options: the decoder settings (:class:`~syntaxformer.structures.DecoderOptions`).
-        name: where the model came from (its folder), for messages.
-        batch_size: sentences per forward pass.
+    name: str = "<parser>"
 
-    Use :func:`load_parser` to make one from a folder.
-    """
-
-    def __init__(self, model, tokenizer, options: DecoderOptions, name: str = "<model>", batch_size: int = 64):
-        self.model, self.tokenizer, self.options = model, tokenizer, options
-        self.name, self.batch_size = name, batch_size
-
-    def __repr__(self) -> str:
-        return f"Parser({self.name!r}, {self.options})"
+    def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[list[int] | None], list]:
+        """Per sentence of ``words`` (lists of words, no punctuation): its spans (half-open, over words),
+        its 1-based word heads (None: no dependencies) and what the model induced (its structures)."""
+        raise NotImplementedError
 
     @property
     def gives_dependencies(self) -> bool:
-        """Whether the model induces dependency heads too (StructFormer)."""
+        """Whether the parser induces dependency heads too (a StructFormer, or an ensemble with one)."""
         return self.check() is not None
 
     def check(self) -> list[int] | None:
-        """Parse a three-word sentence with the decoder settings: raises InputError for a model that
-        induces nothing or settings its structures do not take; returns its heads (None: no
-        dependencies)."""
-        sentence = self.structures([["the", "cat", "sat"]])[0]
-        sentence.spans(self.options)
-        return sentence.heads(self.options)
-
-    def structures(self, words: Sequence[Sequence[str]]) -> list[Structures]:
-        """The model's structures over lists of **words** (no punctuation handling; normalised as in
-        training), one :class:`~syntaxformer.structures.Structures` per sentence."""
-        return model_structures(self.model, self.tokenizer, words, batch_size=self.batch_size)
+        """Parse a three-word sentence: raises InputError for a parser that induces nothing or settings
+        its structures do not take; returns its heads (None: no dependencies)."""
+        return self.word_parses([["the", "cat", "sat"]])[1][0]
 
     def parse(self, sentence: str | Sequence[str]) -> Tree:
         """The tree of one sentence: a string (tokenised here) or a list of tokens.
@@ -151,7 +139,7 @@ class Parser:
 
     def parse_tokens(
         self, token_lists: Sequence[Sequence[str]], punctuation: bool = True
-    ) -> tuple[list[Tree], list[list[int]] | None, list[Structures]]:
+    ) -> tuple[list[Tree], list[list[int]] | None, list]:
         """Trees over tokenised sentences, with the heads and structures of their words.
 
         Args:
@@ -163,60 +151,179 @@ class Parser:
             ``(trees, heads, structures)``: a tree per sentence over all its tokens, in the field's
             form (a preterminal ``X`` over each token, module docstring); per sentence the
             1-based heads of every token (0 = root; punctuation attached to the root word), or None for
-            a model without dependencies; the model's structures over the non-punctuation words.
+            a parser without dependencies; what the model induced over the non-punctuation words
+            (:class:`~syntaxformer.structures.Structures`; an ensemble: per sentence one per member).
         """
-        words, positions = [], []
-        for number, tokens in enumerate(token_lists, start=1):
-            kept = [i for i, t in enumerate(tokens) if not (punctuation and is_punctuation(t))]
-            if not tokens:
-                raise InputError("empty sentence: nothing to parse", sentence=number)
-            if not kept:
-                raise InputError("nothing to parse: the sentence is only punctuation", sentence=number)
-            positions.append(kept)
-            words.append([tokens[i] for i in kept])
-        structures = self.structures(words)
+        words, positions = _word_lists(token_lists, punctuation)
+        spans, word_heads, structures = self.word_parses(words)
         trees, heads = [], []
-        for tokens, kept, s in zip(token_lists, positions, structures):
+        for tokens, kept, sentence_spans, sentence_heads in zip(token_lists, positions, spans, word_heads):
             # the words' whole span is the root (punctuation at the edges joins the root)
-            spans = {(kept[i], kept[j - 1] + 1) for i, j in s.spans(self.options) if (i, j) != (0, len(kept))}
-            trees.append(with_preterminals(spans_to_tree(list(tokens), spans)))
-            word_heads = s.heads(self.options)
-            heads.append(None if word_heads is None else _token_heads(word_heads, kept, len(tokens)))
+            token_spans = {(kept[i], kept[j - 1] + 1) for i, j in sentence_spans if (i, j) != (0, len(kept))}
+            trees.append(with_preterminals(spans_to_tree(list(tokens), token_spans)))
+            heads.append(None if sentence_heads is None else _token_heads(sentence_heads, kept, len(tokens)))
         return trees, (None if all(h is None for h in heads) else heads), structures
 
     def parse_dependencies(self, sentences: Iterable[str | Sequence[str]]) -> list[conllu.TokenList]:
-        """Dependency trees (CoNLL-U token lists, ``conllu``) of a model that induces heads.
+        """Dependency trees (CoNLL-U token lists, ``conllu``) of a parser that induces heads.
 
         Every token is a row (``form`` as in the text, ``lemma`` ``_``); ``head`` is 1-based, 0 = root;
         punctuation tokens attach to the root word with ``deprel`` ``punct``, other rows ``dep``.
 
         Raises:
-            InputError: the model induces no dependency heads (only constituency), or bad sentences.
+            InputError: the parser induces no dependency heads (only constituency), or bad sentences.
         """
         token_lists = [_tokens(s, i) for i, s in enumerate(_as_list(sentences), start=1)]
         _, heads, _ = self.parse_tokens(token_lists)
         if heads is None:
             raise InputError(f"{self.name}: this model induces no dependency heads (a StructFormer does)")
-        return [
-            conllu.TokenList(
-                [
-                    {
-                        "id": i,
-                        "form": t,
-                        "lemma": "_",
-                        "upos": "_",
-                        "xpos": "_",
-                        "feats": None,
-                        "head": h,
-                        "deprel": "punct" if is_punctuation(t) else ("root" if h == 0 else "dep"),
-                        "deps": None,
-                        "misc": None,
-                    }
-                    for i, (t, h) in enumerate(zip(tokens, head), start=1)
-                ]
-            )
-            for tokens, head in zip(token_lists, heads)
+        return [_conllu_sentence(tokens, head) for tokens, head in zip(token_lists, heads)]
+
+
+class Parser(TreeParser):
+    """A trained model that parses sentences (raw text or tokens) into ``nltk.Tree``.
+
+    Args:
+        model: a model that induces structure (evaluation mode).
+        tokenizer: its tokenizer.
+        options: the decoder settings (:class:`~syntaxformer.structures.DecoderOptions`).
+        name: where the model came from (its folder), for messages.
+        batch_size: sentences per forward pass.
+
+    Use :func:`load_parser` to make one from a folder.
+    """
+
+    def __init__(self, model, tokenizer, options: DecoderOptions, name: str = "<model>", batch_size: int = 64):
+        self.model, self.tokenizer, self.options = model, tokenizer, options
+        self.name, self.batch_size = name, batch_size
+
+    def __repr__(self) -> str:
+        return f"Parser({self.name!r}, {self.options})"
+
+    def check(self) -> list[int] | None:
+        """Parse a three-word sentence with the decoder settings: raises InputError for a model that
+        induces nothing or settings its structures do not take; returns its heads (None: no
+        dependencies)."""
+        sentence = self.structures([["the", "cat", "sat"]])[0]
+        sentence.spans(self.options)
+        return sentence.heads(self.options)
+
+    def structures(self, words: Sequence[Sequence[str]]) -> list[Structures]:
+        """The model's structures over lists of **words** (no punctuation handling; normalised as in
+        training), one :class:`~syntaxformer.structures.Structures` per sentence."""
+        return model_structures(self.model, self.tokenizer, words, batch_size=self.batch_size)
+
+    def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[list[int] | None], list[Structures]]:
+        """Per sentence its spans and word heads by the decoder settings, and its structures
+        (:meth:`TreeParser.word_parses`)."""
+        structures = self.structures(words)
+        return [s.spans(self.options) for s in structures], [s.heads(self.options) for s in structures], structures
+
+
+class EnsembleParser(TreeParser):
+    """Several parsers (the *members*) as one: per sentence the minimum-Bayes-risk tree of their trees,
+    and the vote of their dependency heads (:mod:`syntaxformer.decoding.ensemble`; Shayegh et al.,
+    ICLR 2024, §2.2).
+
+    Every member parses the same words (punctuation kept from all of them alike), one member after the
+    other, each with its own decoder settings, model and batch size.
+
+    Args:
+        members: the member parsers (at least one).
+        weights: per member its vote's weight (None: 1 each).
+        name: a name for messages and reports (default: the members' names joined by ``,``).
+    Raises:
+        InputError: no member, or not one finite non-negative weight per member.
+    """
+
+    def __init__(self, members: Sequence[Parser], weights: Sequence[float] | None = None, name: str | None = None):
+        if not members:
+            raise InputError("an ensemble needs at least one member parser")
+        weights = [1.0] * len(members) if weights is None else [float(w) for w in weights]
+        if len(weights) != len(members) or not all(math.isfinite(w) and w >= 0 for w in weights):
+            raise InputError(f"an ensemble of {len(members)} members needs one finite weight >= 0 each, got {weights}")
+        self.members, self.weights = list(members), weights
+        self.name = name or ",".join(m.name for m in members)
+        self.options = EnsembleSettings(tuple(m.name for m in members), tuple(weights))
+
+    def __repr__(self) -> str:
+        return f"EnsembleParser({self.name!r}, members={[m.name for m in self.members]}, weights={self.weights})"
+
+    def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[list[int] | None], list]:
+        """Per sentence the ensemble's spans and heads, and the members' structures (one per member)."""
+        parses = [member.word_parses(words) for member in self.members]
+        for member, (spans, _, _) in zip(self.members, parses):
+            if len(spans) != len(words):
+                raise InputError(f"ensemble member {member.name}: {len(spans)} parses for {len(words)} sentences")
+        for member, (member_spans, _, _) in zip(self.members, parses):
+            for i, (sentence, spans) in enumerate(zip(words, member_spans), start=1):
+                if any(not 0 <= a < b <= len(sentence) for a, b in spans):
+                    raise InputError(
+                        f"ensemble member {member.name}: its tree does not cover the sentence's words", sentence=i
+                    )
+        spans, heads = [], []
+        for i, sentence in enumerate(words):
+            spans.append(ensemble_spans([p[0][i] for p in parses], len(sentence), self.weights))
+            voters = [(w, p[1][i]) for w, p in zip(self.weights, parses) if p[1][i] is not None]
+            heads.append(head_vote([h for _, h in voters], [w for w, _ in voters]) if voters else None)
+        return spans, heads, [list(member_structures) for member_structures in zip(*(p[2] for p in parses))]
+
+
+@dataclass(frozen=True)
+class EnsembleSettings:
+    """How an :class:`EnsembleParser` decides (its ``options``, as a report records them).
+
+    Attributes:
+        members: the members' names (their folders).
+        weights: per member its vote's weight.
+        tie_rule: :data:`~syntaxformer.decoding.ensemble.TIE_RULE`.
+    """
+
+    members: tuple[str, ...]
+    weights: tuple[float, ...]
+    tie_rule: str = TIE_RULE
+
+    def to_dict(self) -> dict:
+        return {"members": list(self.members), "weights": list(self.weights), "tie_rule": self.tie_rule}
+
+
+def _word_lists(token_lists: Sequence[Sequence[str]], punctuation: bool) -> tuple[list[list[str]], list[list[int]]]:
+    """Per sentence its words (the tokens shown to the model) and their positions among the tokens.
+
+    Raises:
+        InputError: an empty sentence or one of only punctuation, naming its 1-based number.
+    """
+    words, positions = [], []
+    for number, tokens in enumerate(token_lists, start=1):
+        kept = [i for i, t in enumerate(tokens) if not (punctuation and is_punctuation(t))]
+        if not tokens:
+            raise InputError("empty sentence: nothing to parse", sentence=number)
+        if not kept:
+            raise InputError("nothing to parse: the sentence is only punctuation", sentence=number)
+        positions.append(kept)
+        words.append([tokens[i] for i in kept])
+    return words, positions
+
+
+def _conllu_sentence(tokens: Sequence[str], heads: Sequence[int]) -> conllu.TokenList:
+    """One sentence's CoNLL-U rows (:meth:`TreeParser.parse_dependencies`)."""
+    return conllu.TokenList(
+        [
+            {
+                "id": i,
+                "form": t,
+                "lemma": "_",
+                "upos": "_",
+                "xpos": "_",
+                "feats": None,
+                "head": h,
+                "deprel": "punct" if is_punctuation(t) else ("root" if h == 0 else "dep"),
+                "deps": None,
+                "misc": None,
+            }
+            for i, (t, h) in enumerate(zip(tokens, heads), start=1)
         ]
+    )
 
 
 def _as_list(sentences) -> list:
@@ -241,35 +348,130 @@ def _token_heads(word_heads: Sequence[int], kept: Sequence[int], n_tokens: int) 
 
 
 def load_parser(
-    model: str | Path | None = None,
+    model: str | Path | Sequence[str | Path] | None = None,
     options: DecoderOptions | Mapping | None = None,
     device: str | None = "cpu",
     batch_size: int = 64,
     verbose: bool = False,
-) -> Parser:
-    """A :class:`Parser` from a model folder, or the parser shipped in the package.
+    weights: Sequence[float] | None = None,
+) -> TreeParser:
+    """A :class:`Parser` from a model folder, or the parser shipped in the package; an
+    :class:`EnsembleParser` from several.
 
     Args:
         model: a folder written by ``syntaxformer train`` / ``induce`` (``OUT/model``), a shipped
             parser's name (:data:`syntaxformer.pretrained.SHIPPED`), or None = the default shipped parser.
+            Several (an ensemble, each member with its saved decoder settings): a list of them, one
+            string of them joined by ``,`` (``"structformer-ptb-lm,on-lstm-ptb-lm"``), a shipped
+            ensemble's name (:data:`syntaxformer.pretrained.ENSEMBLES`) or a folder with an
+            ``ensemble.json`` (:func:`save_ensemble`).
         options: decoder settings: None = the model's saved ones (``decoder.json``, written by
             ``induce``; the shipped parser's report), a dict = choices over them, a full
-            :class:`~syntaxformer.structures.DecoderOptions` = exactly these.
+            :class:`~syntaxformer.structures.DecoderOptions` = exactly these. An ensemble takes none
+            (each member its own).
         device: "cpu", "cuda", ...; None = CUDA if available.
         batch_size: sentences per forward pass.
         verbose: show the libraries' progress bars and messages while the model loads (default: none;
             :func:`syntaxformer.parsing.library_output`).
+        weights: an ensemble's member weights (None: those of its ``ensemble.json``, else 1 each).
     Raises:
         InputError: in one line naming the file: not a model folder, a damaged or foreign model file
             (``config.json``, ``model.safetensors``, the tokenizer; :func:`~syntaxformer.parsing.load_model`),
-            a model that induces no structure, no shipped parser, bad decoder settings.
+            a model that induces no structure, no shipped parser, bad decoder settings; for an
+            ensemble also a damaged ``ensemble.json``, decoder settings given, bad weights, and any of
+            these for a member (named).
     """
-    folder = model_folder(model)
+    members, saved_weights = _ensemble_members(model)
+    if members is None:
+        if weights is not None:
+            raise InputError("member weights are for an ensemble: give several models")
+        return _load_one(model_folder(model), options, device, batch_size, verbose)
+    if options:
+        raise InputError("decoder settings apply to one model: an ensemble's members use their own saved ones")
+    parsers = []
+    for member in members:
+        try:
+            parsers.append(_load_one(model_folder(member), None, device, batch_size, verbose))
+        except InputError as e:
+            raise InputError(f"ensemble member {member}: {e}") from None
+    name = str(model) if isinstance(model, (str, Path)) else None
+    return EnsembleParser(parsers, weights if weights is not None else saved_weights, name=name)
+
+
+def _load_one(folder: Path, options, device, batch_size: int, verbose: bool) -> Parser:
     loaded, tokenizer, _ = load_model(folder, device=device, verbose=verbose)  # a damaged folder: fail first
     decoder = resolve_decoder_options(folder, options)
     parser = Parser(loaded, tokenizer, decoder, name=str(folder), batch_size=batch_size)
     parser.check()  # a model that induces nothing, or settings it does not take: fail now
     return parser
+
+
+#: The file that makes a folder an ensemble (:func:`save_ensemble`).
+ENSEMBLE_FILE = "ensemble.json"
+
+
+def _ensemble_members(model) -> tuple[list[str] | None, list[float] | None]:
+    """The members (and saved weights) ``model`` names, or ``(None, None)`` for one model."""
+    if model is None:
+        return None, None
+    if not isinstance(model, (str, Path)):
+        members = [str(m) for m in model]
+        return (members, None) if members else _no_members()
+    if isinstance(model, str) and "," in model and not Path(model).exists():
+        members = [m.strip() for m in model.split(",") if m.strip()]
+        return (members, None) if members else _no_members()
+    folder = model_folder(model)
+    if (folder / ENSEMBLE_FILE).is_file():
+        return read_ensemble(folder)
+    return None, None
+
+
+def _no_members():
+    raise InputError("an ensemble needs at least one member: give model folders or shipped names")
+
+
+def read_ensemble(folder: str | Path) -> tuple[list[str], list[float]]:
+    """An ensemble folder's members and weights (its ``ensemble.json``: ``{"members": [...],
+    "weights": [...]}``; a member is a shipped name, or a folder relative to the ensemble folder).
+
+    Raises:
+        InputError: naming the file: not JSON, no member list of strings, not one number per member.
+    """
+    path = Path(folder) / ENSEMBLE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"unreadable ensemble file: {e}", path=path) from None
+    members = data.get("members") if isinstance(data, dict) else None
+    if not isinstance(members, list) or not members or not all(isinstance(m, str) and m for m in members):
+        raise InputError('"members" must be a non-empty list of model folders or shipped names', path=path)
+    weights = data.get("weights", [1.0] * len(members))
+    if (
+        not isinstance(weights, list)
+        or len(weights) != len(members)
+        or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights)
+    ):
+        raise InputError(f'"weights" must be one number per member ({len(members)})', path=path)
+    resolved = [m if m in SHIPPED or Path(m).is_absolute() else str(Path(folder) / m) for m in members]
+    return resolved, [float(w) for w in weights]
+
+
+def save_ensemble(
+    folder: str | Path, members: Sequence[str | Path], weights: Sequence[float] | None = None, note: str = ""
+) -> Path:
+    """Write an ensemble folder: ``ensemble.json`` naming its members (shipped names or model folders,
+    as given: a relative folder is read relative to the ensemble folder) and their weights; no weights
+    of the models are copied. ``load_parser(folder)`` then loads the ensemble.
+
+    Returns:
+        The file written.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = [1.0] * len(members) if weights is None else [float(w) for w in weights]
+    record = {"members": [str(m) for m in members], "weights": weights, "tie_rule": TIE_RULE, "note": note}
+    (folder / ENSEMBLE_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return folder / ENSEMBLE_FILE
 
 
 @functools.lru_cache(maxsize=1)
@@ -286,4 +488,17 @@ def parse(text: str | Sequence[str]) -> Tree:
     return _shipped_parser().parse(text)
 
 
-__all__ = ["Parser", "load_parser", "parse", "tokenize", "is_punctuation", "WORD_SYMBOLS"]
+__all__ = [
+    "TreeParser",
+    "EnsembleParser",
+    "EnsembleSettings",
+    "read_ensemble",
+    "save_ensemble",
+    "ENSEMBLE_FILE",
+    "Parser",
+    "load_parser",
+    "parse",
+    "tokenize",
+    "is_punctuation",
+    "WORD_SYMBOLS",
+]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import SICK_HEADER, SICK_PAIRS, sick_line
+from helpers import SICK_HEADER, SICK_PAIRS, shared_data_folder, sick_line
 from transformers.utils import logging as hf_logging
 
 # transformers 5 draws tqdm bars on stderr when it saves or loads weights; a session fixture built
@@ -20,8 +20,9 @@ hf_logging.disable_progress_bar()
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-#: ``../shared/data`` relative to the repository root (``/work/shared/data`` in development).
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+#: ``../shared/data`` relative to the repository root (``/work/shared/data`` in development), or
+#: ``$SYNTAXFORMER_SHARED_DATA`` (:func:`helpers.shared_data_folder`).
+SHARED_DATA = shared_data_folder()
 
 
 def _require_corpus(name: str) -> Path:

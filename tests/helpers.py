@@ -4,14 +4,29 @@
   code under test (:func:`write_logic_folder`);
 * SICK-format lines (:data:`SICK_HEADER`, :func:`sick_line`, :data:`SICK_PAIRS`), written as a file by
   the ``sick_file`` fixture;
-* the two-layer Tree Transformer of the prior kernels' model tests (:func:`tiny_tree_transformer`).
+* the two-layer Tree Transformer of the prior kernels' model tests (:func:`tiny_tree_transformer`);
+* where the shared corpora are (:func:`shared_data_folder`).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from pathlib import Path
+
+#: the environment variable that moves the shared corpora folder (CI points it at an empty folder to run
+#: the tests as a fresh clone without ``../shared`` would)
+SHARED_DATA_VARIABLE = "SYNTAXFORMER_SHARED_DATA"
+
+
+def shared_data_folder() -> Path:
+    """The shared corpora folder the tests read: ``$SYNTAXFORMER_SHARED_DATA`` where it is set, else
+    ``../shared/data`` beside the repository (``/work/shared/data`` in development)."""
+    return Path(
+        os.environ.get(SHARED_DATA_VARIABLE) or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    )
+
 
 # ------------------------------------------------------------------------------- propositional logic
 

@@ -16,8 +16,10 @@ with status 0. Only the length of the work is changed (:func:`shorten`):
   seed);
 * ``--device cuda`` runs on the CPU when there is no GPU;
 * ``../shared/data/NAME`` is a mirror of the real folder with the first lines of each file
-  (:func:`mirror`); without ``../shared/data`` the lines that name it (or read what such a line wrote)
-  are skipped and the page's test ends skipped, naming them;
+  (:func:`mirror`); without ``../shared/data`` the lines that name it are skipped, and so is every
+  later step that uses what a skipped step would have made (its ``--out`` folders, the paths its Python
+  code writes, the names it binds), and the page's test ends skipped, naming them and what they needed;
+  ``$SYNTAXFORMER_SHARED_DATA`` moves the shared folder (CI points it at an empty one);
 * files a page names as the user's own (:data:`USER_FILES`) are written small, and folders another page
   makes (``induce-out``, the priors guide's ``sp``, ...) are made first by that page's line.
 
@@ -27,6 +29,7 @@ Excluded, each with its reason: :data:`EXCLUDED`; marked slow (more than ~20 s e
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import shlex
@@ -36,11 +39,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import shared_data_folder
 
 from syntaxformer.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = shared_data_folder()  # ../shared/data, or $SYNTAXFORMER_SHARED_DATA
 #: every page of docs/ with a ```sh or ```python block
 PAGES = sorted(
     page.relative_to(ROOT).as_posix()
@@ -164,18 +168,74 @@ def shared_names(step) -> set[str]:
     return names
 
 
+def _codes(step) -> list[str]:
+    """The Python code a step runs: a ```python block, or the code of its ``python -c`` segments."""
+    if step[0] == "python":
+        return [step[1]]
+    return [s[2] for s in step[1] if s[0] in ("python", "python3") and s[1:2] == ["-c"] and len(s) > 2]
+
+
+#: Python calls whose string arguments are paths the call writes (``export_pretrained(run, "my-parser")``)
+WRITERS = re.compile(r"^(export|save|write)")
+
+
+def _code_writes(code: str) -> tuple[set[str], set[str]]:
+    """``(paths, names)`` that Python ``code`` makes: the string arguments of its writer calls
+    (:data:`WRITERS`) and the names it binds at module level (assignments, imports, definitions)."""
+    tree = ast.parse(code)
+    paths = {
+        arg.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and WRITERS.match(_call_name(node.func))
+        for arg in [*node.args, *(k.value for k in node.keywords)]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+    }
+    names = {
+        node.id
+        for statement in tree.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    }
+    for statement in tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in statement.names}
+        elif isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+            names.add(statement.name)
+    return paths, names
+
+
+def _call_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def _outputs(step) -> list[str]:
-    """The ``--out`` folders of a shell step."""
-    if step[0] != "sh":
-        return []
-    return [s[s.index("--out") + 1] for s in step[1] if "--out" in s]
+    """The folders and files a step makes: the ``--out`` folders of a shell step's commands, and the
+    paths its Python code writes (:func:`_code_writes`)."""
+    made = [] if step[0] != "sh" else [s[s.index("--out") + 1] for s in step[1] if "--out" in s]
+    return made + sorted(path for code in _codes(step) for path in _code_writes(code)[0])
+
+
+def _defines(step) -> set[str]:
+    """The Python names a step binds (:func:`_code_writes`)."""
+    return {name for code in _codes(step) for name in _code_writes(code)[1]}
+
+
+def _uses(step, names: set[str]) -> set[str]:
+    """Those of ``names`` that the step's Python code reads without binding them first in the same code."""
+    used = set()
+    for code in _codes(step):
+        loaded = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        used |= (loaded - _code_writes(code)[1]) & names
+    return used
 
 
 def _reads(step, folder: str) -> bool:
     """Whether ``step`` names ``folder`` or a path inside it (as an argument, ``induced:DIR`` or a
-    quoted string of Python code)."""
+    quoted string of Python code, a ```python block's or a ``python -c`` line's)."""
+    if any(re.search(rf"['\"]{re.escape(folder)}[/'\"]", code) for code in _codes(step)):
+        return True
     if step[0] == "python":
-        return re.search(rf"['\"]{re.escape(folder)}[/'\"]", step[1]) is not None
+        return False
     words = [w.removeprefix("induced:") for segment in step[1] for w in segment]
     return any(w == folder or w.startswith(folder + "/") for w in words)
 
@@ -193,7 +253,8 @@ class Runner:
         self.work, self.shared, self.fixtures = root / "work", root / "shared" / "data", root / "fixtures"
         self.capsys, self.monkeypatch, self.made = capsys, monkeypatch, made
         self.skipped: list[str] = []
-        self.unavailable: set[str] = set()
+        self.unavailable: set[str] = set()  # folders and files a skipped step would have made
+        self.undefined: set[str] = set()  # Python names a skipped step would have bound
         for folder in (self.work, self.shared, self.fixtures):
             folder.mkdir(parents=True, exist_ok=True)
         _user_files(self.work, self.fixtures)
@@ -227,9 +288,14 @@ class Runner:
         self.monkeypatch.chdir(self.work)
         text = step[1] if step[0] == "python" else " ".join(shlex.join(s) for s in step[1])
         absent = [n for n in shared_names(step) if not mirror(n, self.shared)]
-        if absent or any(_reads(step, folder) for folder in self.unavailable):
-            self.skipped.append(f"{page}: {text.strip()[:80]} (needs ../shared/data/{', '.join(absent) or '...'})")
+        missing = sorted(f for f in self.unavailable if _reads(step, f)) + sorted(_uses(step, self.undefined))
+        if absent or missing:
+            needs = (
+                f"../shared/data/{', '.join(absent)}" if absent else f"what a skipped step makes: {', '.join(missing)}"
+            )
+            self.skipped.append(f"{page}: {text.strip()[:80]} (needs {needs})")
             self.unavailable.update(_outputs(step))
+            self.undefined.update(_defines(step))
             return
         if step[0] == "python":
             exec(compile(step[1], page, "exec"), {"__name__": "__guide__"})
@@ -317,4 +383,39 @@ def test_page_runs(page, tmp_path, capsys, monkeypatch, made):
     runner = Runner(tmp_path, capsys, monkeypatch, made)
     runner.run_page(page)
     if runner.skipped:
-        pytest.skip(f"ran the rest; skipped what needs an absent corpus: {'; '.join(runner.skipped)}")
+        pytest.skip(f"ran the rest; skipped what needs an absent corpus or a skipped step: {'; '.join(runner.skipped)}")
+
+
+def test_a_skipped_step_skips_what_uses_its_outputs(tmp_path, capsys, monkeypatch):
+    """A step that needs an absent corpus is skipped, and so is every later step that reads its ``--out``
+    folder (as an argument or in ``python -c`` code), a path its Python code writes, or a name it binds;
+    a step that needs none of them runs."""
+    steps = [
+        ("sh", [["syntaxformer", "induce", "--corpus", "../shared/data/no-such-corpus/a.txt", "--out", "run-a"]]),
+        (
+            "sh",
+            [
+                [
+                    "python",
+                    "-c",
+                    "from syntaxformer.pretrained import export_pretrained; export_pretrained('run-a', 'mine')",
+                ]
+            ],
+        ),
+        ("python", "import syntaxformer\nparser = syntaxformer.load_parser('mine')\n"),
+        ("python", "print(parser)\n"),
+        ("sh", [["syntaxformer", "parse", "--model", "mine/", "--input", "sentences.txt"]]),
+        ("python", "ran = [1]\nassert ran == [1]\nprint('independent step ran')\n"),
+    ]
+    runner = Runner(tmp_path, capsys, monkeypatch, {})
+    for step in steps:
+        runner.run("page.md", step)
+    needs = [entry.rsplit(" (needs ", 1)[1] for entry in runner.skipped]
+    assert needs == [
+        "../shared/data/no-such-corpus)",
+        "what a skipped step makes: run-a)",
+        "what a skipped step makes: mine)",
+        "what a skipped step makes: parser)",
+        "what a skipped step makes: mine)",
+    ]
+    assert "independent step ran" in capsys.readouterr().out

@@ -47,6 +47,9 @@ from syntaxformer.structures import save_decoder_options, saved_decoder_options
 SHIPPED = ("structformer-ptb-lm", "tree-transformer-ptb-lm", "on-lstm-ptb-lm", "tree-transformer-ptb")
 #: The default shipped parser's name.
 PRETRAINED_NAME = SHIPPED[0]
+#: The ensembles shipped inside this package, by name: each a folder beside this file with only an
+#: ``ensemble.json`` naming shipped members and their weights (``syntaxformer.parser.load_parser``).
+ENSEMBLES = ("ensemble-ptb-lm",)
 
 
 def shipped_parsers() -> list[str]:
@@ -74,12 +77,14 @@ def pretrained_folder(name: str | None = None) -> Path:
 
 def model_folder(model: str | Path | None) -> Path:
     """The folder ``model`` names: None = the default shipped parser; an existing folder = itself; a
-    name in :data:`SHIPPED` = that shipped parser; anything else is returned as a path (the loader
-    then names what is missing)."""
+    name in :data:`SHIPPED` = that shipped parser, one in :data:`ENSEMBLES` that shipped ensemble's
+    folder; anything else is returned as a path (the loader then names what is missing)."""
     if model is None:
         return pretrained_folder()
     if not Path(model).exists() and str(model) in SHIPPED:
         return pretrained_folder(str(model))
+    if not Path(model).exists() and str(model) in ENSEMBLES:
+        return Path(str(resources.files("syntaxformer.pretrained").joinpath(str(model))))
     return Path(model)
 
 
@@ -158,6 +163,7 @@ def export_pretrained(induce_out: str | Path, folder: str | Path) -> Path:
 __all__ = [
     "SHIPPED",
     "PRETRAINED_NAME",
+    "ENSEMBLES",
     "shipped_parsers",
     "pretrained_folder",
     "model_folder",
