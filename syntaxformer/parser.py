@@ -390,10 +390,12 @@ def load_parser(
         raise InputError("decoder settings apply to one model: an ensemble's members use their own saved ones")
     parsers = []
     for member in members:
+        folder = model_folder(member)
         try:
-            parsers.append(_load_one(model_folder(member), None, device, batch_size, verbose))
+            parsers.append(_load_one(folder, None, device, batch_size, verbose))
         except InputError as e:
-            raise InputError(f"ensemble member {member}: {e}") from None
+            where = "" if e.path in (None, str(folder)) else f" ({e.path}{'' if e.line is None else f':{e.line}'})"
+            raise InputError(f"ensemble member {member}: {e.message}{where}") from None
     name = str(model) if isinstance(model, (str, Path)) else None
     return EnsembleParser(parsers, weights if weights is not None else saved_weights, name=name)
 

@@ -275,7 +275,7 @@ class SyntaxformerComponent:
     """The pipeline component (module docstring): parses every sentence of each ``Doc`` it is given.
 
     Args:
-        parser: the :class:`~syntaxformer.parser.Parser` (:func:`~syntaxformer.parser.load_parser`).
+        parser: a :class:`~syntaxformer.parser.Parser` or :class:`~syntaxformer.parser.EnsembleParser` (:func:`~syntaxformer.parser.load_parser`).
         name: the component's name in the pipeline.
         set_heads: write a dependency model's heads into spaCy's ``token.head`` / ``token.dep_`` too.
     """
@@ -375,7 +375,9 @@ def make_component(
         nlp: the pipeline (spaCy passes it).
         name: the component's name (spaCy passes it).
         model: a shipped parser's name (``tree-transformer-ptb-lm``, ``structformer-ptb-lm``, ...) or a
-            model folder; None = the default shipped parser (:func:`~syntaxformer.parser.load_parser`).
+            model folder; None = the default shipped parser (:func:`~syntaxformer.parser.load_parser`);
+            an ensemble: names or folders joined by ``,``, a shipped ensemble's name
+            (``ensemble-ptb-lm``) or an ensemble folder.
         options: decoder settings over the model's saved ones (e.g. ``{"threshold": 0.7}``), or None.
         device: ``"cpu"``, ``"cuda"``, ...
         batch_size: sentences per forward pass.

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from syntaxformer.decoding.dependency import is_tree
 from syntaxformer.decoding.ensemble import ensemble_spans, head_vote, mbr_tree, span_votes
+from syntaxformer.decoding.spans import split_by_distance, tree_distances
 
 
 @functools.cache
@@ -46,8 +47,10 @@ def test_mbr_tree_is_the_best_binary_tree(case):
     votes = np.triu(np.asarray(values, dtype=float).reshape(n + 1, n + 1), 2)
     trees = binary_trees(0, n)
     best = max(vote_of(t, votes) for t in trees)
-    found = mbr_tree(votes)
+    found = mbr_tree(votes, keep_unvoted=True)
     assert frozenset(found) in trees  # a binary tree over the sentence
+    # by default the spans of vote 0 are dropped, the others kept
+    assert mbr_tree(votes) == {(i, j) for i, j in found if votes[i, j] > 0 or (i, j) == (0, n)}
     assert vote_of(found, votes) == best
     winners = [t for t in trees if vote_of(t, votes) == best]
     if len(winners) == 1:
@@ -74,7 +77,16 @@ def test_members_trees_vote(case):
 
 def test_tie_rule_right_branching_without_votes():
     for n in range(2, 9):
-        assert mbr_tree(np.zeros((n + 1, n + 1))) == right_branching(n)
+        assert mbr_tree(np.zeros((n + 1, n + 1)), keep_unvoted=True) == right_branching(n)
+        assert mbr_tree(np.zeros((n + 1, n + 1))) == {(0, n)}  # no span voted: flat
+
+
+def test_one_flat_member_gives_its_own_tree():
+    flat = {(0, 5), (0, 3)}  # ((a b c) d e): two flat constituents
+    assert ensemble_spans([flat], 5) == flat
+    assert ensemble_spans([flat, flat], 5, weights=[1.0, 3.0]) == flat
+    binary = ensemble_spans([flat], 5, keep_unvoted=True)
+    assert flat < binary and frozenset(binary) in binary_trees(0, 5)
 
 
 def test_tie_rule_smallest_split_point():
@@ -83,11 +95,13 @@ def test_tie_rule_smallest_split_point():
     n = 4
     left, right = {(0, 2), (0, 3)}, {(1, 4), (2, 4)}
     assert vote_of(ensemble_spans([left, right], n), span_votes([left, right], n)) == 2
-    assert ensemble_spans([left, right], n) == {(0, 4), (1, 4), (2, 4)}
+    assert ensemble_spans([left, right], n) == {(0, 4), (1, 4), (2, 4)}  # every span voted once
     # the same with the left-branching member weighted a little higher: it wins
     assert ensemble_spans([left, right], n, weights=[1.01, 1.0]) == {(0, 4), (0, 3), (0, 2)}
     # float sums that differ only by rounding still tie: 0.1 + 0.2 against 0.3
     assert ensemble_spans([{(0, 2)}, {(0, 2)}, {(1, 3)}], 3, weights=[0.1, 0.2, 0.3]) == {(0, 3), (1, 3)}
+    assert ensemble_spans([{(0, 2)}, {(0, 2)}, {(1, 3)}], 3, weights=[0.1, 0.2, 0.31]) == {(0, 3), (1, 3)}
+    assert ensemble_spans([{(0, 2)}, {(0, 2)}, {(1, 3)}], 3, weights=[0.1, 0.21, 0.3]) == {(0, 3), (0, 2)}
 
 
 def test_span_votes_table():
@@ -120,3 +134,20 @@ def test_head_vote():
     assert is_tree(votes) and votes == [2, 0, 2]
     # weights decide between two members
     assert head_vote([[2, 0], [0, 1]], weights=[1, 2]) == [0, 1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 9).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, 10**6))))
+def test_tree_distances_give_the_tree_back(case):
+    n, pick = case
+    trees = binary_trees(0, n)
+    tree = set(trees[pick % len(trees)])
+    distances = tree_distances(tree, n)
+    assert split_by_distance(distances) == tree
+    assert tree_distances(tree - {(0, n)}, n) == distances  # the whole sentence is implied
+
+
+def test_tree_distances_values():
+    # ((a b) (c (d e))): the root splits gap 1 (5 words), (a b) gap 0, (c d e) gap 2, (d e) gap 3
+    assert tree_distances({(0, 5), (0, 2), (2, 5), (3, 5)}, 5) == [2, 5, 3, 2]
+    assert tree_distances(set(), 1) == []

@@ -23,6 +23,7 @@ COMMANDS = [
     "induce",
     "train",
     "parse",
+    "distill",
     "evaluate",
     "baselines",
     "perplexity",

@@ -39,6 +39,7 @@ _TRAIN_FLAGS = (
     "epochs",
     "max_minutes",
     "valid",
+    "exclude_treebank",
     "batch_size",
     "lr",
     "warmup_steps",

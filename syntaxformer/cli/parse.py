@@ -34,8 +34,10 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="model folder written by `syntaxformer train` (default: the pretrained Tree "
-        "Transformer shipped in the package, syntaxformer.load_pretrained)",
+        help="model folder written by `syntaxformer train`, or a shipped parser's name (default: the shipped "
+        "structformer-ptb-lm); several joined by ',' (or a shipped ensemble, ensemble-ptb-lm, or a folder with an "
+        "ensemble.json) parse as one ensemble: the tree their trees agree on most, each member with its "
+        "saved decoder settings",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="text file, one sentence per line; '-' = standard input")

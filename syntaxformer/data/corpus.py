@@ -95,6 +95,66 @@ def load_corpus(spec: str, options: Preprocessing = PRPN) -> list[list[str]]:
     return sentences
 
 
+#: the unknown-word token of Mikolov's ptb-lm text, which stands for any word outside its vocabulary
+UNKNOWN_WORD = "<unk>"
+#: tokens that the PRPN preprocessing removes (tags ``$``, ``#``) and Mikolov's ptb-lm text keeps
+SYMBOL_WORDS = frozenset({"$", "#", "us$", "c$", "a$"})
+
+
+def _comparable(words) -> tuple[str, ...]:
+    """Words as :func:`exclude_treebank` compares them: without :data:`SYMBOL_WORDS`, ``%`` as ``N``
+    (Mikolov's ptb-lm text writes the percent sign as ``N``)."""
+    return tuple("N" if w == "%" else w for w in words if w not in SYMBOL_WORDS)
+
+
+def exclude_treebank(
+    sentences: list[list[str]], treebank: str, options: Preprocessing = PRPN
+) -> tuple[list[list[str]], int]:
+    """``sentences`` without those whose words are exactly a sentence of ``treebank`` (``--exclude-treebank``):
+    the held-out setting, a model that never read the sentences it is scored on.
+
+    A sentence is compared by its words as training reads them (normalised by
+    :func:`~syntaxformer.data.preprocess.normalise_word` with ``options``) against the treebank's
+    preprocessed words (the gold leaves of :func:`~syntaxformer.data.preprocess.load_gold_trees`,
+    normalised the same way): the whole word sequence, word for word, where the text's
+    :data:`UNKNOWN_WORD` (Mikolov's ptb-lm text writes it for every word outside its 10k vocabulary)
+    matches any word (in a sentence of at most half unknown words), and both sides are read without ``$`` and ``#`` and with ``%`` as ``N`` (the
+    ptb-lm text keeps the currency and number signs (``us$`` and the like) that the PRPN preprocessing removes, and writes
+    the percent sign as ``N``: :func:`_comparable`).
+
+    Args:
+        sentences: the training sentences (normalised words, as :func:`load_corpus` gives them).
+        treebank: ``"ptb-sample"`` (or a half of it) or a treebank path.
+        options: the preprocessing of both.
+    Returns:
+        ``(kept, removed)``: the other sentences in order, and how many were removed.
+    Raises:
+        InputError: an unreadable treebank.
+    """
+    if ptb_sample_part(treebank) is not None:
+        gold = _ptb_sample_words(options, treebank)
+    else:
+        gold = tuple(tuple(tree.leaves()) for tree in load_gold_trees(treebank, options))
+    excluded = {_comparable(normalise_word(w, options.lowercase, options.digits_to_n) for w in words) for words in gold}
+    by_length: dict[int, list[tuple[str, ...]]] = {}
+    for words in excluded:
+        by_length.setdefault(len(words), []).append(words)
+
+    def in_treebank(words: list[str]) -> bool:
+        key = _comparable(words)
+        if key in excluded:
+            return True
+        if 2 * key.count(UNKNOWN_WORD) > len(key):  # mostly unknown: too little to match on
+            return False
+        return any(all(a == b or a == UNKNOWN_WORD for a, b in zip(key, gold)) for gold in by_length.get(len(key), ()))
+
+    kept = [words for words in sentences if not in_treebank(words)]
+    logger.info(
+        "--exclude-treebank %s: %d of %d sentences removed", treebank, len(sentences) - len(kept), len(sentences)
+    )
+    return kept, len(sentences) - len(kept)
+
+
 def held_out_indices(n: int, fraction: float) -> set[int]:
     """The indices of the validation slice of ``n`` sentences: the first ``round(fraction·n)`` (at
     least 1 and at most ``n - 1`` when ``fraction > 0`` and ``n > 1``) of a seed-0 permutation. The

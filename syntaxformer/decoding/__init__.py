@@ -3,6 +3,7 @@
 * :mod:`.spans` - spans <-> bracketed trees (the internal form and the field's form, with a preterminal
   over each word), brackets, the top-down split by syntactic distance.
 * :mod:`.tree_transformer` - Tree Transformer Algorithm 1 and the single-layer decoder.
+* :mod:`.ensemble` - several parsers' trees and heads -> the tree (and heads) they agree on most.
 * :mod:`.dependency` - Chu-Liu-Edmonds (single root) and the public StructFormer argmax rule.
 """
 
@@ -16,6 +17,7 @@ from .spans import (
     spans_to_tree,
     split_by_distance,
     to_bracketed,
+    tree_distances,
     with_preterminals,
 )
 from .tree_transformer import (
@@ -37,6 +39,7 @@ __all__ = [
     "escape_word",
     "to_bracketed",
     "split_by_distance",
+    "tree_distances",
     "algorithm1",
     "single_layer",
     "resolve_min_layer",

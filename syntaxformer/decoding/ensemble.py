@@ -19,9 +19,15 @@ so a CKY search finds it exactly (:func:`mbr_tree`):
     best(i, i+1) = 0,    best(i, j) = v(i, j) + max_{i<k<j} ( best(i, k) + best(k, j) ).
 
 **Tie rule** (:data:`TIE_RULE`): at every span the smallest best split point ``k`` (the shortest left
-child), applied from the root down; so with no vote at all the tree is right-branching, and among
+child), applied from the root down; so with no vote at all the binary tree is right-branching, and among
 trees of equal vote the one that splits off the leftmost words first is chosen. Sums of weights are
 compared to within :data:`TIE_TOLERANCE` so that floating-point rounding does not decide a tie.
+
+**Unvoted spans.** The paper's members give binary trees. A member may give a flatter tree (Algorithm 1
+of the Tree Transformer leaves ``(the old man)`` flat); the binary tree must then split such a
+constituent somewhere no member proposes. Those spans of vote 0 are dropped from the result by
+default (``keep_unvoted=False``): removing them changes no span's vote, so the result keeps the
+largest total vote, and it holds only spans some member supports; one member gives back its own tree.
 
 **Head vote** (:func:`head_vote`) for members that give dependency heads: arc counts
 ``c(h, d) = sum_k w_k * [head_k(d) = h]`` and the maximum spanning tree over them with one word on
@@ -85,7 +91,7 @@ def span_votes(member_spans: Sequence[Iterable[Span]], n: int, weights: Sequence
     return votes
 
 
-def mbr_tree(votes: np.ndarray) -> set[Span]:
+def mbr_tree(votes: np.ndarray, keep_unvoted: bool = False) -> set[Span]:
     """The binary tree of largest total span vote, by CKY (module docstring), with :data:`TIE_RULE`.
 
     Vectorised over the spans of each length: ``n`` numpy steps of at most ``n x n`` work, O(n³) in all.
@@ -93,6 +99,10 @@ def mbr_tree(votes: np.ndarray) -> set[Span]:
     Args:
         votes: ``(n+1, n+1)`` span votes (:func:`span_votes`); entries of spans shorter than two words
             are not read.
+        keep_unvoted: keep the binary tree's spans that no member has (vote 0). Default False: they are
+            dropped, so the tree holds only spans some member proposes (module docstring, "unvoted
+            spans"): one member gives back its own tree even where it is not binary (Algorithm 1's
+            flat constituents), and with no vote at all the tree is flat.
     Returns:
         The tree's spans of two or more words, the whole sentence ``(0, n)`` included (``n >= 2``); an
         empty set for ``n <= 1``.
@@ -114,15 +124,18 @@ def mbr_tree(votes: np.ndarray) -> set[Span]:
     while stack:
         i, j = stack.pop()
         if j - i >= 2:
-            spans.add((i, j))
+            if keep_unvoted or votes[i, j] > 0 or (i, j) == (0, n):
+                spans.add((i, j))
             k = int(split[i, j])
             stack += [(i, k), (k, j)]
     return spans
 
 
-def ensemble_spans(member_spans: Sequence[Iterable[Span]], n: int, weights: Sequence[float] | None = None) -> set[Span]:
+def ensemble_spans(
+    member_spans: Sequence[Iterable[Span]], n: int, weights: Sequence[float] | None = None, keep_unvoted: bool = False
+) -> set[Span]:
     """The members' minimum-Bayes-risk tree: :func:`mbr_tree` of :func:`span_votes` (same arguments)."""
-    return mbr_tree(span_votes(member_spans, n, weights))
+    return mbr_tree(span_votes(member_spans, n, weights), keep_unvoted)
 
 
 def head_vote(member_heads: Sequence[Sequence[int]], weights: Sequence[float] | None = None) -> list[int]:

@@ -181,3 +181,26 @@ def split_by_distance(distances: Sequence[float]) -> set[Span]:
         stack.append((i, k + 1))
         stack.append((k + 1, j))
     return spans
+
+
+def tree_distances(spans: Iterable[Span], n: int) -> list[int]:
+    """Syntactic distances that give back a binary tree: the inverse of :func:`split_by_distance`.
+
+    The distance of the gap between words ``k`` and ``k + 1`` is the length (in words) of the smallest
+    span of the tree that contains both words, the constituent that this gap splits (Shen et al., ACL
+    2018, §3.1, with the constituent's length for its height). Within any constituent its own split
+    gap has the largest distance, so ``split_by_distance(tree_distances(spans, n)) == spans`` for a
+    binary tree given with its whole-sentence span (tests/test_ensemble.py).
+
+    Args:
+        spans: the tree's spans (half-open; the whole sentence is added when absent; spans of one
+            word are ignored).
+        n: the sentence's length in words.
+    Returns:
+        ``n - 1`` integer distances.
+    """
+    distances = [n] * max(n - 1, 0)
+    for i, j in sorted(set(spans), key=lambda span: span[0] - span[1]):  # longest first: smaller spans win
+        for k in range(i, j - 1):
+            distances[k] = j - i
+    return distances

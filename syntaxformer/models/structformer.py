@@ -1078,6 +1078,18 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
         )
         return out if return_dict else out.to_tuple()
 
+    def parser_distances(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The parser network's raw syntactic distances (§4.2), differentiable: what orders the induced
+        constituency tree (the calibration of appendix A.2 shifts a sentence's distances by one constant,
+        so the tree of :meth:`induce` is their top-down split). A distilled student learns these
+        (:mod:`syntaxformer.training.distill`).
+
+        Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = word, right padding).
+        Returns: ``[B, N-1]`` distances; values at gaps touching padding are meaningless.
+        """
+        embeddings = self.structformer.embeddings(input_ids)  # (B, N, d)
+        return self.structformer.parser(embeddings, attention_mask.bool())[0]  # (B, N-1)
+
     def induce(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[list]:
         """The structure interface (:mod:`syntaxformer.structures`): per sentence, its syntactic
         distances (gaps ``[t-1]``, heights ``[t]``) and dependency distribution (``[t, t+1]``, column

@@ -164,6 +164,14 @@ class DataArguments:
         None,
         help="validation text (same forms as --corpus) (default: --valid-fraction of --corpus held out)",
     )
+    exclude_treebank: str | None = option(
+        None,
+        metavar="TREEBANK",
+        help="drop from the training text every sentence of this treebank (ptb-sample, a half of it, or a "
+        "treebank path), word for word after preprocessing (Mikolov's <unk> matches any word): the held-out "
+        "setting, a model that never read the sentences it is scored on; counted in training.json "
+        "(default: keep them, the transductive setting)",
+    )
     trees: str | None = option(None, metavar="gold|induced:MODEL_DIR", help=_TREES_HELP)
     phrases: str | None = option(None, metavar="gold|induced:MODEL_DIR", help=_PHRASES_HELP)
     induced_from: str = option(

@@ -10,7 +10,7 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from syntaxformer.data import phrases as ph
-from syntaxformer.data.corpus import held_out_indices, load_corpus
+from syntaxformer.data.corpus import exclude_treebank, held_out_indices, load_corpus
 from syntaxformer.data.phrases import NO_LABEL, NO_PHRASE, pad_phrases
 from syntaxformer.data.tokenization import build_word_tokenizer, build_wordpiece_tokenizer, encode
 from syntaxformer.data.trees import pad_heads, token_heads
@@ -44,6 +44,7 @@ class TrainingData:
             ``phrase_label_names`` (when the reading prior asks for labels, gold trees only); else None.
         phrases: the ``--phrases`` value, or None; tree_level: the level the trees were cut at.
         phrase_label_names: the phrase-label vocabulary (training labels sorted, then ``other``), or None.
+        excluded: with ``--exclude-treebank``, how many sentences of the text it removed; else None.
     """
 
     tokenizer: object
@@ -64,6 +65,7 @@ class TrainingData:
     phrases: str | None = None
     tree_level: int | None = None
     phrase_label_names: list[str] | None = None
+    excluded: int | None = None
 
     def structure_inputs(self, split: str, indices: list[int]) -> dict | None:
         """The model's ``structure_inputs`` for the sequences ``indices`` of ``split`` (``"train"`` or
@@ -126,6 +128,11 @@ class TrainingData:
             valid_over_max_length=self.valid_over,
             trees=self.trees,
             phrases=self.phrases,
+            **(
+                {"exclude_treebank": args.exclude_treebank, "excluded_sentences": self.excluded}
+                if args.exclude_treebank
+                else {}
+            ),
             **({"induced_from": args.induced_from} if self._induced(args) else {}),
             **({"tree_level": self.tree_level} if self.phrases is not None else {}),
             **({"phrase_labels": self.phrase_label_names} if self.phrase_label_names else {}),
@@ -146,6 +153,9 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
     if args.trees is not None or args.phrases is not None:
         return _prepare_tree_data(args, saved_tokenizer)
     sentences = load_corpus(args.corpus)
+    excluded = None
+    if args.exclude_treebank is not None:
+        sentences, excluded = exclude_treebank(sentences, args.exclude_treebank)
     if not sentences:
         raise InputError("the training corpus has no sentence", path=args.corpus)
     if args.valid is not None:
@@ -165,7 +175,15 @@ def prepare_data(args: TrainArguments, saved_tokenizer: Path | None = None) -> T
         len(tokenizer),
     )
     return TrainingData(
-        tokenizer, train_ids, valid_ids, len(train_sents), len(valid_sents), train_over, valid_over, valid_desc
+        tokenizer,
+        train_ids,
+        valid_ids,
+        len(train_sents),
+        len(valid_sents),
+        train_over,
+        valid_over,
+        valid_desc,
+        excluded=excluded,
     )
 
 
@@ -181,6 +199,8 @@ def _prepare_tree_data(args: TrainArguments, saved_tokenizer: Path | None) -> Tr
     ``args.phrases``, :mod:`syntaxformer.data.phrases`): the same validation rule and tokenizer;
     sentences over ``max_length`` tokens are dropped whatever ``overflow`` says (a tree cannot be split;
     counted), and each kept sequence gets its token heads and / or token phrase ids (and labels)."""
+    if args.exclude_treebank is not None:
+        raise InputError("--exclude-treebank filters plain training text: not with --trees or --phrases")
     sentences, heads, trees = _load_structured(args, args.corpus)
     if not sentences:
         raise InputError("the training corpus has no sentence", path=args.corpus)

@@ -1,0 +1,163 @@
+"""Members, their ensemble and a student on ptb-sample's dev and test halves and on UD English-EWT.
+
+    .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --out docs/results/ensemble.json
+    .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --student MODEL_DIR --out ...
+
+Each member (default: the three shipped parsers, each with its saved decoder settings) parses every
+sentence once, one member after another, on one machine in one process: its trees and its speed
+(sentences per second of :meth:`~syntaxformer.parser.Parser.word_parses`, the model's forward passes
+and decoding). The ensemble (:class:`~syntaxformer.parser.EnsembleParser`: the minimum-Bayes-risk tree
+of the members' span votes, Shayegh et al., ICLR 2024, §2.2) is scored with equal weights and with
+the weights chosen on the dev half from :data:`WEIGHT_GRID` (highest dev sentence F1; ties: the
+first in the grid, equal weights first); its speed is the members' parse time plus the votes'.
+
+Protocol, stated in the record: ptb-sample halves (DESIGN.md §7) preprocessed as the PRPN code does,
+sentence-level F1 (mean over sentences) and corpus F1 in percent (``prpn`` protocol); UD-EWT as
+:mod:`benchmarks.studies.out_of_domain.out_of_domain` scores it (punctuation removed, gold brackets =
+the yields of the gold dependency tree). The setting is transductive: the shipped members were
+trained on the ptb-lm text, which holds ptb-sample's sentences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks import ROOT
+from benchmarks.studies.out_of_domain.out_of_domain import PROTOCOL as UD_PROTOCOL
+from benchmarks.studies.out_of_domain.out_of_domain import without_punctuation
+from benchmarks.tools.portable import portable
+from syntaxformer.data.dependency import read_conllu
+from syntaxformer.data.preprocess import load_gold_trees
+from syntaxformer.decoding.ensemble import TIE_RULE, ensemble_spans
+from syntaxformer.decoding.spans import brackets
+from syntaxformer.evaluation.baselines import right_branching
+from syntaxformer.evaluation.constituency import bracket_scores
+from syntaxformer.evaluation.dependency import subtree_brackets
+from syntaxformer.parser import load_parser
+from syntaxformer.pretrained import SHIPPED
+from syntaxformer.runtime import code_version
+
+#: the members' weights tried on the dev half (each member any of these; ratios repeat, harmlessly)
+WEIGHT_VALUES = (1.0, 0.5, 1.5, 2.0)
+#: the shipped members of the default ensemble
+DEFAULT_MEMBERS = SHIPPED[:3]
+DATA_PROTOCOL = (
+    "ptb-sample halves (dev: wsj_0001-0099, test: wsj_0100-0199), PRPN preprocessing, sentence-level F1 "
+    "(mean over sentences) and corpus F1 (micro), percent; ud-ewt: " + UD_PROTOCOL
+)
+
+
+def weight_grid(k: int) -> list[tuple[float, ...]]:
+    """Every combination of :data:`WEIGHT_VALUES` for ``k`` members, equal weights first."""
+    return list(itertools.product(WEIGHT_VALUES, repeat=k))
+
+
+def datasets(ud_ewt: Path | None) -> dict[str, tuple[list[list[str]], list[set]]]:
+    """Per data set its sentences (words) and gold brackets."""
+    out = {}
+    for half in ("dev", "test"):
+        gold = load_gold_trees(f"ptb-sample:{half}")
+        out[half] = ([t.leaves() for t in gold], [brackets(t) for t in gold])
+    if ud_ewt is not None and ud_ewt.is_file():
+        gold = without_punctuation(read_conllu(ud_ewt))
+        out["ud-ewt"] = ([list(g.words) for g in gold], [subtree_brackets(g.heads) for g in gold])
+    return out
+
+
+def scores(spans: list[set], gold: list[set], words: list[list[str]]) -> dict:
+    """Sentence and corpus F1 (percent, 2 places) of predicted spans against gold brackets."""
+    lengths = [len(w) for w in words]
+    return {k: round(v, 2) for k, v in bracket_scores(spans, gold, lengths).items()}
+
+
+def member_parses(name: str, data: dict, batch_size: int) -> tuple[dict, dict]:
+    """A member's spans per data set, and its record (scores, speed)."""
+    parser = load_parser(name, batch_size=batch_size)
+    spans, record = {}, {"model": name, "decoder": parser.options.to_dict()}
+    for key, (words, gold) in data.items():
+        start = time.perf_counter()
+        spans[key] = parser.word_parses(words)[0]
+        seconds = time.perf_counter() - start
+        record[key] = scores(spans[key], gold, words) | {"sentences_per_second": round(len(words) / seconds, 1)}
+    return spans, record
+
+
+def ensemble_record(member_spans: list[dict], members: list[dict], data: dict, weights) -> dict:
+    """The ensemble's scores per data set with ``weights``, and its speed."""
+    record = {"weights": list(weights)}
+    for key, (words, gold) in data.items():
+        start = time.perf_counter()
+        spans = [ensemble_spans([m[key][i] for m in member_spans], len(w), weights) for i, w in enumerate(words)]
+        vote_seconds = time.perf_counter() - start
+        member_seconds = sum(len(words) / m[key]["sentences_per_second"] for m in members)
+        record[key] = scores(spans, gold, words) | {
+            "sentences_per_second": round(len(words) / (member_seconds + vote_seconds), 1)
+        }
+    return record
+
+
+def choose_weights(member_spans: list[dict], data: dict) -> tuple[tuple[float, ...], dict]:
+    """The weights of :func:`weight_grid` with the highest dev sentence F1, and every one's dev F1."""
+    words, gold = data["dev"]
+    tried = {}
+    for weights in weight_grid(len(member_spans)):
+        spans = [ensemble_spans([m["dev"][i] for m in member_spans], len(w), weights) for i, w in enumerate(words)]
+        tried[weights] = scores(spans, gold, words)["sentence_f1"]
+    best = max(tried.values())
+    return next(w for w, f1 in tried.items() if f1 == best), tried
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--members", default=",".join(DEFAULT_MEMBERS), help="member models, joined by ','")
+    p.add_argument("--student", action="append", default=[], help="a student model folder to score beside them")
+    p.add_argument("--ud-ewt", type=Path, default=ROOT.parent / "shared/data/ud-ewt/en_ewt-ud-test.conllu")
+    p.add_argument("--out", required=True, help="JSON record to write")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    data = datasets(args.ud_ewt)
+    names = [m for m in args.members.split(",") if m]
+    member_spans, members = zip(*(member_parses(name, data, args.batch_size) for name in names))
+    chosen, tried = choose_weights(list(member_spans), data)
+    record = {
+        "data": {key: len(words) for key, (words, _) in data.items()},
+        "protocol": DATA_PROTOCOL,
+        "setting": "transductive: the members were trained on text that holds ptb-sample's sentences",
+        "members": list(members),
+        "right_branching": {
+            key: scores([right_branching(len(w)) for w in words], gold, words) for key, (words, gold) in data.items()
+        },
+        "ensemble_equal": ensemble_record(list(member_spans), list(members), data, (1.0,) * len(names)),
+        "ensemble_chosen": ensemble_record(list(member_spans), list(members), data, chosen),
+        "weights_tried_dev_sentence_f1": {",".join(map(str, w)): f1 for w, f1 in tried.items()},
+        "tie_rule": TIE_RULE,
+        "students": [member_parses(folder, data, args.batch_size)[1] for folder in args.student],
+        "device": f"cpu ({platform.processor() or platform.machine()}), {args.threads} threads, {os.cpu_count()} cores",
+        "code": code_version(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    record["command"] = shlex.join(["python", "-m", __spec__.name, *(argv if argv is not None else sys.argv[1:])])
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(portable(record), indent=2) + "\n")
+    summary = {k: record[k] for k in ("ensemble_equal", "ensemble_chosen")}
+    summary["members"] = [{k: m[k] for k in ("model", "dev", "test")} for m in members]
+    json.dump(summary, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""Distilling a parser ensemble into one student: the ensemble's trees taught to one model's syntactic
+distances, from unlabelled text only.
+
+Ensemble-then-distill (Shayegh et al., "Ensemble Distillation for Unsupervised Constituency Parsing",
+ICLR 2024, §2.3): the teacher, an :class:`~syntaxformer.parser.EnsembleParser`, parses the training text
+(never a gold tree); a student learns to give those trees. Here the student is a model whose tree is
+the top-down split of its **syntactic distances** (a StructFormer: ``parser_distances``, paper §4.2),
+so the teacher's binary tree is given to it as target distances (:func:`~syntaxformer.decoding.spans.tree_distances`:
+per word gap, the length of the constituent it splits) and the student learns their **order** with the
+pairwise ranking loss of Shen et al., "Straight to the Tree" (ACL 2018, §3.3):
+
+    L = mean over gap pairs (i, j) with t_i != t_j of  relu(1 - sign(t_i - t_j) * (d_i - d_j))
+
+(:func:`rank_loss`; ``d`` the student's distances, ``t`` the targets). Only the ranking within a
+sentence matters: the split of any distances that order every constituent's gaps as the targets do
+is the teacher's tree. Trained are the parameters of the student's parse network (``--train``
+``parser``, the default: its convolutions and distance and height heads; the word embeddings and the
+Transformer layers are kept, so its masked LM keeps its words) or all of them (``all``).
+
+Each epoch ends with the student's sentence F1 on a development treebank (ptb-sample's dev half by
+default; its trees only choose the epoch kept, as the rest of the project chooses on dev); the
+epoch of the highest is kept. The output folder is an ``induce``-style folder: ``model/`` (with
+``decoder.json``), ``report.json``; ``teacher.jsonl`` caches the teacher's trees so ``--resume``-d or
+repeated runs do not parse again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from syntaxformer.data.batching import pad_batch
+from syntaxformer.data.corpus import exclude_treebank, load_corpus
+from syntaxformer.data.preprocess import load_gold_trees
+from syntaxformer.data.tokenization import encode, save_tokenizer
+from syntaxformer.decoding.spans import brackets, tree_distances
+from syntaxformer.errors import InputError
+from syntaxformer.evaluation.constituency import bracket_scores
+from syntaxformer.parser import Parser, TreeParser, load_parser
+from syntaxformer.parsing import load_model, resolve_decoder_options
+from syntaxformer.pretrained import model_folder
+from syntaxformer.runtime import code_version
+from syntaxformer.structures import DecoderOptions, save_decoder_options
+from syntaxformer.training.arguments import DataArguments, option, same_option
+
+logger = logging.getLogger(__name__)
+
+#: which parameters learn: the parse network only, or the whole model
+TRAINED = ("parser", "all")
+TEACHER_FILE = "teacher.jsonl"
+
+
+@dataclass
+class DistillJob:
+    """One distillation run (``syntaxformer distill``'s options).
+
+    Attributes:
+        out: output folder.
+        teacher: the teacher parser (an ensemble's name, folder or members joined by ``,``).
+        student: the model folder (or shipped name) the student starts from; its parser must give
+            ``parser_distances`` (a StructFormer).
+        corpus: the unlabelled training text (:func:`~syntaxformer.data.corpus.load_corpus` spec).
+        exclude_treebank: drop this treebank's sentences from ``corpus`` (the held-out setting).
+        dev_treebank: the treebank whose sentence F1 chooses the epoch kept.
+        epochs, batch_size, lr, seed: the optimisation (Adam, constant rate).
+        train: :data:`TRAINED`.
+        max_sentences: use only the first this many sentences of the text (None: all).
+        threads: CPU threads (None: PyTorch's default).
+    """
+
+    out: str = option(help="output folder (model/, report.json, teacher.jsonl)")
+    teacher: str = option(
+        "ensemble-ptb-lm",
+        help="the teacher: a shipped ensemble's name, an ensemble folder, or models joined by ','",
+    )
+    student: str = option(
+        "structformer-ptb-lm",
+        help="the model the student starts from (a folder or shipped name; a StructFormer, whose trees are "
+        "the split of its syntactic distances)",
+    )
+    corpus: str = option(
+        "ptb-sample",
+        help="the unlabelled training text (as train's --corpus: ptb-sample, wikitext-2, text files, comma-separated)",
+    )
+    exclude_treebank: str | None = same_option(DataArguments, "exclude_treebank")
+    dev_treebank: str = option("ptb-sample:dev", help="the treebank whose sentence F1 chooses the epoch kept")
+    epochs: int = option(3, help="passes over the text")
+    batch_size: int = option(64, help="sentences per batch")
+    lr: float = option(1e-3, help="Adam's learning rate (constant)")
+    seed: int = option(0, help="random seed (batch order)")
+    train: str = option("parser", choices=TRAINED, help="what learns: the parse network only, or all the weights")
+    max_sentences: int | None = option(None, help="use only the first this many sentences of the text (default: all)")
+    threads: int | None = option(None, help="CPU threads (default: PyTorch's)")
+
+    def check(self) -> None:
+        """Raises InputError for an option out of range."""
+        if self.train not in TRAINED:
+            raise InputError(f"--train must be one of {', '.join(TRAINED)}, got {self.train!r}")
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise InputError(f"--lr must be a positive number, got {self.lr}")
+
+
+def rank_loss(distances: torch.Tensor, targets: torch.Tensor, gap_mask: torch.Tensor) -> torch.Tensor:
+    """The pairwise ranking loss of syntactic distances (Shen et al., ACL 2018, §3.3; module docstring).
+
+    Args:
+        distances: ``(B, G)`` the student's distances of the word gaps.
+        targets: ``(B, G)`` the teacher's (:func:`~syntaxformer.decoding.spans.tree_distances`).
+        gap_mask: ``(B, G)`` bool, True at the gaps between two words of the sentence.
+    Returns:
+        The mean hinge over every pair of a sentence's gaps whose targets differ (0 when there is none).
+    """
+    sign = torch.sign(targets[:, :, None] - targets[:, None, :])  # (B, G, G)
+    pairs = (sign != 0) & gap_mask[:, :, None] & gap_mask[:, None, :]  # (B, G, G)
+    hinge = torch.relu(1.0 - sign * (distances[:, :, None] - distances[:, None, :]))  # (B, G, G)
+    return (hinge * pairs).sum() / pairs.sum().clamp(min=1)
+
+
+def teacher_targets(job: DistillJob, sentences: list[list[str]], out: Path) -> list[list[int]]:
+    """The teacher's tree of every sentence, as target distances; read from ``OUT/teacher.jsonl`` when
+    it holds these sentences' (a repeated or resumed run), else parsed and written there."""
+    cache = out / TEACHER_FILE
+    if cache.is_file():
+        rows = [json.loads(line) for line in cache.read_text(encoding="utf-8").splitlines() if line]
+        if [r["words"] for r in rows] == sentences:
+            logger.info("teacher trees read from %s", cache)
+            return [r["distances"] for r in rows]
+    teacher = load_parser(job.teacher)
+    targets, start = [], time.monotonic()
+    with cache.open("w", encoding="utf-8") as f:
+        for first in range(0, len(sentences), 2048):
+            chunk = sentences[first : first + 2048]
+            for words, spans in zip(chunk, teacher.word_parses(chunk)[0]):
+                targets.append(tree_distances(spans, len(words)))
+                f.write(json.dumps({"words": words, "distances": targets[-1]}) + "\n")
+            logger.info(
+                "teacher: %d of %d sentences parsed (%.1f min)",
+                len(targets),
+                len(sentences),
+                (time.monotonic() - start) / 60,
+            )
+    return targets
+
+
+def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Sentence indices in batches of similar length, in a shuffled order."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def dev_f1(parser: TreeParser, words: list[list[str]], gold: list[set]) -> float:
+    """Sentence F1 (percent) of ``parser``'s trees of ``words`` against ``gold`` brackets."""
+    spans = parser.word_parses(words)[0]
+    return bracket_scores(spans, gold, [len(w) for w in words])["sentence_f1"]
+
+
+def _encoded(tokenizer, sentences: list[list[str]]) -> list[list[int]]:
+    """Token ids, one token per word (the student's word tokenizer).
+
+    Raises:
+        InputError: a tokenizer that does not give one token per word.
+    """
+    ids, word_ids = encode(tokenizer, sentences)
+    for i, (row, words) in enumerate(zip(word_ids, sentences)):
+        if row != list(range(len(words))):
+            raise InputError("the student's tokenizer must give one token per word (a word tokenizer)", sentence=i + 1)
+    return ids
+
+
+def distill(job: DistillJob) -> dict:
+    """Train the student on the teacher's trees (module docstring); returns the report (also written).
+
+    Raises:
+        InputError: bad options, an unreadable corpus, teacher or student, a student without
+            ``parser_distances``, or a tokenizer without one token per word.
+    """
+    job.check()
+    if job.threads is not None:
+        torch.set_num_threads(job.threads)
+    torch.manual_seed(job.seed)
+    out = Path(job.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sentences = [s for s in load_corpus(job.corpus) if len(s) >= 2]
+    excluded = None
+    if job.exclude_treebank is not None:
+        sentences, excluded = exclude_treebank(sentences, job.exclude_treebank)
+    sentences = sentences[: job.max_sentences] if job.max_sentences else sentences
+    if not sentences:
+        raise InputError("no training sentence of two or more words", path=job.corpus)
+    folder = model_folder(job.student)
+    model, tokenizer, _ = load_model(folder)
+    if not hasattr(model, "parser_distances"):
+        raise InputError(
+            f"the student must be a model with a syntactic-distance parser (a StructFormer), not {type(model).__name__}",
+            path=folder,
+        )
+    options = resolve_decoder_options(folder)
+    targets = teacher_targets(job, sentences, out)
+    ids = _encoded(tokenizer, sentences)
+    gold_trees = load_gold_trees(job.dev_treebank)
+    dev_words, dev_gold = [t.leaves() for t in gold_trees], [brackets(t) for t in gold_trees]
+    student = _Student(model, tokenizer, options, folder)
+    history = [{"epoch": 0, "dev_sentence_f1": round(dev_f1(student.parser(), dev_words, dev_gold), 2)}]
+    logger.info("epoch 0 (the student as it starts): dev sentence F1 %.2f", history[0]["dev_sentence_f1"])
+    best = history[0]["dev_sentence_f1"]
+    student.save(out / "model")
+    trained = model.structformer.parser.parameters() if job.train == "parser" else model.parameters()
+    optimizer = torch.optim.Adam([p for p in trained if p.requires_grad], lr=job.lr)
+    rng, start = random.Random(job.seed), time.monotonic()
+    for epoch in range(1, job.epochs + 1):
+        loss = _epoch(
+            model, optimizer, ids, targets, tokenizer.pad_token_id, _batches([len(s) for s in ids], job.batch_size, rng)
+        )
+        f1 = round(dev_f1(student.parser(), dev_words, dev_gold), 2)
+        history.append(
+            {
+                "epoch": epoch,
+                "train_rank_loss": round(loss, 4),
+                "dev_sentence_f1": f1,
+                "minutes": round((time.monotonic() - start) / 60, 2),
+            }
+        )
+        logger.info("epoch %d: rank loss %.4f, dev sentence F1 %.2f", epoch, loss, f1)
+        if f1 > best:
+            best = f1
+            student.save(out / "model")
+    report = {
+        "job": asdict(job),
+        "sentences": len(sentences),
+        "excluded_sentences": excluded,
+        "setting": "held-out: " + job.exclude_treebank + "'s sentences removed from the text"
+        if job.exclude_treebank
+        else "transductive (the text may hold the scored sentences)",
+        "history": history,
+        "kept_epoch": max(history, key=lambda h: (h["dev_sentence_f1"], -h["epoch"]))["epoch"],
+        "dev_sentence_f1": best,
+        "decoder": options.to_dict(),
+        "code": code_version(),
+        "torch": torch.__version__,
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def _epoch(model, optimizer, ids, targets, pad_id: int, batches: list[list[int]]) -> float:
+    """One pass over the batches; the mean rank loss."""
+    model.train()
+    total = 0.0
+    for batch in batches:
+        input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_id)  # (B, N), (B, N)
+        gaps = input_ids.shape[1] - 1
+        target = torch.zeros(len(batch), gaps)
+        for row, i in enumerate(batch):
+            target[row, : len(targets[i])] = torch.tensor(targets[i], dtype=torch.float32)
+        gap_mask = (attention_mask[:, :-1] * attention_mask[:, 1:]).bool()  # (B, G)
+        loss = rank_loss(model.parser_distances(input_ids, attention_mask), target, gap_mask)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    model.eval()
+    return total / max(len(batches), 1)
+
+
+class _Student:
+    """The student model as a parser and as the folder written for it."""
+
+    def __init__(self, model, tokenizer, options: DecoderOptions, source: Path):
+        self.model, self.tokenizer, self.options, self.source = model, tokenizer, options, source
+
+    def parser(self) -> TreeParser:
+        return Parser(self.model, self.tokenizer, self.options, name="student")
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(folder, safe_serialization=True)
+        save_tokenizer(self.tokenizer, folder)
+        save_decoder_options(folder, self.options)
+        training = self.source / "training.json"
+        if training.is_file():
+            (folder / "training.json").write_text(training.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+__all__ = ["DistillJob", "distill", "rank_loss", "teacher_targets", "TRAINED"]

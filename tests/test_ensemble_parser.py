@@ -1,0 +1,206 @@
+"""The ensemble as a parser (syntaxformer/parser.py: EnsembleParser, load_parser of several models), its
+command line and spaCy use, bad members, the corpus filter of the held-out setting, and distillation
+into one student (syntaxformer/training/distill.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from syntaxformer.cli import main
+from syntaxformer.data.corpus import exclude_treebank, load_corpus
+from syntaxformer.decoding.ensemble import ensemble_spans, head_vote
+from syntaxformer.decoding.spans import to_bracketed, tree_distances
+from syntaxformer.errors import InputError
+from syntaxformer.parser import EnsembleParser, Parser, load_parser, save_ensemble
+from syntaxformer.training.distill import DistillJob, distill, rank_loss
+
+MEMBERS = ["structformer-ptb-lm", "tree-transformer-ptb-lm", "on-lstm-ptb-lm"]
+SENTENCES = ["The old man sat on the bench.", "Dogs bark loudly at night in the old town ."]
+
+
+@pytest.fixture(scope="module")
+def members():
+    return [load_parser(name) for name in MEMBERS]
+
+
+def test_the_ensemble_tree_is_the_vote_of_its_members_trees(members):
+    ensemble = load_parser(MEMBERS)
+    assert isinstance(ensemble, EnsembleParser) and ensemble.weights == [1.0, 1.0, 1.0]
+    words = [["the", "old", "man", "sat", "on", "the", "bench"], ["dogs", "bark", "loudly", "at", "night"]]
+    spans, heads, structures = ensemble.word_parses(words)
+    member_parses = [m.word_parses(words) for m in members]
+    for i, sentence in enumerate(words):
+        assert spans[i] == ensemble_spans([p[0][i] for p in member_parses], len(sentence))
+        # only the StructFormer gives heads: the head vote of one member is its heads
+        assert heads[i] == member_parses[0][1][i] == head_vote([member_parses[0][1][i]])
+        assert len(structures[i]) == 3
+    # trees over the tokens, punctuation put back, and dependencies kept
+    trees = ensemble.parse_sents(SENTENCES)
+    assert [t.leaves()[-1] for t in trees] == [".", "."] and len(trees[0].leaves()) == 8
+    assert [row["head"] for row in ensemble.parse_dependencies(SENTENCES[:1])[0]][-1] != 0  # "." on the root word
+    assert ensemble.gives_dependencies
+
+
+def test_one_member_is_that_parser(members):
+    alone = load_parser(MEMBERS[1:2])
+    assert isinstance(alone, EnsembleParser)
+    assert [str(t) for t in alone.parse_sents(SENTENCES)] == [str(t) for t in members[1].parse_sents(SENTENCES)]
+    assert not alone.gives_dependencies
+
+
+def test_the_shipped_ensemble_and_an_ensemble_folder(tmp_path, members):
+    shipped = load_parser("ensemble-ptb-lm")
+    assert [m.name.rsplit("/", 1)[-1] for m in shipped.members] == MEMBERS
+    listed = load_parser(",".join(MEMBERS))
+    assert [str(t) for t in shipped.parse_sents(SENTENCES)] == [str(t) for t in listed.parse_sents(SENTENCES)]
+    save_ensemble(tmp_path / "mine", ["structformer-ptb-lm", "on-lstm-ptb-lm"], [2.0, 1.0])
+    mine = load_parser(tmp_path / "mine")
+    assert mine.weights == [2.0, 1.0]
+    # a member of more than half the weight decides: the StructFormer's trees
+    assert [str(t) for t in mine.parse_sents(SENTENCES)] == [str(t) for t in members[0].parse_sents(SENTENCES)]
+
+
+def test_parse_command_with_members(tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    assert main(["parse", "--input", str(text), "--tokenize", "treebank", "--model", ",".join(MEMBERS)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    expected = load_parser(MEMBERS).parse_sents(SENTENCES)
+    assert printed == [" ".join(str(t).split()) for t in expected]
+    assert main(["parse", "--input", str(text), "--model", "ensemble-ptb-lm", "--out", str(tmp_path / "o")]) == 0
+    assert len((tmp_path / "o" / "trees.txt").read_text().splitlines()) == 2
+    assert (tmp_path / "o" / "dependencies.conllu").is_file()
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        ("structformer-ptb-lm,no-such-parser", "ensemble member no-such-parser: not a model folder"),
+        (",", "an ensemble needs at least one member"),
+    ],
+)
+def test_bad_members_are_one_line_errors(model, message, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("a b c\n", encoding="utf-8")
+    assert main(["parse", "--input", str(text), "--model", model]) == 1
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_member_folder_without_a_model_and_damaged_ensemble_files(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"ensemble member .*empty: not a model folder"):
+        load_parser(["structformer-ptb-lm", tmp_path / "empty"])
+    for content, message in [
+        ("{not json", "unreadable ensemble file"),
+        ('{"members": []}', '"members" must be a non-empty list'),
+        ('{"members": ["structformer-ptb-lm"], "weights": [1, 2]}', '"weights" must be one number per member'),
+    ]:
+        folder = tmp_path / "bad"
+        folder.mkdir(exist_ok=True)
+        (folder / "ensemble.json").write_text(content, encoding="utf-8")
+        with pytest.raises(InputError, match=message) as error:
+            load_parser(folder)
+        assert "ensemble.json" in str(error.value)
+    with pytest.raises(InputError, match="decoder settings apply to one model"):
+        load_parser(MEMBERS, {"threshold": 0.5})
+    with pytest.raises(InputError, match="one finite weight >= 0 each"):
+        load_parser(MEMBERS[:2], weights=[1.0, -1.0])
+    with pytest.raises(InputError, match="member weights are for an ensemble"):
+        load_parser(MEMBERS[0], weights=[1.0])
+
+
+class _OtherWords(Parser):
+    """A member that parses other words than it is given (one word too many)."""
+
+    def word_parses(self, words):
+        spans, heads, structures = super().word_parses([list(w) + ["extra"] for w in words])
+        return spans, heads, structures
+
+
+def test_a_member_whose_words_differ_is_named(members):
+    other = _OtherWords(members[2].model, members[2].tokenizer, members[2].options, name="other-words")
+    with pytest.raises(InputError, match="ensemble member other-words: its tree does not cover the sentence's words"):
+        EnsembleParser([members[0], other]).parse_sents(SENTENCES)
+
+
+def test_spacy_component_takes_an_ensemble():
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("syntaxformer", config={"model": "ensemble-ptb-lm"})
+    doc = nlp(" ".join(SENTENCES))
+    expected = load_parser("ensemble-ptb-lm").parse_sents([[t.text for t in s] for s in doc.sents])
+    assert [s._.parse_string for s in doc.sents] == [to_bracketed(t) for t in expected]
+    assert [t.head.i for t in doc] != [t.i for t in doc]  # the StructFormer member's heads are set
+
+
+def test_exclude_treebank_removes_exactly_its_sentences():
+    sample = load_corpus("ptb-sample")
+    kept, removed = exclude_treebank(sample, "ptb-sample")
+    assert (kept, removed) == ([], 3914)
+    kept, removed = exclude_treebank(sample, "ptb-sample:dev")
+    dev = load_corpus("ptb-sample:dev")
+    in_dev = [s for s in sample if tuple(s) in {tuple(d) for d in dev}]
+    assert (len(dev), removed, len(in_dev)) == (1921, 1924, 1924)  # 3 test-half sentences repeat dev ones
+    assert kept == [s for s in sample if s not in in_dev]
+    # Mikolov's ptb-lm conventions: <unk> stands for any word, $ is kept, % is written N
+    words = dev[0]
+    unk = ["<unk>"] + words[1:]
+    assert exclude_treebank([unk, ["a", "b"]], "ptb-sample:dev") == ([["a", "b"]], 1)
+
+
+def test_rank_loss_values():
+    targets = torch.tensor([[3.0, 1.0, 2.0]])
+    mask = torch.tensor([[True, True, True]])
+    # distances in the targets' order by margins of at least 1: no loss
+    assert rank_loss(torch.tensor([[5.0, 1.0, 3.0]]), targets, mask).item() == 0.0
+    # all equal: every one of the 6 ordered pairs with different targets costs 1
+    assert rank_loss(torch.zeros(1, 3), targets, mask).item() == 1.0
+    # a masked gap is not compared; equal targets are not compared
+    masked = rank_loss(torch.tensor([[0.0, 0.0, 9.0]]), targets, torch.tensor([[True, True, False]]))
+    assert masked.item() == 1.0
+    assert rank_loss(torch.zeros(1, 2), torch.tensor([[1.0, 1.0]]), torch.tensor([[True, True]])).item() == 0.0
+
+
+def test_distill_learns_the_teachers_trees(tiny_model, tmp_path, monkeypatch):
+    student = tiny_model("structformer")
+    out = tmp_path / "student"
+    job = DistillJob(
+        out=str(out), teacher="on-lstm-ptb-lm", student=str(student), corpus="ptb-sample:test", epochs=3,
+        max_sentences=40, lr=1e-2, dev_treebank="ptb-sample:test", threads=1,
+    )  # fmt: skip
+    report = distill(job)
+    rows = [json.loads(line) for line in (out / "teacher.jsonl").read_text().splitlines()]
+    teacher = load_parser("on-lstm-ptb-lm")
+    words = [r["words"] for r in rows]
+    assert len(rows) == 40
+    assert [r["distances"] for r in rows] == [
+        tree_distances(s, len(w)) for s, w in zip(teacher.word_parses(words)[0], words)
+    ]
+    losses = [h["train_rank_loss"] for h in report["history"][1:]]
+    assert losses[-1] < losses[0]
+    assert report["kept_epoch"] == max(report["history"], key=lambda h: (h["dev_sentence_f1"], -h["epoch"]))["epoch"]
+    load_parser(out / "model").parse("The old man sat on the bench.")  # the kept student parses
+    # a second run reads the teacher's trees back instead of parsing again, and trains the same
+    monkeypatch.setattr("syntaxformer.training.distill.load_parser", None)
+    again = distill(job)["history"]
+    assert [{k: v for k, v in h.items() if k != "minutes"} for h in again] == [
+        {k: v for k, v in h.items() if k != "minutes"} for h in report["history"]
+    ]
+
+
+def test_distill_refuses_a_student_without_distances(tiny_model, tmp_path):
+    with pytest.raises(InputError, match="syntactic-distance parser"):
+        distill(
+            DistillJob(
+                out=str(tmp_path / "x"),
+                teacher="on-lstm-ptb-lm",
+                student=str(tiny_model()),
+                corpus="ptb-sample:dev",
+                max_sentences=4,
+            )
+        )
