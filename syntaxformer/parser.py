@@ -90,6 +90,11 @@ def _tokens(sentence, number: int) -> list[str]:
         )
     if not tokens:
         raise InputError(f"nothing to parse in {sentence!r:.60}: the sentence is empty", sentence=number)
+    for token in tokens:
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"not valid Unicode text: {token!r:.40} holds a lone surrogate", sentence=number) from None
     if all(is_punctuation(t) for t in tokens):
         raise InputError(f"nothing to parse in {sentence!r:.60}: the sentence is only punctuation", sentence=number)
     return tokens

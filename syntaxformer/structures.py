@@ -85,7 +85,9 @@ class DecoderOptions:
         return options
 
     def check(self, path: str | Path | None = None) -> None:
-        """Raises InputError when a field has a value of the wrong kind (names ``path``)."""
+        """Raises InputError when a field has a value of the wrong kind or out of its range (names
+        ``path``): thresholds are probabilities in [0, 1] (NaN is not), layers 0-based indices; a layer
+        beyond the model's is refused where the model's structures are decoded."""
 
         def is_int(v) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
@@ -107,6 +109,19 @@ class DecoderOptions:
         problems = [f"{name} {getattr(self, name)!r} (expected {kind})" for name, ok, kind in checks if not ok]
         if problems:
             raise InputError(f"bad decoder setting(s): {'; '.join(problems)}", path=path)
+        ranges = (
+            ("threshold", self.threshold, 0 <= self.threshold <= 1, "a probability in [0, 1]"),
+            ("descend_threshold", self.descend_threshold, self.descend_threshold is None or 0 <= self.descend_threshold <= 1, "a probability in [0, 1]"),
+            ("layer", self.layer, self.layer is None or self.layer >= 0, "a 0-based layer index, 0 or more"),
+            ("min_layer", self.min_layer, self.min_layer is None or self.min_layer >= 0, "a 0-based layer index, 0 or more"),
+        )  # fmt: skip
+        problems = [
+            f"--{name.replace('_', '-')} {value!r} is out of range ({kind})"
+            for name, value, ok, kind in ranges
+            if not ok
+        ]
+        if problems:
+            raise InputError("; ".join(problems), path=path)
         if self.layer is not None and self.min_layer is not None:
             raise InputError(
                 "a layer (single-layer decoder) and a minimum layer (Algorithm 1) exclude each other", path=path

@@ -945,6 +945,45 @@ class StructFormerModel(StructFormerPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings = value
 
+    def _mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """``[B, N]`` bool, True = word: ``attention_mask``, or ``input_ids != pad_token_id``."""
+        if attention_mask is not None:
+            return attention_mask.bool()
+        pad = self.config.pad_token_id
+        return input_ids != pad if pad is not None else torch.ones_like(input_ids, dtype=torch.bool)
+
+    def _parse_stage(self, input_ids: torch.Tensor, mask: torch.Tensor):
+        """The parse network and the dependency distribution (§4.2-4.3), before any Transformer layer:
+        ``(embeddings [B, N, d], calibrated distances [B, N-1], heights [B, N], p_dep [B, N, N], p_root
+        [B, N])``. It reads no position, so it takes a sentence of any length."""
+        x = self.embeddings(input_ids)  # (B, N, d)
+        distances, heights = self.parser(x, mask)
+        distances, p_dep, p_root = calibrated_dependency_distribution(
+            distances,
+            heights,
+            mask,
+            self.parser.distance_scale,
+            self.parser.height_scale,
+            getattr(self.config, "dependency_kernel", "autograd"),
+        )
+        return x, distances, heights, p_dep, p_root
+
+    def parse_structure(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> StructFormerOutput:
+        """The induced structure alone (the parse stage of :meth:`forward`, no Transformer layer): the
+        same ``distances``, ``heights``, ``dependency_probs`` and ``root_probs`` as :meth:`forward`, for
+        a sentence of any length (the learned positions are the Transformer layers' input only), at a
+        fraction of the cost. ``last_hidden_state`` is None."""
+        mask = self._mask(input_ids, attention_mask)
+        _, distances, heights, p_dep, p_root = self._parse_stage(input_ids, mask)
+        return StructFormerOutput(
+            distances=distances.masked_fill(~_gap_mask(mask), torch.inf),
+            heights=heights.masked_fill(~mask, -torch.inf),
+            dependency_probs=p_dep,
+            root_probs=p_root,
+        )
+
     def forward(
         self,
         input_ids: torch.LongTensor,
@@ -958,21 +997,8 @@ class StructFormerModel(StructFormerPreTrainedModel):
         padding), default ``input_ids != pad_token_id``; head_mask ``[H]`` or ``[L, H]`` (1 keeps a
         head, 0 drops it; original head numbers); output_hidden_states: also return the embeddings
         and each layer's ``[B, N, d]`` output. Returns :class:`StructFormerOutput`."""
-        if attention_mask is None:
-            pad = self.config.pad_token_id
-            mask = input_ids != pad if pad is not None else torch.ones_like(input_ids, dtype=torch.bool)
-        else:
-            mask = attention_mask.bool()
-        x = self.embeddings(input_ids)  # (B, N, d)
-        distances, heights = self.parser(x, mask)
-        distances, p_dep, p_root = calibrated_dependency_distribution(
-            distances,
-            heights,
-            mask,
-            self.parser.distance_scale,
-            self.parser.height_scale,
-            getattr(self.config, "dependency_kernel", "autograd"),
-        )
+        mask = self._mask(input_ids, attention_mask)
+        x, distances, heights, p_dep, p_root = self._parse_stage(input_ids, mask)
         p_attn = p_dep.masked_fill(p_dep < _TINY, 0.0).to(x.dtype)
         if self.position_embeddings is not None:  # the Transformer layers' input only
             if x.shape[1] > self.position_embeddings.num_embeddings:
@@ -1093,11 +1119,12 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
     def induce(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[list]:
         """The structure interface (:mod:`syntaxformer.structures`): per sentence, its syntactic
         distances (gaps ``[t-1]``, heights ``[t]``) and dependency distribution (``[t, t+1]``, column
-        0 = root), float64 numpy, over its t tokens.
+        0 = root), float64 numpy, over its t tokens. The parse stage alone
+        (:meth:`StructFormerModel.parse_structure`): a sentence longer than the learned positions parses.
 
         Args: input_ids ``[B, N]`` unmasked; attention_mask ``[B, N]`` (1 = word, right padding).
         """
-        out = self.structformer(input_ids, attention_mask)  # the encoder alone: no output layer
+        out = self.structformer.parse_structure(input_ids, attention_mask)  # no Transformer layer: any length
         results = []
         for row, t in enumerate(attention_mask.sum(-1).tolist()):
             heights = out.heights[row, :t].double().cpu().numpy()

@@ -26,6 +26,7 @@ repeated runs do not parse again.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -96,6 +97,11 @@ class DistillJob:
     lr: float = option(1e-3, help="Adam's learning rate (constant)")
     seed: int = option(0, help="random seed (batch order)")
     train: str = option("parser", choices=TRAINED, help="what learns: the parse network only, or all the weights")
+    parser_layers: int | None = option(
+        None,
+        help="give the student this many convolution layers in its parse network: the student's own first, "
+        "new ones (randomly initialised) after them; a wider view of the sentence (default: the student's own)",
+    )
     max_sentences: int | None = option(None, help="use only the first this many sentences of the text (default: all)")
     threads: int | None = option(None, help="CPU threads (default: PyTorch's)")
 
@@ -152,6 +158,31 @@ def teacher_targets(job: DistillJob, sentences: list[list[str]], out: Path) -> l
     return targets
 
 
+def student_model(folder: Path, parser_layers: int | None = None):
+    """The student's model (evaluation mode) and tokenizer from ``folder``; with ``parser_layers``, the
+    same model with that many parse-network layers: its weights copied, layers beyond its own new.
+
+    Raises:
+        InputError: a model without ``parser_distances`` (not a StructFormer), or ``parser_layers`` below 1.
+    """
+    model, tokenizer, _ = load_model(folder)
+    if not hasattr(model, "parser_distances"):
+        raise InputError(
+            f"the student must be a model with a syntactic-distance parser (a StructFormer), not {type(model).__name__}",
+            path=folder,
+        )
+    if parser_layers is None or parser_layers == model.config.n_parser_layers:
+        return model, tokenizer
+    if parser_layers < 1:
+        raise InputError(f"--parser-layers must be at least 1, got {parser_layers}")
+    config = copy.deepcopy(model.config)
+    config.n_parser_layers = parser_layers
+    torch.manual_seed(0)
+    wider = type(model)(config)
+    wider.load_state_dict(model.state_dict(), strict=False)  # the new layers keep their initialisation
+    return wider.eval(), tokenizer
+
+
 def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
     """Sentence indices in batches of similar length, in a shuffled order."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
@@ -200,12 +231,7 @@ def distill(job: DistillJob) -> dict:
     if not sentences:
         raise InputError("no training sentence of two or more words", path=job.corpus)
     folder = model_folder(job.student)
-    model, tokenizer, _ = load_model(folder)
-    if not hasattr(model, "parser_distances"):
-        raise InputError(
-            f"the student must be a model with a syntactic-distance parser (a StructFormer), not {type(model).__name__}",
-            path=folder,
-        )
+    model, tokenizer = student_model(folder, job.parser_layers)
     options = resolve_decoder_options(folder)
     targets = teacher_targets(job, sentences, out)
     ids = _encoded(tokenizer, sentences)

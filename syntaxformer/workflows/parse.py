@@ -114,7 +114,7 @@ def _parse_lines(parser: Parser, sentences: list[list[str]], punctuation: bool, 
     try:
         trees, heads, structures = parser.parse_tokens([sentences[i] for i in kept], punctuation=punctuation)
     except InputError as e:
-        if e.sentence is None or len(kept) == len(sentences):
+        if e.sentence is None:
             raise
         raise InputError(e.message, path=data, line=kept[e.sentence - 1] + 1) from None
 
