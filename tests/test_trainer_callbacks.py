@@ -222,3 +222,34 @@ def test_early_stopping_stops_after_patience_evaluations_without_a_lower_loss(tm
     assert record["stopped"] == "early_stopping"
     assert record["steps"] == best_step + 2 * TINY["eval_every"] < 60
     assert json.loads((out / "best" / "best.json").read_text())["step"] == best_step
+
+
+def test_progress_lines_and_the_first_estimate(caplog, monkeypatch):
+    """A log (no terminal) gets the planned steps, one estimate from the optimizer steps' time, and a
+    progress line a minute naming steps, tokens/s, elapsed and remaining minutes and the last dev F1."""
+    from types import SimpleNamespace
+
+    from syntaxformer.training.callbacks import ProgressCallback, StepOutput
+
+    clock = [1000.0]
+    monkeypatch.setattr("syntaxformer.training.callbacks.time.monotonic", lambda: clock[0])
+    state = SimpleNamespace(step=0, train_seconds=0.0, parse_curve=[])
+    trainer = SimpleNamespace(args=SimpleNamespace(max_steps=100), state=state)
+    progress = ProgressCallback()
+    caplog.set_level("INFO", logger="syntaxformer.training.callbacks")
+    progress.on_train_begin(trainer)
+    for _ in range(40):  # 40 steps of 1.5 s (1 s of optimizer step each), a curve point at step 20
+        clock[0] += 1.5
+        state.step += 1
+        state.train_seconds += 1.0
+        if state.step == 20:
+            state.parse_curve.append({"scores": {"layer0": {"sentence_f1": 40.0}, "algorithm1": {"sentence_f1": 45.5}}})
+            progress.on_log(trainer, {"train/loss": 5.0, "train/lr": 1e-3, "train/tokens_per_second": 1234.0})
+        progress.on_step_end(trainer, StepOutput(torch.tensor(5.0), 1e-3, 64, 1.5))
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == "planned: 100 steps (from step 0)"
+    assert messages[1] == (
+        "estimate: 1.3 minutes of training steps for the remaining 80 (1.00 s a step over the first 20; evaluations extra)"
+    )
+    assert messages[2] == "progress: step 40 of 100, 1,234 tokens/s, elapsed 1.0 min, remaining 1.5 min, dev F1 45.50"
+    assert len(messages) == 3

@@ -290,30 +290,82 @@ class TensorBoardCallback(TrainerCallback):
 
 
 class ProgressCallback(TrainerCallback):
-    """The progress bar (on a terminal, unless ``quiet``) and the log lines: training loss (debug),
-    validation loss, the stop."""
+    """What a run shows while it trains: on a terminal one progress bar (steps, elapsed, remaining,
+    tokens/s, loss, the last dev F1 of the learning curve), else (a log) one line a minute with the
+    same; before training, the planned steps, and after the first :data:`ESTIMATE_AFTER_SECONDS` of
+    optimizer steps an estimate of the time the rest takes at that speed; the validation loss and the stop.
+
+    Args:
+        quiet: no bar and no minute lines (the other log lines stay).
+    """
+
+    #: the first steps' time from which the remaining time is estimated, in seconds
+    ESTIMATE_AFTER_SECONDS = 20.0
+    #: seconds between two progress lines in a log
+    LINE_EVERY_SECONDS = 60.0
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
         self.bar = None
+        self.rate: float | None = None  # tokens per second, as last logged
+        self.started = self.last_line = 0.0
+        self.first_step, self.first_seconds = 0, 0.0
+        self.estimated = False
 
     def on_train_begin(self, trainer) -> None:
+        total, step = trainer.args.max_steps, trainer.state.step
         self.bar = tqdm(
-            total=trainer.args.max_steps,
-            initial=trainer.state.step,
+            total=total,
+            initial=step,
             unit="step",
             dynamic_ncols=True,
             disable=self.quiet or not sys.stderr.isatty(),
         )
+        self.started = self.last_line = time.monotonic()
+        self.first_step, self.first_seconds, self.estimated = step, trainer.state.train_seconds, False
+        if total is not None:
+            logger.info("planned: %d steps (from step %d)", total, step)
 
     def on_step_end(self, trainer, output: StepOutput) -> None:
         self.bar.update(1)
+        now, step, total = time.monotonic(), trainer.state.step, trainer.args.max_steps
+        elapsed = now - self.started
+        trained = trainer.state.train_seconds - self.first_seconds  # optimizer steps only
+        if not self.estimated and trained >= self.ESTIMATE_AFTER_SECONDS and total is not None:
+            self.estimated = True
+            per_step = trained / max(step - self.first_step, 1)
+            logger.info(
+                "estimate: %.1f minutes of training steps for the remaining %d (%.2f s a step over the first %d; "
+                "evaluations extra)",
+                per_step * (total - step) / 60, total - step, per_step, step - self.first_step,
+            )  # fmt: skip
+        if self.bar.disable and not self.quiet and now - self.last_line >= self.LINE_EVERY_SECONDS:
+            self.last_line = now
+            logger.info("progress: %s", self.progress_line(trainer, elapsed))
+
+    def progress_line(self, trainer, elapsed: float) -> str:
+        """``step S of N, T tokens/s, elapsed E min, remaining R min, dev F1 F`` (what is known)."""
+        step, total = trainer.state.step, trainer.args.max_steps
+        parts = [f"step {step:,}" + (f" of {total:,}" if total is not None else "")]
+        if self.rate is not None:
+            parts.append(f"{self.rate:,.0f} tokens/s")
+        parts.append(f"elapsed {elapsed / 60:.1f} min")
+        if total is not None and step > self.first_step:
+            parts.append(f"remaining {elapsed / (step - self.first_step) * (total - step) / 60:.1f} min")
+        f1 = last_dev_f1(trainer)
+        if f1 is not None:
+            parts.append(f"dev F1 {f1:.2f}")
+        return ", ".join(parts)
 
     def on_log(self, trainer, scalars: dict[str, float]) -> None:
         if "train/loss" not in scalars:
             return
         loss, lr, rate = scalars["train/loss"], scalars["train/lr"], scalars["train/tokens_per_second"]
-        self.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}")
+        self.rate = rate
+        f1 = last_dev_f1(trainer)
+        self.bar.set_postfix(
+            loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", **({"dev_f1": f"{f1:.2f}"} if f1 is not None else {})
+        )
         logger.debug("step %d loss %.4f lr %.3g %.0f tokens/s", trainer.state.step, loss, lr, rate)
 
     def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
@@ -334,6 +386,16 @@ class ProgressCallback(TrainerCallback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def last_dev_f1(trainer) -> float | None:
+    """The best decoder's sentence F1 at the learning curve's last point (``trainer.state.parse_curve``),
+    or None before the first point or without a curve."""
+    curve = getattr(trainer.state, "parse_curve", None)
+    if not curve:
+        return None
+    scores = curve[-1]["scores"]
+    return max((v["sentence_f1"] for v in scores.values() if "sentence_f1" in v), default=None)
 
 
 #: where a run keeps its best model (the best validation score of its task's selection metric), inside OUT

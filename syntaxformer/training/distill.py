@@ -20,8 +20,8 @@ Transformer layers are kept, so its masked LM keeps its words) or all of them (`
 Each epoch ends with the student's sentence F1 on a development treebank (ptb-sample's dev half by
 default; its trees only choose the epoch kept, as the rest of the project chooses on dev); the
 epoch of the highest is kept. The output folder is an ``induce``-style folder: ``model/`` (with
-``decoder.json``), ``report.json``; ``teacher.jsonl`` caches the teacher's trees so ``--resume``-d or
-repeated runs do not parse again.
+``decoder.json``), ``report.json``; ``teacher.jsonl`` caches the teacher's trees so that a repeated run,
+or one over part of the same text (``--exclude-treebank``), does not parse again.
 """
 
 from __future__ import annotations
@@ -133,29 +133,30 @@ def rank_loss(distances: torch.Tensor, targets: torch.Tensor, gap_mask: torch.Te
 
 
 def teacher_targets(job: DistillJob, sentences: list[list[str]], out: Path) -> list[list[int]]:
-    """The teacher's tree of every sentence, as target distances; read from ``OUT/teacher.jsonl`` when
-    it holds these sentences' (a repeated or resumed run), else parsed and written there."""
+    """The teacher's tree of every sentence, as target distances. ``OUT/teacher.jsonl`` keeps them, a
+    sentence per line: a sentence found there (a repeated, resumed or filtered run over the same text)
+    is not parsed again; the others are parsed, 2,048 at a time, and added to it."""
     cache = out / TEACHER_FILE
+    known: dict[tuple[str, ...], list[int]] = {}
     if cache.is_file():
-        rows = [json.loads(line) for line in cache.read_text(encoding="utf-8").splitlines() if line]
-        if [r["words"] for r in rows] == sentences:
-            logger.info("teacher trees read from %s", cache)
-            return [r["distances"] for r in rows]
-    teacher = load_parser(job.teacher)
-    targets, start = [], time.monotonic()
-    with cache.open("w", encoding="utf-8") as f:
-        for first in range(0, len(sentences), 2048):
-            chunk = sentences[first : first + 2048]
-            for words, spans in zip(chunk, teacher.word_parses(chunk)[0]):
-                targets.append(tree_distances(spans, len(words)))
-                f.write(json.dumps({"words": words, "distances": targets[-1]}) + "\n")
-            logger.info(
-                "teacher: %d of %d sentences parsed (%.1f min)",
-                len(targets),
-                len(sentences),
-                (time.monotonic() - start) / 60,
-            )
-    return targets
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            known[tuple(row["words"])] = row["distances"]
+    missing = list({tuple(s): None for s in sentences if tuple(s) not in known})
+    logger.info("teacher trees: %d of %d sentences in %s", len(sentences) - len(missing), len(sentences), cache)
+    if missing:
+        teacher, start = load_parser(job.teacher), time.monotonic()
+        with cache.open("a", encoding="utf-8") as f:
+            for first in range(0, len(missing), 2048):
+                chunk = [list(words) for words in missing[first : first + 2048]]
+                for words, spans in zip(chunk, teacher.word_parses(chunk)[0]):
+                    known[tuple(words)] = tree_distances(spans, len(words))
+                    f.write(json.dumps({"words": words, "distances": known[tuple(words)]}) + "\n")
+                done = min(first + 2048, len(missing))
+                logger.info(
+                    "teacher: %d of %d sentences parsed (%.1f min)", done, len(missing), (time.monotonic() - start) / 60
+                )
+    return [known[tuple(s)] for s in sentences]
 
 
 def student_model(folder: Path, parser_layers: int | None = None):
