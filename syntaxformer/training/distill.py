@@ -56,6 +56,8 @@ logger = logging.getLogger(__name__)
 #: which parameters learn: the parse network only, or the whole model
 TRAINED = ("parser", "all")
 TEACHER_FILE = "teacher.jsonl"
+#: learning-rate schedules: constant, or linear decay to 0 over the run's batches
+SCHEDULES = ("constant", "linear")
 
 
 @dataclass
@@ -94,7 +96,12 @@ class DistillJob:
     dev_treebank: str = option("ptb-sample:dev", help="the treebank whose sentence F1 chooses the epoch kept")
     epochs: int = option(3, help="passes over the text")
     batch_size: int = option(64, help="sentences per batch")
-    lr: float = option(1e-3, help="Adam's learning rate (constant)")
+    lr: float = option(1e-3, help="Adam's learning rate (the peak of --schedule)")
+    schedule: str = option(
+        "constant",
+        choices=SCHEDULES,
+        help="the learning rate over the run: constant, or linear decay to 0 at the last batch",
+    )
     seed: int = option(0, help="random seed (batch order)")
     train: str = option("parser", choices=TRAINED, help="what learns: the parse network only, or all the weights")
     parser_layers: int | None = option(
@@ -109,6 +116,8 @@ class DistillJob:
         """Raises InputError for an option out of range."""
         if self.train not in TRAINED:
             raise InputError(f"--train must be one of {', '.join(TRAINED)}, got {self.train!r}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
@@ -245,11 +254,13 @@ def distill(job: DistillJob) -> dict:
     student.save(out / "model")
     trained = model.structformer.parser.parameters() if job.train == "parser" else model.parameters()
     optimizer = torch.optim.Adam([p for p in trained if p.requires_grad], lr=job.lr)
+    total = job.epochs * math.ceil(len(ids) / job.batch_size)
+    decay = (lambda step: 1.0 - step / total) if job.schedule == "linear" else (lambda step: 1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, decay)
     rng, start = random.Random(job.seed), time.monotonic()
     for epoch in range(1, job.epochs + 1):
-        loss = _epoch(
-            model, optimizer, ids, targets, tokenizer.pad_token_id, _batches([len(s) for s in ids], job.batch_size, rng)
-        )
+        batches = _batches([len(s) for s in ids], job.batch_size, rng)
+        loss = _epoch(model, optimizer, scheduler, ids, targets, tokenizer.pad_token_id, batches)
         f1 = round(dev_f1(student.parser(), dev_words, dev_gold), 2)
         history.append(
             {
@@ -281,7 +292,7 @@ def distill(job: DistillJob) -> dict:
     return report
 
 
-def _epoch(model, optimizer, ids, targets, pad_id: int, batches: list[list[int]]) -> float:
+def _epoch(model, optimizer, scheduler, ids, targets, pad_id: int, batches: list[list[int]]) -> float:
     """One pass over the batches; the mean rank loss."""
     model.train()
     total = 0.0
@@ -296,6 +307,7 @@ def _epoch(model, optimizer, ids, targets, pad_id: int, batches: list[list[int]]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        scheduler.step()
         total += loss.item()
     model.eval()
     return total / max(len(batches), 1)

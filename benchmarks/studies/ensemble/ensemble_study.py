@@ -1,7 +1,7 @@
 """Members, their ensemble and a student on ptb-sample's dev and test halves and on UD English-EWT.
 
     .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --out docs/results/ensemble.json
-    .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --student MODEL_DIR --out ...
+    .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --student DISTILL_OUT --out ...
 
 Each member (default: the three shipped parsers, each with its saved decoder settings) parses every
 sentence once, one member after another, on one machine in one process: its trees and its speed
@@ -117,10 +117,21 @@ def choose_weights(member_spans: list[dict], data: dict) -> tuple[tuple[float, .
     return next(w for w, f1 in tried.items() if f1 == best), tried
 
 
+def student_record(folder: Path, data: dict, batch_size: int) -> dict:
+    """A distilled student (a ``syntaxformer distill --out`` folder): its scores and speed as a member's,
+    with how it was trained (its ``report.json``)."""
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    record = member_parses(str(folder / "model"), data, batch_size)[1]
+    keep = ("setting", "sentences", "excluded_sentences", "kept_epoch", "history")
+    return record | {k: report[k] for k in keep} | {"job": report["job"], "trained_by": report["code"]}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--members", default=",".join(DEFAULT_MEMBERS), help="member models, joined by ','")
-    p.add_argument("--student", action="append", default=[], help="a student model folder to score beside them")
+    p.add_argument(
+        "--student", action="append", default=[], help="a `syntaxformer distill --out` folder to score beside them"
+    )
     p.add_argument("--ud-ewt", type=Path, default=ROOT.parent / "shared/data/ud-ewt/en_ewt-ud-test.conllu")
     p.add_argument("--out", required=True, help="JSON record to write")
     p.add_argument("--threads", type=int, default=2)
@@ -143,7 +154,7 @@ def main(argv=None) -> int:
         "ensemble_chosen": ensemble_record(list(member_spans), list(members), data, chosen),
         "weights_tried_dev_sentence_f1": {",".join(map(str, w)): f1 for w, f1 in tried.items()},
         "tie_rule": TIE_RULE,
-        "students": [member_parses(folder, data, args.batch_size)[1] for folder in args.student],
+        "students": [student_record(Path(folder), data, args.batch_size) for folder in args.student],
         "device": f"cpu ({platform.processor() or platform.machine()}), {args.threads} threads, {os.cpu_count()} cores",
         "code": code_version(),
         "torch": torch.__version__,
