@@ -11,7 +11,8 @@ with status 0. Only the length of the work is changed (:func:`shorten`):
   ptb-sample) unless the line names ``--corpus`` / ``--treebank`` or rescores, and ``perplexity`` scores those files' sentences where the line
   names a part of ptb-sample (as text, as dependency trees with ``--trees gold``, as a treebank with
   ``--phrases gold``), and ``prune`` its F1 on those files unless the line names ``--treebank``;
-  ``heads``, ``prune``, ``probe``, ``logic`` and ``nli vectors`` take their own
+  ``distill`` one epoch of 20 sentences, its epoch chosen on those files; ``heads``, ``prune``,
+  ``probe``, ``logic`` and ``nli vectors`` take their own
   quick-check options (at most :data:`MAX_SENTENCES` sentences, a few pairs, one epoch, one random
   seed);
 * ``--device cuda`` runs on the CPU when there is no GPU;
@@ -125,6 +126,10 @@ def shorten(argv: list[str], fixtures: Path) -> list[str]:
         argv += ["--max-test-pairs", "8"]
     if command == ("nli", "vectors"):
         _set(argv, "--epochs", "1")
+    if command == ("distill",):
+        _set(argv, "--epochs", "1")
+        _set(argv, "--max-sentences", "20")
+        _set(argv, "--dev-treebank", str(fixtures / "small.mrg"))
     if command == ("prune",):
         _set(argv, "--seeds", "1")
         if "--treebank" not in argv:

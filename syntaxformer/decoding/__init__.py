@@ -8,6 +8,7 @@
 """
 
 from .dependency import argmax_heads, chu_liu_edmonds, head_scores, is_tree, tree_score
+from .ensemble import TIE_RULE, ensemble_spans, head_vote, mbr_tree, span_votes
 from .spans import (
     PRETERMINAL,
     Span,
@@ -46,6 +47,11 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "DEFAULT_MIN_LAYER",
     "OFFICIAL_DESCEND_THRESHOLD",
+    "span_votes",
+    "mbr_tree",
+    "ensemble_spans",
+    "head_vote",
+    "TIE_RULE",
     "chu_liu_edmonds",
     "argmax_heads",
     "head_scores",

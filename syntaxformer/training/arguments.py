@@ -10,6 +10,7 @@ from pathlib import Path
 from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, default_architecture
+from syntaxformer.pretrained import SHIPPED, model_folder
 from syntaxformer.priors import PRIORS, structure_readers
 from syntaxformer.runtime import resolve_device
 from syntaxformer.training.mlm import MASK_REPLACE
@@ -558,8 +559,6 @@ class TrainArguments(
         """``init_from`` as a folder: a shipped parser's name (:data:`syntaxformer.pretrained.SHIPPED`)
         becomes its folder; a folder, or anything else, stays as it is (:meth:`check_fine_tuning` then
         names what is missing)."""
-        from syntaxformer.pretrained import SHIPPED, model_folder
-
         if self.init_from is not None and str(self.init_from) in SHIPPED and not Path(self.init_from).exists():
             self.init_from = str(model_folder(self.init_from))
 

@@ -3,13 +3,15 @@
     .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --out docs/results/ensemble.json
     .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --student DISTILL_OUT --out ...
 
-Each member (default: the three shipped parsers, each with its saved decoder settings) parses every
-sentence once, one member after another, on one machine in one process: its trees and its speed
+Each candidate member (default: every shipped parser, each with its saved decoder settings) parses
+every sentence once, one after another, on one machine in one process: its trees and its speed
 (sentences per second of :meth:`~syntaxformer.parser.Parser.word_parses`, the model's forward passes
-and decoding). The ensemble (:class:`~syntaxformer.parser.EnsembleParser`: the minimum-Bayes-risk tree
-of the members' span votes, Shayegh et al., ICLR 2024, §2.2) is scored with equal weights and with
-the weights chosen on the dev half from :data:`WEIGHT_GRID` (highest dev sentence F1; ties: the
-first in the grid, equal weights first); its speed is the members' parse time plus the votes'.
+and decoding). The members are the subset of two or more candidates whose equal-weight ensemble has
+the highest dev sentence F1 (:func:`choose_members`). The ensemble
+(:class:`~syntaxformer.parser.EnsembleParser`: the minimum-Bayes-risk tree of the members' span votes,
+Shayegh et al., ICLR 2024, §2.2) is scored with equal weights and with the weights chosen on the dev
+half from :func:`weight_grid` (highest dev sentence F1; ties: the first in the grid, equal weights
+first); its speed is the members' parse time plus the votes'.
 
 Protocol, stated in the record: ptb-sample halves (DESIGN.md §7) preprocessed as the PRPN code does,
 sentence-level F1 (mean over sentences) and corpus F1 in percent (``prpn`` protocol); UD-EWT as
@@ -49,8 +51,6 @@ from syntaxformer.runtime import code_version
 
 #: the members' weights tried on the dev half (each member any of these; ratios repeat, harmlessly)
 WEIGHT_VALUES = (1.0, 0.5, 1.5, 2.0)
-#: the shipped members of the default ensemble
-DEFAULT_MEMBERS = SHIPPED[:3]
 DATA_PROTOCOL = (
     "ptb-sample halves (dev: wsj_0001-0099, test: wsj_0100-0199), PRPN preprocessing, sentence-level F1 "
     "(mean over sentences) and corpus F1 (micro), percent; ud-ewt: " + UD_PROTOCOL
@@ -126,9 +126,28 @@ def student_record(folder: Path, data: dict, batch_size: int) -> dict:
     return record | {k: report[k] for k in keep} | {"job": report["job"], "trained_by": report["code"]}
 
 
+def choose_members(candidate_spans: dict[str, dict], data: dict) -> tuple[list[str], dict]:
+    """The subset of two or more candidates whose equal-weight ensemble has the highest dev sentence F1
+    (ties: the fewer members, then the order of the candidates), and every subset's dev F1."""
+    words, gold = data["dev"]
+    names, tried = list(candidate_spans), {}
+    for k in range(2, len(names) + 1):
+        for subset in itertools.combinations(names, k):
+            spans = [
+                ensemble_spans([candidate_spans[m]["dev"][i] for m in subset], len(w)) for i, w in enumerate(words)
+            ]
+            tried[subset] = scores(spans, gold, words)["sentence_f1"]
+    best = max(tried.values())
+    return list(next(subset for subset, f1 in tried.items() if f1 == best)), tried
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--members", default=",".join(DEFAULT_MEMBERS), help="member models, joined by ','")
+    p.add_argument(
+        "--candidates",
+        default=",".join(SHIPPED),
+        help="candidate members joined by ','; the subset with the best dev F1 is the ensemble",
+    )
     p.add_argument(
         "--student", action="append", default=[], help="a `syntaxformer distill --out` folder to score beside them"
     )
@@ -139,13 +158,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     data = datasets(args.ud_ewt)
-    names = [m for m in args.members.split(",") if m]
-    member_spans, members = zip(*(member_parses(name, data, args.batch_size) for name in names))
+    candidates = [m for m in args.candidates.split(",") if m]
+    parsed = {name: member_parses(name, data, args.batch_size) for name in candidates}
+    names, subsets = choose_members({name: spans for name, (spans, _) in parsed.items()}, data)
+    member_spans, members = zip(*(parsed[name] for name in names))
     chosen, tried = choose_weights(list(member_spans), data)
     record = {
         "data": {key: len(words) for key, (words, _) in data.items()},
         "protocol": DATA_PROTOCOL,
         "setting": "transductive: the members were trained on text that holds ptb-sample's sentences",
+        "candidates": [record for _, record in parsed.values()],
+        "members_tried_dev_sentence_f1": {",".join(subset): f1 for subset, f1 in subsets.items()},
         "members": list(members),
         "right_branching": {
             key: scores([right_branching(len(w)) for w in words], gold, words) for key, (words, gold) in data.items()
