@@ -73,6 +73,11 @@ def test_parse_command_with_members(tmp_path, capsys):
     assert main(["parse", "--input", str(text), "--model", "ensemble-ptb-lm", "--out", str(tmp_path / "o")]) == 0
     assert len((tmp_path / "o" / "trees.txt").read_text().splitlines()) == 2
     assert (tmp_path / "o" / "dependencies.conllu").is_file()
+    capsys.readouterr()
+    assert (
+        main(["parse", "--input", str(text), "--model", "ensemble-ptb-lm", "--out", str(tmp_path / "j"), "--json"]) == 1
+    )
+    assert "an ensemble has several" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

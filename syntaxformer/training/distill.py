@@ -280,7 +280,7 @@ def distill(job: DistillJob) -> dict:
         "excluded_sentences": excluded,
         "setting": "held-out: " + job.exclude_treebank + "'s sentences removed from the text"
         if job.exclude_treebank
-        else "transductive (the text may hold the scored sentences)",
+        else "transductive: the text may hold the scored sentences",
         "history": history,
         "kept_epoch": max(history, key=lambda h: (h["dev_sentence_f1"], -h["epoch"]))["epoch"],
         "dev_sentence_f1": best,

@@ -9,7 +9,7 @@ import torch
 from nltk import Tree
 
 from syntaxformer.errors import InputError
-from syntaxformer.parser import Parser, load_parser
+from syntaxformer.parser import EnsembleParser, Parser, load_parser
 from syntaxformer.workflows.outputs import write_outputs, write_structures_json
 
 
@@ -75,7 +75,7 @@ def run_parse(
         A :class:`ParseResult`.
 
     Raises:
-        InputError: no sentence, ``write_json`` without ``out``, ``dependencies`` with a model that
+        InputError: no sentence, ``write_json`` without ``out`` or with an ensemble, ``dependencies`` with a model that
             induces none, no pretrained model shipped, a line of only punctuation (naming ``data`` and
             the line), or the loader's / decoder's errors.
     """
@@ -87,6 +87,10 @@ def run_parse(
     parser = load_parser(
         model, options, batch_size=batch_size, device=device, verbose=verbose
     )  # None: the shipped parser
+    if write_json and isinstance(parser, EnsembleParser):
+        raise InputError(
+            f"{parser.name}: structures.json holds one model's structures; an ensemble has several (parse with one member)"
+        )
     if dependencies and not parser.gives_dependencies:
         raise InputError(f"{parser.name}: this model induces no dependency heads (a StructFormer does)")
     trees, heads, structures = _parse_lines(parser, sentences, punctuation, data)
