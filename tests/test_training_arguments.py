@@ -27,7 +27,7 @@ RECORDED = (
 ADDED = set(
     "max_sentence_length shuffle mask_cls bptt optimizer nonmono asgd_restart_epoch ar_alpha tar_beta "
     "eval_batch_size plateau_factor plateau_patience min_batch_tokens mask_unknown eval_each_epoch final_model "
-    "pad_to_multiple fixed_shapes prefetch tf32 step_graph".split()
+    "pad_to_multiple fixed_shapes prefetch tf32 step_graph exclude_treebank".split()
 )
 CONCERNS = (
     OutputArguments,
