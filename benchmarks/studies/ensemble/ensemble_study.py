@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import ROOT
+from benchmarks.speed.parse_startup import machine
 from benchmarks.studies.out_of_domain.out_of_domain import PROTOCOL as UD_PROTOCOL
 from benchmarks.studies.out_of_domain.out_of_domain import without_punctuation
 from benchmarks.tools.portable import portable
@@ -178,7 +179,7 @@ def main(argv=None) -> int:
         "weights_tried_dev_sentence_f1": {",".join(map(str, w)): f1 for w, f1 in tried.items()},
         "tie_rule": TIE_RULE,
         "students": [student_record(Path(folder), data, args.batch_size) for folder in args.student],
-        "device": f"cpu ({platform.processor() or platform.machine()}), {args.threads} threads, {os.cpu_count()} cores",
+        "device": f"CPU: {machine()['cpu']}, {args.threads} threads of {os.cpu_count()} cores",
         "code": code_version(),
         "torch": torch.__version__,
         "python": platform.python_version(),
