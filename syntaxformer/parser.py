@@ -257,21 +257,28 @@ class EnsembleParser(TreeParser):
     def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[list[int] | None], list]:
         """Per sentence the ensemble's spans and heads, and the members' structures (one per member)."""
         parses = [member.word_parses(words) for member in self.members]
-        for member, (spans, _, _) in zip(self.members, parses):
-            if len(spans) != len(words):
-                raise InputError(f"ensemble member {member.name}: {len(spans)} parses for {len(words)} sentences")
-        for member, (member_spans, _, _) in zip(self.members, parses):
-            for i, (sentence, spans) in enumerate(zip(words, member_spans), start=1):
-                if any(not 0 <= a < b <= len(sentence) for a, b in spans):
-                    raise InputError(
-                        f"ensemble member {member.name}: its tree does not cover the sentence's words", sentence=i
-                    )
+        for member, parse in zip(self.members, parses):
+            _check_member(member, parse, words)
         spans, heads = [], []
         for i, sentence in enumerate(words):
             spans.append(ensemble_spans([p[0][i] for p in parses], len(sentence), self.weights))
             voters = [(w, p[1][i]) for w, p in zip(self.weights, parses) if p[1][i] is not None]
             heads.append(head_vote([h for _, h in voters], [w for w, _ in voters]) if voters else None)
         return spans, heads, [list(member_structures) for member_structures in zip(*(p[2] for p in parses))]
+
+
+def _check_member(member: Parser, parse: tuple, words: Sequence[Sequence[str]]) -> None:
+    """Raises InputError naming ``member`` when its parses are not one tree (and heads) per sentence over
+    that sentence's words (a member that reads other words than it is given)."""
+    spans, heads, _ = parse
+    if len(spans) != len(words):
+        raise InputError(f"ensemble member {member.name}: {len(spans)} parses for {len(words)} sentences")
+    for i, (sentence, sentence_spans, sentence_heads) in enumerate(zip(words, spans, heads), start=1):
+        n = len(sentence)
+        if any(not 0 <= a < b <= n for a, b in sentence_spans) or (
+            sentence_heads is not None and len(sentence_heads) != n
+        ):
+            raise InputError(f"ensemble member {member.name}: its tree does not cover the sentence's words", sentence=i)
 
 
 @dataclass(frozen=True)
