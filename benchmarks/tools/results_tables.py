@@ -1359,6 +1359,16 @@ def out_of_domain() -> str:
     return markdown(header, rows, "lrrrrrl")
 
 
+@table("out-of-domain-history")
+def out_of_domain_history() -> str:
+    """Earlier parsers on UD English-EWT (``docs/results/recorded.json``: their reports were not kept)."""
+    rows = [
+        [r["parser"], f"{r['minus_right_branching']:+.2f}", "–" if r["uas"] is None else f"{r['uas']:.2f}"]
+        for r in load("docs/results/recorded.json")["out_of_domain_history"]["rows"]
+    ]
+    return markdown(["earlier parser", "sentence F1 − right-branching", "UAS"], rows, "lrr")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # ensembles and distilled students (docs/results/ensemble.json)
 
