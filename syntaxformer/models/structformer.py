@@ -225,6 +225,15 @@ RECIPES = {
         decoder=dict(dependency="argmax"),
     ),
 }
+# candidates for the main job (docs/recipes.md, "The main job"): the authors' procedure at the mini size on
+# the shipped text, a fixed number of steps (batches of >= 4,096 tokens) sized for a 2-core CPU
+_EMBEDDED_PAPER = {k: v for k, v in RECIPES["paper"].items() if k not in ("epochs",)}
+_EMBEDDED_PAPER.update(preset="mini", max_steps=1600, valid_fraction=0.01, eval_each_epoch=True)
+RECIPES["sample-paper"] = dict(_EMBEDDED_PAPER, corpus="ptb-sample")
+RECIPES["embedded-paper"] = dict(_EMBEDDED_PAPER, corpus="ptb-sample,wikitext-2", max_vocab=10000)
+_FAST = dict(lr=1e-3, schedule="linear", warmup_steps=100, final_lr_fraction=0.1)
+RECIPES["sample-fast"] = dict(RECIPES["sample-paper"], **_FAST)
+RECIPES["embedded-fast"] = dict(RECIPES["embedded-paper"], **_FAST)
 
 
 # ----------------------------------------------------------------------------------------------
