@@ -44,7 +44,7 @@ class ToyWithoutPositions(PreTrainedModel):
 
 
 def _refused(declared: Capabilities) -> str:
-    arch = Architecture(NAME, ToyConfig, language_model=LanguageModelUse(ToyWithoutPositions, {}, {}, declared))
+    arch = Architecture(NAME, ToyConfig, language_model=LanguageModelUse(ToyWithoutPositions, {}, declared))
     with pytest.raises(ValueError) as error:
         register(arch)
     assert NAME not in REGISTRY and NAME not in MODELS  # nothing was registered

@@ -100,7 +100,6 @@ def test_a_registered_toy_model_parses_through_the_cli(toy_model, tmp_path):
 
 def test_registry_entries_and_errors(toy_model):
     assert set(REGISTRY) >= {"tree-transformer", "structformer", "toy"}
-    assert REGISTRY["tree-transformer"].language_model.recipes["default"]["max_steps"] == 6000
     with pytest.raises(ValueError, match="already registered"):
         register(Architecture("toy", ToyConfig, language_model=LanguageModelUse(nn.Module, {})))
     with pytest.raises(ValueError, match="unknown preset"):

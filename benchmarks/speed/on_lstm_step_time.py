@@ -1,6 +1,6 @@
 """Training-step time of ON-LSTM against the Tree Transformer, interleaved on the same batches.
 
-How the ON-LSTM ``induce`` recipes got their steps (syntaxformer/models/on_lstm.py: RECIPES): the
+How the ON-LSTM ``induce`` recipes got their steps (syntaxformer/recipes/on_lstm.py): the
 Tree Transformer's default recipe (``mini``, 64 sentences a step) has a measured time on an idle
 2-core CPU (6,000 steps in 17.9 minutes, docs/results/induce.md), so the ratio of the two models' step times, both
 measured in one run under the same load, turns a CPU-minute budget into ON-LSTM steps.

@@ -1,7 +1,7 @@
 """Time a training step of the default ``induce`` recipe: Tree Transformer vs plain Transformer vs faster paths.
 
-Each variant is the ptb-sample recipe's model (``RECIPES["sample"]`` of
-:mod:`syntaxformer.models.tree_transformer`, the ``default`` recipe's setting on ptb-sample alone: the
+Each variant is the ptb-sample recipe's model (``SAMPLE`` of
+:mod:`syntaxformer.recipes.tree_transformer`, the ``default`` recipe's setting on ptb-sample alone: the
 ``mini`` preset, batch 64, the official constituent variant), built and trained by the project's own :class:`~syntaxformer.training.trainer.Trainer` on the
 embedded ptb-sample (real batches of its length-bucketed sampler, masked LM with ``masked_only`` logits,
 Adam, gradient clipping, the schedule): one timed unit is ``Trainer.training_step`` (masking,

@@ -28,6 +28,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, PrpnProtocol
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
 from syntaxformer.models import default_architecture
+from syntaxformer.recipes import describe_recipes
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.workflows.induce import RECIPES, rescore_induce, resolve_recipe, run_induce
 
@@ -64,6 +65,7 @@ COMMAND_ONLY = (
     "--protocol",
     "--variant",
     "--rescore",
+    "--list-recipes",
     "--json",
     "--threshold",
     "--min-layer",
@@ -71,10 +73,10 @@ COMMAND_ONLY = (
     "--layer",
     "--dependency",
 )
-_RECIPE_DEFAULT = " (default: the recipe's, per architecture; see syntaxformer.cli.induce.RECIPES)"
+_RECIPE_DEFAULT = " (default: the recipe's, per architecture; see syntaxformer.recipes)"
 _HELP = {
     "out": "output folder",
-    "model": "the architecture to train (its recipes: syntaxformer.cli.induce.RECIPES)",
+    "model": "the architecture to train (its recipes: syntaxformer.recipes)",
     "corpus": "training text: 'ptb-sample' (its words; default) or raw-text files",
     "prior": "the Tree Transformer's structural prior; induce accepts only one that induces trees, "
     "constituent (default: the model's, constituent). none (a plain Transformer) and the other priors "
@@ -118,7 +120,7 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
         "'long' (<= 150 min, on the ptb-lm training text "
         "(Tree Transformer, StructFormer: give its path with --corpus)); 'paper': the authors' procedure "
         "(ON-LSTM: running text, SGD then NT-ASGD; give --corpus and --valid); "
-        "see syntaxformer.cli.induce.RECIPES",
+        "--list-recipes prints them all",
     )
     p.add_argument(
         "--treebank",
@@ -181,6 +183,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
         "training record and curve are the run's (syntaxformer.workflows.induce.rescore_induce)",
     )
     p.add_argument("--json", action="store_true", help="print report.json instead of the table")
+    p.add_argument("--list-recipes", action="store_true", help="print every model's recipes with their notes, and exit")
 
 
 def _recipe(args) -> tuple[dict, dict, int | None]:
@@ -202,6 +205,9 @@ def _step_options(args) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list_recipes:
+        print(describe_recipes())
+        return 0
     if args.rescore:
         given = [f for f in (*_TRAIN_FLAGS, "corpus", "prior", "variant", "overrides") if getattr(args, f)]
         given += list(_step_options(args))

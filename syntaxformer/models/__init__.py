@@ -46,7 +46,7 @@ _tt = tree_transformer
 _ATTENTION_LM = dict(masked_only=True, head_mask=True, output_hidden_states=True)
 # fmt: off
 register(Architecture(_tt.NAME, TreeTransformerConfig, default_for=("language_model",),
-                      language_model=LanguageModelUse(TreeTransformerForMaskedLM, _tt.PRESETS, _tt.RECIPES,
+                      language_model=LanguageModelUse(TreeTransformerForMaskedLM, _tt.PRESETS,
                                                       Capabilities(**_ATTENTION_LM, structure_inputs=True,
                                                                    output_priors=True, constituent_variant=True)),
                       encoder=EncoderUse(TreeTransformerModel, _tt.ENCODER_PRESETS, fixed=dict(prior="constituent"))))
@@ -54,17 +54,17 @@ register(Architecture(_tt.PLAIN_NAME, TreeTransformerConfig,
                       encoder=EncoderUse(TreeTransformerModel, _tt.ENCODER_PRESETS, fixed=dict(prior="none"))))
 register(Architecture(structformer.NAME, StructFormerConfig,
                       language_model=LanguageModelUse(StructFormerForMaskedLM, structformer.PRESETS,
-                                                      structformer.RECIPES, Capabilities(**_ATTENTION_LM))))
+                                                      Capabilities(**_ATTENTION_LM))))
 # the encoder's recipe (lr 3e-3, bf16 products, the steps of 30 minutes on 2 CPU cores) was chosen on
 # validation accuracy: docs/results/logic.md, "Recipe choice"; docs/logic/recipe-choice.json
 register(Architecture(on_lstm.NAME, OnLstmConfig, default_for=("encoder",),
-                      language_model=LanguageModelUse(OnLstmForCausalLM, on_lstm.PRESETS, on_lstm.RECIPES,
+                      language_model=LanguageModelUse(OnLstmForCausalLM, on_lstm.PRESETS,
                                                       Capabilities(output_hidden_states=True)),
                       encoder=EncoderUse(OnLstmModel, on_lstm.ENCODER_PRESETS, pooling="last",
                                          fixed=on_lstm.ENCODER_FIXED, width=lambda config: config.layer_sizes[-1],
                                          lr=3e-3, max_steps=8000, precision="bf16")))
 register(Architecture(on_lstm_san.NAME, OnLstmSanConfig,
-                      language_model=LanguageModelUse(OnLstmSanForMaskedLM, on_lstm_san.PRESETS, on_lstm_san.RECIPES,
+                      language_model=LanguageModelUse(OnLstmSanForMaskedLM, on_lstm_san.PRESETS,
                                                       Capabilities(**_ATTENTION_LM)),
                       encoder=EncoderUse(OnLstmSanModel, on_lstm_san.ENCODER_PRESETS, pooling="last",
                                          fixed=on_lstm_san.ENCODER_FIXED)))

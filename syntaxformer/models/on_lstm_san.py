@@ -77,9 +77,6 @@ PRESETS = {
     ),
 }
 
-#: ``induce`` recipes: none (the hybrid is not offered as a parser).
-RECIPES: dict = {}
-
 #: the registry name (models/__init__.py)
 NAME = "on-lstm-san"
 
@@ -390,7 +387,6 @@ class OnLstmSanForMaskedLM(OnLstmSanPreTrainedModel):
 
 __all__ = [
     "PRESETS",
-    "RECIPES",
     "OnLstmSanConfig",
     "OnLstmSanModel",
     "OnLstmSanForMaskedLM",

@@ -6,8 +6,8 @@ An :class:`Architecture` has a name (the ``--architecture`` value), a config cla
 three **uses**:
 
 * ``language_model`` (:class:`LanguageModelUse`): a masked or causal LM (the class attribute
-  ``objective`` says which, :mod:`syntaxformer.training.objectives`) with its presets and ``induce``
-  recipes; ``train``, ``induce``, ``parse``, ``show``, ``heads``, ``prune``, ``probe``, ``perplexity``
+  ``objective`` says which, :mod:`syntaxformer.training.objectives`) with its presets (its ``induce``
+  recipes: :mod:`syntaxformer.recipes`); ``train``, ``induce``, ``parse``, ``show``, ``heads``, ``prune``, ``probe``, ``perplexity``
   and ``compare`` build and load it. A model that induces structure has ``induce(input_ids,
   attention_mask)`` and ``induces_structure`` (:mod:`syntaxformer.structures`);
 * ``encoder`` (:class:`EncoderUse`): a base model whose ``forward(input_ids, attention_mask)`` returns
@@ -98,14 +98,12 @@ class LanguageModelUse:
     Attributes:
         model_class: the LM's ``PreTrainedModel``.
         presets: ``{preset: config fields}`` (e.g. ``paper``, ``small``, ``mini``, ``tiny``).
-        recipes: ``{recipe: TrainArguments fields (+ "overrides", "min_layer")}`` for ``induce``; may be empty.
         capabilities: what ``model_class`` accepts (:class:`Capabilities`; default: nothing beyond the
             inputs and labels).
     """
 
     model_class: type
     presets: dict
-    recipes: dict = field(default_factory=dict)
     capabilities: Capabilities = Capabilities()
 
 

@@ -1,6 +1,6 @@
 """The main job (``syntaxformer induce``): train, parse, score against gold, compare with baselines.
 
-:func:`run_induce` trains a model of the registry (:data:`RECIPES`: a named recipe per model) on raw
+:func:`run_induce` trains a model of the registry (:data:`syntaxformer.recipes.RECIPES`: named recipes per model) on raw
 words, recording the learning curve (on ``ptb-sample:dev`` with ptb-sample, DESIGN.md §7); then it
 parses the gold treebank and scores it with the field's protocol -- on ptb-sample its test half, its
 dev half and all of it --, each beside the same model untrained (step 0: same seed, same decoder) and
@@ -37,8 +37,9 @@ from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import plot_parse_curve, save_figure
-from syntaxformer.models import MODELS, REGISTRY, capabilities_of, default_architecture
+from syntaxformer.models import MODELS, capabilities_of, default_architecture
 from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode, load_model, model_structures
+from syntaxformer.recipes import RECIPES, get_recipe
 from syntaxformer.runtime import code_version
 from syntaxformer.structures import Structures, save_decoder_options
 from syntaxformer.training.model_config import resolve_model_config
@@ -49,18 +50,6 @@ from syntaxformer.workflows.evaluate import protocol_fields
 from syntaxformer.workflows.outputs import write_outputs
 
 logger = logging.getLogger(__name__)
-
-#: Named training recipes per model, from the model registry (each model file's ``RECIPES``: TrainArguments
-#: fields; ``overrides`` = model config fields; ``min_layer`` = Algorithm 1's minimum layer). Chosen on
-#: ptb-sample:dev by the measured search of ``benchmarks/studies/recipe_search/recipe_search.py`` (docs/recipes.md); explicit
-#: training fields override any of them. ``default``: a fixed number of steps, <= 20 minutes on 2 idle
-#: CPU cores; ``long``: <= 150 minutes. A recipe's ``corpus`` names the text it was measured on when that
-#: text is not shipped (the Tree Transformer's ``long``: ``ptb-lm``); the user gives its path.
-RECIPES = {
-    name: arch.language_model.recipes
-    for name, arch in REGISTRY.items()
-    if arch.language_model and arch.language_model.recipes
-}
 
 #: The learning curve's treebank when the gold treebank is ptb-sample: choices are made on dev.
 CURVE_TREEBANK = "ptb-sample:dev"
@@ -93,13 +82,8 @@ def resolve_recipe(
     Raises:
         InputError: a recipe the model does not have, or ``variant`` for a model without one.
     """
-    if recipe not in RECIPES.get(model, {}):
-        raise InputError(f"--recipe {recipe}: {model} has the recipes {', '.join(RECIPES.get(model, {}))}")
-    fields = dict(RECIPES[model][recipe])
-    overrides = dict(fields.pop("overrides", {}))
-    min_layer = fields.pop("min_layer", None)
-    fields.pop("decoder", None)  # the recipe's further decoder settings: recipe_decoder
-    fields.pop("note", None)  # what the recipe's trees amount to: recipe_note
+    chosen = get_recipe(model, recipe)
+    fields, overrides, min_layer = chosen.fields(), dict(chosen.config), chosen.min_layer
     fields.update({k: v for k, v in (train or {}).items() if v is not None})
     if variant is not None:
         if not capabilities_of(MODELS[model]).constituent_variant:
@@ -456,13 +440,15 @@ def recipe_decoder(model: str, recipe: str) -> dict:
     """The decoder settings a recipe names besides its minimum layer (its ``decoder`` entry, e.g. the
     Tree Transformer ``paper`` recipe's public descend rule), as :class:`DecoderOptions` fields; {}
     when it names none or is not a recipe of ``model``."""
-    return dict(RECIPES.get(model, {}).get(recipe, {}).get("decoder", {}))
+    chosen = RECIPES.get(model, {}).get(recipe)
+    return dict(chosen.decoder) if chosen else {}
 
 
 def recipe_note(model: str, recipe: str) -> str | None:
     """What a recipe's trees amount to, in one sentence (its ``note`` entry), recorded in ``report.json``
     and printed in ``induce``'s header; None when it has none or is not a recipe of ``model``."""
-    return RECIPES.get(model, {}).get(recipe, {}).get("note")
+    chosen = RECIPES.get(model, {}).get(recipe)
+    return chosen.note if chosen else None
 
 
 def induce_decoder_options(options, min_layer: int | None, decoder: dict | None = None):

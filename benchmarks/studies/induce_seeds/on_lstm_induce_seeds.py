@@ -2,7 +2,7 @@
 
     python -m benchmarks.studies.induce_seeds.on_lstm_induce_seeds [RECIPE] [DEVICE]   # defaults: default cuda
 
-RECIPE: default or long (``syntaxformer/models/on_lstm.py: RECIPES``); DEVICE: cuda, cuda:N or cpu. Each
+RECIPE: default or long (``syntaxformer/recipes/on_lstm.py``); DEVICE: cuda, cuda:N or cpu. Each
 run gets one CPU thread (``--threads-per-job``) and ``--max-minutes 60`` (default) / 240 (long), so that
 the recipe's safety cap (19 / 149 minutes, set for an idle 2-core CPU) does not cut its fixed number of
 steps on a machine where three runs share the GPU and the CPU. The three run at once (``--jobs``; the
