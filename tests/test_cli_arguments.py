@@ -20,9 +20,11 @@ from syntaxformer.cli.logic import TRAIN_FIXED_FIELDS as LOGIC_FIXED
 from syntaxformer.cli.nli import TRAIN_COMMAND_ONLY as NLI_ONLY
 from syntaxformer.cli.train import COMMAND_ONLY as TRAIN_ONLY
 from syntaxformer.cli.train import arguments_from_namespace
+from syntaxformer.errors import InputError
 from syntaxformer.tasks.logic import LogicArguments, LogicEvaluateArguments
 from syntaxformer.tasks.nli import NliTrainArguments
-from syntaxformer.training.arguments import TrainArguments
+from syntaxformer.training.arguments import TrainArguments, check_choices
+from syntaxformer.training.distill import DistillJob
 
 #: (command, its arguments dataclass, the fields that are options (None: all), its own options)
 CASES = [
@@ -121,3 +123,30 @@ def test_one_spelling_per_option_across_commands():
             assert "--text" not in options and "--init-from" not in options, argv
             if "--device" in options:
                 assert options["--device"].default is None, f"{' '.join(argv)}: --device is not auto by default"
+
+
+@pytest.mark.parametrize("cls", [TrainArguments, NliTrainArguments, LogicArguments, DistillJob])
+def test_every_option_with_choices_is_checked_by_the_one_generic_check(cls):
+    """check_choices reads each field's declared choices: a value outside them is refused in one line
+    naming the flag, None and every declared choice pass."""
+    with_choices = [f for f in dataclasses.fields(cls) if f.metadata.get("choices")]
+    assert with_choices, cls
+    instance = cls.__new__(cls)
+    for f in dataclasses.fields(cls):
+        object.__setattr__(instance, f.name, None)
+    check_choices(instance)  # None passes
+    for f in with_choices:
+        for choice in f.metadata["choices"]:
+            object.__setattr__(instance, f.name, choice)
+            check_choices(instance)
+        object.__setattr__(instance, f.name, "no-such-choice")
+        flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        with pytest.raises(InputError, match=f"^{flag} must be one of .*, got 'no-such-choice'$"):
+            check_choices(instance)
+        object.__setattr__(instance, f.name, None)
+
+
+def test_train_arguments_check_refuses_a_schedule_out_of_its_choices():
+    args = TrainArguments(out="o", max_steps=1, schedule="steps")
+    with pytest.raises(InputError, match="--schedule must be one of constant, linear, cosine, plateau, got 'steps'"):
+        args.check()

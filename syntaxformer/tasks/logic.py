@@ -52,7 +52,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.models import ENCODERS, default_architecture, encoder_use, make_encoder_config
 from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
-from syntaxformer.training.arguments import RunArguments, option, same_option
+from syntaxformer.training.arguments import RunArguments, check_choices, option, same_option
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import (
     EvaluateEachEpoch,
@@ -267,6 +267,7 @@ class LogicArguments(LogicRunArguments, LogicOptimisationArguments, LogicTaskArg
 
         if self.data is None:
             bad("give --corpus, the propositional-logic folder (e.g. ../shared/data/propositional-logic)")
+        check_choices(self)
         if self.encoder not in ENCODERS:
             bad(f"unknown --architecture {self.encoder!r}; expected one of {', '.join(sorted(ENCODERS))}")
         if self.preset not in encoder_use(self.encoder).presets:
@@ -291,8 +292,6 @@ class LogicArguments(LogicRunArguments, LogicOptimisationArguments, LogicTaskArg
                 bad(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
         if self.precision not in PRECISIONS:
             bad(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.schedule not in SCHEDULES:
-            bad(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.schedule == "plateau" and self.warmup_steps:
             bad("--schedule plateau has no warm-up: give --warmup-steps 0")
         if self.schedule == "plateau" and not (0.0 < self.plateau_factor < 1.0 and self.plateau_patience >= 0):

@@ -51,6 +51,7 @@ from syntaxformer.training.arguments import (
     OutputArguments,
     RunArguments,
     check_bounds,
+    check_choices,
     option,
     same_option,
 )
@@ -187,21 +188,19 @@ class NliTrainArguments(NliRunArguments, OptimisationArguments, NliDataArguments
         resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
 
     def _check_choices(self) -> None:
-        """Raise :class:`InputError` for an optimiser, schedule or final model this trainer lacks."""
+        """Raise :class:`InputError` for an optimiser this trainer lacks, or any other option out of its
+        choices (:func:`~syntaxformer.training.arguments.check_choices`)."""
         if self.optimizer not in ("adam", "adam-l2"):
             raise InputError(
                 f"--optimizer must be adam or adam-l2 (sgd trains on running text), got {self.optimizer!r}"
             )
-        if self.schedule not in ("constant", "linear", "cosine", "plateau"):
-            raise InputError(f"--schedule must be constant, linear, cosine or plateau, got {self.schedule!r}")
+        check_choices(self)
         if self.schedule == "plateau" and (self.warmup_steps or not 0.0 < self.plateau_factor < 1.0):
             raise InputError("--schedule plateau takes no --warmup-steps and a --plateau-factor in (0, 1)")
         if self.schedule in ("linear", "cosine") and self.max_steps is None and self.schedule_steps is None:
             raise InputError(
                 f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one"
             )
-        if self.final_model not in ("last", "best"):
-            raise InputError(f"--final-model must be last or best, got {self.final_model!r}")
 
 
 @dataclass

@@ -4,7 +4,7 @@ option, each documented by its :func:`option` metadata) and the masking rules :d
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, Field, dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 
 from syntaxformer.data.structure_source import StructureSource
@@ -49,6 +49,21 @@ def same_option(cls: type, name: str, **changes) -> Field:
     if "default" in changes:
         return option(changes["default"], **metadata)
     return option(f.default, default_factory=f.default_factory, **metadata)
+
+
+def check_choices(args) -> None:
+    """The one check of every option that declares its ``choices`` (:func:`option`): each such field of
+    the arguments dataclass ``args`` holds one of them, or None.
+
+    Raises:
+        InputError: the first field that does not, named by its flag (``--schedule must be one of
+            constant, linear, cosine, plateau, got 'steps'``).
+    """
+    for f in fields(args):
+        choices, value = f.metadata.get("choices"), getattr(args, f.name)
+        if choices is not None and value is not None and value not in choices:
+            flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+            raise InputError(f"{flag} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
 
 #: the checkpoint period without ``--save-every``, in steps, and how many checkpoints a longer schedule gets
@@ -461,8 +476,6 @@ class RunningTextArguments:
 
     def check_running_text(self) -> None:
         """Raise :class:`InputError` (one line) for inconsistent running-text or optimiser options."""
-        if self.optimizer not in OPTIMIZERS:
-            raise InputError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.bptt is not None and self.optimizer == "adam-l2":
             raise InputError("--bptt (running text) trains with --optimizer adam or sgd")
         if self.optimizer == "sgd" and self.bptt is None:
@@ -509,6 +522,7 @@ class TrainArguments(
         def bad(msg):
             raise InputError(msg)
 
+        check_choices(self)
         self.resolve_init_from()
         if self.max_steps is None and self.epochs is None and self.max_minutes is None:
             bad("give at least one stop condition: --max-steps, --epochs or --max-minutes")
@@ -519,8 +533,6 @@ class TrainArguments(
         names = ("batch_size", "max_tokens", "min_batch_tokens", "max_steps", "epochs", "max_length", "pad_to_multiple")
         non_negative = ("warmup_steps", "save_every", "eval_every", "clip", "weight_decay", "min_freq")
         check_bounds(self, (*names, "max_sentence_length"), (*non_negative, "early_stopping", "plateau_patience"))
-        if self.mask_replace not in MASK_REPLACE:
-            bad(f"--mask-replace must be one of {sorted(MASK_REPLACE)}, got {self.mask_replace!r}")
         if not 0.0 < self.mask_rate <= 1.0:
             bad(f"--mask-rate must be in (0, 1], got {self.mask_rate}")
         if not 0.0 <= self.valid_fraction < 1.0:
@@ -530,28 +542,20 @@ class TrainArguments(
                 bad(f"--{name.replace('_', '-')} needs validation data (--valid or --valid-fraction > 0)")
         if self.log_every < 1:
             bad(f"--log-every must be at least 1, got {self.log_every}")
-        if self.schedule not in ("constant", "linear", "cosine", "plateau"):
-            bad(f"--schedule must be constant, linear, cosine or plateau, got {self.schedule!r}")
         if self.schedule == "plateau" and (self.warmup_steps or not 0.0 < self.plateau_factor < 1.0):
             bad("--schedule plateau takes no --warmup-steps and a --plateau-factor in (0, 1)")
-        if self.final_model not in ("last", "best"):
-            bad(f"--final-model must be last or best, got {self.final_model!r}")
         if self.final_model == "best" and not self.keeps_best_model:
             bad("--final-model best needs --keep-best (the best model is kept in OUT/best/)")
         if self.schedule in ("linear", "cosine") and self.max_steps is None and self.schedule_steps is None:
             bad(f"--schedule {self.schedule} decays until --schedule-steps (default --max-steps): give one")
         if self.schedule_steps is not None and self.schedule_steps < 1:
             bad(f"--schedule-steps must be at least 1, got {self.schedule_steps}")
-        if self.overflow not in ("split", "skip", "cut"):
-            bad(f"--overflow must be split, skip or cut, got {self.overflow!r}")
         if self.tokenizer not in ("word", "wordpiece") and not Path(self.tokenizer, "tokenizer.json").is_file():
             bad(f"--tokenizer must be word, wordpiece or a folder with tokenizer.json, got {self.tokenizer!r}")
         if self.device is not None:
             resolve_device(self.device)  # "gpu", or CUDA on a machine without it: InputError
         self.check_trees()
         self.check_phrases()
-        if self.induced_from not in ("masked", "sentence"):
-            bad(f"--induced-from must be masked or sentence, got {self.induced_from!r}")
         self.check_fine_tuning()
         self.check_running_text()
 
@@ -651,4 +655,4 @@ class TrainArguments(
             )
 
 
-__all__ = ["TrainArguments", "RunningTextArguments", "OPTIMIZERS", "MASK_REPLACE", "option", "same_option"]
+__all__ = ["TrainArguments", "RunningTextArguments", "OPTIMIZERS", "MASK_REPLACE", "check_choices", "option", "same_option"]

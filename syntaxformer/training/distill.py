@@ -49,7 +49,7 @@ from syntaxformer.parsing import load_model, resolve_decoder_options
 from syntaxformer.pretrained import model_folder
 from syntaxformer.runtime import code_version
 from syntaxformer.structures import DecoderOptions, save_decoder_options
-from syntaxformer.training.arguments import DataArguments, option, same_option
+from syntaxformer.training.arguments import DataArguments, check_choices, option, same_option
 
 logger = logging.getLogger(__name__)
 
@@ -114,10 +114,7 @@ class DistillJob:
 
     def check(self) -> None:
         """Raises InputError for an option out of range."""
-        if self.train not in TRAINED:
-            raise InputError(f"--train must be one of {', '.join(TRAINED)}, got {self.train!r}")
-        if self.schedule not in SCHEDULES:
-            raise InputError(f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        check_choices(self)
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
