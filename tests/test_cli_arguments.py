@@ -12,7 +12,7 @@ import pytest
 
 from syntaxformer.cli import COMMANDS, build_parser
 from syntaxformer.cli.arguments import option_flag
-from syntaxformer.cli.induce import _RUN_FIELDS, _STEP_FLAGS, _TRAIN_FLAGS
+from syntaxformer.cli.induce import _RUN_FIELDS
 from syntaxformer.cli.induce import COMMAND_ONLY as INDUCE_ONLY
 from syntaxformer.cli.logic import EVALUATE_COMMAND_ONLY as LOGIC_EVALUATE_ONLY
 from syntaxformer.cli.logic import TRAIN_COMMAND_ONLY as LOGIC_TRAIN_ONLY
@@ -25,11 +25,22 @@ from syntaxformer.tasks.logic import LogicArguments, LogicEvaluateArguments
 from syntaxformer.tasks.nli import NliTrainArguments
 from syntaxformer.training.arguments import TrainArguments, check_choices
 from syntaxformer.training.distill import DistillJob
+from syntaxformer.workflows.induce import REPLACEABLE, STEP_FIELDS, InduceJob
 
-#: (command, its arguments dataclass, the fields that are options (None: all), its own options)
+INDUCE_TRAINING = (*_RUN_FIELDS, *REPLACEABLE, *STEP_FIELDS)
+INDUCE_JOB = tuple(f.name for f in dataclasses.fields(InduceJob) if f.name != "decoder")
+
+
+def _flags(cls, names) -> tuple[str, ...]:
+    return tuple(option_flag(f) for f in dataclasses.fields(cls) if f.name in names)
+
+
+#: (command, its arguments dataclass, the fields that are options (None: all), its own options); induce's
+#: options are the fields of two dataclasses, the job's and the training's
 CASES = [
     (["train"], TrainArguments, None, TRAIN_ONLY),
-    (["induce"], TrainArguments, (*_RUN_FIELDS, *_TRAIN_FLAGS, *_STEP_FLAGS), INDUCE_ONLY),
+    (["induce"], TrainArguments, INDUCE_TRAINING, (*INDUCE_ONLY, *_flags(InduceJob, INDUCE_JOB))),
+    (["induce"], InduceJob, INDUCE_JOB, (*INDUCE_ONLY, *_flags(TrainArguments, INDUCE_TRAINING))),
     (["nli", "train"], NliTrainArguments, None, NLI_ONLY),
     (
         ["logic", "train"],

@@ -8,7 +8,7 @@ import pytest
 from syntaxformer.data.corpus import is_shipped_text, load_corpus
 from syntaxformer.data.wikitext import WIKITEXT_2, paragraph_sentences, wikitext_2_sentences
 from syntaxformer.errors import InputError
-from syntaxformer.workflows.induce import _recipe_text, recipe_note, resolve_recipe
+from syntaxformer.workflows.induce import InduceJob, induce_training, recipe_note, resolve_recipe
 
 
 def test_a_paragraph_becomes_sentences_of_words():
@@ -73,6 +73,9 @@ def test_the_default_recipe_is_the_sample_setting_on_more_text():
     assert "note" not in fields and "right-branching" in recipe_note("tree-transformer", "default")
     assert recipe_note("tree-transformer", "sample") is None and recipe_note("structformer", "default") is None
     # a shipped text needs no --corpus; the ptb-lm text does
-    assert _recipe_text(dict(fields), None, "tree-transformer", "default") == "ptb-sample,wikitext-2"
-    with pytest.raises(InputError, match="not shipped"):
-        _recipe_text(dict(resolve_recipe("tree-transformer", "long")[0]), None, "tree-transformer", "long")
+    assert induce_training(InduceJob(recipe="default"), {}).corpus == "ptb-sample,wikitext-2"
+    assert induce_training(InduceJob(recipe="sample"), {}).corpus == "ptb-sample"
+    with pytest.raises(InputError, match="the long recipe of tree-transformer trains on the ptb-lm .* not shipped"):
+        induce_training(InduceJob(recipe="long"), {})
+    given = induce_training(InduceJob(recipe="long"), {"corpus": "ptb.train.txt"})
+    assert given.corpus == "ptb.train.txt" and given.preset == "small"

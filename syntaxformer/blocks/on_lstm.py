@@ -280,6 +280,7 @@ class OnLstmLayer(nn.Module):
         w_hh = drop_connect(self.hh.weight, self.wdrop, self.training)  # (G, H)
         loop = self.loop
         if self.cell_kernel == "triton" and loop is on_lstm_loop and triton_runs_on(x.device):
+            # Triton, an optional dependency: imported only where it runs (triton_runs_on)
             from ..kernels.triton_on_lstm import triton_on_lstm_loop as loop
         out, f_master, h, c = on_lstm_recurrence(gates_x, w_hh, state[0], state[1], mask, self.chunk_size, loop)
         return out, f_master, (h, c)

@@ -2,7 +2,7 @@
 
 On the embedded default it trains a Tree Transformer (or ``--architecture structformer`` / ``on-lstm``) on ptb-sample's
 raw words (the Tree Transformer's default recipe: and the embedded WikiText-2 text) with a named recipe
-(:data:`RECIPES`: ``default`` <= 20 minutes on 2 CPU cores, ``long`` <= 150), recording the learning curve on ``ptb-sample:dev`` (DESIGN.md §7); then it parses
+(:mod:`syntaxformer.recipes`: ``default`` <= 20 minutes on 2 CPU cores, ``long`` <= 150), recording the learning curve on ``ptb-sample:dev`` (DESIGN.md §7); then it parses
 ptb-sample and scores the test half, the dev half and all of it with the field's protocol, each
 beside the same model untrained (step 0: same seed, same decoder) and left-/right-branching, random
 and balanced trees. This is the transductive setting (the sentences parsed are in the training text,
@@ -23,47 +23,36 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from syntaxformer.cli.arguments import STATED_DEFAULT, add_dataclass_arguments, add_decoder_arguments, decoder_options
+from syntaxformer.cli.arguments import (
+    STATED_DEFAULT,
+    add_dataclass_arguments,
+    add_decoder_arguments,
+    dataclass_values,
+    decoder_options,
+)
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, PrpnProtocol
 from syntaxformer.evaluation.report import BASELINE_NAMES, format_header, format_table, score_cell, to_json
 from syntaxformer.models import default_architecture
 from syntaxformer.recipes import describe_recipes
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.workflows.induce import RECIPES, rescore_induce, resolve_recipe, run_induce
-
-#: the :class:`~syntaxformer.training.arguments.TrainArguments` fields a run may replace in its recipe
-#: (their options default to "the recipe's")
-_TRAIN_FLAGS = (
-    "preset",
-    "max_steps",
-    "epochs",
-    "max_minutes",
-    "valid",
-    "exclude_treebank",
-    "batch_size",
-    "lr",
-    "warmup_steps",
-    "schedule",
-    "schedule_steps",
-    "mask_rate",
-    "min_freq",
-    "bf16",
+from syntaxformer.workflows.induce import (
+    RECIPES,
+    REPLACEABLE,
+    STEP_FIELDS,
+    InduceJob,
+    induce_training,
+    rescore_induce,
+    run_induce,
 )
-#: the further TrainArguments fields that are ``induce`` options
-_RUN_FIELDS = ("out", "model", "corpus", "seed", "prior", "overrides", "threads", "device", "resume", "quiet")
-#: how the training step runs on an accelerator (``syntaxformer train``'s options; DESIGN.md §5.1): not the
-#: recipe's, recorded with it in the report when given
-_STEP_FLAGS = ("fixed_shapes", "pad_to_multiple", "prefetch", "tf32", "step_graph")
-_STEP_DEFAULTS = {f.name: f.default for f in fields(TrainArguments) if f.name in _STEP_FLAGS}
-#: the options of ``induce`` that are not TrainArguments fields
+
+#: the further TrainArguments fields that are ``induce`` options (besides the recipe's fields a run may
+#: replace, :data:`~syntaxformer.workflows.induce.REPLACEABLE`, and the step's,
+#: :data:`~syntaxformer.workflows.induce.STEP_FIELDS`)
+_RUN_FIELDS = ("model", "corpus", "seed", "prior", "overrides", "threads", "device", "resume", "quiet")
+_STEP_DEFAULTS = {f.name: f.default for f in fields(TrainArguments) if f.name in STEP_FIELDS}
+#: the options of ``induce`` that are neither TrainArguments nor InduceJob fields
 COMMAND_ONLY = (
-    "--recipe",
-    "--treebank",
-    "--dependencies",
-    "--curve-treebank",
-    "--protocol",
-    "--variant",
     "--rescore",
     "--list-recipes",
     "--json",
@@ -75,7 +64,6 @@ COMMAND_ONLY = (
 )
 _RECIPE_DEFAULT = " (default: the recipe's, per architecture; see syntaxformer.recipes)"
 _HELP = {
-    "out": "output folder",
     "model": "the architecture to train (its recipes: syntaxformer.recipes)",
     "corpus": "training text: 'ptb-sample' (its words; default) or raw-text files",
     "prior": "the Tree Transformer's structural prior; induce accepts only one that induces trees, "
@@ -109,68 +97,26 @@ def add_parser(subparsers) -> None:
 
 
 def _job_arguments(p: argparse.ArgumentParser) -> None:
-    """The recipe, data, protocol (the architecture, training text and output folder:
-    :func:`_training_arguments`)."""
-    p.add_argument(
-        "--recipe",
-        default="default",
-        choices=sorted({name for recipes in RECIPES.values() for name in recipes}),
-        help="the recipe: 'default' (<= 20 min on 2 CPU cores; the Tree Transformer's on ptb-sample and the "
-        "embedded WikiText-2); 'sample' (the Tree Transformer's default setting on ptb-sample alone); "
-        "'long' (<= 150 min, on the ptb-lm training text "
-        "(Tree Transformer, StructFormer: give its path with --corpus)); 'paper': the authors' procedure "
-        "(ON-LSTM: running text, SGD then NT-ASGD; give --corpus and --valid); "
-        "--list-recipes prints them all",
-    )
-    p.add_argument(
-        "--treebank",
-        default="ptb-sample",
-        help="gold treebank to parse and score ('ptb-sample', 'ptb-sample:dev|test' or a path)",
-    )
-    p.add_argument(
-        "--dependencies",
-        default=None,
-        help="gold dependencies of --treebank's sentences for UAS/UUAS (StructFormer): "
-        "'ptb-sample', a .conllu or .dp path (default: ptb-sample's with --treebank "
-        "ptb-sample, else none)",
-    )
-    p.add_argument(
-        "--curve-treebank",
-        default=None,
-        help="treebank of the learning curve (default: ptb-sample:dev with ptb-sample, else "
-        "--treebank); 'none' for no curve",
-    )
-    p.add_argument(
-        "--protocol",
-        default=DEFAULT_PROTOCOL,
-        help="constituency scoring protocol of every part's scores (model, untrained model, single "
-        "layers, baselines): " + ", ".join(PROTOCOLS) + " (docs/protocols.md); "
-        "the learning curve is scored with prpn",
-    )
+    """The job's options: the fields of :class:`~syntaxformer.workflows.induce.InduceJob` (its
+    ``decoder`` from the decoder flags, :func:`~syntaxformer.cli.arguments.add_decoder_arguments`)."""
+    add_dataclass_arguments(p, InduceJob, skip=("decoder",), grouped=False)
 
 
 def _training_arguments(p: argparse.ArgumentParser) -> None:
     """The TrainArguments fields that are options: those of the job (:data:`_RUN_FIELDS`: help of
     :data:`_HELP` where it differs from the field's) and the recipe's fields a run may replace
-    (:data:`_TRAIN_FLAGS`, default "the recipe's"); then the Tree Transformer's variant."""
-    defaults = {name: None for name in _TRAIN_FLAGS}
-    defaults.update(_STEP_DEFAULTS)
-    defaults.update(out="induce-out", model=default_architecture("language_model"), corpus=None)
+    (:data:`~syntaxformer.workflows.induce.REPLACEABLE`, default "the recipe's"), the step's."""
+    defaults = {name: None for name in REPLACEABLE}
+    defaults.update(model=default_architecture("language_model"), corpus=None)
     options = add_dataclass_arguments(
-        p, TrainArguments, only=(*_RUN_FIELDS, *_TRAIN_FLAGS, *_STEP_FLAGS), defaults=defaults, grouped=False
+        p, TrainArguments, only=(*_RUN_FIELDS, *REPLACEABLE, *STEP_FIELDS), defaults=defaults, grouped=False
     )
     options["model"].choices = sorted(RECIPES)
     for name, action in options.items():
         if name in _HELP:
             action.help = _HELP[name].replace("%", "%%")
-        elif name in _TRAIN_FLAGS:
+        elif name in REPLACEABLE:
             action.help = STATED_DEFAULT.sub("", action.help).rstrip() + _RECIPE_DEFAULT
-    p.add_argument(
-        "--variant",
-        default=None,
-        choices=["paper", "official"],
-        help="Tree Transformer constituent variant (default: the recipe's)",
-    )
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
@@ -186,22 +132,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list-recipes", action="store_true", help="print every model's recipes with their notes, and exit")
 
 
-def _recipe(args) -> tuple[dict, dict, int | None]:
-    """(TrainArguments fields, config overrides, Algorithm 1 minimum layer) of the recipe and flags
-    (:func:`syntaxformer.workflows.induce.resolve_recipe`)."""
-    return resolve_recipe(
-        args.model,
-        args.recipe,
-        {flag: getattr(args, flag) for flag in _TRAIN_FLAGS},
-        variant=args.variant,
-        prior=args.prior,
-        config=dict(args.overrides),
-    )
-
-
-def _step_options(args) -> dict:
-    """The accelerator step options given other than train's defaults (:data:`_STEP_FLAGS`), by field."""
-    return {flag: getattr(args, flag) for flag in _STEP_FLAGS if getattr(args, flag) != _STEP_DEFAULTS[flag]}
+def _training(args, job: InduceJob):
+    """The job's TrainArguments (:func:`~syntaxformer.workflows.induce.induce_training`) from the
+    options: the run's fields, the recipe's fields given (None: the recipe's) and the step's."""
+    values = dataclass_values(args, TrainArguments)
+    given = {name: values[name] for name in (*_RUN_FIELDS, *REPLACEABLE, *STEP_FIELDS)}
+    return induce_training(job, given)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -209,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
         print(describe_recipes())
         return 0
     if args.rescore:
-        given = [f for f in (*_TRAIN_FLAGS, "corpus", "prior", "variant", "overrides") if getattr(args, f)]
-        given += list(_step_options(args))
+        given = [f for f in (*REPLACEABLE, "corpus", "prior", "variant", "overrides") if getattr(args, f)]
+        given += [f for f in STEP_FIELDS if getattr(args, f) != _STEP_DEFAULTS[f]]
         if given or args.resume:
             flags = ", ".join("--" + ("set" if f == "overrides" else f).replace("_", "-") for f in given)
             raise InputError(f"--rescore trains nothing: drop {flags or '--resume'} (decoder flags only)")
@@ -219,28 +155,9 @@ def run(args: argparse.Namespace) -> int:
         )
         print(to_json(report) if args.json else format_induce_report(report))
         return 0
-    train, overrides, min_layer = _recipe(args)
-    train.update(_step_options(args))
-    report = run_induce(
-        args.out,
-        model=args.model,
-        recipe=args.recipe,
-        train=train,
-        overrides=overrides,
-        min_layer=min_layer,
-        treebank=args.treebank,
-        corpus=args.corpus,
-        curve_treebank=args.curve_treebank,
-        dependencies=args.dependencies,
-        seed=args.seed,
-        prior=args.prior,
-        threads=args.threads,
-        device=args.device,
-        quiet=args.quiet,
-        resume=args.resume,
-        options=decoder_options(args),
-        protocol=args.protocol,
-    )
+    values = dataclass_values(args, InduceJob)
+    job = InduceJob(**values, decoder=decoder_options(args))
+    report = run_induce(job, _training(args, job))
     print(to_json(report) if args.json else format_induce_report(report))
     return 0
 

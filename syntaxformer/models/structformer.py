@@ -592,6 +592,7 @@ def calibrated_dependency_distribution(
     Returns: ``(calibrated distances [B, N-1], p_dep [B, N, N], p_root [B, N])``.
     """
     if kernel == "triton" and triton_runs_on(heights.device):
+        # Triton, an optional dependency: imported only where it runs (triton_runs_on)
         from ..kernels import triton_dependency
 
         if triton_dependency.fits(distances, heights):
@@ -709,6 +710,7 @@ class StructFormerAttention(nn.Module):
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))  # (B, H, N, d_h)
         weights = relation_weights(self.relation_logits, self.weight_act)  # (H, R)
         if not need_weights and head_mask is None and self._triton_takes(q):
+            # Triton, an optional dependency: imported only where it runs (triton_runs_on)
             from ..kernels.triton_dependency_attention import triton_dependency_attention
 
             out = triton_dependency_attention(q, k, v, p_dep, weights, mask, self.relations)  # (B, H, N, d_h)
@@ -727,6 +729,7 @@ class StructFormerAttention(nn.Module):
         :func:`~syntaxformer.kernels.triton_dependency_attention.fits` the layer."""
         if self.dependency_kernel != "triton" or not triton_runs_on(q.device) or (self.training and self.dropout.p > 0):
             return False
+        # Triton, an optional dependency: imported only where it runs (triton_runs_on)
         from ..kernels import triton_dependency_attention
 
         return triton_dependency_attention.fits(q, self.relations)

@@ -115,6 +115,7 @@ def sdpa_attention(
         return sdpa_without_prior(query, key, value, key_mask, dropout_p, bias), None
     form = getattr(prior, "laplace_form", None)
     if form is not None and triton_runs_on(query.device):
+        # Triton, an optional dependency: imported only where it runs (triton_runs_on)
         from ..kernels.triton_prior import MAX_TOKENS, laplace_prior_attention
 
         if query.shape[2] <= MAX_TOKENS:

@@ -391,6 +391,7 @@ class ConstituentAttention(StructuralPrior):
         gap_mask = mask[:, :-1] & mask[:, 1:]  # (B, N-1)
         h = self.norm(hidden)  # (B, N, d)
         if self.fused == "triton" and triton_runs_on(hidden.device):  # eqs. 5-8 and P: one Triton kernel
+            # Triton, an optional dependency: imported only where it runs (triton_runs_on)
             from ..kernels.triton_prior import triton_prior_chain
 
             bilinear, linear, offset = neighbour_score_form(self.query, self.key)  # undivided: the kernels divide

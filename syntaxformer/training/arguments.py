@@ -655,4 +655,12 @@ class TrainArguments(
             )
 
 
-__all__ = ["TrainArguments", "RunningTextArguments", "OPTIMIZERS", "MASK_REPLACE", "check_choices", "option", "same_option"]
+__all__ = [
+    "TrainArguments",
+    "RunningTextArguments",
+    "OPTIMIZERS",
+    "MASK_REPLACE",
+    "check_choices",
+    "option",
+    "same_option",
+]

@@ -34,7 +34,7 @@ from syntaxformer.evaluation.baselines import run_baselines
 from syntaxformer.evaluation.constituency import PROTOCOL, evaluate_constituency, read_gold_brackets
 from syntaxformer.evaluation.curve import curve_decoder_name
 from syntaxformer.evaluation.dependency import evaluate_dependency
-from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, Protocol, get_protocol
+from syntaxformer.evaluation.protocols import DEFAULT_PROTOCOL, PROTOCOLS, Protocol, get_protocol
 from syntaxformer.evaluation.report import to_json
 from syntaxformer.figures import plot_parse_curve, save_figure
 from syntaxformer.models import MODELS, capabilities_of, default_architecture
@@ -42,6 +42,7 @@ from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode
 from syntaxformer.recipes import RECIPES, get_recipe
 from syntaxformer.runtime import code_version
 from syntaxformer.structures import Structures, save_decoder_options
+from syntaxformer.training.arguments import check_choices, option
 from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.run import train as train_model
 from syntaxformer.training.trainer import TrainArguments, initial_model
@@ -261,8 +262,8 @@ def _curve_entry(curve: str | None, info: dict, protocol: Protocol | None) -> di
 
 
 @dataclass
-class InduceJob:
-    """What an ``induce`` run is and how it is scored, as its report records it.
+class InduceRecord:
+    """What an ``induce`` run was and how it is scored, as its report records it.
 
     Attributes:
         model: the registry name trained.
@@ -294,7 +295,7 @@ class InduceJob:
     note: str | None = None
 
 
-def _report(job: InduceJob, parts, golds, info, scores, train_minutes, start) -> dict:
+def _report(job: InduceRecord, parts, golds, info, scores, train_minutes, start) -> dict:
     """report.json: data, protocol, recipe, how it was chosen, and the scores of every part."""
     primary = "test" if "test" in scores else "all"
     corpus, treebank, recipe, protocol = job.corpus, job.treebank, job.train, job.protocol
@@ -396,21 +397,6 @@ def _complete(recipe: dict, info: dict) -> bool:
     return True
 
 
-def _recipe_text(train: dict, corpus: str | None, model: str, recipe: str) -> str | None:
-    """Pops the recipe's named training text from ``train`` (e.g. ``long``'s ``ptb-lm``) and returns it.
-
-    Raises:
-        InputError: the recipe names a text that is not shipped and no ``corpus`` gives it.
-    """
-    recipe_text = train.pop("corpus", None)
-    if recipe_text is not None and corpus is None and not is_shipped_text(recipe_text):
-        raise InputError(
-            f"the {recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
-            f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)"
-        )
-    return recipe_text
-
-
 def curve_period(steps: int) -> int:
     """The learning curve's period (``eval_every``) for a run of a fixed number of steps.
 
@@ -422,18 +408,6 @@ def curve_period(steps: int) -> int:
         points; 5 steps: every step, 6 points).
     """
     return max(1, -(-steps // (CURVE_POINTS - 1)))
-
-
-def _train(out: Path, curve: str | None, train: dict, **fields):
-    """Trains the model into ``OUT/model`` (TrainArguments ``fields`` and the recipe's ``train``), recording
-    the learning curve on ``curve`` at :data:`CURVE_POINTS` points (a recipe of epochs: at each epoch's
-    end, where it validates); returns the TrainArguments."""
-
-    steps = train.get("max_steps")
-    every = curve_period(steps) if steps else (0 if train.get("epochs") else curve_period(1000))
-    train_args = TrainArguments(out=str(out / "model"), eval_treebank=curve, eval_every=every, **fields, **train)
-    train_model(train_args)
-    return train_args
 
 
 def recipe_decoder(model: str, recipe: str) -> dict:
@@ -474,120 +448,185 @@ def induce_decoder_options(options, min_layer: int | None, decoder: dict | None 
     return options
 
 
-def run_induce(
-    out: str | Path,
-    model: str | None = None,
-    recipe: str = "default",
-    train: dict | None = None,
-    overrides: dict | None = None,
-    min_layer: int | None = None,
-    treebank: str = "ptb-sample",
-    corpus: str | None = None,
-    curve_treebank: str | None = None,
-    dependencies: str | None = None,
-    seed: int = 0,
-    prior: str | None = None,
-    threads: int | None = None,
-    device: str | None = None,
-    quiet: bool = False,
-    resume: bool = False,
-    options=None,
-    protocol: str = DEFAULT_PROTOCOL,
-) -> dict:
-    """Train ``model`` on raw words, parse ``treebank``, score it beside the untrained model and the
-    baselines; write the model folder, ``trees.txt``, ``dependencies.conllu`` (with heads),
-    ``report.json`` and ``curve.{png,svg}`` (with a curve) into ``out``.
+@dataclass
+class InduceJob:
+    """What ``induce`` parses and scores, and how: the job's own choices (the training's are a
+    :class:`~syntaxformer.training.arguments.TrainArguments`, :func:`induce_training`). Each field is a
+    ``syntaxformer induce`` option (its ``help`` metadata), but for ``decoder``, which the decoder flags fill.
+
+    Raises (:meth:`check`):
+        InputError: a recipe name no model has, an unknown variant.
+    """
+
+    out: str = option("induce-out", help="output folder")
+    recipe: str = option(
+        "default",
+        choices=tuple(sorted({name for named in RECIPES.values() for name in named})),
+        help="the recipe: 'default' (<= 20 min on 2 CPU cores; the Tree Transformer's on ptb-sample and the "
+        "embedded WikiText-2); 'sample' (the Tree Transformer's default setting on ptb-sample alone); "
+        "'long' (<= 150 min, on the ptb-lm training text (Tree Transformer, StructFormer: give its path with "
+        "--corpus)); 'paper': the authors' procedure (ON-LSTM: running text, SGD then NT-ASGD; give --corpus "
+        "and --valid); --list-recipes prints them all",
+    )
+    treebank: str = option(
+        "ptb-sample", help="gold treebank to parse and score ('ptb-sample', 'ptb-sample:dev|test' or a path)"
+    )
+    dependencies: str | None = option(
+        None,
+        help="gold dependencies of --treebank's sentences for UAS/UUAS (StructFormer): 'ptb-sample', a .conllu "
+        "or .dp path (default: ptb-sample's with --treebank ptb-sample, else none)",
+    )
+    curve_treebank: str | None = option(
+        None,
+        help="treebank of the learning curve (default: ptb-sample:dev with ptb-sample, else --treebank); "
+        "'none' for no curve",
+    )
+    protocol: str = option(
+        DEFAULT_PROTOCOL,
+        help="constituency scoring protocol of every part's scores (model, untrained model, single layers, "
+        "baselines): " + ", ".join(PROTOCOLS) + " (docs/protocols.md); the learning curve is scored with prpn",
+    )
+    variant: str | None = option(
+        None, choices=("paper", "official"), help="Tree Transformer constituent variant (default: the recipe's)"
+    )
+    decoder: object = None  # decoder settings chosen: None, a dict of flags or DecoderOptions (induce_decoder_options)
+
+    def check(self) -> None:
+        """The declared choices (:func:`~syntaxformer.training.arguments.check_choices`)."""
+        check_choices(self)
+
+
+#: the TrainArguments fields an ``induce`` run may replace in its recipe (``induce``'s options for them
+#: default to "the recipe's"); the report records the recipe's fields with these over them
+REPLACEABLE = (
+    "preset",
+    "max_steps",
+    "epochs",
+    "max_minutes",
+    "valid",
+    "exclude_treebank",
+    "batch_size",
+    "lr",
+    "warmup_steps",
+    "schedule",
+    "schedule_steps",
+    "mask_rate",
+    "min_freq",
+    "bf16",
+)
+#: how the training step runs on an accelerator (``syntaxformer train``'s options; DESIGN.md §5.1): not the
+#: recipe's, recorded with it in the report when they differ from TrainArguments' defaults
+STEP_FIELDS = ("fixed_shapes", "pad_to_multiple", "prefetch", "tf32", "step_graph")
+
+
+def induce_training(job: InduceJob, given: dict) -> TrainArguments:
+    """The training of ``job``: its recipe's fields, the given fields over them, into ``OUT/model``.
 
     Args:
-        out: output folder; the model goes to ``OUT/model``.
-        model: a registry name with recipes (:data:`RECIPES`; None: the registry's default language model).
-        recipe: the recipe's name, recorded in the report.
-        train, overrides, min_layer: the TrainArguments fields, model config overrides and Algorithm 1
-            minimum layer, as :func:`resolve_recipe` returns them; ``train`` None = ``recipe``'s own
-            (then ``overrides`` and ``min_layer`` are the recipe's too).
-        treebank: gold trees to parse and score (``'ptb-sample'``: its test, dev and all; or a path).
-        corpus: training text (None = ``'ptb-sample'``; a recipe that names a text that is not shipped,
-            e.g. ``long``'s ``ptb-lm``, needs it).
-        curve_treebank: the learning curve's treebank (None: ptb-sample:dev with ptb-sample, else
-            ``treebank``; ``'none'``: no curve).
-        dependencies: gold dependencies for UAS/UUAS (None: ptb-sample's with ptb-sample, else none).
-        seed: the seed of training, the untrained model and the random baseline (seed .. seed + 4).
-        prior, threads, device, quiet, resume: TrainArguments fields (``resume``: continue
-            ``OUT/model``'s training from its checkpoint).
-        options: decoder settings chosen by the user (:func:`induce_decoder_options`: None, a dict of
-            flags, or a :class:`~syntaxformer.structures.DecoderOptions`) over the recipe's minimum layer.
-            The settings scored are saved with the model (``OUT/model/decoder.json``), so ``parse
-            --model OUT/model`` gives the trees scored here.
-        protocol: the constituency scoring protocol of every part's scores (model, untrained model,
-            single layers, baselines): a key of :data:`~syntaxformer.evaluation.protocols.PROTOCOLS`
-            (default ``prpn``: :func:`~syntaxformer.evaluation.constituency.evaluate_constituency`'s
-            scores, with WSJ-10, label recall and mean depth; another: its
-            :meth:`~syntaxformer.evaluation.protocols.Protocol.score` keys, and the report adds
-            ``protocol_name`` and ``protocol_source``). The learning curve is scored with ``prpn``
-            during training whatever the protocol (its ``curve`` entry then says ``protocol: prpn``).
+        job: the job (its recipe, variant and output folder are read).
+        given: TrainArguments fields: ``model`` (None: the registry's default language model), the job's
+            run (``corpus``, ``seed``, ``prior``, ``threads``, ``device``, ``quiet``, ``resume``), the
+            model config ``overrides`` (put over the recipe's and the variant), the :data:`REPLACEABLE`
+            fields (None: the recipe's) and the :data:`STEP_FIELDS`.
+    Returns:
+        The :class:`~syntaxformer.training.arguments.TrainArguments` (not yet checked: training checks it).
+    Raises:
+        InputError: a recipe the model lacks, ``variant`` for a model without one, a recipe that names a
+            text that is not shipped with no ``corpus`` given.
+    """
+    given = dict(given)
+    model = given.pop("model", None) or default_architecture("language_model")
+    replaced = {name: given.pop(name) for name in REPLACEABLE if name in given}
+    overrides = dict(given.pop("overrides", None) or {})
+    prior = given.get("prior")
+    train, overrides, _ = resolve_recipe(model, job.recipe, replaced, job.variant, prior, overrides)
+    recipe_text = train.pop("corpus", None)
+    corpus = given.pop("corpus", None)
+    if recipe_text is not None and corpus is None and not is_shipped_text(recipe_text):
+        raise InputError(
+            f"the {job.recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
+            f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)"
+        )
+    corpus = corpus or (recipe_text if recipe_text is not None else None) or "ptb-sample"
+    run = {name: given.get(name) for name in ("seed", "prior", "threads", "quiet", "device", "resume")}
+    run["seed"] = run["seed"] or 0
+    steps = {name: given[name] for name in STEP_FIELDS if name in given}
+    out = str(Path(job.out) / "model")
+    return TrainArguments(out=out, model=model, corpus=corpus, overrides=overrides, **run, **train, **steps)
+
+
+def recorded_training(train: TrainArguments, recipe: str) -> dict:
+    """The training fields the report records (``training.recipe``): the recipe's fields with the run's
+    values, and the replaceable and step fields the run set other than TrainArguments' defaults."""
+    names = [name for name in get_recipe(train.model, recipe).train]
+    defaults = {f.name: f.default for f in fields(TrainArguments)}
+    names += [n for n in (*REPLACEABLE, *STEP_FIELDS) if n not in names and getattr(train, n) != defaults[n]]
+    return {name: getattr(train, name) for name in names}
+
+
+def run_induce(job: InduceJob, train: TrainArguments) -> dict:
+    """Train ``train.model`` on raw words, parse ``job.treebank``, score it beside the untrained model and
+    the baselines; write the model folder, ``trees.txt``, ``dependencies.conllu`` (with heads),
+    ``report.json`` and ``curve.{png,svg}`` (with a curve) into ``job.out``.
+
+    Args:
+        job: what is parsed and scored (:class:`InduceJob`): the output folder (the model goes to
+            ``OUT/model``), the recipe, the gold treebank (``'ptb-sample'``: its test, dev and all; or a
+            path), gold dependencies for UAS/UUAS (None: ptb-sample's with ptb-sample, else none), the
+            learning curve's treebank (None: ptb-sample:dev with ptb-sample, else the treebank;
+            ``'none'``: no curve), the scoring protocol (every part's scores; the learning curve is scored
+            with ``prpn`` during training whatever the protocol) and the decoder settings chosen
+            (:func:`induce_decoder_options`) over the recipe's. The settings scored are saved with the
+            model (``OUT/model/decoder.json``), so ``parse --model OUT/model`` gives the trees scored here.
+        train: the training (:func:`induce_training`); its seed also seeds the untrained model and the
+            random baseline (seed .. seed + 4); ``resume`` continues ``OUT/model``'s training.
 
     Returns:
         The report (``report.json``): data, protocol (and, not ``prpn``, protocol_name and
-        protocol_source), model, preset, seed, recipe, primary part,
-        training, decoder, the primary part's scores at the top level, ``parts`` (every part's),
-        ``curve`` and ``minutes``.
+        protocol_source), model, preset, seed, recipe, primary part, training, decoder, the primary
+        part's scores at the top level, ``parts`` (every part's), ``curve`` and ``minutes``.
 
     Raises:
-        InputError: an unknown protocol, bad gold trees or dependencies, bad training options, a model
-            inducing nothing, a recipe that names an unshipped text with no ``corpus``.
+        InputError: an unknown protocol or recipe, bad gold trees or dependencies, bad training options, a
+            model inducing nothing.
     """
 
     start = time.monotonic()
-    model = model or default_architecture("language_model")
-    chosen = get_protocol(protocol)  # an unknown protocol is refused before any work
+    job.check()
+    chosen = get_protocol(job.protocol)  # an unknown protocol is refused before any work
     chosen = None if chosen.name == DEFAULT_PROTOCOL else chosen
-    if train is None:
-        train, overrides, min_layer = resolve_recipe(model, recipe, prior=prior)
-    train = dict(train)
-    recipe_text = _recipe_text(train, corpus, model, recipe)
-    options = induce_decoder_options(options, min_layer, recipe_decoder(model, recipe))
+    recipe = get_recipe(train.model, job.recipe)
+    options = induce_decoder_options(job.decoder, recipe.min_layer, dict(recipe.decoder))
     # a model that induces nothing, or decoder options its structures do not take: refused before any work
-    _check_induces_structure(model, train["preset"], prior, overrides or {}, options)
-    shipped = recipe_text if recipe_text is not None and is_shipped_text(recipe_text) else None
-    out, overrides, corpus = Path(out), dict(overrides or {}), corpus or shipped or "ptb-sample"
-    parts = _parts(treebank)
+    _check_induces_structure(train.model, train.preset, train.prior, train.overrides or {}, options)
+    out, parts = Path(job.out), _parts(job.treebank)
     golds = _load_golds(parts)  # bad input fails first
-    curve = curve_treebank or (CURVE_TREEBANK if "dev" in parts else treebank)
+    curve = job.curve_treebank or (CURVE_TREEBANK if "dev" in parts else job.treebank)
     curve = None if curve == "none" else curve
-    train_args = _train(
-        out,
-        curve,
-        train,
-        model=model,
-        corpus=corpus,
-        seed=seed,
-        prior=prior,
-        threads=threads,
-        quiet=quiet,
-        overrides=overrides,
-        device=device,
-        resume=resume,
-    )
+    every = curve_period(train.max_steps) if train.max_steps else (0 if train.epochs else curve_period(1000))
+    train = replace(train, eval_treebank=curve, eval_every=every)
+    train_model(train)
     train_minutes = (time.monotonic() - start) / 60
 
-    trained, tokenizer, info = load_model(out / "model", device=device)
-    untrained = initial_model(train_args, len(tokenizer)).to(next(trained.parameters()).device).eval()
-    job = InduceJob(
-        model=model,
-        recipe=recipe,
-        treebank=treebank,
-        corpus=corpus,
-        seed=seed,
-        recipe_text=recipe_text,
-        train=train,
-        overrides=overrides,
+    trained, tokenizer, info = load_model(out / "model", device=train.device)
+    untrained = initial_model(train, len(tokenizer)).to(next(trained.parameters()).device).eval()
+    record = InduceRecord(
+        model=train.model,
+        recipe=job.recipe,
+        treebank=job.treebank,
+        corpus=train.corpus,
+        seed=train.seed,
+        recipe_text=recipe.corpus,
+        train=recorded_training(train, job.recipe),
+        overrides=dict(train.overrides),
         options=options,
         curve=curve,
-        dependencies=dependencies,
+        dependencies=job.dependencies,
         protocol=chosen,
-        note=recipe_note(model, recipe),
+        note=recipe.note,
     )
-    return _score_and_write(out, job, golds, _TrainedModel(trained, untrained, tokenizer, info, train_minutes), start)
+    scored = _TrainedModel(trained, untrained, tokenizer, info, train_minutes)
+    return _score_and_write(out, record, golds, scored, start)
 
 
 @dataclass
@@ -602,7 +641,7 @@ class _TrainedModel:
     train_minutes: float
 
 
-def _score_and_write(out: Path, job: InduceJob, golds, scored: _TrainedModel, start: float, amend=None) -> dict:
+def _score_and_write(out: Path, job: InduceRecord, golds, scored: _TrainedModel, start: float, amend=None) -> dict:
     """Parse and score ``golds`` with ``scored``'s models, save the job's decoder options with the trained
     one, write ``trees.txt``, ``dependencies.conllu``, ``report.json`` and the curve figure into ``out``;
     returns the report. ``amend(report)``, if given, changes the report in place before it is written."""
@@ -674,7 +713,7 @@ def rescore_induce(
     chosen = None if chosen.name == DEFAULT_PROTOCOL else chosen
     options = DecoderOptions.from_dict(old["decoder"]).with_choices(options)
     data, training = old["data"], old["training"]
-    job = InduceJob(
+    job = InduceRecord(
         model=old["model"],
         recipe=old["recipe"],
         treebank=data["treebank"],

@@ -178,6 +178,54 @@ def run_curves(model, tokenizer, orders, fractions, data, recompute: bool, seeds
     return curves
 
 
+def _pruned_model_saver(save_at, order, seed, folder, tokenizer, out: Path, saved: dict):
+    """The callback :func:`run_curves` calls after each step: at the fraction ``save_at`` it saves the
+    first order's pruned model into ``OUT/pruned-F/`` and fills ``saved`` with its record."""
+
+    def saver(fraction, removed, pruned):
+        if save_at is not None and abs(fraction - save_at) < 1e-9:
+            record = dict(
+                source=str(folder),
+                order=order,
+                fraction=fraction,
+                n_removed=len(removed),
+                removed={str(k): v for k, v in by_layer(removed).items()},
+                seed=seed if order == "random" else None,
+            )
+            saved.update(
+                record, path=str(save_pruned(pruned, tokenizer, Path(folder), out / f"pruned-{save_at:g}", record))
+            )
+
+    return saver
+
+
+def _prune_report(loaded, folder, info, layout, seed, seeds, run, data, described, options, curves, saved) -> dict:
+    """``prune.json``: the model, its heads, the seeds, the run's settings (``run``: step, recompute, via,
+    fractions), the data, the protocols and the curves."""
+    config = loaded.config
+    return dict(
+        command="prune",
+        model=str(folder),
+        model_type=getattr(config, "model_type", None),
+        prior=getattr(config, "prior", None),
+        preset=info.get("preset"),
+        training_seed=info.get("seed"),
+        device=str(next(loaded.parameters()).device),
+        layers=layout.layers,
+        heads=layout.heads,
+        n_heads=len(present_heads(layout)),
+        max_removable=len(present_heads(layout)) - layout.layers,
+        seed=seed,
+        random_seeds=list(range(seed, seed + seeds)),
+        **run,
+        data=described,
+        decoder=asdict(options) if data.gold is not None else None,
+        protocol=dict(perplexity=PPL_PROTOCOL, f1=F1_PROTOCOL if data.gold is not None else None, pruning=PROTOCOL),
+        orders=curves,
+        saved=saved or None,
+    )
+
+
 def run_prune(
     out: str | Path,
     model: str | Path | None = None,
@@ -236,50 +284,11 @@ def run_prune(
     data, described = prepare_data(
         loaded, tokenizer, info, text, max_sentences, seed, options, batch_size, batch_tokens, via, treebank
     )
-    out = Path(out)
-    saved = {}
-
-    def saver(fraction, removed, pruned):
-        if save_at is not None and abs(fraction - save_at) < 1e-9:
-            record = dict(
-                source=str(folder),
-                order=orders[0],
-                fraction=fraction,
-                n_removed=len(removed),
-                removed={str(k): v for k, v in by_layer(removed).items()},
-                seed=seed if orders[0] == "random" else None,
-            )
-            saved.update(
-                record, path=str(save_pruned(pruned, tokenizer, Path(folder), out / f"pruned-{save_at:g}", record))
-            )
-
+    out, saved = Path(out), {}
+    saver = _pruned_model_saver(save_at, orders[0], seed, folder, tokenizer, out, saved)
     curves = run_curves(loaded, tokenizer, orders, fractions, data, recompute, list(range(seed, seed + seeds)), saver)
-    config = loaded.config
-    report = dict(
-        command="prune",
-        model=str(folder),
-        model_type=getattr(config, "model_type", None),
-        prior=getattr(config, "prior", None),
-        preset=info.get("preset"),
-        training_seed=info.get("seed"),
-        device=str(next(loaded.parameters()).device),
-        layers=layout.layers,
-        heads=layout.heads,
-        n_heads=len(present_heads(layout)),
-        max_removable=len(present_heads(layout)) - layout.layers,
-        seed=seed,
-        random_seeds=list(range(seed, seed + seeds)),
-        step=step,
-        recompute=recompute,
-        via=via,
-        fractions=fractions,
-        fractions_left_out=left_out,
-        data=described,
-        decoder=asdict(options) if data.gold is not None else None,
-        protocol=dict(perplexity=PPL_PROTOCOL, f1=F1_PROTOCOL if data.gold is not None else None, pruning=PROTOCOL),
-        orders=curves,
-        saved=saved or None,
-    )
+    run = dict(step=step, recompute=recompute, via=via, fractions=fractions, fractions_left_out=left_out)
+    report = _prune_report(loaded, folder, info, layout, seed, seeds, run, data, described, options, curves, saved)
     write_prune_outputs(report, out)
     return report
 
