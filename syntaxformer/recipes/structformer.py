@@ -89,9 +89,11 @@ EMBEDDED_PAPER = SAMPLE_PAPER.with_train(
     corpus="ptb-sample,wikitext-2",
     max_vocab=10000,
 )
-_FAST = dict(lr=1e-3, schedule="linear", warmup_steps=100, final_lr_fraction=0.1)
+# the faster options: a higher learning rate decayed linearly, validated only at the learning curve's points
+_FAST = dict(lr=1e-3, schedule="linear", warmup_steps=100, final_lr_fraction=0.1, eval_each_epoch=False)
 SAMPLE_FAST = SAMPLE_PAPER.with_train(about="sample-paper with lr 1e-3, linear decay", **_FAST)
 EMBEDDED_FAST = EMBEDDED_PAPER.with_train(about="embedded-paper with lr 1e-3, linear decay", **_FAST)
+SAMPLE_FASTER = SAMPLE_FAST.with_train(about="sample-fast with lr 2e-3", lr=2e-3)
 
 RECIPES = {
     "default": DEFAULT,
@@ -101,4 +103,5 @@ RECIPES = {
     "embedded-paper": EMBEDDED_PAPER,
     "sample-fast": SAMPLE_FAST,
     "embedded-fast": EMBEDDED_FAST,
+    "sample-faster": SAMPLE_FASTER,
 }
