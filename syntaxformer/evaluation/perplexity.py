@@ -224,33 +224,57 @@ def masked_lm_perplexity(
     device, max_length = _checked_options(
         model, "masked-lm", "masked-LM perplexity does not apply to it", too_long, batch_tokens, device, max_length
     )
+    special_ids = _special_ids(tokenizer)
+
+    ids, word_positions = encode_word_positions(tokenizer, sentences)
+    token_structure = None if structures is None else _sentence_token_structures(structures, ids, word_positions)
+    scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(ids, word_positions, max_length, too_long)
+    batches = _one_mask_batches(scored, ids, word_positions, batch_tokens)
+
+    total, n_tokens, n_unk, vocab_size = _one_mask_cross_entropy(
+        model, batches, ids, special_ids, token_structure, device, progress
+    )
+    return _masked_lm_report(
+        total, n_tokens, n_unk, vocab_size, (len(scored), n_empty, n_skipped, n_skipped_words), max_length
+    )
+
+
+def _special_ids(tokenizer) -> tuple[int, int, int | None]:
+    """The ``(pad, mask, unk)`` token ids of the masked-LM protocol (pad falls back to mask).
+
+    Raises:
+        InputError: a tokenizer without ``[MASK]``.
+    """
     mask_id, pad_id, unk_id = tokenizer.mask_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id
     if mask_id is None:
         raise InputError("the tokenizer has no [MASK] token")
     if pad_id is None:
         pad_id = mask_id  # padded positions are masked out of attention; the id does not matter
+    return pad_id, mask_id, unk_id
 
-    ids, word_positions = encode_word_positions(tokenizer, sentences)
-    token_structure = None if structures is None else _sentence_token_structures(structures, ids, word_positions)
-    scored, n_empty, n_skipped, n_skipped_words = _scored_sentences(ids, word_positions, max_length, too_long)
 
+def _one_mask_batches(scored: list[int], ids, word_positions, batch_tokens: int) -> list[list[tuple[int, int]]]:
+    """The one-mask rows ``(sentence, masked token position)`` of the ``scored`` sentences, cut into
+    batches of at most ``batch_tokens`` tokens; ``scored`` is sorted by length in place first."""
     # One row per (sentence, masked word); rows sorted by length, cut into batches by token budget.
     scored.sort(key=lambda s: len(ids[s]))
     all_rows = [(s, p) for s in scored for p in word_positions[s]]
-    batches = [
+    return [
         [all_rows[j] for j in batch] for batch in token_budget_batches([len(ids[s]) for s, _ in all_rows], batch_tokens)
     ]
 
-    total, n_tokens, n_unk, vocab_size = _one_mask_cross_entropy(
-        model, batches, ids, (pad_id, mask_id, unk_id), token_structure, device, progress
-    )
+
+def _masked_lm_report(total, n_tokens: int, n_unk: int, vocab_size, counts: tuple, max_length) -> dict:
+    """:func:`masked_lm_perplexity`'s dict from the summed cross-entropy ``total`` (nats, a float64
+    scalar tensor) and the sentence ``counts`` ``(n_sentences, n_empty, n_skipped, n_skipped_words)``."""
+    n_sentences, n_empty, n_skipped, n_skipped_words = counts
     cross_entropy = float(total) / n_tokens
     return {
         "perplexity": math.exp(cross_entropy),
         "cross_entropy": cross_entropy,
         "n_tokens": n_tokens,
         "n_unk": n_unk,
-        "n_sentences": len(scored),
+        "n_sentences": n_sentences,
         "n_empty": n_empty,
         "n_skipped": n_skipped,
         "n_skipped_words": n_skipped_words,

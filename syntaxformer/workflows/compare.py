@@ -178,6 +178,56 @@ def _score_run(
     )
 
 
+def _base_arguments(
+    corpus, valid, preset, seed, eval_every, threads, device, quiet, lr, warmup_steps, batch_size
+) -> TrainArguments:
+    """The :class:`TrainArguments` the three runs share (``out`` empty; ``lr``, ``warmup_steps`` and
+    ``batch_size`` only where not None, else the trainer's defaults)."""
+    options = {k: v for k, v in dict(lr=lr, warmup_steps=warmup_steps, batch_size=batch_size).items() if v is not None}
+    return TrainArguments(
+        out="",
+        model=MODEL,
+        preset=preset,
+        corpus=corpus,
+        valid=valid,
+        seed=seed,
+        eval_every=eval_every,
+        threads=threads,
+        device=device,
+        quiet=quiet,
+        **options,
+    )
+
+
+def _report(corpus, valid, test, preset, seed, max_steps, max_minutes, records, runs, start: float) -> dict:
+    """The ``compare.json`` dict of the trained ``records`` (the Tree Transformer's first) and their scored
+    ``runs``; ``minutes`` counts from ``start`` (:func:`time.perf_counter`)."""
+    tree_args, steps = records[0][1], records[0][2]["steps"]
+    return dict(
+        data=dict(train=corpus, valid=valid or "5% of train held out by the trainer", test=test),
+        protocol=PROTOCOL,
+        preset=preset,
+        seed=seed,
+        steps=steps,
+        stop=(
+            f"max_steps {max_steps}"
+            if max_steps is not None
+            else f"max_minutes {max_minutes} (Tree Transformer), then its {steps} steps for all"
+        ),
+        training=dict(
+            lr=tree_args.lr,
+            warmup_steps=tree_args.warmup_steps,
+            batch_size=tree_args.batch_size,
+            schedule=tree_args.schedule,
+        ),
+        runs=runs,
+        best=min(runs, key=lambda r: r["perplexity"])["name"],
+        minutes=(time.perf_counter() - start) / 60,
+        torch=torch.__version__,
+        code=code_version(),
+    )
+
+
 def compare(
     corpus: str,
     test: str,
@@ -226,19 +276,8 @@ def compare(
     start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    options = {k: v for k, v in dict(lr=lr, warmup_steps=warmup_steps, batch_size=batch_size).items() if v is not None}
-    base = TrainArguments(
-        out="",
-        model=MODEL,
-        preset=preset,
-        corpus=corpus,
-        valid=valid,
-        seed=seed,
-        eval_every=eval_every,
-        threads=threads,
-        device=device,
-        quiet=quiet,
-        **options,
+    base = _base_arguments(
+        corpus, valid, preset, seed, eval_every, threads, device, quiet, lr, warmup_steps, batch_size
     )
     records = _train_all(base, out, preset, max_steps, max_minutes)
     runs = [
@@ -246,29 +285,6 @@ def compare(
         for name, args, record in records
     ]
     assert len({r["steps"] for r in runs}) == 1, [r["steps"] for r in runs]
-    tree_args, steps = records[0][1], records[0][2]["steps"]
-    report = dict(
-        data=dict(train=corpus, valid=valid or "5% of train held out by the trainer", test=test),
-        protocol=PROTOCOL,
-        preset=preset,
-        seed=seed,
-        steps=steps,
-        stop=(
-            f"max_steps {max_steps}"
-            if max_steps is not None
-            else f"max_minutes {max_minutes} (Tree Transformer), then its {steps} steps for all"
-        ),
-        training=dict(
-            lr=tree_args.lr,
-            warmup_steps=tree_args.warmup_steps,
-            batch_size=tree_args.batch_size,
-            schedule=tree_args.schedule,
-        ),
-        runs=runs,
-        best=min(runs, key=lambda r: r["perplexity"])["name"],
-        minutes=(time.perf_counter() - start) / 60,
-        torch=torch.__version__,
-        code=code_version(),
-    )
+    report = _report(corpus, valid, test, preset, seed, max_steps, max_minutes, records, runs, start)
     (out / COMPARE_JSON).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

@@ -95,19 +95,48 @@ def evaluate_folder(
         raise InputError(f"--induced-from must be {' or '.join(INDUCED_FROM)}, got {induced_from!r}")
     trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
     torch.manual_seed(seed)
-    model, tokenizer, record = load_model(folder, device)
-    check_model_trees(model, trees)
-    check_model_phrases(model, phrases)
-    level = model_tree_level(model) if phrases is not None else None
+    model, tokenizer, record, level = _load_checked(folder, device, trees, phrases)
     # the trainer's preprocessing (PRPN words); the same words and structures train --trees / --phrases reads
     sentences, heads, phrase_trees = load_structured_corpus(corpus, trees, phrases)
     induced = any(source is not None and source.is_induced for source in (trees, phrases))
     start = time.perf_counter()
+    structures = _scored_structures(sentences, trees, phrases, heads, phrase_trees, level, induced, induced_from)
+    result = _score(model, tokenizer, sentences, structures, batch_tokens, skip_long, progress)
+    return {
+        **_model_fields(folder, model, record),
+        "data": corpus,
+        **_structure_fields(trees, phrases, level, induced, induced_from),
+        "seed": seed,
+        **result,
+        "minutes": (time.perf_counter() - start) / 60,
+    }
+
+
+def _load_checked(folder, device, trees: StructureSource | None, phrases: StructureSource | None):
+    """The model folder loaded and checked against ``trees`` / ``phrases``: ``(model, tokenizer,
+    training record, tree level)``, the level only with ``phrases`` (else None)."""
+    model, tokenizer, record = load_model(folder, device)
+    check_model_trees(model, trees)
+    check_model_phrases(model, phrases)
+    level = model_tree_level(model) if phrases is not None else None
+    return model, tokenizer, record, level
+
+
+def _scored_structures(
+    sentences, trees, phrases, heads, phrase_trees, level: int | None, induced: bool, induced_from: str
+):
+    """The ``structures`` the protocol reads: for an induced source with ``induced_from="masked"``, per
+    sentence one structure per masked copy (induced from that copy); else per sentence its own structure
+    dict; None without trees and phrases."""
     if induced and induced_from == "masked":
-        structures = masked_copy_structures(sentences, trees, phrases, heads, phrase_trees, level or 1)
-    else:
-        structures = sentence_structures(len(sentences), heads, phrase_trees, level or 1)
-    result = perplexity(
+        return masked_copy_structures(sentences, trees, phrases, heads, phrase_trees, level or 1)
+    return sentence_structures(len(sentences), heads, phrase_trees, level or 1)
+
+
+def _score(model, tokenizer, sentences, structures, batch_tokens: int, skip_long: bool, progress: bool) -> dict:
+    """:func:`~syntaxformer.evaluation.perplexity.perplexity`'s dict for ``sentences`` (``structures``
+    passed only when not None)."""
+    return perplexity(
         model,
         tokenizer,
         sentences,
@@ -116,17 +145,24 @@ def evaluate_folder(
         progress=progress,
         **({} if structures is None else {"structures": structures}),
     )
+
+
+def _model_fields(folder, model, record: dict) -> dict:
+    """The report's model fields: ``model``, ``model_type``, ``preset``, ``n_parameters``."""
     return {
         "model": str(folder),
         "model_type": getattr(model.config, "model_type", None),
         "preset": record.get("preset"),
         "n_parameters": sum(p.numel() for p in model.parameters()),
-        "data": corpus,
+    }
+
+
+def _structure_fields(trees, phrases, level: int | None, induced: bool, induced_from: str) -> dict:
+    """The report's structure fields: ``trees``, ``phrases``, ``tree_level`` (with ``phrases``) and
+    ``induced_from`` (with an induced source)."""
+    return {
         "trees": trees,
         "phrases": phrases,
         **({"tree_level": level} if phrases is not None else {}),
         **({"induced_from": induced_from} if induced else {}),
-        "seed": seed,
-        **result,
-        "minutes": (time.perf_counter() - start) / 60,
     }

@@ -256,6 +256,58 @@ def _task_report(name, items, trained, untrained, counts, classifiers, seed) -> 
     }
 
 
+def _check_probe_options(tasks: Sequence[str] | None, classifiers: Sequence[str], max_sentences: int | None) -> None:
+    """Check :func:`run_probe`'s task names, classifier names and ``max_sentences``.
+
+    Raises:
+        InputError: an unknown task or classifier; fewer than 10 sentences.
+    """
+    unknown = [t for t in (tasks or []) if t not in TASKS] + [c for c in classifiers if c not in CLASSIFIERS]
+    if unknown:
+        raise InputError(
+            f"unknown task or classifier {unknown[0]!r}: tasks {sorted(TASKS)}, classifiers {list(CLASSIFIERS)}"
+        )
+    if max_sentences is not None and max_sentences < 10:
+        raise InputError(f"--max-sentences must be at least 10 (three splits), got {max_sentences}")
+
+
+def _load_encoder(model, device, trees: StructureSource | None, phrases: StructureSource | None):
+    """The probed model loaded and checked against ``trees`` / ``phrases``: ``(folder, model, tokenizer,
+    tree level)``, the level only with ``phrases`` (else None)."""
+    folder = model_folder(model)
+    trained, tokenizer, _ = load_model(folder, device=device)
+    check_model_trees(trained, trees)
+    check_model_phrases(trained, phrases)
+    level = model_tree_level(trained) if phrases is not None else None
+    return folder, trained, tokenizer, level
+
+
+def _encode_tasks(trained, tokenizer, built, batch_size: int, structures, seed: int):
+    """Every task's sentence vectors from the trained encoder and from its untrained twin (initialised
+    from ``seed``): ``(vectors, control vectors, encoding counts)``, per task (:func:`_vectors`)."""
+    untrained = _untrained_twin(trained, seed)
+    vectors, counts = _vectors(trained, tokenizer, built, batch_size, structures)
+    control, _ = _vectors(untrained, tokenizer, built, batch_size, structures)
+    return vectors, control, counts
+
+
+def _report_head(treebank, n_sentences: int, trees, phrases, level, folder, trained, seed: int, classifiers) -> dict:
+    """The report's fields before the probes: data, protocol, structures, model, seed, classifiers, and
+    an empty ``tasks`` dict."""
+    return {
+        "data": {"treebank": treebank, "n_sentences": n_sentences},
+        "protocol": PROTOCOL,
+        "trees": trees,
+        "phrases": phrases,
+        **({"tree_level": level} if phrases is not None else {}),
+        "model": str(folder),
+        "model_type": trained.config.model_type,
+        "seed": seed,
+        "classifiers": list(classifiers),
+        "tasks": {},
+    }
+
+
 def run_probe(
     out: str | Path,
     model: str | Path | None = None,
@@ -304,39 +356,16 @@ def run_probe(
     """
 
     start = time.monotonic()
-    unknown = [t for t in (tasks or []) if t not in TASKS] + [c for c in classifiers if c not in CLASSIFIERS]
-    if unknown:
-        raise InputError(
-            f"unknown task or classifier {unknown[0]!r}: tasks {sorted(TASKS)}, classifiers {list(CLASSIFIERS)}"
-        )
-    if max_sentences is not None and max_sentences < 10:
-        raise InputError(f"--max-sentences must be at least 10 (three splits), got {max_sentences}")
+    _check_probe_options(tasks, classifiers, max_sentences)
     trees, phrases = StructureSource.parse(trees, "--trees"), StructureSource.parse(phrases, "--phrases")
-    folder = model_folder(model)
-    trained, tokenizer, _ = load_model(folder, device=device)
-    check_model_trees(trained, trees)
-    check_model_phrases(trained, phrases)
-    level = model_tree_level(trained) if phrases is not None else None
+    folder, trained, tokenizer, level = _load_encoder(model, device, trees, phrases)
     gold, words, gold_heads = load_probe_treebank(treebank, tasks, trees, phrases, max_sentences)
     built = build_tasks(gold, seed, tasks, words=words)
     out = Path(out)
     write_task_files(built, out / "tasks")
     structures = _task_structures(_task_heads(trees, built, gold_heads), _task_phrases(phrases, built, gold, level))
-    untrained = _untrained_twin(trained, seed)
-    vectors, counts = _vectors(trained, tokenizer, built, batch_size, structures)
-    control, _ = _vectors(untrained, tokenizer, built, batch_size, structures)
-    report = {
-        "data": {"treebank": treebank, "n_sentences": len(words)},
-        "protocol": PROTOCOL,
-        "trees": trees,
-        "phrases": phrases,
-        **({"tree_level": level} if phrases is not None else {}),
-        "model": str(folder),
-        "model_type": trained.config.model_type,
-        "seed": seed,
-        "classifiers": list(classifiers),
-        "tasks": {},
-    }
+    vectors, control, counts = _encode_tasks(trained, tokenizer, built, batch_size, structures, seed)
+    report = _report_head(treebank, len(words), trees, phrases, level, folder, trained, seed, classifiers)
     for name, items in built.items():
         logger.info("probing %s (%d sentences)", name, len(items))
         report["tasks"][name] = _task_report(name, items, vectors[name], control[name], counts[name], classifiers, seed)

@@ -291,6 +291,80 @@ def _describe(model, folder) -> dict:
     )
 
 
+def _load_for_show(model, options, layers: str | None, device: str | None) -> tuple:
+    """The model folder (None: the shipped one) loaded, with what drawing it needs: ``(folder, decoder
+    options, model, tokenizer, attention heads or None, attention layers to draw)``.
+
+    Raises:
+        InputError: ``layers`` for a model without attention heads; see :func:`parse_layers`.
+    """
+    folder, options = model_or_pretrained(model, options)  # default: shipped
+    loaded, tokenizer, _ = load_model(folder, device)
+    config = loaded.config
+    heads = getattr(config, "num_attention_heads", None)  # None: a model without attention (ON-LSTM)
+    if not heads and layers is not None:
+        raise InputError(f"--layers {layers!r}: this model ({config.model_type}) has no attention heads to draw")
+    layers = parse_layers(layers, config.num_hidden_layers) if heads else []
+    return folder, options, loaded, tokenizer, heads, layers
+
+
+def _induced_structures(model, tokenizer, items: list, induces: bool, options) -> tuple[list, str | None]:
+    """``(per sentence its structures from the parsing path, the decoder line)``; for a model inducing
+    nothing, ``([None] * len(items), None)``."""
+    # a model that induces no structure (e.g. prior="none"): nothing for the parsing path to do
+    structures = (
+        model_structures(model, tokenizer, [words for _, words, _ in items], normalise=False)
+        if induces
+        else [None] * len(items)
+    )
+    decoder = _decoder_description(structures[0].constituency, options) if induces else None
+    return structures, decoder
+
+
+def _draw_all(job: dict, items: list, structures: list) -> tuple[list, list[str], list[dict]]:
+    """Every sentence's figures (:func:`_draw_sentence`): ``(page sections as (heading, figures), notes,
+    report entries)``."""
+    sections, notes, report = [], [], []
+    for number, (item, structure) in enumerate(zip(items, structures), 1):
+        figures, entry = _draw_sentence(job, number, item, structure, notes)
+        sections.append((item[0], figures))
+        report.append(entry)
+    return sections, notes, report
+
+
+def _write_page(job: dict, folder, about: dict, heads, data: str, seed: int, sections: list, notes: list[str]) -> Path:
+    """Write ``index.html`` into ``job["out"]``, its header line naming the model, data, decoder and
+    seed; returns its path."""
+    config = job["model"].config
+    meta = (
+        f"model {folder} ({about['kind_text']}, {config.num_hidden_layers} layers, "
+        f"{heads or 'no attention'} heads, hidden {config.hidden_size}); data: {data}; "
+        f"decoder: {job['decoder'] or 'none'}; seed {seed}"
+    )
+    return write_index(job["out"], f"syntaxformer show - {about['name']}", sections, meta=meta, notes=notes)
+
+
+def _summary(job: dict, folder, about: dict, heads, data: str, seed: int, index, report, notes, start: float) -> dict:
+    """:func:`run_show`'s summary dict; ``seconds`` counts from ``start`` (:func:`time.perf_counter`)."""
+    config = job["model"].config
+    return {
+        "model": str(folder),
+        "model_type": about["kind"],
+        "prior": about["prior"],
+        "layers": config.num_hidden_layers,
+        "heads": heads,
+        "hidden": config.hidden_size,
+        "data": data,
+        "seed": seed,
+        "decoder": job["decoder"],
+        "attention_layers": job["layers"],
+        "index": str(index),
+        "sentences": report,
+        "notes": notes,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+
+
 def run_show(
     out: str | Path,
     sentences=(),
@@ -331,21 +405,9 @@ def run_show(
     start = time.perf_counter()
     torch.manual_seed(seed)
     items = sentences_to_show(sentences, treebank, indices, gold, normalise)
-    folder, options = model_or_pretrained(model, options)  # default: shipped
-    loaded, tokenizer, _ = load_model(folder, device)
-    config = loaded.config
-    heads = getattr(config, "num_attention_heads", None)  # None: a model without attention (ON-LSTM)
-    if not heads and layers is not None:
-        raise InputError(f"--layers {layers!r}: this model ({config.model_type}) has no attention heads to draw")
-    layers = parse_layers(layers, config.num_hidden_layers) if heads else []
+    folder, options, loaded, tokenizer, heads, layers = _load_for_show(model, options, layers, device)
     about = _describe(loaded, folder)
-    # a model that induces no structure (e.g. prior="none"): nothing for the parsing path to do
-    structures = (
-        model_structures(loaded, tokenizer, [words for _, words, _ in items], normalise=False)
-        if about["induces"]
-        else [None] * len(items)
-    )
-    decoder = _decoder_description(structures[0].constituency, options) if about["induces"] else None
+    structures, decoder = _induced_structures(loaded, tokenizer, items, about["induces"], options)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     job = dict(
@@ -357,31 +419,7 @@ def run_show(
         layers=layers,
         title_name=about["title_name"],
     )
-    sections, notes, report = [], [], []
-    for number, (item, structure) in enumerate(zip(items, structures), 1):
-        figures, entry = _draw_sentence(job, number, item, structure, notes)
-        sections.append((item[0], figures))
-        report.append(entry)
+    sections, notes, report = _draw_all(job, items, structures)
     data = treebank or "command line"
-    meta = (
-        f"model {folder} ({about['kind_text']}, {config.num_hidden_layers} layers, "
-        f"{heads or 'no attention'} heads, hidden {config.hidden_size}); data: {data}; "
-        f"decoder: {decoder or 'none'}; seed {seed}"
-    )
-    index = write_index(out, f"syntaxformer show - {about['name']}", sections, meta=meta, notes=notes)
-    return {
-        "model": str(folder),
-        "model_type": about["kind"],
-        "prior": about["prior"],
-        "layers": config.num_hidden_layers,
-        "heads": heads,
-        "hidden": config.hidden_size,
-        "data": data,
-        "seed": seed,
-        "decoder": decoder,
-        "attention_layers": layers,
-        "index": str(index),
-        "sentences": report,
-        "notes": notes,
-        "seconds": round(time.perf_counter() - start, 3),
-    }
+    index = _write_page(job, folder, about, heads, data, seed, sections, notes)
+    return _summary(job, folder, about, heads, data, seed, index, report, notes, start)
