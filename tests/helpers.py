@@ -5,7 +5,10 @@
 * SICK-format lines (:data:`SICK_HEADER`, :func:`sick_line`, :data:`SICK_PAIRS`), written as a file by
   the ``sick_file`` fixture;
 * the two-layer Tree Transformer of the prior kernels' model tests (:func:`tiny_tree_transformer`);
-* where the shared corpora are (:func:`shared_data_folder`).
+* where the repository is (:data:`ROOT`) and where the shared corpora are (:func:`shared_data_folder`).
+
+The test modules live in one folder per subject (``tests/models/``, ``tests/training/``, ...); this module
+and ``conftest.py`` sit above them, and ``tests/`` is on the import path (``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ from pathlib import Path
 #: the environment variable that moves the shared corpora folder (CI points it at an empty folder to run
 #: the tests as a fresh clone without ``../shared`` would)
 SHARED_DATA_VARIABLE = "SYNTAXFORMER_SHARED_DATA"
+#: the repository's root folder
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def shared_data_folder() -> Path:
     """The shared corpora folder the tests read: ``$SYNTAXFORMER_SHARED_DATA`` where it is set, else
     ``../shared/data`` beside the repository (``/work/shared/data`` in development)."""
-    return Path(
-        os.environ.get(SHARED_DATA_VARIABLE) or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-    )
+    return Path(os.environ.get(SHARED_DATA_VARIABLE) or ROOT.parent / "shared" / "data")
 
 
 # ------------------------------------------------------------------------------- propositional logic

@@ -24,7 +24,7 @@ What it checks and what it does not: the Python-level trace of the forward (the 
 backwards included, as the compiled step traces them), which is where every failure of the compiled step
 on CUDA so far came from ("Unsupported method call", an ``autograd.Function`` calling autograd in its
 backward, a side effect in a backward, Triton launches). Not AOTAutograd's joint graph or Inductor's CUDA
-code: autograd's engine asks the CUDA driver for a context, so those need a GPU (``tests/test_cuda.py``
+code: autograd's engine asks the CUDA driver for a context, so those need a GPU (``tests/kernels/test_cuda.py``
 there). The record (``--out``): ``torch``, ``transformers``, ``code`` and one row per case (``model``,
 ``preset``, ``prior``, ``batch``) with ``traced`` true, or false with the tracer's ``error`` (its first
 line and explanation) and ``where`` (the innermost line of this package it was tracing). Exits 1 if any

@@ -23,7 +23,7 @@ types), ``constexprs``, ``num_warps``, ``cases`` (which cases launched it) and p
 compiled cubin's size, its ``registers``, ``stack_bytes`` and ``local_bytes`` per thread (what does not
 fit in the registers spills there: a slower kernel) and ``shared_bytes`` per program, or the compiler's
 ``error``. Exits 1 if any launch fails to compile. A compile check, not a run: whether the kernels are
-right on a GPU is ``tests/test_cuda.py``'s to say, how fast ``gpu_step.py``'s.
+right on a GPU is ``tests/kernels/test_cuda.py``'s to say, how fast ``gpu_step.py``'s.
 
 The GPU machines run the Triton of their own PyTorch (PyTorch 2.11's release pins Triton 3.6, 2.12's
 3.7; ``benchmarks/speed/gpu_session.sh`` logs the version), which compiles differently: ``--triton-dir`` compiles with another Triton unpacked into a folder, for instance::

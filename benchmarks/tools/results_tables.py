@@ -7,7 +7,7 @@ repository (``docs/induce/``, ``docs/logic/``, ``docs/heads/``, ``docs/nli-study
 
 A table lives between two marker comments, ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``;
 :data:`TABLES` maps ``NAME`` to the function that writes it. Everything outside the markers is left as
-it is. ``tests/test_results_pages.py`` regenerates the tables in memory and fails when a page differs.
+it is. ``tests/docs/test_results_pages.py`` regenerates the tables in memory and fails when a page differs.
 
 Cells: means ± sample standard deviation over the seeds listed (one seed: the value alone); F1,
 accuracy and recall are percentages (0-100); minutes are wall-clock minutes of training.
@@ -183,6 +183,23 @@ INDUCE = {
         "the same models, Algorithm 1 from layer 1 without the descend rule, the decoder chosen on the dev half "
         "(`induce --rescore --min-layer 1 --descend-rule paper`)",
         "tree-transformer-paper-mini-cpu-dev-decoder-seed[0-9].json",
+    ),
+    "sf-main-sample-paper": (
+        "StructFormer, `--recipe sample-paper`: the authors' procedure at the mini size on ptb-sample's words, "
+        "1,600 steps of >= 4,096 tokens",
+        "structformer-main-sample-paper-seed[0-9].json",
+    ),
+    "sf-main-embedded-paper": (
+        "StructFormer, `--recipe embedded-paper`: the same on ptb-sample + WikiText-2 (10k words)",
+        "structformer-main-embedded-paper-seed[0-9].json",
+    ),
+    "sf-main-sample-fast": (
+        "StructFormer, `--recipe sample-fast`: sample-paper with lr 1e-3, linear decay",
+        "structformer-main-sample-fast-seed[0-9].json",
+    ),
+    "sf-main-sample-faster": (
+        "StructFormer, `--recipe sample-faster`: sample-paper with lr 2e-3, linear decay",
+        "structformer-main-sample-faster-seed[0-9].json",
     ),
     "sf-paper-cpu": (
         "StructFormer, `induce --architecture structformer --recipe paper --preset mini` on the CPU: the authors' "

@@ -31,7 +31,7 @@ Rules (exact; :data:`PROTOCOL` repeats them in every report):
 - **How heads are removed**: the model is never changed. ``via="prune"`` (default) measures a
   physically pruned copy (``copy.deepcopy(model).prune_heads``); ``via="mask"`` multiplies the
   removed heads' outputs by 0 through ``head_mask`` (:class:`HeadMasked`) for the perplexity. The two
-  are equal (tests/test_heads.py, tests/test_pruning.py); parsing always uses the pruned copy
+  are equal (tests/models/test_heads.py, tests/tasks/test_pruning.py); parsing always uses the pruned copy
   (``induce`` takes no head mask).
 """
 

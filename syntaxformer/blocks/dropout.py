@@ -5,7 +5,7 @@ from the mask generator :mod:`syntaxformer.kernels.dropout` (four keep/drop deci
 ``p' = round(p·2^15)/2^15``, within 1.6e-5 of ``p``), so the expectation is exactly the input's. On
 other devices PyTorch's own ``F.dropout`` (on CUDA one fused kernel forward, mask and product, and one
 backward, where a mask drawn apart costs six: draw, compare, cast, scale, product and the backward's
-product). :class:`Dropout` is ``nn.Dropout`` with that mask. Tested in ``tests/test_dropout.py``.
+product). :class:`Dropout` is ``nn.Dropout`` with that mask. Tested in ``tests/models/test_dropout.py``.
 """
 
 from __future__ import annotations

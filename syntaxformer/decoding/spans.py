@@ -190,7 +190,7 @@ def tree_distances(spans: Iterable[Span], n: int) -> list[int]:
     span of the tree that contains both words, the constituent that this gap splits (Shen et al., ACL
     2018, §3.1, with the constituent's length for its height). Within any constituent its own split
     gap has the largest distance, so ``split_by_distance(tree_distances(spans, n)) == spans`` for a
-    binary tree given with its whole-sentence span (tests/test_ensemble.py).
+    binary tree given with its whole-sentence span (tests/decoding/test_ensemble.py).
 
     Args:
         spans: the tree's spans (half-open; the whole sentence is added when absent; spans of one

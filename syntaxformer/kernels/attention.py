@@ -26,8 +26,8 @@ without materialising what that one does:
 The kernels know no prior by name: they take the prior's state and row builder (the fields of a
 :class:`~syntaxformer.priors.base.MultiplicativePrior`). Dropout masks come from
 :mod:`syntaxformer.kernels.dropout`, denormals are flushed by :mod:`syntaxformer.kernels.denormals`,
-as in the literal reference. Tested against the literal path in ``tests/test_blockwise_attention.py``,
-``tests/test_tree_transformer.py`` and ``tests/test_fast_prior.py``; benchmarks/speed/README.md has the
+as in the literal reference. Tested against the literal path in ``tests/models/test_blockwise_attention.py``,
+``tests/models/test_tree_transformer.py`` and ``tests/kernels/test_fast_prior.py``; benchmarks/speed/README.md has the
 measured step times and peak memory.
 """
 
@@ -126,7 +126,7 @@ class BlockwisePriorAttention(torch.autograd.Function):
     ``d state``) or the prior's closed-form ``(state, (start, stop), d rows) -> d state`` (e.g.
     :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp` with ``constituent_fused``).
     Output: (B, H, N, d_k). Not twice differentiable. Tested against the eager reference in
-    ``tests/test_blockwise_attention.py`` (values, gradients, dropout masks, saved memory).
+    ``tests/models/test_blockwise_attention.py`` (values, gradients, dropout masks, saved memory).
     """
 
     @staticmethod

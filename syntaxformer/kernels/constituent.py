@@ -14,7 +14,7 @@ with fewer passes; only float rounding may differ:
 
 The two variants (``"paper"``, ``"official"``) are the prior's; ``eps`` is the official variant's
 epsilon, which the prior passes (:data:`syntaxformer.priors.constituent.OFFICIAL_EPS`). Tested against
-the literal path in ``tests/test_fast_prior.py`` and ``tests/test_constituent_attention.py``.
+the literal path in ``tests/kernels/test_fast_prior.py`` and ``tests/models/test_constituent_attention.py``.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class BilinearNeighbourScores(torch.autograd.Function):
         d hu_k = g^R_k + g^L_{k-1},   d hw_k = g^R_{k-1} + g^L_k,   d c = Σ g^R + Σ g^L
         (terms with a gap index outside 0..N-2 are absent).
 
-    Not twice differentiable. Checked by finite differences in ``tests/test_constituent_attention.py``.
+    Not twice differentiable. Checked by finite differences in ``tests/models/test_constituent_attention.py``.
     """
 
     @staticmethod

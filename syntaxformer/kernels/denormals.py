@@ -5,8 +5,8 @@ The constituent prior multiplies attention by products of many link probabilitie
 (DESIGN.md §5). :mod:`syntaxformer.runtime` owns the CPU's flush-to-zero flag; where it is not set
 (:func:`~syntaxformer.runtime.flush_to_zero_is_on`), or off CPU, the attention paths flush the values
 they produce themselves with these functions (what flush-to-zero hardware does), so results agree
-either way. Tested in ``tests/test_blockwise_attention.py`` (:func:`exp_flushed`) and
-``tests/test_tree_transformer.py`` (both flags give the same attention).
+either way. Tested in ``tests/models/test_blockwise_attention.py`` (:func:`exp_flushed`) and
+``tests/models/test_tree_transformer.py`` (both flags give the same attention).
 """
 
 from __future__ import annotations

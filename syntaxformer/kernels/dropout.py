@@ -17,8 +17,8 @@ before a draw redraws the same mask (the blockwise attention kernel's backward d
 
 Users: inverted dropout of hidden states (:mod:`syntaxformer.blocks.dropout`), the literal attention
 (:func:`syntaxformer.priors.attention.eager_attention`) and the blockwise attention kernel. Tested in
-``tests/test_dropout.py`` (the drop rate, the scale, the complement) and against the literal attention
-in ``tests/test_blockwise_attention.py``.
+``tests/models/test_dropout.py`` (the drop rate, the scale, the complement) and against the literal attention
+in ``tests/models/test_blockwise_attention.py``.
 """
 
 from __future__ import annotations

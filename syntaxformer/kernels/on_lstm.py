@@ -10,7 +10,7 @@ of every step (:class:`WeightGradientOnce`, reached through a 0-d token) sums th
 ``cat(h)^T @ cat(dgates)`` (inner size B·N) once all steps are done. Same values up to float rounding;
 first-order gradients only. Measured on CPU: x1.4-1.5 forward+backward at the paper's widths, nothing
 at ``mini`` / ``small`` (:data:`WEIGHT_GRAD_ONCE_MIN` picks by size; ``benchmarks/speed/on_lstm_speed.py``).
-Tested against autograd's per-step gradient in ``tests/test_on_lstm.py``.
+Tested against autograd's per-step gradient in ``tests/models/test_on_lstm.py``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ exactly ``+-350`` (measure zero). Sentences of more than :data:`MAX_TOKENS` toke
 inputs that are not float32 take the PyTorch path (the caller's choice, :func:`fits`).
 
 Where it runs: CUDA tensors, or CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``;
-``tests/test_triton_dependency.py`` checks values and gradients against the PyTorch path there), as
+``tests/kernels/test_triton_dependency.py`` checks values and gradients against the PyTorch path there), as
 :func:`~syntaxformer.kernels.triton_runs_on` says; callers import this module only after it is true.
 """
 

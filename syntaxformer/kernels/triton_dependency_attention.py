@@ -24,7 +24,7 @@ a layer that needs any of those, float64 or bfloat16 inputs, or sentences of mor
 tokens takes the PyTorch path (the caller's choice, :func:`fits`).
 
 Where it runs: CUDA tensors, or CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``;
-``tests/test_triton_dependency.py`` checks values and gradients against the PyTorch path there), as
+``tests/kernels/test_triton_dependency.py`` checks values and gradients against the PyTorch path there), as
 :func:`~syntaxformer.kernels.triton_runs_on` says; callers import this module only after it is true.
 """
 

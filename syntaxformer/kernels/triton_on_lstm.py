@@ -21,7 +21,7 @@ With ``u`` the units of a chunk, ``ĉ = tanh(z_c)``, ``τ = tanh(c_t)`` and the 
 Padded rows (``keep`` false) output the previous state and pass its gradients through; their master
 gate output is the step's own, as the loop's. Float32 inside; bf16 pre-activations are read as float32.
 Runs where :func:`syntaxformer.kernels.triton_runs_on` the device; tested against the autograd loop in
-``tests/test_triton_on_lstm.py``.
+``tests/kernels/test_triton_on_lstm.py``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ differs (matrix products in TF32 when ``torch.backends.cuda.matmul.allow_tf32`` 
 more than :data:`MAX_TOKENS` tokens take the PyTorch path.
 
 Where they run: CUDA tensors, or CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``, how
-the tests check them without a GPU: ``tests/test_triton_prior.py``); :func:`triton_runs_on` says.
+the tests check them without a GPU: ``tests/kernels/test_triton_prior.py``); :func:`triton_runs_on` says.
 This module imports Triton, which CUDA builds of PyTorch install; callers import it only after
 :func:`triton_runs_on` (in :mod:`syntaxformer.kernels`) is true.
 """

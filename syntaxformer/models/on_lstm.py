@@ -69,7 +69,7 @@ Where this file differs from the public code
 * Batch first with an ``attention_mask`` (the public code is sequence first, unpadded, batch of one
   sentence at parse time).
 * The input projections of all steps are one matmul and the recurrent weight's gradient is summed
-  once after the loop; the values are those of the step-by-step equations (``tests/test_on_lstm.py``).
+  once after the loop; the values are those of the step-by-step equations (``tests/models/test_on_lstm.py``).
 * Parsing hands the per-word distances to the shared top-down decoder as n-1 gap distances
   (:func:`gap_distances`), which reproduces the public ``build_tree`` exactly.
 """
@@ -555,7 +555,7 @@ def gap_distances(word_distances: np.ndarray) -> np.ndarray:
     segment, the gap before m and the gap after m both equal ``d_m`` and every gap left of m is
     smaller, so the leftmost maximum is the gap before m (or after m when m comes first); in the
     right part ``[m, ...)`` the gap after m is again the maximum. So the trees equal the public
-    code's (checked in ``tests/test_on_lstm.py``). A single word gives ``[]``.
+    code's (checked in ``tests/models/test_on_lstm.py``). A single word gives ``[]``.
     """
     d = np.asarray(word_distances, dtype=np.float64)
     return np.maximum(d[:-1], d[1:])

@@ -55,7 +55,7 @@ and symmetrically for ``j > i`` with ``H[i, r] = sum_l p(l | i) / Z(l, r)`` and 
 ``r``; at ``j = i`` the same expression is the probability that ``i`` heads its own constituent, i.e.
 the root mass. So every tensor is ``[B, N, N]``: **O(N^2) memory per sentence and O(N^3) time** (two
 batched matmuls), against O(N^3) memory and O(N^4) time in the public code; the values are the same
-(checked against the brute-force sum in ``tests/test_structformer.py``). Range maxima of distances
+(checked against the brute-force sum in ``tests/models/test_structformer.py``). Range maxima of distances
 (needed by the membership probabilities and the calibration) are ``[B, N, N]`` cumulative maxima.
 
 Numerics: the factorisation separates ``e_j`` from ``1/Z``, which can overflow where a softmax would

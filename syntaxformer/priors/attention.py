@@ -107,7 +107,7 @@ def sdpa_attention(
       inside itself, which PyTorch 2.11's compiler does not trace: "Unsupported Tensor.requires_grad_()").
 
     Arguments and returns as the module docstring (attentions always None here). Tested against the
-    eager reference in ``tests/test_blockwise_attention.py`` and ``tests/test_tree_transformer.py``.
+    eager reference in ``tests/models/test_blockwise_attention.py`` and ``tests/models/test_tree_transformer.py``.
     """
     if output_attentions or (prior is not None and bias is not None):
         return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions, bias)

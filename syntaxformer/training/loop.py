@@ -497,7 +497,7 @@ class TrainingLoop:
         task's public code). Torch's fused implementation (``fused=True``: each tensor's whole update in
         one pass) on the devices of :data:`FUSED_ADAM_DEVICES`: on the CPU a step of the default recipe is
         4-6% faster than with the multi-tensor form (``foreach``) or torch's default per-tensor loop
-        (benchmarks/speed/train_step.py); the same update, float rounding differs (tests/test_optimizer.py).
+        (benchmarks/speed/train_step.py); the same update, float rounding differs (tests/training/test_optimizer.py).
         Elsewhere the multi-tensor form. A checkpoint keeps its optimiser's settings: ``--resume`` of a
         run saved with another form goes on with that form.
 
@@ -616,7 +616,7 @@ class TrainingLoop:
         """The step's work on the device: dropout seeded by ``(seed, step, rank)``, the loss
         (:meth:`training_loss`), backward, clip, optimizer, schedule (:meth:`apply_gradients`). Returns
         ``(detached loss, learning rate)``. It waits for no value from the device (no host
-        synchronisation; ``tests/test_host_sync.py`` checks it for the models of the registry). With a
+        synchronisation; ``tests/kernels/test_host_sync.py`` checks it for the models of the registry). With a
         step graph (``step_graph``) the forward, backward, clip and optimizer step are its
         (:mod:`~syntaxformer.training.fast_step`); if it fails, one log line and the eager step from then on."""
         self.seed_dropout()

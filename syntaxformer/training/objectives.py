@@ -26,7 +26,7 @@ masked LM's ``masked_positions`` is a list of a fixed size per ``(B, N)``
 (:func:`mask_capacity`; padded with a dummy position labelled -100,
 :func:`~syntaxformer.blocks.mlm_head.padded_positions`). The masks are drawn before any padding, so
 they, the targets and their order are those of the unpadded batch, and so are the loss and the
-gradients (empty rows and dummy entries add zero terms; tests/test_fixed_shapes.py).
+gradients (empty rows and dummy entries add zero terms; tests/kernels/test_fixed_shapes.py).
 
 The validation loss is the same objective on the held-out sentences (fixed masks for the masked LM),
 mean cross-entropy in nats over :meth:`Objective.n_targets`; its exp is the validation perplexity

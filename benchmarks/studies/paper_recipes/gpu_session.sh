@@ -49,9 +49,9 @@ STEP=(--fixed-shapes --pad-to-multiple 8 --prefetch --tf32 --step-graph cuda-gra
 SETTINGS=""
 for field in ${PAPER_SET:-}; do
     case "$field" in
-    constituent_fused=*triton*) check=tests/test_triton_prior.py ;;
-    cell_kernel=*triton*) check=tests/test_triton_on_lstm.py ;;
-    dependency_kernel=*triton*) check=tests/test_triton_dependency.py ;;
+    constituent_fused=*triton*) check=tests/kernels/test_triton_prior.py ;;
+    cell_kernel=*triton*) check=tests/kernels/test_triton_on_lstm.py ;;
+    dependency_kernel=*triton*) check=tests/kernels/test_triton_dependency.py ;;
     *) check="" ;;
     esac
     if [ -n "$check" ] && [ "$DRY" != 1 ]; then

@@ -23,7 +23,7 @@ from syntaxformer.training.mlm import mask_tokens
 from syntaxformer.training.run import train
 from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, Trainer, _derived_seed
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NO_DROPOUT = {"hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0}
 # Adam's eps 1e-6 (not 1e-9): the attention key bias has a zero gradient in exact arithmetic (the
 # softmax over keys ignores a shift), and with eps 1e-9 Adam turns its rounding noise, which differs

@@ -1,5 +1,5 @@
 """Training: BERT masking, length-bucketed batches, the trainer (resume after a kill, loss); data
-parallel: tests/test_trainer_ddp.py."""
+parallel: tests/training/test_trainer_ddp.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
 from syntaxformer.training.run import train
 from syntaxformer.training.trainer import lr_factor
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------------------- masking

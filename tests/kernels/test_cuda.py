@@ -1,6 +1,6 @@
 """The attention kernels on a CUDA device: skipped where there is none (CI has none).
 
-Run on a GPU machine with ``python -m pytest tests/test_cuda.py``. What they check: the sdpa kernel
+Run on a GPU machine with ``python -m pytest tests/kernels/test_cuda.py``. What they check: the sdpa kernel
 (both of its modes) agrees with the eager reference on CUDA, values and gradients; its dropout masks
 are redrawn identically from the CUDA generator in the backward; a bf16 mixed-precision training step
 of the model runs and agrees with float32; a training step does not synchronise; whole-step graphs

@@ -17,7 +17,7 @@ import pytest
 
 from syntaxformer.cli import COMMANDS, build_parser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 #: the set-up commands, exactly (a fresh clone: the main job; the tests, as .ci/run)

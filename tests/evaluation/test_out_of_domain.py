@@ -13,7 +13,7 @@ import torch
 from benchmarks.studies.out_of_domain import out_of_domain
 from syntaxformer.pretrained import shipped_parsers
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 RECORDS = {name: ROOT / "docs" / "out-of-domain" / f"shipped-{name}-ud-ewt-test.json" for name in shipped_parsers()}
 

@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.tools import results_tables
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("page", results_tables.PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: the folders and files whose text is checked
 CHECKED = ("syntaxformer", "tests", "benchmarks", "docs", "README.md", "ARCHITECTURE.md")
 #: the text files among them (binary files, e.g. model weights and PNGs, are not read)

@@ -183,7 +183,7 @@ def test_missing_and_unneeded_trees_are_one_line_errors(folders, capsys):
 
 
 def _probe_args(folders, out, *extra):
-    """The probe test's small settings (tests/test_probing.py) on the 40 training sentences."""
+    """The probe test's small settings (tests/tasks/test_probing.py) on the 40 training sentences."""
     return [
         "probe",
         "--model",

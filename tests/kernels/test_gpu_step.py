@@ -252,5 +252,7 @@ def test_the_prepared_gpu_scripts_parse():
         "benchmarks/studies/paper_recipes/gpu_session.sh",
         "benchmarks/tools/device_session.sh",
     ):
-        done = subprocess.run(["bash", "-n", Path(__file__).parents[1] / script], capture_output=True, text=True)
+        done = subprocess.run(
+            ["bash", "-n", Path(__file__).resolve().parents[2] / script], capture_output=True, text=True
+        )
         assert done.returncode == 0, (script, done.stderr)

@@ -44,7 +44,7 @@ from helpers import shared_data_folder
 
 from syntaxformer.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = shared_data_folder()  # ../shared/data, or $SYNTAXFORMER_SHARED_DATA
 #: every page of docs/ with a ```sh or ```python block
 PAGES = sorted(
@@ -53,7 +53,7 @@ PAGES = sorted(
     if re.search(r"^ *```(sh|python)$", page.read_text(encoding="utf-8"), re.M)
 )
 #: lines not run, by their program, and why
-EXCLUDED = {"torchrun": "data-parallel training in two processes: tests/test_trainer_ddp.py runs it"}
+EXCLUDED = {"torchrun": "data-parallel training in two processes: tests/training/test_trainer_ddp.py runs it"}
 #: files of ptb-sample the shortened ``induce`` scores (and the user's treebank of the guides holds)
 SMALL_FILES = 2
 #: ``heads``, ``prune`` and ``probe``: at most this many sentences

@@ -12,7 +12,7 @@ from benchmarks.studies.logic import logic_study
 from benchmarks.studies.nli import nli_study
 from benchmarks.studies.priors import prior_study
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):

@@ -1,6 +1,6 @@
 """``syntaxformer logic train`` + ``logic evaluate`` on a fresh clone.
 
-The tests of tests/test_logic.py need ``../shared/data/propositional-logic``; these write a tiny data
+The tests of tests/tasks/test_logic.py need ``../shared/data/propositional-logic``; these write a tiny data
 folder of their own (``train0 .. train12``, ``test0 .. test12``; ``RELATION TAB formula TAB formula``;
 :func:`helpers.write_logic_folder`) whose relations are computed by truth tables over the variables
 ``a`` - ``f`` (MacCartney & Manning's 7 relations between the sets of assignments that satisfy each

@@ -78,7 +78,7 @@ def test_every_protocol_scores_both_forms_the_same(test_gold):
 
 def test_evaluate_reads_both_forms_of_a_file_the_same(ptb_gold, tmp_path):
     """``evaluate --pred`` on right-branching trees in the field's form: the numbers of the bare form
-    (39.91 / 35.75 sentence / corpus F1 on ptb-sample, tests/test_cli_evaluate.py), under every protocol."""
+    (39.91 / 35.75 sentence / corpus F1 on ptb-sample, tests/cli/test_cli_evaluate.py), under every protocol."""
     internal = [spans_to_tree(g.leaves(), right_branching(len(g.leaves()))) for g in ptb_gold]
     for form, trees in (("internal", internal), ("field", [with_preterminals(t) for t in internal])):
         (tmp_path / f"{form}.txt").write_text("".join(to_bracketed(t) + "\n" for t in trees))

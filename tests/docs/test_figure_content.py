@@ -1,6 +1,6 @@
 """What the figures show, read back from the rendered pixels (syntaxformer/figures).
 
-tests/test_figures.py checks the artists' arrays, labels and that the PNG is not blank; here each
+tests/docs/test_figures.py checks the artists' arrays, labels and that the PNG is not blank; here each
 figure is rendered to a PNG (Agg, in memory), read back with ``matplotlib.image.imread``, and the
 colour at every cell centre is mapped back through the documented colour scale (viridis on
 [0, 1], or [0, max] for attention) to a value that must equal the input to 0.02:

@@ -3,7 +3,7 @@
 evaluation once per step, the validation history, the best model in ``OUT/best/``, ``final_model``,
 exact resume (an evaluation already in the history is read back, not recomputed) and bf16 autocast.
 No registry entry is needed: the loop is a base class (the commands ``logic`` and ``nli`` each name
-their own task). tests/test_training_loop.py checks the loop's arithmetic on a task without validation."""
+their own task). tests/training/test_training_loop.py checks the loop's arithmetic on a task without validation."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from syntaxformer.training.run import train
 from syntaxformer.training.trainer import CHECKPOINT, TRAINING_JSON
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A tiny run on the first 200 sentences of ptb-sample:dev (190 for training, 10 held out).
 TINY = dict(

@@ -368,7 +368,7 @@ def test_a_recipes_note_is_printed_in_the_header():
     from syntaxformer.cli.induce import format_induce_report
     from syntaxformer.workflows.induce import recipe_note
 
-    path = Path(__file__).parents[1] / "docs" / "induce" / "tree-transformer-wikitext-cpu-seed0.json"
+    path = Path(__file__).resolve().parents[2] / "docs" / "induce" / "tree-transformer-wikitext-cpu-seed0.json"
     report = json.loads(path.read_text())
     assert "note" not in report and not any(
         line.startswith("note:") for line in format_induce_report(report).splitlines()

@@ -22,7 +22,7 @@ from syntaxformer.parser import load_parser
 
 torch.set_num_threads(1)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _truncate_weights(folder: Path) -> None:

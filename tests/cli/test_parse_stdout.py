@@ -20,7 +20,7 @@ from syntaxformer.data.treebank import parse_bracketed
 
 torch.set_num_threads(1)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Two blank lines (one of spaces), a line with punctuation, a one-word line.
 TEXT = "The old man sat on the bench\n\nStocks fell , analysts said .\n   \nYes\n"

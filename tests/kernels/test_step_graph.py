@@ -3,7 +3,7 @@ with the ``aot_eager`` backend: inductor works here too but takes about a minute
 the CI's two cores) equals the eager step for a tiny model (float64, dropout off: losses and parameters to 1e-10) and runs
 with dropout on; a step graph that cannot run
 falls back to the eager step with one log line, the parameters those of the eager run; TF32 changes nothing
-on the CPU. The CUDA graphs themselves are checked in tests/test_cuda.py (on a GPU)."""
+on the CPU. The CUDA graphs themselves are checked in tests/kernels/test_cuda.py (on a GPU)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_a_compiled_step_runs_with_dropout(tmp_path):
 
 def test_the_loops_autocast_cache_decides_bf16_autocasts_cast_cache(tmp_path):
     """bf16 autocast caches cast weights unless the loop's ``autocast_cache`` says not to (what a CUDA-graph
-    step sets: tests/test_cuda.py)."""
+    step sets: tests/kernels/test_cuda.py)."""
     trainer = _trainer(tmp_path, "bf16", bf16=True)
     with trainer.autocast():
         assert torch.is_autocast_enabled("cpu") and torch.is_autocast_cache_enabled()

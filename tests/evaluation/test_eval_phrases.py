@@ -13,7 +13,7 @@ from syntaxformer.errors import InputError
 
 torch.set_num_threads(1)
 
-#: a config whose third head reads the tree phrases (tests/test_phrases.py), cut at level 2 (not the
+#: a config whose third head reads the tree phrases (tests/data/test_phrases.py), cut at level 2 (not the
 #: default); no ON-LSTM phrase interaction (a recurrence per input: slow on one thread)
 TREE_HEADS = {
     "mgsa_granularities": "word*2,tree,2gram",
