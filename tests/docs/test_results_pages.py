@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.tools import results_tables
+from benchmarks.tools.results import core, induce_paper
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,7 +81,7 @@ def test_longer_runs_without_any_shorter_twin_have_no_twin_column(monkeypatch):
         run["seed"] = seed
         runs.append(run)
     groups = {"longer": runs, "shorter": [], "shipped": [runs[0]]}
-    monkeypatch.setattr(results_tables, "group", groups.__getitem__)
+    monkeypatch.setattr(induce_paper, "group", groups.__getitem__)
     lines = results_tables.longer_runs("longer", "shorter", "shipped", (26, 30)).splitlines()
     header = lines[0].split(" | ")
     assert header[0] == "| seed" and header[-1] == "training |"
@@ -95,7 +96,7 @@ def test_longer_runs_of_one_run_have_no_mean_row(monkeypatch):
 
     report = json.loads((ROOT / "docs/induce/structformer-paper-mini-cpu-42ep-seed0.json").read_text())
     groups = {"longer": [report], "shorter": [], "shipped": [report]}
-    monkeypatch.setattr(results_tables, "group", groups.__getitem__)
+    monkeypatch.setattr(induce_paper, "group", groups.__getitem__)
     lines = results_tables.longer_runs("longer", "shorter", "shipped", (26, 30)).splitlines()
     assert len(lines) == 3
     assert lines[2].startswith("| 0 (shipped) | ")
@@ -115,7 +116,7 @@ def test_tree_transformer_paper_table_reads_the_recipe_decoder_where_the_curve_h
         for point in run["curve"]["points"]:
             point["scores"]["algorithm1_m2"] = {"sentence_f1": 30.0 + seed}
         runs.append(run)
-    monkeypatch.setattr(results_tables, "group", {"tt-paper-cpu": runs}.__getitem__)
+    monkeypatch.setattr(induce_paper, "group", {"tt-paper-cpu": runs}.__getitem__)
     rows = [line.split(" | ") for line in results_tables.induce_tree_transformer_paper().splitlines()]
     steps = sum(cell.startswith("dev, step") for cell in rows[0])
     assert steps == 5
@@ -137,6 +138,19 @@ def test_tree_transformer_paper_table_shows_at_most_five_curve_steps(monkeypatch
     report = json.loads((ROOT / "docs/induce/tree-transformer-paper-mini-cpu-seed0.json").read_text())
     scores = report["curve"]["points"][-1]["scores"]
     report["curve"]["points"] = [{"step": 1000 * k, "scores": scores} for k in range(10)]
-    monkeypatch.setattr(results_tables, "group", {"tt-paper-cpu": [report]}.__getitem__)
+    monkeypatch.setattr(induce_paper, "group", {"tt-paper-cpu": [report]}.__getitem__)
     header = results_tables.induce_tree_transformer_paper().splitlines()[0].split(" | ")
     assert [cell for cell in header if cell.startswith("dev, step")] == [f"dev, step {k},000" for k in (1, 3, 5, 7, 9)]
+
+
+def test_the_manifest_lists_each_induce_group_once_with_one_label_each():
+    """``docs/induce/manifest.json``: each group once, in the file's order, its reports named one way (a glob
+    under docs/induce/ or one report's path), and a ``short`` label only where the README labels the group
+    differently (each label written once)."""
+    import json
+
+    listed = json.loads((ROOT / "docs/induce/manifest.json").read_text(encoding="utf-8"))["groups"]
+    assert list(core.INDUCE) == [g["key"] for g in listed]
+    for key, entry in core.INDUCE.items():
+        assert ("reports" in entry) != ("report" in entry), key
+        assert entry.get("short") != entry["label"], key

@@ -12,6 +12,7 @@ import torch
 
 from benchmarks.speed import gpu_step
 from benchmarks.tools import results_tables
+from benchmarks.tools.results import accelerator
 
 torch.set_num_threads(1)
 
@@ -126,7 +127,7 @@ def _table(tmp_path, monkeypatch, record: dict | None) -> str:
     path = tmp_path / "gpu-step.json"
     if record is not None:
         path.write_text(json.dumps(record))
-    monkeypatch.setattr(results_tables, "GPU_STEP", str(path))  # absolute: ROOT / path is the path
+    monkeypatch.setattr(accelerator, "GPU_STEP", str(path))  # absolute: ROOT / path is the path
     return results_tables.gpu_step_table()
 
 
@@ -193,7 +194,7 @@ def test_the_targets_table_says_met_and_not_met(tmp_path, monkeypatch):
     record["rows"] += rows("tree-transformer", "paper", "none", 40.0, 55.0) + rows("on-lstm", "paper", None, 4.0, 8.0)
     path = tmp_path / "gpu-step.json"
     path.write_text(json.dumps(record))
-    monkeypatch.setattr(results_tables, "GPU_STEP", str(path))
+    monkeypatch.setattr(accelerator, "GPU_STEP", str(path))
     lines = results_tables.gpu_step_targets().splitlines()
     assert (
         lines[2]
@@ -219,8 +220,8 @@ def test_the_targets_take_the_fastest_variant_and_compare_like_with_like(tmp_pat
     path, more = tmp_path / "gpu-step.json", tmp_path / "gpu-step-compiled.json"
     path.write_text(json.dumps(record))
     more.write_text(json.dumps(compiled))
-    monkeypatch.setattr(results_tables, "GPU_STEP", str(path))
-    monkeypatch.setattr(results_tables, "GPU_STEP_COMPILED", str(more))
+    monkeypatch.setattr(accelerator, "GPU_STEP", str(path))
+    monkeypatch.setattr(accelerator, "GPU_STEP_COMPILED", str(more))
     lines = results_tables.gpu_step_targets().splitlines()
     assert "90.0 (`graph-bf16`) against 10.0 steps/s: **9.0×** | met |" in lines[2]
     # graph: 80 / 70 = 1.14 (Triton kernels), bf16: 150 / 90 = 1.67, compiled: 82.5 / 75 = 1.10

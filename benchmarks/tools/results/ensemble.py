@@ -1,0 +1,97 @@
+"""``docs/results/ensemble.md``: the ensemble of induced parsers, its members, the students distilled from
+it and right-branching, beside the published ensemble (``ensemble``); ``README.md``: the best member, the
+ensemble and the students on the test half (``readme-ensemble``).
+
+Data: ``docs/results/ensemble.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.tools.results.core import load, markdown, table
+from syntaxformer.pretrained import SHIPPED as SHIPPED_PARSERS
+
+ENSEMBLE_JSON = "docs/results/ensemble.json"
+#: the published ensemble of the ensemble-distillation paper, in its own setting
+ENSEMBLE_PUBLISHED = [
+    [
+        "*published*: Shayegh et al. (ICLR 2024), ensemble of seven induced parsers (tree averaging); "
+        "mean over runs, best 71.9 (as Papers with Code lists it)",
+        "–",
+        "70.4 (WSJ test)",
+        "–",
+        "–",
+    ]
+]
+
+
+def _parser_label(record: dict, shipped_names: tuple = SHIPPED_PARSERS) -> str:
+    name = Path(record["model"]).name
+    return f"`{name}`" if name in shipped_names else name
+
+
+def _student_label(student: dict) -> str:
+    job = student["job"]
+    size = f", {job['parser_layers']} parse layers" if job.get("parser_layers") else ""
+    held = "held out: ptb-sample's sentences removed from the text" if job.get("exclude_treebank") else "transductive"
+    return (
+        f"student: `{Path(job['student']).name}` distilled from `{job['teacher']}` ({held}; {student['sentences']:,} "
+        f"sentences, epoch {student['kept_epoch']} of {job['epochs']}, train {job['train']}{size})"
+    )
+
+
+@table("ensemble")
+def ensemble_table() -> str:
+    """Members, their ensemble (weights chosen on dev), the distilled students and right-branching: sentence
+    F1 on ptb-sample's halves and UD-EWT (and its margin over right-branching), parse speed on the test half."""
+    r = load(ENSEMBLE_JSON)
+    rb = r["right_branching"]
+
+    def cells(label: str, record: dict) -> list[str]:
+        ud = record.get("ud-ewt")
+        ud_cell = f"{ud['sentence_f1']:.2f} ({ud['sentence_f1'] - rb['ud-ewt']['sentence_f1']:+.2f})" if ud else "–"
+        speed = record["test"].get("sentences_per_second")
+        return [
+            label,
+            f"{record['dev']['sentence_f1']:.2f}",
+            f"**{record['test']['sentence_f1']:.2f}**",
+            ud_cell,
+            f"{speed:,.0f}" if speed else "–",
+        ]
+
+    chosen = r["ensemble_chosen"]
+    weights = ", ".join(f"{w:g}" for w in chosen["weights"])
+    rows = [cells(f"member {_parser_label(m)}", m) for m in r["members"]]
+    rows.append(cells(f"**ensemble** of the {len(r['members'])} (weights {weights}, chosen on dev)", chosen))
+    rows += [cells(_student_label(s), s) for s in r["students"]]
+    rows.append(cells("right-branching", {k: v | {"sentences_per_second": None} for k, v in rb.items()}))
+    rows += ENSEMBLE_PUBLISHED
+    header = ["parser", "dev sentence F1", "test sentence F1", "UD-EWT F1 (− right-branching)", "sentences/s (test)"]
+    return markdown(header, rows, "lrrrr")
+
+
+@table("readme-ensemble")
+def readme_ensemble() -> str:
+    """The README's rows: the best member, the ensemble and the students, on the test half."""
+    r = load(ENSEMBLE_JSON)
+    best = max(r["members"], key=lambda m: m["dev"]["sentence_f1"])
+    rows = [
+        [
+            f"best member, {_parser_label(best)}",
+            f"{best['dev']['sentence_f1']:.2f}",
+            f"**{best['test']['sentence_f1']:.2f}**",
+        ]
+    ]
+    rows.append(
+        [
+            "`ensemble-ptb-lm` (the three shipped parsers)",
+            f"{r['ensemble_chosen']['dev']['sentence_f1']:.2f}",
+            f"**{r['ensemble_chosen']['test']['sentence_f1']:.2f}**",
+        ]
+    )
+    rows += [
+        [_student_label(s), f"{s['dev']['sentence_f1']:.2f}", f"**{s['test']['sentence_f1']:.2f}**"]
+        for s in r["students"]
+    ]
+    return markdown(["parser", "dev sentence F1", "test sentence F1"], rows, "lrr")

@@ -1,0 +1,160 @@
+"""``docs/results/speed.md``: the attention's step time and memory on the CPU with and without dropout
+(``speed-dropout``, ``speed-memory``, ``speed-no-dropout``) and today's CPU training step against the base
+commit's (``cpu-against-base``); ``benchmarks/speed/README.md``: a training step of the default induce
+recipe per variant (``train-step``, the variants labelled by :data:`TRAIN_STEP_LABELS`).
+
+Data: ``docs/benchmarks/attention-cpu-small-dropout{0.1,0}.json``, ``docs/benchmarks/train-step.json`` and
+``docs/benchmarks/cpu-against-base.json``. The accelerator's tables are
+:mod:`benchmarks.tools.results.accelerator`'s.
+"""
+
+from __future__ import annotations
+
+from benchmarks import ROOT
+from benchmarks.tools.results.core import load, markdown, table
+
+
+def _speed(path: str) -> tuple[list[int], dict]:
+    rows = load(path)["rows"]
+    lengths = sorted({r["N"] for r in rows})
+    return lengths, {(r["N"], r["model"]): r for r in rows}
+
+
+@table("speed-dropout")
+def speed_dropout() -> str:
+    """Step time with the paper's attention dropout: ms of the plain rows, ratios of the others."""
+    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.1.json")
+    out = []
+    for n in lengths:
+        r = lambda m: rows[(n, m)]  # noqa: E731
+        out.append(
+            [
+                n,
+                r("plain/sdpa")["batch"],
+                f"{r('plain/sdpa')['step_ms']:.0f}",
+                f"**{r('tree/sdpa')['ratio']:.2f}**",
+                f"{r('tree/blocks')['ratio']:.2f}",
+                f"{r('plain/eager')['step_ms']:.0f}",
+                f"{r('tree/eager')['ratio']:.2f}",
+                f"{r('tree/cubic')['ratio']:.2f}",
+            ]
+        )
+    return markdown(
+        ["N", "batch", "plain/sdpa ms", "tree/sdpa", "tree/blocks", "plain/eager ms", "tree/eager", "tree/cubic"],
+        out,
+        "rrrrrrrr",
+    )
+
+
+@table("speed-memory")
+def speed_memory() -> str:
+    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.1.json")
+    models = ("plain/sdpa", "tree/sdpa", "tree/blocks", "plain/eager", "tree/eager", "tree/cubic")
+    out = [[n, *(f"{rows[(n, m)]['peak_mib']:.0f}" for m in models)] for n in lengths]
+    return markdown(["N", *models], out, "r" * (len(models) + 1))
+
+
+@table("speed-no-dropout")
+def speed_no_dropout() -> str:
+    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.json")
+    out = []
+    for n in lengths:
+        plain, sdpa, blocks = rows[(n, "plain/sdpa")], rows[(n, "tree/sdpa")], rows[(n, "tree/blocks")]
+        out.append(
+            [
+                n,
+                plain["batch"],
+                f"{plain['step_ms']:.0f}",
+                f"{sdpa['ratio']:.2f}",
+                f"{blocks['ratio']:.2f}",
+                f"{plain['peak_mib']:.0f}",
+                f"{sdpa['peak_mib']:.0f} (+{sdpa['peak_over_plain_mib']:.0f})",
+                f"{blocks['peak_mib']:.0f} (+{blocks['peak_over_plain_mib']:.0f})",
+            ]
+        )
+    return markdown(
+        [
+            "N",
+            "batch",
+            "plain/sdpa ms",
+            "tree/sdpa",
+            "tree/blocks",
+            "peak MiB plain/sdpa",
+            "tree/sdpa (− plain)",
+            "tree/blocks (− plain)",
+        ],
+        out,
+        "rrrrrrrr",
+    )
+
+
+TRAIN_STEP_LABELS = {
+    "tree": "`tree` (today: default config, Adam `fused`, the cheaper dropout masks everywhere)",
+    "plain": '`plain` (`prior="none"`)',
+    "tree-adam-loop": "`tree-adam-loop` (Adam's per-tensor loop, torch's CPU default)",
+    "tree-adam-foreach": "`tree-adam-foreach` (Adam's multi-tensor form)",
+    "tree-fused": "`tree-fused` (`constituent_fused=True`)",
+    "tree-compile": "`tree-compile` (fused + `torch.compile`, dynamic)",
+    "tree-bf16": "`tree-bf16` (fused + bf16 autocast)",
+    "tree-torch-dropout": "`tree-torch-dropout` (torch's `nn.Dropout`, `bernoulli_` masks)",
+    "plain-torch-dropout": "`plain-torch-dropout` (`plain` with torch's `nn.Dropout`)",
+    "tree-rand-attention-mask": "`tree-rand-attention-mask` (attention masks from `torch.rand`)",
+    "tree-last": "`tree-last` (Adam `foreach`, `torch.rand` attention masks: the step before the fused Adam)",
+    "tree-before": "`tree-before` (torch's dropout, `torch.rand` attention masks, Adam's per-tensor loop: "
+    "the step before this work)",
+    "structformer": "`structformer` (StructFormer's default recipe, as `tree`)",
+    "structformer-before": "`structformer-before` (torch's dropout, Adam's per-tensor loop)",
+}
+
+
+@table("train-step")
+def train_step() -> str:
+    """benchmarks/speed/README.md: a training step of the default induce recipe per variant (docs/benchmarks/train-step.json)."""
+    run = load("docs/benchmarks/train-step.json")
+    rows = [
+        [
+            TRAIN_STEP_LABELS.get(name, f"`{name}`"),
+            f"{r['ms_per_step']:.0f}",
+            f"{r['ratio_to_plain']:.3f}",
+            f"{r['paired_ratio_to_plain']:.3f}",
+            f"{r['paired_speedup_over_tree']:.3f}",
+            f"{r['gflop_per_step']:.2f}",
+            f"{100 * r['share_of_peak']:.1f}%",
+        ]
+        for name, r in run["variants"].items()
+    ]
+    return markdown(
+        [
+            "variant",
+            "ms/step (median)",
+            "vs plain (medians)",
+            "vs plain (paired)",
+            "speed-up over `tree` (paired)",
+            "GFLOP/step",
+            "share of peak",
+        ],
+        rows,
+        "lrrrrrr",
+    )
+
+
+#: benchmarks/speed/cpu_against_base.py's record: today's CPU step against the code before the accelerator work
+CPU_AGAINST_BASE = "docs/benchmarks/cpu-against-base.json"
+
+
+@table("cpu-against-base")
+def cpu_against_base() -> str:
+    """docs/results/speed.md: steps/s of today's CPU training step and the base commit's, per round, the
+    median ratio and whether the trained weights are the same bits."""
+    if not (ROOT / CPU_AGAINST_BASE).exists():
+        return f"No record yet (`{CPU_AGAINST_BASE}`)."
+    run = load(CPU_AGAINST_BASE)
+    speed = run["steps_per_second"]
+    rows = [
+        [str(i + 1), f"{b:.2f}", f"{t:.2f}", f"{r:.3f}"]
+        for i, (b, t, r) in enumerate(zip(speed["base"], speed["today"], run["ratios"]))
+    ]
+    rows.append(["median", "", "", f"**{run['ratio_today_to_base']:.3f}**"])
+    same = "the same bits" if run["bit_identical"] else "**not** the same bits"
+    head = f"{run['what']}. Trained weights of every run: {same}."
+    return f"{head}\n\n" + markdown(["round", "base steps/s", "today steps/s", "today / base"], rows, "lrrr")
