@@ -2,7 +2,7 @@
 
     python -m benchmarks.tools.behaviour_hash OUT [--data ../shared/data]
 
-Runs, on the CPU with one thread: ``induce`` with the default recipe cut to 300 steps (seed 0), a
+Runs, on the CPU with one thread: ``induce`` of the Tree Transformer's default recipe cut to 300 steps (seed 0), a
 ``logic train`` of the tiny LSTM encoder (200 steps) and an ``nli train`` with the ``tiny`` recipe (200
 steps; SICK from ``--data``), then prints one SHA-256 per run over the saved model's tensors (names,
 shapes, dtypes and bytes) and, for ``induce``, over ``trees.txt``. Run it at two commits and compare
@@ -35,7 +35,8 @@ def runs(out: Path, data: Path) -> dict[str, list[str]]:
     """The three runs' command lines."""
     one = ["--threads", "1", "--device", "cpu", "--quiet"]
     return {
-        "induce": ["induce", "--out", str(out / "induce"), "--max-steps", "300", "--seed", "0", *one],
+        "induce": ["induce", "--architecture", "tree-transformer", "--out", str(out / "induce"), "--max-steps", "300",
+                   "--seed", "0", *one],
         "logic": ["logic", "train", "--out", str(out / "logic"), "--corpus", str(data / "propositional-logic"),
                   "--architecture", "lstm", "--preset", "tiny", "--max-train-operators", "1", "--batch-size", "32",
                   "--max-steps", "200", "--eval-every", "100", "--seed", "0", *one],

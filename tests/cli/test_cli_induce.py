@@ -29,6 +29,8 @@ torch.set_num_threads(1)
 EVALUATE_KEYS = {"sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "n_sentences", "label_recall"}
 BASELINES = ("left_branching", "right_branching", "random", "balanced")
 TINY = ["--preset", "tiny", "--max-steps", "3", "--threads", "1", "--quiet"]
+#: the Tree Transformer, named (the main job's architecture)
+TT = ["--architecture", "tree-transformer"]
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
@@ -78,6 +80,7 @@ def test_induce_tree_transformer_on_a_small_treebank(capsys, small_treebank, tmp
         text,
         "--out",
         tmp_path,
+        *TT,
         *TINY,
         "--set",
         'constituent_diagonal="one"',
@@ -235,7 +238,8 @@ def test_induce_structformer_on_ptb_sample(capsys, tmp_path):
 def _induce_small(capsys, small_treebank, out, *extra) -> tuple[dict, str]:
     """``induce`` of the tiny preset for 3 steps on the small treebank: (report.json, printed text)."""
     mrg, text = small_treebank
-    code, printed, err = _run(capsys, "induce", "--treebank", mrg, "--corpus", text, "--out", out, *TINY, *extra)
+    argv = ["induce", "--treebank", mrg, "--corpus", text, "--out", out, *TT, *TINY, *extra]
+    code, printed, err = _run(capsys, *argv)
     assert code == 0, err
     return json.loads((out / "report.json").read_text()), printed
 

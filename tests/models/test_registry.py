@@ -108,7 +108,8 @@ def test_registry_entries_and_errors(toy_model):
 
 def test_induce_refuses_a_model_that_induces_nothing_before_training(tmp_path, capsys):
     # a plain Transformer induces no trees: refused at once, nothing trained or written
-    assert main(["induce", "--prior", "none", "--out", str(tmp_path / "x"), "--quiet"]) == 1
+    argv = ["induce", "--architecture", "tree-transformer", "--prior", "none", "--out", str(tmp_path / "x")]
+    assert main([*argv, "--quiet"]) == 1
     assert "induces no structure" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
     assert (

@@ -25,7 +25,11 @@ from syntaxformer.structures import DECODER_FILE, DecoderOptions, save_decoder_o
 
 torch.set_num_threads(1)
 
-TINY = ["--preset", "tiny", "--max-steps", "3", "--threads", "1", "--quiet", "--curve-treebank", "none"]
+#: three steps of the tiny Tree Transformer
+TINY = [
+    *("--architecture", "tree-transformer", "--preset", "tiny", "--max-steps", "3"),
+    *("--threads", "1", "--quiet", "--curve-treebank", "none"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def test_parse_model_gives_the_f1_induce_reported(capsys, corpus, tmp_path, mode
     if model not in MODELS:
         pytest.skip(f"{model} is not registered")
     out = tmp_path / "induce"
-    _main(capsys, "induce", "--architecture", model, "--corpus", corpus, "--out", out, *TINY, *flags)
+    _main(capsys, "induce", *TINY, "--architecture", model, "--corpus", corpus, "--out", out, *flags)
     report = json.loads((out / "report.json").read_text())
     saved = json.loads((out / "model" / DECODER_FILE).read_text())
     assert saved == report["decoder"]

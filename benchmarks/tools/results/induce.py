@@ -148,7 +148,15 @@ def parts_table(keys, with_training: bool = False) -> str:
 
 
 #: the candidates for the main job (``induce`` with no options), chosen on the dev half
-MAIN_JOB_CANDIDATES = ("tt-wikitext", "tt-default", "tt-3500")
+MAIN_JOB_CANDIDATES = (
+    "sf-main-sample-fast",
+    "sf-main-sample-faster",
+    "sf-main-sample-paper",
+    "sf-main-embedded-paper",
+    "tt-wikitext",
+    "tt-default",
+    "tt-3500",
+)
 
 
 def setting_cell(setting: str) -> str:
