@@ -84,8 +84,9 @@ class Recipe:
         wrong = sorted(k for k in self.train if k not in known or k in JOB_FIELDS)
         if wrong:
             raise InputError(f"{where}: {', '.join(wrong)} are not recipe fields (TrainArguments, not the job's)")
+        args = TrainArguments(out="recipe-check", model=self.model, **self.fields())
         try:
-            TrainArguments(out="recipe-check", model=self.model, **self.fields()).check()
+            args.check()
         except InputError as e:
             raise InputError(f"{where}: {e}") from None
         accepted = inspect.signature(REGISTRY[self.model].config_class.__init__).parameters
@@ -93,7 +94,7 @@ class Recipe:
         if unknown:
             raise InputError(f"{where}: {', '.join(unknown)} are not {self.model} config fields")
         try:
-            make_config(self.model, self.train.get("preset", "mini"), 8, **self.config)
+            make_config(self.model, args.preset, 8, **self.config)
         except ValueError as e:
             raise InputError(f"{where}: {e}") from None
         try:

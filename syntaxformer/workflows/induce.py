@@ -547,7 +547,7 @@ def induce_training(job: InduceJob, given: dict) -> TrainArguments:
             f"the {job.recipe} recipe of {model} trains on the {recipe_text} training text, which is not "
             f"shipped: give it with --corpus (e.g. ../shared/data/ptb-lm/ptb.train.txt; DESIGN.md §6)"
         )
-    corpus = corpus or (recipe_text if recipe_text is not None else None) or "ptb-sample"
+    corpus = corpus or recipe_text or "ptb-sample"  # an unshipped recipe text was refused above
     run = {name: given.get(name) for name in ("seed", "prior", "threads", "quiet", "device", "resume")}
     run["seed"] = run["seed"] or 0
     steps = {name: given[name] for name in STEP_FIELDS if name in given}
@@ -557,8 +557,12 @@ def induce_training(job: InduceJob, given: dict) -> TrainArguments:
 
 def recorded_training(train: TrainArguments, recipe: str) -> dict:
     """The training fields the report records (``training.recipe``): the recipe's fields with the run's
-    values, and the replaceable and step fields the run set other than TrainArguments' defaults."""
-    names = [name for name in get_recipe(train.model, recipe).train]
+    values, and the replaceable and step fields the run set other than TrainArguments' defaults.
+
+    Raises:
+        InputError: ``recipe`` is not a recipe of ``train.model``.
+    """
+    names = list(get_recipe(train.model, recipe).train)
     defaults = {f.name: f.default for f in fields(TrainArguments)}
     names += [n for n in (*REPLACEABLE, *STEP_FIELDS) if n not in names and getattr(train, n) != defaults[n]]
     return {name: getattr(train, name) for name in names}
