@@ -2,7 +2,7 @@
 
     PYTHONPATH=. CUDA_PYTHON -m benchmarks.speed.compile_trace --out docs/benchmarks/compile-trace-2.11.json
 
-The compiled step (``--step-graph compile``, :class:`~syntaxformer.training.fast_step.CompiledStep`;
+The compiled step (``--step-graph compile``, :class:`~syntaxformer.training.step.CompiledStep`;
 gpu_step.py's ``compiled`` variant) compiles the loss with ``fullgraph=True``: one construct the
 compiler's tracer (dynamo) does not take and the step falls back to the eager one. Which constructs it
 takes depends on the device (the code takes other branches on CUDA: its dropout masks, the Triton
@@ -44,7 +44,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from benchmarks.speed.gpu_step import CASES, code_record, row_of, step_loop, synthetic_batch
-from syntaxformer.training.fast_step import CompiledStep
+from syntaxformer.training.step import CompiledStep
 
 CUDA = torch.device("cuda")
 PACKAGE = str(Path(__file__).resolve().parents[2] / "syntaxformer")

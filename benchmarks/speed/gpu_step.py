@@ -23,17 +23,17 @@ Variants (``--variants``; the rows run variant by variant, in the order given):
 
 * ``eager``: the step as the trainer runs it by default: float32 (PyTorch's own TF32 settings), the
   masked positions an index list of the batch's own length.
-* ``compiled``: TF32 (:func:`syntaxformer.training.fast_step.use_tf32`), the masked positions a list of
+* ``compiled``: TF32 (:func:`syntaxformer.training.step.use_tf32`), the masked positions a list of
   fixed size (:func:`~syntaxformer.training.objectives.mask_capacity` entries,
   :func:`~syntaxformer.blocks.mlm_head.padded_positions`), and the loss compiled by ``torch.compile``
-  (:class:`syntaxformer.training.fast_step.CompiledStep`, as ``--step-graph compile``: ``fullgraph``,
+  (:class:`syntaxformer.training.step.CompiledStep`, as ``--step-graph compile``: ``fullgraph``,
   ``mode="reduce-overhead"`` (CUDA graphs) on CUDA, ``torch._dynamo.config.patch(trace_autograd_ops=True)``,
   ``torch.compiler.cudagraph_mark_step_begin()`` each step; on the CPU the backend ``--cpu-backend``).
   Compiled, a model runs its written operators, which the compiler fuses: no Triton kernels of the
   package, the literal prior attention (so a Triton case's compiled row is its default case's).
 * ``graph``: TF32, the fixed-size list, and the whole step (forward, backward, clipping, the fused
   ``capturable`` Adam update) captured by ``torch.cuda.graph`` and replayed
-  (:class:`syntaxformer.training.fast_step.CudaGraphStep`, as ``--step-graph cuda-graph``). CUDA only:
+  (:class:`syntaxformer.training.step.CudaGraphStep`, as ``--step-graph cuda-graph``). CUDA only:
   elsewhere its rows are recorded as skipped.
 * ``graph-bf16``: ``graph`` with the loss under bfloat16 autocast (its cast cache off, as the trainer's
   ``--bf16 --step-graph cuda-graph``): the matrix products in bf16, parameters and Adam in float32.
@@ -73,8 +73,8 @@ from syntaxformer.blocks.mlm_head import labelled_positions, padded_positions
 from syntaxformer.models import MODELS, make_config
 from syntaxformer.runtime import code_version
 from syntaxformer.training.batch import TokenBatch
-from syntaxformer.training.fast_step import CUDA_GRAPH_WARMUP, CompiledStep, CudaGraphStep, use_tf32
 from syntaxformer.training.objectives import mask_capacity
+from syntaxformer.training.step import CUDA_GRAPH_WARMUP, CompiledStep, CudaGraphStep, use_tf32
 
 VOCAB = 10_000
 MASK_RATE = 0.15
@@ -145,7 +145,7 @@ def synthetic_batch(model: str, rows: int, length: int, device: torch.device, fi
 
 
 class StepLoop:
-    """What the step runners of :mod:`syntaxformer.training.fast_step` read of a training loop (``device``,
+    """What the step runners of :mod:`syntaxformer.training.step` read of a training loop (``device``,
     ``optimizer``, :meth:`training_loss_of`, :meth:`backward_and_update`, :meth:`seed_dropout`), for one
     model: fused Adam (lr 1e-4, betas 0.9 / 0.98, eps 1e-9), clipping 1.5, the model's loss of a
     :class:`TokenBatch` (``masked_only`` with its ``masked_positions`` where it has them)."""

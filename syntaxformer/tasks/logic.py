@@ -54,16 +54,8 @@ from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_d
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 from syntaxformer.training.arguments import RunArguments, check_choices, option, same_option
 from syntaxformer.training.batch import TokenBatch
-from syntaxformer.training.callbacks import (
-    EvaluateEachEpoch,
-    ProgressCallback,
-    StopOnSignal,
-    TensorBoardCallback,
-    TrainerCallback,
-)
 from syntaxformer.training.checkpoint import read_checkpoint
 from syntaxformer.training.loop import TrainerState, TrainingLoop
-from syntaxformer.training.plateau import ReduceOnPlateau
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +240,12 @@ class LogicArguments(LogicRunArguments, LogicOptimisationArguments, LogicTaskArg
     ``recipe`` names the recipe the other fields came from (:data:`RECIPES`; recorded in the report, read
     by nothing else).
     """
+
+    @property
+    def keeps_best_model(self) -> bool:
+        """Always: the logic task keeps the model of the best validation accuracy in ``OUT/best/`` (as the
+        public code keeps its best-validation model)."""
+        return True
 
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:  # check()'s error
@@ -543,7 +541,7 @@ class LogicTrainer(TrainingLoop):
 
     def build(self) -> None:
         """Seed; read the checkpoint (when resuming) and the data; build the classifier, Adam and the
-        schedule (and load the checkpoint into them); prepare the batches and the callbacks."""
+        schedule (and load the checkpoint into them); prepare the batches."""
         args = self.args
         if self.world > 1:
             raise InputError("logic training runs in one process; start independent runs instead of torchrun")
@@ -565,7 +563,7 @@ class LogicTrainer(TrainingLoop):
             seed=args.seed,
             bucket_batches=args.bucket_batches,
         )
-        self.callbacks = self.default_callbacks() + self.extra_callbacks
+        self.batches_per_epoch = len(self.sampler.batches(0))
 
     def _build_model(self) -> None:
         args = self.args
@@ -576,18 +574,10 @@ class LogicTrainer(TrainingLoop):
         self.optimizer = self.make_optimizer(self.model.parameters(), decoupled_weight_decay=False)
         self.scheduler = self.make_scheduler()
 
-    def default_callbacks(self) -> list[TrainerCallback]:
-        """The periods of logging, evaluation and checkpoints (and the ends of epochs), the stop
-        conditions (max_steps, epochs, max_minutes, signals), TensorBoard, the progress bar, the keeper of
-        the best validation accuracy's model (``OUT/best/``, as the public code keeps its best-validation
-        model) and, for the plateau schedule, :class:`~syntaxformer.training.plateau.ReduceOnPlateau`."""
-        args = self.args
-        callbacks = self.periodic_callbacks()
-        callbacks += [EvaluateEachEpoch(len(self.sampler.batches(0)))] if args.eval_each_epoch else []
-        callbacks += [ReduceOnPlateau(self.selection_metric)] if args.schedule == "plateau" else []
-        callbacks += self.run_length_callbacks()
-        callbacks += [StopOnSignal(), TensorBoardCallback(), ProgressCallback(quiet=args.quiet)]
-        return callbacks + self.keep_best_callbacks()
+    def epoch_batches(self) -> int | None:
+        """With ``eval_each_epoch``, the batches of an epoch (epoch 0's count): validation and a checkpoint
+        at the end of every epoch; else None."""
+        return self.batches_per_epoch if self.args.eval_each_epoch else None
 
     def make_batch(self, indices: list[int]) -> TokenBatch:
         """The training pairs ``indices`` (into ``data.train_items``) as :func:`collate` pads them."""

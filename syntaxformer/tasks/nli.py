@@ -15,7 +15,7 @@ batches from ``(seed, epoch)``, so a resumed run equals an uninterrupted one). W
 * evaluation (step 0, every ``eval_every`` steps, the end of every epoch, the end): loss and
   accuracy on the selection pairs; **model selection**: the model of the best selection accuracy
   (earliest on ties) is written to ``OUT/best/`` (model + tokenizer + ``best.json``,
-  :class:`~syntaxformer.training.callbacks.KeepBestModel`) -- the one reports score on the report
+  :mod:`~syntaxformer.training.best`) -- the one reports score on the report
   split; with ``final_model="best"`` it is also the model left in OUT;
 * ``training.json``: the options, model, data, steps, epochs, pairs/s, minutes, the selection
   history and the selected step.
@@ -56,13 +56,7 @@ from syntaxformer.training.arguments import (
     same_option,
 )
 from syntaxformer.training.batch import PairBatch
-from syntaxformer.training.callbacks import (
-    BEST,
-    EvaluateEachEpoch,
-    ProgressCallback,
-    StopOnSignal,
-    TensorBoardCallback,
-)
+from syntaxformer.training.best import BEST
 from syntaxformer.training.checkpoint import read_checkpoint
 from syntaxformer.training.loop import TrainerState, TrainingLoop, _jsonable
 
@@ -261,7 +255,7 @@ class NliTrainer(TrainingLoop):
 
     def build(self) -> None:
         """Seed; read the checkpoint, the pairs and the word vectors; build the vocabulary (or load
-        a resumed run's), the model, optimizer and schedule; the batches and the callbacks."""
+        a resumed run's), the model, optimizer and schedule; the batches."""
         args = self.args
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -294,7 +288,6 @@ class NliTrainer(TrainingLoop):
             PairBatch(self.encoder.batch(self.nli_data.valid[i : i + 256])).to(self.device)
             for i in range(0, len(self.nli_data.valid), 256)
         ]
-        self.callbacks = self.default_callbacks() + [EvaluateEachEpoch(self.batches_per_epoch)] + self.extra_callbacks
 
     def _build_model(self, vectors=None) -> None:
         args = self.args
@@ -341,14 +334,9 @@ class NliTrainer(TrainingLoop):
         self.vector_coverage = dict(vocabulary=len(vocab), with_vector=int(found.sum()))
         return rows, found
 
-    def default_callbacks(self) -> list:
-        """The periods of logging, evaluation and checkpoints, the stop conditions (max_steps, epochs,
-        max_minutes, signals) and, on rank 0, TensorBoard, the progress bar and the keeper of the best
-        selection accuracy's model (``OUT/best/``)."""
-        callbacks = self.periodic_callbacks() + self.run_length_callbacks() + [StopOnSignal()]
-        if self.is_main:
-            callbacks += [TensorBoardCallback(), ProgressCallback(quiet=self.args.quiet)]
-        return callbacks + self.keep_best_callbacks()
+    def epoch_batches(self) -> int:
+        """The batches of an epoch (epoch 0's count): validation and a checkpoint at the end of every epoch."""
+        return self.batches_per_epoch
 
     # ---------------------------------------------------------------------------------- a step
 

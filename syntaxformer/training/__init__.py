@@ -2,7 +2,7 @@
 (:class:`LengthBucketSampler`), the task-agnostic loop (:class:`TrainingLoop`) with explicit batches (:class:`Batch`), one model-config
 resolver (:func:`resolve_model_config`), and the language-model trainer (:func:`train`, :class:`TrainArguments`: its
 fields by concern, :class:`ModelArguments`, :class:`DataArguments`, :class:`OptimisationArguments`, :class:`RunArguments`,
-:class:`RunningTextArguments`; :class:`Trainer` with its :class:`TrainerCallback` hooks) with checkpoints, resume after a kill,
+:class:`RunningTextArguments`; :class:`Trainer`; :class:`TrainerCallback` for stop conditions and writers) with checkpoints, resume after a kill,
 TensorBoard logs and data parallelism under ``torchrun``."""
 
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
@@ -16,7 +16,7 @@ from syntaxformer.training.arguments import (
     RunningTextArguments,
 )
 from syntaxformer.training.batch import Batch, PairBatch, TokenBatch
-from syntaxformer.training.callbacks import StopCondition, TrainerCallback, TrainerControl
+from syntaxformer.training.callbacks import StopCondition, TrainerCallback
 from syntaxformer.training.loop import TrainingLoop
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
 from syntaxformer.training.model_config import resolve_model_config
@@ -45,6 +45,5 @@ __all__ = [
     "PairBatch",
     "resolve_model_config",
     "TrainerCallback",
-    "TrainerControl",
     "StopCondition",
 ]

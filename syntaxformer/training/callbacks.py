@@ -1,43 +1,39 @@
-"""Callbacks of the :class:`~syntaxformer.training.trainer.Trainer`: what happens around the loop.
+"""Callbacks of the training loop (:class:`~syntaxformer.training.loop.TrainingLoop`): the stop
+conditions and the writers.
 
-The loop itself only takes optimizer steps; everything else is a :class:`TrainerCallback` (in the
-style of Hugging Face ``TrainerCallback``) that the trainer calls at fixed points:
+The loop itself decides when to log, evaluate and save (its periods and epochs) and keeps the best model;
+a callback is either a :class:`StopCondition` or an observer that writes what the run does (TensorBoard,
+the progress bar and log lines, the learning curve; in the style of Hugging Face ``TrainerCallback``).
+The loop calls every callback at fixed points:
 
 ============================  ===================================================================
 hook                          called
 ============================  ===================================================================
 ``on_train_begin(t)``         once, after the model, data and output folder are ready, before the
                               step-0 evaluation
-``on_loss(t, loss)``          on every training step's loss, before backward: returns the loss to
-                              minimise (default: unchanged; e.g. plus a penalty); validation
-                              losses are the task's own
-``on_step_end(t, output)``    after every optimizer step (``t.state.step`` already counts it);
-                              may set ``t.control`` flags (log / evaluate / save)
-``on_log(t, scalars)``        for every :meth:`Trainer.log` (``{tag: value}`` at ``t.state.step``)
+``on_step_end(t, output)``    after every optimizer step (``t.state.step`` already counts it),
+                              before the step's log, evaluation and checkpoint
+``on_log(t, scalars)``        for every :meth:`~syntaxformer.training.loop.TrainingLoop.log`
+                              (``{tag: value}`` at ``t.state.step``)
 ``on_evaluate(t, metrics)``   after each evaluation (step 0, the requested steps, the end);
                               ``metrics``: the task's validation metrics (``"valid/loss"``, and
-                              ``"valid/accuracy"`` for NLI and logic), empty without validation data;
-                              a stop between evaluation points is evaluated for the report only,
-                              after the last checkpoint, and not handed to ``steers`` callbacks
+                              ``"valid/accuracy"`` for NLI and logic), empty without validation data
 ``on_save(t)``                after each checkpoint
 ``on_train_end(t)``           once, after the final evaluation, checkpoint and ``training.json``
 ``close(t)``                  once at the very end, also after an error: release resources
 ============================  ===================================================================
 
-After every step the trainer runs, in this order: the ``on_step_end`` hooks, then the actions they
-requested (log the training loss, evaluate, save a checkpoint), then the stop conditions
-(:class:`StopCondition`; the first one reached names the stop in ``training.json``).
+After every step the loop runs, in this order: the ``on_step_end`` hooks, the log, evaluation and
+checkpoint that are due, then the stop conditions (the first one reached names the stop in
+``training.json``).
 
-Under ``torchrun`` every process has the same callbacks, except the writers (TensorBoard, progress
-and log lines, the learning curve), which only rank 0 has. Flags set in ``on_step_end`` must be the
-same on every process (they trigger collective operations); a :class:`StopCondition` whose answer
-may differ between processes sets ``per_process = True`` and the trainer stops all of them when any
-reaches it.
+Under ``torchrun`` every process has the same stop conditions; the writers (TensorBoard, progress and
+log lines, the learning curve) are on rank 0 only. A :class:`StopCondition` whose answer may differ
+between processes sets ``per_process = True`` and the loop stops all of them when any reaches it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import sys
@@ -48,7 +44,6 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.evaluation.curve import ParseCurve
 
 logger = logging.getLogger(__name__)
@@ -67,33 +62,11 @@ class StepOutput:
     seconds: float
 
 
-@dataclass
-class TrainerControl:
-    """Actions requested for the end of the current step (reset after each step)."""
-
-    should_log: bool = False
-    should_evaluate: bool = False
-    should_save: bool = False
-
-    def reset(self) -> None:
-        self.should_log = self.should_evaluate = self.should_save = False
-
-
 class TrainerCallback:
     """Base class: every hook does nothing (module docstring for when each is called)."""
 
-    #: whether ``on_evaluate`` changes how the run goes on or what it keeps (the plateau schedule, the kept
-    #: best model): such a callback is not handed the report-only evaluation of a run stopped between
-    #: evaluation points (:meth:`~syntaxformer.training.loop.TrainingLoop.evaluate`), which an
-    #: uninterrupted run would not have made
-    steers: bool = False
-
     def on_train_begin(self, trainer) -> None:
         pass
-
-    def on_loss(self, trainer, loss):
-        """The training loss to minimise, given the task's (a scalar tensor); default: unchanged."""
-        return loss
 
     def on_step_end(self, trainer, output: StepOutput) -> None:
         pass
@@ -112,43 +85,6 @@ class TrainerCallback:
 
     def close(self, trainer) -> None:
         pass
-
-
-class Periodic(TrainerCallback):
-    """Requests ``action`` ("log", "evaluate" or "save") every ``every`` optimizer steps (0: never).
-
-    Raises:
-        ValueError: an unknown action.
-    """
-
-    def __init__(self, every: int, action: str):
-        if action not in ("log", "evaluate", "save"):
-            raise ValueError(f"unknown action {action!r}")
-        self.every, self.action = every, action
-
-    def on_step_end(self, trainer, output: StepOutput) -> None:
-        if self.every and trainer.state.step % self.every == 0:
-            setattr(trainer.control, f"should_{self.action}", True)
-
-
-class EvaluateEachEpoch(TrainerCallback):
-    """Requests an evaluation and a checkpoint at the end of every epoch: after ``batches`` batches of
-    it, or, with ``batches`` None, after as many as the trainer's sampler gives the epoch (epochs of
-    different lengths, e.g. running text's windows of drawn lengths)."""
-
-    def __init__(self, batches: int | None = None):
-        self.batches = batches
-        self._counted: tuple[int, int] | None = None  # (epoch, its batches) asked of the sampler
-
-    def on_step_end(self, trainer, output: StepOutput) -> None:
-        batches = self.batches
-        if batches is None:
-            epoch = trainer.state.epoch
-            if self._counted is None or self._counted[0] != epoch:
-                self._counted = (epoch, len(trainer.sampler.batches(epoch)))
-            batches = self._counted[1]
-        if trainer.state.batch_in_epoch >= batches:
-            trainer.control.should_evaluate = trainer.control.should_save = True
 
 
 # ------------------------------------------------------------------------------------ stop conditions
@@ -212,7 +148,7 @@ class EarlyStopping(StopCondition):
 
 
 class MaxMinutes(StopCondition):
-    """Stop after ``minutes`` of this process's wall time (since :meth:`Trainer.train` started)."""
+    """Stop after ``minutes`` of this process's wall time (since :meth:`~syntaxformer.training.loop.TrainingLoop.train` started)."""
 
     reason = "max_minutes"
     per_process = True
@@ -398,68 +334,6 @@ def last_dev_f1(trainer) -> float | None:
     return max((v["sentence_f1"] for v in scores.values() if "sentence_f1" in v), default=None)
 
 
-#: where a run keeps its best model (the best validation score of its task's selection metric), inside OUT
-BEST = "best"
-#: the record of the kept model inside ``OUT/best/``: ``{"step": ..., <the metric>: ...}``
-BEST_RECORD = "best.json"
-
-
-def record_key(metric: str) -> str:
-    """The key of a validation metric in :data:`BEST_RECORD`: ``"valid/loss"`` -> ``"valid_loss"``."""
-    return metric.replace("/", "_")
-
-
-class KeepBestModel(TrainerCallback):
-    """Keeps the best model of a run: after every evaluation whose value of the task's selection metric
-    (``trainer.selection_metric``) is better than the best so far (lower in ``trainer.selection_mode``
-    ``"min"``, higher in ``"max"``; the earliest on ties), writes the model and its tokenizer to
-    ``OUT/best/`` with :data:`BEST_RECORD` (``step`` and the value, e.g. ``{"step": 40, "valid_loss":
-    4.2}``) and records both in ``trainer.state`` (``best_step``, ``best_value``), so a resumed run goes
-    on from its checkpoint's best. ``OUT/`` holds the last model unless the run's ``final_model`` is
-    ``"best"`` (:meth:`~syntaxformer.training.loop.TrainingLoop.final_model`). The loop adds it on rank 0
-    (:meth:`~syntaxformer.training.loop.TrainingLoop.keep_best_callbacks`): the masked / causal LM with
-    ``keep_best`` (the lowest validation loss; the model selection of early stopping, :class:`EarlyStopping`),
-    NLI and the logic task always (the highest validation accuracy).
-
-    A run resumed from a checkpoint whose state has no best (one written before the state kept it)
-    reads it back from ``OUT/best/best.json``. It :attr:`~TrainerCallback.steers`: the report-only
-    evaluation of a run stopped between evaluation points is no candidate.
-    """
-
-    steers = True
-
-    def on_train_begin(self, trainer) -> None:
-        state, record = trainer.state, trainer.out / BEST / BEST_RECORD
-        if state.resumed_from and state.best_step is None and record.is_file():
-            saved = json.loads(record.read_text())
-            state.best_step, state.best_value = saved["step"], saved[record_key(trainer.selection_metric)]
-
-    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
-        metric, state = trainer.selection_metric, trainer.state
-        value = metrics.get(metric)
-        if value is None or not self.better(value, state.best_value, trainer.selection_mode):
-            return
-        state.best_step, state.best_value = state.step, value
-        folder = trainer.out / BEST
-        folder.mkdir(parents=True, exist_ok=True)
-        trainer.model.save_pretrained(folder, safe_serialization=True)
-        save_tokenizer(trainer.tokenizer, folder)
-        (folder / BEST_RECORD).write_text(json.dumps({"step": state.step, record_key(metric): value}) + "\n")
-        logger.info(
-            "step %d: %s %s so far (%.4f): model written to %s",
-            state.step,
-            "lowest" if trainer.selection_mode == "min" else "highest",
-            metric.replace("valid/", "validation "),
-            value,
-            folder,
-        )
-
-    @staticmethod
-    def better(value: float, best: float | None, mode: str) -> bool:
-        """Whether ``value`` beats ``best`` (None: nothing kept yet) in ``mode`` ``"min"`` or ``"max"``."""
-        return best is None or (value < best if mode == "min" else value > best)
-
-
 class ParseCurveCallback(TrainerCallback):
     """The learning curve: at every evaluation, parse a gold treebank with the model as it is and
     record every decoder's F1 (:class:`~syntaxformer.evaluation.curve.ParseCurve`).
@@ -505,20 +379,14 @@ class ParseCurveCallback(TrainerCallback):
 
 __all__ = [
     "TrainerCallback",
-    "TrainerControl",
     "StepOutput",
-    "Periodic",
-    "EvaluateEachEpoch",
     "StopCondition",
     "MaxSteps",
     "MaxEpochs",
     "MaxMinutes",
+    "EarlyStopping",
     "StopOnSignal",
     "TensorBoardCallback",
     "ProgressCallback",
     "ParseCurveCallback",
-    "KeepBestModel",
-    "BEST",
-    "BEST_RECORD",
-    "record_key",
 ]

@@ -20,8 +20,8 @@ head; the report lists it as silenced, not kept.
 Everything else is the :class:`~syntaxformer.training.trainer.Trainer`'s (batches, masking, Adam,
 schedule, checkpoints and ``--resume``, data parallel): :class:`FineTuneTrainer` overrides
 ``make_model`` (load the folder, wrap it with the gates), ``parameter_groups`` (the gates' own
-learning rate, no weight decay) and ``report``; the penalty and the gates' log lines are a
-callback (:class:`HeadGateCallback`).
+learning rate, no weight decay), ``training_loss`` (the penalty), ``log_training`` (the gates' log
+lines) and ``report``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from syntaxformer.models import MODELS, REGISTRY, Capabilities, capabilities_of
 from syntaxformer.models.encoder import head_layout
 from syntaxformer.parsing import load_model, read_training_record
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.training.callbacks import StepOutput, TrainerCallback
+from syntaxformer.training.callbacks import TrainerCallback
 from syntaxformer.training.hard_concrete import GAMMA, OPEN_THRESHOLD, ZETA, HeadGates
 from syntaxformer.training.trainer import Trainer
 
@@ -247,29 +247,6 @@ class GatedMaskedLM(nn.Module):
 # the trainer
 
 
-class HeadGateCallback(TrainerCallback):
-    """The head gates' side of training (the model side is :class:`GatedMaskedLM`): adds
-    ``gate_l0`` · the expected number of open heads to every training loss (:meth:`on_loss`; the
-    validation loss stays the MLM loss) and logs the gates with the training loss:
-    ``gates/expected_open`` (``Σ (1 − P(g = 0))``), ``gates/open`` (heads whose binarised test-time
-    gate is 1) and ``gates/mlm_loss`` (the loss without the penalty)."""
-
-    def on_loss(self, trainer, loss):
-        if not isinstance(trainer.model, GatedMaskedLM):
-            return loss
-        trainer.last_mlm_loss = float(loss.detach())
-        return loss + trainer.args.gate_l0 * trainer.model.gates.penalty()
-
-    def on_step_end(self, trainer, output: StepOutput) -> None:
-        if trainer.control.should_log and isinstance(trainer.model, GatedMaskedLM):
-            gates = trainer.model.gates
-            with torch.no_grad():
-                scalars = {"gates/expected_open": float(gates.penalty()), "gates/open": float(gates.open_heads().sum())}
-            if trainer.last_mlm_loss is not None:
-                scalars["gates/mlm_loss"] = trainer.last_mlm_loss
-            trainer.log(scalars)
-
-
 class FineTuneTrainer(Trainer):
     """The :class:`~syntaxformer.training.trainer.Trainer` starting from ``args.init_from``, with
     hard-concrete head gates when ``args.head_gates`` (module docstring).
@@ -305,8 +282,28 @@ class FineTuneTrainer(Trainer):
             dict(params=list(self.model.gates.parameters()), lr=gate_lr, weight_decay=0.0),
         ]
 
-    def default_callbacks(self) -> list[TrainerCallback]:
-        return super().default_callbacks() + ([HeadGateCallback()] if self.args.head_gates else [])
+    def training_loss(self, model: nn.Module, batch) -> torch.Tensor:
+        """The loop's training loss plus, with head gates, ``gate_l0`` · the expected number of open heads
+        (Voita et al. 2019, §4; the validation loss stays the MLM loss); keeps the MLM loss of the step in
+        :attr:`last_mlm_loss`."""
+        loss = super().training_loss(model, batch)
+        if not isinstance(self.model, GatedMaskedLM):
+            return loss
+        self.last_mlm_loss = float(loss.detach())
+        return loss + self.args.gate_l0 * self.model.gates.penalty()
+
+    def log_training(self, lr: float) -> None:
+        """With head gates, first the gates (``gates/expected_open``: ``Σ (1 − P(g = 0))``, ``gates/open``:
+        heads whose binarised test-time gate is 1, ``gates/mlm_loss``: the loss without the penalty), then
+        the loop's training loss."""
+        if isinstance(self.model, GatedMaskedLM):
+            gates = self.model.gates
+            with torch.no_grad():
+                scalars = {"gates/expected_open": float(gates.penalty()), "gates/open": float(gates.open_heads().sum())}
+            if self.last_mlm_loss is not None:
+                scalars["gates/mlm_loss"] = self.last_mlm_loss
+            self.log(scalars)
+        super().log_training(lr)
 
     def pruned_validation_loss(self, pruned: nn.Module) -> float | None:
         """Mean MLM cross-entropy (nats) of ``pruned`` over this process's masked validation tokens
@@ -348,7 +345,6 @@ class FineTuneTrainer(Trainer):
 __all__ = [
     "FineTuneTrainer",
     "GatedMaskedLM",
-    "HeadGateCallback",
     "GATES_JSON",
     "registry_name",
     "check_gateable",

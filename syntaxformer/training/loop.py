@@ -1,28 +1,32 @@
 """The training loop every trainer of the package shares; it knows nothing of the task it trains.
 
-:class:`TrainingLoop` takes optimizer steps and leaves everything around them to callbacks
-(:mod:`syntaxformer.training.callbacks`): the periods of logging, evaluation and checkpoints, the stop
-conditions (steps, epochs, minutes, SIGTERM/SIGINT), TensorBoard, the progress bar. It owns, the same
-for every task: the process group and ``DistributedDataParallel`` under ``torchrun``
-(:meth:`TrainingLoop.wrap_for_data_parallel`), the step (a task's batch, dropout seeded by
-``(seed, step, rank)``, the loss, backward, gradient clipping, optimizer and schedule step,
-:meth:`TrainingLoop.training_step`), the epochs of length-bucketed batches, the checkpoint
-(``OUT/checkpoint.pt``: model, optimizer, scheduler, :class:`TrainerState`; exact resume, as every
-random draw of a step comes from ``(seed, step, rank)`` and an epoch's batches from ``(seed, epoch)``),
-and the end of a run (model, tokenizer and ``training.json`` in OUT).
+:meth:`TrainingLoop.train` reads top to bottom as one run: build, evaluate at step 0, then for each
+step the batch, the loss, backward, clipping, the optimizer and schedule step, then logging, evaluation
+and the checkpoint when they are due, until a stop condition; then the final checkpoint, evaluation,
+model, tokenizer and ``training.json``. The step's work on the device is a step runner chosen once
+(:mod:`syntaxformer.training.step`: eager, compiled or a CUDA graph); the next batch may be prepared
+during the step (:class:`~syntaxformer.training.prefetch.BatchPrefetcher`, ``prefetch``). Callbacks
+(:mod:`syntaxformer.training.callbacks`) are the stop conditions (steps, epochs, minutes, early
+stopping, SIGTERM/SIGINT) and the writers (TensorBoard, the progress bar and log lines, the learning
+curve). The loop owns, the same for every task: the process group and ``DistributedDataParallel`` under
+``torchrun`` (:meth:`TrainingLoop.wrap_for_data_parallel`), dropout seeded by ``(seed, step, rank)``,
+the epochs of length-bucketed batches, the periods of logging, evaluation and checkpoints
+(:meth:`TrainingLoop.periods`, and the end of an epoch: :meth:`TrainingLoop.epoch_batches`), the
+checkpoint (``OUT/checkpoint.pt``: model, optimizer, scheduler, :class:`TrainerState`; exact resume, as
+every random draw of a step comes from ``(seed, step, rank)`` and an epoch's batches from ``(seed,
+epoch)``), the best model (``OUT/best/``, :mod:`syntaxformer.training.best`), the plateau schedule's
+scores, and the end of a run.
 
 A task is a subclass that fills in the task interface:
 
 * :meth:`~TrainingLoop.build`: seed, data, tokenizer, model, optimizer and schedule
   (:meth:`~TrainingLoop.make_scheduler`), ``sampler`` (a
-  :class:`~syntaxformer.data.batching.LengthBucketSampler` over the training examples), the
-  callbacks; a checkpoint goes to :meth:`~TrainingLoop.resume` (the task's state class carries its
-  extra resume state, e.g. the selection history);
+  :class:`~syntaxformer.data.batching.LengthBucketSampler` over the training examples); a checkpoint
+  goes to :meth:`~TrainingLoop.resume` (the task's state class carries its extra resume state);
 * :meth:`~TrainingLoop.make_batch`: the :class:`~syntaxformer.training.batch.Batch` of training
   examples (a task whose batch is a pure function of the examples and the step says so with
-  :meth:`~TrainingLoop.batch_at` and :attr:`~TrainingLoop.prefetchable`: with the run's ``prefetch`` the
-  next batch is then prepared in a background thread during the step,
-  :class:`~syntaxformer.training.prefetch.BatchPrefetcher`); :meth:`~TrainingLoop.compute_loss`: its loss;
+  :meth:`~TrainingLoop.batch_at` and :attr:`~TrainingLoop.prefetchable`); :meth:`~TrainingLoop.compute_loss`:
+  its loss (a penalty term: :meth:`~TrainingLoop.training_loss`);
 * :meth:`~TrainingLoop.validation_metrics` (``{"valid/loss": ..., ...}`` on the validation data) with
   the class attributes naming what its history keeps (:attr:`~TrainingLoop.validation_keys`) and which
   metric selects the best model, lower or higher (:attr:`~TrainingLoop.selection_metric`,
@@ -30,13 +34,12 @@ A task is a subclass that fills in the task interface:
 
 Evaluation is the loop's, the same for every task (:meth:`TrainingLoop.evaluate`): at most once per
 step, the metrics into ``state.valid_history`` and the log, an evaluation replayed after a resume (a
-step already in the history) read back instead of recomputed, then every callback's ``on_evaluate``
-(a run stopped between evaluation points is evaluated for its report only, after its last checkpoint,
-and the callbacks that steer the run are not told: a resume continues the uninterrupted run);
-the best model is kept in ``OUT/best/`` by one callback
-(:class:`~syntaxformer.training.callbacks.KeepBestModel`, :meth:`TrainingLoop.keep_best_callbacks`),
-and ``final_model="best"`` leaves it in OUT at the end (:meth:`TrainingLoop.final_model`). With
-``bf16`` the training loss and the validation run under bfloat16 autocast (:meth:`TrainingLoop.autocast`).
+step already in the history) read back instead of recomputed, then the plateau schedule, the best
+model (``keeps_best_model``) and every callback's ``on_evaluate`` (a run stopped between evaluation
+points is evaluated for its report only, after its last checkpoint, and neither the schedule nor the
+best model sees it: a resume continues the uninterrupted run). ``final_model="best"`` leaves the best
+model in OUT at the end (:meth:`TrainingLoop.final_model`). With ``bf16`` the training loss and the
+validation run under bfloat16 autocast (:meth:`TrainingLoop.autocast`).
 
 The masked / causal LM (:class:`~syntaxformer.training.trainer.Trainer`), NLI
 (:class:`~syntaxformer.tasks.nli.NliTrainer`) and the logic task
@@ -52,7 +55,7 @@ import os
 import time
 import traceback
 from collections import deque
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -62,23 +65,23 @@ import torch.distributed as dist
 from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.training.arguments import checkpoint_period
 from syntaxformer.training.batch import Batch
+from syntaxformer.training.best import BEST, BEST_RECORD, keep_if_best, resumed_best
 from syntaxformer.training.callbacks import (
-    BEST,
-    BEST_RECORD,
-    KeepBestModel,
+    EarlyStopping,
     MaxEpochs,
     MaxMinutes,
     MaxSteps,
-    Periodic,
+    ProgressCallback,
     StepOutput,
     StopCondition,
+    StopOnSignal,
+    TensorBoardCallback,
     TrainerCallback,
-    TrainerControl,
 )
 from syntaxformer.training.checkpoint import CHECKPOINT, write_checkpoint
-from syntaxformer.training.fast_step import make_step_graph, use_tf32
 from syntaxformer.training.plateau import PlateauSchedule
 from syntaxformer.training.prefetch import BatchPrefetcher, pin_for
+from syntaxformer.training.step import EagerStep, make_step_runner, use_tf32
 
 #: devices whose Adam the trainers run as torch's single fused kernel (``fused=True``)
 FUSED_ADAM_DEVICES = ("cpu", "cuda")
@@ -145,7 +148,7 @@ class TrainerState:
         resumed_from: the step of every resume.
         parse_curve: the learning-curve points (:class:`~syntaxformer.training.callbacks.ParseCurveCallback`).
         best_step, best_value: the step and the selection metric's value of the model kept in
-            ``OUT/best/`` (:class:`~syntaxformer.training.callbacks.KeepBestModel`), or None.
+            ``OUT/best/`` (:mod:`~syntaxformer.training.best`), or None.
     """
 
     step: int = 0
@@ -178,18 +181,18 @@ class TrainerState:
 
 
 class TrainingLoop:
-    """A training run of some task: build it, take optimizer steps, call the callbacks around them
-    (module docstring). ``Loop(args, callbacks).train()`` returns the output folder; call
-    :meth:`train` once per object.
+    """A training run of some task: build it, take optimizer steps, evaluate, log and save around them
+    (module docstring). ``Loop(args, callbacks).train()`` returns the output folder; call :meth:`train`
+    once per object.
 
     Attributes (the task's :meth:`build` sets those marked *):
         args, out: the options and the output folder (from the constructor).
         device, rank, world, is_main: this process's device, rank, number of processes, rank == 0.
-        state: a :class:`TrainerState` (or the task's subclass); control: the
-            :class:`~syntaxformer.training.callbacks.TrainerControl` of the current step.
+        state: a :class:`TrainerState` (or the task's subclass).
         model*: the model (unwrapped); ddp_model*: the module the training step calls.
         tokenizer*, optimizer*, scheduler*, sampler*: the run's tokenizer, optimizer, schedule, batches.
-        callbacks*: the callbacks, in calling order (the task's defaults, then those given).
+        callbacks: the callbacks, in calling order (:meth:`default_callbacks`, then those given).
+        step_runner: the step's work on the device (:func:`~syntaxformer.training.step.make_step_runner`).
         t_start: ``time.monotonic()`` when :meth:`train` started; stop_reason: why it stopped.
         tokens_per_second: the throughput of the last logged window (all processes), or None.
 
@@ -203,8 +206,8 @@ class TrainingLoop:
     counts_examples = False
     #: the metrics of :meth:`validation_metrics` that a ``state.valid_history`` row keeps after the step, in order
     validation_keys: tuple[str, ...] = ("valid/loss",)
-    #: the validation metric that selects the best model (:class:`~syntaxformer.training.callbacks.KeepBestModel`,
-    #: a plateau schedule), and whether lower (``"min"``) or higher (``"max"``) is better
+    #: the validation metric that selects the best model (``OUT/best/``, a plateau schedule), and whether
+    #: lower (``"min"``) or higher (``"max"``) is better
     selection_metric: str = "valid/loss"
     selection_mode: str = "min"
     #: bf16 autocast's cache of cast weights (:meth:`autocast`); a CUDA-graph step turns it off
@@ -219,58 +222,81 @@ class TrainingLoop:
         self.is_main = self.rank == 0
         self.device = _choose_device(args.device, self.world)
         self.state = self.state_class()
-        self.control = TrainerControl()
         self.extra_callbacks = list(callbacks)
         self.callbacks: list[TrainerCallback] = []
+        self.step_runner = EagerStep(self)  # the run's, from step_graph, when it begins
         self.stop_reason: str | None = None
         self.tokens_per_second: float | None = None
         self.t_start = time.monotonic()
         self._evaluated_at: int | None = None
         self._saved_at: int | None = None
         self._prefetcher: BatchPrefetcher | None = None
-        self._step_graph = None  # the step runner of ``step_graph`` (fast_step.py), or None: eager
         self._epoch_batches: tuple[tuple, list] | None = None  # ((epoch, sampler id), its batches)
 
     # ---------------------------------------------------------------------------------- the run
 
     def train(self) -> Path:
-        """Build, evaluate at step 0, train until a stop condition, then save the checkpoint, evaluate
-        (for the report, :meth:`evaluate`, when the stop is between evaluation points), save the model,
+        """Build, evaluate at step 0, take optimizer steps until a stop condition, then save the
+        checkpoint, evaluate (for the report, when the stop is between evaluation points), save the model,
         the tokenizer and ``training.json``; return the output folder.
 
         Raises:
             InputError: bad input found while building (before any training step).
         """
-        started_group = self._init_process_group()
-        try:
+        with self._process_group():
             self.t_start = time.monotonic()
             if use_tf32(self.device, getattr(self.args, "tf32", False)):
                 logger.info("TF32 matrix products and convolutions on %s", self.device)
             self.build()
+            self.callbacks = self.default_callbacks() + self.extra_callbacks
             try:
-                self._begin()
-                self.stop_reason = self._loop()
-                self._finish()
+                self._begin()  # OUT, the step runner, the prefetcher, the callbacks, the step-0 evaluation
+                state, periods = self.state, self.periods()
+                self.stop_reason = self.reached_stop()
+                while self.stop_reason is None:
+                    batches = self._batches_of(state.epoch)
+                    if state.batch_in_epoch >= len(batches):  # the epoch is over
+                        state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+                        self.stop_reason = self.reached_stop()
+                        continue
+                    # the batch, loss, backward, clip, optimizer and schedule step; state.step += 1
+                    output = self.training_step(batches[state.batch_in_epoch])
+                    self._add_to_window(output)
+                    for callback in self.callbacks:
+                        callback.on_step_end(self, output)
+                    epoch_end = self.epoch_batches() is not None and state.batch_in_epoch >= self.epoch_batches()
+                    if _every(state.step, periods["log"]):
+                        self.log_training(output.lr)
+                    if _every(state.step, periods["evaluate"]) or epoch_end:
+                        self.evaluate()
+                    if _every(state.step, periods["save"]) or epoch_end:
+                        self.save()
+                    self.stop_reason = self.reached_stop()
+                self._finish()  # the last checkpoint, evaluation, model, tokenizer, training.json
             finally:
                 if self._prefetcher is not None:
                     self._prefetcher.close()
                 for callback in self.callbacks:
                     callback.close(self)
+            return self.out
+
+    @contextmanager
+    def _process_group(self):
+        """The process group of a ``torchrun`` run (gloo on the CPU, NCCL on CUDA), started here unless
+        one is; on leaving, a barrier and the group torn down. Nothing with one process."""
+        if self.device.type == "cuda" and self.world > 1:
+            torch.cuda.set_device(self.device)
+        started = self.world > 1 and not dist.is_initialized()
+        if started:
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        try:
+            yield
             if self.world > 1:
                 dist.barrier()
                 _let_communication_threads_settle()
-            return self.out
         finally:
-            if started_group:
+            if started:
                 dist.destroy_process_group()
-
-    def _init_process_group(self) -> bool:
-        if self.device.type == "cuda" and self.world > 1:
-            torch.cuda.set_device(self.device)
-        if self.world > 1 and not dist.is_initialized():
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
-            return True
-        return False
 
     def _begin(self) -> None:
         if self.is_main:
@@ -283,59 +309,14 @@ class TrainingLoop:
         self._window_seconds = 0.0
         if getattr(self.args, "prefetch", False) and self.prefetchable:
             self._prefetcher = BatchPrefetcher(self.batch_at, pin=pin_for(self.device))
-        self._step_graph = make_step_graph(self, getattr(self.args, "step_graph", "none"))
+        self.step_runner = make_step_runner(self, getattr(self.args, "step_graph", "none"))
+        if self.keeps_best:
+            resumed_best(self.state, self.out, self.selection_metric)
         for callback in self.callbacks:
             callback.on_train_begin(self)
         if self.state.step == 0:
             self.evaluate()
         self.model.train()
-
-    def _loop(self) -> str:
-        """Optimizer steps until a stop condition is reached; returns its reason."""
-        reason = self._stop_reason()
-        while reason is None:
-            batches = self._batches_of(self.state.epoch)
-            while self.state.batch_in_epoch < len(batches) and reason is None:
-                output = self.training_step(batches[self.state.batch_in_epoch])
-                self._after_step(output)
-                reason = self._stop_reason()
-            if reason is None:
-                self.state.epoch += 1
-                self.state.batch_in_epoch = 0
-                reason = self._stop_reason()
-        return reason
-
-    def _batches_of(self, epoch: int) -> list:
-        """This process's batches of ``epoch`` (the sampler's; the last epoch's kept for the prefetcher)."""
-        key = (epoch, id(self.sampler))
-        if self._epoch_batches is None or self._epoch_batches[0] != key:
-            self._epoch_batches = (key, self.sampler.batches(epoch))
-        return self._epoch_batches[1]
-
-    def _upcoming(self) -> list | None:
-        """The examples of the step after the current one: the next batch of the epoch, else the first of
-        the next epoch (None when that epoch has none)."""
-        epoch, position = self.state.epoch, self.state.batch_in_epoch + 1
-        batches = self._batches_of(epoch)
-        if position < len(batches):
-            return batches[position]
-        following = self.sampler.batches(epoch + 1)
-        return following[0] if following else None
-
-    def _after_step(self, output: StepOutput) -> None:
-        self._window += torch.tensor([1.0, output.tokens], dtype=torch.float64)
-        self._window_loss += output.loss.double()  # on the device: read at the next log
-        self._window_seconds += output.seconds
-        self._recent.append(output.loss)
-        for callback in self.callbacks:
-            callback.on_step_end(self, output)
-        if self.control.should_log:
-            self._log_training(output.lr)
-        if self.control.should_evaluate:
-            self.evaluate()
-        if self.control.should_save:
-            self.save()
-        self.control.reset()
 
     def _finish(self) -> None:
         if self._saved_at != self.state.step:  # else the checkpoint is current
@@ -350,9 +331,16 @@ class TrainingLoop:
         for callback in self.callbacks:
             callback.on_train_end(self)
 
-    def _stop_reason(self) -> str | None:
-        """The reason of the first stop condition reached, or None. Conditions that may differ
-        between processes are combined over all of them (one all-reduce), so all stop together."""
+    def _batches_of(self, epoch: int) -> list:
+        """This process's batches of ``epoch`` (the sampler's; the last epoch's kept)."""
+        key = (epoch, id(self.sampler))
+        if self._epoch_batches is None or self._epoch_batches[0] != key:
+            self._epoch_batches = (key, self.sampler.batches(epoch))
+        return self._epoch_batches[1]
+
+    def reached_stop(self) -> str | None:
+        """The reason of the first stop condition reached (in callback order), or None. Conditions that
+        may differ between processes are combined over all of them (one all-reduce), so all stop together."""
         conditions = [c for c in self.callbacks if isinstance(c, StopCondition)]
         for condition in conditions:
             if not condition.per_process and condition.reached(self):
@@ -363,11 +351,50 @@ class TrainingLoop:
         flags = self._all_reduce(torch.tensor([float(c.reached(self)) for c in shared]), dist.ReduceOp.MAX)
         return next((c.reason for c, flag in zip(shared, flags) if flag), None)
 
+    # ---------------------------------------------------------------------------------- what the run does when
+
+    def periods(self) -> dict[str, int]:
+        """Optimizer steps between training-loss logs, evaluations and checkpoints (0: never):
+        ``{"log": log_every, "evaluate": eval_every, "save": checkpoint_period(args)}``
+        (:func:`~syntaxformer.training.arguments.checkpoint_period`). A task may change them."""
+        args = self.args
+        return {"log": args.log_every, "evaluate": args.eval_every, "save": checkpoint_period(args)}
+
+    def epoch_batches(self) -> int | None:
+        """The batches after which an epoch ends with an evaluation and a checkpoint: with the options'
+        ``eval_each_epoch``, the sampler's batches of the current epoch; else None (no evaluation at an
+        epoch's end). A task may count an epoch otherwise."""
+        if not getattr(self.args, "eval_each_epoch", False):
+            return None
+        return len(self._batches_of(self.state.epoch))
+
+    @property
+    def keeps_best(self) -> bool:
+        """Whether this process keeps the best model in ``OUT/best/``: rank 0 of a run whose options say
+        ``keeps_best_model``."""
+        return self.is_main and getattr(self.args, "keeps_best_model", False)
+
+    def default_callbacks(self) -> list[TrainerCallback]:
+        """The stop conditions (:meth:`stop_conditions`) and, on rank 0, TensorBoard and the progress bar
+        and log lines. A task may add its own (e.g. the learning curve)."""
+        writers = [TensorBoardCallback(), ProgressCallback(quiet=self.args.quiet)] if self.is_main else []
+        return self.stop_conditions() + writers
+
+    def stop_conditions(self) -> list[StopCondition]:
+        """The stop conditions the options give, in the order they are asked: ``max_steps``, ``epochs``,
+        ``max_minutes``, ``early_stopping`` (those given), then SIGTERM/SIGINT."""
+        args = self.args
+        conditions: list[StopCondition] = [MaxSteps(args.max_steps)] if args.max_steps is not None else []
+        conditions += [MaxEpochs(args.epochs)] if args.epochs is not None else []
+        conditions += [MaxMinutes(args.max_minutes)] if args.max_minutes is not None else []
+        conditions += [EarlyStopping(args.early_stopping)] if getattr(args, "early_stopping", None) else []
+        return conditions + [StopOnSignal()]
+
     # ---------------------------------------------------------------------------------- the task
 
     def build(self) -> None:
-        """Build the run: seed, data, tokenizer, model, optimizer, schedule, sampler, callbacks
-        (class docstring). The task's."""
+        """Build the run: seed, data, tokenizer, model, optimizer, schedule, sampler (class docstring).
+        The task's."""
         raise NotImplementedError
 
     def make_batch(self, indices: list[int]) -> Batch:
@@ -394,7 +421,9 @@ class TrainingLoop:
         if self._prefetcher is None:
             return self.make_batch(indices)
         batch = self._prefetcher.get(indices, self.state.step)
-        upcoming = self._upcoming()
+        epoch, position = self.state.epoch, self.state.batch_in_epoch + 1
+        batches = self._batches_of(epoch)  # the next step's: the epoch's next batch, or the next epoch's first
+        upcoming = batches[position] if position < len(batches) else next(iter(self.sampler.batches(epoch + 1)), None)
         if upcoming is not None:
             self._prefetcher.ahead(upcoming, self.state.step + 1)
         return batch
@@ -420,15 +449,16 @@ class TrainingLoop:
         """Validation at the current step, at most once per step (a second call at the same step does
         nothing): the task's :meth:`validation_metrics` under :meth:`autocast`, kept by
         :meth:`record_validation`, or, for a step already in ``state.valid_history`` (evaluated before a
-        resume), the metrics read back from it; then every callback's ``on_evaluate``.
+        resume), the metrics read back from it; then the plateau schedule's score, the best model
+        (:func:`~syntaxformer.training.best.keep_if_best`, :attr:`keeps_best`) and every callback's
+        ``on_evaluate``.
 
         Args:
             for_report: the evaluation of a run stopped between evaluation points (a signal,
                 ``max_minutes``, a step budget off the evaluation period), made after the last checkpoint
-                was written: it goes into ``training.json`` and the log, but not to the callbacks that
-                :attr:`~syntaxformer.training.callbacks.TrainerCallback.steers` (the plateau schedule, the
-                kept best model), and the checkpoint does not hold it, so ``--resume`` continues as the
-                uninterrupted run would, which did not evaluate there.
+                was written: it goes into ``training.json``, the log and the callbacks, but not to the
+                plateau schedule or the best model, and the checkpoint does not hold it, so ``--resume``
+                continues as the uninterrupted run would, which did not evaluate there.
         Returns:
             The metrics (``{}`` without validation data, or when this step was already evaluated).
         """
@@ -443,9 +473,12 @@ class TrainingLoop:
                 metrics = self.validation_metrics()
             if metrics:
                 self.record_validation(metrics)
+        if not for_report and isinstance(self.scheduler, PlateauSchedule) and self.selection_metric in metrics:
+            self.scheduler.observe(state.step, metrics[self.selection_metric])
+        if not for_report and self.keeps_best:
+            keep_if_best(self, metrics)
         for callback in self.callbacks:
-            if not (for_report and callback.steers):
-                callback.on_evaluate(self, metrics)
+            callback.on_evaluate(self, metrics)
         return metrics
 
     def record_validation(self, metrics: dict[str, float]) -> None:
@@ -461,11 +494,6 @@ class TrainingLoop:
     def validation_scalars(self, metrics: dict[str, float]) -> dict[str, float]:
         """The scalars an evaluation logs (TensorBoard): its ``metrics``; a task may add derived ones."""
         return dict(metrics)
-
-    def keep_best_callbacks(self) -> list[TrainerCallback]:
-        """The keeper of the best model on :attr:`selection_metric`
-        (:class:`~syntaxformer.training.callbacks.KeepBestModel`), on rank 0 (none on other ranks)."""
-        return [KeepBestModel()] if self.is_main else []
 
     def final_model(self) -> torch.nn.Module:
         """The model a finished run saves in OUT: :attr:`model` as it is after the last step, or, with
@@ -483,7 +511,7 @@ class TrainingLoop:
         """The context of the run's precision: ``torch.autocast`` to bfloat16 on this device with the
         options' ``bf16`` (parameters, optimizer and gradients stay float32), else none (also for
         options without ``bf16``). Its cache of cast weights is on unless :attr:`autocast_cache` is
-        False (a captured CUDA graph's step, :class:`~syntaxformer.training.fast_step.CudaGraphStep`)."""
+        False (a captured CUDA graph's step, :class:`~syntaxformer.training.step.CudaGraphStep`)."""
         if getattr(self.args, "bf16", False):
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, cache_enabled=self.autocast_cache)
         return nullcontext()
@@ -526,8 +554,7 @@ class TrainingLoop:
         """The ``LambdaLR`` of :attr:`optimizer` with :func:`lr_factor` (warm-up, then ``schedule``
         until ``schedule_steps`` or ``max_steps``, down to ``final_lr_fraction``); with ``schedule``
         "plateau", a :class:`~syntaxformer.training.plateau.PlateauSchedule` on :attr:`selection_metric`
-        (in :attr:`selection_mode`), which a :class:`~syntaxformer.training.plateau.ReduceOnPlateau`
-        callback feeds."""
+        (in :attr:`selection_mode`), which :meth:`evaluate` feeds."""
         args = self.args
         if args.schedule == "plateau":
             return PlateauSchedule(self.optimizer, args.plateau_factor, args.plateau_patience, mode=self.selection_mode)
@@ -546,23 +573,6 @@ class TrainingLoop:
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
         )
 
-    def periodic_callbacks(self) -> list[TrainerCallback]:
-        """The periods of logging, evaluation and checkpoints (``log_every``, ``eval_every``, and
-        :func:`~syntaxformer.training.arguments.checkpoint_period`)."""
-        args = self.args
-        return [
-            Periodic(args.log_every, "log"),
-            Periodic(args.eval_every, "evaluate"),
-            Periodic(checkpoint_period(args), "save"),
-        ]
-
-    def run_length_callbacks(self) -> list[TrainerCallback]:
-        """The stop conditions of the run's length: ``max_steps``, ``epochs``, ``max_minutes`` (those given)."""
-        args = self.args
-        callbacks = [MaxSteps(args.max_steps)] if args.max_steps is not None else []
-        callbacks += [MaxEpochs(args.epochs)] if args.epochs is not None else []
-        return callbacks + ([MaxMinutes(args.max_minutes)] if args.max_minutes is not None else [])
-
     def resume(self, checkpoint: dict) -> None:
         """Load a checkpoint (:mod:`~syntaxformer.training.checkpoint`) into the model, optimizer,
         scheduler and :attr:`state`; the next step is the one after the checkpoint's."""
@@ -573,38 +583,9 @@ class TrainingLoop:
 
     # ---------------------------------------------------------------------------------- a step
 
-    def apply_gradients(self, loss: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """Backward of ``loss``, gradient clipping (``args.clip`` > 0: global L2 norm), one optimizer
-        and one schedule step; returns ``(the loss, detached and not read, the learning rate the step
-        used)``. Nothing here reads a tensor's value on the host: the loss is read, and a non-finite one
-        logged, every ``log_every`` steps (:meth:`_log_training`; the step is still taken, as in the
-        reference code)."""
-        self.optimizer.zero_grad(set_to_none=True)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.backward_and_update(loss)
-        self.scheduler.step()
-        return loss.detach(), lr
-
-    def backward_and_update(self, loss: torch.Tensor) -> None:
-        """Backward of the scalar ``loss``, clipping (``args.clip`` > 0: global L2 norm) and one optimizer
-        step: the part of a step that a step graph captures with the forward (the gradients zeroed and the
-        schedule stepped around it)."""
-        loss.backward()
-        if self.args.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip)
-        self.optimizer.step()
-
-    def training_loss_of(self, batch: Batch) -> torch.Tensor:
-        """:meth:`training_loss` of ``batch`` through ``ddp_model`` (what a step graph compiles or captures)."""
-        return self.training_loss(self.ddp_model, batch)
-
-    def seed_dropout(self) -> None:
-        """Seed torch's generators for the dropout of the current step: ``(seed, step, rank)``."""
-        torch.manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 2))
-
     def training_step(self, indices: list[int]) -> StepOutput:
-        """One optimizer step on the training examples ``indices``: the task's batch
-        (:meth:`make_batch`, or prepared ahead: :meth:`next_batch`) and its counts on the host, then :meth:`device_step`; advances :attr:`state`."""
+        """One optimizer step on the training examples ``indices``: the task's batch (:meth:`next_batch`)
+        and its counts on the host, then :meth:`device_step`; advances :attr:`state`."""
         t0 = time.perf_counter()
         batch = self.next_batch(indices)
         n_tokens = batch.n_tokens  # counted on the host, from the batch as built
@@ -613,43 +594,50 @@ class TrainingLoop:
         return self.record_step(loss, lr, n_tokens, t0, pairs=pairs)
 
     def device_step(self, batch: Batch) -> tuple[torch.Tensor, float]:
-        """The step's work on the device: dropout seeded by ``(seed, step, rank)``, the loss
-        (:meth:`training_loss`), backward, clip, optimizer, schedule (:meth:`apply_gradients`). Returns
-        ``(detached loss, learning rate)``. It waits for no value from the device (no host
-        synchronisation; ``tests/kernels/test_host_sync.py`` checks it for the models of the registry). With a
-        step graph (``step_graph``) the forward, backward, clip and optimizer step are its
-        (:mod:`~syntaxformer.training.fast_step`); if it fails, one log line and the eager step from then on."""
+        """The step's work on the device: dropout seeded by ``(seed, step, rank)``, then the step runner
+        (the loss, backward, clip, optimizer step: :attr:`step_runner`), then the schedule. Returns
+        ``(detached loss, learning rate the step used)``. It waits for no value from the device (no host
+        synchronisation; ``tests/kernels/test_host_sync.py`` checks it for the models of the registry). A
+        compiled or captured step that fails: one log line, the eager step from then on."""
         self.seed_dropout()
-        if self._step_graph is not None:
-            lr = self.optimizer.param_groups[0]["lr"]
-            try:
-                loss = self._step_graph(batch)
-            except Exception as error:  # a capture or compilation that fails: the eager step instead
-                first = (str(error).strip().splitlines() or [""])[0][:300]
-                logger.warning(
-                    "--step-graph %s failed, the eager step instead: %s: %s",
-                    self._step_graph.name,
-                    type(error).__name__,
-                    first,
-                )
-                logger.debug("--step-graph failure in full: %s", "".join(traceback.format_exception(error)))
-                self._step_graph = None
-                self.seed_dropout()
-            else:
-                self.scheduler.step()
-                return loss, lr
-        loss = self.training_loss(self.ddp_model, batch)
-        return self.apply_gradients(loss)
+        lr = self.optimizer.param_groups[0]["lr"]
+        try:
+            loss = self.step_runner(batch)
+        except Exception as error:  # a capture or compilation that fails: the eager step instead
+            if isinstance(self.step_runner, EagerStep):
+                raise
+            first = (str(error).strip().splitlines() or [""])[0][:300]
+            name = self.step_runner.name
+            logger.warning("--step-graph %s failed, the eager step instead: %s: %s", name, type(error).__name__, first)
+            logger.debug("--step-graph failure in full: %s", "".join(traceback.format_exception(error)))
+            self.step_runner = EagerStep(self)
+            self.seed_dropout()
+            loss = self.step_runner(batch)
+        self.scheduler.step()
+        return loss, lr
+
+    def training_loss_of(self, batch: Batch) -> torch.Tensor:
+        """:meth:`training_loss` of ``batch`` through ``ddp_model`` (what a step runner calls, compiles or captures)."""
+        return self.training_loss(self.ddp_model, batch)
 
     def training_loss(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-        """The loss a training step minimises: the task's (:meth:`compute_loss`, under :meth:`autocast`),
-        then each callback's :meth:`~syntaxformer.training.callbacks.TrainerCallback.on_loss` in order (e.g.
-        a penalty term)."""
+        """The loss a training step minimises: the task's (:meth:`compute_loss`) under :meth:`autocast`. A
+        task adds a penalty term here, outside the autocast (the validation loss stays the task's)."""
         with self.autocast():
-            loss = self.compute_loss(model, batch)
-        for callback in self.callbacks:
-            loss = callback.on_loss(self, loss)
-        return loss
+            return self.compute_loss(model, batch)
+
+    def backward_and_update(self, loss: torch.Tensor) -> None:
+        """Backward of the scalar ``loss``, clipping (``args.clip`` > 0: global L2 norm) and one optimizer
+        step: the part of a step that a step runner runs after the forward (the gradients zeroed before
+        it and the schedule stepped after it)."""
+        loss.backward()
+        if self.args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip)
+        self.optimizer.step()
+
+    def seed_dropout(self) -> None:
+        """Seed torch's generators for the dropout of the current step: ``(seed, step, rank)``."""
+        torch.manual_seed(_derived_seed(self.args.seed, self.state.step, self.rank, 2))
 
     def record_step(
         self, loss: torch.Tensor, lr: float, n_tokens: int, t0: float, pairs: int | None = None
@@ -676,7 +664,14 @@ class TrainingLoop:
         for callback in self.callbacks:
             callback.on_log(self, scalars)
 
-    def _log_training(self, lr: float) -> None:
+    def _add_to_window(self, output: StepOutput) -> None:
+        """Count the step in the window of the next training-loss log (its loss stays on the device)."""
+        self._window += torch.tensor([1.0, output.tokens], dtype=torch.float64)
+        self._window_loss += output.loss.double()  # on the device: read at the next log
+        self._window_seconds += output.seconds
+        self._recent.append(output.loss)
+
+    def log_training(self, lr: float) -> None:
         """Read the window's losses (the one host synchronisation of the steps since the last log; its
         wait counts as training time), log the mean loss, learning rate and throughput, warn on a
         non-finite loss."""
@@ -729,6 +724,11 @@ class TrainingLoop:
         tensor = tensor.to(self.device)
         dist.all_reduce(tensor, op=op)
         return tensor.cpu()
+
+
+def _every(step: int, period: int) -> bool:
+    """Whether ``step`` is a multiple of ``period`` (0: never)."""
+    return bool(period) and step % period == 0
 
 
 def _let_communication_threads_settle(seconds: float = 0.2) -> None:

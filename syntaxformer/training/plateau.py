@@ -5,7 +5,8 @@ mode ``"min"`` on the validation loss; google-research ``structformer/main.py``)
 
 The project's trainers step their scheduler after every optimizer step; a plateau schedule instead
 moves only when a validation score arrives. :class:`PlateauSchedule` is that scheduler (its per-step
-``step()`` does nothing) and :class:`ReduceOnPlateau` the callback that hands it each evaluation's score.
+``step()`` does nothing), and the loop hands it each evaluation's score of the task's selection metric
+(:meth:`~syntaxformer.training.loop.TrainingLoop.evaluate`).
 The rule itself is torch's :class:`torch.optim.lr_scheduler.ReduceLROnPlateau`.
 """
 
@@ -14,8 +15,6 @@ from __future__ import annotations
 import logging
 
 import torch
-
-from .callbacks import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
@@ -79,18 +78,4 @@ class PlateauSchedule:
         self.last_step = state["last_step"]
 
 
-class ReduceOnPlateau(TrainerCallback):
-    """After each evaluation, hand ``metrics[key]`` to the trainer's :class:`PlateauSchedule` (not the
-    report-only evaluation of a run stopped between evaluation points: it :attr:`steers`)."""
-
-    steers = True
-
-    def __init__(self, key: str = "valid/accuracy"):
-        self.key = key
-
-    def on_evaluate(self, trainer, metrics: dict[str, float]) -> None:
-        if self.key in metrics and isinstance(trainer.scheduler, PlateauSchedule):
-            trainer.scheduler.observe(trainer.state.step, metrics[self.key])
-
-
-__all__ = ["PlateauSchedule", "ReduceOnPlateau"]
+__all__ = ["PlateauSchedule"]

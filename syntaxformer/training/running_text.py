@@ -25,7 +25,7 @@ task of the training loop that ``train`` runs when ``bptt`` is given:
 4. **Validation and selection.** At the end of every epoch (and at step 0), the validation text as
    running text (``eval_batch_size`` rows, windows of ``bptt``, state carried), evaluation mode; the
    mean cross-entropy over every predicted token. With ``keep_best`` the model of the lowest validation
-   loss is written to ``OUT/best/`` (:class:`~syntaxformer.training.callbacks.KeepBestModel`), and with
+   loss is written to ``OUT/best/`` (:mod:`~syntaxformer.training.best`), and with
    ``final_model="best"`` it is the model saved in OUT at the end (the public code's ``model_save`` /
    ``model_load``; the ON-LSTM ``paper`` recipe sets both); the last weights stay in the checkpoint. A
    run stopped between epochs (``max_steps``, ``max_minutes``, a signal) validates nothing more.
@@ -53,9 +53,8 @@ import torch.nn.functional as F
 
 from syntaxformer.data.running_text import BpttWindows, batchify, evaluation_windows, token_stream, window
 from syntaxformer.errors import InputError
-from syntaxformer.training.arguments import checkpoint_period
 from syntaxformer.training.batch import TokenBatch
-from syntaxformer.training.callbacks import BEST, BEST_RECORD, EvaluateEachEpoch, Periodic, TrainerCallback
+from syntaxformer.training.best import BEST, BEST_RECORD
 from syntaxformer.training.loop import TrainerState
 from syntaxformer.training.trainer import Trainer
 
@@ -145,14 +144,14 @@ class RunningTextTrainer(Trainer):
             return torch.optim.SGD(parameters, lr=self.args.lr, weight_decay=self.args.weight_decay)
         return super().make_optimizer(parameters, decoupled_weight_decay)
 
-    def periodic_callbacks(self) -> list[TrainerCallback]:
-        """Logging and checkpoints every ``log_every`` / ``save_every`` steps; validation (and a
-        checkpoint) at the end of every epoch instead of every ``eval_every`` steps."""
-        return [
-            Periodic(self.args.log_every, "log"),
-            Periodic(checkpoint_period(self.args), "save"),
-            EvaluateEachEpoch(),
-        ]
+    def periods(self) -> dict[str, int]:
+        """Logging and checkpoints every ``log_every`` / ``save_every`` steps; validation only at the end
+        of every epoch (:meth:`epoch_batches`), not every ``eval_every`` steps."""
+        return {**super().periods(), "evaluate": 0}
+
+    def epoch_batches(self) -> int:
+        """The windows of the current epoch: validation and a checkpoint at the end of every epoch."""
+        return len(self._batches_of(self.state.epoch))
 
     # ---------------------------------------------------------------------------------- a step
 

@@ -6,11 +6,11 @@ and returns the output folder, which then holds everything ``AutoModelForMaskedL
 ``Trainer(args).train()``: the :class:`Trainer` is the masked / causal LM task of the
 :class:`~syntaxformer.training.loop.TrainingLoop`; it builds the run (:meth:`Trainer.build`) and the
 batches (:meth:`Trainer.make_batch`), the loop takes optimizer steps
-(:meth:`~syntaxformer.training.loop.TrainingLoop.training_step`) and leaves everything around the steps to
-callbacks (:mod:`syntaxformer.training.callbacks`): logging (TensorBoard, progress bar, log lines),
-the periods of logging, evaluation and checkpoints, the stop conditions, and the learning curve.
-A new evaluation or stop condition is a :class:`~syntaxformer.training.callbacks.TrainerCallback`
-given to ``Trainer(args, callbacks=[...])``; a new loss overrides :meth:`Trainer.compute_loss`
+(:meth:`~syntaxformer.training.loop.TrainingLoop.train`), evaluates, logs and saves around them; the
+stop conditions and the writers (TensorBoard, progress bar, log lines, the learning curve) are
+callbacks (:mod:`syntaxformer.training.callbacks`). A new stop condition or writer is a
+:class:`~syntaxformer.training.callbacks.TrainerCallback` given to ``Trainer(args, callbacks=[...])``;
+a new loss overrides :meth:`Trainer.compute_loss`
 (``compute_loss(model, batch)``, the batch a :class:`~syntaxformer.training.batch.TokenBatch`) in a
 subclass.
 
@@ -85,15 +85,7 @@ from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.sources.induced import MaskedInputInducer
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
 from syntaxformer.training.batch import TokenBatch
-from syntaxformer.training.callbacks import (
-    EarlyStopping,
-    EvaluateEachEpoch,
-    ParseCurveCallback,
-    ProgressCallback,
-    StopOnSignal,
-    TensorBoardCallback,
-    TrainerCallback,
-)
+from syntaxformer.training.callbacks import ParseCurveCallback, TrainerCallback
 from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint
 from syntaxformer.training.dataset import TrainingData, prepare_data
 from syntaxformer.training.loop import (
@@ -106,7 +98,6 @@ from syntaxformer.training.loop import (
 )
 from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.objectives import Objective, build_objective
-from syntaxformer.training.plateau import ReduceOnPlateau
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +153,7 @@ class Trainer(TrainingLoop):
         args, out: the options and the output folder (from the constructor).
         device, rank, world, is_main: this process's device, rank, number of processes, rank == 0
             (from the constructor).
-        state: a :class:`TrainerState`; control: the :class:`TrainerControl` of the current step.
+        state: a :class:`TrainerState`.
         data: the :class:`~syntaxformer.training.dataset.TrainingData`; tokenizer: its tokenizer.
         objective: the model's :class:`~syntaxformer.training.objectives.Objective` (batches).
         model: the model (unwrapped); ddp_model: the module the training step calls
@@ -184,12 +175,11 @@ class Trainer(TrainingLoop):
     def build(self) -> None:
         """Seed; read the checkpoint (when resuming), the data, the tokenizer; build the model,
         optimizer and schedule (and load the checkpoint into them); wrap the model for data
-        parallelism; prepare the batches and the callbacks.
+        parallelism; prepare the batches.
 
         Raises:
             InputError: as :func:`~syntaxformer.training.checkpoint.read_checkpoint`,
-                :func:`~syntaxformer.training.dataset.prepare_data`, :func:`initial_model` and
-                :class:`~syntaxformer.training.callbacks.ParseCurveCallback`.
+                :func:`~syntaxformer.training.dataset.prepare_data` and :func:`initial_model`.
         """
         args = self.args
         if args.threads:
@@ -224,7 +214,6 @@ class Trainer(TrainingLoop):
         batches = self._validation_batches()
         self.valid_targets = [self.objective.n_targets(batch.labels) for batch in batches]  # once, on the host
         self.valid_batches = [batch.to(self.device) for batch in batches]  # kept on the device between evaluations
-        self.callbacks = self.default_callbacks() + self.extra_callbacks
 
     def _build_model(self) -> None:
         self.model = self.make_model().to(self.device)
@@ -289,21 +278,14 @@ class Trainer(TrainingLoop):
         return list(self.model.parameters())
 
     def default_callbacks(self) -> list[TrainerCallback]:
-        """The callbacks ``args`` asks for: the periods of logging, evaluation and checkpoints, the
-        stop conditions (max_steps, epochs, max_minutes, early_stopping, signals), and on rank 0 TensorBoard, the
-        progress bar and log lines, the best-model writer (``keep_best``) and the learning curve
-        (``eval_treebank``)."""
-        args = self.args
-        curve = ParseCurveCallback(args.eval_treebank) if self.is_main and args.eval_treebank else None
-        callbacks = self.periodic_callbacks() + self.run_length_callbacks()
-        callbacks += [EvaluateEachEpoch()] if args.eval_each_epoch else []
-        callbacks += [ReduceOnPlateau(self.selection_metric)] if args.schedule == "plateau" else []
-        callbacks += [EarlyStopping(args.early_stopping)] if args.early_stopping else []
-        callbacks.append(StopOnSignal())
-        if self.is_main:
-            callbacks += [TensorBoardCallback(), ProgressCallback(quiet=args.quiet)]
-            callbacks += self.keep_best_callbacks() if args.keep_best else []
-        return callbacks + ([curve] if curve is not None else [])
+        """The loop's (the stop conditions, with ``early_stopping``; on rank 0 TensorBoard, the progress
+        bar and log lines) and, on rank 0 with ``eval_treebank``, the learning curve.
+
+        Raises:
+            InputError: an unreadable ``eval_treebank`` (:class:`~syntaxformer.training.callbacks.ParseCurveCallback`).
+        """
+        curve = [ParseCurveCallback(self.args.eval_treebank)] if self.is_main and self.args.eval_treebank else []
+        return super().default_callbacks() + curve
 
     def _validation_batches(self) -> list[TokenBatch]:
         """The validation sentences in corpus order as the objective's batches with their structure

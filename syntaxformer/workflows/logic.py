@@ -26,7 +26,7 @@ from syntaxformer.tasks.logic import (
     logic_tokenizer,
 )
 from syntaxformer.tasks.pair import PairClassifier
-from syntaxformer.training.callbacks import BEST
+from syntaxformer.training.best import BEST
 from syntaxformer.training.trainer import TRAINING_JSON
 
 logger = logging.getLogger(__name__)

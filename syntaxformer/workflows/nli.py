@@ -28,7 +28,7 @@ from syntaxformer.evaluation.classification import classification_scores, majori
 from syntaxformer.models import PAIR_MODELS, default_architecture
 from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.nli import NliTrainArguments, NliTrainer, steps_for_epochs
-from syntaxformer.training.callbacks import BEST
+from syntaxformer.training.best import BEST
 
 logger = logging.getLogger(__name__)
 

@@ -144,9 +144,9 @@ def test_a_training_step_does_not_synchronise_on_cuda(tmp_path, model):
 def _graph_trainer(tmp_path, name: str, config: dict | None = None, **options):
     """A tiny Tree Transformer's trainer on CUDA with fixed batch shapes and no dropout (so a graphed step
     can equal an eager one; ``config`` fields override, ``options`` the training arguments: ``model``,
-    ``pad_to_multiple``...), built (``step_graph`` set up as the loop's ``_begin`` does)."""
+    ``pad_to_multiple``...), built (its step runner chosen as the loop's ``_begin`` does)."""
     from syntaxformer.training.arguments import TrainArguments
-    from syntaxformer.training.fast_step import make_step_graph
+    from syntaxformer.training.step import make_step_runner
     from syntaxformer.training.trainer import Trainer
 
     arguments = dict(
@@ -163,7 +163,7 @@ def _graph_trainer(tmp_path, name: str, config: dict | None = None, **options):
     args = TrainArguments(**{**arguments, **options})
     trainer = Trainer(args)
     trainer.build()
-    trainer._step_graph = make_step_graph(trainer, args.step_graph)
+    trainer.step_runner = make_step_runner(trainer, args.step_graph)
     return trainer
 
 
@@ -190,15 +190,15 @@ def _graph_steps(trainer, steps: int, sync_check_from: int | None = None) -> lis
 def _assert_graphed_steps_equal_eager_ones(eager, graphed, atol: float = 1e-5) -> None:
     """Five steps of each trainer (a CUDA graph captured after one eager warm-up step, one graph for the
     one batch shape; no fallback to the eager step): the same losses and parameters, to ``atol``."""
-    from syntaxformer.training.fast_step import CudaGraphStep
+    from syntaxformer.training.step import CudaGraphStep, EagerStep
 
-    captured = isinstance(graphed._step_graph, CudaGraphStep)
+    captured = isinstance(graphed.step_runner, CudaGraphStep)
     if captured:
-        graphed._step_graph.warmup = 1
+        graphed.step_runner.warmup = 1
     eager_losses, graphed_losses = _graph_steps(eager, 5), _graph_steps(graphed, 5)
-    assert graphed._step_graph is not None  # no fallback to the eager step
+    assert not isinstance(graphed.step_runner, EagerStep)  # no fallback to the eager step
     if captured:
-        assert len(graphed._step_graph._graphs) == 1
+        assert len(graphed.step_runner._graphs) == 1
     for a, b in zip(eager_losses, graphed_losses):
         torch.testing.assert_close(b, a, rtol=0, atol=atol)
     for a, b in zip(eager.model.parameters(), graphed.model.parameters()):
@@ -266,14 +266,14 @@ def test_captured_steps_do_not_synchronise(tmp_path):
     """After the warm-up and the capture, a replayed whole step (copy of the batch into the graph's
     inputs, learning rate, replay, schedule) under CUDA's sync debug mode "error"."""
     trainer = _graph_trainer(tmp_path, "sync", step_graph="cuda-graph")
-    trainer._step_graph.warmup = 1
+    trainer.step_runner.warmup = 1
     losses = _graph_steps(trainer, 5, sync_check_from=2)  # step 0 eager, step 1 captured
-    assert len(trainer._step_graph._graphs) == 1 and all(torch.isfinite(loss) for loss in losses)
+    assert len(trainer.step_runner._graphs) == 1 and all(torch.isfinite(loss) for loss in losses)
     assert len({float(loss) for loss in losses}) == 5  # each replay's own loss (a copy, not the static one)
 
 
 def test_tf32_is_set_on_cuda_only_when_asked():
-    from syntaxformer.training.fast_step import use_tf32
+    from syntaxformer.training.step import use_tf32
 
     before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     try:

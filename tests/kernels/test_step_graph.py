@@ -14,7 +14,7 @@ import torch
 
 from syntaxformer.errors import InputError
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.training.fast_step import CompiledStep, make_step_graph, shape_key, use_tf32
+from syntaxformer.training.step import CompiledStep, EagerStep, make_step_runner, shape_key, use_tf32
 from syntaxformer.training.trainer import Trainer
 
 torch.set_num_threads(1)
@@ -54,9 +54,9 @@ def _steps(trainer: Trainer) -> list[torch.Tensor]:
 
 def test_a_compiled_step_equals_the_eager_step(tmp_path):
     eager, compiled = _trainer(tmp_path, "eager"), _trainer(tmp_path, "compiled")
-    compiled._step_graph = CompiledStep(compiled, backend="aot_eager")
+    compiled.step_runner = CompiledStep(compiled, backend="aot_eager")
     eager_losses, compiled_losses = _steps(eager), _steps(compiled)
-    assert compiled._step_graph is not None  # no fallback
+    assert isinstance(compiled.step_runner, CompiledStep)  # no fallback
     for a, b in zip(eager_losses, compiled_losses):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
     for a, b in zip(eager.model.parameters(), compiled.model.parameters()):
@@ -75,26 +75,26 @@ class Broken:
 def test_a_failing_step_graph_falls_back_to_the_eager_step_with_one_log_line(tmp_path, caplog):
     eager = _trainer(tmp_path, "eager")
     broken = _trainer(tmp_path, "broken")
-    broken._step_graph = Broken()
+    broken.step_runner = Broken()
     with caplog.at_level(logging.WARNING, logger="syntaxformer.training.loop"):
         eager_losses, broken_losses = _steps(eager), _steps(broken)
     lines = [r.getMessage() for r in caplog.records if "step-graph" in r.getMessage()]
     assert lines == ["--step-graph compile failed, the eager step instead: RuntimeError: cannot compile this"]
-    assert broken._step_graph is None
+    assert isinstance(broken.step_runner, EagerStep)
     assert all(torch.equal(a, b) for a, b in zip(eager_losses, broken_losses))
     assert all(torch.equal(a, b) for a, b in zip(eager.model.parameters(), broken.model.parameters()))
 
 
 def test_cuda_graphs_without_cuda_are_the_eager_step_with_one_log_line(tmp_path, caplog):
     trainer = _trainer(tmp_path, "cpu", step_graph="cuda-graph")
-    with caplog.at_level(logging.WARNING, logger="syntaxformer.training.fast_step"):
-        assert make_step_graph(trainer, "cuda-graph") is None
-        assert make_step_graph(trainer, "none") is None
+    with caplog.at_level(logging.WARNING, logger="syntaxformer.training.step"):
+        assert isinstance(make_step_runner(trainer, "cuda-graph"), EagerStep)
+        assert isinstance(make_step_runner(trainer, "none"), EagerStep)
     assert [r.getMessage() for r in caplog.records if "step-graph" in r.getMessage()] == [
         "--step-graph cuda-graph: the eager step instead (no CUDA device: the run is on cpu)"
     ]
     with pytest.raises(InputError, match="--step-graph must be one of"):
-        make_step_graph(trainer, "graphs")
+        make_step_runner(trainer, "graphs")
 
 
 def test_the_shape_key_names_every_tensor_shape(tmp_path):
@@ -117,11 +117,11 @@ def test_a_compiled_step_runs_with_dropout(tmp_path):
     """With dropout 0.1 (hidden and attention; CPU masks under compile from ``rand``): the compiled step runs (no fallback) and
     its losses are those of a step with dropout (not the dropout-off ones), finite."""
     off = _trainer(tmp_path, "off")
-    off._step_graph = CompiledStep(off, backend="aot_eager")
+    off.step_runner = CompiledStep(off, backend="aot_eager")
     on = _trainer(tmp_path, "on", dropout=0.1)
-    on._step_graph = CompiledStep(on, backend="aot_eager")
+    on.step_runner = CompiledStep(on, backend="aot_eager")
     off_losses, on_losses = _steps(off), _steps(on)
-    assert on._step_graph is not None  # no fallback to the eager step
+    assert isinstance(on.step_runner, CompiledStep)  # no fallback to the eager step
     assert all(torch.isfinite(loss) for loss in on_losses)
     assert all(not torch.equal(a, b) for a, b in zip(off_losses, on_losses))
 

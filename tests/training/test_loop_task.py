@@ -55,6 +55,7 @@ class ToyArguments:
     resume: bool = False
     bf16: bool = False
     final_model: str = "last"
+    keeps_best_model: bool = True
 
     def check(self) -> None:
         if self.final_model not in ("last", "best"):
@@ -100,7 +101,7 @@ class MajorityTask(TrainingLoop):
     """The toy task: data, batch, loss and validation metrics; everything else is the loop's.
 
     ``validations`` lists the steps whose metrics were computed; ``seen`` the (where, autocast on,
-    logits dtype) of every forward pass and of every ``on_loss``."""
+    dtype) of every forward pass (its logits) and of every training loss the loop adds a term to."""
 
     validation_keys = ("valid/loss", "valid/accuracy")
     selection_metric = "valid/accuracy"
@@ -121,8 +122,6 @@ class MajorityTask(TrainingLoop):
             self.resume(checkpoint)
         self.ddp_model = self.model
         self.sampler = LengthBucketSampler([len(x) for x, _ in self.train_items], args.batch_size, seed=args.seed)
-        self.callbacks = self.periodic_callbacks() + self.run_length_callbacks() + self.keep_best_callbacks()
-        self.callbacks += self.extra_callbacks
         self.validations: list[int] = []
         self.seen: list[tuple[str, bool, torch.dtype]] = []
 
@@ -137,10 +136,18 @@ class MajorityTask(TrainingLoop):
     def make_batch(self, indices: list[int]) -> TokenBatch:
         return self.collate([self.train_items[i] for i in indices])
 
+    def default_callbacks(self):
+        return self.stop_conditions()  # no writers
+
     def compute_loss(self, model, batch: TokenBatch) -> torch.Tensor:
         logits = model(batch.input_ids, batch.attention_mask)
         self.seen.append(("train", torch.is_autocast_enabled("cpu"), logits.dtype))
         return F.cross_entropy(logits, batch.labels)
+
+    def training_loss(self, model, batch: TokenBatch) -> torch.Tensor:
+        loss = super().training_loss(model, batch)  # where a task adds a penalty term
+        self.seen.append(("penalty", torch.is_autocast_enabled("cpu"), loss.dtype))
+        return loss
 
     def validation_metrics(self) -> dict[str, float]:
         self.validations.append(self.state.step)
@@ -167,17 +174,13 @@ class LowestLoss(MajorityTask):
 
 
 class Recorder(TrainerCallback):
-    """The metrics of every ``on_evaluate`` and whether autocast is on in ``on_loss``."""
+    """The metrics of every ``on_evaluate``."""
 
     def __init__(self):
         self.metrics: list[tuple[int, dict]] = []
 
     def on_evaluate(self, trainer, metrics):
         self.metrics.append((trainer.state.step, dict(metrics)))
-
-    def on_loss(self, trainer, loss):
-        trainer.seen.append(("on_loss", torch.is_autocast_enabled("cpu"), loss.dtype))
-        return loss
 
 
 def _run(out: Path, task=MajorityTask, callbacks=(), **options) -> MajorityTask:
@@ -268,13 +271,13 @@ def test_resume_replays_the_evaluation_and_equals_an_uninterrupted_run(straight,
         assert all(torch.equal(a[k], b[k]) for k in a), name
 
 
-def test_bf16_autocast_covers_the_loss_and_the_validation_not_the_loss_callbacks(straight, tmp_path):
+def test_bf16_autocast_covers_the_loss_and_the_validation_not_a_penalty_term(straight, tmp_path):
     loop = _run(tmp_path / "bf16", callbacks=[Recorder()], max_steps=10, bf16=True)
     where = {w for w, _, _ in loop.seen}
-    assert where == {"train", "valid", "on_loss"}
+    assert where == {"train", "valid", "penalty"}
     assert all(on and dtype == torch.bfloat16 for w, on, dtype in loop.seen if w in ("train", "valid"))
-    # a callback's loss term is added outside autocast, to the float32 loss of cross_entropy
-    assert all(not on and dtype == torch.float32 for w, on, dtype in loop.seen if w == "on_loss")
+    # a task's penalty term is added outside autocast, to the float32 loss of cross_entropy
+    assert all(not on and dtype == torch.float32 for w, on, dtype in loop.seen if w == "penalty")
     assert {t.dtype for t in _weights(loop.out).values()} == {torch.float32}
     # float32: no autocast anywhere
     fp32 = _run(tmp_path / "fp32", max_steps=10)
@@ -290,11 +293,9 @@ def test_bf16_autocast_covers_the_loss_and_the_validation_not_the_loss_callbacks
 def test_states_of_earlier_checkpoints_resume_with_the_one_best_record(tmp_path):
     """Checkpoints written before the loop kept the best model: NLI's ``best_accuracy`` and loss-only
     history, logic's ``best_valid_accuracy`` (-1 when nothing was kept), the LM's best in ``best.json``."""
-    from types import SimpleNamespace
-
     from syntaxformer.tasks.logic import LogicTrainerState
     from syntaxformer.tasks.nli import NliTrainerState
-    from syntaxformer.training.callbacks import KeepBestModel
+    from syntaxformer.training.best import resumed_best
     from syntaxformer.training.loop import TrainerState
 
     selection = [[0, 0.0, 1.1, 33.3], [4, 1.0, 1.0, 66.7]]
@@ -311,5 +312,5 @@ def test_states_of_earlier_checkpoints_resume_with_the_one_best_record(tmp_path)
     (tmp_path / "best").mkdir()
     (tmp_path / "best" / "best.json").write_text(json.dumps({"step": 40, "valid_loss": 4.25}))
     for state, expected in ((TrainerState.resumed(dict(step=50)), (40, 4.25)), (TrainerState(), (None, None))):
-        KeepBestModel().on_train_begin(SimpleNamespace(state=state, out=tmp_path, selection_metric="valid/loss"))
+        resumed_best(state, tmp_path, "valid/loss")
         assert (state.best_step, state.best_value) == expected

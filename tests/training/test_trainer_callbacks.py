@@ -1,5 +1,5 @@
 """Things plug into the trainer without editing its loop: callbacks given to ``Trainer`` are called
-at the right steps, can request evaluations and stop the run; a subclass changes the objective."""
+at the right steps, can evaluate at other steps and stop the run; a subclass changes the objective."""
 
 from __future__ import annotations
 
@@ -59,14 +59,14 @@ class Recorder(TrainerCallback):
 
 
 class EvaluateAt(TrainerCallback):
-    """Requests an evaluation at the given steps (besides the ``eval_every`` ones)."""
+    """Evaluates at the given steps too (besides the ``eval_every`` ones; at most once a step)."""
 
     def __init__(self, steps):
         self.steps = set(steps)
 
     def on_step_end(self, trainer, output):
         if trainer.state.step in self.steps:
-            trainer.control.should_evaluate = True
+            trainer.evaluate()
 
 
 class StopAt(StopCondition):

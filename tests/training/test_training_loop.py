@@ -78,7 +78,9 @@ class FitOneNumber(TrainingLoop):
             self.resume(checkpoint)
         self.ddp_model = self.wrap_for_data_parallel()
         self.sampler = LengthBucketSampler([1] * 4, batch_size=2, seed=self.args.seed)
-        self.callbacks = self.periodic_callbacks() + self.run_length_callbacks() + self.extra_callbacks
+
+    def default_callbacks(self):
+        return self.stop_conditions()  # no writers
 
     def make_batch(self, indices):
         return ValueBatch(self.values[indices])

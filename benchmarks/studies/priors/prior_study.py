@@ -141,7 +141,7 @@ def measured_model(work: Path, key: str, seed: int) -> Path:
     """The model the stages measure: the gold block's model of the lowest validation loss
     (``model/best``; its 1,826 training sentences are overfitted long before the recipe's last step),
     the ptb-lm block's last model (``model``)."""
-    from syntaxformer.training.callbacks import BEST
+    from syntaxformer.training.best import BEST
 
     model = folder(work, key, seed) / "model"
     return model / BEST if SYSTEMS[key]["block"] == "gold" else model

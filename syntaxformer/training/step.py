@@ -1,25 +1,28 @@
-"""A faster training step on an accelerator: TF32 matrix products (``tf32``) and whole-step graphs
-(``step_graph``). Both are off by default; on the CPU neither changes anything (DESIGN.md, "The
-training step on an accelerator").
+"""The training step's work on the device, chosen once per run: a step runner.
 
-* :func:`use_tf32`: on CUDA, float32 matrix products and convolutions in TensorFloat-32 (10 bits of
-  mantissa in the products, float32 accumulation; PyTorch's own default leaves matrix products in full
-  float32).
-* ``step_graph="compile"`` (:class:`CompiledStep`): the training loss (forward; its backward by AOT
-  autograd) compiled by ``torch.compile(fullgraph=True, dynamic=False)``, one graph per batch shape
+A step runner takes a batch and does what one optimizer step does to the model: zero the gradients,
+the training loss (forward), backward, gradient clipping, the optimizer step; it returns the loss,
+detached and not read. The loop seeds the step's dropout before it and steps the schedule after it
+(:meth:`~syntaxformer.training.loop.TrainingLoop.device_step`). :func:`make_step_runner` picks the
+runner from the run's ``step_graph`` (DESIGN.md, "The training step on an accelerator"):
+
+* ``"none"`` (:class:`EagerStep`): the step as PyTorch runs it, operator by operator.
+* ``"compile"`` (:class:`CompiledStep`): the training loss (forward; its backward by AOT autograd)
+  compiled by ``torch.compile(fullgraph=True, dynamic=False)``, one graph per batch shape
   (``mode="reduce-overhead"``, CUDA graphs, on CUDA); backward, clipping and the fused Adam step run
   eagerly after it.
-* ``step_graph="cuda-graph"`` (:class:`CudaGraphStep`, CUDA only): the whole step (forward, backward,
-  clipping, the fused Adam update with ``capturable`` and the learning rate read from a device tensor)
-  captured by ``torch.cuda.graph`` once per batch shape, after :data:`CUDA_GRAPH_WARMUP` eager steps of
-  that shape on a side stream, then replayed: one launch a step. Batches of few shapes
-  (``fixed_shapes``) keep the number of graphs small. With bfloat16 autocast (``bf16``) its cache of
-  cast weights is off (``autocast_cache``), as PyTorch's notes on CUDA graphs ask: every cast is a
-  captured kernel, made again at each replay from the updated weights.
+* ``"cuda-graph"`` (:class:`CudaGraphStep`, CUDA only): the whole step (forward, backward, clipping, the
+  fused Adam update with ``capturable`` and the learning rate read from a device tensor) captured by
+  ``torch.cuda.graph`` once per batch shape, after :data:`CUDA_GRAPH_WARMUP` eager steps of that shape on
+  a side stream, then replayed: one launch a step. Batches of few shapes (``fixed_shapes``) keep the
+  number of graphs small. With bfloat16 autocast (``bf16``) its cache of cast weights is off
+  (``autocast_cache``), as PyTorch's notes on CUDA graphs ask: every cast is a captured kernel, made
+  again at each replay from the updated weights.
 
-Where a graph cannot be made (not CUDA, several processes, an optimiser that cannot be captured, a
-capture or compilation that fails), the step runs eagerly: one log line says why
-(:func:`make_step_graph`, and the loop's fallback).
+Where a graph cannot be made (not CUDA, several processes, an optimiser that cannot be captured), the
+eager runner is chosen with one log line saying why; a capture or compilation that fails at a step
+falls back to it in the loop, with one log line. :func:`use_tf32` (``tf32``) lets CUDA's float32
+matrix products use TensorFloat-32. On the CPU neither option changes anything.
 """
 
 from __future__ import annotations
@@ -80,6 +83,30 @@ def _cloned(batch):
             value = value.clone()
         cloned[name] = value
     return type(batch)(**cloned)
+
+
+class EagerStep:
+    """``step_graph="none"``: zero the gradients, the training loss
+    (:meth:`~syntaxformer.training.loop.TrainingLoop.training_loss_of`), backward, clipping and the
+    optimiser step (:meth:`~syntaxformer.training.loop.TrainingLoop.backward_and_update`), as PyTorch runs
+    them; no value is read on the host.
+
+    Args:
+        loop: the training loop.
+    """
+
+    name = "none"
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def __call__(self, batch) -> torch.Tensor:
+        """One step on ``batch``; returns its loss (detached)."""
+        loop = self.loop
+        loss = loop.training_loss_of(batch)
+        loop.optimizer.zero_grad(set_to_none=True)
+        loop.backward_and_update(loss)
+        return loss.detach()
 
 
 class CompiledStep:
@@ -196,23 +223,23 @@ class CudaGraphStep:
         return graph, static, loss
 
 
-def make_step_graph(loop, mode: str, backend: str | None = None):
-    """The step runner of ``step_graph`` ``mode`` for ``loop``, or None (the eager step): for "none", and,
-    with one log line saying why, where the mode cannot run (:data:`STEP_GRAPHS`; module docstring).
+def make_step_runner(loop, mode: str, backend: str | None = None):
+    """The step runner of ``step_graph`` ``mode`` for ``loop``: the eager one for "none", and, with one
+    log line saying why, where the mode cannot run (:data:`STEP_GRAPHS`; module docstring).
 
     Args:
         loop: the training loop (after its build and resume).
         mode: "none", "compile" or "cuda-graph".
         backend: ``torch.compile``'s backend for "compile" (None: inductor).
     Returns:
-        a :class:`CompiledStep`, a :class:`CudaGraphStep`, or None.
+        an :class:`EagerStep`, a :class:`CompiledStep` or a :class:`CudaGraphStep`.
     Raises:
         InputError: an unknown ``mode``.
     """
     if mode not in STEP_GRAPHS:
         raise InputError(f"--step-graph must be one of {', '.join(STEP_GRAPHS)}, got {mode!r}")
     if mode == "none":
-        return None
+        return EagerStep(loop)
     reason = None
     if not getattr(loop, "step_graphable", False):
         reason = f"{type(loop).__name__} keeps state across steps"
@@ -224,7 +251,7 @@ def make_step_graph(loop, mode: str, backend: str | None = None):
         reason = f"{type(loop.optimizer).__name__} cannot be captured"
     if reason is not None:
         logger.warning("--step-graph %s: the eager step instead (%s)", mode, reason)
-        return None
+        return EagerStep(loop)
     return CompiledStep(loop, backend) if mode == "compile" else CudaGraphStep(loop)
 
 
@@ -233,7 +260,8 @@ __all__ = [
     "CUDA_GRAPH_WARMUP",
     "use_tf32",
     "shape_key",
+    "EagerStep",
     "CompiledStep",
     "CudaGraphStep",
-    "make_step_graph",
+    "make_step_runner",
 ]
