@@ -46,7 +46,7 @@ def runs(out: Path, data: Path, every: bool = False) -> dict[str, list[str]]:
                           str(data / "propositional-logic"), "--architecture", "lstm", "--preset", "tiny",
                           "--max-train-operators", "1", "--batch-size", "32", "--max-steps", "200", "--eval-every",
                           "25", "--schedule", "plateau", "--plateau-patience", "0", "--seed", "0", *one],
-    } if every else {}
+    } if every else {}  # fmt: skip
     return {
         "induce": ["induce", "--architecture", "tree-transformer", "--out", str(out / "induce"), "--max-steps", "300",
                    "--seed", "0", *one],
