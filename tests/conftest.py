@@ -146,9 +146,9 @@ def step_clock(monkeypatch):
     import time
     import types
 
+    import syntaxformer.tasks.language_model as trainer_module
     import syntaxformer.training.callbacks as callbacks_module
     import syntaxformer.training.loop as loop_module
-    import syntaxformer.training.trainer as trainer_module
 
     clock = {"now": 1000.0}
     fake_time = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})

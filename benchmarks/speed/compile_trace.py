@@ -86,8 +86,8 @@ def traced(loop, batch) -> dict:
 def trainer_loop(out: str):
     """The trainer of ``syntaxformer train --preset tiny --fixed-shapes --batch-size 8`` (the embedded corpus,
     the preset's dropouts) on the CPU writing into ``out``, and its first batch."""
+    from syntaxformer.tasks.language_model import Trainer
     from syntaxformer.training.arguments import TrainArguments
-    from syntaxformer.training.trainer import Trainer
 
     args = TrainArguments(
         out=out, preset="tiny", max_steps=1, batch_size=8, fixed_shapes=True, device="cpu", quiet=True

@@ -2,7 +2,7 @@
 
 Each variant is the ptb-sample recipe's model (``SAMPLE`` of
 :mod:`syntaxformer.recipes.tree_transformer`, the ``default`` recipe's setting on ptb-sample alone: the
-``mini`` preset, batch 64, the official constituent variant), built and trained by the project's own :class:`~syntaxformer.training.trainer.Trainer` on the
+``mini`` preset, batch 64, the official constituent variant), built and trained by the project's own :class:`~syntaxformer.tasks.language_model.Trainer` on the
 embedded ptb-sample (real batches of its length-bucketed sampler, masked LM with ``masked_only`` logits,
 Adam, gradient clipping, the schedule): one timed unit is ``Trainer.training_step`` (masking,
 forward, backward, clip, Adam). Every variant starts from the same seed and sees the same batches.
@@ -66,8 +66,8 @@ from syntaxformer.blocks.dropout import Dropout
 from syntaxformer.kernels import attention as attention_kernels
 from syntaxformer.priors import attention
 from syntaxformer.runtime import code_version
+from syntaxformer.tasks.language_model import Trainer
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.training.trainer import Trainer
 from syntaxformer.workflows.induce import RECIPES, resolve_recipe
 
 LOOP_ADAM = {"fused": False, "foreach": False}

@@ -1,7 +1,7 @@
 """``syntaxformer compare``: Tree Transformer vs plain Transformer masked-LM perplexity (paper Table 4).
 
 Trains three masked LMs on the same data, for the same number of steps, from the same seed and with the
-same optimisation options (the trainer, :func:`syntaxformer.training.run.train`):
+same optimisation options (the trainer, :func:`syntaxformer.tasks.run.train`):
 
 1. ``tree-transformer``: the Tree Transformer (constituent prior) at ``--preset``;
 2. ``transformer``: the same model with ``prior="none"`` (a plain Transformer, same layers);

@@ -4,7 +4,7 @@ The teacher (by default the shipped ensemble ``ensemble-ptb-lm``) parses the tra
 (by default the shipped StructFormer) learns to order its syntactic distances as the teacher's trees
 order their word gaps; the epoch with the best dev-half sentence F1 is kept in ``OUT/model``, which
 ``parse --model``, ``load_parser`` and ``export_pretrained`` take. The work:
-:func:`syntaxformer.training.distill.distill`.
+:func:`syntaxformer.tasks.distill.distill`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import argparse
 from dataclasses import fields
 
 from syntaxformer.cli.arguments import add_dataclass_arguments
-from syntaxformer.training.distill import DistillJob
+from syntaxformer.tasks.distill import DistillJob
 
 
 def add_parser(subparsers) -> None:
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from syntaxformer.training.distill import distill
+    from syntaxformer.tasks.distill import distill
 
     report = distill(DistillJob(**{f.name: getattr(args, f.name) for f in fields(DistillJob)}))
     history = ", ".join(f"{h['epoch']}: {h['dev_sentence_f1']:.2f}" for h in report["history"])

@@ -6,12 +6,12 @@ causal LM (ON-LSTM) with next-word prediction (:mod:`syntaxformer.training.objec
 ``--model DIR`` (a trained model folder or a shipped parser's name) fine-tunes a trained model;
 ``--architecture NAME`` names the architecture of a new one. With ``--head-gates --gate-l0 LAMBDA`` every attention
 head gets a hard-concrete gate and the saved model is pruned of the closed heads
-(:mod:`syntaxformer.training.finetune`).
+(:mod:`syntaxformer.tasks.finetune`).
 
 Writes into ``--out`` the model (``model.safetensors``, ``config.json``), the tokenizer,
 ``training.json`` (every option, the data, steps, minutes, losses), ``tensorboard/`` and
 ``checkpoint.pt``. The same command runs data-parallel under ``torchrun --nproc_per_node=R``.
-See :mod:`syntaxformer.training.trainer` for what a run does, and for checkpoints and resume.
+See :mod:`syntaxformer.tasks.language_model` for what a run does, and for checkpoints and resume.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import json
 import os
 
 from syntaxformer.cli.arguments import add_dataclass_arguments, dataclass_values, parse_structure_sources
-from syntaxformer.training.run import train
-from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments
+from syntaxformer.tasks.language_model import TRAINING_JSON, TrainArguments
+from syntaxformer.tasks.run import train
 
 #: the options of ``train`` that are not :class:`TrainArguments` fields
 COMMAND_ONLY = ("--json",)

@@ -16,7 +16,7 @@ ON-LSTM code trains with: yikangshen/Ordered-Neurons ``data.py``, ``utils.py`` `
   windows are the same after a resume.
 * :func:`evaluation_windows`: fixed windows of ``bptt`` tokens for validation (the public ``evaluate``).
 
-This module runs no model; the trainer is :mod:`syntaxformer.training.running_text`.
+This module runs no model; the trainer is :mod:`syntaxformer.tasks.running_text`.
 """
 
 from __future__ import annotations

@@ -1053,7 +1053,7 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
         """The parser network's raw syntactic distances (§4.2), differentiable: what orders the induced
         constituency tree (the calibration of appendix A.2 shifts a sentence's distances by one constant,
         so the tree of :meth:`induce` is their top-down split). A distilled student learns these
-        (:mod:`syntaxformer.training.distill`).
+        (:mod:`syntaxformer.tasks.distill`).
 
         Args: input_ids ``[B, N]``; attention_mask ``[B, N]`` (1 = word, right padding).
         Returns: ``[B, N-1]`` distances; values at gaps touching padding are meaningless.

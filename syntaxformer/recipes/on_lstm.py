@@ -35,7 +35,7 @@ DEFAULT = Recipe(
 LONG = DEFAULT.with_train(about="the default setting, three times as many steps", max_steps=7500)
 
 #: the public procedure (yikangshen/Ordered-Neurons README's command and ``main.py``; DESIGN.md §3.4): the
-#: AWD-LSTM training of :mod:`syntaxformer.training.running_text` on the ptb-lm running text (give it with
+#: AWD-LSTM training of :mod:`syntaxformer.tasks.running_text` on the ptb-lm running text (give it with
 #: ``--corpus .../ptb.train.txt --valid .../ptb.valid.txt``): batch 20, BPTT 70, SGD lr 30 then NT-ASGD
 #: (non-monotone 5, the averaging restarted after epoch 500), weight decay 1.2e-6, clip 0.25, AR 2, TAR 1,
 #: the public dropouts (the ``paper`` preset), 1,000 epochs, the model of the best validation perplexity

@@ -14,7 +14,7 @@ ON-LSTM paper, Shen et al. 2019, §6.4, and its public code ``proplog.py``, read
   accuracy in percent (0-100) per N, and the mean over N of the groups 1-6 (seen lengths), 7-9 and
   10-12 (length generalisation).
 
-Training goes through the project's :class:`~syntaxformer.training.trainer.Trainer` (its loop,
+Training goes through the project's :class:`~syntaxformer.tasks.language_model.Trainer` (its loop,
 stop conditions, signals, checkpoints and resume, TensorBoard) with :class:`LogicTrainer` replacing
 what is specific to masked LM: the data, the model and optimizer, the step (cross-entropy of a batch
 of pairs), the validation (loss and accuracy) and the report. One process (no ``torchrun``).
@@ -95,7 +95,7 @@ RECIPES = {
         precision="fp32",
     ),
 }
-#: the schedules of ``--schedule``: :func:`~syntaxformer.training.trainer.lr_factor`'s, and ``plateau``
+#: the schedules of ``--schedule``: :func:`~syntaxformer.tasks.language_model.lr_factor`'s, and ``plateau``
 SCHEDULES = ("constant", "linear", "cosine", "plateau")
 #: the precisions (``logic train --bf16`` / ``--no-bf16``): float32 throughout, or the products under ``torch.autocast`` to bfloat16
 PRECISIONS = ("fp32", "bf16")

@@ -19,7 +19,7 @@ from syntaxformer.training.objectives import objective_class
 
 #: ``optimizer`` values: Adam(W) and Adam with an L2 decay
 #: (:meth:`~syntaxformer.training.loop.TrainingLoop.make_optimizer`), or SGD then NT-ASGD (running text only:
-#: :mod:`syntaxformer.training.running_text`)
+#: :mod:`syntaxformer.tasks.running_text`)
 OPTIMIZERS = ("adam", "adam-l2", "sgd")
 
 
@@ -403,8 +403,8 @@ class RunArguments:
 
 @dataclass
 class FineTuneArguments:
-    """Fine-tuning a trained model and hard-concrete head gates (:mod:`syntaxformer.training.finetune`,
-    :mod:`syntaxformer.training.hard_concrete`; Voita et al. 2019, DESIGN.md §3.5)."""
+    """Fine-tuning a trained model and hard-concrete head gates (:mod:`syntaxformer.tasks.finetune`,
+    :mod:`syntaxformer.blocks.hard_concrete`; Voita et al. 2019, DESIGN.md §3.5)."""
 
     #: the title of its options in ``--help``
     option_group = "fine-tuning and head gates (Voita et al. 2019; DESIGN.md §3.5)"
@@ -440,7 +440,7 @@ class FineTuneArguments:
 @dataclass
 class RunningTextArguments:
     """Running-text language modelling with the AWD-LSTM procedure (Merity, Keskar & Socher, ICLR 2018;
-    the public ON-LSTM code, yikangshen/Ordered-Neurons ``main.py``; :mod:`syntaxformer.training.running_text`,
+    the public ON-LSTM code, yikangshen/Ordered-Neurons ``main.py``; :mod:`syntaxformer.tasks.running_text`,
     :class:`~syntaxformer.data.running_text.BpttWindows`, DESIGN.md §3.4). Causal-LM models only; one process."""
 
     #: the title of its options in ``--help``
@@ -499,7 +499,7 @@ class TrainArguments(
     ModelArguments,
     OutputArguments,
 ):
-    """Everything :func:`~syntaxformer.training.run.train` needs, by concern: :class:`OutputArguments`,
+    """Everything :func:`~syntaxformer.tasks.run.train` needs, by concern: :class:`OutputArguments`,
     :class:`ModelArguments`, :class:`DataArguments`, :class:`OptimisationArguments`,
     :class:`RunArguments`, :class:`FineTuneArguments`, :class:`RunningTextArguments` (their fields, in that
     order, are this class's, and ``training.json`` records them flat). Each field is a ``syntaxformer

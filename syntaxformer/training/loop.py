@@ -41,7 +41,7 @@ best model sees it: a resume continues the uninterrupted run). ``final_model="be
 model in OUT at the end (:meth:`TrainingLoop.final_model`). With ``bf16`` the training loss and the
 validation run under bfloat16 autocast (:meth:`TrainingLoop.autocast`).
 
-The masked / causal LM (:class:`~syntaxformer.training.trainer.Trainer`), NLI
+The masked / causal LM (:class:`~syntaxformer.tasks.language_model.Trainer`), NLI
 (:class:`~syntaxformer.tasks.nli.NliTrainer`) and the logic task
 (:class:`~syntaxformer.tasks.logic.LogicTrainer`) are such tasks.
 """

@@ -2,7 +2,7 @@
 
 A model class states what it is trained for in its class attribute ``objective`` (absent =
 ``"masked-lm"``); :data:`OBJECTIVES` maps that name to an :class:`Objective`, which the
-:class:`~syntaxformer.training.trainer.Trainer` builds once per run (:func:`build_objective`). The
+:class:`~syntaxformer.tasks.language_model.Trainer` builds once per run (:func:`build_objective`). The
 loss itself is the model's own (``model(input_ids, attention_mask, labels).loss``), so an objective
 only decides the inputs and the labels:
 

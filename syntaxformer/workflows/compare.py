@@ -1,7 +1,7 @@
 """Tree Transformer vs plain Transformer masked-LM perplexity (paper Table 4; ``syntaxformer compare``).
 
 Trains three masked LMs on the same data, for the same number of steps, from the same seed and with the
-same optimisation options (the trainer, :func:`syntaxformer.training.run.train`):
+same optimisation options (the trainer, :func:`syntaxformer.tasks.run.train`):
 
 1. ``tree-transformer``: the Tree Transformer (constituent prior) at ``preset``;
 2. ``transformer``: the same model with ``prior="none"`` (a plain Transformer, same layers);
@@ -38,9 +38,9 @@ from syntaxformer.models.tree_transformer import NAME as MODEL
 from syntaxformer.models.tree_transformer import PLAIN_NAME
 from syntaxformer.parsing import read_training_record
 from syntaxformer.runtime import code_version
+from syntaxformer.tasks.run import train
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.checkpoint import RESUMABLE_CHANGES
-from syntaxformer.training.run import train
 from syntaxformer.workflows.perplexity import evaluate_folder
 
 logger = logging.getLogger(__name__)

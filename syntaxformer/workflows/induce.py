@@ -42,10 +42,10 @@ from syntaxformer.parsing import DecoderOptions, check_induces_structure, decode
 from syntaxformer.recipes import RECIPES, get_recipe
 from syntaxformer.runtime import code_version
 from syntaxformer.structures import Structures, save_decoder_options
+from syntaxformer.tasks.language_model import TrainArguments, initial_model
+from syntaxformer.tasks.run import train as train_model
 from syntaxformer.training.arguments import check_choices, option
 from syntaxformer.training.model_config import resolve_model_config
-from syntaxformer.training.run import train as train_model
-from syntaxformer.training.trainer import TrainArguments, initial_model
 from syntaxformer.workflows.baselines import random_seeds
 from syntaxformer.workflows.evaluate import protocol_fields
 from syntaxformer.workflows.outputs import write_outputs

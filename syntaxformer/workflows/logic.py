@@ -18,6 +18,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.figures import save_figure
 from syntaxformer.figures.logic import plot_accuracy_by_operators
 from syntaxformer.runtime import resolve_device
+from syntaxformer.tasks.language_model import TRAINING_JSON
 from syntaxformer.tasks.logic import (
     TEST_OPERATORS,
     LogicTrainer,
@@ -27,7 +28,6 @@ from syntaxformer.tasks.logic import (
 )
 from syntaxformer.tasks.pair import PairClassifier
 from syntaxformer.training.best import BEST
-from syntaxformer.training.trainer import TRAINING_JSON
 
 logger = logging.getLogger(__name__)
 

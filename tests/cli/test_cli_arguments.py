@@ -21,10 +21,10 @@ from syntaxformer.cli.nli import TRAIN_COMMAND_ONLY as NLI_ONLY
 from syntaxformer.cli.train import COMMAND_ONLY as TRAIN_ONLY
 from syntaxformer.cli.train import arguments_from_namespace
 from syntaxformer.errors import InputError
+from syntaxformer.tasks.distill import DistillJob
 from syntaxformer.tasks.logic import LogicArguments, LogicEvaluateArguments
 from syntaxformer.tasks.nli import NliTrainArguments
 from syntaxformer.training.arguments import TrainArguments, check_choices
-from syntaxformer.training.distill import DistillJob
 from syntaxformer.workflows.induce import REPLACEABLE, STEP_FIELDS, InduceJob
 
 INDUCE_TRAINING = (*_RUN_FIELDS, *REPLACEABLE, *STEP_FIELDS)

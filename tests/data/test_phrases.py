@@ -23,8 +23,8 @@ from syntaxformer.data.phrases import (
 )
 from syntaxformer.errors import InputError
 from syntaxformer.sources.corpus import load_phrase_trees
+from syntaxformer.tasks.language_model_data import TrainingData
 from syntaxformer.training import TrainArguments
-from syntaxformer.training.dataset import TrainingData
 
 #: a config whose third head reads the tree phrases (4 heads: the tiny preset has 2)
 TREE_HEADS = {"mgsa_granularities": "word*2,tree,2gram", "num_attention_heads": 4}
@@ -116,7 +116,7 @@ def test_padding_in_a_batch_does_not_change_a_sentence():
 
 def test_training_with_gold_phrases(tmp_path):
     from syntaxformer.parsing import load_model
-    from syntaxformer.training import train
+    from syntaxformer.tasks.run import train
 
     out = train(
         out=str(tmp_path / "mg"),
@@ -195,7 +195,7 @@ def test_option_errors_before_training(tmp_path, options, message):
     with pytest.raises(InputError, match=message) as error:
         args.check()
     assert "\n" not in str(error.value)
-    from syntaxformer.training import train
+    from syntaxformer.tasks.run import train
 
     with pytest.raises(InputError, match=message):
         train(args)

@@ -22,8 +22,8 @@ from syntaxformer.evaluation.curve import ParseCurve, curve_decoder_name
 from syntaxformer.figures import plot_parse_curve
 from syntaxformer.parsing import load_model
 from syntaxformer.structures import DecoderOptions, LinkProbabilities
-from syntaxformer.training.run import train
-from syntaxformer.training.trainer import TrainArguments, initial_model
+from syntaxformer.tasks.language_model import TrainArguments, initial_model
+from syntaxformer.tasks.run import train
 
 torch.set_num_threads(1)
 

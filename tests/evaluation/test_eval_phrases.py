@@ -31,7 +31,7 @@ def folders(tmp_path_factory):
     from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
     from syntaxformer.data.treebank import read_treebank
     from syntaxformer.models import MODELS, make_config
-    from syntaxformer.training import train
+    from syntaxformer.tasks.run import train
 
     root = tmp_path_factory.mktemp("evalphrases")
     raw = list(read_treebank("ptb-sample:dev"))

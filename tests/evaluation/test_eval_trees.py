@@ -28,7 +28,7 @@ def folders(tmp_path_factory):
     from syntaxformer.data.dependency import read_dependencies
     from syntaxformer.data.tokenization import build_word_tokenizer, save_tokenizer
     from syntaxformer.models import MODELS, make_config
-    from syntaxformer.training import train
+    from syntaxformer.tasks.run import train
 
     root = tmp_path_factory.mktemp("evaltrees")
     _write_dp(read_dependencies("ptb-sample:dev")[:40], root / "train.dp")
@@ -382,8 +382,8 @@ def test_training_with_trees_of_the_masked_inputs(folders, tmp_path, monkeypatch
     source's parse of that batch's inputs; recorded in training.json. ``"sentence"``: the trees read
     once from the unmasked sentences."""
     from syntaxformer.sources.induced import MaskedInputInducer
-    from syntaxformer.training import train
-    from syntaxformer.training.trainer import Trainer
+    from syntaxformer.tasks.language_model import Trainer
+    from syntaxformer.tasks.run import train
 
     seen = []
     real = Trainer.model_loss

@@ -167,7 +167,7 @@ def test_tree_transformer_masked_only_path_equals_full_logits(ptb_sentences, pri
 @pytest.fixture(scope="module")
 def trained_tiny(tmp_path_factory):
     """A tiny Tree Transformer trained 60 steps on ptb-sample by the trainer (~15 s on 2 cores)."""
-    from syntaxformer.training.run import train
+    from syntaxformer.tasks.run import train
 
     out = tmp_path_factory.mktemp("tiny-tree-transformer")
     return train(

@@ -121,8 +121,8 @@ def test_bf16_training_step_close_to_float32():
 def test_a_training_step_does_not_synchronise_on_cuda(tmp_path, model):
     """The step's device work (``TrainingLoop.device_step``) under CUDA's sync debug mode "error": no
     operation waits for the device (the loss is read at log intervals only)."""
+    from syntaxformer.tasks.language_model import Trainer
     from syntaxformer.training.arguments import TrainArguments
-    from syntaxformer.training.trainer import Trainer
 
     args = TrainArguments(
         out=str(tmp_path), model=model, preset="tiny", max_steps=3, batch_size=8, device="cuda", quiet=True
@@ -145,9 +145,9 @@ def _graph_trainer(tmp_path, name: str, config: dict | None = None, **options):
     """A tiny Tree Transformer's trainer on CUDA with fixed batch shapes and no dropout (so a graphed step
     can equal an eager one; ``config`` fields override, ``options`` the training arguments: ``model``,
     ``pad_to_multiple``...), built (its step runner chosen as the loop's ``_begin`` does)."""
+    from syntaxformer.tasks.language_model import Trainer
     from syntaxformer.training.arguments import TrainArguments
     from syntaxformer.training.step import make_step_runner
-    from syntaxformer.training.trainer import Trainer
 
     arguments = dict(
         out=str(tmp_path / name),

@@ -13,9 +13,9 @@ from syntaxformer.blocks.mlm_head import labelled_positions, padded_positions
 from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, make_config
+from syntaxformer.tasks.language_model import Trainer
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.objectives import build_objective, mask_capacity
-from syntaxformer.training.trainer import Trainer
 
 torch.set_num_threads(1)
 

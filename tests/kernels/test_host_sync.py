@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from syntaxformer.tasks.language_model import Trainer
+from syntaxformer.tasks.running_text import RunningTextTrainer
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.training.running_text import RunningTextTrainer
-from syntaxformer.training.trainer import Trainer
 
 torch.set_num_threads(1)
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from syntaxformer.tasks.language_model import Trainer
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.prefetch import BatchPrefetcher
-from syntaxformer.training.trainer import Trainer
 
 torch.set_num_threads(1)
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from syntaxformer.errors import InputError
+from syntaxformer.tasks.language_model import Trainer
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.step import CompiledStep, EagerStep, make_step_runner, shape_key, use_tf32
-from syntaxformer.training.trainer import Trainer
 
 torch.set_num_threads(1)
 

@@ -10,6 +10,7 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
 from syntaxformer.analysis.pruning import HeadMasked
+from syntaxformer.blocks.hard_concrete import HeadGates
 from syntaxformer.models import (
     MODELS,
     REGISTRY,
@@ -24,8 +25,7 @@ from syntaxformer.models import (
 from syntaxformer.models.encoder import head_layout
 from syntaxformer.models.registry import CONFIG_CAPABILITIES, FORWARD_KEYWORDS
 from syntaxformer.models.tree_transformer import TreeTransformerForMaskedLM
-from syntaxformer.training.finetune import GatedMaskedLM
-from syntaxformer.training.hard_concrete import HeadGates
+from syntaxformer.tasks.finetune import GatedMaskedLM
 
 NAME = "toy-capabilities"
 

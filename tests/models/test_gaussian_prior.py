@@ -105,7 +105,7 @@ def test_padding_does_not_change_real_tokens(impl):
 def test_trains_as_a_masked_lm_encoder_and_induces_no_trees(tmp_path):
     from syntaxformer.errors import InputError
     from syntaxformer.parsing import check_induces_structure, load_model
-    from syntaxformer.training import train
+    from syntaxformer.tasks.run import train
 
     out = train(
         out=str(tmp_path / "g"),

@@ -120,7 +120,7 @@ def test_the_masked_lm_batch_carries_its_labelled_positions():
 
 def test_the_trainer_hands_the_batch_index_list_to_the_model(tmp_path, monkeypatch):
     from syntaxformer.models.tree_transformer import TreeTransformerForMaskedLM
-    from syntaxformer.training.run import train
+    from syntaxformer.tasks.run import train
 
     calls = []
     forward = TreeTransformerForMaskedLM.forward

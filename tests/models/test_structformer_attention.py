@@ -308,7 +308,7 @@ def trained_structformer(tmp_path_factory):
     """A tiny StructFormer trained for 60 steps (batch 16, seed 0, one thread) on ptb-sample:dev,
     loaded for parsing with ``load_model``."""
     from syntaxformer.parsing import load_model
-    from syntaxformer.training import train
+    from syntaxformer.tasks.run import train
 
     folder = tmp_path_factory.mktemp("structformer-trained")
     threads = torch.get_num_threads()

@@ -158,7 +158,7 @@ def _write_dp(sentences, path):
 def test_training_with_gold_trees(tmp_path):
     from syntaxformer.data.dependency import read_dependencies
     from syntaxformer.parsing import load_model
-    from syntaxformer.training import train
+    from syntaxformer.tasks.run import train
     from syntaxformer.training.arguments import TrainArguments
 
     path = tmp_path / "sample.dp"

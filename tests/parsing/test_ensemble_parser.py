@@ -1,6 +1,6 @@
 """The ensemble as a parser (syntaxformer/parser.py: EnsembleParser, load_parser of several models), its
 command line and spaCy use, bad members, the corpus filter of the held-out setting, and distillation
-into one student (syntaxformer/training/distill.py)."""
+into one student (syntaxformer/tasks/distill.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from syntaxformer.decoding.ensemble import ensemble_spans, head_vote
 from syntaxformer.decoding.spans import to_bracketed, tree_distances
 from syntaxformer.errors import InputError
 from syntaxformer.parser import EnsembleParser, Parser, load_parser, save_ensemble
-from syntaxformer.training.distill import DistillJob, distill, rank_loss
+from syntaxformer.tasks.distill import DistillJob, distill, rank_loss
 
 MEMBERS = ["structformer-ptb-lm", "tree-transformer-ptb-lm", "on-lstm-ptb-lm"]
 SENTENCES = ["The old man sat on the bench.", "Dogs bark loudly at night in the old town ."]
@@ -191,7 +191,7 @@ def test_distill_learns_the_teachers_trees(tiny_model, tmp_path, monkeypatch):
     assert report["kept_epoch"] == max(report["history"], key=lambda h: (h["dev_sentence_f1"], -h["epoch"]))["epoch"]
     load_parser(out / "model").parse("The old man sat on the bench.")  # the kept student parses
     # a second run reads the teacher's trees back instead of parsing again, and trains the same
-    monkeypatch.setattr("syntaxformer.training.distill.load_parser", None)
+    monkeypatch.setattr("syntaxformer.tasks.distill.load_parser", None)
     again = distill(job)["history"]
     assert [{k: v for k, v in h.items() if k != "minutes"} for h in again] == [
         {k: v for k, v in h.items() if k != "minutes"} for h in report["history"]

@@ -17,9 +17,9 @@ from torch.serialization import get_unsafe_globals_in_checkpoint
 from syntaxformer.cli import main
 from syntaxformer.data.structure_source import StructureSource
 from syntaxformer.errors import InputError
+from syntaxformer.tasks.run import train
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.checkpoint import CHECKPOINT, load_checkpoint, read_checkpoint, write_checkpoint
-from syntaxformer.training.run import train
 
 torch.set_num_threads(1)
 

@@ -9,10 +9,7 @@ import math
 import pytest
 import torch
 
-from syntaxformer.cli import main as cli_main
-from syntaxformer.models import MODELS, make_config
-from syntaxformer.training.finetune import GatedMaskedLM
-from syntaxformer.training.hard_concrete import (
+from syntaxformer.blocks.hard_concrete import (
     GAMMA,
     LOUIZOS_TEMPERATURE,
     TEMPERATURE,
@@ -24,6 +21,9 @@ from syntaxformer.training.hard_concrete import (
     probability_closed,
     sample_gates,
 )
+from syntaxformer.cli import main as cli_main
+from syntaxformer.models import MODELS, make_config
+from syntaxformer.tasks.finetune import GatedMaskedLM
 
 # ----------------------------------------------------------------------------------------- the equations
 
@@ -208,8 +208,8 @@ GATE_RUN = dict(
 
 
 def test_penalty_is_added_to_the_mlm_loss_and_gradients_reach_the_gates(source, small_corpus, tmp_path):
-    from syntaxformer.training.finetune import FineTuneTrainer
-    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.tasks.finetune import FineTuneTrainer
+    from syntaxformer.tasks.language_model import TrainArguments
 
     args = TrainArguments(
         out=str(tmp_path / "run"), init_from=str(source), corpus=str(small_corpus), max_steps=1, **GATE_RUN
@@ -240,7 +240,7 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
     from safetensors.torch import load_file
 
     from syntaxformer.parsing import load_model
-    from syntaxformer.training.run import train
+    from syntaxformer.tasks.run import train
 
     out, straight = tmp_path / "gated", tmp_path / "straight"
     train(out=str(out), init_from=str(source), corpus=str(small_corpus), max_steps=4, **GATE_RUN)
@@ -267,8 +267,8 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
     assert len(tokenizer) == len(load_model(source)[1])
     # the saved model is the pruned one: its validation loss is the one recorded, recomputed here as the
     # float64 cross-entropy of its logits at the masked validation tokens (the run's own batches, rebuilt)
-    from syntaxformer.training.finetune import FineTuneTrainer
-    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.tasks.finetune import FineTuneTrainer
+    from syntaxformer.tasks.language_model import TrainArguments
 
     rebuilt = FineTuneTrainer(
         TrainArguments(
@@ -292,7 +292,7 @@ def test_fine_tuning_with_gates_saves_the_pruned_model_and_resumes(source, small
 def test_fine_tuning_without_gates_starts_from_the_folder(source, small_corpus, tmp_path):
     from safetensors.torch import load_file
 
-    from syntaxformer.training.run import train
+    from syntaxformer.tasks.run import train
 
     out = train(
         out=str(tmp_path / "ft"),

@@ -26,9 +26,9 @@ from syntaxformer.models import MODELS, make_config
 from syntaxformer.models.on_lstm import OnLstmForCausalLM
 from syntaxformer.parsing import DecoderOptions, load_model, model_structures
 from syntaxformer.structures import SyntacticDistances
+from syntaxformer.tasks.run import train
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.objectives import CausalLM, MaskedLM, build_objective
-from syntaxformer.training.run import train
 
 torch.set_num_threads(1)
 
@@ -106,7 +106,7 @@ def test_causal_lm_batches_frame_sentences_and_label_every_next_token():
 
 
 def test_training_records_the_next_word_losses(reference, small_corpus):
-    from syntaxformer.training.dataset import prepare_data
+    from syntaxformer.tasks.language_model_data import prepare_data
 
     record = _record(reference)
     assert record["objective"] == "causal-lm" and record["steps"] == N_STEPS

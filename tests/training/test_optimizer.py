@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from syntaxformer.tasks.language_model import Trainer
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.loop import TrainingLoop
-from syntaxformer.training.trainer import Trainer
 
 
 def _trained_weights(fused: bool, weight_decay: float) -> tuple[dict, Trainer]:

@@ -16,11 +16,11 @@ from safetensors.torch import load_file
 from syntaxformer.data.batching import LengthBucketSampler, filled_batches
 from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.models import MODELS, make_config
+from syntaxformer.tasks.language_model import Trainer
+from syntaxformer.tasks.language_model_data import _encode_counted
+from syntaxformer.tasks.run import train
 from syntaxformer.training.arguments import TrainArguments
-from syntaxformer.training.dataset import _encode_counted
 from syntaxformer.training.plateau import PlateauSchedule
-from syntaxformer.training.run import train
-from syntaxformer.training.trainer import Trainer
 from syntaxformer.workflows.induce import RECIPES, recipe_decoder, resolve_recipe
 
 torch.set_num_threads(1)

@@ -15,10 +15,10 @@ from safetensors.torch import load_file
 from syntaxformer.data.running_text import BpttWindows, batchify, evaluation_windows, token_stream, window
 from syntaxformer.data.tokenization import BOUNDARY_ID
 from syntaxformer.errors import InputError
+from syntaxformer.tasks.run import train
+from syntaxformer.tasks.running_text import RunningTextState, RunningTextTrainer, activation_regularisation
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.callbacks import TrainerCallback
-from syntaxformer.training.run import train
-from syntaxformer.training.running_text import RunningTextState, RunningTextTrainer, activation_regularisation
 
 torch.set_num_threads(1)
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from syntaxformer.training import StopCondition, TrainArguments, Trainer, TrainerCallback
-from syntaxformer.training.trainer import TRAINING_JSON, initial_model
+from syntaxformer.tasks.language_model import TRAINING_JSON, Trainer, initial_model
+from syntaxformer.training import StopCondition, TrainArguments, TrainerCallback
 
 TINY = dict(
     preset="tiny", batch_size=16, lr=3e-3, log_every=5, eval_every=4, save_every=5, threads=1, quiet=True, seed=2

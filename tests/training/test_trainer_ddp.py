@@ -17,11 +17,11 @@ from safetensors.torch import load_file
 
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.errors import InputError
+from syntaxformer.tasks.language_model import TRAINING_JSON, TrainArguments, Trainer, _derived_seed
+from syntaxformer.tasks.run import train
 from syntaxformer.training.arguments import MASK_REPLACE
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.mlm import mask_tokens
-from syntaxformer.training.run import train
-from syntaxformer.training.trainer import TRAINING_JSON, TrainArguments, Trainer, _derived_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_DROPOUT = {"hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0}

@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from syntaxformer.training.run import train
-from syntaxformer.training.trainer import CHECKPOINT, TRAINING_JSON
+from syntaxformer.tasks.language_model import CHECKPOINT, TRAINING_JSON
+from syntaxformer.tasks.run import train
 
 ROOT = Path(__file__).resolve().parents[2]
 

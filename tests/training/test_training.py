@@ -18,9 +18,9 @@ from safetensors.torch import load_file
 from syntaxformer.cli import main as cli_main
 from syntaxformer.data.batching import LengthBucketSampler, pad_batch
 from syntaxformer.errors import InputError
+from syntaxformer.tasks.language_model import lr_factor
+from syntaxformer.tasks.run import train
 from syntaxformer.training.mlm import IGNORE_INDEX, mask_tokens
-from syntaxformer.training.run import train
-from syntaxformer.training.trainer import lr_factor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -357,8 +357,8 @@ def test_cli_input_errors(tmp_path, capsys, small_corpus):
 
 def test_mask_replace_rules():
     # "mask" (public StructFormer code): every selected position becomes [MASK]; "bert": 80/10/10
+    from syntaxformer.tasks.language_model import MASK_REPLACE
     from syntaxformer.training.mlm import mask_tokens
-    from syntaxformer.training.trainer import MASK_REPLACE
 
     ids = torch.randint(4, 1000, (64, 50), generator=torch.Generator().manual_seed(0))
     am = torch.ones_like(ids)

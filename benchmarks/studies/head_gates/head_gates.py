@@ -42,10 +42,10 @@ GATE_LR = 0.05
 
 
 def gate_arguments(source: Path, out: Path, lam: float, steps: int, seed: int, device: str | None, threads: int | None):
-    """The :class:`~syntaxformer.training.trainer.TrainArguments` of one gate run: the source's batch
+    """The :class:`~syntaxformer.tasks.language_model.TrainArguments` of one gate run: the source's batch
     size, masking and corpus (its ``training.json``; the trainer's defaults where unknown)."""
     from syntaxformer.parsing import read_training_record
-    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.tasks.language_model import TrainArguments
 
     source_args = read_training_record(source).get("arguments") or {}
     defaults = TrainArguments(out="")
@@ -103,7 +103,7 @@ def run_gate(
 ) -> dict:
     """Train (or resume, or skip) the gate run of ``lam`` into ``WORK/gates-λ`` and measure it;
     returns (and writes) its ``result.json``."""
-    from syntaxformer.training.run import train
+    from syntaxformer.tasks.run import train
 
     out = work / f"gates-{lam:g}"
     if (out / "result.json").is_file():

@@ -92,8 +92,8 @@ def finished(folder: Path, steps: int) -> bool:
 
 
 def stage_train(key: str, work: Path, seed: int, device: str | None, max_steps: int | None, threads: int | None):
-    from syntaxformer.training.run import train
-    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.tasks.language_model import TrainArguments
+    from syntaxformer.tasks.run import train
 
     fields, overrides, _ = recipe(key, max_steps)
     out = work / key / "model"

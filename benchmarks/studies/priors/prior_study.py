@@ -173,8 +173,8 @@ def finished(work: Path, key: str, seed: int, max_steps: int | None) -> bool:
 
 
 def stage_train(key: str, work: Path, seed: int, args) -> None:
-    from syntaxformer.training.run import train
-    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.tasks.language_model import TrainArguments
+    from syntaxformer.tasks.run import train
 
     if finished(work, key, seed, args.max_steps):
         return

@@ -169,7 +169,7 @@ def corpus_spec(name: str) -> str:
 
 def train_arguments(name: str, out: Path, **extra):
     """The :class:`TrainArguments` of setting ``name`` (corpus resolved), plus ``extra`` fields."""
-    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.tasks.language_model import TrainArguments
 
     setting = SETTINGS[name]
     fields = dict(setting["train"])
@@ -182,7 +182,7 @@ def measure_cpu(names, threads: int = 2, steps: int = 40) -> None:
 
     The speed is that of the last ``steps // 2`` steps (the first half warms up); run it on an idle
     machine."""
-    from syntaxformer.training.run import train
+    from syntaxformer.tasks.run import train
 
     rates = json.loads(RATES.read_text()) if RATES.is_file() else {}
     for name in names:
@@ -265,7 +265,7 @@ def train_one(
 
     ``max_minutes`` (wall time of this process) stops a run early, cleanly: its curve is kept up to
     there (``stopped: "max_minutes"`` in its record) and a later call resumes it."""
-    from syntaxformer.training.run import train
+    from syntaxformer.tasks.run import train
 
     steps = budget_steps(name, budget)
     out = RUNS / f"{name}-seed{seed}"

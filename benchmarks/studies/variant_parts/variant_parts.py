@@ -77,8 +77,8 @@ TRAIN = dict(
 
 def train_setting(name: str, seed: int, threads: int | None) -> Path:
     """Train ``name`` (resumes its checkpoint; a finished run is trained no further)."""
-    from syntaxformer.training.run import train
-    from syntaxformer.training.trainer import TrainArguments
+    from syntaxformer.tasks.language_model import TrainArguments
+    from syntaxformer.tasks.run import train
 
     out = RUNS / f"{name}-seed{seed}"
     args = TrainArguments(

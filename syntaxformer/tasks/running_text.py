@@ -53,10 +53,10 @@ import torch.nn.functional as F
 
 from syntaxformer.data.running_text import BpttWindows, batchify, evaluation_windows, token_stream, window
 from syntaxformer.errors import InputError
+from syntaxformer.tasks.language_model import Trainer
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.best import BEST, BEST_RECORD
 from syntaxformer.training.loop import TrainerState
-from syntaxformer.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class RunningTextState(TrainerState):
 class RunningTextTrainer(Trainer):
     """The AWD-LSTM procedure as a task of the training loop (module docstring).
 
-    Attributes (besides :class:`~syntaxformer.training.trainer.Trainer`'s):
+    Attributes (besides :class:`~syntaxformer.tasks.language_model.Trainer`'s):
         train_stream: ``(batch_size, T)`` long, the training text; valid_stream: ``(eval_batch_size, T')``
             or None without validation text.
         sampler: the :class:`~syntaxformer.data.running_text.BpttWindows` of the training stream.

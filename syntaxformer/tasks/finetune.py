@@ -2,7 +2,7 @@
 
 ``syntaxformer train --model DIR`` continues masked-LM training from a model folder (its weights,
 configuration and tokenizer) instead of a fresh initialisation; with ``--head-gates --gate-l0 λ`` each
-attention head gets a stochastic gate (:mod:`syntaxformer.training.hard_concrete`) and the objective
+attention head gets a stochastic gate (:mod:`syntaxformer.blocks.hard_concrete`) and the objective
 becomes ::
 
     MLM loss + λ · Σ_h (1 − P(g_h = 0))         # λ in nats per expected open head
@@ -10,14 +10,14 @@ becomes ::
 The gates multiply each head's output through the models' ``head_mask`` (an ``(L, H)`` tensor that
 carries gradients): a fresh sample per optimizer step (one for the whole batch) in training, the
 deterministic gate at evaluation (the validation loss). At the end each gate becomes 0 or 1
-(:func:`~syntaxformer.training.hard_concrete.binarise`: open when its deterministic value is above
+(:func:`~syntaxformer.blocks.hard_concrete.binarise`: open when its deterministic value is above
 0.5) and the closed heads are pruned for good (``prune_heads``): ``OUT`` holds the **pruned** model
 (``config.pruned_heads``), ``OUT/gates.json`` and a ``head_gates`` section of ``training.json``. A
 layer whose gates all close keeps one head (the largest ``log α``) with its value projection set to
 zero — exactly "no head" (only the output projection's bias is left), since a layer cannot lose every
 head; the report lists it as silenced, not kept.
 
-Everything else is the :class:`~syntaxformer.training.trainer.Trainer`'s (batches, masking, Adam,
+Everything else is the :class:`~syntaxformer.tasks.language_model.Trainer`'s (batches, masking, Adam,
 schedule, checkpoints and ``--resume``, data parallel): :class:`FineTuneTrainer` overrides
 ``make_model`` (load the folder, wrap it with the gates), ``parameter_groups`` (the gates' own
 learning rate, no weight decay), ``training_loss`` (the penalty), ``log_training`` (the gates' log
@@ -36,14 +36,14 @@ import torch
 from torch import nn
 from transformers import AutoConfig
 
+from syntaxformer.blocks.hard_concrete import GAMMA, OPEN_THRESHOLD, ZETA, HeadGates
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, REGISTRY, Capabilities, capabilities_of
 from syntaxformer.models.encoder import head_layout
 from syntaxformer.parsing import load_model, read_training_record
+from syntaxformer.tasks.language_model import Trainer
 from syntaxformer.training.arguments import TrainArguments
 from syntaxformer.training.callbacks import TrainerCallback
-from syntaxformer.training.hard_concrete import GAMMA, OPEN_THRESHOLD, ZETA, HeadGates
-from syntaxformer.training.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def silence_head(attention: nn.Module, head: int) -> None:
 
 
 class GatedMaskedLM(nn.Module):
-    """A masked LM whose heads are multiplied by :class:`~syntaxformer.training.hard_concrete.HeadGates`.
+    """A masked LM whose heads are multiplied by :class:`~syntaxformer.blocks.hard_concrete.HeadGates`.
 
     ``forward`` takes the masked LM's ``input_ids``, ``attention_mask``, ``labels``, ``masked_only``
     and ``masked_positions`` and calls it with ``head_mask = gates()`` (sampled in training mode,
@@ -248,7 +248,7 @@ class GatedMaskedLM(nn.Module):
 
 
 class FineTuneTrainer(Trainer):
-    """The :class:`~syntaxformer.training.trainer.Trainer` starting from ``args.init_from``, with
+    """The :class:`~syntaxformer.tasks.language_model.Trainer` starting from ``args.init_from``, with
     hard-concrete head gates when ``args.head_gates`` (module docstring).
 
     Attributes (besides the Trainer's): source: the source folder's description (``training.json``
@@ -307,7 +307,7 @@ class FineTuneTrainer(Trainer):
 
     def pruned_validation_loss(self, pruned: nn.Module) -> float | None:
         """Mean MLM cross-entropy (nats) of ``pruned`` over this process's masked validation tokens
-        (the same masks as the validation loss, :meth:`~syntaxformer.training.trainer.Trainer.validation_sums`),
+        (the same masks as the validation loss, :meth:`~syntaxformer.tasks.language_model.Trainer.validation_sums`),
         or None without validation data."""
         if not self.valid_batches:
             return None

@@ -83,11 +83,11 @@ from syntaxformer.priors import PRIORS, structure_readers
 from syntaxformer.runtime import code_version, flush_denormals_on_cpu
 from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.sources.induced import MaskedInputInducer
+from syntaxformer.tasks.language_model_data import TrainingData, prepare_data
 from syntaxformer.training.arguments import MASK_REPLACE, TrainArguments
 from syntaxformer.training.batch import TokenBatch
 from syntaxformer.training.callbacks import ParseCurveCallback, TrainerCallback
 from syntaxformer.training.checkpoint import CHECKPOINT, RESUMABLE_CHANGES, read_checkpoint
-from syntaxformer.training.dataset import TrainingData, prepare_data
 from syntaxformer.training.loop import (
     TRAINING_JSON,
     TrainerState,
@@ -154,7 +154,7 @@ class Trainer(TrainingLoop):
         device, rank, world, is_main: this process's device, rank, number of processes, rank == 0
             (from the constructor).
         state: a :class:`TrainerState`.
-        data: the :class:`~syntaxformer.training.dataset.TrainingData`; tokenizer: its tokenizer.
+        data: the :class:`~syntaxformer.tasks.language_model_data.TrainingData`; tokenizer: its tokenizer.
         objective: the model's :class:`~syntaxformer.training.objectives.Objective` (batches).
         model: the model (unwrapped); ddp_model: the module the training step calls
             (``DistributedDataParallel`` under torchrun, else ``model``).
@@ -179,7 +179,7 @@ class Trainer(TrainingLoop):
 
         Raises:
             InputError: as :func:`~syntaxformer.training.checkpoint.read_checkpoint`,
-                :func:`~syntaxformer.training.dataset.prepare_data` and :func:`initial_model`.
+                :func:`~syntaxformer.tasks.language_model_data.prepare_data` and :func:`initial_model`.
         """
         args = self.args
         if args.threads:
@@ -266,7 +266,7 @@ class Trainer(TrainingLoop):
     def make_model(self) -> torch.nn.Module:
         """The module to train, on the CPU (:meth:`build` moves it): :func:`initial_model`. Override
         it in a subclass to start from elsewhere (e.g. a trained model,
-        :class:`~syntaxformer.training.finetune.FineTuneTrainer`)."""
+        :class:`~syntaxformer.tasks.finetune.FineTuneTrainer`)."""
         model = initial_model(self.data.model_overrides(self.args), len(self.tokenizer))
         if self.data.phrase_label_names:  # saved with the config, as the prior keeps them
             PRIORS[model.config.prior].save_phrase_labels(model.config, self.data.phrase_label_names)
