@@ -13,10 +13,11 @@ The model reads bottom-up, as ``modeling_bert.py``, over three files::
     dependency distribution structformer_parse.py: constituent_membership -> boundary_probabilities ->
                             (span_probability, parent_probability: O(N^3) reference forms) ->
                             dependency_distribution; calibrated_dependency_distribution: the stage as
-                            the model calls it (``dependency_kernel="triton"``: kernels/triton_dependency.py,
-                            the same)
-    attention               relation_weights, dependency_structure, dependency_constrained_attention
-                            (``dependency_kernel="triton"``: kernels/triton_dependency_attention.py)
+                            the model calls it (PARSE_STAGE_KERNELS: ``kernel="triton"``,
+                            kernels/triton_dependency.py, the same function)
+    attention               relation_weights, dependency_structure, dependency_constrained_attention;
+                            dependency_attention: a layer's heads (ATTENTION_KERNELS: ``kernel="triton"``,
+                            kernels/triton_dependency_attention.py)
     layer / encoder         StructFormerLayer (pre-LayerNorm), StructFormerEncoder (+ final LayerNorm)
     model                   StructFormerModel: embeddings + parser + encoder
     MLM head                StructFormerForMaskedLM
@@ -79,7 +80,7 @@ from .encoder import (
     prune_head_projections,
 )
 from .structformer_config import (
-    DEPENDENCY_KERNELS,
+    KERNELS,
     NAME,
     PRESETS,
     RELATIONS,
@@ -87,6 +88,7 @@ from .structformer_config import (
     StructFormerConfig,
 )
 from .structformer_parse import (
+    PARSE_STAGE_KERNELS,
     _gap_mask,
     boundary_probabilities,
     calibrate_distances,
@@ -97,6 +99,7 @@ from .structformer_parse import (
     parent_probability,
     range_max,
     span_probability,
+    triton_calibrated_dependency_distribution,
 )
 
 #: Attention weights and p_D entries below this become 0 (no denormal float32, DESIGN.md §5).
@@ -225,6 +228,65 @@ def dependency_constrained_attention(
     return dropout(weights) @ v, weights
 
 
+def dependency_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    p_dep: torch.Tensor,
+    weights: torch.Tensor,
+    relations,
+    key_mask: torch.Tensor,
+    dropout: nn.Module,
+    need_weights: bool = True,
+):
+    """One layer's attention heads as written (``kernel="reference"``): :func:`dependency_structure`, then
+    :func:`dependency_constrained_attention`.
+
+    Args: q, k, v ``[B, H, N, d_h]``; p_dep ``[B, N, N]``; weights ``[H, R]`` (:func:`relation_weights`);
+    relations: the R names; key_mask ``[B, N]`` bool; dropout: the attention dropout; need_weights: whether
+    the caller needs the weights (they are always returned here).
+    Returns: ``(output [B, H, N, d_h], weights [B, H, N, N])`` (weights before dropout).
+    """
+    structure = dependency_structure(p_dep, weights, relations)  # (B, H, N, N)
+    return dependency_constrained_attention(q, k, v, structure, key_mask, dropout)
+
+
+def triton_dependency_attention_where_it_runs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    p_dep: torch.Tensor,
+    weights: torch.Tensor,
+    relations,
+    key_mask: torch.Tensor,
+    dropout: nn.Module,
+    need_weights: bool = True,
+):
+    """:func:`dependency_attention` by the Triton kernels
+    (:func:`~syntaxformer.kernels.triton_dependency_attention.triton_dependency_attention`, no
+    ``(B, H, N, N)`` structure built; ``kernel="triton"``) where the weights are not needed, no attention
+    dropout is drawn (``dropout`` training with ``p > 0``), :func:`~syntaxformer.kernels.triton_runs_on`
+    the device and the layer :func:`~syntaxformer.kernels.triton_dependency_attention.fits` them (float32,
+    at most 64 tokens, the relations ``head`` and ``child``); elsewhere :func:`dependency_attention`.
+    Arguments as it; returns ``(output [B, H, N, d_h], None)`` from the kernels."""
+    if need_weights or (dropout.training and dropout.p > 0) or not triton_runs_on(q.device):
+        return dependency_attention(q, k, v, p_dep, weights, relations, key_mask, dropout, need_weights)
+    # Triton, an optional dependency: imported only where it runs (triton_runs_on)
+    from ..kernels import triton_dependency_attention as kernels
+
+    if not kernels.fits(q, relations):
+        return dependency_attention(q, k, v, p_dep, weights, relations, key_mask, dropout, need_weights)
+    return kernels.triton_dependency_attention(q, k, v, p_dep, weights, key_mask, relations), None
+
+
+#: the config's ``kernel`` -> the attention :class:`StructFormerAttention` calls
+#: (:mod:`syntaxformer.models.kernel_choice`); each takes and returns as :func:`dependency_attention`
+ATTENTION_KERNELS = {
+    "reference": dependency_attention,
+    "triton": triton_dependency_attention_where_it_runs,
+}
+
+
 class StructFormerAttention(nn.Module):
     """Multi-head dependency-constrained self-attention with per-head relation weights (§4.4).
 
@@ -246,7 +308,8 @@ class StructFormerAttention(nn.Module):
         self.output = nn.Linear(d, d)
         self.relation_logits = nn.Parameter(torch.zeros(self.num_heads, len(self.relations)))
         self.dropout = Dropout(config.attention_probs_dropout_prob)
-        self.dependency_kernel = config.dependency_kernel
+        #: the heads' attention (:data:`ATTENTION_KERNELS`, by ``config.kernel``), what :meth:`forward` calls
+        self.attend = ATTENTION_KERNELS[config.kernel]
 
     def prune_heads(self, heads) -> None:
         """Remove ``heads`` (original 0-based numbers) for good, relation logits included."""
@@ -266,7 +329,7 @@ class StructFormerAttention(nn.Module):
         ``[H_original]`` (1 keeps, 0 drops) or None; need_weights: return the attention weights.
 
         Returns ``(output [B, N, d], weights [B, H, N, N])``; the weights are None where they were not
-        needed and the Triton kernels computed the layer (``dependency_kernel="triton"``).
+        needed and the Triton kernels computed the layer (``kernel="triton"``).
         """
         b, n, d = x.shape
 
@@ -275,30 +338,14 @@ class StructFormerAttention(nn.Module):
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))  # (B, H, N, d_h)
         weights = relation_weights(self.relation_logits, self.weight_act)  # (H, R)
-        if not need_weights and head_mask is None and self._triton_takes(q):
-            # Triton, an optional dependency: imported only where it runs (triton_runs_on)
-            from ..kernels.triton_dependency_attention import triton_dependency_attention
-
-            out = triton_dependency_attention(q, k, v, p_dep, weights, mask, self.relations)  # (B, H, N, d_h)
-            return self.output(out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)), None
-        structure = dependency_structure(p_dep, weights, self.relations)  # (B, H, N, N)
-        out, attn = dependency_constrained_attention(q, k, v, structure, mask, self.dropout)
+        # a head mask multiplies the weights too: they are needed then
+        needed = need_weights or head_mask is not None
+        out, attn = self.attend(q, k, v, p_dep, weights, self.relations, mask, self.dropout, needed)  # (B, H, N, d_h)
         if head_mask is not None:
             keep = head_mask[self.head_ids].to(out.dtype)[None, :, None, None]  # (1, H, 1, 1)
             out, attn = out * keep, attn * keep
         out = out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)  # (B, N, H d_h)
         return self.output(out), attn
-
-    def _triton_takes(self, q: torch.Tensor) -> bool:
-        """Whether the Triton kernels compute this layer's attention (queries ``q`` (B, H, N, d_h)): the
-        setting asks for them, they run on the device, no attention dropout is drawn, and they
-        :func:`~syntaxformer.kernels.triton_dependency_attention.fits` the layer."""
-        if self.dependency_kernel != "triton" or not triton_runs_on(q.device) or (self.training and self.dropout.p > 0):
-            return False
-        # Triton, an optional dependency: imported only where it runs (triton_runs_on)
-        from ..kernels import triton_dependency_attention
-
-        return triton_dependency_attention.fits(q, self.relations)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -447,6 +494,9 @@ class StructFormerModel(StructFormerPreTrainedModel):
         n_positions = getattr(config, "position_embeddings", 0)
         self.position_embeddings = nn.Embedding(n_positions, config.hidden_size) if n_positions else None
         self.parser = StructFormerParser(config)
+        #: calibration and ``p_D`` (:data:`~syntaxformer.models.structformer_parse.PARSE_STAGE_KERNELS`, by
+        #: ``config.kernel``), what :meth:`_parse_stage` calls
+        self.dependency_stage = PARSE_STAGE_KERNELS[config.kernel]
         self.encoder = StructFormerEncoder(config)
         self.post_init()
 
@@ -469,13 +519,8 @@ class StructFormerModel(StructFormerPreTrainedModel):
         [B, N])``. It reads no position, so it takes a sentence of any length."""
         x = self.embeddings(input_ids)  # (B, N, d)
         distances, heights = self.parser(x, mask)
-        distances, p_dep, p_root = calibrated_dependency_distribution(
-            distances,
-            heights,
-            mask,
-            self.parser.distance_scale,
-            self.parser.height_scale,
-            getattr(self.config, "dependency_kernel", "autograd"),
+        distances, p_dep, p_root = self.dependency_stage(
+            distances, heights, mask, self.parser.distance_scale, self.parser.height_scale
         )
         return x, distances, heights, p_dep, p_root
 
@@ -663,9 +708,12 @@ __all__ = [
     "StructFormerForMaskedLM",
     "StructFormerOutput",
     "StructFormerMaskedLMOutput",
-    "DEPENDENCY_KERNELS",
+    "KERNELS",
+    "ATTENTION_KERNELS",
+    "PARSE_STAGE_KERNELS",
     "calibrate_distances",
     "calibrated_dependency_distribution",
+    "triton_calibrated_dependency_distribution",
     "constituent_membership",
     "boundary_probabilities",
     "span_probability",
@@ -675,5 +723,7 @@ __all__ = [
     "relation_weights",
     "dependency_structure",
     "dependency_constrained_attention",
+    "dependency_attention",
+    "triton_dependency_attention_where_it_runs",
     "range_max",
 ]

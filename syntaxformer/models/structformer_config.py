@@ -11,11 +11,13 @@ from __future__ import annotations
 from transformers import PretrainedConfig
 
 from .encoder import check_attention_sizes, normalise_pruned_heads
+from .kernel_choice import resolve_kernel
 
 RELATIONS = ("head", "child", "sibling")
 WEIGHT_ACTIVATIONS = ("softmax", "sigmoid")
-#: the ``dependency_kernel`` choices: the stage as written, with autograd, or one Triton kernel each way
-DEPENDENCY_KERNELS = ("autograd", "triton")
+#: the ``kernel`` choices (:mod:`syntaxformer.models.kernel_choice`): the parse stage and attention as
+#: written, with autograd, or Triton kernels where they run (no ``"fused"`` form)
+KERNELS = ("reference", "triton")
 
 
 #: config fields of the named sizes (``make_config("structformer", preset, ...)``)
@@ -111,22 +113,30 @@ class StructFormerConfig(PretrainedConfig):
         position_embeddings: learned position embeddings added to the word embeddings before the
             Transformer layers (not the parser network): how many positions (0: none, the public
             default; the public README's ``--pos_emb``: 500, initialised U(-0.1, 0.1)).
-        dependency_kernel: how the calibrated distances, ``p_D`` and the attention they constrain are
-            computed: ``"autograd"`` (:func:`calibrate_distances`, :func:`dependency_distribution`,
-            :func:`dependency_structure` and :func:`dependency_constrained_attention` as written) or
+        kernel: how the calibrated distances, ``p_D`` and the attention they constrain are computed
+            (:mod:`syntaxformer.models.kernel_choice`; one of :data:`KERNELS`): ``"reference"``
+            (:func:`~syntaxformer.models.structformer_parse.calibrate_distances`,
+            :func:`~syntaxformer.models.structformer_parse.dependency_distribution`,
+            :func:`~syntaxformer.models.structformer.dependency_structure` and
+            :func:`~syntaxformer.models.structformer.dependency_constrained_attention` as written) or
             ``"triton"`` (one Triton kernel each way for the parse stage,
             :mod:`syntaxformer.kernels.triton_dependency`, and one each way for each layer's attention,
             :mod:`syntaxformer.kernels.triton_dependency_attention`, where
             :func:`~syntaxformer.kernels.triton_runs_on` the device and the batch fits: float32, 2 to 64
             tokens, and for the attention no attention dropout, head mask or returned weights, the
             relations ``head`` and ``child``; elsewhere the written path). The same function either way.
+            No ``"fused"`` form: refused. The old field ``dependency_kernel`` (``"autograd"``,
+            ``"triton"``) is still taken and mapped (a saved config writes ``kernel``).
 
     Raises:
         ValueError: a width not divisible by the heads, unknown relations or mixing activation, a
-            negative ``position_embeddings``, an unknown ``dependency_kernel``.
+            negative ``position_embeddings``, a ``kernel`` not in :data:`KERNELS` (``"fused"``
+            included), an unknown ``dependency_kernel`` or one that names another kernel than ``kernel``.
     """
 
     model_type = "structformer"
+    #: the field ``kernel`` replaces, still taken by ``__init__`` (:mod:`syntaxformer.models.kernel_choice`)
+    old_kernel_field = "dependency_kernel"
 
     def __init__(
         self,
@@ -147,9 +157,10 @@ class StructFormerConfig(PretrainedConfig):
         pruned_heads=None,
         tie_word_embeddings: bool = True,
         position_embeddings: int = 0,
-        dependency_kernel: str = "autograd",
+        kernel: str | None = None,
         **kwargs,
     ):
+        kernel = resolve_kernel(kernel, KERNELS, self.old_kernel_field, kwargs, "StructFormer")
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
         if position_embeddings < 0:
             raise ValueError(f"position_embeddings must not be negative, got {position_embeddings}")
@@ -167,8 +178,6 @@ class StructFormerConfig(PretrainedConfig):
             raise ValueError(f"relations must be a non-empty subset of {RELATIONS}, got {relations}")
         if weight_act not in WEIGHT_ACTIVATIONS:
             raise ValueError(f"weight_act must be one of {WEIGHT_ACTIVATIONS}, got {weight_act!r}")
-        if dependency_kernel not in DEPENDENCY_KERNELS:
-            raise ValueError(f"dependency_kernel must be one of {DEPENDENCY_KERNELS}, got {dependency_kernel!r}")
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -184,7 +193,7 @@ class StructFormerConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
         self.position_embeddings = position_embeddings
-        self.dependency_kernel = dependency_kernel
+        self.kernel = kernel
 
 
-__all__ = ["DEPENDENCY_KERNELS", "NAME", "PRESETS", "RELATIONS", "WEIGHT_ACTIVATIONS", "StructFormerConfig"]
+__all__ = ["KERNELS", "NAME", "PRESETS", "RELATIONS", "WEIGHT_ACTIVATIONS", "StructFormerConfig"]

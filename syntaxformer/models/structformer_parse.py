@@ -9,8 +9,8 @@ indexing, padding) are those of :mod:`syntaxformer.models.structformer`, which c
     calibrate_distances (appendix A.2)
     constituent_membership -> boundary_probabilities -> (span_probability, parent_probability: O(N^3)
     reference forms) -> parent_normalizers -> dependency_distribution
-    calibrated_dependency_distribution: the stage as the model calls it
-    (``dependency_kernel="triton"``: kernels/triton_dependency.py, the same function)
+    calibrated_dependency_distribution: the stage as the model calls it (``kernel="reference"``;
+    PARSE_STAGE_KERNELS: ``kernel="triton"``, kernels/triton_dependency.py, the same function)
 
 Memory and time of the dependency distribution
 ----------------------------------------------
@@ -285,17 +285,31 @@ def calibrated_dependency_distribution(
     mask: torch.Tensor,
     distance_scale: torch.Tensor | float = 1.0,
     height_scale: torch.Tensor | float = 1.0,
-    kernel: str = "autograd",
 ):
     """The parse stage after the parser network: :func:`calibrate_distances`, then
-    :func:`dependency_distribution` of the calibrated distances.
+    :func:`dependency_distribution` of the calibrated distances (``kernel="reference"``).
 
-    Args: as :func:`dependency_distribution` (``distances`` raw); kernel: one of :data:`DEPENDENCY_KERNELS`
-    (``"triton"``: :mod:`syntaxformer.kernels.triton_dependency` where it runs and the batch fits).
+    Args: as :func:`dependency_distribution` (``distances`` raw).
 
     Returns: ``(calibrated distances [B, N-1], p_dep [B, N, N], p_root [B, N])``.
     """
-    if kernel == "triton" and triton_runs_on(heights.device):
+    distances = calibrate_distances(distances, heights, mask)
+    return (distances, *dependency_distribution(distances, heights, mask, distance_scale, height_scale))
+
+
+def triton_calibrated_dependency_distribution(
+    distances: torch.Tensor,
+    heights: torch.Tensor,
+    mask: torch.Tensor,
+    distance_scale: torch.Tensor | float = 1.0,
+    height_scale: torch.Tensor | float = 1.0,
+):
+    """:func:`calibrated_dependency_distribution` by the Triton kernels
+    (:func:`~syntaxformer.kernels.triton_dependency.triton_dependency_distribution`, one program per
+    sentence each way; ``kernel="triton"``) where :func:`~syntaxformer.kernels.triton_runs_on` the device
+    and the batch :func:`~syntaxformer.kernels.triton_dependency.fits` them (float32, 2 to 64 tokens);
+    elsewhere :func:`calibrated_dependency_distribution`, bit for bit. Arguments and returns as it."""
+    if triton_runs_on(heights.device):
         # Triton, an optional dependency: imported only where it runs (triton_runs_on)
         from ..kernels import triton_dependency
 
@@ -303,13 +317,23 @@ def calibrated_dependency_distribution(
             return triton_dependency.triton_dependency_distribution(
                 distances, heights, mask, distance_scale, height_scale
             )
-    distances = calibrate_distances(distances, heights, mask)
-    return (distances, *dependency_distribution(distances, heights, mask, distance_scale, height_scale))
+    return calibrated_dependency_distribution(distances, heights, mask, distance_scale, height_scale)
+
+
+#: the config's ``kernel`` -> the parse stage :class:`~syntaxformer.models.structformer.StructFormerModel`
+#: calls (:mod:`syntaxformer.models.kernel_choice`); each takes and returns as
+#: :func:`calibrated_dependency_distribution`
+PARSE_STAGE_KERNELS = {
+    "reference": calibrated_dependency_distribution,
+    "triton": triton_calibrated_dependency_distribution,
+}
 
 
 __all__ = [
+    "PARSE_STAGE_KERNELS",
     "calibrate_distances",
     "calibrated_dependency_distribution",
+    "triton_calibrated_dependency_distribution",
     "constituent_membership",
     "boundary_probabilities",
     "span_probability",
