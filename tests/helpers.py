@@ -5,6 +5,8 @@
 * SICK-format lines (:data:`SICK_HEADER`, :func:`sick_line`, :data:`SICK_PAIRS`), written as a file by
   the ``sick_file`` fixture;
 * the two-layer Tree Transformer of the prior kernels' model tests (:func:`tiny_tree_transformer`);
+* inputs of StructFormer's dependency-constrained attention and that attention by a kernel of its table
+  (:func:`dependency_attention_inputs`, :func:`dependency_attention`);
 * where the repository is (:data:`ROOT`) and where the shared corpora are (:func:`shared_data_folder`).
 
 The test modules live in one folder per subject (``tests/models/``, ``tests/training/``, ...); this module
@@ -131,7 +133,7 @@ def sick_line(i, a, b, label, split):
 
 def tiny_tree_transformer(**fields):
     """A two-layer Tree Transformer for masked LM (width 32, 2 heads, 50 words, the official prior variant),
-    its config fields overridden by ``fields`` (``constituent_fused``, the dropouts, ...)."""
+    its config fields overridden by ``fields`` (``kernel``, the dropouts, ...)."""
     from syntaxformer.models.tree_transformer import TreeTransformerConfig, TreeTransformerForMaskedLM
 
     config = dict(
@@ -143,3 +145,35 @@ def tiny_tree_transformer(**fields):
         constituent_variant="official",
     )
     return TreeTransformerForMaskedLM(TreeTransformerConfig(**{**config, **fields}))
+
+
+# ------------------------------------------------------------------ StructFormer's dependency attention
+
+
+def dependency_attention_inputs(lengths, device, heads=2, n=7, d=16, relations=2, seed=0):
+    """Queries, keys and values (B, H, N, d_h) as views of (B, N, H d_h) projections (as the layer makes
+    them), a ``p_D`` zero off the sentences' pairs and on the diagonal with some entries below 1e-30, the
+    relation logits (H, R), all on ``device`` and requiring gradients, and the key mask (B, N)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    batch = len(lengths)
+    mask = torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]
+    qkv = [torch.randn(batch, n, heads * d, generator=g) for _ in range(3)]
+    qkv = [t.to(device).view(batch, n, heads, d).transpose(1, 2).requires_grad_() for t in qkv]
+    p = torch.rand(batch, n, n, generator=g) * (mask[:, :, None] & mask[:, None, :])
+    p = p.masked_fill(torch.eye(n, dtype=torch.bool), 0.0)
+    p[0, 1, 2] = p[0, 2, 1] = 1e-31  # weights below 1e-30 (both relations): set to 0, no gradient through them
+    logits = torch.randn(heads, relations, generator=g)
+    return [*qkv, p.to(device).requires_grad_(), logits.to(device).requires_grad_()], mask.to(device)
+
+
+def dependency_attention(kernel, inputs, mask, relations, weight_act):
+    """``ATTENTION_KERNELS[kernel]`` (:mod:`syntaxformer.models.structformer`) on ``inputs`` of
+    :func:`dependency_attention_inputs`: the output (B, H, N, d_h), weights not needed, no dropout."""
+    from syntaxformer.blocks.dropout import Dropout
+    from syntaxformer.models.structformer import ATTENTION_KERNELS, relation_weights
+
+    q, k, v, p, logits = inputs
+    weights = relation_weights(logits, weight_act)
+    return ATTENTION_KERNELS[kernel](q, k, v, p, weights, relations, mask, Dropout(0.0), False)[0]

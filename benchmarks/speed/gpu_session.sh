@@ -8,7 +8,7 @@
 # Parts, in order of value, each under a hard `timeout`, the whole under GPU_SESSION_BUDGET_S (540 s):
 #   0. the carried wheels (GPU_WHEELS, default .whl/: nltk, conllu, joblib) into a private folder on PYTHONPATH;
 #      nvidia-smi, python, torch and transformers versions          -> $OUT/session.txt
-#   1. tests/kernels/test_cuda.py, test_triton_prior.py, test_triton_on_lstm.py, test_triton_dependency.py (all in tests/kernels/) (CUDA) -> $OUT/test_cuda.txt
+#   1. tests/kernels/test_cuda.py, test_kernel_table.py, test_triton_paths.py (all in tests/kernels/) (CUDA) -> $OUT/test_cuda.txt
 #   2. benchmarks/speed/gpu_step.py (GPU_SESSION_STEP_CASES), `graph` rows first (every kernel setting
 #      but the fused one), then `eager` and `graph-bf16` for the default settings (at most 300 s)
 #                                                                      -> $OUT/gpu-step.json, $OUT/gpu-step.log
@@ -85,7 +85,7 @@ else
 fi
 
 # 1. the CUDA tests ------------------------------------------------------------------------------------
-part test_cuda "$TEST_LIMIT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/kernels/test_cuda.py tests/kernels/test_triton_prior.py tests/kernels/test_triton_on_lstm.py tests/kernels/test_triton_dependency.py \
+part test_cuda "$TEST_LIMIT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/kernels/test_cuda.py tests/kernels/test_kernel_table.py tests/kernels/test_triton_paths.py \
     >"$OUT/test_cuda.txt" 2>&1
 tail -n 15 "$OUT/test_cuda.txt" | tee -a "$LOG"
 

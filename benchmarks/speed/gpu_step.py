@@ -8,12 +8,12 @@ Rows (one per model, preset, prior, batch and variant): the Tree Transformer ``p
 variant) with the constituent prior and with ``prior="none"`` (the plain Transformer), batches of 64 x 27;
 the ``small`` preset with batches of 512 x 27; StructFormer ``paper`` with about 4,096 tokens (150 x 27);
 the ON-LSTM ``paper`` preset with 20 x 70 (next-token targets); the Tree Transformer ``paper`` preset again
-with the prior's fused kernels (``constituent_fused``; prior ``constituent-fused`` in the record), and the
-``paper`` and ``small`` presets with its Triton kernels (``constituent_fused="triton"``; prior
+with the prior's fused kernels (``kernel="fused"``; prior ``constituent-fused`` in the record), and the
+``paper`` and ``small`` presets with its Triton kernels (``kernel="triton"``; prior
 ``constituent-triton``; on CUDA; elsewhere they compute as the fused kernels), and the ON-LSTM ``paper``
-preset with its cell as a Triton kernel (``cell_kernel="triton"``; prior ``cell-triton``), and StructFormer
-``paper`` with its parse stage and attention as Triton kernels (``dependency_kernel="triton"``; prior
-``dependency-triton``).
+preset with its cell as a Triton kernel (``kernel="triton"``; prior ``cell-triton``), and StructFormer
+``paper`` with its parse stage and attention as Triton kernels (``kernel="triton"``; prior
+``dependency-triton``). The config field ``kernel``: :mod:`syntaxformer.models.kernel_choice`.
 Batches are synthetic (token ids drawn
 once, 15% of positions masked for the masked LMs); the optimiser is Adam (fused on CUDA and CPU) with
 clipping 1.5; dropout is seeded before every step, as in
@@ -100,7 +100,7 @@ CASES = [
         "constituent-fused",
         64,
         27,
-        {"constituent_variant": "official", "constituent_fused": True},
+        {"constituent_variant": "official", "kernel": "fused"},
     ),
     # the prior's link chain and attention as Triton kernels (CUDA): a handful of kernels per layer
     (
@@ -109,7 +109,7 @@ CASES = [
         "constituent-triton",
         64,
         27,
-        {"constituent_variant": "official", "constituent_fused": "triton"},
+        {"constituent_variant": "official", "kernel": "triton"},
     ),
     (
         "tree-transformer",
@@ -117,12 +117,12 @@ CASES = [
         "constituent-triton",
         512,
         27,
-        {"constituent_variant": "official", "constituent_fused": "triton"},
+        {"constituent_variant": "official", "kernel": "triton"},
     ),
     # the ON-LSTM's cell as one Triton kernel each way per step (CUDA)
-    ("on-lstm", "paper", "cell-triton", 20, 70, {"cell_kernel": "triton"}),
+    ("on-lstm", "paper", "cell-triton", 20, 70, {"kernel": "triton"}),
     # StructFormer's parse stage (calibration and the dependency distribution) as one Triton kernel each way
-    ("structformer", "paper", "dependency-triton", 150, 27, {"dependency_kernel": "triton"}),
+    ("structformer", "paper", "dependency-triton", 150, 27, {"kernel": "triton"}),
 ]
 
 

@@ -32,7 +32,7 @@ Variants (``--variants``, comma-separated; default all):
                 ``foreach`` and ``torch.rand`` attention masks.
 ``tree-before``  ``tree`` as the trainers ran it before this work: torch's dropout, ``torch.rand`` attention
                 masks and Adam's per-tensor loop.
-``tree-fused``  ``constituent_fused=True``: the constituent prior's link chain (eqs. 6-8 and ``P``) as
+``tree-fused``  ``kernel="fused"``: the constituent prior's link chain (eqs. 6-8 and ``P``) as
                 one autograd function with a hand-written backward (:mod:`syntaxformer.kernels.constituent`).
 ``tree-compile`` ``tree-fused`` with the model's forward under ``torch.compile`` (skipped when
                 compilation fails on this machine; the failure is recorded).
@@ -75,9 +75,9 @@ FOREACH_ADAM = {"fused": False, "foreach": True}
 VARIANTS = {
     "tree": dict(overrides={}),
     "plain": dict(overrides={"prior": "none"}),
-    "tree-fused": dict(overrides={"constituent_fused": True}),
-    "tree-compile": dict(overrides={"constituent_fused": True}, compile=True),
-    "tree-bf16": dict(overrides={"constituent_fused": True}, bf16=True),
+    "tree-fused": dict(overrides={"kernel": "fused"}),
+    "tree-compile": dict(overrides={"kernel": "fused"}, compile=True),
+    "tree-bf16": dict(overrides={"kernel": "fused"}, bf16=True),
     "tree-adam-loop": dict(overrides={}, adam=LOOP_ADAM),
     "tree-adam-foreach": dict(overrides={}, adam=FOREACH_ADAM),
     "tree-torch-dropout": dict(overrides={}, torch_dropout=True),

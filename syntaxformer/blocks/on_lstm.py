@@ -250,25 +250,58 @@ def drop_connect(weight: Tensor, p: float, training: bool) -> Tensor:
 # ----------------------------------------------------------------------------------------------
 
 
-#: the ``cell_kernel`` choices: the cell's equations with autograd, or one Triton kernel each way
-#: (:mod:`syntaxformer.kernels.triton_on_lstm`) where :func:`~syntaxformer.kernels.triton_runs_on` the device
-CELL_KERNELS = ("autograd", "triton")
+def triton_on_lstm_loop_where_it_runs(
+    gates_x: Tensor,
+    w_hh_t: Tensor,
+    h: Tensor,
+    c: Tensor,
+    mask: Optional[Tensor],
+    first_padded: int,
+    n_chunk: int,
+    chunk_size: int,
+    weight_grad_once: bool | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`on_lstm_loop` with each step's cell as one Triton kernel each way
+    (:func:`~syntaxformer.kernels.triton_on_lstm.triton_on_lstm_loop`; ``kernel="triton"``) where
+    :func:`~syntaxformer.kernels.triton_runs_on` the device; elsewhere :func:`on_lstm_loop`, bit for bit.
+    The same arguments and returns as :func:`on_lstm_loop`."""
+    if not triton_runs_on(gates_x.device):
+        return on_lstm_loop(gates_x, w_hh_t, h, c, mask, first_padded, n_chunk, chunk_size, weight_grad_once)
+    # Triton, an optional dependency: imported only where it runs (triton_runs_on)
+    from ..kernels.triton_on_lstm import triton_on_lstm_loop
+
+    return triton_on_lstm_loop(gates_x, w_hh_t, h, c, mask, first_padded, n_chunk, chunk_size, weight_grad_once)
+
+
+#: the config's ``kernel`` -> the loop over time an :class:`OnLstmLayer` calls
+#: (:mod:`syntaxformer.models.kernel_choice`): the cell's equations with autograd, or one Triton kernel each
+#: way where it runs; no ``"fused"`` form. Each takes and returns as :func:`on_lstm_loop`.
+CELL_KERNELS = {
+    "reference": on_lstm_loop,
+    "triton": triton_on_lstm_loop_where_it_runs,
+}
 
 
 class OnLstmLayer(nn.Module):
     """One ON-LSTM layer: ``ih`` (input -> gates, all steps at once) and ``hh`` (hidden -> gates,
     each step), both with bias, ``G = 2 H / chunk_size + 4 H`` outputs (public ``ONLSTMCell``).
-    ``cell_kernel``: one of :data:`CELL_KERNELS`."""
+    ``kernel``: a key of :data:`CELL_KERNELS`, resolved here into :attr:`loop`.
 
-    def __init__(self, input_size: int, hidden_size: int, chunk_size: int, wdrop: float, cell_kernel: str = "autograd"):
+    Raises:
+        ValueError: an unknown ``kernel``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, chunk_size: int, wdrop: float, kernel: str = "reference"):
         super().__init__()
+        if kernel not in CELL_KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r} for the ON-LSTM cell; expected one of {tuple(CELL_KERNELS)}")
         self.hidden_size, self.chunk_size, self.wdrop = hidden_size, chunk_size, wdrop
         self.n_chunk = hidden_size // chunk_size
-        self.cell_kernel = cell_kernel
         gates = 4 * hidden_size + 2 * self.n_chunk
         self.ih = nn.Linear(input_size, gates)
         self.hh = nn.Linear(hidden_size, gates)
-        self.loop = on_lstm_loop  # the loop over time (a benchmark may put a compiled one here)
+        #: the loop over time (:data:`CELL_KERNELS`; a benchmark or test may put another loop here)
+        self.loop = CELL_KERNELS[kernel]
 
     def forward(self, x: Tensor, mask: Tensor | None, state: tuple[Tensor, Tensor] | None = None):
         """x ``(B, N, in)``, mask ``(B, N)`` bool or None, state ``(h, c)`` each ``(B, H)`` or None
@@ -278,11 +311,7 @@ class OnLstmLayer(nn.Module):
             state = (zeros, zeros)
         gates_x = F.linear(x, self.ih.weight, self.ih.bias + self.hh.bias)  # (B, N, G)
         w_hh = drop_connect(self.hh.weight, self.wdrop, self.training)  # (G, H)
-        loop = self.loop
-        if self.cell_kernel == "triton" and loop is on_lstm_loop and triton_runs_on(x.device):
-            # Triton, an optional dependency: imported only where it runs (triton_runs_on)
-            from ..kernels.triton_on_lstm import triton_on_lstm_loop as loop
-        out, f_master, h, c = on_lstm_recurrence(gates_x, w_hh, state[0], state[1], mask, self.chunk_size, loop)
+        out, f_master, h, c = on_lstm_recurrence(gates_x, w_hh, state[0], state[1], mask, self.chunk_size, self.loop)
         return out, f_master, (h, c)
 
 
@@ -293,13 +322,12 @@ class OnLstmStack(nn.ModuleList):
 
     Args:
         sizes: ``[input width] + [width of each layer]``, bottom-up.
-        chunk_size, wdrop, cell_kernel: as :class:`OnLstmConfig`; dropouth: locked dropout between layers.
+        chunk_size, wdrop, kernel: as :class:`~syntaxformer.models.on_lstm.OnLstmConfig`; dropouth: locked
+            dropout between layers.
     """
 
-    def __init__(self, sizes: list[int], chunk_size: int, wdrop: float, dropouth: float, cell_kernel: str = "autograd"):
-        super().__init__(
-            OnLstmLayer(sizes[l], sizes[l + 1], chunk_size, wdrop, cell_kernel) for l in range(len(sizes) - 1)
-        )
+    def __init__(self, sizes: list[int], chunk_size: int, wdrop: float, dropouth: float, kernel: str = "reference"):
+        super().__init__(OnLstmLayer(sizes[l], sizes[l + 1], chunk_size, wdrop, kernel) for l in range(len(sizes) - 1))
         self.dropouth = dropouth
 
     def forward(self, x: Tensor, mask: Tensor | None, state=None):
@@ -340,6 +368,7 @@ __all__ = [
     "on_lstm_cell",
     "on_lstm_loop",
     "on_lstm_recurrence",
+    "triton_on_lstm_loop_where_it_runs",
     "locked_dropout",
     "embedding_dropout",
     "drop_connect",

@@ -2,23 +2,32 @@
 
 Each model and prior reads top to bottom as its equations (:mod:`syntaxformer.priors`,
 :mod:`syntaxformer.blocks`, :mod:`syntaxformer.models`); the same functions computed faster live here,
-one module per family, chosen by the same config fields as before and each tested against the literal
-path:
+one module per family, each tested against the literal path (``tests/kernels/test_kernel_table.py``).
+A model chooses among them with one config field, ``kernel`` (``"reference"``: the literal path,
+``"fused"``: hand-written PyTorch kernels, ``"triton"``: Triton kernels;
+:mod:`syntaxformer.models.kernel_choice`), resolved once, when a module is built, through a table per
+family that lives beside the literal math (:data:`syntaxformer.priors.constituent.LINK_CHAIN_KERNELS`,
+:data:`syntaxformer.blocks.on_lstm.CELL_KERNELS`,
+:data:`syntaxformer.models.structformer_parse.PARSE_STAGE_KERNELS`,
+:data:`syntaxformer.models.structformer.ATTENTION_KERNELS`): a Triton entry there checks
+:func:`triton_runs_on` and what its kernels take, and otherwise computes as its fallback. Hugging Face's
+``attn_implementation`` chooses the attention:
 
 * :mod:`syntaxformer.kernels.attention` -- the ``"sdpa"`` attention (``attn_implementation``): PyTorch's
   fused attention without a multiplicative prior, the blockwise prior attention with a hand-written
   backward with one (literal reference: :func:`syntaxformer.priors.attention.eager_attention`);
 * :mod:`syntaxformer.kernels.constituent` -- the constituent prior's neighbour scores as one bilinear
-  form, its link chain fused and the closed-form gradient of ``log C`` (``constituent_fused``; literal:
-  :mod:`syntaxformer.priors.constituent`);
+  form (for many tokens, in every setting), its link chain fused and the closed-form gradient of
+  ``log C`` (``kernel="fused"``; literal: :mod:`syntaxformer.priors.constituent`);
 * :mod:`syntaxformer.kernels.triton_prior` -- the constituent prior's link chain and the attention it
-  multiplies as Triton kernels (``constituent_fused="triton"``; CUDA, or Triton's interpreter), imported
+  multiplies as Triton kernels (``kernel="triton"``; CUDA, or Triton's interpreter), imported
   only where :func:`triton_runs_on` (literal: the same as the two above); likewise
-  :mod:`syntaxformer.kernels.triton_on_lstm` (the ON-LSTM cell, ``cell_kernel="triton"``) and
+  :mod:`syntaxformer.kernels.triton_on_lstm` (the ON-LSTM cell, ``kernel="triton"`` of the ON-LSTM and
+  ON-LSTM-SAN; literal: :mod:`syntaxformer.blocks.on_lstm`) and
   :mod:`syntaxformer.kernels.triton_dependency` (StructFormer's calibrated distances and dependency
-  distribution, ``dependency_kernel="triton"``; literal: :mod:`syntaxformer.models.structformer`) and
+  distribution, ``kernel="triton"``; literal: :mod:`syntaxformer.models.structformer_parse`) and
   :mod:`syntaxformer.kernels.triton_dependency_attention` (the attention that distribution constrains,
-  the same setting);
+  the same setting; literal: :mod:`syntaxformer.models.structformer`);
 * :mod:`syntaxformer.kernels.on_lstm` -- the ON-LSTM's recurrent-weight gradient once after the loop
   (by the weight's size; literal: :func:`syntaxformer.blocks.on_lstm.on_lstm_loop` with ``torch.addmm``);
 * :mod:`syntaxformer.kernels.dropout` -- the cheap CPU dropout mask generator (every dropout of the

@@ -27,7 +27,7 @@ The kernels know no prior by name: they take the prior's state and row builder (
 :class:`~syntaxformer.priors.base.MultiplicativePrior`). Dropout masks come from
 :mod:`syntaxformer.kernels.dropout`, denormals are flushed by :mod:`syntaxformer.kernels.denormals`,
 as in the literal reference. Tested against the literal path in ``tests/models/test_blockwise_attention.py``,
-``tests/models/test_tree_transformer.py`` and ``tests/kernels/test_fast_prior.py``; benchmarks/speed/README.md has the
+``tests/models/test_tree_transformer.py`` and ``tests/kernels/test_kernel_table.py``; benchmarks/speed/README.md has the
 measured step times and peak memory.
 """
 
@@ -124,7 +124,7 @@ class BlockwisePriorAttention(torch.autograd.Function):
     ``flush`` bool; ``log_rows`` the prior's row builder ``(state, (start, stop)) -> (B, b, N)``;
     ``block_elements`` int or None; ``log_rows_vjp`` None (autograd through ``log_rows`` for
     ``d state``) or the prior's closed-form ``(state, (start, stop), d rows) -> d state`` (e.g.
-    :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp` with ``constituent_fused``).
+    :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp` with ``kernel="fused"``).
     Output: (B, H, N, d_k). Not twice differentiable. Tested against the eager reference in
     ``tests/models/test_blockwise_attention.py`` (values, gradients, dropout masks, saved memory).
     """

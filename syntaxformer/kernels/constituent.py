@@ -6,15 +6,16 @@ with fewer passes; only float rounding may differ:
 * :func:`neighbour_score_form` and :func:`neighbour_scores_bilinear` (:class:`BilinearNeighbourScores`):
   the neighbour scores of eq. 5 as one bilinear form of the layer input, one d×d product per token
   instead of the two projections, with a hand-written backward (DESIGN.md §5). The prior uses them
-  whenever B·N > d_model.
+  whenever B·N > d_model, whatever its ``kernel``
+  (:func:`~syntaxformer.priors.constituent.layer_neighbour_scores`).
 * :func:`fused_link_chain` (:class:`FusedLinkChain`): eqs. 6-8 and the cumulative log links ``P`` as one
-  autograd function with a hand-written backward (``constituent_fused=True``).
+  autograd function with a hand-written backward (``kernel="fused"``).
 * :func:`log_constituent_prior_vjp`: the closed-form gradient of rows of ``log C`` with respect to
-  ``P``, which the blockwise attention kernel uses instead of autograd (``constituent_fused=True``).
+  ``P``, which the blockwise attention kernel uses instead of autograd (``kernel="fused"`` and ``"triton"``).
 
 The two variants (``"paper"``, ``"official"``) are the prior's; ``eps`` is the official variant's
 epsilon, which the prior passes (:data:`syntaxformer.priors.constituent.OFFICIAL_EPS`). Tested against
-the literal path in ``tests/kernels/test_fast_prior.py`` and ``tests/models/test_constituent_attention.py``.
+the literal path in ``tests/kernels/test_kernel_table.py``.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def _link_chain(s_right, s_left, gap_mask, prior, variant: str, eps: float):
 
 
 class FusedLinkChain(torch.autograd.Function):
-    """Eqs. 6-8 and ``P`` in one function with a hand-written backward (``constituent_fused=True``).
+    """Eqs. 6-8 and ``P`` in one function with a hand-written backward (``kernel="fused"``).
 
     The same function as the prior's ``neighbour_log_probabilities`` -> ``link_probability`` ->
     ``hierarchical_constraint`` -> ``cumulative_log_links`` (either variant; the forward is the same

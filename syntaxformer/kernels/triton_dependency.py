@@ -1,9 +1,9 @@
 """Triton kernels for StructFormer's parse stage: calibrated distances and the dependency distribution.
 
-The same function as :func:`syntaxformer.models.structformer.calibrate_distances` followed by
-:func:`syntaxformer.models.structformer.dependency_distribution` (Shen et al., ACL 2021, §4.3 and appendix
+The same function as :func:`syntaxformer.models.structformer_parse.calibrate_distances` followed by
+:func:`syntaxformer.models.structformer_parse.dependency_distribution` (Shen et al., ACL 2021, §4.3 and appendix
 A.2; the factorised O(N^2)-memory form of that module's docstring), as one forward and one backward kernel,
-one program per sentence, instead of about 250 small operators a step (``dependency_kernel="triton"``):
+one program per sentence, instead of about 250 small operators a step (StructFormer's ``kernel="triton"``):
 
 * forward: the calibration margin (float32, as the PyTorch path: bit for bit), then in float64 the
   membership probabilities ``p(l_i = j)``, ``p(r_i = j)`` from range maxima of the distances (scans along
@@ -25,7 +25,7 @@ exactly ``+-350`` (measure zero). Sentences of more than :data:`MAX_TOKENS` toke
 inputs that are not float32 take the PyTorch path (the caller's choice, :func:`fits`).
 
 Where it runs: CUDA tensors, or CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``;
-``tests/kernels/test_triton_dependency.py`` checks values and gradients against the PyTorch path there), as
+``tests/kernels/test_kernel_table.py`` checks values and gradients against the PyTorch path there), as
 :func:`~syntaxformer.kernels.triton_runs_on` says; callers import this module only after it is true.
 """
 

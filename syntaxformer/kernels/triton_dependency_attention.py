@@ -1,7 +1,7 @@
 """Triton kernels for StructFormer's dependency-constrained attention (Shen et al., ACL 2021, §4.4).
 
 The same function as :func:`syntaxformer.models.structformer.dependency_structure` followed by
-:func:`~syntaxformer.models.structformer.dependency_constrained_attention` (``dependency_kernel="triton"``,
+:func:`~syntaxformer.models.structformer.dependency_constrained_attention` (StructFormer's ``kernel="triton"``,
 with the parse stage of :mod:`syntaxformer.kernels.triton_dependency`), one forward and one backward kernel
 a layer instead of about forty small operators (forward and backward):
 
@@ -24,7 +24,7 @@ a layer that needs any of those, float64 or bfloat16 inputs, or sentences of mor
 tokens takes the PyTorch path (the caller's choice, :func:`fits`).
 
 Where it runs: CUDA tensors, or CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``;
-``tests/kernels/test_triton_dependency.py`` checks values and gradients against the PyTorch path there), as
+``tests/kernels/test_kernel_table.py`` checks values and gradients against the PyTorch path there), as
 :func:`~syntaxformer.kernels.triton_runs_on` says; callers import this module only after it is true.
 """
 

@@ -2,7 +2,7 @@
 
 The same function as :func:`syntaxformer.blocks.on_lstm.on_lstm_loop` (Shen et al., ICLR 2019,
 eqs. 9-14 and ``h_t = o_t ∘ tanh(c_t)``; a padded step keeps the state), which autograd runs as about
-20 kernels forward and 35 backward per step and layer (``cell_kernel="triton"``). The cell kernel: one
+20 kernels forward and 35 backward per step and layer (the ON-LSTM's ``kernel="triton"``). The cell kernel: one
 program per sentence row computes, from the step's pre-activations ``gates`` ``(B, G)``
 (``[i~ | f~ | o | c^ | i | f]``, ``G = 2C + 4H``), the master gates (two ``cumax`` over the ``C``
 chunks), the unit gates and the new state; its backward the pre-activations' gradient and the previous
@@ -21,7 +21,7 @@ With ``u`` the units of a chunk, ``ĉ = tanh(z_c)``, ``τ = tanh(c_t)`` and the 
 Padded rows (``keep`` false) output the previous state and pass its gradients through; their master
 gate output is the step's own, as the loop's. Float32 inside; bf16 pre-activations are read as float32.
 Runs where :func:`syntaxformer.kernels.triton_runs_on` the device; tested against the autograd loop in
-``tests/kernels/test_triton_on_lstm.py``.
+``tests/kernels/test_kernel_table.py``.
 """
 
 from __future__ import annotations

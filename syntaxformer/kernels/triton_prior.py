@@ -2,7 +2,7 @@
 
 The same functions as the PyTorch paths (:mod:`syntaxformer.kernels.constituent`,
 :mod:`syntaxformer.kernels.attention`), each layer's prior in a handful of kernels instead of about
-150 small ones (``constituent_fused="triton"``; benchmarks/speed/gpu_profile.py counts them):
+150 small ones (the Tree Transformer's ``kernel="triton"``; benchmarks/speed/gpu_profile.py counts them):
 
 * :func:`triton_prior_chain` (:class:`TritonPriorChain`): the neighbour scores of eq. 5 (as the bilinear
   form of :func:`~syntaxformer.kernels.constituent.neighbour_score_form`) and eqs. 6-8 and ``P`` of Wang,
@@ -25,7 +25,7 @@ differs (matrix products in TF32 when ``torch.backends.cuda.matmul.allow_tf32`` 
 more than :data:`MAX_TOKENS` tokens take the PyTorch path.
 
 Where they run: CUDA tensors, or CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``, how
-the tests check them without a GPU: ``tests/kernels/test_triton_prior.py``); :func:`triton_runs_on` says.
+the tests check them without a GPU: ``tests/kernels/test_kernel_table.py``); :func:`triton_runs_on` says.
 This module imports Triton, which CUDA builds of PyTorch install; callers import it only after
 :func:`triton_runs_on` (in :mod:`syntaxformer.kernels`) is true.
 """

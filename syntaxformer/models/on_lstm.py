@@ -112,6 +112,7 @@ from ..blocks.on_lstm import (  # noqa: F401  (the recurrence lives in the block
 )
 from ..structures import SyntacticDistances
 from .encoder import check_positive_sizes
+from .kernel_choice import resolve_kernel
 
 #: config fields of the named sizes (``make_config("on-lstm", preset, ...)``)
 PRESETS = {
@@ -220,19 +221,26 @@ class OnLstmConfig(PretrainedConfig):
         pad_token_id: padding token (padding is found from it when no ``attention_mask`` is given).
         tie_word_embeddings: tie the output layer to the embeddings (the public recipe does). Stated
             because ``transformers`` 5 no longer gives every config this field.
-        cell_kernel: "autograd" (the cell's equations, :func:`~syntaxformer.blocks.on_lstm.on_lstm_cell`)
-            or "triton" (each step's cell as one Triton kernel each way,
-            :mod:`syntaxformer.kernels.triton_on_lstm`, where :func:`~syntaxformer.kernels.triton_runs_on`
-            the device; elsewhere as "autograd"). The same function; float rounding differs.
+        kernel: how the cell is computed (:mod:`syntaxformer.models.kernel_choice`; a key of
+            :data:`~syntaxformer.blocks.on_lstm.CELL_KERNELS`): "reference" (the cell's equations,
+            :func:`~syntaxformer.blocks.on_lstm.on_lstm_cell`, with autograd) or "triton" (each step's
+            cell as one Triton kernel each way, :mod:`syntaxformer.kernels.triton_on_lstm`, where
+            :func:`~syntaxformer.kernels.triton_runs_on` the device; elsewhere as "reference"). The
+            same function; float rounding differs. No "fused" form: refused. The old field
+            ``cell_kernel`` ("autograd", "triton") is still taken and mapped (a saved config writes
+            ``kernel``).
 
     Raises:
         ValueError: a size or count that is not a positive whole number (named), a width that is not a
             multiple of ``chunk_size``, ``hidden_sizes`` of the wrong length or (tied) a last width
             other than ``embedding_size``, a dropout outside [0, 1),
-            ``parse_layer`` out of range, or an unknown ``cell_kernel``.
+            ``parse_layer`` out of range, a ``kernel`` not in ``CELL_KERNELS`` ("fused" included), an
+            unknown ``cell_kernel`` or one that names another kernel than ``kernel``.
     """
 
     model_type = "on-lstm"
+    #: the field ``kernel`` replaces, still taken by ``__init__`` (:mod:`syntaxformer.models.kernel_choice`)
+    old_kernel_field = "cell_kernel"
     attribute_map = {"num_hidden_layers": "num_layers"}
 
     def __init__(
@@ -253,11 +261,12 @@ class OnLstmConfig(PretrainedConfig):
         init_range: float = 0.1,
         pad_token_id: int = 0,
         tie_word_embeddings: bool = True,
-        cell_kernel: str = "autograd",
+        kernel: str | None = None,
         **kwargs,
     ):
+        kernel = resolve_kernel(kernel, tuple(CELL_KERNELS), self.old_kernel_field, kwargs, "the ON-LSTM")
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
-        self.cell_kernel = cell_kernel
+        self.kernel = kernel
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_size = hidden_size
@@ -284,8 +293,6 @@ class OnLstmConfig(PretrainedConfig):
         return [self.hidden_size] * (self.num_layers - 1) + [self.embedding_size]
 
     def _check(self) -> None:
-        if self.cell_kernel not in CELL_KERNELS:
-            raise ValueError(f"unknown cell_kernel {self.cell_kernel!r}; expected one of {CELL_KERNELS}")
         check_positive_sizes(
             vocab_size=self.vocab_size,
             embedding_size=self.embedding_size,
@@ -401,7 +408,7 @@ class OnLstmModel(OnLstmPreTrainedModel):
             config.chunk_size,
             config.wdrop,
             config.dropouth,
-            getattr(config, "cell_kernel", "autograd"),
+            config.kernel,
         )
         self.post_init()
 

@@ -45,6 +45,7 @@ from .encoder import (
     normalise_pruned_heads,
     sinusoidal_positions,
 )
+from .kernel_choice import resolve_kernel
 from .on_lstm import CELL_KERNELS, OnLstmStack, embedding_dropout, locked_dropout
 
 #: config fields of the named sizes (``make_config("on-lstm-san", preset, ...)``): K = 2-3 ON-LSTM
@@ -130,16 +131,22 @@ class OnLstmSanConfig(PretrainedConfig):
         pruned_heads: {layer: [heads]} removed by ``prune_heads`` (restored by ``from_pretrained``).
         tie_word_embeddings: tie the output layer to the embeddings (default False: untied, as the
             Tree Transformer's). Stated because ``transformers`` 5 no longer gives every config this field.
-        cell_kernel: the ON-LSTM layers' cell, "autograd" or "triton"
-            (:class:`~syntaxformer.models.on_lstm.OnLstmConfig`).
+        kernel: "reference" or "triton" (:mod:`syntaxformer.models.kernel_choice`): the ON-LSTM layers'
+            cell (:class:`~syntaxformer.models.on_lstm.OnLstmConfig`), and the self-attention layers'
+            prior where it has kernels (the constituent prior). No "fused" form: refused. The old field
+            ``cell_kernel`` ("autograd", "triton") is still taken and mapped (a saved config writes
+            ``kernel``).
 
     Raises:
         ValueError: ``hidden_size`` not a multiple of ``chunk_size`` or of ``num_attention_heads``,
-            fewer than one layer of either kind, a dropout outside [0, 1), an unknown prior or
-            ``cell_kernel``.
+            fewer than one layer of either kind, a dropout outside [0, 1), an unknown prior, a ``kernel``
+            not in ``CELL_KERNELS`` ("fused" included), an unknown ``cell_kernel`` or one that names
+            another kernel than ``kernel``.
     """
 
     model_type = "on-lstm-san"
+    #: the field ``kernel`` replaces, still taken by ``__init__`` (:mod:`syntaxformer.models.kernel_choice`)
+    old_kernel_field = "cell_kernel"
 
     def __init__(
         self,
@@ -164,12 +171,11 @@ class OnLstmSanConfig(PretrainedConfig):
         prior: str = "none",
         pruned_heads=None,
         tie_word_embeddings: bool = False,
-        cell_kernel: str = "autograd",
+        kernel: str | None = None,
         **kwargs,
     ):
+        kernel = resolve_kernel(kernel, tuple(CELL_KERNELS), self.old_kernel_field, kwargs, "ON-LSTM-SAN")
         check_prior(prior)
-        if cell_kernel not in CELL_KERNELS:
-            raise ValueError(f"unknown cell_kernel {cell_kernel!r}; expected one of {CELL_KERNELS}")
         check_attention_sizes(
             hidden_size,
             num_attention_heads,
@@ -198,7 +204,7 @@ class OnLstmSanConfig(PretrainedConfig):
         self.layer_norm_eps, self.init_range = layer_norm_eps, init_range
         self.prior = prior
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
-        self.cell_kernel = cell_kernel
+        self.kernel = kernel
 
 
 @dataclass
@@ -276,7 +282,7 @@ class OnLstmSanModel(OnLstmSanPreTrainedModel):
             config.chunk_size,
             config.wdrop,
             config.dropouth,
-            getattr(config, "cell_kernel", "autograd"),
+            config.kernel,
         )
         self.san_dropout = nn.Dropout(config.hidden_dropout_prob)
         self.san = PreLNEncoder(config)

@@ -4,21 +4,26 @@ Shen, Tay, Zheng, Bahri, Metzler & Courville, "StructFormer: Joint Unsupervised 
 Dependency and Constituency Structure from Masked Language Modeling", ACL 2021 (arXiv 2012.00857);
 public code: google-research/google-research, folder ``structformer/`` (read, not copied).
 
-The file reads bottom-up, as ``modeling_bert.py``::
+The model reads bottom-up, as ``modeling_bert.py``, over three files::
 
-    StructFormerConfig
+    StructFormerConfig      structformer_config.py (PRESETS, NAME, the config's choices)
     parser network          StructFormerParser: Conv1d + LayerNorm + tanh stack on word embeddings
                             (no positions) -> syntactic distance per gap, syntactic height per word
-    distance/height         calibrate_distances (appendix A.2)
-    dependency distribution constituent_membership -> boundary_probabilities -> (span_probability,
-                            parent_probability: O(N^3) reference forms) -> dependency_distribution;
-                            calibrated_dependency_distribution: the stage as the model calls it
-                            (``dependency_kernel="triton"``: kernels/triton_dependency.py, the same)
-    attention               relation_weights, dependency_structure, dependency_constrained_attention
-                            (``dependency_kernel="triton"``: kernels/triton_dependency_attention.py)
+    distance/height         structformer_parse.py: calibrate_distances (appendix A.2)
+    dependency distribution structformer_parse.py: constituent_membership -> boundary_probabilities ->
+                            (span_probability, parent_probability: O(N^3) reference forms) ->
+                            dependency_distribution; calibrated_dependency_distribution: the stage as
+                            the model calls it (PARSE_STAGE_KERNELS: ``kernel="triton"``,
+                            kernels/triton_dependency.py, the same function)
+    attention               relation_weights, dependency_structure, dependency_constrained_attention;
+                            dependency_attention: a layer's heads (ATTENTION_KERNELS: ``kernel="triton"``,
+                            kernels/triton_dependency_attention.py)
     layer / encoder         StructFormerLayer (pre-LayerNorm), StructFormerEncoder (+ final LayerNorm)
     model                   StructFormerModel: embeddings + parser + encoder
     MLM head                StructFormerForMaskedLM
+
+The configuration and the parse-stage functions are imported here too, so
+``from syntaxformer.models.structformer import StructFormerConfig, calibrate_distances`` keeps working.
 
 Conventions (ARCHITECTURE.md)
 -----------------------------
@@ -36,40 +41,15 @@ Conventions (ARCHITECTURE.md)
   constituent and never changes a real word's output: padded rows/columns of ``p_D`` are 0, padded
   gaps have distance ``+inf`` and padded words height ``-inf`` in the outputs.
 
-Memory and time of the dependency distribution
-----------------------------------------------
-The paper (§4.3) defines, for a word ``i`` whose smallest legal constituent is ``[l, r]``::
-
-    p_D(j | i) = sum_{l <= min(i,j)} sum_{r >= max(i,j)} p(l | i) p(r | i) p(j | [l, r]),
-    p(j | [l, r]) = e_j / Z(l, r),    e_j = exp(s_h * delta_j),    Z(l, r) = sum_{k=l..r} e_k.
-
-The public code materialises ``p([l, r] | i)`` and ``p(j | [l, r])`` as ``[B, N, N, N]`` tensors and
-contracts them with an O(N^4) einsum. The double sum factorises, because ``e_j`` leaves the sum and
-``1/Z(l, r)`` is an ``N x N`` matrix. For ``j < i`` (then ``min = j``, ``max = i``, and ``p(r|i) = 0``
-for ``r < i`` makes the ``r`` condition automatic)::
-
-    G[i, l]     = sum_r p(r | i) / Z(l, r)                  (one [N,N] @ [N,N] matmul)
-    p_D(j | i)  = e_j * sum_{l <= j} p(l | i) G[i, l]        (a prefix sum over l)
-
-and symmetrically for ``j > i`` with ``H[i, r] = sum_l p(l | i) / Z(l, r)`` and a suffix sum over
-``r``; at ``j = i`` the same expression is the probability that ``i`` heads its own constituent, i.e.
-the root mass. So every tensor is ``[B, N, N]``: **O(N^2) memory per sentence and O(N^3) time** (two
-batched matmuls), against O(N^3) memory and O(N^4) time in the public code; the values are the same
-(checked against the brute-force sum in ``tests/models/test_structformer.py``). Range maxima of distances
-(needed by the membership probabilities and the calibration) are ``[B, N, N]`` cumulative maxima.
-
-Numerics: the factorisation separates ``e_j`` from ``1/Z``, which can overflow where a softmax would
-not; it is therefore computed in float64 with the height logits shifted by the per-sentence midpoint
-of their range and clamped to +-350 (exact unless the height logits of one sentence spread over more
-than 700 nats). Intermediate values stay below ``N * exp(350)``. The cost is negligible next to the
-Transformer layers. Attention weights below 1e-30 are set to 0 so that no denormal float32 numbers
-reach the attention products (DESIGN.md §5).
+Attention weights below 1e-30 are set to 0 so that no denormal float32 numbers reach the attention
+products (DESIGN.md §5); the memory, time and numerics of ``p_D``: :mod:`syntaxformer.models.structformer_parse`.
 
 Where this file deliberately differs from the public code
 ---------------------------------------------------------
 * Calibration margin: per sentence, not the maximum over the whole batch (the public code subtracts
   one batch-wide scalar, so a sentence's parse depended on the other sentences of its batch).
-* The O(N^2)-memory factorisation above instead of the O(N^3)/O(N^4) tensors.
+* The O(N^2)-memory factorisation of :mod:`syntaxformer.models.structformer_parse` instead of the
+  O(N^3)/O(N^4) tensors.
 * ``attention_mask`` is the padding mask (HF convention); when it is omitted, padding is found from
   ``pad_token_id`` as the public code does.
 * Only the relations ``head`` (attend to the parent, ``p_D(j|i)``), ``child`` (attend to dependents,
@@ -86,7 +66,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import PretrainedConfig, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.utils import ModelOutput
 
@@ -96,192 +76,34 @@ from ..kernels import triton_runs_on
 from ..structures import DependencyDistribution, SyntacticDistances
 from .encoder import (
     HeadPruningMixin,
-    check_attention_sizes,
     layer_head_masks,
-    normalise_pruned_heads,
     prune_head_projections,
 )
+from .structformer_config import (
+    KERNELS,
+    NAME,
+    PRESETS,
+    RELATIONS,
+    WEIGHT_ACTIVATIONS,
+    StructFormerConfig,
+)
+from .structformer_parse import (
+    PARSE_STAGE_KERNELS,
+    _gap_mask,
+    boundary_probabilities,
+    calibrate_distances,
+    calibrated_dependency_distribution,
+    constituent_membership,
+    dependency_distribution,
+    parent_normalizers,
+    parent_probability,
+    range_max,
+    span_probability,
+    triton_calibrated_dependency_distribution,
+)
 
-#: Finite stand-in for an infinite distance/height inside the computation (keeps gradients finite).
-_BIG = 1e9
-#: Height logits are clamped to +-_CLAMP around their per-sentence midpoint (float64: exp(350) ~ 1e152).
-_CLAMP = 350.0
 #: Attention weights and p_D entries below this become 0 (no denormal float32, DESIGN.md §5).
 _TINY = 1e-30
-
-RELATIONS = ("head", "child", "sibling")
-WEIGHT_ACTIVATIONS = ("softmax", "sigmoid")
-#: the ``dependency_kernel`` choices: the stage as written, with autograd, or one Triton kernel each way
-DEPENDENCY_KERNELS = ("autograd", "triton")
-
-
-#: config fields of the named sizes (``make_config("structformer", preset, ...)``)
-PRESETS = {
-    # the public configuration (Shen et al. 2021, §5; DESIGN.md §2); train with mask rate 0.3,
-    # Adam lr 3e-4 (see StructFormerConfig)
-    "paper": dict(
-        num_hidden_layers=8,
-        hidden_size=512,
-        num_attention_heads=8,
-        intermediate_size=2048,
-        n_parser_layers=3,
-        conv_size=9,
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.0,
-    ),
-    # CPU, a <= 20-minute run on 2 cores: ~640 tokens/s per training step on one busy core
-    # (batch 64 x 25 words, vocabulary 10k, logits at masked positions only)
-    "small": dict(
-        num_hidden_layers=4,
-        hidden_size=256,
-        num_attention_heads=4,
-        intermediate_size=1024,
-        n_parser_layers=2,
-        conv_size=9,
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.0,
-    ),
-    # the induce recipes' size (docs/recipes.md): ~7,300 tokens/s on 2 CPU cores
-    "mini": dict(
-        num_hidden_layers=4,
-        hidden_size=128,
-        num_attention_heads=4,
-        intermediate_size=512,
-        n_parser_layers=2,
-        conv_size=9,
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.0,
-    ),
-    # tests: seconds
-    "tiny": dict(
-        num_hidden_layers=2,
-        hidden_size=32,
-        num_attention_heads=2,
-        intermediate_size=64,
-        n_parser_layers=2,
-        conv_size=3,
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.0,
-    ),
-}
-
-#: the registry name (models/__init__.py)
-NAME = "structformer"
-
-
-# ----------------------------------------------------------------------------------------------
-# Config
-# ----------------------------------------------------------------------------------------------
-
-
-class StructFormerConfig(PretrainedConfig):
-    """Configuration of :class:`StructFormerForMaskedLM` (BERT-style names).
-
-    Defaults are the public configuration of the paper (the ``paper`` preset): 8 layers, hidden 512,
-    8 heads, FFN 2048, 3 parser conv layers with window 9, dropout 0.1, relations ("head", "child"),
-    softmax mixing weights. Training recipe of the public code (the trainer's flags, recorded here):
-    **mask rate 0.3** with every masked token replaced by ``<mask>`` (no 80/10/10), Adam lr 3e-4,
-    eps 1e-9, weight decay 1.2e-6, gradient clipping 0.25, ~4096 tokens per batch, no attention
-    dropout (``dropatt`` 0).
-
-    Args:
-        vocab_size: number of tokens.
-        hidden_size: model width d (embeddings, parser network, Transformer layers).
-        num_hidden_layers: Transformer layers L.
-        num_attention_heads: heads H per layer (d must be divisible by H).
-        intermediate_size: feed-forward width.
-        hidden_act: feed-forward activation (an ``ACT2FN`` name; the public code uses leaky ReLU).
-        hidden_dropout_prob: dropout on residual branches, inside the feed-forward and before the
-            output layer.
-        attention_probs_dropout_prob: dropout on the attention weights.
-        n_parser_layers: Conv1d + LayerNorm + tanh layers of the parser network (§4.2).
-        conv_size: convolution window of the parser layers.
-        relations: dependency relations each head mixes (§4.4): ``"head"`` (attend to the parent,
-            weight ``p_D(j|i)``), ``"child"`` (attend to the dependents, ``p_D(i|j)``), ``"sibling"``.
-        weight_act: ``"softmax"`` (mixing weights of a head sum to 1, the paper) or ``"sigmoid"``.
-        layer_norm_eps: epsilon of every LayerNorm.
-        pad_token_id: padding token (used to find padding when no ``attention_mask`` is given).
-        pruned_heads: {layer: [heads]} removed by ``prune_heads`` (restored by ``from_pretrained``).
-        tie_word_embeddings: tie the MLM output layer to the word embeddings (the public code does).
-            Stated here because ``transformers`` 5 no longer gives every config this field (4.x
-            defaulted it to True), and v5 ties only when the config asks.
-        position_embeddings: learned position embeddings added to the word embeddings before the
-            Transformer layers (not the parser network): how many positions (0: none, the public
-            default; the public README's ``--pos_emb``: 500, initialised U(-0.1, 0.1)).
-        dependency_kernel: how the calibrated distances, ``p_D`` and the attention they constrain are
-            computed: ``"autograd"`` (:func:`calibrate_distances`, :func:`dependency_distribution`,
-            :func:`dependency_structure` and :func:`dependency_constrained_attention` as written) or
-            ``"triton"`` (one Triton kernel each way for the parse stage,
-            :mod:`syntaxformer.kernels.triton_dependency`, and one each way for each layer's attention,
-            :mod:`syntaxformer.kernels.triton_dependency_attention`, where
-            :func:`~syntaxformer.kernels.triton_runs_on` the device and the batch fits: float32, 2 to 64
-            tokens, and for the attention no attention dropout, head mask or returned weights, the
-            relations ``head`` and ``child``; elsewhere the written path). The same function either way.
-
-    Raises:
-        ValueError: a width not divisible by the heads, unknown relations or mixing activation, a
-            negative ``position_embeddings``, an unknown ``dependency_kernel``.
-    """
-
-    model_type = "structformer"
-
-    def __init__(
-        self,
-        vocab_size: int = 10000,
-        hidden_size: int = 512,
-        num_hidden_layers: int = 8,
-        num_attention_heads: int = 8,
-        intermediate_size: int = 2048,
-        hidden_act: str = "leaky_relu",
-        hidden_dropout_prob: float = 0.1,
-        attention_probs_dropout_prob: float = 0.0,
-        n_parser_layers: int = 3,
-        conv_size: int = 9,
-        relations=("head", "child"),
-        weight_act: str = "softmax",
-        layer_norm_eps: float = 1e-5,
-        pad_token_id: int = 0,
-        pruned_heads=None,
-        tie_word_embeddings: bool = True,
-        position_embeddings: int = 0,
-        dependency_kernel: str = "autograd",
-        **kwargs,
-    ):
-        super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
-        if position_embeddings < 0:
-            raise ValueError(f"position_embeddings must not be negative, got {position_embeddings}")
-        check_attention_sizes(
-            hidden_size,
-            num_attention_heads,
-            vocab_size=vocab_size,
-            num_hidden_layers=num_hidden_layers,
-            intermediate_size=intermediate_size,
-            n_parser_layers=n_parser_layers,
-            conv_size=conv_size,
-        )
-        unknown = [r for r in relations if r not in RELATIONS]
-        if unknown or not relations:
-            raise ValueError(f"relations must be a non-empty subset of {RELATIONS}, got {relations}")
-        if weight_act not in WEIGHT_ACTIVATIONS:
-            raise ValueError(f"weight_act must be one of {WEIGHT_ACTIVATIONS}, got {weight_act!r}")
-        if dependency_kernel not in DEPENDENCY_KERNELS:
-            raise ValueError(f"dependency_kernel must be one of {DEPENDENCY_KERNELS}, got {dependency_kernel!r}")
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.hidden_act = hidden_act
-        self.hidden_dropout_prob = hidden_dropout_prob
-        self.attention_probs_dropout_prob = attention_probs_dropout_prob
-        self.n_parser_layers = n_parser_layers
-        self.conv_size = conv_size
-        self.relations = list(relations)
-        self.weight_act = weight_act
-        self.layer_norm_eps = layer_norm_eps
-        self.pruned_heads = normalise_pruned_heads(pruned_heads)
-        self.position_embeddings = position_embeddings
-        self.dependency_kernel = dependency_kernel
 
 
 # ----------------------------------------------------------------------------------------------
@@ -351,259 +173,6 @@ class StructFormerParser(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------
-# Distance and height (§3, appendix A.2)
-# ----------------------------------------------------------------------------------------------
-
-
-def _gap_mask(mask: torch.Tensor) -> torch.Tensor:
-    """``[B, N-1]`` bool: gap k lies between two real words."""
-    return mask[:, :-1] & mask[:, 1:]
-
-
-def _full_distances(distances: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``[B, N]``: gap distances with ``_BIG`` at every gap touching padding and after the last word.
-
-    Index k of the result is the gap after word k, as in the public code; the ``_BIG`` sentinel makes
-    the sentence end (and padding) an unbreakable constituent boundary.
-    """
-    big = distances.new_full(distances.shape[:1] + (1,), _BIG)
-    full = torch.cat([distances, big], dim=1)
-    gap_ok = F.pad(_gap_mask(mask), (0, 1), value=False)
-    return full.masked_fill(~gap_ok, _BIG)
-
-
-def range_max(values: torch.Tensor) -> torch.Tensor:
-    """``M[b, a, c] = max(values[b, a..c])`` for ``c >= a`` (``-_BIG`` below the diagonal).
-
-    Args: values ``[B, N]``. Returns ``[B, N, N]`` (O(N^2) memory, one cumulative max).
-    """
-    n = values.shape[-1]
-    idx = torch.arange(n, device=values.device)
-    below = idx[None, :] < idx[:, None]  # (N, N): c < a
-    rows = values[:, None, :].expand(-1, n, -1).masked_fill(below, -_BIG)  # (B, N, N)
-    return rows.cummax(dim=-1).values
-
-
-def calibrate_distances(distances: torch.Tensor, heights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Shift distances so that only the whole sentence can lack a parent (paper appendix A.2).
-
-    A span ``[a, b]`` (inclusive) whose two boundary distances ``tau_{a-1}``, ``tau_b`` both exceed
-    every height inside it would be a constituent whose head finds no parent: a second root. With
-
-        margin(a, b) = relu(min(tau_{a-1}, tau_b) - max_{a<=k<=b} delta_k)
-
-    (``tau_{-1} = tau_{n-1} = +inf``, the sentence edges), the largest margin over all spans of real
-    words except the whole sentence is subtracted from every distance of the sentence.
-
-    Deviation: the public code takes this maximum over the whole batch (one scalar for all
-    sentences); here it is per sentence, so a sentence's parse does not depend on its batch mates.
-
-    Args:
-        distances: ``[B, N-1]`` raw gap distances. heights: ``[B, N]``. mask: ``[B, N]`` bool.
-
-    Returns:
-        ``[B, N-1]`` calibrated distances (differentiable; the margin is not detached, as in the
-        public code). Values at padded gaps are unchanged and meaningless.
-    """
-    n = heights.shape[1]
-    full = _full_distances(distances, mask)  # (B, N)
-    left = F.pad(full[:, :-1], (1, 0), value=_BIG)  # tau_{a-1}: (B, N)
-    height_max = range_max(heights.masked_fill(~mask, -_BIG))  # (B, a, b)
-    boundary = torch.minimum(left[:, :, None], full[:, None, :])  # (B, a, b)
-    margin = torch.relu(boundary - height_max)
-    idx = torch.arange(n, device=heights.device)
-    lengths = mask.sum(dim=1)  # (B,)
-    valid = (
-        (idx[None, :, None] <= idx[None, None, :])  # a <= b
-        & mask[:, :, None]
-        & mask[:, None, :]  # real words
-        & ~((idx[None, :, None] == 0) & (idx[None, None, :] == lengths[:, None, None] - 1))
-    )
-    margin = margin.masked_fill(~valid, 0.0).amax(dim=(1, 2))  # (B,)
-    return distances - margin[:, None]
-
-
-# ----------------------------------------------------------------------------------------------
-# Dependency distribution (§4.3)
-# ----------------------------------------------------------------------------------------------
-
-
-def constituent_membership(
-    distances: torch.Tensor, heights: torch.Tensor, mask: torch.Tensor, scale: torch.Tensor | float
-):
-    """Cumulative membership probabilities of the smallest legal constituent ``C(x_i)`` (§4.3).
-
-    Word ``l < i`` belongs to ``C(x_i)`` when every gap between them is lower than ``x_i``'s height:
-
-        p(l in C(x_i)) = sigmoid(s_d * (delta_i - max_{l <= k < i} tau_k))
-
-    and symmetrically ``p(r in C(x_i)) = sigmoid(s_d * (delta_i - max_{i <= k < r} tau_k))`` for
-    ``r > i``. Since ``C(x_i)`` is an interval, these are ``P(l_i <= j)`` and ``P(r_i >= j)`` of its
-    left and right boundaries (the public code computes the same as a cumulative min of sigmoids).
-
-    Args:
-        distances: ``[B, N-1]`` (calibrated) gap distances. heights: ``[B, N]``. mask: ``[B, N]`` bool.
-        scale: ``s_d > 0``.
-
-    Returns:
-        ``(left, right)``, each ``[B, N, N]`` indexed ``[i, j]``: ``left[i, j] = P(l_i <= j)`` (1 for
-        ``j >= i``) and ``right[i, j] = P(r_i >= j)`` (1 for ``j <= i``). Padding and the sentence
-        edges are impassable boundaries (probability exactly 0 beyond them).
-    """
-    n = heights.shape[1]
-    full = _full_distances(distances, mask)  # (B, N)
-    span_max = range_max(full)  # (B, a, c)
-    idx = torch.arange(n, device=heights.device)
-    delta = heights[:, :, None]  # (B, i, 1)
-    # left[i, j] needs max(tau_j .. tau_{i-1}) = span_max[j, i-1]
-    left_max = F.pad(span_max.transpose(1, 2)[:, :-1, :], (0, 0, 1, 0), value=_BIG)
-    left = torch.where(
-        idx[None, :] < idx[:, None],  # j < i
-        torch.sigmoid(scale * (delta - left_max)),
-        torch.ones_like(left_max),
-    )
-    # right[i, j] needs max(tau_i .. tau_{j-1}) = span_max[i, j-1]
-    right_max = F.pad(span_max[:, :, :-1], (1, 0), value=_BIG)
-    right = torch.where(
-        idx[None, :] > idx[:, None],  # j > i
-        torch.sigmoid(scale * (delta - right_max)),
-        torch.ones_like(right_max),
-    )
-    return left, right
-
-
-def boundary_probabilities(left: torch.Tensor, right: torch.Tensor):
-    """Distributions of the boundaries of ``C(x_i)`` (§4.3): differences of the cumulative ones.
-
-        p(l_i = j) = P(l_i <= j) - P(l_i <= j-1),    p(r_i = j) = P(r_i >= j) - P(r_i >= j+1)
-
-    Args / returns: ``[B, N, N]`` tensors indexed ``[i, j]``; each returned row sums to 1,
-    ``p(l_i = j) = 0`` for ``j > i`` and ``p(r_i = j) = 0`` for ``j < i``.
-    """
-    p_left = left - F.pad(left[:, :, :-1], (1, 0), value=0.0)
-    p_right = right - F.pad(right[:, :, 1:], (0, 1), value=0.0)
-    return p_left, p_right
-
-
-def span_probability(p_left: torch.Tensor, p_right: torch.Tensor) -> torch.Tensor:
-    """``p([l, r] | i) = p(l_i = l) p(r_i = r)`` (§4.3), ``[B, N(i), N(l), N(r)]``.
-
-    O(N^3) memory: a reference form for inspection and tests; :func:`dependency_distribution` never
-    builds it.
-    """
-    return p_left[:, :, :, None] * p_right[:, :, None, :]
-
-
-def parent_probability(heights: torch.Tensor, scale: torch.Tensor | float) -> torch.Tensor:
-    """``p(parent = j | [l, r]) = softmax_{j in [l, r]}(s_h * delta_j)`` (§4.3), ``[B, N(l), N(r), N(j)]``.
-
-    O(N^3) memory reference form (0 for ``r < l`` and for ``j`` outside the span); the model uses the
-    factorised :func:`parent_normalizers` instead.
-    """
-    n = heights.shape[1]
-    idx = torch.arange(n, device=heights.device)
-    inside = (idx[:, None, None] <= idx[None, None, :]) & (idx[None, None, :] <= idx[None, :, None])
-    logits = (scale * heights)[:, None, None, :].expand(-1, n, n, -1).masked_fill(~inside, -torch.inf)
-    probs = torch.softmax(logits, dim=-1)
-    return torch.nan_to_num(probs, nan=0.0)  # empty spans (r < l) -> all 0
-
-
-def parent_normalizers(heights: torch.Tensor, mask: torch.Tensor, scale: torch.Tensor | float):
-    """Factorised parent selection (§4.3): ``p(parent = j | [l, r]) = e[j] * inv_z[l, r]``.
-
-    ``e_j = exp(s_h delta_j - m)`` and ``inv_z[l, r] = 1 / sum_{k=l..r} e_k`` for ``l <= r`` (0 else),
-    in float64, with ``m`` the per-sentence midpoint of the real words' logits (detached; it cancels)
-    and the shifted logits clamped to ``+-_CLAMP``. Padding gets logit ``m`` (never used by real rows).
-
-    Returns: ``(e [B, N], inv_z [B, N, N])`` float64; O(N^2) memory.
-    """
-    logits = scale * heights.double()
-    lo = logits.masked_fill(~mask, torch.inf).amin(dim=1, keepdim=True)
-    hi = logits.masked_fill(~mask, -torch.inf).amax(dim=1, keepdim=True)
-    mid = torch.where(mask.any(dim=1, keepdim=True), (lo + hi) / 2, 0.0).detach()
-    z = (logits - mid).masked_fill(~mask, 0.0).clamp(-_CLAMP, _CLAMP)
-    e = z.exp()  # (B, N)
-    n = heights.shape[1]
-    idx = torch.arange(n, device=heights.device)
-    empty = idx[None, :] < idx[:, None]  # (l, r): r < l
-    partial = (e[:, None, :] * ~empty).cumsum(dim=-1)  # (B, l, r) = Z
-    inv_z = (1.0 / partial.masked_fill(empty, 1.0)).masked_fill(empty, 0.0)
-    return e, inv_z
-
-
-def dependency_distribution(
-    distances: torch.Tensor,
-    heights: torch.Tensor,
-    mask: torch.Tensor,
-    distance_scale: torch.Tensor | float = 1.0,
-    height_scale: torch.Tensor | float = 1.0,
-):
-    """The dependency distribution ``p_D(j | i)`` of §4.3 in O(N^2) memory per sentence.
-
-        p_D(j | i) = sum_{[l, r]} p([l, r] | i) p(parent = j | [l, r]),   p_D(i | i) := 0
-
-    computed as the factorisation of the module docstring (prefix/suffix sums of
-    ``p(l|i) (p(.|i) @ inv_z^T)[i, l]`` and ``p(r|i) (p(.|i) @ inv_z)[i, r]``, times ``e_j``).
-
-    Args:
-        distances: ``[B, N-1]`` calibrated gap distances (see :func:`calibrate_distances`).
-        heights: ``[B, N]`` syntactic heights. mask: ``[B, N]`` bool, True = real word.
-        distance_scale: ``s_d`` of :func:`constituent_membership`. height_scale: ``s_h``.
-
-    Returns:
-        ``(p_dep, p_root)`` float64 probabilities: ``p_dep [B, N, N]`` row i = dependent, column j =
-        parent, zero diagonal, zero padded rows/columns; ``p_root [B, N]`` = probability that i heads
-        its own constituent (its root mass): ``p_root + p_dep.sum(-1) = 1`` on real words, 0 on
-        padding.
-    """
-    with torch.autocast(device_type=heights.device.type, enabled=False):
-        left, right = constituent_membership(distances.double(), heights.double(), mask, distance_scale)
-        p_left, p_right = boundary_probabilities(left, right)  # (B, i, l), (B, i, r)
-        e, inv_z = parent_normalizers(heights.double(), mask, height_scale)  # (B, N), (B, l, r)
-        g = p_right @ inv_z.transpose(1, 2)  # (B, i, l)
-        h = p_left @ inv_z  # (B, i, r)
-        before = (p_left * g).cumsum(dim=-1) * e[:, None, :]  # j <= i
-        after = (p_right * h).flip(-1).cumsum(dim=-1).flip(-1) * e[:, None, :]  # j >= i
-        n = heights.shape[1]
-        idx = torch.arange(n, device=heights.device)
-        p = torch.where(
-            idx[None, :] < idx[:, None], before, torch.where(idx[None, :] > idx[:, None], after, 0.0)
-        )  # (B, i, j)
-        pair = mask[:, :, None] & mask[:, None, :]
-        p_dep = p.masked_fill(~pair, 0.0)
-        p_root = before.diagonal(dim1=1, dim2=2).masked_fill(~mask, 0.0)
-    return p_dep, p_root
-
-
-def calibrated_dependency_distribution(
-    distances: torch.Tensor,
-    heights: torch.Tensor,
-    mask: torch.Tensor,
-    distance_scale: torch.Tensor | float = 1.0,
-    height_scale: torch.Tensor | float = 1.0,
-    kernel: str = "autograd",
-):
-    """The parse stage after the parser network: :func:`calibrate_distances`, then
-    :func:`dependency_distribution` of the calibrated distances.
-
-    Args: as :func:`dependency_distribution` (``distances`` raw); kernel: one of :data:`DEPENDENCY_KERNELS`
-    (``"triton"``: :mod:`syntaxformer.kernels.triton_dependency` where it runs and the batch fits).
-
-    Returns: ``(calibrated distances [B, N-1], p_dep [B, N, N], p_root [B, N])``.
-    """
-    if kernel == "triton" and triton_runs_on(heights.device):
-        # Triton, an optional dependency: imported only where it runs (triton_runs_on)
-        from ..kernels import triton_dependency
-
-        if triton_dependency.fits(distances, heights):
-            return triton_dependency.triton_dependency_distribution(
-                distances, heights, mask, distance_scale, height_scale
-            )
-    distances = calibrate_distances(distances, heights, mask)
-    return (distances, *dependency_distribution(distances, heights, mask, distance_scale, height_scale))
-
-
-# ----------------------------------------------------------------------------------------------
 # Dependency-constrained multi-head self-attention (§4.4)
 # ----------------------------------------------------------------------------------------------
 
@@ -659,6 +228,65 @@ def dependency_constrained_attention(
     return dropout(weights) @ v, weights
 
 
+def dependency_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    p_dep: torch.Tensor,
+    weights: torch.Tensor,
+    relations,
+    key_mask: torch.Tensor,
+    dropout: nn.Module,
+    need_weights: bool = True,
+):
+    """One layer's attention heads as written (``kernel="reference"``): :func:`dependency_structure`, then
+    :func:`dependency_constrained_attention`.
+
+    Args: q, k, v ``[B, H, N, d_h]``; p_dep ``[B, N, N]``; weights ``[H, R]`` (:func:`relation_weights`);
+    relations: the R names; key_mask ``[B, N]`` bool; dropout: the attention dropout; need_weights: whether
+    the caller needs the weights (they are always returned here).
+    Returns: ``(output [B, H, N, d_h], weights [B, H, N, N])`` (weights before dropout).
+    """
+    structure = dependency_structure(p_dep, weights, relations)  # (B, H, N, N)
+    return dependency_constrained_attention(q, k, v, structure, key_mask, dropout)
+
+
+def triton_dependency_attention_where_it_runs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    p_dep: torch.Tensor,
+    weights: torch.Tensor,
+    relations,
+    key_mask: torch.Tensor,
+    dropout: nn.Module,
+    need_weights: bool = True,
+):
+    """:func:`dependency_attention` by the Triton kernels
+    (:func:`~syntaxformer.kernels.triton_dependency_attention.triton_dependency_attention`, no
+    ``(B, H, N, N)`` structure built; ``kernel="triton"``) where the weights are not needed, no attention
+    dropout is drawn (``dropout`` training with ``p > 0``), :func:`~syntaxformer.kernels.triton_runs_on`
+    the device and the layer :func:`~syntaxformer.kernels.triton_dependency_attention.fits` them (float32,
+    at most 64 tokens, the relations ``head`` and ``child``); elsewhere :func:`dependency_attention`.
+    Arguments as it; returns ``(output [B, H, N, d_h], None)`` from the kernels."""
+    if need_weights or (dropout.training and dropout.p > 0) or not triton_runs_on(q.device):
+        return dependency_attention(q, k, v, p_dep, weights, relations, key_mask, dropout, need_weights)
+    # Triton, an optional dependency: imported only where it runs (triton_runs_on)
+    from ..kernels import triton_dependency_attention as kernels
+
+    if not kernels.fits(q, relations):
+        return dependency_attention(q, k, v, p_dep, weights, relations, key_mask, dropout, need_weights)
+    return kernels.triton_dependency_attention(q, k, v, p_dep, weights, key_mask, relations), None
+
+
+#: the config's ``kernel`` -> the attention :class:`StructFormerAttention` calls
+#: (:mod:`syntaxformer.models.kernel_choice`); each takes and returns as :func:`dependency_attention`
+ATTENTION_KERNELS = {
+    "reference": dependency_attention,
+    "triton": triton_dependency_attention_where_it_runs,
+}
+
+
 class StructFormerAttention(nn.Module):
     """Multi-head dependency-constrained self-attention with per-head relation weights (§4.4).
 
@@ -680,7 +308,8 @@ class StructFormerAttention(nn.Module):
         self.output = nn.Linear(d, d)
         self.relation_logits = nn.Parameter(torch.zeros(self.num_heads, len(self.relations)))
         self.dropout = Dropout(config.attention_probs_dropout_prob)
-        self.dependency_kernel = config.dependency_kernel
+        #: the heads' attention (:data:`ATTENTION_KERNELS`, by ``config.kernel``), what :meth:`forward` calls
+        self.attend = ATTENTION_KERNELS[config.kernel]
 
     def prune_heads(self, heads) -> None:
         """Remove ``heads`` (original 0-based numbers) for good, relation logits included."""
@@ -700,7 +329,7 @@ class StructFormerAttention(nn.Module):
         ``[H_original]`` (1 keeps, 0 drops) or None; need_weights: return the attention weights.
 
         Returns ``(output [B, N, d], weights [B, H, N, N])``; the weights are None where they were not
-        needed and the Triton kernels computed the layer (``dependency_kernel="triton"``).
+        needed and the Triton kernels computed the layer (``kernel="triton"``).
         """
         b, n, d = x.shape
 
@@ -709,30 +338,14 @@ class StructFormerAttention(nn.Module):
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))  # (B, H, N, d_h)
         weights = relation_weights(self.relation_logits, self.weight_act)  # (H, R)
-        if not need_weights and head_mask is None and self._triton_takes(q):
-            # Triton, an optional dependency: imported only where it runs (triton_runs_on)
-            from ..kernels.triton_dependency_attention import triton_dependency_attention
-
-            out = triton_dependency_attention(q, k, v, p_dep, weights, mask, self.relations)  # (B, H, N, d_h)
-            return self.output(out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)), None
-        structure = dependency_structure(p_dep, weights, self.relations)  # (B, H, N, N)
-        out, attn = dependency_constrained_attention(q, k, v, structure, mask, self.dropout)
+        # a head mask multiplies the weights too: they are needed then
+        needed = need_weights or head_mask is not None
+        out, attn = self.attend(q, k, v, p_dep, weights, self.relations, mask, self.dropout, needed)  # (B, H, N, d_h)
         if head_mask is not None:
             keep = head_mask[self.head_ids].to(out.dtype)[None, :, None, None]  # (1, H, 1, 1)
             out, attn = out * keep, attn * keep
         out = out.transpose(1, 2).reshape(b, n, self.num_heads * self.head_dim)  # (B, N, H d_h)
         return self.output(out), attn
-
-    def _triton_takes(self, q: torch.Tensor) -> bool:
-        """Whether the Triton kernels compute this layer's attention (queries ``q`` (B, H, N, d_h)): the
-        setting asks for them, they run on the device, no attention dropout is drawn, and they
-        :func:`~syntaxformer.kernels.triton_dependency_attention.fits` the layer."""
-        if self.dependency_kernel != "triton" or not triton_runs_on(q.device) or (self.training and self.dropout.p > 0):
-            return False
-        # Triton, an optional dependency: imported only where it runs (triton_runs_on)
-        from ..kernels import triton_dependency_attention
-
-        return triton_dependency_attention.fits(q, self.relations)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -881,6 +494,9 @@ class StructFormerModel(StructFormerPreTrainedModel):
         n_positions = getattr(config, "position_embeddings", 0)
         self.position_embeddings = nn.Embedding(n_positions, config.hidden_size) if n_positions else None
         self.parser = StructFormerParser(config)
+        #: calibration and ``p_D`` (:data:`~syntaxformer.models.structformer_parse.PARSE_STAGE_KERNELS`, by
+        #: ``config.kernel``), what :meth:`_parse_stage` calls
+        self.dependency_stage = PARSE_STAGE_KERNELS[config.kernel]
         self.encoder = StructFormerEncoder(config)
         self.post_init()
 
@@ -903,13 +519,8 @@ class StructFormerModel(StructFormerPreTrainedModel):
         [B, N])``. It reads no position, so it takes a sentence of any length."""
         x = self.embeddings(input_ids)  # (B, N, d)
         distances, heights = self.parser(x, mask)
-        distances, p_dep, p_root = calibrated_dependency_distribution(
-            distances,
-            heights,
-            mask,
-            self.parser.distance_scale,
-            self.parser.height_scale,
-            getattr(self.config, "dependency_kernel", "autograd"),
+        distances, p_dep, p_root = self.dependency_stage(
+            distances, heights, mask, self.parser.distance_scale, self.parser.height_scale
         )
         return x, distances, heights, p_dep, p_root
 
@@ -1087,15 +698,22 @@ class StructFormerForMaskedLM(StructFormerPreTrainedModel):
 
 
 __all__ = [
+    "NAME",
+    "PRESETS",
+    "RELATIONS",
+    "WEIGHT_ACTIVATIONS",
     "StructFormerConfig",
     "StructFormerParser",
     "StructFormerModel",
     "StructFormerForMaskedLM",
     "StructFormerOutput",
     "StructFormerMaskedLMOutput",
-    "DEPENDENCY_KERNELS",
+    "KERNELS",
+    "ATTENTION_KERNELS",
+    "PARSE_STAGE_KERNELS",
     "calibrate_distances",
     "calibrated_dependency_distribution",
+    "triton_calibrated_dependency_distribution",
     "constituent_membership",
     "boundary_probabilities",
     "span_probability",
@@ -1105,5 +723,7 @@ __all__ = [
     "relation_weights",
     "dependency_structure",
     "dependency_constrained_attention",
+    "dependency_attention",
+    "triton_dependency_attention_where_it_runs",
     "range_max",
 ]

@@ -49,6 +49,7 @@ from .encoder import (
     sinusoidal_positions,
     zero_init_if_marked,
 )
+from .kernel_choice import KERNELS, resolve_kernel
 
 #: config fields of the named sizes (``make_config("tree-transformer", preset, ...)``)
 PRESETS = {
@@ -150,13 +151,16 @@ class TreeTransformerConfig(PretrainedConfig):
         constituent_diagonal: the constituent prior's diagonal ``C_ii``: "one" (the paper) or
             "official" (the public code's tiny value); None = the variant's. With ``constituent_scale``
             it separates the parts of the official variant (docs/recipes.md).
-        constituent_fused: False (default: today's numerics, bit for bit) or True: the prior's link
-            chain (eqs. 6-8 and the cumulative logs) and the gradient of ``log C`` run as hand-written
-            fused kernels (:class:`~syntaxformer.kernels.constituent.FusedLinkChain`,
-            :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp`): the same function,
-            float rounding differs (benchmarks/speed/train_step.py); or "triton": the link chain and the
-            prior's attention as Triton kernels (:mod:`syntaxformer.kernels.triton_prior`) on CUDA,
-            with their own dropout masks, else as True.
+        kernel: how the constituent prior is computed (:mod:`syntaxformer.models.kernel_choice`):
+            "reference" (default: the equations with autograd, the recorded runs' numerics, bit for
+            bit), "fused" (the prior's link chain, eqs. 6-8 and the cumulative logs, and the gradient
+            of ``log C`` as hand-written fused kernels,
+            :class:`~syntaxformer.kernels.constituent.FusedLinkChain`,
+            :meth:`~syntaxformer.priors.constituent.ConstituentPrior.log_rows_vjp`: the same function,
+            float rounding differs; benchmarks/speed/train_step.py) or "triton" (the link chain and
+            the prior's attention as Triton kernels, :mod:`syntaxformer.kernels.triton_prior`, on CUDA,
+            with their own dropout masks; elsewhere as "fused"). The old field ``constituent_fused``
+            (False, True, "triton") is still taken and mapped (a saved config writes ``kernel``).
         attn_implementation: Hugging Face convention: "eager" (literal reference, can return
             attentions) or "sdpa" (fused; the default Hugging Face picks when none is given).
         residual_init: how the output projections of each layer's two residual branches (attention
@@ -167,11 +171,14 @@ class TreeTransformerConfig(PretrainedConfig):
             (the model is built without them, so ``from_pretrained`` restores a pruned model).
     Raises:
         ValueError: unknown ``prior``, ``constituent_variant``, ``constituent_diagonal``,
-            ``constituent_fused`` or ``residual_init``, a ``constituent_scale`` <= 0, or heads not
-            dividing hidden_size.
+            ``kernel`` (or ``constituent_fused``) or ``residual_init``, a ``constituent_scale`` <= 0, a
+            ``constituent_fused`` that names another kernel than ``kernel``, or heads not dividing
+            hidden_size.
     """
 
     model_type = "tree-transformer"
+    #: the field ``kernel`` replaces, still taken by ``__init__`` (:mod:`syntaxformer.models.kernel_choice`)
+    old_kernel_field = "constituent_fused"
 
     def __init__(
         self,
@@ -192,12 +199,13 @@ class TreeTransformerConfig(PretrainedConfig):
         pruned_heads=None,
         constituent_scale: float | None = None,
         constituent_diagonal: str | None = None,
-        constituent_fused: bool | str = False,
+        kernel: str | None = None,
         **kwargs,
     ):
+        kernel = resolve_kernel(kernel, KERNELS, self.old_kernel_field, kwargs, "the Tree Transformer")
         check_prior(prior)
         check_residual_init(residual_init)
-        check_constituent_options(constituent_variant, constituent_scale, constituent_diagonal, constituent_fused)
+        check_constituent_options(constituent_variant, constituent_scale, constituent_diagonal, kernel)
         check_attention_sizes(
             hidden_size,
             num_attention_heads,
@@ -221,7 +229,7 @@ class TreeTransformerConfig(PretrainedConfig):
         self.constituent_variant = constituent_variant
         self.constituent_scale = constituent_scale
         self.constituent_diagonal = constituent_diagonal
-        self.constituent_fused = constituent_fused if constituent_fused == "triton" else bool(constituent_fused)
+        self.kernel = kernel
         self.residual_init = residual_init
         self.pruned_heads = normalise_pruned_heads(pruned_heads)
 

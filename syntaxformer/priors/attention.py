@@ -93,18 +93,10 @@ def sdpa_attention(
 
     * ``prior=None`` (plain Transformer, or an additive ``bias`` only):
       :func:`~syntaxformer.kernels.attention.sdpa_without_prior` (``F.scaled_dot_product_attention``).
-    * a multiplicative prior with a ``laplace_form`` (the constituent prior with ``constituent_fused="triton"``)
-      where :func:`~syntaxformer.kernels.triton_runs_on` the device, sentences of at most
-      :data:`~syntaxformer.kernels.triton_prior.MAX_TOKENS` tokens:
-      :func:`~syntaxformer.kernels.triton_prior.laplace_prior_attention` (Triton; its own dropout masks).
-    * any other multiplicative prior, every device: :func:`~syntaxformer.kernels.attention.blockwise_prior_attention`
-      (``M``'s rows built from the prior's state block by block; the prior's closed-form
-      ``log_rows_vjp`` when it has one, e.g. ``constituent_fused``).
+    * a multiplicative prior: its own ``attention`` kernel when it has one (the constituent prior with
+      ``kernel="triton"``: :func:`triton_laplace_attention`), else :func:`blockwise_attention`.
     * ``output_attentions=True``, and a multiplicative prior together with a bias: :func:`eager_attention`,
       as Hugging Face models do for attentions.
-    * under ``torch.compile``, a multiplicative prior without the Triton kernels: :func:`eager_attention`,
-      whose operators the compiler fuses (the blockwise kernel's hand-written backward calls autograd
-      inside itself, which PyTorch 2.11's compiler does not trace: "Unsupported Tensor.requires_grad_()").
 
     Arguments and returns as the module docstring (attentions always None here). Tested against the
     eager reference in ``tests/models/test_blockwise_attention.py`` and ``tests/models/test_tree_transformer.py``.
@@ -113,19 +105,43 @@ def sdpa_attention(
         return eager_attention(query, key, value, key_mask, prior, dropout_p, output_attentions, bias)
     if prior is None:
         return sdpa_without_prior(query, key, value, key_mask, dropout_p, bias), None
-    form = getattr(prior, "laplace_form", None)
-    if form is not None and triton_runs_on(query.device):
+    attention = prior.attention or blockwise_attention  # the prior's own kernel, chosen with the prior
+    return attention(query, key, value, key_mask, prior, dropout_p), None
+
+
+def blockwise_attention(query, key, value, key_mask, prior: MultiplicativePrior, dropout_p: float = 0.0):
+    """``sdpa``'s attention with a multiplicative prior: :func:`~syntaxformer.kernels.attention.blockwise_prior_attention`
+    on every device (``M``'s rows built from the prior's state block by block; the prior's closed-form
+    ``log_rows_vjp`` when it has one, e.g. the constituent prior with ``kernel="fused"``).
+
+    Under ``torch.compile``: :func:`eager_attention`, whose operators the compiler fuses (the blockwise
+    kernel's hand-written backward calls autograd inside itself, which PyTorch 2.11's compiler does not
+    trace: "Unsupported Tensor.requires_grad_()").
+
+    Args: as the module docstring (``prior`` not None). Returns: out (B, H, N, d_k).
+    """
+    if torch.compiler.is_compiling():
+        return eager_attention(query, key, value, key_mask, prior, dropout_p)[0]
+    log_rows_vjp = getattr(prior, "log_rows_vjp", None)
+    return blockwise_prior_attention(query, key, value, key_mask, prior.state, prior.log_rows, log_rows_vjp, dropout_p)
+
+
+def triton_laplace_attention(query, key, value, key_mask, prior: MultiplicativePrior, dropout_p: float = 0.0):
+    """A prior with a ``laplace_form`` ``(eps, diagonal)`` (``M_ij = exp(-|P_i - P_j|) + eps``, ``M_ii =
+    diagonal``: the constituent prior with ``kernel="triton"``) by the Triton kernel
+    :func:`~syntaxformer.kernels.triton_prior.laplace_prior_attention` (its own dropout masks), where
+    :func:`~syntaxformer.kernels.triton_runs_on` the device and sentences have at most
+    :data:`~syntaxformer.kernels.triton_prior.MAX_TOKENS` tokens; elsewhere :func:`blockwise_attention`.
+
+    Args: as the module docstring (``prior`` not None, with ``laplace_form``). Returns: out (B, H, N, d_k).
+    """
+    if triton_runs_on(query.device):
         # Triton, an optional dependency: imported only where it runs (triton_runs_on)
         from ..kernels.triton_prior import MAX_TOKENS, laplace_prior_attention
 
         if query.shape[2] <= MAX_TOKENS:
-            return laplace_prior_attention(query, key, value, key_mask, prior.state, *form, dropout_p), None
-    if torch.compiler.is_compiling():
-        return eager_attention(query, key, value, key_mask, prior, dropout_p)
-    log_rows_vjp = getattr(prior, "log_rows_vjp", None)
-    return blockwise_prior_attention(
-        query, key, value, key_mask, prior.state, prior.log_rows, log_rows_vjp, dropout_p
-    ), None
+            return laplace_prior_attention(query, key, value, key_mask, prior.state, *prior.laplace_form, dropout_p)
+    return blockwise_attention(query, key, value, key_mask, prior, dropout_p)
 
 
 #: config string (``config._attn_implementation``) -> attention function
@@ -134,4 +150,10 @@ ATTENTION_FUNCTIONS = {
     "sdpa": sdpa_attention,
 }
 
-__all__ = ["ATTENTION_FUNCTIONS", "eager_attention", "sdpa_attention"]
+__all__ = [
+    "ATTENTION_FUNCTIONS",
+    "eager_attention",
+    "sdpa_attention",
+    "blockwise_attention",
+    "triton_laplace_attention",
+]

@@ -49,10 +49,15 @@ class MultiplicativePrior:
         log_rows: ``log_rows(state, rows) -> (B, stop - start, N)``: rows ``start:stop`` of ``log M``
             (nats, <= 0), or all rows (B, N, N) when ``rows`` is None. Must be a pure function of
             ``state`` (the kernel calls it again in the backward).
+        attention: the prior's own kernel for the ``"sdpa"`` attention, ``attention(query, key, value,
+            key_mask, prior, dropout_p) -> (B, H, N, d_k)`` (chosen by the prior's ``kernel``, e.g.
+            :func:`~syntaxformer.priors.attention.triton_laplace_attention`), or None: the blockwise
+            kernel (:func:`~syntaxformer.priors.attention.blockwise_attention`).
     """
 
     state: torch.Tensor
     log_rows: Callable[[torch.Tensor, tuple[int, int] | None], torch.Tensor]
+    attention: Callable | None = None
 
     def log_prior(self, rows: tuple[int, int] | None = None) -> torch.Tensor:
         """(B, N, N) ``log M``, or rows ``start:stop`` of it (B, stop - start, N)."""

@@ -41,9 +41,10 @@ Padding never leaks into real tokens in either variant: real-real entries of ``C
 links between real words. (Real-padding entries are finite; the attention masks padding keys.)
 
 The fast paths of these equations (eq. 5 as one bilinear form, eqs. 6-8 and ``P`` fused with a
-hand-written backward, the closed-form gradient of ``log C``) are kernels,
-:mod:`syntaxformer.kernels.constituent`, chosen by :class:`ConstituentAttention` (``fused``, the
-config's ``constituent_fused``) and tested against the functions here.
+hand-written backward, the closed-form gradient of ``log C``; the Triton kernels of
+:mod:`syntaxformer.kernels.triton_prior`) are kernels, :mod:`syntaxformer.kernels.constituent`, chosen
+once by :class:`ConstituentAttention` from the config's ``kernel`` (:data:`LINK_CHAIN_KERNELS`) and
+tested against the functions here (``tests/kernels/test_kernel_table.py``).
 """
 
 from __future__ import annotations
@@ -61,30 +62,29 @@ from ..kernels.constituent import (
     neighbour_score_form,
     neighbour_scores_bilinear,
 )
+from .attention import triton_laplace_attention
 from .base import MultiplicativePrior, PriorOutput, StructuralPrior
 
 VARIANTS = ("paper", "official")
-#: ``fused=`` choices (the config's ``constituent_fused``): the literal equations with autograd (False),
-#: the fused PyTorch kernels (True), or the Triton kernels where they run, else the fused PyTorch ones ("triton")
-FUSED = (False, True, "triton")
 #: ``diagonal=`` choices for the diagonal of ``C``: "one" (the paper's ``C_ii = 1``) or "official" (the
 #: public code's tiny value, :func:`official_log_diagonal`); by default each variant's own.
 DIAGONALS = ("one", "official")
 
 
 def check_constituent_options(
-    variant: str, scale: float | None = None, diagonal: str | None = None, fused: bool | str = False
+    variant: str, scale: float | None = None, diagonal: str | None = None, kernel: str = "reference"
 ) -> None:
     """Check a constituent prior's options (the config fields ``constituent_variant``,
-    ``constituent_scale``, ``constituent_diagonal``, ``constituent_fused``; :class:`ConstituentAttention`'s
+    ``constituent_scale``, ``constituent_diagonal``, ``kernel``; :class:`ConstituentAttention`'s
     arguments).
 
     Raises:
         ValueError: ``variant`` not in :data:`VARIANTS`, ``diagonal`` neither None nor in
-            :data:`DIAGONALS`, ``scale`` neither None nor > 0, or ``fused`` not in :data:`FUSED`.
+            :data:`DIAGONALS`, ``scale`` neither None nor > 0, or ``kernel`` not a key of
+            :data:`LINK_CHAIN_KERNELS`.
     """
-    if fused not in FUSED:
-        raise ValueError(f"unknown constituent_fused {fused!r}; expected one of {FUSED}")
+    if kernel not in LINK_CHAIN_KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; expected one of {tuple(LINK_CHAIN_KERNELS)}")
     if variant not in VARIANTS:
         raise ValueError(f"unknown constituent_variant {variant!r}; expected one of {VARIANTS}")
     if diagonal is not None and diagonal not in DIAGONALS:
@@ -260,6 +260,101 @@ def log_constituent_prior(
     return log_c.masked_fill(diagonal, log_diagonal)
 
 
+# ----------------------------------------------------------------------------------------------
+# The link chain (eqs. 5-8 and P), one function per kernel
+# ----------------------------------------------------------------------------------------------
+
+
+def layer_neighbour_scores(
+    h: torch.Tensor, query: nn.Linear, key: nn.Linear, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 5 of a layer from its normalised input ``h`` (B, N, d): :func:`neighbour_scores` of the two
+    projections for few tokens; for many (B·N > d) the same scores as one d×d product per token
+    (:func:`~syntaxformer.kernels.constituent.neighbour_scores_bilinear`, plus d³ per call to form
+    ``W_qᵀ W_k``), which then costs less than the two projections. The same function either way (float
+    rounding differs). Returns ``(s_right, s_left)``, (B, N-1) each."""
+    batch, n, d = h.shape
+    if batch * n > d:
+        return neighbour_scores_bilinear(h, *neighbour_score_form(query, key, scale))
+    return neighbour_scores(query(h), key(h), scale)
+
+
+def reference_link_chain(
+    h: torch.Tensor,
+    query: nn.Linear,
+    key: nn.Linear,
+    scale: float,
+    gap_mask: torch.Tensor,
+    prior: torch.Tensor | None,
+    variant: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Link probabilities ``a^l`` and their cumulative logs ``P`` from the equations, with autograd
+    (``kernel="reference"``).
+
+    Args:
+        h: (B, N, d) the normalised layer input.
+        query, key: the prior's ``nn.Linear(d, d)`` projections. scale: eq. 5's divisor.
+        gap_mask: (B, N-1) bool, True where both words are real.
+        prior: (B, N-1) link probabilities of the layer below, or None.
+        variant: "paper" or "official".
+    Returns:
+        ``(a, P)``: (B, N-1) link probabilities and (B, N) cumulative log links.
+    """
+    s_right, s_left = layer_neighbour_scores(h, query, key, scale)  # eq. 5, (B, N-1) each
+    log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)  # eq. 6, (B, N-1) each
+    a_hat = link_probability(log_p_right, log_p_left, gap_mask, variant)  # eq. 7, (B, N-1)
+    a = hierarchical_constraint(prior, a_hat)  # eq. 8, (B, N-1)
+    return a, cumulative_log_links(a, gap_mask, variant)  # (B, N-1), (B, N)
+
+
+def fused_link_chain_of(
+    h: torch.Tensor,
+    query: nn.Linear,
+    key: nn.Linear,
+    scale: float,
+    gap_mask: torch.Tensor,
+    prior: torch.Tensor | None,
+    variant: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`reference_link_chain` with eqs. 6-8 and ``P`` as one function with a hand-written backward
+    (:func:`~syntaxformer.kernels.constituent.fused_link_chain`; ``kernel="fused"``): the same forward
+    values bit for bit, gradients within float rounding. Arguments and returns as
+    :func:`reference_link_chain`."""
+    s_right, s_left = layer_neighbour_scores(h, query, key, scale)  # eq. 5, (B, N-1) each
+    return fused_link_chain(s_right, s_left, gap_mask, prior, variant, eps=OFFICIAL_EPS)
+
+
+def triton_link_chain(
+    h: torch.Tensor,
+    query: nn.Linear,
+    key: nn.Linear,
+    scale: float,
+    gap_mask: torch.Tensor,
+    prior: torch.Tensor | None,
+    variant: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eqs. 5-8 and ``P`` as Triton kernels (:func:`~syntaxformer.kernels.triton_prior.triton_prior_chain`,
+    eq. 5 as the undivided bilinear form ``h M``; ``kernel="triton"``) where
+    :func:`~syntaxformer.kernels.triton_runs_on` ``h``'s device; elsewhere :func:`fused_link_chain_of`, bit
+    for bit. Arguments and returns as :func:`reference_link_chain`."""
+    if not triton_runs_on(h.device):
+        return fused_link_chain_of(h, query, key, scale, gap_mask, prior, variant)
+    # Triton, an optional dependency: imported only where it runs (triton_runs_on)
+    from ..kernels.triton_prior import triton_prior_chain
+
+    bilinear, linear, offset = neighbour_score_form(query, key)  # undivided: the kernels divide
+    return triton_prior_chain(h @ bilinear, h, linear, offset, gap_mask, prior, variant, OFFICIAL_EPS, scale)
+
+
+#: the config's ``kernel`` -> the link chain :meth:`ConstituentAttention.link_probabilities` calls
+#: (:mod:`syntaxformer.models.kernel_choice`); each takes and returns as :func:`reference_link_chain`
+LINK_CHAIN_KERNELS = {
+    "reference": reference_link_chain,
+    "fused": fused_link_chain_of,
+    "triton": triton_link_chain,
+}
+
+
 class ConstituentPrior(MultiplicativePrior):
     """The O(N) description of one layer's constituent prior ``C`` (what attention kernels consume).
 
@@ -270,10 +365,12 @@ class ConstituentPrior(MultiplicativePrior):
         cum_log_links: (B, N) ``P`` (see :func:`cumulative_log_links`).
         variant: "paper" or "official".
         log_diagonal: ``log C_ii`` (None: 0, the paper's ``C_ii = 1``).
-        fused: True (or "triton") offers :attr:`log_rows_vjp` (the closed-form gradient of the rows,
-            :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp`), which the attention
-            kernel then uses instead of autograd through :meth:`_log_rows`; False: None. "triton" also
-            offers :attr:`laplace_form`.
+        kernel: the config's ``kernel``. "fused" and "triton" offer :attr:`log_rows_vjp` (the
+            closed-form gradient of the rows,
+            :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp`), which the blockwise
+            attention kernel then uses instead of autograd through :meth:`_log_rows`; "reference": None.
+            "triton" also gives :attr:`laplace_form` and, as the prior's ``attention``,
+            :func:`~syntaxformer.priors.attention.triton_laplace_attention`.
     """
 
     def __init__(
@@ -281,17 +378,18 @@ class ConstituentPrior(MultiplicativePrior):
         cum_log_links: torch.Tensor,
         variant: str = "paper",
         log_diagonal: float | None = None,
-        fused: bool | str = False,
+        kernel: str = "reference",
     ):
         self.variant = variant
         self.log_diagonal = log_diagonal
-        super().__init__(cum_log_links, self._log_rows)
-        #: ``(state, rows, grad_rows) -> grad_state`` or None (see ``fused``)
-        self.log_rows_vjp = self._log_rows_vjp if fused else None
-        #: with ``fused="triton"``, ``(eps, diagonal)`` such that ``C_ij = exp(-|P_i - P_j|) + eps`` for
+        triton = kernel == "triton"
+        super().__init__(cum_log_links, self._log_rows, triton_laplace_attention if triton else None)
+        #: ``(state, rows, grad_rows) -> grad_state`` or None (see ``kernel``)
+        self.log_rows_vjp = self._log_rows_vjp if kernel != "reference" else None
+        #: with ``kernel="triton"``, ``(eps, diagonal)`` such that ``C_ij = exp(-|P_i - P_j|) + eps`` for
         #: i ≠ j and ``C_ii = diagonal``: the form the Triton attention kernel computes
         #: (:func:`~syntaxformer.kernels.triton_prior.laplace_prior_attention`); else None
-        self.laplace_form = self._laplace_form() if fused == "triton" else None
+        self.laplace_form = self._laplace_form() if triton else None
 
     @property
     def cum_log_links(self) -> torch.Tensor:
@@ -338,15 +436,16 @@ class ConstituentAttention(StructuralPrior):
             change the prior (docs/recipes.md, "Which part of the official variant matters").
         diagonal: ``C_ii``: "one" (the paper) or "official" (the public code's tiny value, so a word
             barely attends to itself); None = the variant's.
-        fused: False (autograd through each equation), True (the fused kernels of
+        kernel: a key of :data:`LINK_CHAIN_KERNELS`, resolved here into :attr:`link_chain`:
+            "reference" (autograd through each equation), "fused" (the fused kernels of
             :mod:`syntaxformer.kernels.constituent`: :func:`~syntaxformer.kernels.constituent.fused_link_chain`
             and :func:`~syntaxformer.kernels.constituent.log_constituent_prior_vjp`: the same function,
             float rounding differs) or "triton" (the Triton kernels of
-            :mod:`syntaxformer.kernels.triton_prior` for the link chain and, through
-            :attr:`ConstituentPrior.laplace_form`, the attention, where
-            :func:`~syntaxformer.kernels.triton_runs_on` the input's device; elsewhere as True).
+            :mod:`syntaxformer.kernels.triton_prior` for the link chain and, through the
+            :class:`ConstituentPrior`'s ``attention``, the attention, where
+            :func:`~syntaxformer.kernels.triton_runs_on` the input's device; elsewhere as "fused").
     Raises:
-        ValueError: unknown ``variant`` or ``diagonal``, or ``scale`` <= 0.
+        ValueError: unknown ``variant``, ``diagonal`` or ``kernel``, or ``scale`` <= 0.
     """
 
     def __init__(
@@ -357,11 +456,13 @@ class ConstituentAttention(StructuralPrior):
         layer_norm_eps: float = 1e-5,
         scale: float | None = None,
         diagonal: str | None = None,
-        fused: bool | str = False,
+        kernel: str = "reference",
     ):
         super().__init__()
-        check_constituent_options(variant, scale, diagonal, fused)
-        self.fused = fused if fused == "triton" else bool(fused)
+        check_constituent_options(variant, scale, diagonal, kernel)
+        self.kernel = kernel
+        #: eqs. 5-8 and ``P`` (:data:`LINK_CHAIN_KERNELS`), what :meth:`link_probabilities` calls
+        self.link_chain = LINK_CHAIN_KERNELS[kernel]
         self.d_model = d_model
         self.variant = variant
         self.layer_index = layer_index
@@ -390,33 +491,17 @@ class ConstituentAttention(StructuralPrior):
         mask = mask.bool()
         gap_mask = mask[:, :-1] & mask[:, 1:]  # (B, N-1)
         h = self.norm(hidden)  # (B, N, d)
-        if self.fused == "triton" and triton_runs_on(hidden.device):  # eqs. 5-8 and P: one Triton kernel
-            # Triton, an optional dependency: imported only where it runs (triton_runs_on)
-            from ..kernels.triton_prior import triton_prior_chain
-
-            bilinear, linear, offset = neighbour_score_form(self.query, self.key)  # undivided: the kernels divide
-            r = h @ bilinear  # (B, N, d): h M
-            return triton_prior_chain(r, h, linear, offset, gap_mask, prior, self.variant, OFFICIAL_EPS, self.scale)
-        # eq. 5, (B, N-1) each; many tokens: the same scores as one d×d product per token (+ d³ per call
-        # to form it; kernels/constituent.py); few: the two projections cost less than forming W_qᵀ W_k
-        if B * N > self.d_model:
-            s_right, s_left = neighbour_scores_bilinear(h, *neighbour_score_form(self.query, self.key, self.scale))
-        else:
-            s_right, s_left = neighbour_scores(self.query(h), self.key(h), self.scale)
-        if self.fused:  # eqs. 6-8 and P as one kernel with a hand-written backward (kernels/constituent.py)
-            return fused_link_chain(s_right, s_left, gap_mask, prior, self.variant, eps=OFFICIAL_EPS)
-        log_p_right, log_p_left = neighbour_log_probabilities(s_right, s_left, gap_mask)  # eq. 6, (B, N-1) each
-        a_hat = link_probability(log_p_right, log_p_left, gap_mask, self.variant)  # eq. 7, (B, N-1)
-        a = hierarchical_constraint(prior, a_hat)  # eq. 8, (B, N-1)
-        return a, cumulative_log_links(a, gap_mask, self.variant)  # (B, N-1), (B, N)
+        # eqs. 5-8 and P by the kernel chosen at construction (LINK_CHAIN_KERNELS)
+        return self.link_chain(h, self.query, self.key, self.scale, gap_mask, prior, self.variant)
 
     record_names = ("link_probs",)
 
     @classmethod
     def from_config(cls, config, layer_index: int) -> ConstituentAttention:
         """The module of 0-based layer ``layer_index`` (``hidden_size``, ``constituent_variant``,
-        ``layer_norm_eps``, ``constituent_scale``, ``constituent_diagonal``, ``constituent_fused`` of a
-        :class:`~syntaxformer.models.tree_transformer.TreeTransformerConfig`)."""
+        ``layer_norm_eps``, ``constituent_scale``, ``constituent_diagonal``, ``kernel`` of a
+        :class:`~syntaxformer.models.tree_transformer.TreeTransformerConfig`; a config without
+        ``kernel``: "reference")."""
         return cls(
             config.hidden_size,
             getattr(config, "constituent_variant", "paper"),
@@ -424,7 +509,7 @@ class ConstituentAttention(StructuralPrior):
             config.layer_norm_eps,
             getattr(config, "constituent_scale", None),
             getattr(config, "constituent_diagonal", None),
-            getattr(config, "constituent_fused", False),
+            getattr(config, "kernel", "reference"),
         )
 
     def prior_state(
@@ -432,7 +517,7 @@ class ConstituentAttention(StructuralPrior):
     ) -> tuple[ConstituentPrior, torch.Tensor]:
         """Like :meth:`constituent_prior` without materialising C: ``(ConstituentPrior, a)``; O(N) per sentence."""
         a, cum = self.link_probabilities(hidden, mask, prior)
-        return ConstituentPrior(cum, self.variant, self.log_diagonal, self.fused), a
+        return ConstituentPrior(cum, self.variant, self.log_diagonal, self.kernel), a
 
     def forward(
         self, hidden: torch.Tensor, key_mask: torch.Tensor, state: torch.Tensor | None = None, inputs=None
@@ -464,5 +549,5 @@ class ConstituentAttention(StructuralPrior):
         return (
             f"d_model={self.d_model}, variant={self.variant!r}, scale={self.scale}, "
             f"diagonal={self.diagonal!r}, layer_index={self.layer_index}"
-            + (f", fused={self.fused!r}" if self.fused else "")
+            + (f", kernel={self.kernel!r}" if self.kernel != "reference" else "")
         )

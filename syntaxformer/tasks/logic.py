@@ -50,6 +50,7 @@ from syntaxformer.data.logic import RELATIONS, SYMBOLS, LogicPair, read_logic_sp
 from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.models import ENCODERS, default_architecture, encoder_use, make_encoder_config
+from syntaxformer.models.kernel_choice import accepted_fields
 from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 from syntaxformer.training.arguments import RunArguments, check_choices, option, same_option
@@ -438,8 +439,8 @@ def build_classifier(args: LogicArguments, vocab_size: int, pad_token_id: int) -
     """
     entry = encoder_use(args.encoder)
     try:
-        known = make_encoder_config(args.encoder, args.preset, vocab_size, pad_token_id).to_dict()
-        unknown = sorted(set(args.overrides) - set(known))
+        known = accepted_fields(make_encoder_config(args.encoder, args.preset, vocab_size, pad_token_id))
+        unknown = sorted(set(args.overrides) - known)
         if unknown:
             raise ValueError(f"no config field {', '.join(unknown)}")
         config = make_encoder_config(args.encoder, args.preset, vocab_size, pad_token_id, **args.overrides)

@@ -23,6 +23,7 @@ from transformers import PretrainedConfig
 
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, make_config
+from syntaxformer.models.kernel_choice import accepted_fields
 from syntaxformer.priors import PRIORS
 from syntaxformer.training.objectives import objective_class
 
@@ -45,17 +46,19 @@ def resolved_fields(model: str, preset: str, vocab_size: int, prior: str | None,
 
     Raises:
         ValueError: an unknown model or preset, ``prior`` for a model without a prior option, or an
-            override that is neither a field of the model's config nor of its prior.
+            override that is neither a field of the model's config (its old kernel field included:
+            :func:`~syntaxformer.models.kernel_choice.accepted_fields`) nor of its prior.
     """
     fields = requested_fields(prior, overrides)
-    known = make_config(model, preset, vocab_size).to_dict()
+    config = make_config(model, preset, vocab_size)
+    known = config.to_dict()
     defaults = objective_class(MODELS[model]).config_defaults
     fields = {**{k: v for k, v in defaults.items() if k in known}, **fields}
     if prior is not None and "prior" not in known:
         raise ValueError(f"--prior {prior}: this model has no structural-prior option")
     prior_class = PRIORS.get(fields.get("prior", known.get("prior")))  # None: unknown (the config says so) or "none"
     prior_fields = {k: v for k, v in getattr(prior_class, "config_defaults", {}).items() if k not in known}
-    unknown = sorted(set(overrides) - set(known) - set(prior_fields))
+    unknown = sorted(set(overrides) - accepted_fields(config) - set(prior_fields))  # old kernel fields included
     if unknown:
         raise ValueError(f"no config field {', '.join(unknown)}")
     return {**prior_fields, **fields}  # the prior's fields are written into the config

@@ -10,6 +10,8 @@ side traces is checked without a GPU by ``benchmarks/speed/compile_trace.py`` (a
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from helpers import tiny_tree_transformer
@@ -111,3 +113,30 @@ def test_compiled_cpu_dropout_keeps_the_drop_probability_and_the_scale():
     kept = out != 0
     assert 0 < kept.sum() < x.numel()
     assert torch.equal(out[kept], x[kept] * keep_scale(p))
+
+
+def _model_loss(model, batch):
+    torch.manual_seed(0)
+    return model(**batch, masked_only=True).loss
+
+
+@pytest.mark.slow
+def test_a_compiled_model_with_the_fused_kernels_matches_its_eager_fallback():
+    """``torch.compile`` with the default (inductor) backend, where a C compiler is present, of a model
+    with ``kernel="fused"``: the loss of the eager model on a fixed batch."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("torch.compile on CPU needs a C compiler; none on this machine")
+    torch.manual_seed(0)
+    model = tiny_tree_transformer(kernel="fused", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = model.eval()
+    ids = torch.randint(5, 50, (4, 8))
+    mask = torch.arange(8)[None, :] < torch.tensor([8, 5, 3, 8])[:, None]
+    labels = torch.full_like(ids, -100)
+    labels[:, 1] = ids[:, 1]
+    batch = dict(input_ids=ids, attention_mask=mask, labels=labels)
+    eager = _model_loss(model, batch)
+    try:
+        compiled = _model_loss(torch.compile(model), batch)
+    except Exception as e:  # noqa: BLE001 - compile unavailable: the fallback is the eager model
+        pytest.skip(f"torch.compile failed here ({type(e).__name__}); the benchmark falls back to eager")
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)

@@ -233,20 +233,20 @@ def test_graphed_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
     """The constituent prior's Triton kernels under capture, attention dropout on (Triton's masks, seeded
     by a draw of CUDA's generator, which a replay advances as the eager step does): five graphed steps
     give the losses and parameters of five eager ones."""
-    config = {"constituent_fused": "triton", "attention_probs_dropout_prob": 0.1}
+    config = {"kernel": "triton", "attention_probs_dropout_prob": 0.1}
     eager = _graph_trainer(tmp_path, "eager", config)
     graphed = _graph_trainer(tmp_path, "graphed", config, step_graph="cuda-graph")
     _assert_graphed_steps_equal_eager_ones(eager, graphed)
 
 
 def test_graphed_structformer_steps_with_the_triton_kernels_equal_eager_ones(tmp_path):
-    """StructFormer's parse-stage and attention kernels (``dependency_kernel="triton"``) under capture:
+    """StructFormer's parse-stage and attention kernels (``kernel="triton"``) under capture:
     sentences cut and padded to the kernels' longest (MAX_TOKENS: one batch shape), five graphed steps give
     the losses and parameters of five eager ones."""
     from syntaxformer.kernels.triton_dependency_attention import MAX_TOKENS
 
     options = dict(model="structformer", max_length=MAX_TOKENS, pad_to_multiple=MAX_TOKENS)
-    config = {"dependency_kernel": "triton"}
+    config = {"kernel": "triton"}
     eager = _graph_trainer(tmp_path, "eager", config, **options)
     graphed = _graph_trainer(tmp_path, "graphed", config, step_graph="cuda-graph", **options)
     _assert_graphed_steps_equal_eager_ones(eager, graphed)

@@ -76,7 +76,7 @@ def test_rows_past_the_budget_are_recorded_as_skipped(tmp_path, monkeypatch):
 
 
 def test_baselines_only_leaves_out_those_variants_rows_of_kernel_settings(tmp_path, monkeypatch):
-    kernel_case = ("tree-transformer", "paper", "constituent-fused", 64, 27, {"constituent_fused": True})
+    kernel_case = ("tree-transformer", "paper", "constituent-fused", 64, 27, {"kernel": "fused"})
     monkeypatch.setattr(gpu_step, "CASES", [TINY_CASE, kernel_case])
     out = tmp_path / "gpu-step.json"
     argv = ["--device", "cpu", "--smoke", "--steps", "1", "--warmup", "0", "--out", str(out)]
@@ -92,7 +92,7 @@ def test_baselines_only_leaves_out_those_variants_rows_of_kernel_settings(tmp_pa
 
 
 def test_cases_measures_only_the_cases_named(tmp_path, monkeypatch):
-    kernel_case = ("tree-transformer", "paper", "constituent-fused", 64, 27, {"constituent_fused": True})
+    kernel_case = ("tree-transformer", "paper", "constituent-fused", 64, 27, {"kernel": "fused"})
     monkeypatch.setattr(gpu_step, "CASES", [TINY_CASE, kernel_case, TINY_CASE])  # 0 and 2: the same case
     out = tmp_path / "gpu-step.json"
     argv = ["--device", "cpu", "--smoke", "--steps", "1", "--warmup", "0", "--out", str(out)]

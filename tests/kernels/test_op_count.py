@@ -40,6 +40,6 @@ def test_the_structformer_parse_stage_is_two_launches_and_each_attention_two():
     layers = 2  # the tiny preset
     # the stage forward and backward, each layer's attention forward and backward
     assert fused["triton_kernels"] == 2 + 2 * layers and written["triton_kernels"] == 0
-    # the written stage is about 250 operators, each layer's attention about 40 (tests/kernels/test_triton_dependency.py
+    # the written stage is about 250 operators, each layer's attention about 40 (tests/kernels/test_kernel_table.py
     # checks they are the same function)
     assert written["ops_per_step"] - fused["ops_per_step"] > 200 + 20 * layers

@@ -207,46 +207,6 @@ def test_the_undivided_form_is_the_divided_one_times_the_divisor():
 
 
 @pytest.mark.parametrize("variant", ["paper", "official"])
-def test_bilinear_neighbour_scores_equal_the_two_projections(variant):
-    # q_i·k_j = h_iᵀ W_qᵀ W_k h_j + h_i·W_qᵀ b_k + h_j·W_kᵀ b_q + b_q·b_k, biases included (DESIGN.md §5)
-    from syntaxformer.kernels.constituent import neighbour_score_form, neighbour_scores_bilinear
-
-    torch.manual_seed(6)
-    module = ConstituentAttention(16, variant).double()
-    for p in (module.query.bias, module.key.bias):
-        torch.nn.init.normal_(p)
-    h = torch.randn(3, 7, 16, dtype=torch.float64)
-    expected = neighbour_scores(module.query(h), module.key(h), module.scale)
-    got = neighbour_scores_bilinear(h, *neighbour_score_form(module.query, module.key, module.scale))
-    for e, g in zip(expected, got):
-        assert torch.allclose(e, g, atol=1e-10, rtol=0)
-    # the hand-written backward against finite differences
-    from syntaxformer.kernels.constituent import BilinearNeighbourScores
-
-    args = (
-        torch.randn(2, 5, 4, dtype=torch.float64),
-        torch.randn(2, 5, 4, dtype=torch.float64),
-        torch.randn(4, 2, dtype=torch.float64),
-        torch.tensor(0.3, dtype=torch.float64),
-    )
-    assert torch.autograd.gradcheck(BilinearNeighbourScores.apply, [a.requires_grad_() for a in args])
-    # and the module's gradients are those of the two projections
-    grads = []
-    for use_form in (False, True):
-        module.zero_grad()
-        hn = module.norm(h)
-        s = (
-            neighbour_scores_bilinear(hn, *neighbour_score_form(module.query, module.key, module.scale))
-            if use_form
-            else neighbour_scores(module.query(hn), module.key(hn), module.scale)
-        )
-        (s[0] * torch.arange(6.0, dtype=torch.float64) + s[1].sin()).sum().backward()
-        grads.append([p.grad.clone() for p in module.parameters()])
-    for a, b in zip(*grads):
-        assert torch.allclose(a, b, atol=1e-10, rtol=0)
-
-
-@pytest.mark.parametrize("variant", ["paper", "official"])
 def test_batched_links_equal_single_sentence_links(variant):
     # a padded batch (B·N > d: the single-product form) against each sentence alone (N < d: two projections)
     torch.manual_seed(7)

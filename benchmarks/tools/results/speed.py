@@ -93,7 +93,7 @@ TRAIN_STEP_LABELS = {
     "plain": '`plain` (`prior="none"`)',
     "tree-adam-loop": "`tree-adam-loop` (Adam's per-tensor loop, torch's CPU default)",
     "tree-adam-foreach": "`tree-adam-foreach` (Adam's multi-tensor form)",
-    "tree-fused": "`tree-fused` (`constituent_fused=True`)",
+    "tree-fused": '`tree-fused` (`kernel="fused"`)',
     "tree-compile": "`tree-compile` (fused + `torch.compile`, dynamic)",
     "tree-bf16": "`tree-bf16` (fused + bf16 autocast)",
     "tree-torch-dropout": "`tree-torch-dropout` (torch's `nn.Dropout`, `bernoulli_` masks)",
