@@ -455,12 +455,10 @@ def _selection_args(sick_file, out, **kw):
         preset="tiny",
         batch_size=2,
         lr=3e-3,
-        warmup_steps=2,
-        schedule="linear",
         eval_every=2,
         seed=3,
         quiet=True,
-        **{"max_steps": 12, **kw},
+        **{"max_steps": 12, "warmup_steps": 2, "schedule": "linear", **kw},
     )
 
 
@@ -481,6 +479,28 @@ def test_the_selected_model_is_kept_and_final_model_best_leaves_it_in_out(sick_f
     assert saved.keys() == kept.keys() and all(torch.equal(saved[k], kept[k]) for k in kept)
     last = trainer.model.state_dict()
     assert not all(torch.equal(last[k], saved[k]) for k in saved)
+
+
+def test_the_plateau_schedule_moves_on_the_selection_accuracy(sick_file, tmp_path):
+    """``--schedule plateau``: every evaluation's selection accuracy goes to the schedule (torch's rule,
+    patience 0, factor 0.5): the learning rate halves after each evaluation that does not raise the best."""
+    import torch.optim.lr_scheduler as schedulers
+
+    from syntaxformer.tasks.nli import NliTrainer
+
+    args = _selection_args(sick_file, tmp_path / "plateau", schedule="plateau", warmup_steps=0, plateau_patience=0)
+    trainer = NliTrainer(args)
+    trainer.train()
+    accuracies = [
+        row[3] for row in json.loads((tmp_path / "plateau" / "training.json").read_text())["selection"]["history"]
+    ]
+    rule = schedulers.ReduceLROnPlateau(
+        torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=3e-3), "max", 0.5, 0, 0.0
+    )
+    for accuracy in accuracies:  # every evaluation, step 0's and the last step's (12, an eval_every step) too
+        rule.step(accuracy)
+    assert len(accuracies) > 3 and trainer.optimizer.param_groups[0]["lr"] == rule.optimizer.param_groups[0]["lr"]
+    assert trainer.optimizer.param_groups[0]["lr"] < 3e-3
 
 
 def test_nli_bf16_trains_and_selects_under_autocast(sick_file, tmp_path, capsys):
