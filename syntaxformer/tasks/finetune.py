@@ -252,7 +252,8 @@ class FineTuneTrainer(Trainer):
     hard-concrete head gates when ``args.head_gates`` (module docstring).
 
     Attributes (besides the Trainer's): source: the source folder's description (``training.json``
-    ``init_from``); last_mlm_loss: the MLM loss of the last step, without the penalty.
+    ``init_from``); last_mlm_loss: the MLM loss of the last step, without the penalty (a detached 0-dim
+        tensor on the run's device, read only when the gates are logged; None before the first step).
 
     Raises:
         InputError: from the constructor, bad options (:func:`resolve_arguments`).
@@ -261,7 +262,7 @@ class FineTuneTrainer(Trainer):
     def __init__(self, args: TrainArguments, callbacks: list[TrainerCallback] | tuple = ()):
         resolved, self.source = resolve_arguments(args)
         super().__init__(resolved, list(callbacks))
-        self.last_mlm_loss: float | None = None
+        self.last_mlm_loss: torch.Tensor | None = None
 
     def make_model(self) -> nn.Module:
         """The source folder's model (float32, CPU), wrapped in :class:`GatedMaskedLM` with head gates."""
@@ -289,7 +290,7 @@ class FineTuneTrainer(Trainer):
         loss = super().training_loss(model, batch)
         if not isinstance(self.model, GatedMaskedLM):
             return loss
-        self.last_mlm_loss = float(loss.detach())
+        self.last_mlm_loss = loss.detach()  # read at the next log: no host synchronisation in the step
         return loss + self.args.gate_l0 * self.model.gates.penalty()
 
     def log_training(self, lr: float) -> None:
@@ -301,7 +302,7 @@ class FineTuneTrainer(Trainer):
             with torch.no_grad():
                 scalars = {"gates/expected_open": float(gates.penalty()), "gates/open": float(gates.open_heads().sum())}
             if self.last_mlm_loss is not None:
-                scalars["gates/mlm_loss"] = self.last_mlm_loss
+                scalars["gates/mlm_loss"] = float(self.last_mlm_loss)
             self.log(scalars)
         super().log_training(lr)
 

@@ -96,7 +96,7 @@ RECIPES = {
         precision="fp32",
     ),
 }
-#: the schedules of ``--schedule``: :func:`~syntaxformer.tasks.language_model.lr_factor`'s, and ``plateau``
+#: the schedules of ``--schedule``: :func:`~syntaxformer.training.loop.lr_factor`'s, and ``plateau``
 SCHEDULES = ("constant", "linear", "cosine", "plateau")
 #: the precisions (``logic train --bf16`` / ``--no-bf16``): float32 throughout, or the products under ``torch.autocast`` to bfloat16
 PRECISIONS = ("fp32", "bf16")

@@ -1,7 +1,7 @@
 """The trainer's checkpoint file: whether a run resumes, the consistency check, the atomic write.
 
 ``OUT/checkpoint.pt`` is a :func:`torch.save` dict with ``model``, ``optimizer`` and ``scheduler``
-(their ``state_dict()``), ``state`` (the :class:`~syntaxformer.tasks.language_model.TrainerState` as a
+(their ``state_dict()``), ``state`` (the :class:`~syntaxformer.training.loop.TrainerState` as a
 dict), ``args`` (the run's :class:`~syntaxformer.training.arguments.TrainArguments` as a dict) and
 ``world_size`` (the number of data-parallel processes).
 

@@ -264,7 +264,7 @@ class TrainingLoop:
                     self._add_to_window(output)
                     for callback in self.callbacks:
                         callback.on_step_end(self, output)
-                    epoch_end = self.epoch_batches() is not None and state.batch_in_epoch >= self.epoch_batches()
+                    epoch_end = self._epoch_ended()
                     if _every(state.step, periods["log"]):
                         self.log_training(output.lr)
                     if _every(state.step, periods["evaluate"]) or epoch_end:
@@ -367,6 +367,11 @@ class TrainingLoop:
         if not getattr(self.args, "eval_each_epoch", False):
             return None
         return len(self._batches_of(self.state.epoch))
+
+    def _epoch_ended(self) -> bool:
+        """Whether the step just taken ended an epoch that is evaluated and saved (:meth:`epoch_batches`)."""
+        batches = self.epoch_batches()
+        return batches is not None and self.state.batch_in_epoch >= batches
 
     @property
     def keeps_best(self) -> bool:

@@ -77,6 +77,32 @@ def test_a_training_step_reads_no_value_on_the_host(tmp_path, case):
     assert torch.isfinite(loss) and any(not torch.equal(a, p) for a, p in zip(before, trainer.model.parameters()))
 
 
+def test_a_head_gate_fine_tuning_step_reads_no_value_on_the_host(tmp_path, tiny_model):
+    """The gated model's step (the MLM loss plus the gates' penalty; the MLM loss kept for the next log
+    as a tensor, not read)."""
+    from syntaxformer.tasks.finetune import FineTuneTrainer
+
+    args = TrainArguments(
+        out=str(tmp_path),
+        init_from=str(tiny_model()),
+        corpus="ptb-sample",
+        head_gates=True,
+        gate_l0=0.1,
+        max_steps=3,
+        batch_size=8,
+        threads=1,
+        quiet=True,
+    )
+    trainer = FineTuneTrainer(args)
+    trainer.build()
+    batches = trainer.sampler.batches(0)
+    trainer.device_step(trainer.make_batch(batches[0]))  # first step: lazy initialisation may read values
+    batch = trainer.make_batch(batches[1])
+    with NoHostSync():
+        loss, _ = trainer.device_step(batch)
+    assert torch.isfinite(loss) and trainer.last_mlm_loss is not None and float(trainer.last_mlm_loss) < float(loss)
+
+
 def _running_text_trainer(tmp_path, **options) -> RunningTextTrainer:
     """A built AWD-LSTM-procedure trainer of the tiny ON-LSTM on ptb-sample (windows of 10, batch 4, SGD)."""
     args = TrainArguments(

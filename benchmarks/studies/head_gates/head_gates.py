@@ -42,7 +42,7 @@ GATE_LR = 0.05
 
 
 def gate_arguments(source: Path, out: Path, lam: float, steps: int, seed: int, device: str | None, threads: int | None):
-    """The :class:`~syntaxformer.tasks.language_model.TrainArguments` of one gate run: the source's batch
+    """The :class:`~syntaxformer.training.arguments.TrainArguments` of one gate run: the source's batch
     size, masking and corpus (its ``training.json``; the trainer's defaults where unknown)."""
     from syntaxformer.parsing import read_training_record
     from syntaxformer.tasks.language_model import TrainArguments
