@@ -26,6 +26,15 @@ from .parser import Parser, load_parser, parse
 from .pretrained import load_pretrained
 from .priors.constituent import ConstituentAttention
 
+
+def load_translator(model="multi30k-en-de", device=None, beam: int = 5, batch_size: int = 64):
+    """A translator (raw text in, raw text out) from a folder ``translation train`` wrote or a shipped
+    name: :func:`syntaxformer.tasks.translator.load_translator` (imported on first use)."""
+    from .tasks.translator import load_translator as load
+
+    return load(model, device=device, beam=beam, batch_size=batch_size)
+
+
 if _sys.modules.get("spacy") is not None:  # spaCy already imported: register the "syntaxformer" pipeline component now
     from . import spacy_component  # noqa: F401  (otherwise spaCy imports it through its entry point)
 
@@ -40,5 +49,6 @@ __all__ = [
     "load_parser",
     "parse",
     "load_pretrained",
+    "load_translator",
     "ConstituentAttention",
 ]

@@ -34,6 +34,8 @@ COMMANDS = [
     "probe",
     "logic",
     "nli",
+    "translation",
+    "translate",
 ]
 
 

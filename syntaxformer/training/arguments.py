@@ -298,8 +298,8 @@ class OptimisationArguments:
     warmup_steps: int = option(0, help="steps of linear warm-up from 0 to --lr")
     schedule: str = option(
         "constant",
-        choices=("constant", "linear", "cosine", "plateau"),
-        help="after warm-up; linear/cosine decay to --final-lr-fraction at --schedule-steps; plateau: times "
+        choices=("constant", "linear", "cosine", "plateau", "inverse-sqrt"),
+        help="after warm-up; inverse-sqrt: times sqrt(warm-up / step) (translation); linear/cosine decay to --final-lr-fraction at --schedule-steps; plateau: times "
         "--plateau-factor whenever the validation loss has not improved for more than --plateau-patience "
         "evaluations (torch's ReduceLROnPlateau, threshold 0; the public StructFormer code)",
     )

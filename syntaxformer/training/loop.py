@@ -103,12 +103,15 @@ def lr_factor(step: int, warmup_steps: int, schedule: str, max_steps: int | None
     """Multiplier of the peak learning rate for optimizer step ``step`` (0-based).
 
     Linear warm-up ``(step+1)/warmup_steps`` for the first ``warmup_steps`` steps, then ``constant``
-    1, or a ``linear`` / ``cosine`` decay from 1 to ``final_fraction`` at ``max_steps``.
+    1, ``inverse-sqrt`` ``sqrt(warmup_steps / (step+1))`` (Vaswani et al. 2017, eq. 3; fairseq's
+    ``inverse_sqrt``), or a ``linear`` / ``cosine`` decay from 1 to ``final_fraction`` at ``max_steps``.
     """
     if step < warmup_steps:
         return (step + 1) / warmup_steps
     if schedule == "constant":
         return 1.0
+    if schedule == "inverse-sqrt":
+        return math.sqrt(max(1, warmup_steps) / (step + 1))
     progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
     if schedule == "linear":
         shape = 1.0 - progress
