@@ -2,7 +2,7 @@
 it and right-branching, beside the published ensemble (``ensemble``); ``README.md``: the best member, the
 ensemble and the students on the test half (``readme-ensemble``).
 
-Data: ``docs/results/ensemble.json``.
+Data: ``records/ensemble/ensemble.json``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from benchmarks.tools.results.core import load, markdown, table
 from syntaxformer.pretrained import SHIPPED as SHIPPED_PARSERS
 
-ENSEMBLE_JSON = "docs/results/ensemble.json"
+ENSEMBLE_JSON = "records/ensemble/ensemble.json"
 #: the published ensemble of the ensemble-distillation paper, in its own setting
 ENSEMBLE_PUBLISHED = [
     [

@@ -1,11 +1,11 @@
-"""``docs/results/induce.md``: the tables over the induce groups (``docs/induce/manifest.json``): every group
+"""``docs/results/induce.md``: the tables over the induce groups (``records/induce/manifest.json``): every group
 on the test half (``induce-test``), sentence F1 on the three parts (``induce-parts``, and
 ``induce-history`` for superseded code), the main job's candidates on the dev half (``induce-main-job``),
 label recall (``induce-labels``), StructFormer's dependency trees (``induce-dependencies``) and its
 ``--recipe paper`` runs side by side (``induce-structformer-paper``), the ON-LSTM's single layers
 (``induce-on-lstm-layers``, ``induce-on-lstm-paper-layers``).
 
-Data: the groups' reports (``docs/induce/*.json``, the shipped parsers'
+Data: the groups' reports (``records/induce/*.json``, the shipped parsers'
 ``syntaxformer/pretrained/NAME/report.json``), read by :func:`~benchmarks.tools.results.core.group`. The
 tables over epochs and seeds of the ``--recipe paper`` runs are :mod:`benchmarks.tools.results.induce_paper`'s.
 """

@@ -3,9 +3,9 @@
 beside the parser of their family. (The README's ensemble rows, ``readme-ensemble``, are
 :mod:`benchmarks.tools.results.ensemble`'s.)
 
-Data: the groups' reports and their ``short`` labels (``docs/induce/manifest.json``, read by
+Data: the groups' reports and their ``short`` labels (``records/induce/manifest.json``, read by
 :func:`~benchmarks.tools.results.core.group` and :func:`~benchmarks.tools.results.core.short_label`), the
-papers' rows and right-branching on WSJ test (``docs/results/papers.json``).
+papers' rows and right-branching on WSJ test (``records/papers/papers.json``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ README_ROWS = [
 @table("readme-induce")
 def readme_induce() -> str:
     """README: the one results table: ours on ptb-sample's test half, the papers' WSJ-test numbers beside."""
-    papers = load("docs/results/papers.json")
+    papers = load("records/papers/papers.json")
     right = f"{papers['right_branching']['sentence_f1']:.1f}"
     rows = []
     for key, family in README_ROWS:
