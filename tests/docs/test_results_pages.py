@@ -27,7 +27,7 @@ def test_every_table_is_on_a_page_and_every_marker_names_a_table():
         for m in results_tables.MARKER.finditer(page.read_text(encoding="utf-8"))
     ]
     assert sorted(set(used)) == sorted(results_tables.TABLES)
-    assert "readme-induce" in [m["name"] for m in results_tables.MARKER.finditer((ROOT / "README.md").read_text())]
+    assert "readme-results" in [m["name"] for m in results_tables.MARKER.finditer((ROOT / "README.md").read_text())]
 
 
 def test_render_rewrites_only_between_markers_and_refuses_unknown_names():

@@ -1,6 +1,6 @@
 """``docs/results/ensemble.md``: the ensemble of induced parsers, its members, the students distilled from
-it and right-branching, beside the published ensemble (``ensemble``); ``README.md``: the best member, the
-ensemble and the students on the test half (``readme-ensemble``).
+it and right-branching, beside the published ensemble (``ensemble``). (The README's ensemble row is
+:mod:`benchmarks.tools.results.readme`'s.)
 
 Data: ``records/ensemble/ensemble.json``.
 """
@@ -69,29 +69,3 @@ def ensemble_table() -> str:
     rows += ENSEMBLE_PUBLISHED
     header = ["parser", "dev sentence F1", "test sentence F1", "UD-EWT F1 (− right-branching)", "sentences/s (test)"]
     return markdown(header, rows, "lrrrr")
-
-
-@table("readme-ensemble")
-def readme_ensemble() -> str:
-    """The README's rows: the best member, the ensemble and the students, on the test half."""
-    r = load(ENSEMBLE_JSON)
-    best = max(r["members"], key=lambda m: m["dev"]["sentence_f1"])
-    rows = [
-        [
-            f"best member, {_parser_label(best)}",
-            f"{best['dev']['sentence_f1']:.2f}",
-            f"**{best['test']['sentence_f1']:.2f}**",
-        ]
-    ]
-    rows.append(
-        [
-            "`ensemble-ptb-lm` (the three shipped parsers)",
-            f"{r['ensemble_chosen']['dev']['sentence_f1']:.2f}",
-            f"**{r['ensemble_chosen']['test']['sentence_f1']:.2f}**",
-        ]
-    )
-    rows += [
-        [_student_label(s), f"{s['dev']['sentence_f1']:.2f}", f"**{s['test']['sentence_f1']:.2f}**"]
-        for s in r["students"]
-    ]
-    return markdown(["parser", "dev sentence F1", "test sentence F1"], rows, "lrr")
