@@ -1,6 +1,6 @@
 """``torch.compile``'s front end on CUDA, without a GPU: does the compiled step trace?
 
-    PYTHONPATH=. CUDA_PYTHON -m benchmarks.speed.compile_trace --out docs/benchmarks/compile-trace-2.11.json
+    PYTHONPATH=. CUDA_PYTHON -m benchmarks.speed.compile_trace --out records/benchmarks/compile-trace-2.11.json
 
 The compiled step (``--step-graph compile``, :class:`~syntaxformer.training.step.CompiledStep`;
 gpu_step.py's ``compiled`` variant) compiles the loss with ``fullgraph=True``: one construct the
@@ -18,7 +18,7 @@ driver. PyPI's Linux wheels are CUDA builds, so the GPU machines' version goes i
 
     python3 -m venv /tmp/torch-2.11 && /tmp/torch-2.11/bin/pip install torch==2.11.0 "transformers==5.17.*" \\
         tokenizers safetensors nltk conllu numpy matplotlib tqdm scikit-learn
-    PYTHONPATH=. /tmp/torch-2.11/bin/python -m benchmarks.speed.compile_trace --out docs/benchmarks/compile-trace-2.11.json
+    PYTHONPATH=. /tmp/torch-2.11/bin/python -m benchmarks.speed.compile_trace --out records/benchmarks/compile-trace-2.11.json
 
 What it checks and what it does not: the Python-level trace of the forward (the autograd functions'
 backwards included, as the compiled step traces them), which is where every failure of the compiled step

@@ -1,6 +1,6 @@
 """The CPU training step of today's code against an earlier commit's, in one run on one machine:
 
-    python -m benchmarks.speed.cpu_against_base --base REV --out docs/benchmarks/cpu-against-base.json
+    python -m benchmarks.speed.cpu_against_base --base REV --out records/benchmarks/cpu-against-base.json
 
 The default ``induce`` recipe's model and batches (the Tree Transformer ``mini`` preset, 64 sentences of
 ptb-sample, seed 0) trained for ``--steps`` steps by ``syntaxformer train`` on one thread, once per round

@@ -1,6 +1,6 @@
 """The loss curves of the eager and the fast training step on a GPU, plotted from their record:
 
-    python -m benchmarks.speed.gpu_curve        # docs/benchmarks/gpu-loss-curve.json -> its .png beside it
+    python -m benchmarks.speed.gpu_curve        # records/benchmarks/gpu-loss-curve.json -> docs/results/speed/gpu-loss-curve.png
 
 The record (written from ``benchmarks/speed/gpu_session.sh``'s ``curves.json``) holds each run's
 ``training.json`` with ``valid_history`` (``[step, validation loss]``) and, where TensorBoard was
@@ -19,7 +19,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-RECORD = Path("docs/benchmarks/gpu-loss-curve.json")
+RECORD = Path("records/benchmarks/gpu-loss-curve.json")
+#: the figure, where the speed page shows it
+FIGURE = Path("docs/results/speed/gpu-loss-curve.png")
 
 
 def plot(record: dict, out: Path) -> None:
@@ -45,9 +47,9 @@ def plot(record: dict, out: Path) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--record", type=Path, default=RECORD)
-    p.add_argument("--out", type=Path, default=None, help="the figure (default: the record's name, .png)")
+    p.add_argument("--out", type=Path, default=None, help=f"the figure (default: {FIGURE})")
     args = p.parse_args(argv)
-    plot(json.loads(args.record.read_text()), args.out or args.record.with_suffix(".png"))
+    plot(json.loads(args.record.read_text()), args.out or FIGURE)
     return 0
 
 

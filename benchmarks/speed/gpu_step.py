@@ -1,7 +1,7 @@
 """The training step on an accelerator: steps/s, tokens/s, FLOPs per step and the share of the device's
 matrix-product peak, for the papers' presets, the eager step against the fast steps, measured in one run.
 
-    python -m benchmarks.speed.gpu_step --device cuda --out docs/benchmarks/gpu-step.json
+    python -m benchmarks.speed.gpu_step --device cuda --out records/benchmarks/gpu-step.json
     python -m benchmarks.speed.gpu_step --device cpu --smoke --variants eager compiled graph   # the script runs
 
 Rows (one per model, preset, prior, batch and variant): the Tree Transformer ``paper`` preset (official

@@ -9,7 +9,7 @@ the report is the seconds per step of each and their ratio (fp32 / bf16: the spe
 of the first step in each (the same batch and weights: how far bf16 moves it). The steps are the
 first batches of epoch 0 (real pairs, length-bucketed as in training).
 
-    .venv/bin/python -m benchmarks.speed.logic_precision --threads 2 --json docs/benchmarks/logic-precision-cpu.json
+    .venv/bin/python -m benchmarks.speed.logic_precision --threads 2 --json records/benchmarks/logic-precision-cpu.json
 
 The times are only as exact as the machine is idle; the ratio is the number to read. The speed-up
 depends on the CPU: it needs bfloat16 matrix instructions (AVX-512 BF16 or AMX) to be large.

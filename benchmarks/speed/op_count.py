@@ -1,6 +1,6 @@
 """Operators per training step: how many kernels each kernel setting asks a device to launch.
 
-    python -m benchmarks.speed.op_count --rows 20 --out docs/benchmarks/op-count.json  # paper presets, CPU
+    python -m benchmarks.speed.op_count --rows 20 --out records/benchmarks/op-count.json  # paper presets, CPU
     python -m benchmarks.speed.op_count --smoke                                        # tiny presets
 
 On a GPU the graphed step of a small model is bound by the number of kernels it launches, not by its

@@ -28,7 +28,7 @@ the working tree, and checks that both write the same ``trees.txt``.
 
     .venv/bin/python -m benchmarks.speed.parse_startup --repeats 5 --compare-ref HEAD~1
 
-Writes ``docs/benchmarks/parse-startup.json`` (``--out``) and prints a table. The machine is shared:
+Writes ``records/benchmarks/parse-startup.json`` (``--out``) and prints a table. The machine is shared:
 the report records the load average before and after; compare only numbers from one run.
 """
 
@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import ROOT
+from benchmarks import RECORDS, ROOT
 
 SENTENCE = "The old man sat on the bench ."
 
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-ref", help="a git ref to measure as well (git worktree + PYTHONPATH)")
     ap.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"))
     ap.add_argument("--top", type=int, default=15, help="imports and packages to list")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "parse-startup.json"))
+    ap.add_argument("--out", default=str(RECORDS / "benchmarks" / "parse-startup.json"))
     ap.add_argument("--seed", type=int, default=0, help="recorded; the parse is deterministic (seed 0 as the CLI)")
     args = ap.parse_args(argv)
     python = Path(args.python)

@@ -45,7 +45,7 @@ Variants (``--variants``, comma-separated; default all):
 
 Usage::
 
-    python -m benchmarks.speed.train_step --threads 2 --steps 20 --seed 0 --out docs/benchmarks/train-step.json
+    python -m benchmarks.speed.train_step --threads 2 --steps 20 --seed 0 --out records/benchmarks/train-step.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Compile every Triton kernel a training step launches for a real GPU, on a machine without one.
 
-    python -m benchmarks.speed.triton_compile --out docs/benchmarks/triton-compile.json  # gpu_step's cases, sm_90
+    python -m benchmarks.speed.triton_compile --out records/benchmarks/triton-compile.json  # gpu_step's cases, sm_90
     python -m benchmarks.speed.triton_compile --smoke --arch 80 90                      # tiny presets (seconds)
 
 The Triton kernels (``syntaxformer/kernels/triton_*.py``) are tested on the CPU in Triton's interpreter,
@@ -30,7 +30,7 @@ The GPU machines run the Triton of their own PyTorch (PyTorch 2.11's release pin
 
     .venv/bin/pip download --no-deps --only-binary=:all: -d /tmp/w "triton==3.7.*"
     python -m zipfile -e /tmp/w/triton-3.7.*.whl /tmp/triton-3.7 && chmod +x /tmp/triton-3.7/triton/backends/nvidia/bin/*
-    python -m benchmarks.speed.triton_compile --triton-dir /tmp/triton-3.7 --out docs/benchmarks/triton-compile-3.7.json
+    python -m benchmarks.speed.triton_compile --triton-dir /tmp/triton-3.7 --out records/benchmarks/triton-compile-3.7.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Every results table of ``README.md`` and ``docs/results/*.md``, written from the JSON reports in the
-repository (``docs/induce/``, ``docs/logic/``, ``docs/heads/``, ``docs/nli-study.json``,
-``docs/prior-study.json``, ``docs/benchmarks/``, ``docs/results/*.json`` ...), never copied by hand.
+"""Every results table of ``README.md`` and ``docs/results/``, written from the JSON reports in the
+repository's ``records/`` (one folder per study: ``records/induce/``, ``records/logic/``, ``records/heads/``,
+``records/nli/``, ``records/priors/``, ``records/benchmarks/`` ...), never copied by hand.
 
     python -m benchmarks.tools.results_tables            # rewrite the tables in place
     python -m benchmarks.tools.results_tables --check    # exit 1 and name the pages that differ
@@ -11,7 +11,7 @@ it is. ``tests/docs/test_results_pages.py`` regenerates the tables in memory and
 
 This module is the command; it also writes the tables of ``docs/guide/parse.md`` and
 ``benchmarks/speed/README.md``. The tables are the package :mod:`benchmarks.tools.results`: its ``core``
-(the pages, the registry, the readers, the catalogue of induce groups ``docs/induce/manifest.json``) and
+(the pages, the registry, the readers, the catalogue of induce groups ``records/induce/manifest.json``) and
 one module per page or family of tables, all imported here so that :data:`TABLES` is complete.
 """
 

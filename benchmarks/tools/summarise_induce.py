@@ -1,6 +1,6 @@
 """Mean ± sample sd over seeds of ``syntaxformer induce`` reports, as a markdown table.
 
-    python -m benchmarks.tools.summarise_induce docs/induce/tree-transformer-default-seed{0,1,2}.json
+    python -m benchmarks.tools.summarise_induce records/induce/tree-transformer-default-seed{0,1,2}.json
 
 Per part (test, dev, all): the model's sentence / corpus F1 and WSJ-10 sentence F1, the untrained
 (step-0) model with the same decoder, and right-branching; then the training steps and minutes.

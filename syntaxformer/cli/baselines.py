@@ -38,7 +38,7 @@ def add_parser(subparsers) -> None:
         "--protocol",
         choices=list(PROTOCOLS),
         default=DEFAULT_PROTOCOL,
-        help="constituency scoring protocol (see `syntaxformer evaluate --help` and docs/protocols.md)",
+        help="constituency scoring protocol (see `syntaxformer evaluate --help` and docs/reference/protocols.md)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(

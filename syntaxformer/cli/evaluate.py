@@ -41,7 +41,7 @@ def add_parser(subparsers) -> None:
         default=DEFAULT_PROTOCOL,
         help="constituency scoring protocol: "
         + "; ".join(f"{name} = {p.source}" for name, p in PROTOCOLS.items())
-        + " (docs/protocols.md)",
+        + " (docs/reference/protocols.md)",
     )
     choice.add_argument(
         "--all-protocols",

@@ -14,7 +14,7 @@ as the Tree Transformer paper's "WSJ-all"). It writes into ``--out``: the model 
 A recipe is a fixed number of steps (reproducible from the seed: the same model on any machine);
 ``--max-minutes`` stops training early only when given, and the header then says ``STOPPED EARLY: N of M
 planned steps``. The recipes were chosen on the dev half (``benchmarks/studies/recipe_search/recipe_search.py``,
-docs/recipes.md); the report says so, and the test half is the headline. The work:
+docs/results/induce/recipes.md); the report says so, and the test half is the headline. The work:
 :func:`syntaxformer.workflows.induce.run_induce`; this module reads the arguments and prints the report.
 """
 

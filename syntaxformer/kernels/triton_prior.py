@@ -191,7 +191,7 @@ def _blocks(n: int, d: int) -> dict:
 def _warps(block: int) -> int:
     """Threads per program for tiles of ``block`` rows: the fewest warps whose compiled kernels keep their
     tiles in registers (no spills) at the paper presets' sizes on sm_90, as compiled and read back by
-    ``benchmarks/speed/triton_compile.py`` (docs/benchmarks/triton-compile.json)."""
+    ``benchmarks/speed/triton_compile.py`` (records/benchmarks/triton-compile.json)."""
     return 4 if block <= 16 else 8 if block <= 64 else 16
 
 

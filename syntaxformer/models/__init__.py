@@ -56,7 +56,7 @@ register(Architecture(structformer.NAME, StructFormerConfig,
                       language_model=LanguageModelUse(StructFormerForMaskedLM, structformer.PRESETS,
                                                       Capabilities(**_ATTENTION_LM))))
 # the encoder's recipe (lr 3e-3, bf16 products, the steps of 30 minutes on 2 CPU cores) was chosen on
-# validation accuracy: docs/results/logic.md, "Recipe choice"; docs/logic/recipe-choice.json
+# validation accuracy: docs/results/logic.md, "Recipe choice"; records/logic/recipe-choice.json
 register(Architecture(on_lstm.NAME, OnLstmConfig, default_for=("encoder",),
                       language_model=LanguageModelUse(OnLstmForCausalLM, on_lstm.PRESETS,
                                                       Capabilities(output_hidden_states=True)),

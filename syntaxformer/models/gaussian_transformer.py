@@ -73,7 +73,7 @@ PRESETS = {
         word_embedding_dim=300,
         char_embedding_dim=100,
     ),
-    # the CPU recipe's size (README, docs/nli.md): d_model 64 keeps inference well above 2,000 pairs/s
+    # the CPU recipe's size (README, docs/results/nli/study.md): d_model 64 keeps inference well above 2,000 pairs/s
     # on 2 CPU cores at batch 64
     "small": dict(
         hidden_size=64,

@@ -119,7 +119,7 @@ class EncoderUse:
         fixed: config fields every preset gets (e.g. ``prior="none"``).
         width: ``config -> D``, the width of ``last_hidden_state`` (default ``config.hidden_size``).
         lr: the peak learning rate of the logic task's default recipe for this encoder (chosen on
-            validation accuracy, docs/logic/recipe-choice.json); default 1e-3, the public ON-LSTM code's.
+            validation accuracy, records/logic/recipe-choice.json); default 1e-3, the public ON-LSTM code's.
         max_steps: the steps (of 128 pairs) of the logic task's default recipe; default 4,000 (4.2 epochs).
         precision: the logic training's matrix-product precision (``fp32``, or ``bf16``:
             ``torch.autocast`` to bfloat16); default ``fp32``.

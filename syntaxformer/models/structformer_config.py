@@ -46,7 +46,7 @@ PRESETS = {
         hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.0,
     ),
-    # the induce recipes' size (docs/recipes.md): ~7,300 tokens/s on 2 CPU cores
+    # the induce recipes' size (docs/results/induce/recipes.md): ~7,300 tokens/s on 2 CPU cores
     "mini": dict(
         num_hidden_layers=4,
         hidden_size=128,

@@ -72,7 +72,7 @@ PRESETS = {
         hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1,
     ),
-    # the induce recipes' size: the best dev F1 per CPU minute of the sizes searched (docs/recipes.md,
+    # the induce recipes' size: the best dev F1 per CPU minute of the sizes searched (docs/results/induce/recipes.md,
     # with the measured speeds)
     "mini": dict(
         num_hidden_layers=4,
@@ -150,7 +150,7 @@ class TreeTransformerConfig(PretrainedConfig):
             (paper ``hidden_size / 2``, official 256).
         constituent_diagonal: the constituent prior's diagonal ``C_ii``: "one" (the paper) or
             "official" (the public code's tiny value); None = the variant's. With ``constituent_scale``
-            it separates the parts of the official variant (docs/recipes.md).
+            it separates the parts of the official variant (docs/results/induce/recipes.md).
         kernel: how the constituent prior is computed (:mod:`syntaxformer.models.kernel_choice`):
             "reference" (default: the equations with autograd, the recorded runs' numerics, bit for
             bit), "fused" (the prior's link chain, eqs. 6-8 and the cumulative logs, and the gradient

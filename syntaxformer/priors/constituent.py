@@ -433,7 +433,7 @@ class ConstituentAttention(StructuralPrior):
         layer_norm_eps: epsilon of ``norm``.
         scale: the divisor of the neighbour scores (eq. 5); None = the variant's (paper ``d_model / 2``,
             official 256). With ``diagonal`` it separates the two parts of the official variant that
-            change the prior (docs/recipes.md, "Which part of the official variant matters").
+            change the prior (docs/results/induce/recipes.md, "Which part of the official variant matters").
         diagonal: ``C_ii``: "one" (the paper) or "official" (the public code's tiny value, so a word
             barely attends to itself); None = the variant's.
         kernel: a key of :data:`LINK_CHAIN_KERNELS`, resolved here into :attr:`link_chain`:

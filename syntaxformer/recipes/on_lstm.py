@@ -8,7 +8,7 @@ SGD/NT-ASGD; clipping 0.25 as the public code). Steps from the measured speed: a
 tokens/s; the Tree Transformer's ``mini`` 0.24 s in the same conditions): ``default`` = 2,500 steps,
 ~14-16 minutes of training on 2 idle CPU cores; ``long`` = 7,500 steps, three times as many. The parse
 layer stays the public code's (1); on ptb-sample:dev this recipe's layer 2 parses better (README,
-docs/induce).
+records/induce).
 """
 
 from __future__ import annotations

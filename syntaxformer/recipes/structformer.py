@@ -1,4 +1,4 @@
-"""StructFormer's ``induce`` recipes (Shen et al. 2021), chosen on ptb-sample:dev (docs/recipes.md)."""
+"""StructFormer's ``induce`` recipes (Shen et al. 2021), chosen on ptb-sample:dev (docs/results/induce/recipes.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from syntaxformer.recipes.recipe import Recipe
 
 MODEL = "structformer"
 
-# docs/recipes.md: sf-4x128; 5,400 steps: ~17 minutes on 2 idle cores, estimated from its
+# docs/results/induce/recipes.md: sf-4x128; 5,400 steps: ~17 minutes on 2 idle cores, estimated from its
 # measured 7,300 tokens/s (its runs in docs/results/induce.md were made on a GPU)
 DEFAULT = Recipe(
     MODEL,
@@ -25,7 +25,7 @@ DEFAULT = Recipe(
     about="the mini model on ptb-sample's words, 5,400 steps of 64 sentences",
 )
 
-# docs/recipes.md, "StructFormer's long recipe": the default setting on the ptb-lm training text
+# docs/results/induce/recipes.md, "StructFormer's long recipe": the default setting on the ptb-lm training text
 # (ten times ptb-sample, and containing it: transductive); dev F1 42.16 +- 1.38 over seeds 0-2,
 # against 41.34 +- 2.31 for the default setting run 12,000 steps on ptb-sample. The text is not
 # shipped: run_induce refuses this recipe without --corpus

@@ -1,4 +1,4 @@
-"""The Tree Transformer's ``induce`` recipes (Wang, Lee & Chen 2019), chosen on ptb-sample:dev (docs/recipes.md).
+"""The Tree Transformer's ``induce`` recipes (Wang, Lee & Chen 2019), chosen on ptb-sample:dev (docs/results/induce/recipes.md).
 
 ``default``: the ``mini`` model on ptb-sample and the embedded WikiText-2; ``sample``: the same on
 ptb-sample alone; ``long``: ``small`` on the ptb-lm text; ``paper``: the authors' procedure.
@@ -10,7 +10,7 @@ from syntaxformer.recipes.recipe import Recipe
 
 MODEL = "tree-transformer"
 
-# docs/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search on ptb-sample's words (its
+# docs/results/induce/recipes.md: tt-4x128-official-lr1e-3, the best dev F1 of the search on ptb-sample's words (its
 # runs' times: docs/results/induce.md); 7,000 steps (the search's 6,000 plus what a faster step and the
 # rest of the 20-minute budget allow: 15.3 minutes of training on 2 idle CPU cores)
 SAMPLE = Recipe(
@@ -35,7 +35,7 @@ SAMPLE = Recipe(
 # a shorter schedule": the best dev F1 of the three, seeds 0, 1, 2): ptb-sample's words then the
 # embedded WikiText-2 training split (CC BY-SA; 1.71M words, 22 times the sample), Mikolov's
 # 10,000-word vocabulary (the most frequent words of both; the rest <unk>), 1% held out for validation
-# (about 800 sentences), 6,000 steps (docs/benchmarks/main-job.json). The parsed sentences are still in
+# (about 800 sentences), 6,000 steps (records/benchmarks/main-job.json). The parsed sentences are still in
 # the training text (transductive); the Wikipedia text is out of the treebank's domain
 DEFAULT = Recipe(
     MODEL,
@@ -49,8 +49,8 @@ DEFAULT = Recipe(
     "text, scores far above it",
 )
 
-# docs/recipes.md, "The long recipe": the small model (6 x 256) on the ptb-lm training text (ten times
-# ptb-sample, and containing it: transductive); 6,000 steps = 8.1M tokens (speeds: docs/recipes.md).
+# docs/results/induce/recipes.md, "The long recipe": the small model (6 x 256) on the ptb-lm training text (ten times
+# ptb-sample, and containing it: transductive); 6,000 steps = 8.1M tokens (speeds: docs/results/induce/recipes.md).
 # The text is not shipped: run_induce refuses this recipe without --corpus
 LONG = SAMPLE.with_train(
     about="the small model (6 x 256) on the ptb-lm training text (give its path with --corpus)",

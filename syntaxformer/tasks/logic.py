@@ -25,7 +25,7 @@ pairs, MLP dropout 0.2.
 
 * ``default`` (:data:`RECIPE`, the defaults of :class:`LogicArguments` and the study's): a fixed
   number of steps with a linear decay, so that a run's length does not depend on the machine
-  (docs/logic.md); the peak learning rate, the steps and the precision are the encoder's
+  (docs/results/logic/study.md); the peak learning rate, the steps and the precision are the encoder's
   (:attr:`~syntaxformer.models.registry.EncoderUse.lr`, ``max_steps``, ``precision``: 3e-3, 8,000
   and bf16 for the ON-LSTM, chosen on validation accuracy within a budget of 30 minutes on 2 CPU
   cores; 1e-3, the public code's, 4,000 and fp32 for the others);
@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 TEST_OPERATORS = tuple(range(1, 13))
 #: groups of operator counts summarised by the mean of their per-N accuracies
 GROUPS = {"1-6": (1, 2, 3, 4, 5, 6), "7-9": (7, 8, 9), "10-12": (10, 11, 12)}
-#: the study's recipe (benchmarks/studies/logic/logic_study.py, docs/logic.md): steps of 128 pairs, linear decay.
+#: the study's recipe (benchmarks/studies/logic/logic_study.py, docs/results/logic/study.md): steps of 128 pairs, linear decay.
 #: ``lr=None``, ``max_steps=None`` and ``precision=None``: the encoder's (:attr:`~syntaxformer.models.registry.EncoderUse.lr`,
 #: :attr:`~syntaxformer.models.registry.EncoderUse.max_steps`; 4,000 steps = 4.2 epochs of the 121,977
 #: training pairs unless the encoder says otherwise)
@@ -171,7 +171,7 @@ class LogicOptimisationArguments:
         "default",
         choices=tuple(sorted(RECIPES)),
         help="default: the study's fixed number of steps (the encoder's: ON-LSTM 8,000 in bf16, others "
-        "4,000), linear decay (docs/logic.md); public: the public ON-LSTM code's 50 epochs, validation each "
+        "4,000), linear decay (docs/results/logic/study.md); public: the public ON-LSTM code's 50 epochs, validation each "
         "epoch, lr halved after 3 epochs without a better validation accuracy. Recorded in the report",
     )
     warmup_steps: int = option(RECIPE["warmup_steps"], help="steps of linear warm-up from 0 to --lr")

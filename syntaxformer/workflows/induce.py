@@ -12,7 +12,7 @@ sentences), (with dependency heads: ``dependencies.conllu``), ``report.json`` an
 A recipe is a fixed number of steps (reproducible from the seed, the same model on any machine); no
 wall-clock cap cuts it unless the user asks (``max_minutes``): a run stopped early says so in the report
 (``training.steps`` of ``training.planned_steps``, ``training.complete``) and in the printed header. The recipes were chosen on the dev half (``benchmarks/studies/recipe_search/recipe_search.py``,
-docs/recipes.md); the report says so, and the test half is the headline.
+docs/results/induce/recipes.md); the report says so, and the test half is the headline.
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def _report(job: InduceRecord, parts, golds, info, scores, train_minutes, start)
         **({"note": job.note} if job.note else {}),
         "code": code_version(),
         "primary": primary,
-        "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/recipes.md); "
+        "selection": "recipe, decoder and minimum layer chosen on ptb-sample:dev (docs/results/induce/recipes.md); "
         "the test half was not used for any choice",
         "training": {k: info.get(k) for k in keep if k in info}
         | {
@@ -484,7 +484,9 @@ class InduceJob:
     protocol: str = option(
         DEFAULT_PROTOCOL,
         help="constituency scoring protocol of every part's scores (model, untrained model, single layers, "
-        "baselines): " + ", ".join(PROTOCOLS) + " (docs/protocols.md); the learning curve is scored with prpn",
+        "baselines): "
+        + ", ".join(PROTOCOLS)
+        + " (docs/reference/protocols.md); the learning curve is scored with prpn",
     )
     variant: str | None = option(
         None, choices=("paper", "official"), help="Tree Transformer constituent variant (default: the recipe's)"

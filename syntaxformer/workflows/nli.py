@@ -39,7 +39,7 @@ PROTOCOL = (
 )
 
 #: training recipes (NliTrainArguments fields; ``epochs`` becomes max_steps = epochs × batches per epoch).
-#: ``default``: the study's one recipe for every system (docs/nli.md); ``overrides`` apply to the
+#: ``default``: the study's one recipe for every system (docs/results/nli/study.md); ``overrides`` apply to the
 #: config fields a model has (the mean-pool baseline has no attention nor classifier_features)
 RECIPES = {
     "default": dict(

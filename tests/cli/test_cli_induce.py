@@ -184,7 +184,7 @@ def test_induce_long_recipe_needs_its_text(capsys, tmp_path):
 
 @pytest.mark.skipif("structformer" not in MODELS, reason="StructFormer is not registered in MODELS")
 def test_induce_structformer_long_recipe_needs_its_text(capsys, tmp_path):
-    """StructFormer's long recipe is its default setting on the ptb-lm text (docs/recipes.md): without
+    """StructFormer's long recipe is its default setting on the ptb-lm text (docs/results/induce/recipes.md): without
     --corpus a one-line error before any work; with it, the default's fields but the text."""
     code, _, err = _run(
         capsys, "induce", "--architecture", "structformer", "--recipe", "long", "--out", tmp_path / "o", "--quiet"
@@ -372,7 +372,7 @@ def test_a_recipes_note_is_printed_in_the_header():
     from syntaxformer.cli.induce import format_induce_report
     from syntaxformer.workflows.induce import recipe_note
 
-    path = Path(__file__).resolve().parents[2] / "docs" / "induce" / "tree-transformer-wikitext-cpu-seed0.json"
+    path = Path(__file__).resolve().parents[2] / "records" / "induce" / "tree-transformer-wikitext-cpu-seed0.json"
     report = json.loads(path.read_text())
     assert "note" not in report and not any(
         line.startswith("note:") for line in format_induce_report(report).splitlines()

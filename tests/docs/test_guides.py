@@ -1,5 +1,5 @@
 """The documentation's examples run as written: every ```sh line and ```python block of every page of
-docs/ that has them (the command guides, docs/python.md, ...) runs, in order, in a fresh folder beside a
+docs/ that has them (the command guides, docs/guide/python.md, ...) runs, in order, in a fresh folder beside a
 ``shared/data`` mirror, one test per page, in process (``syntaxformer.cli.main``), each command ending
 with status 0. Only the length of the work is changed (:func:`shorten`):
 

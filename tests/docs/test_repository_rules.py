@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the folders and files whose text is checked
-CHECKED = ("syntaxformer", "tests", "benchmarks", "docs", "README.md", "ARCHITECTURE.md")
+CHECKED = ("syntaxformer", "tests", "benchmarks", "docs", "records", "README.md", "ARCHITECTURE.md")
 #: the text files among them (binary files, e.g. model weights and PNGs, are not read)
 SUFFIXES = {".py", ".md", ".json", ".svg", ".yml", ".yaml", ".toml", ".txt", ".sh", ".cfg", ".html", ".css", ".js"}
 
@@ -72,7 +72,7 @@ def test_issue_citations_by_example(line, found):
 
 
 def test_no_issue_numbers_of_this_project():
-    """No line of syntaxformer/, tests/, benchmarks/, docs/, README.md or ARCHITECTURE.md cites this
+    """No line of syntaxformer/, tests/, benchmarks/, docs/, records/, README.md or ARCHITECTURE.md cites this
     project's issues by number: a page or a docstring says what it means without them."""
     files = checked_files(ROOT)
     assert {f.relative_to(ROOT).parts[0] for f in files} == set(CHECKED)

@@ -27,7 +27,7 @@ def test_every_table_is_on_a_page_and_every_marker_names_a_table():
         for m in results_tables.MARKER.finditer(page.read_text(encoding="utf-8"))
     ]
     assert sorted(set(used)) == sorted(results_tables.TABLES)
-    assert "readme-induce" in [m["name"] for m in results_tables.MARKER.finditer((ROOT / "README.md").read_text())]
+    assert "readme-results" in [m["name"] for m in results_tables.MARKER.finditer((ROOT / "README.md").read_text())]
 
 
 def test_render_rewrites_only_between_markers_and_refuses_unknown_names():
@@ -74,7 +74,7 @@ def test_longer_runs_without_any_shorter_twin_have_no_twin_column(monkeypatch):
     import copy
     import json
 
-    report = json.loads((ROOT / "docs/induce/structformer-paper-mini-cpu-42ep-seed0.json").read_text())
+    report = json.loads((ROOT / "records/induce/structformer-paper-mini-cpu-42ep-seed0.json").read_text())
     runs = []
     for seed in (0, 1, 2):
         run = copy.deepcopy(report)
@@ -94,7 +94,7 @@ def test_longer_runs_of_one_run_have_no_mean_row(monkeypatch):
     """A group of one run: the header, the rule and that run's row, no "seeds ..." mean row."""
     import json
 
-    report = json.loads((ROOT / "docs/induce/structformer-paper-mini-cpu-42ep-seed0.json").read_text())
+    report = json.loads((ROOT / "records/induce/structformer-paper-mini-cpu-42ep-seed0.json").read_text())
     groups = {"longer": [report], "shorter": [], "shipped": [report]}
     monkeypatch.setattr(induce_paper, "group", groups.__getitem__)
     lines = results_tables.longer_runs("longer", "shorter", "shipped", (26, 30)).splitlines()
@@ -108,7 +108,7 @@ def test_tree_transformer_paper_table_reads_the_recipe_decoder_where_the_curve_h
     import copy
     import json
 
-    report = json.loads((ROOT / "docs/induce/tree-transformer-paper-mini-cpu-seed0.json").read_text())
+    report = json.loads((ROOT / "records/induce/tree-transformer-paper-mini-cpu-seed0.json").read_text())
     runs = []
     for seed in (0, 1):
         run = copy.deepcopy(report)
@@ -135,7 +135,7 @@ def test_tree_transformer_paper_table_shows_at_most_five_curve_steps(monkeypatch
     """Nine common curve points (steps 1,000 .. 9,000): every second one, back from the last."""
     import json
 
-    report = json.loads((ROOT / "docs/induce/tree-transformer-paper-mini-cpu-seed0.json").read_text())
+    report = json.loads((ROOT / "records/induce/tree-transformer-paper-mini-cpu-seed0.json").read_text())
     scores = report["curve"]["points"][-1]["scores"]
     report["curve"]["points"] = [{"step": 1000 * k, "scores": scores} for k in range(10)]
     monkeypatch.setattr(induce_paper, "group", {"tt-paper-cpu": [report]}.__getitem__)
@@ -144,12 +144,12 @@ def test_tree_transformer_paper_table_shows_at_most_five_curve_steps(monkeypatch
 
 
 def test_the_manifest_lists_each_induce_group_once_with_one_label_each():
-    """``docs/induce/manifest.json``: each group once, in the file's order, its reports named one way (a glob
-    under docs/induce/ or one report's path), and a ``short`` label only where the README labels the group
+    """``records/induce/manifest.json``: each group once, in the file's order, its reports named one way (a glob
+    under records/induce/ or one report's path), and a ``short`` label only where the README labels the group
     differently (each label written once)."""
     import json
 
-    listed = json.loads((ROOT / "docs/induce/manifest.json").read_text(encoding="utf-8"))["groups"]
+    listed = json.loads((ROOT / "records/induce/manifest.json").read_text(encoding="utf-8"))["groups"]
     assert list(core.INDUCE) == [g["key"] for g in listed]
     for key, entry in core.INDUCE.items():
         assert ("reports" in entry) != ("report" in entry), key

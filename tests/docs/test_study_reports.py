@@ -1,5 +1,5 @@
 """The study reports of ``benchmarks/studies/`` keep what an earlier report recorded: run folders are not kept in
-git, so runs trained on different machines must add up in ``docs/`` (logic study, prior study)."""
+git, so runs trained on different machines must add up in ``records/`` (logic study, prior study)."""
 
 import json
 import shutil
@@ -16,14 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
-    shutil.copytree(ROOT / "docs" / "logic", tmp_path / "logic")
-    before = json.loads((tmp_path / "logic" / "study.json").read_text())
+    shutil.copytree(ROOT / "records" / "logic", tmp_path / "records" / "logic")
+    before = json.loads((tmp_path / "records" / "logic" / "study.json").read_text())
     seeds = [int(s) for s in before["seeds"]]
     logic_study.write_report(tmp_path / "no-runs", list(before["runs"]), seeds, before["scale"], tmp_path)
-    after = json.loads((tmp_path / "logic" / "study.json").read_text())
+    after = json.loads((tmp_path / "records" / "logic" / "study.json").read_text())
     assert after == before
     # the report was written anew from the recorded runs (not left as it was)
-    text = (tmp_path / "logic.md").read_text()
+    text = (tmp_path / "docs" / "results" / "logic" / "study.md").read_text()
     assert "| on-lstm (last) | 0.003 | 8,000 | bf16 | 0, 1, 2 |" in text
     # the runs' own clocks: a resumed run's minutes are its last process's, its step minutes the sum
     lstm = before["runs"]["lstm"]["0"]["report"]["training"]
@@ -37,7 +37,7 @@ def test_logic_report_from_recorded_runs_alone_is_unchanged(tmp_path):
 def test_logic_summary_refuses_seeds_of_different_precisions():
     """Seeds are averaged only when trained alike: a seed in bf16 beside one in fp32 (a run recorded
     before --precision reads as fp32) is refused, naming the precisions."""
-    runs = json.loads((ROOT / "docs" / "logic" / "study.json").read_text())["runs"]["lstm"]
+    runs = json.loads((ROOT / "records" / "logic" / "study.json").read_text())["runs"]["lstm"]
     alike = {int(seed): run for seed, run in runs.items()}
     assert logic_study.summarise({"lstm": alike})["lstm"]["precision"] == "fp32"
     report = alike[1]["report"]
@@ -49,10 +49,10 @@ def test_logic_summary_refuses_seeds_of_different_precisions():
 
 
 def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
-    """docs/logic/recipe-choice.json: a run recorded in the study report becomes a row with its validation
+    """records/logic/recipe-choice.json: a run recorded in the study report becomes a row with its validation
     curve and test groups; a second call keeps the first call's rows; a run that differs only in its
     encoder settings is a row of its own."""
-    study = ROOT / "docs" / "logic" / "study.json"
+    study = ROOT / "records" / "logic" / "study.json"
     run = json.loads(study.read_text())["runs"]["lstm"]["0"]["report"]
     rows = logic_study.recipe_choice([f"{study}:lstm:0"], tmp_path)
     assert [(r["encoder"], r["seed"], r["lr"], r["steps"], r["overrides"]) for r in rows] == [
@@ -92,23 +92,24 @@ def test_logic_recipe_choice_keeps_rows_and_reads_recorded_runs(tmp_path):
 
 
 def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
-    docs, work = tmp_path / "docs", tmp_path / "work"
-    docs.mkdir()
+    root, work = tmp_path, tmp_path / "work"
+    records = root / "records" / "priors"
+    records.mkdir(parents=True)
     probe = dict(best=50.0, untrained=40.0, layers=[40.0, 50.0], majority=30.0, bag_of_words=45.0)
     earlier = dict(
         measurements=dict(
             constituent={"0": dict(steps=6000, perplexity=100.0, sentence_f1=40.0, probing=dict(TreeDepth=probe))}
         )
     )
-    (docs / "prior-study.json").write_text(json.dumps(earlier))
+    (records / "prior-study.json").write_text(json.dumps(earlier))
     # seed 1 trained here, perplexity measured, nothing else yet
     model = work / "constituent-seed1" / "model"
     model.mkdir(parents=True)
     (model / "training.json").write_text(json.dumps(dict(steps=6000)))
     (work / "constituent-seed1" / "perplexity.json").write_text(json.dumps(dict(perplexity=110.0)))
     args = SimpleNamespace(seeds=[0, 1, 2], max_steps=None)
-    prior_study.stage_report(work, docs, args)
-    study = json.loads((docs / "prior-study.json").read_text())
+    prior_study.stage_report(work, root, args)
+    study = json.loads((records / "prior-study.json").read_text())
     row = study["systems"]["constituent"]
     assert row["seeds_trained"] == [0, 1]
     assert row["perplexity"]["values"] == [100.0, 110.0] and row["perplexity"]["mean"] == 105.0
@@ -117,51 +118,56 @@ def test_prior_study_report_keeps_recorded_and_adds_new(tmp_path):
     assert study["measurements"]["constituent"]["1"]["perplexity"] == 110.0
     assert (
         "| constituent | ptb-lm | 0, 1 | 105.00 ± 7.07 (n=2) | – | 40.00 (n=1) | 50.0 [40.0] |"
-        in (docs / "prior-study.md").read_text()
+        in (root / "docs" / "results" / "priors" / "study.md").read_text()
     )
 
 
 def test_prior_study_masked_copy_perplexity_beside_the_sentence_one(tmp_path):
     """A system reading induced trees: the perplexity with each masked copy's trees is its own column;
     a recorded measurement from before that column existed still counts."""
-    docs, work = tmp_path / "docs", tmp_path / "work"
-    docs.mkdir()
+    root, work = tmp_path, tmp_path / "work"
+    records = root / "records" / "priors"
+    records.mkdir(parents=True)
     earlier = dict(measurements={"sp-induced": {"1": dict(steps=6000, perplexity=93.0, sentence_f1=None, probing={})}})
-    (docs / "prior-study.json").write_text(json.dumps(earlier))
+    (records / "prior-study.json").write_text(json.dumps(earlier))
     base = work / "sp-induced-seed2"
     (base / "model").mkdir(parents=True)
     (base / "model" / "training.json").write_text(json.dumps(dict(steps=6000)))
     (base / "perplexity.json").write_text(json.dumps(dict(perplexity=92.0, induced_from="sentence")))
     (base / "perplexity-masked.json").write_text(json.dumps(dict(perplexity=210.0, induced_from="masked")))
-    prior_study.stage_report(work, docs, SimpleNamespace(seeds=[0, 1, 2], max_steps=None))
-    study = json.loads((docs / "prior-study.json").read_text())
+    prior_study.stage_report(work, root, SimpleNamespace(seeds=[0, 1, 2], max_steps=None))
+    study = json.loads((records / "prior-study.json").read_text())
     row = study["systems"]["sp-induced"]
     assert row["perplexity"]["values"] == [93.0, 92.0] and row["perplexity_masked_copy"]["values"] == [210.0]
     assert study["measurements"]["sp-induced"]["2"]["perplexity_masked_copy"] == 210.0
-    table = (docs / "prior-study.md").read_text()
+    table = (root / "docs" / "results" / "priors" / "study.md").read_text()
     assert "| sp-induced | ptb-lm | 1, 2 | 92.50 ± 0.71 (n=2) | 210.00 (n=1) | – |" in table
     assert prior_study.reads_induced("sp-induced") and prior_study.reads_induced("mgsa-induced")
     assert not any(prior_study.reads_induced(k) for k in ("sp-gold", "mgsa-gold", "constituent", "mgsa-ngram"))
 
 
 def test_prior_study_report_only_runs_no_stage(tmp_path, monkeypatch):
-    docs, work = tmp_path / "docs", tmp_path / "work"
-    docs.mkdir()
+    root, work = tmp_path, tmp_path / "work"
+    records = root / "records" / "priors"
+    records.mkdir(parents=True)
     earlier = dict(measurements=dict(gaussian={"0": dict(steps=6000, perplexity=112.0, sentence_f1=None, probing={})}))
-    (docs / "prior-study.json").write_text(json.dumps(earlier))
+    (records / "prior-study.json").write_text(json.dumps(earlier))
     ran = []
     monkeypatch.setitem(prior_study.STAGES, "train", lambda *a: ran.append(a))
     # no --ptb-lm text is needed: nothing is trained or measured
     assert (
         prior_study.main(
-            ["--report-only", "--ptb-lm", str(tmp_path / "absent"), "--work", str(work), "--docs", str(docs)]
+            ["--report-only", "--ptb-lm", str(tmp_path / "absent"), "--work", str(work), "--root", str(root)]
         )
         == 0
     )
     assert ran == []
-    study = json.loads((docs / "prior-study.json").read_text())
+    study = json.loads((records / "prior-study.json").read_text())
     assert study["systems"]["gaussian"]["perplexity"]["values"] == [112.0]
-    assert "| gaussian | ptb-lm | 0 | 112.00 (n=1) | – |" in (docs / "prior-study.md").read_text()
+    assert (
+        "| gaussian | ptb-lm | 0 | 112.00 (n=1) | – |"
+        in (root / "docs" / "results" / "priors" / "study.md").read_text()
+    )
 
 
 def _nli_report(seed: int, accuracy: float, commit: str) -> dict:
@@ -194,7 +200,7 @@ def test_nli_summary_names_the_data_and_the_runs_code(tmp_path):
         systems=["gaussian"],
         seeds=[0, 1],
         out=str(tmp_path / "runs"),
-        docs=str(tmp_path / "docs"),
+        root=str(tmp_path),
         recipe="default",
         inference_threads=0,
         repeats=1,
@@ -204,6 +210,6 @@ def test_nli_summary_names_the_data_and_the_runs_code(tmp_path):
     assert [c["commit"] for c in result["code"]] == ["aaa", "bbb"]
     assert result["torch"] == ["2.13.0"]
     assert result["systems"]["gaussian"]["accuracy"] == (81.0, pytest.approx(2**0.5))
-    written = json.loads((tmp_path / "docs" / "nli-study.json").read_text())
+    written = json.loads((tmp_path / "records" / "nli" / "nli-study.json").read_text())
     assert written["code"] == result["code"]
-    assert "Code: aaa, bbb." in (tmp_path / "docs" / "nli.md").read_text()
+    assert "Code: aaa, bbb." in (tmp_path / "docs" / "results" / "nli" / "study.md").read_text()

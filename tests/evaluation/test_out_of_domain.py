@@ -1,4 +1,4 @@
-"""The shipped parsers' out-of-domain records (``docs/out-of-domain/shipped-*.json``, UD English-EWT test)
+"""The shipped parsers' out-of-domain records (``records/out-of-domain/shipped-*.json``, UD English-EWT test)
 are what ``benchmarks/studies/out_of_domain/out_of_domain.py`` gives today, and the default StructFormer and the Tree Transformer
 ``tree-transformer-ptb-lm`` are above right-branching there (the project's target; the page ``docs/results/out-of-domain.md`` says so)."""
 
@@ -15,7 +15,7 @@ from syntaxformer.pretrained import shipped_parsers
 
 ROOT = Path(__file__).resolve().parents[2]
 
-RECORDS = {name: ROOT / "docs" / "out-of-domain" / f"shipped-{name}-ud-ewt-test.json" for name in shipped_parsers()}
+RECORDS = {name: ROOT / "records" / "out-of-domain" / f"shipped-{name}-ud-ewt-test.json" for name in shipped_parsers()}
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """benchmarks/speed/compile_trace.py where it cannot run: a CPU build of PyTorch cannot make fake CUDA
 tensors, so it says what it needs and exits 2, writing nothing. (With a CUDA build it traces every case:
-its records in docs/benchmarks/compile-trace-*.json; docs/results/speed.md.)"""
+its records in records/benchmarks/compile-trace-*.json; docs/results/speed.md.)"""
 
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ def test_unknown_variant():
 
 
 def test_scale_and_diagonal_separate_the_official_variant():
-    """``scale`` and ``diagonal`` change exactly one part of a variant each (docs/recipes.md ablation)."""
+    """``scale`` and ``diagonal`` change exactly one part of a variant each (docs/results/induce/recipes.md ablation)."""
     torch.manual_seed(6)
     hidden = torch.randn(2, 7, 32, dtype=torch.float64)
     mask = torch.ones(2, 7, dtype=torch.bool)

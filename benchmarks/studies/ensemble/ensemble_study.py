@@ -1,6 +1,6 @@
 """Members, their ensemble and a student on ptb-sample's dev and test halves and on UD English-EWT.
 
-    .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --out docs/results/ensemble.json
+    .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --out records/ensemble/ensemble.json
     .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --student DISTILL_OUT --out ...
 
 Each candidate member (default: every shipped parser, each with its saved decoder settings) parses

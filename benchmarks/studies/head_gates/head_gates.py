@@ -11,7 +11,7 @@ the source's held-out text (its ``training.json``: the trainer's held-out 5% of 
 sentence F1 on ptb-sample:dev for models that induce trees.
 
 Resumable: a finished λ (``WORK/gates-λ/result.json``) is skipped, an interrupted one resumes from
-its checkpoint. Writes ``docs/heads/gates-NAME.json`` and ``docs/head-gates.md`` (a table).
+its checkpoint. Writes ``records/heads/gates-NAME.json`` and ``docs/results/heads/gates.md`` (a table).
 
     python -m benchmarks.studies.head_gates.head_gates                                     # the shipped parser, CPU
     python -m benchmarks.studies.head_gates.head_gates --model DIR --name my-model --device cuda
@@ -182,14 +182,16 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write_docs(report: dict, docs: Path, name: str) -> None:
-    (docs / "heads").mkdir(parents=True, exist_ok=True)
-    (docs / "heads" / f"gates-{name}.json").write_text(json.dumps(report, indent=1) + "\n")
+def write_docs(report: dict, root: Path, name: str) -> None:
+    """Write the record ``records/heads/gates-NAME.json`` and the page ``docs/results/heads/gates.md`` under
+    ``root``."""
+    (root / "records" / "heads").mkdir(parents=True, exist_ok=True)
+    (root / "records" / "heads" / f"gates-{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     s = report["settings"]
     text = [
         f"# Hard-concrete head gates: {name}",
         "",
-        f"Written by `benchmarks/studies/head_gates/head_gates.py`; numbers in `docs/heads/gates-{name}.json`.",
+        f"Written by `benchmarks/studies/head_gates/head_gates.py`; numbers in `records/heads/gates-{name}.json`.",
         "",
         f"- model: `{report['model']}` ({report['model_type']}, {report['source']['n_heads']} heads); "
         f"seed {report['seed']}; device {report['runs'][0]['device'] if report['runs'] else '–'}",
@@ -204,7 +206,8 @@ def write_docs(report: dict, docs: Path, name: str) -> None:
         table(report),
         "",
     ]
-    (docs / "head-gates.md").write_text("\n".join(text))
+    (root / "docs" / "results" / "heads").mkdir(parents=True, exist_ok=True)
+    (root / "docs" / "results" / "heads" / "gates.md").write_text("\n".join(text))
 
 
 def main(argv=None) -> int:
@@ -216,7 +219,7 @@ def main(argv=None) -> int:
     p.add_argument("--lambdas", type=float, nargs="+", default=list(LAMBDAS))
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--work", type=Path, default=None, help="default runs/head-gates/NAME")
-    p.add_argument("--docs", type=Path, default=ROOT / "docs")
+    p.add_argument("--root", type=Path, default=ROOT, help="where records/ and docs/results/ go")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
@@ -280,7 +283,7 @@ def main(argv=None) -> int:
         runs=runs,
         minutes=round((time.monotonic() - start) / 60, 2),
     )
-    write_docs(report, args.docs, name)
+    write_docs(report, args.root, name)
     print(table(report))
     return 0
 

@@ -16,18 +16,18 @@ recipes' ``max_minutes`` safety cap is dropped so every run makes exactly its st
    ``--lambdas`` (λ = 0 is the control: the same fine-tuning with gates but no penalty), then the same
    perplexity and F1 on the saved, pruned model, into ``<key>/gates-<λ>`` (settings and code:
    ``benchmarks/studies/head_gates/head_gates.py``);
-5. ``report`` — ``docs/heads.md`` (tables), ``docs/heads/head-study.json`` and the figure
-   ``docs/figures/head-study.{png,svg}``.
+5. ``report`` — ``docs/results/heads/study.md`` (tables), ``records/heads/head-study.json`` and the figure
+   ``docs/results/heads/head-study.{png,svg}``.
 
 Every stage skips what is already done (a finished training, an existing ``heads.json`` /
 ``prune.json`` / ``result.json``) and training resumes from checkpoints, so the same command serves
 the first start and every restart. ``--device cuda`` runs the work on a GPU; ``--max-steps`` (and
 ``--gate-steps``, ``--max-sentences``) make a quick check at a tiny scale (write it elsewhere with
-``--work`` and ``--docs``).
+``--work`` and ``--root``).
 
     python -m benchmarks.studies.heads.head_study --device cuda                       # the study (GPU: minutes)
     python -m benchmarks.studies.heads.head_study --max-steps 200 --gate-steps 40 --max-sentences 60 \\
-        --work runs/head-study-check --docs runs/head-study-check/docs   # end-to-end check, CPU
+        --work runs/head-study-check --root runs/head-study-check   # end-to-end check, CPU
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def _at(curve: list[dict], n_removed_fraction: float, name: str):
 
 
 def pruning_curves(models: dict, keys: list[str]) -> list[str]:
-    """The pruning-curve section of docs/heads.md: one table per model."""
+    """The pruning-curve section of docs/results/heads/study.md: one table per model."""
     lines = []
     lines += ["", "## Pruning curves (`syntaxformer prune`; perplexity / sentence F1; random: mean ± sd)", ""]
     for key in keys:
@@ -369,7 +369,7 @@ def pruning_curves(models: dict, keys: list[str]) -> list[str]:
 
 
 def gates_table(models: dict, keys: list[str]) -> list[str]:
-    """The hard-concrete gate section of docs/heads.md."""
+    """The hard-concrete gate section of docs/results/heads/study.md."""
     lines = []
     lines += [
         "## Hard-concrete gates (`train --model --head-gates --gate-l0 λ`)",
@@ -395,7 +395,7 @@ def markdown(summary: dict) -> str:
     lines = [
         "# Attention heads: Tree Transformer vs plain Transformer vs StructFormer",
         "",
-        "Written by `benchmarks/studies/heads/head_study.py`; numbers in `docs/heads/head-study.json`. "
+        "Written by `benchmarks/studies/heads/head_study.py`; numbers in `records/heads/head-study.json`. "
         f"Data: {summary['data']}. Seed {summary['seed']}.",
         "",
         f"- perplexity: {summary['protocol']['perplexity']}",
@@ -403,7 +403,7 @@ def markdown(summary: dict) -> str:
         f"- importance: {summary['protocol']['importance']}",
         f"- gates: {summary['protocol']['gates']}",
         "",
-        "![head study](figures/head-study.png)",
+        "![head study](head-study.png)",
         "",
         "## The models and their heads",
         "",
@@ -515,15 +515,18 @@ def figure(summary: dict):
     return fig
 
 
-def stage_report(work: Path, docs: Path, lambdas, args) -> dict:
+def stage_report(work: Path, root: Path, lambdas, args) -> dict:
+    """Write the study's record ``records/heads/head-study.json``, its page ``docs/results/heads/study.md`` and
+    the figure the page shows (``docs/results/heads/head-study.{png,svg}``), under ``root``."""
     from syntaxformer.figures import save_figure
 
     summary = portable(summarise(work, lambdas, args))
-    (docs / "heads").mkdir(parents=True, exist_ok=True)
-    (docs / "figures").mkdir(parents=True, exist_ok=True)
-    (docs / "heads" / "head-study.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
-    save_figure(figure(summary), docs / "figures" / "head-study")
-    (docs / "heads.md").write_text(markdown(summary))
+    records, page = root / "records" / "heads", root / "docs" / "results" / "heads"
+    records.mkdir(parents=True, exist_ok=True)
+    page.mkdir(parents=True, exist_ok=True)
+    (records / "head-study.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    save_figure(figure(summary), page / "head-study")
+    (page / "study.md").write_text(markdown(summary))
     return summary
 
 
@@ -559,7 +562,12 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "head-study", help="models and per-model outputs")
-    p.add_argument("--docs", type=Path, default=ROOT / "docs", help="where heads.md, heads/ and figures/ go")
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=ROOT,
+        help="where records/heads/ and docs/results/heads/ go (default: the repository)",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda (default: cuda if available)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=None, help="override the recipes' steps (a quick check)")
@@ -638,7 +646,7 @@ def main(argv=None) -> int:
         run_model(key, args)
         logger.info("%s done (%.1f min so far)", key, (time.monotonic() - start) / 60)
     if "report" in args.stages:
-        summary = stage_report(args.work, args.docs, args.lambdas, args)
+        summary = stage_report(args.work, args.root, args.lambdas, args)
         print(markdown(summary))
     return 0
 

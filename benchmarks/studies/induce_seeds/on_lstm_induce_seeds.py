@@ -8,7 +8,7 @@ the recipe's safety cap (19 / 149 minutes, set for an idle 2-core CPU) does not 
 steps on a machine where three runs share the GPU and the CPU. The three run at once (``--jobs``; the
 job runner, ``benchmarks/tools/jobs.py``; a seed whose ``report.json`` exists is skipped). Runs go to
 ``--runs`` (default ``runs/``), logs beside them; each report is copied to
-``docs/induce/on-lstm-RECIPE-seedN.json`` and seed 0's learning curve beside it, then
+``records/induce/on-lstm-RECIPE-seedN.json`` and seed 0's learning curve beside it, then
 ``benchmarks/tools/summarise_induce.py`` prints the table (mean ± sample sd over the seeds).
 """
 
@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from benchmarks import ROOT
+from benchmarks import RECORDS, ROOT
 from benchmarks.tools import summarise_induce
 from benchmarks.tools.jobs import Job, add_job_options, module_command, run_jobs
 
@@ -53,15 +53,15 @@ def main(argv=None) -> int:
     if failed:
         print(f"failed: {', '.join(failed)} (see their logs in {args.runs})", file=sys.stderr)
         return 1
-    docs = ROOT / "docs" / "induce"
-    docs.mkdir(parents=True, exist_ok=True)
+    records = RECORDS / "induce"
+    records.mkdir(parents=True, exist_ok=True)
     reports = []
     for seed in SEEDS:
-        reports.append(docs / f"on-lstm-{args.recipe}-seed{seed}.json")
+        reports.append(records / f"on-lstm-{args.recipe}-seed{seed}.json")
         shutil.copyfile(args.runs / f"on-lstm-{args.recipe}-seed{seed}" / "report.json", reports[-1])
     for ext in ("png", "svg"):
         curve = args.runs / f"on-lstm-{args.recipe}-seed0" / f"curve.{ext}"
-        shutil.copyfile(curve, docs / f"on-lstm-{args.recipe}-seed0-curve.{ext}")
+        shutil.copyfile(curve, records / f"on-lstm-{args.recipe}-seed0-curve.{ext}")
     return summarise_induce.main([str(path) for path in reports])
 
 

@@ -12,19 +12,19 @@ records a **test curve** (accuracy on the first 300 pairs of each of test1-test1
 
     python -m benchmarks.studies.logic.logic_study --measure-cpu                      # steps/s on 2 threads, this CPU
     python -m benchmarks.studies.logic.logic_study --train --device cuda --jobs 15 --threads 1   # the 15 trainings
-    python -m benchmarks.studies.logic.logic_study --report                           # docs/logic.md + figure + JSON
+    python -m benchmarks.studies.logic.logic_study --report                           # docs/results/logic/study.md + figure + JSON
 
-The report keeps the runs an earlier report recorded in ``docs/logic/study.json`` when their folders
+The report keeps the runs an earlier report recorded in ``records/logic/study.json`` when their folders
 are gone (the runs folder is not in git), so runs trained on different machines add up.
 
 ``--encoders`` (default: every registered encoder), ``--seeds`` (default 0 1 2), ``--scale tiny``
 (an end-to-end check, not the protocol: the ``tiny`` presets trained 300 steps on the pairs with <= 1
 operator, 100 test pairs per file, about a minute a run; written under ``runs/logic-tiny``, reported
-into ``--docs``).
+under ``--root``).
 
-Outputs of ``--report``: ``docs/logic.md`` (the table: mean ± sample sd over seeds per operator
-count; the targets; CPU minutes estimated from ``--measure-cpu``'s rates), ``docs/logic/study.json``
-(every run's per-N accuracies, training record, test curve), ``docs/logic/accuracy.{png,svg}``.
+Outputs of ``--report``: ``docs/results/logic/study.md`` (the table: mean ± sample sd over seeds per operator
+count; the targets; CPU minutes estimated from ``--measure-cpu``'s rates), ``records/logic/study.json``
+(every run's per-N accuracies, training record, test curve), ``docs/results/logic/accuracy.{png,svg}``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ from benchmarks.tools.jobs import Job, add_job_options, module_command, run_jobs
 from benchmarks.tools.portable import CODE_JSON, portable, record_code_version
 
 DATA = ROOT.parent / "shared" / "data" / "propositional-logic"
-DOCS = ROOT / "docs"
+#: where the study's records are (``records/logic/``) and its page and figure (``docs/results/logic/``)
+RECORDS, PAGES = Path("records") / "logic", Path("docs") / "results" / "logic"
 SEEDS = (0, 1, 2)
 CURVE_PAIRS = 300  # test pairs per file in the test curve
 MEASURE_STEPS = 30  # timed steps per encoder for --measure-cpu (after 5 warm-up steps)
@@ -243,11 +244,11 @@ def _cell(values: list[float]) -> str:
     return f"{mean:.1f}" if sd is None else f"{mean:.1f} ± {sd:.1f}"
 
 
-def recorded(docs: Path, scale: str) -> dict:
-    """The runs an earlier report recorded (``docs/logic/study.json``'s ``runs``, same scale), as
+def recorded(root: Path, scale: str) -> dict:
+    """The runs an earlier report recorded (``records/logic/study.json``'s ``runs``, same scale), as
     ``{encoder: {seed: run}}``: run folders are not kept in git, so a report written on another machine
     keeps the runs trained there."""
-    path = docs / "logic" / "study.json"
+    path = root / RECORDS / "study.json"
     if not path.is_file():
         return {}
     study = json.loads(path.read_text())
@@ -445,15 +446,15 @@ def curve_table(runs: dict) -> str:
     return "\n".join(["| encoder | step: 7-9 / 10-12 accuracy (%) |", "|---|---|"] + lines) if lines else "(none)"
 
 
-def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> dict:
-    """Write ``docs/logic.md``, ``docs/logic/study.json`` and ``docs/logic/accuracy.{png,svg}``."""
+def write_report(runs_folder: Path, encoders, seeds, scale: str, root: Path) -> dict:
+    """Write ``docs/results/logic/study.md``, ``records/logic/study.json`` and ``docs/results/logic/accuracy.{png,svg}``."""
     from syntaxformer.figures import save_figure
     from syntaxformer.figures.logic import plot_accuracy_by_operators
     from syntaxformer.tasks.logic import RECIPE, TEST_OPERATORS
 
-    runs = collect(runs_folder, encoders, seeds, recorded(docs, scale))
+    runs = collect(runs_folder, encoders, seeds, recorded(root, scale))
     summary = summarise(runs)
-    rates_path = docs / "logic" / "cpu_rates.json"
+    rates_path = root / RECORDS / "cpu_rates.json"
     # the measured rates are of the base presets: no estimate for another scale
     rates = json.loads(rates_path.read_text()) if rates_path.exists() and scale == "full" else {}
     result = dict(
@@ -467,8 +468,9 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
         runs={e: {str(s): r for s, r in by.items()} for e, by in runs.items()},
         missing=[f"{e}-seed{s}" for e in encoders for s in seeds if s not in runs.get(e, {})],
     )
-    (docs / "logic").mkdir(parents=True, exist_ok=True)
-    (docs / "logic" / "study.json").write_text(json.dumps(portable(result), indent=1) + "\n")
+    (root / RECORDS).mkdir(parents=True, exist_ok=True)
+    (root / PAGES).mkdir(parents=True, exist_ok=True)
+    (root / RECORDS / "study.json").write_text(json.dumps(portable(result), indent=1) + "\n")
     curves = {
         f"{e} (lr {s['lr']:g}, {len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''})": dict(
             operators=list(TEST_OPERATORS),
@@ -486,14 +488,14 @@ def write_report(runs_folder: Path, encoders, seeds, scale: str, docs: Path) -> 
             baseline,
             title="propositional logic: test accuracy, mean ± sd over seeds",
         ),
-        docs / "logic" / "accuracy",
+        root / PAGES / "accuracy",
     )
-    (docs / "logic.md").write_text(markdown(result, table(summary, rates)))
+    (root / PAGES / "study.md").write_text(markdown(result, table(summary, rates)))
     return result
 
 
 def recipe_texts(result: dict) -> tuple[str, str]:
-    """docs/logic.md's recipe paragraph: the steps of each encoder (in epochs of the training pairs) and
+    """docs/results/logic/study.md's recipe paragraph: the steps of each encoder (in epochs of the training pairs) and
     the encoder settings the runs were given over their preset."""
     recipe, summary = result["recipe"], result["summary"]
     some = next((r["report"] for by in result["runs"].values() for r in by.values()), None)
@@ -519,7 +521,7 @@ def recipe_texts(result: dict) -> tuple[str, str]:
 
 
 def markdown(result: dict, table_text: str) -> str:
-    """docs/logic.md: what was run, the table, the targets, the CPU estimates, the test curves, what is
+    """docs/results/logic/study.md: what was run, the table, the targets, the CPU estimates, the test curves, what is
     missing."""
     recipe, summary = result["recipe"], result["summary"]
     steps, settings = recipe_texts(result)
@@ -558,7 +560,7 @@ CPU cores (below).
 
 {table_text}
 
-![accuracy against operators](logic/accuracy.png)
+![accuracy against operators](accuracy.png)
 
 Targets (means over seeds):
 {targets_text}
@@ -593,7 +595,7 @@ Each run also records the accuracy on the first 300 pairs of every test file at 
 
 
 # ----------------------------------------------------------------------------------------------
-# The recipe choice (docs/logic/recipe-choice.json)
+# The recipe choice (records/logic/recipe-choice.json)
 # ----------------------------------------------------------------------------------------------
 
 #: the validation steps the recipe-choice table shows
@@ -641,12 +643,12 @@ def _choice_key(row: dict) -> tuple:
     )
 
 
-def recipe_choice(folders: list[str], docs: Path) -> list[dict]:
-    """Add the runs of ``folders`` to ``docs/logic/recipe-choice.json``, keyed by (encoder, seed, lr,
+def recipe_choice(folders: list[str], root: Path) -> list[dict]:
+    """Add the runs of ``folders`` to ``records/logic/recipe-choice.json``, keyed by (encoder, seed, lr,
     recipe steps, encoder settings); rows already there stay (their folders may be gone). A folder is a
     run folder (finished, with ``logic.json``, or stopped early, with ``training.json``) or
     ``STUDY_JSON:ENCODER:SEED``, a run recorded in a study report. Returns every row, sorted."""
-    path = docs / "logic" / "recipe-choice.json"
+    path = root / RECORDS / "recipe-choice.json"
     recorded = json.loads(path.read_text())["runs"] if path.is_file() else []
     rows = {
         _choice_key(r): dict(
@@ -731,7 +733,9 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--train", action="store_true", help="train (and test) every unfinished run")
-    p.add_argument("--report", action="store_true", help="write docs/logic.md, docs/logic/ (JSON, figure)")
+    p.add_argument(
+        "--report", action="store_true", help="write docs/results/logic/study.md, records/logic/ (JSON, figure)"
+    )
     p.add_argument("--measure-cpu", action="store_true", help="steps/s of each encoder on 2 CPU threads")
     p.add_argument("--encoders", nargs="+", default=None, help=f"default: all ({', '.join(ENCODERS)})")
     p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
@@ -741,7 +745,12 @@ def main(argv=None) -> int:
         "--data", type=Path, default=DATA, help="the propositional-logic folder (default ../shared/data/...)"
     )
     p.add_argument("--runs", type=Path, default=None, help="runs folder (default runs/logic, runs/logic-tiny)")
-    p.add_argument("--docs", type=Path, default=DOCS, help="where --report writes (default docs/)")
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=ROOT,
+        help="where records/logic/ and docs/results/logic/ are (default: the repository)",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -755,7 +764,7 @@ def main(argv=None) -> int:
         "--recipe-choice",
         nargs="+",
         metavar="RUN_DIR",
-        help="add these runs (run folders, or STUDY_JSON:ENCODER:SEED) to docs/logic/recipe-choice.json "
+        help="add these runs (run folders, or STUDY_JSON:ENCODER:SEED) to records/logic/recipe-choice.json "
         "and print the recipe-choice table",
     )
     p.add_argument("--one", nargs=2, metavar=("ENCODER", "SEED"), help=argparse.SUPPRESS)
@@ -769,7 +778,7 @@ def main(argv=None) -> int:
     overrides = dict(args.overrides)
     runs = args.runs or SCALES[args.scale]["runs"]
     if args.recipe_choice:
-        print(recipe_choice_table(recipe_choice(args.recipe_choice, args.docs)))
+        print(recipe_choice_table(recipe_choice(args.recipe_choice, args.root)))
         return 0
     if args.one:
         run_one(runs, args.one[0], int(args.one[1]), args.scale, args.device, args.threads, overrides)
@@ -782,7 +791,7 @@ def main(argv=None) -> int:
         train_all(runs, encoders, args.seeds, args.scale, args.device, args.threads, 1, overrides, dry_run=True)
         return 0
     if args.measure_cpu:
-        measure_cpu(encoders, args.docs / "logic" / "cpu_rates.json", args.threads or 1)
+        measure_cpu(encoders, args.root / RECORDS / "cpu_rates.json", args.threads or 1)
     if not (args.train or args.report or args.measure_cpu):
         args.train = args.report = True
     failed = (
@@ -791,7 +800,7 @@ def main(argv=None) -> int:
         else []
     )
     if args.report:
-        result = write_report(runs, encoders, args.seeds, args.scale, args.docs)
+        result = write_report(runs, encoders, args.seeds, args.scale, args.root)
         print(table(result["summary"], result["cpu_rates"]))
         print(json.dumps(result["targets"]))
     if failed:

@@ -1,5 +1,5 @@
 """The main job's candidates: ``syntaxformer induce --architecture ARCH --recipe RECIPE`` for each candidate
-and seed, the reports copied into ``docs/induce/``, then the table of dev and test sentence F1.
+and seed, the reports copied into ``records/induce/``, then the table of dev and test sentence F1.
 
     python -m benchmarks.studies.main_job.main_job_study structformer:sample-paper structformer:sample-fast \\
         --seeds 0 1 2 --jobs 2 --threads-per-job 1
@@ -9,8 +9,8 @@ gets ``--threads-per-job`` CPU threads (default 1) and ``--device cpu``; ``--job
 runner, ``benchmarks/tools/jobs.py``; a run whose ``report.json`` exists is skipped, an interrupted one
 resumes). The runs are a fixed number of steps, so two at a time on one thread each train the same
 models as one at a time on two threads would (the times differ: the main job's time is measured alone,
-from a fresh clone, ``docs/benchmarks/main-job.json``). Runs go to ``--runs`` (default ``runs/``), logs
-beside them; each report is copied to ``docs/induce/ARCH-main-RECIPE-seedN.json`` (seed 0's learning
+from a fresh clone, ``records/benchmarks/main-job.json``). Runs go to ``--runs`` (default ``runs/``), logs
+beside them; each report is copied to ``records/induce/ARCH-main-RECIPE-seedN.json`` (seed 0's learning
 curve beside it), which the results tables read (``docs/results/induce.md``, "The main job").
 """
 
@@ -21,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from benchmarks import ROOT
+from benchmarks import RECORDS, ROOT
 from benchmarks.tools import summarise_induce
 from benchmarks.tools.jobs import Job, add_job_options, module_command, run_jobs
 
@@ -62,15 +62,15 @@ def main(argv=None) -> int:
     if failed:
         print(f"failed: {', '.join(failed)} (see their logs in {args.runs})", file=sys.stderr)
         return 1
-    docs = ROOT / "docs" / "induce"
+    records = RECORDS / "induce"
     reports = []
     for candidate in args.candidates:
         for seed in args.seeds:
             name = run_name(candidate, seed)
-            reports.append(docs / f"{name}.json")
+            reports.append(records / f"{name}.json")
             shutil.copyfile(args.runs / name / "report.json", reports[-1])
             for ext in ("png", "svg") if seed == 0 else ():
-                shutil.copyfile(args.runs / name / f"curve.{ext}", docs / f"{name}-curve.{ext}")
+                shutil.copyfile(args.runs / name / f"curve.{ext}", records / f"{name}-curve.{ext}")
     return summarise_induce.main([str(path) for path in reports])
 
 

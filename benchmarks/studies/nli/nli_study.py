@@ -22,11 +22,11 @@ can run as separate processes, e.g. 15 on a 16-core machine::
     for s in gaussian none constituent mean-pool; do for k in 0 1 2; do
         python -m benchmarks.studies.nli.nli_study run --out runs/nli-study --systems $s --seeds $k --threads 1 &
     done; done; wait
-    python -m benchmarks.studies.nli.nli_study summarise --out runs/nli-study --docs docs --inference-threads 2
+    python -m benchmarks.studies.nli.nli_study summarise --out runs/nli-study --inference-threads 2
 
 or all in one: ``python -m benchmarks.studies.nli.nli_study all --out runs/nli-study --jobs 12 --threads 1``.
 
-``summarise`` reads every ``report.json`` and writes ``DOCS/nli-study.json`` and ``DOCS/nli.md``
+``summarise`` reads every ``report.json`` and writes ``ROOT/records/nli/nli-study.json`` and ``ROOT/docs/results/nli/study.md`` (``--root``: the repository)
 (the data, the runs' code and torch, accuracy mean ± sample sd on TEST over the seeds, per seed, TRIAL accuracy, parameters, training
 minutes and pairs/s as measured by each job on its device, and inference pairs/s measured again
 here on this machine's CPU, ``--inference-threads`` threads, batch 64, for every model in turn, median of
@@ -159,7 +159,7 @@ def _distinct(records) -> list:
 
 
 def summarise(args) -> dict:
-    """Collect the jobs' reports into one JSON and the docs/nli.md table."""
+    """Collect the jobs' reports into one JSON and the docs/results/nli/study.md table."""
     rows = {}
     for system in args.systems:
         reports = {
@@ -216,21 +216,22 @@ def summarise(args) -> dict:
         code=_distinct(r.get("code") for r in reports),
         torch=_distinct(r.get("torch") for r in reports),
     )
-    docs = Path(args.docs)
-    docs.mkdir(parents=True, exist_ok=True)
-    (docs / "nli-study.json").write_text(json.dumps(result, indent=2) + "\n")
-    (docs / "nli.md").write_text(format_markdown(result) + "\n")
+    records, pages = Path(args.root) / "records" / "nli", Path(args.root) / "docs" / "results" / "nli"
+    records.mkdir(parents=True, exist_ok=True)
+    pages.mkdir(parents=True, exist_ok=True)
+    (records / "nli-study.json").write_text(json.dumps(result, indent=2) + "\n")
+    (pages / "study.md").write_text(format_markdown(result) + "\n")
     print(format_markdown(result))
     return result
 
 
 def format_markdown(result: dict) -> str:
-    """The study's table (docs/nli.md)."""
+    """The study's table (docs/results/nli/study.md)."""
     lines = [
         "# The inference study (SICK)",
         "",
         "Written by `python -m benchmarks.studies.nli.nli_study summarise` from the jobs' `report.json` "
-        "(`docs/nli-study.json` has every number); docs/results/nli.md discusses it.",
+        "(`records/nli/nli-study.json` has every number); docs/results/nli.md discusses it.",
         "",
         f"Recipe `{result['recipe']}`; {result['protocol']}; inference: {result['inference']}.",
         "",
@@ -276,7 +277,9 @@ def main(argv=None) -> None:
         help="summarise: CPU threads of the inference measurement (0: no measurement)",
     )
     p.add_argument("--repeats", type=int, default=3, help="summarise: inference passes per model")
-    p.add_argument("--docs", default="docs", help="summarise: where nli-study.json and nli.md go")
+    p.add_argument(
+        "--root", default=".", help="summarise: where records/nli/nli-study.json and docs/results/nli/study.md go"
+    )
     add_job_options(p, "run: parallel child processes")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -2,7 +2,7 @@
 e-mail, newsgroups, answers), beside the right- and left-branching trees.
 
     .venv/bin/python -m benchmarks.studies.out_of_domain.out_of_domain --model MODEL_DIR --name NAME \\
-        --ud-ewt ../shared/data/ud-ewt/en_ewt-ud-test.conllu --out docs/results/out-of-domain-NAME.json
+        --ud-ewt ../shared/data/ud-ewt/en_ewt-ud-test.conllu --out records/out-of-domain/NAME-ud-ewt-test.json
 
 (no ``--model``: the shipped parser). Protocol, stated in the JSON:
 

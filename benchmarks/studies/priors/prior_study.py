@@ -34,21 +34,21 @@ BShift on ptb-sample, logistic regression, best layer chosen on dev, test accura
 models that induce trees (``parse`` + ``evaluate`` on ptb-sample:test, sentence F1; transductive for the
 ptb-lm block, whose text contains ptb-sample's sentences); ``ppl`` and ``probe`` give a model the
 ``--trees`` / ``--phrases`` it was trained with (MG-SA ``tree`` heads: ``--phrases gold`` or the
-same-seed Tree Transformer's ``induced:`` phrases); then ``report``: ``docs/prior-study.md``
-and ``docs/prior-study.json`` (means ± sample sd over the seeds): one table of perplexity, F1 and
+same-seed Tree Transformer's ``induced:`` phrases); then ``report``: ``docs/results/priors/study.md``
+and ``records/priors/prior-study.json`` (means ± sample sd over the seeds): one table of perplexity, F1 and
 the best-layer probing accuracy beside the untrained twin's, and per task a table of every layer's
 accuracy beside the majority class and the bag-of-words control.
 
 Every stage skips what is done (a finished training, an existing result file) and training resumes
 from its checkpoint, so one command serves the first start and every restart. The report also keeps
-every model's measurements in ``docs/prior-study.json`` (``measurements``) and reads them back for the
+every model's measurements in ``records/priors/prior-study.json`` (``measurements``) and reads them back for the
 models whose folders are not in ``--work`` (which is not in git), so models trained on different
 machines add up::
 
     python -m benchmarks.studies.priors.prior_study --ptb-lm ../shared/data/ptb-lm --device cuda --jobs 6
-    python -m benchmarks.studies.priors.prior_study --report-only      # the report alone, from --work and docs/
+    python -m benchmarks.studies.priors.prior_study --report-only      # the report alone, from --work and records/priors/
     python -m benchmarks.studies.priors.prior_study --ptb-lm ../shared/data/ptb-lm --max-steps 20 --seeds 0 \\
-        --ppl-sentences 20 --probe-sentences 200 --work runs/prior-study-check --docs runs/prior-study-check/docs
+        --ppl-sentences 20 --probe-sentences 200 --work runs/prior-study-check --root runs/prior-study-check
 """
 
 from __future__ import annotations
@@ -418,11 +418,11 @@ def measurement(work: Path, key: str, seed: int, max_steps: int | None) -> dict 
     )
 
 
-def recorded(docs: Path) -> dict:
-    """The measurements an earlier report recorded (``docs/prior-study.json``), ``{system: {seed:
+def recorded(root: Path) -> dict:
+    """The measurements an earlier report recorded (``records/priors/prior-study.json``), ``{system: {seed:
     measurement}}``: the work folder is not kept in git, so a report written on another machine keeps
     the models trained and measured there."""
-    study = _read(docs / "prior-study.json") or {}
+    study = _read(root / "records" / "priors" / "prior-study.json") or {}
     return {key: {int(seed): m for seed, m in by.items()} for key, by in study.get("measurements", {}).items()}
 
 
@@ -509,7 +509,7 @@ def markdown(rows: dict, args) -> str:
         "logistic regression, test accuracy (%) at the layer chosen on dev, mean over the seeds probed; "
         "in brackets the same architecture untrained. The ptb-lm block is measured at the recipe's last step, "
         f"the gold block at each model's lowest validation loss (every {GOLD_EVAL_EVERY} steps; the step is "
-        "`measured_step` in `docs/prior-study.json`)." + _resolution(rows),
+        "`measured_step` in `records/priors/prior-study.json`)." + _resolution(rows),
         "",
         "A system that reads a structure another model induces is scored with the structure its training "
         "read (`masked-LM ppl`: the unmasked sentence's, whose source has seen the masked word, for "
@@ -554,18 +554,22 @@ def markdown(rows: dict, args) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stage_report(work: Path, docs: Path, args) -> None:
-    measurements = gather(work, args.seeds, args.max_steps, recorded(docs))
+def stage_report(work: Path, root: Path, args) -> None:
+    """Write ``records/priors/prior-study.json`` and the page ``docs/results/priors/study.md`` under ``root``,
+    keeping the measurements the record already holds."""
+    measurements = gather(work, args.seeds, args.max_steps, recorded(root))
     rows = summarise(measurements)
-    docs.mkdir(parents=True, exist_ok=True)
+    records, pages = root / "records" / "priors", root / "docs" / "results" / "priors"
+    records.mkdir(parents=True, exist_ok=True)
+    pages.mkdir(parents=True, exist_ok=True)
     record = dict(
         seeds=args.seeds,
         systems=rows,
         measurements={key: {str(s): m for s, m in by.items()} for key, by in measurements.items()},
     )
-    (docs / "prior-study.json").write_text(json.dumps(record, indent=2) + "\n")
-    (docs / "prior-study.md").write_text(markdown(rows, args))
-    logger.info("wrote %s and %s", docs / "prior-study.md", docs / "prior-study.json")
+    (records / "prior-study.json").write_text(json.dumps(record, indent=2) + "\n")
+    (pages / "study.md").write_text(markdown(rows, args))
+    logger.info("wrote %s and %s", pages / "study.md", records / "prior-study.json")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -622,7 +626,7 @@ def main(argv=None) -> int:
         help="folder with ptb.train.txt and ptb.test.txt",
     )
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "prior-study")
-    p.add_argument("--docs", type=Path, default=ROOT / "docs")
+    p.add_argument("--root", type=Path, default=ROOT, help="where records/priors/ and docs/results/priors/ are")
     p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
@@ -636,7 +640,7 @@ def main(argv=None) -> int:
         "--report-only",
         action="store_true",
         help="run no stage; write the report from the finished models in --work and the "
-        "measurements recorded in --docs",
+        "measurements recorded under --root",
     )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -648,7 +652,7 @@ def main(argv=None) -> int:
     if not args.report_only:
         run_stages(argv, args)
     if not args.no_report and not args.dry_run:
-        stage_report(args.work, args.docs, args)
+        stage_report(args.work, args.root, args)
     logger.info("done in %.1f minutes", (time.monotonic() - start) / 60)
     return 0
 

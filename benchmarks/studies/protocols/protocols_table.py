@@ -1,4 +1,4 @@
-"""Which number is which: the same trees under every constituency protocol (``docs/protocols.md``).
+"""Which number is which: the same trees under every constituency protocol (``docs/reference/protocols.md``).
 
     .venv/bin/syntaxformer parse --model tree-transformer-ptb --treebank ptb-sample:test --out /tmp/proto-parse --min-layer 0
     .venv/bin/python -m benchmarks.studies.protocols.protocols_table --pred /tmp/proto-parse/trees.txt
@@ -8,8 +8,8 @@ Scores a shipped parser's test-half trees (``tree-transformer-ptb``, the small p
 Algorithm 1 from layer 0) and the right- and left-branching trees under every protocol of
 :data:`syntaxformer.evaluation.protocols.PROTOCOLS` (``syntaxformer evaluate --all-protocols``), plus
 two option variants (``cpcfg`` with the gold's unary chains read collapsed; ``evalb`` with URNNG's
-``CUTOFF_LEN 10``), and writes ``docs/results/protocols.json``. Then it writes the tables of
-``docs/protocols.md`` between its ``<!-- protocols:NAME -->`` / ``<!-- /protocols:NAME -->`` markers
+``CUTOFF_LEN 10``), and writes ``records/protocols/protocols.json``. Then it writes the tables of
+``docs/reference/protocols.md`` between its ``<!-- protocols:NAME -->`` / ``<!-- /protocols:NAME -->`` markers
 from that JSON only (the prose around them is the page's own).
 """
 
@@ -96,7 +96,7 @@ def measure(pred: str, gold: str, seed: int) -> dict:
 
     result = evaluate_predictions(pred, gold, seed=seed, all_protocols=True)
     return {
-        "description": "the same trees under every constituency protocol (docs/protocols.md)",
+        "description": "the same trees under every constituency protocol (docs/reference/protocols.md)",
         "data": gold,
         "pred_command": PARSE_COMMAND,
         "code": commit(),
@@ -199,7 +199,7 @@ def facts(report: dict) -> str:
         f"Data: `{report['data']}` ({report['n_sentences']:,} sentences; {report['gold_root_chains']} "
         f"gold trees have a unary chain at the root). Prediction: `{report['pred_command']}`. "
         f"Seed {report['seed']}; `evaluate --all-protocols` took {report['seconds']:.1f} s. Source: "
-        "[`results/protocols.json`](results/protocols.json) (its `code` names the commit that scored)."
+        "`records/protocols/protocols.json` (its `code` names the commit that scored)."
     )
 
 
@@ -228,8 +228,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pred", default="/tmp/proto-parse/trees.txt", help=f"trees of: {PARSE_COMMAND}")
     parser.add_argument("--gold", default="ptb-sample:test")
-    parser.add_argument("--json", default=str(ROOT / "docs/results/protocols.json"))
-    parser.add_argument("--page", default=str(ROOT / "docs/protocols.md"))
+    parser.add_argument("--json", default=str(ROOT / "records/protocols/protocols.json"))
+    parser.add_argument("--page", default=str(ROOT / "docs/reference/protocols.md"))
     parser.add_argument("--render-only", action="store_true", help="rewrite the page's tables from --json")
     parser.add_argument("--seed", type=int, default=0, help="recorded (evaluation is deterministic)")
     args = parser.parse_args(argv)

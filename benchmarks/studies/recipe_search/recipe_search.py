@@ -20,11 +20,11 @@ Steps, all resumable (a finished run is skipped; an interrupted one resumes from
     python -m benchmarks.studies.recipe_search.recipe_search --measure-cpu                 # CPU speed of every setting
     python -m benchmarks.studies.recipe_search.recipe_search --train --device cuda --jobs 12   # curves (GPU or CPU)
     python -m benchmarks.studies.recipe_search.recipe_search --thresholds MODEL_DIR ...    # decoder threshold / min layer
-    python -m benchmarks.studies.recipe_search.recipe_search --report                      # docs/recipes.md + figure
+    python -m benchmarks.studies.recipe_search.recipe_search --report                      # docs/results/induce/recipes.md + figure
 
 Results: ``cpu_rates.json`` beside this script (speeds), ``runs/recipes/<setting>-seed<s>/training.json``
-(curves; ``--report`` packs them into ``curves.json`` beside this script), ``docs/recipes.md`` (table) and
-``docs/recipes/recipes.{png,svg}`` (dev F1 against CPU minutes).
+(curves; ``--report`` packs them into ``curves.json`` beside this script), ``docs/results/induce/recipes.md`` (table) and
+``docs/results/induce/recipes.{png,svg}`` (dev F1 against CPU minutes).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import ROOT
+from benchmarks import RESULTS, ROOT
 from benchmarks.tools.jobs import Job, add_job_options, module_command, run_jobs
 from benchmarks.tools.portable import portable
 
@@ -461,12 +461,12 @@ def summarise(curves: dict) -> list[dict]:
     return rows
 
 
-#: docs/recipes.md: what follows this line was written by hand (later studies) and is kept by --report
+#: docs/results/induce/recipes.md: what follows this line was written by hand (later studies) and is kept by --report
 HAND_WRITTEN = "<!-- sections below: not written by benchmarks/studies/recipe_search/recipe_search.py --report, which keeps them -->"
 
 
 def write_report(rows: list[dict], curves: dict) -> None:
-    """docs/recipes.md (table) and docs/recipes/recipes.{png,svg} (dev F1 against CPU minutes); the
+    """docs/results/induce/recipes.md (table) and docs/results/induce/recipes.{png,svg} (dev F1 against CPU minutes); the
     file's sections after :data:`HAND_WRITTEN` are kept."""
     from syntaxformer.evaluation.report import format_table
 
@@ -524,10 +524,10 @@ def write_report(rows: list[dict], curves: dict) -> None:
             "",
         ]
         + [f"- `{n}`: {s['description']}" for n, s in SETTINGS.items()]
-        + ["", "![dev F1 against CPU minutes](recipes/recipes.png)", ""]
+        + ["", "![dev F1 against CPU minutes](recipes.png)", ""]
         + _threshold_lines()
     )
-    path = ROOT / "docs" / "recipes.md"
+    path = RESULTS / "induce" / "recipes.md"
     old = path.read_text() if path.is_file() else ""
     kept = old[old.index(HAND_WRITTEN) :] if HAND_WRITTEN in old else HAND_WRITTEN + "\n"
     path.write_text("\n".join(lines) + "\n" + kept)
@@ -561,7 +561,7 @@ def _figure(rows: list[dict], curves: dict) -> None:
     axes[0].set_ylabel("sentence F1, ptb-sample:dev")
     fig.tight_layout()
     for ext in ("png", "svg"):
-        fig.savefig(ROOT / "docs" / "recipes" / f"recipes.{ext}", dpi=110)
+        fig.savefig(RESULTS / "induce" / f"recipes.{ext}", dpi=110)
 
 
 def main(argv=None) -> int:

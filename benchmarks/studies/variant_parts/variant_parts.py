@@ -3,7 +3,7 @@
 The authors' public code differs from the paper's equations in two ways that change the constituent
 prior (DESIGN.md §1.2): the neighbour scores are divided by 256 instead of d_model / 2, and the
 diagonal of C is a tiny value instead of 1 (a word barely attends to itself). At the `small` size
-(6 x 256) the official variant learns far better trees than the paper's (docs/recipes.md); this
+(6 x 256) the official variant learns far better trees than the paper's (docs/results/induce/recipes.md); this
 script separates the two changes with the config fields ``constituent_scale`` (None: the variant's)
 and ``constituent_diagonal``:
 
@@ -28,7 +28,7 @@ would be made on dev; the test half is not read.
     python -m benchmarks.studies.variant_parts.variant_parts --report                           # table + JSON
 
 Results: ``runs/variant-parts/<setting>-seed<s>/training.json``; ``--report`` prints the markdown
-table of docs/recipes.md ("Which part of the official variant matters") and writes
+table of docs/results/induce/recipes.md ("Which part of the official variant matters") and writes
 ``variant-parts.json`` beside this script.
 """
 
@@ -128,7 +128,7 @@ def summarise(seeds) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    """The markdown table of docs/recipes.md."""
+    """The markdown table of docs/results/induce/recipes.md."""
     steps = rows[0]["steps"] if rows else []
     head = (
         "| setting | divisor | diagonal of C | seed | "

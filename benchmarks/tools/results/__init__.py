@@ -4,11 +4,11 @@
 
 :mod:`~benchmarks.tools.results.core` holds what the tables share: the pages and their markers, the table
 registry (``TABLES``, ``table``), the readers and cell formats, and the catalogue of induce groups
-(``docs/induce/manifest.json``: each group's key, labels and reports). Each other module writes the tables
+(``records/induce/manifest.json``: each group's key, labels and reports). Each other module writes the tables
 of one page or one family of tables and registers them with ``@table``; importing this package imports
 every one of them, so ``TABLES`` is complete:
 
-- :mod:`~benchmarks.tools.results.readme`: ``README.md``'s induce table;
+- :mod:`~benchmarks.tools.results.readme`: ``README.md``'s one results table;
 - :mod:`~benchmarks.tools.results.shipped`: ``docs/guide/parse.md``'s shipped parsers;
 - :mod:`~benchmarks.tools.results.induce` and :mod:`~benchmarks.tools.results.induce_paper`:
   ``docs/results/induce.md``;

@@ -4,9 +4,9 @@ through the trainer (``gpu-loss-curve``), operators per step (``op-count``), eac
 CUDA (``triton-compile``) and whether the compiled step traces per PyTorch version (``compile-trace``);
 each table says so where its record does not exist yet.
 
-Data: ``docs/benchmarks/gpu-step.json`` and ``gpu-step-compiled.json`` (``benchmarks/speed/gpu_step.py``,
+Data: ``records/benchmarks/gpu-step.json`` and ``gpu-step-compiled.json`` (``benchmarks/speed/gpu_step.py``,
 written on a GPU machine by ``benchmarks/speed/gpu_session.sh``), ``gpu-loss-curve.json``,
-``op-count.json``, ``triton-compile*.json`` and ``compile-trace-*.json`` (all under ``docs/benchmarks/``).
+``op-count.json``, ``triton-compile*.json`` and ``compile-trace-*.json`` (all under ``records/benchmarks/``).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from benchmarks import ROOT
 from benchmarks.tools.results.core import load, markdown, table
 
 #: benchmarks/speed/gpu_step.py's record (written on a GPU machine by benchmarks/speed/gpu_session.sh)
-GPU_STEP = "docs/benchmarks/gpu-step.json"
+GPU_STEP = "records/benchmarks/gpu-step.json"
 
 
 #: gpu_step.py's ``compiled`` rows of the same GPU session (gpu_session.sh part 2a), read with GPU_STEP's
-GPU_STEP_COMPILED = "docs/benchmarks/gpu-step-compiled.json"
+GPU_STEP_COMPILED = "records/benchmarks/gpu-step-compiled.json"
 
 
 def _gpu_step_run() -> dict:
@@ -42,7 +42,7 @@ def _note(row: dict) -> str:
 @table("gpu-step")
 def gpu_step_table() -> str:
     """docs/results/speed.md: steps/s of the training step on a GPU per preset and variant, or a plain
-    statement that no GPU measurement exists (``docs/benchmarks/gpu-step.json`` absent, or holding only a
+    statement that no GPU measurement exists (``records/benchmarks/gpu-step.json`` absent, or holding only a
     run on the CPU or a smoke run)."""
     if not (ROOT / GPU_STEP).exists():
         return (
@@ -152,7 +152,7 @@ def _fastest(sps: dict, key: tuple, variants: tuple = FAST_VARIANTS) -> tuple[fl
     return value, f" ({', '.join(named)})" if named else ""
 
 
-OP_COUNT = "docs/benchmarks/op-count.json"
+OP_COUNT = "records/benchmarks/op-count.json"
 
 #: each kernel setting's (model, preset, prior) -> the default setting's, whose count it is compared with
 OP_COUNT_BASES = {
@@ -203,7 +203,7 @@ def op_count_table() -> str:
     )
 
 
-TRITON_COMPILE = "docs/benchmarks/triton-compile.json"
+TRITON_COMPILE = "records/benchmarks/triton-compile.json"
 
 
 @table("triton-compile")
@@ -243,7 +243,7 @@ def triton_compile_table() -> str:
     return f"{head}\n\n" + markdown(header, rows, "lllllrrr") + tail
 
 
-COMPILE_TRACES = "docs/benchmarks/compile-trace-*.json"
+COMPILE_TRACES = "records/benchmarks/compile-trace-*.json"
 
 
 @table("compile-trace")
@@ -312,13 +312,13 @@ def gpu_step_targets() -> str:
 
 
 #: two 2,000-step training runs on a GPU, eager against the fast step (benchmarks/speed/gpu_session.sh)
-GPU_CURVE = "docs/benchmarks/gpu-loss-curve.json"
+GPU_CURVE = "records/benchmarks/gpu-loss-curve.json"
 
 
 @table("gpu-loss-curve")
 def gpu_loss_curve() -> str:
     """docs/results/speed.md: the eager and the fast step through the trainer on real data (minutes,
-    steps/s, final losses), from ``docs/benchmarks/gpu-loss-curve.json``, or nothing measured."""
+    steps/s, final losses), from ``records/benchmarks/gpu-loss-curve.json``, or nothing measured."""
     if not (ROOT / GPU_CURVE).exists():
         return "No GPU training record yet."
     record = load(GPU_CURVE)

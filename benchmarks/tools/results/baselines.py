@@ -2,7 +2,7 @@
 balanced trees) on all of ptb-sample and on its test half (``baselines``), and the left and right chains'
 dependency scores (``baselines-dependencies``).
 
-Data: ``docs/results/baselines-ptb-sample.json`` and ``docs/results/baselines-ptb-sample-test.json``
+Data: ``records/baselines/baselines-ptb-sample.json`` and ``records/baselines/baselines-ptb-sample-test.json``
 (``syntaxformer baselines --json``).
 """
 
@@ -16,8 +16,8 @@ def baselines() -> str:
     """Structure-free baselines on all of ptb-sample and on its test half."""
     rows = []
     for path, part in (
-        ("docs/results/baselines-ptb-sample.json", "all"),
-        ("docs/results/baselines-ptb-sample-test.json", "test"),
+        ("records/baselines/baselines-ptb-sample.json", "all"),
+        ("records/baselines/baselines-ptb-sample-test.json", "test"),
     ):
         report = load(path)
         for name in ("left_branching", "right_branching", "random", "balanced"):
@@ -48,7 +48,7 @@ def baselines() -> str:
 @table("baselines-dependencies")
 def baselines_dependencies() -> str:
     rows = []
-    for path in ("docs/results/baselines-ptb-sample.json", "docs/results/baselines-ptb-sample-test.json"):
+    for path in ("records/baselines/baselines-ptb-sample.json", "records/baselines/baselines-ptb-sample-test.json"):
         report = load(path)
         dep = report["dependency"]
         rows += [

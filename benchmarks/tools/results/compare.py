@@ -1,7 +1,7 @@
 """``docs/results/compare.md``: the masked-LM comparison of the Tree Transformer and plain Transformers
 (``compare``, the models labelled by :data:`COMPARE_LABELS`).
 
-Data: ``docs/compare-ptb-lm-small-seed0.json``.
+Data: ``records/compare/compare-ptb-lm-small-seed0.json``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ COMPARE_LABELS = {
 
 @table("compare")
 def compare() -> str:
-    report = load("docs/compare-ptb-lm-small-seed0.json")
+    report = load("records/compare/compare-ptb-lm-small-seed0.json")
     rows = [
         [
             COMPARE_LABELS.get(r["name"], r["name"]),

@@ -1,14 +1,14 @@
 """What every table module shares: the pages and their markers, the table registry, the readers of the JSON
-reports, the cell formats, and the catalogue of induce groups (``docs/induce/manifest.json``).
+reports, the cell formats, and the catalogue of induce groups (``records/induce/manifest.json``).
 
 A table lives between two marker comments, ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``, on one
 of :data:`PAGES`; :data:`TABLES` maps ``NAME`` to the function that writes it (each table module registers
 its own with :func:`table`), :func:`render` rewrites a page's marked tables and :func:`stale_pages` names
 the pages that differ. Everything outside the markers is left as it is.
 
-The induce groups: ``docs/induce/manifest.json`` lists each group of runs once, in the catalogue's order:
+The induce groups: ``records/induce/manifest.json`` lists each group of runs once, in the catalogue's order:
 its ``key``, its ``label`` (``docs/results/induce.md``), the README's shorter label where it has one
-(``short``), and its reports: ``reports``, a glob under ``docs/induce/`` (one report per seed), or
+(``short``), and its reports: ``reports``, a glob under ``records/induce/`` (one report per seed), or
 ``report``, one parser folder's ``report.json`` relative to the repository root (a shipped parser's).
 :func:`group` reads a group's reports, :func:`group_label` and :func:`short_label` its labels.
 
@@ -25,17 +25,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from benchmarks import ROOT
+from benchmarks import RECORDS, RESULTS, ROOT
 
 DOCS = ROOT / "docs"
-RESULTS = DOCS / "results"
 
 #: the pages whose marked tables are written here
 PAGES = [
     ROOT / "README.md",
     ROOT / "benchmarks" / "speed" / "README.md",
     DOCS / "guide" / "parse.md",
-    *sorted(RESULTS.glob("*.md")),
+    *sorted(RESULTS.rglob("*.md")),
 ]
 
 MARKER = re.compile(r"(<!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
@@ -65,10 +64,10 @@ def load(path: str) -> dict:
 
 
 def reports(pattern: str) -> list[dict]:
-    """The induce reports matching ``docs/induce/PATTERN``, in seed order."""
-    found = [load(str(p.relative_to(ROOT))) for p in sorted((DOCS / "induce").glob(pattern))]
+    """The induce reports matching ``records/induce/PATTERN``, in seed order."""
+    found = [load(str(p.relative_to(ROOT))) for p in sorted((RECORDS / "induce").glob(pattern))]
     if not found:
-        raise FileNotFoundError(f"no report matches docs/induce/{pattern}")
+        raise FileNotFoundError(f"no report matches records/induce/{pattern}")
     return sorted(found, key=lambda r: r["seed"])
 
 
@@ -103,10 +102,10 @@ def markdown(header: list[str], rows: list[list[str]], align: str | None = None)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# the induce groups (docs/induce/manifest.json) and their reports
+# the induce groups (records/induce/manifest.json) and their reports
 
 #: the catalogue of induce groups, relative to the repository root
-MANIFEST = "docs/induce/manifest.json"
+MANIFEST = "records/induce/manifest.json"
 
 #: where a shipped parser's report is (relative to the repository root)
 SHIPPED_REPORT = "syntaxformer/pretrained/{}/report.json"
@@ -143,7 +142,7 @@ def short_label(key: str) -> str:
 def group(key: str) -> list[dict]:
     """The reports of the induce group ``key``, in seed order (a parser folder's report: one)."""
     entry = INDUCE[key]
-    if "report" in entry:  # a shipped parser's, not a docs/induce pattern
+    if "report" in entry:  # a shipped parser's, not a records/induce pattern
         return [shipped_report(entry["report"])]
     return reports(entry["reports"])
 

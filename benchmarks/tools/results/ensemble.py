@@ -1,8 +1,8 @@
 """``docs/results/ensemble.md``: the ensemble of induced parsers, its members, the students distilled from
-it and right-branching, beside the published ensemble (``ensemble``); ``README.md``: the best member, the
-ensemble and the students on the test half (``readme-ensemble``).
+it and right-branching, beside the published ensemble (``ensemble``). (The README's ensemble row is
+:mod:`benchmarks.tools.results.readme`'s.)
 
-Data: ``docs/results/ensemble.json``.
+Data: ``records/ensemble/ensemble.json``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from benchmarks.tools.results.core import load, markdown, table
 from syntaxformer.pretrained import SHIPPED as SHIPPED_PARSERS
 
-ENSEMBLE_JSON = "docs/results/ensemble.json"
+ENSEMBLE_JSON = "records/ensemble/ensemble.json"
 #: the published ensemble of the ensemble-distillation paper, in its own setting
 ENSEMBLE_PUBLISHED = [
     [
@@ -69,29 +69,3 @@ def ensemble_table() -> str:
     rows += ENSEMBLE_PUBLISHED
     header = ["parser", "dev sentence F1", "test sentence F1", "UD-EWT F1 (− right-branching)", "sentences/s (test)"]
     return markdown(header, rows, "lrrrr")
-
-
-@table("readme-ensemble")
-def readme_ensemble() -> str:
-    """The README's rows: the best member, the ensemble and the students, on the test half."""
-    r = load(ENSEMBLE_JSON)
-    best = max(r["members"], key=lambda m: m["dev"]["sentence_f1"])
-    rows = [
-        [
-            f"best member, {_parser_label(best)}",
-            f"{best['dev']['sentence_f1']:.2f}",
-            f"**{best['test']['sentence_f1']:.2f}**",
-        ]
-    ]
-    rows.append(
-        [
-            "`ensemble-ptb-lm` (the three shipped parsers)",
-            f"{r['ensemble_chosen']['dev']['sentence_f1']:.2f}",
-            f"**{r['ensemble_chosen']['test']['sentence_f1']:.2f}**",
-        ]
-    )
-    rows += [
-        [_student_label(s), f"{s['dev']['sentence_f1']:.2f}", f"**{s['test']['sentence_f1']:.2f}**"]
-        for s in r["students"]
-    ]
-    return markdown(["parser", "dev sentence F1", "test sentence F1"], rows, "lrr")

@@ -2,15 +2,15 @@
 (``heads-prune-shipped``), hard-concrete gates per λ (``heads-gates``) and the head study of three
 encoders side by side (``heads-study``).
 
-Data: ``docs/results/prune-shipped-parser.json``, ``docs/heads/gates-tree-transformer-ptb.json`` and
-``docs/heads/head-study.json``.
+Data: ``records/heads/prune-shipped-parser.json``, ``records/heads/gates-tree-transformer-ptb.json`` and
+``records/heads/head-study.json``.
 """
 
 from __future__ import annotations
 
 from benchmarks.tools.results.core import load, markdown, table
 
-PRUNE_SHIPPED = "docs/results/prune-shipped-parser.json"
+PRUNE_SHIPPED = "records/heads/prune-shipped-parser.json"
 
 
 def _point(curve: list[dict], removed: int) -> dict:
@@ -56,7 +56,7 @@ def heads_prune_shipped() -> str:
 @table("heads-gates")
 def heads_gates() -> str:
     """Hard-concrete gates on the shipped parser, per λ."""
-    report = load("docs/heads/gates-tree-transformer-ptb.json")
+    report = load("records/heads/gates-tree-transformer-ptb.json")
     src = report["source"]
     rows = [
         [
@@ -90,7 +90,7 @@ def _f1(value: float | None) -> str:
 
 
 def _study_cells(m: dict) -> list[str]:
-    """One model's column of the head study (``docs/heads/head-study.json``'s ``models`` entry)."""
+    """One model's column of the head study (``records/heads/head-study.json``'s ``models`` entry)."""
     curves, roles, importance = m["curves"], m["roles"], m["importance"]
     half = importance["n_heads"] // 2
     pruned = {order: _point(curves[order], half) for order in ("importance", "confidence", "random")}
@@ -113,7 +113,7 @@ def _study_cells(m: dict) -> list[str]:
 @table("heads-study")
 def heads_study() -> str:
     """The head study (seed 0): Tree Transformer, plain Transformer, StructFormer side by side."""
-    models = load("docs/heads/head-study.json")["models"]
+    models = load("records/heads/head-study.json")["models"]
     order = [models[k] for k in ("tree-transformer", "transformer", "structformer")]
     baseline = order[0]["roles"]["ptb_attends_to_head_baseline"]
     labels = [

@@ -1,18 +1,29 @@
-"""``docs/results/induce.md``: the tables over the induce groups (``docs/induce/manifest.json``): every group
+"""``docs/results/induce.md``: the tables over the induce groups (``records/induce/manifest.json``): every group
 on the test half (``induce-test``), sentence F1 on the three parts (``induce-parts``, and
 ``induce-history`` for superseded code), the main job's candidates on the dev half (``induce-main-job``),
 label recall (``induce-labels``), StructFormer's dependency trees (``induce-dependencies``) and its
 ``--recipe paper`` runs side by side (``induce-structformer-paper``), the ON-LSTM's single layers
-(``induce-on-lstm-layers``, ``induce-on-lstm-paper-layers``).
+(``induce-on-lstm-layers``, ``induce-on-lstm-paper-layers``), and the papers' published numbers
+(``induce-published``, from ``records/papers/papers.json``).
 
-Data: the groups' reports (``docs/induce/*.json``, the shipped parsers'
+Data: the groups' reports (``records/induce/*.json``, the shipped parsers'
 ``syntaxformer/pretrained/NAME/report.json``), read by :func:`~benchmarks.tools.results.core.group`. The
 tables over epochs and seeds of the ``--recipe paper`` runs are :mod:`benchmarks.tools.results.induce_paper`'s.
 """
 
 from __future__ import annotations
 
-from benchmarks.tools.results.core import compute, group, group_label, markdown, mean_sd, part_scores, seeds_of, table
+from benchmarks.tools.results.core import (
+    compute,
+    group,
+    group_label,
+    load,
+    markdown,
+    mean_sd,
+    part_scores,
+    seeds_of,
+    table,
+)
 
 #: the recipes' seeded groups (three seeds, the bf16 run one) on ptb-sample or the ptb-lm text, in the tables' order
 SEEDED_GROUPS = (
@@ -310,3 +321,15 @@ def on_lstm_layers(key: str) -> str:
     return markdown(
         ["ON-LSTM, sentence F1", *(f"seed {r['seed']}" for r in reps), "test", "dev"], rows, "l" + "r" * (len(reps) + 2)
     )
+
+
+@table("induce-published")
+def induce_published() -> str:
+    """The papers' published numbers (``records/papers/papers.json``): each one's model, the sentences it was
+    scored on, sentence F1 as printed in its source, right-branching on WSJ test and the training compute."""
+    papers = load("records/papers/papers.json")
+    right = f"{papers['right_branching']['sentence_f1']:.1f}"
+    rows = [
+        [p["model"], p["data"], "–".join(str(v) for v in p["sentence_f1"]), right, p["compute"]] for p in papers["rows"]
+    ]
+    return markdown(["published", "sentences", "sentence F1", "right-branching", "training compute"], rows, "llrrl")

@@ -5,7 +5,7 @@
 ``induce-on-lstm-paper-30``): each run's dev sentence F1 along its learning curve, beside the run it continues
 (:func:`shorter_twin`).
 
-Data: the groups' reports (``docs/induce/manifest.json``'s groups, read by
+Data: the groups' reports (``records/induce/manifest.json``'s groups, read by
 :func:`~benchmarks.tools.results.core.group`): their learning curves (``curve.points``), their parts' scores
 and their training; the shipped parsers' reports mark the run each comes from.
 """

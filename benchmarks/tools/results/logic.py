@@ -3,8 +3,8 @@ the encoders labelled by :data:`ENCODER_LABELS`) and every run of the recipe cho
 as ``benchmarks/studies/logic/logic_study.py`` prints it); ``docs/results/speed.md``: the logic encoders'
 step time in float32 and bfloat16 on the CPU (``logic-precision``).
 
-Data: ``docs/logic/study.json``, ``docs/logic/recipe-choice.json`` and
-``docs/benchmarks/logic-precision-cpu.json``.
+Data: ``records/logic/study.json``, ``records/logic/recipe-choice.json`` and
+``records/benchmarks/logic-precision-cpu.json``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ ENCODER_LABELS = {
 @table("logic")
 def logic() -> str:
     """Test accuracy per operator group, mean ± sd over seeds, each encoder's recipe, and its clocks."""
-    study = load("docs/logic/study.json")
+    study = load("records/logic/study.json")
     rows = []
     for encoder in ("on-lstm", "lstm", "transformer", "on-lstm-san", "tree-transformer"):
         s = study["summary"][encoder]
@@ -67,7 +67,7 @@ def logic() -> str:
 @table("logic-recipe-choice")
 def logic_recipe_choice() -> str:
     """Every run of the recipe choice (validation accuracy against steps), as logic_study prints it."""
-    recorded = load("docs/logic/recipe-choice.json")["runs"]
+    recorded = load("records/logic/recipe-choice.json")["runs"]
     rows = [
         dict(
             r,
@@ -82,7 +82,7 @@ def logic_recipe_choice() -> str:
 
 @table("logic-precision")
 def logic_precision() -> str:
-    report = load("docs/benchmarks/logic-precision-cpu.json")
+    report = load("records/benchmarks/logic-precision-cpu.json")
     rows = [
         [
             r["encoder"],

@@ -2,7 +2,7 @@
 inference speed per system (``nli``, the systems labelled by :data:`NLI_LABELS`) and the recipe choice
 (``nli-recipe-choice``); ``docs/results/speed.md``: the systems' inference speed (``nli-speed``).
 
-Data: ``docs/nli-study.json``, ``docs/nli-speed-2threads.json`` and ``docs/results/recorded.json``'s
+Data: ``records/nli/nli-study.json``, ``records/nli/nli-speed-2threads.json`` and ``records/recorded.json``'s
 ``nli_recipe_choice``.
 """
 
@@ -24,7 +24,7 @@ NLI_LABELS = {
 @table("nli")
 def nli() -> str:
     """SICK TEST accuracy per system (selected on TRIAL), parameters, training minutes, inference speed."""
-    study, speed = load("docs/nli-study.json"), load("docs/nli-speed-2threads.json")
+    study, speed = load("records/nli/nli-study.json"), load("records/nli/nli-speed-2threads.json")
     rows = []
     for key, label in NLI_LABELS.items():
         s = study["systems"][key]
@@ -59,14 +59,14 @@ def nli() -> str:
 def nli_recipe_choice() -> str:
     rows = [
         [r["setting"], f"{r['best_trial']:.2f}", f"{r['test']:.2f}"]
-        for r in load("docs/results/recorded.json")["nli_recipe_choice"]["rows"]
+        for r in load("records/recorded.json")["nli_recipe_choice"]["rows"]
     ]
     return markdown(["setting (seed 0, Gaussian Transformer, frozen vectors)", "best TRIAL", "TEST"], rows, "lrr")
 
 
 @table("nli-speed")
 def nli_speed() -> str:
-    speed = load("docs/nli-speed-2threads.json")
+    speed = load("records/nli/nli-speed-2threads.json")
     rows = [
         [
             NLI_LABELS[k],

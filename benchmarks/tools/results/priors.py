@@ -2,7 +2,7 @@
 the systems labelled by :data:`PRIOR_LABELS`) and the first look at the gold-structure priors
 (``priors-first-look``).
 
-Data: ``docs/prior-study.json`` and ``docs/prior-study/*-seed0-1500steps-{perplexity,training}.json``.
+Data: ``records/priors/prior-study.json`` and ``records/priors/*-seed0-1500steps-{perplexity,training}.json``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _stat(stat: dict | None, digits: int) -> str:
 @table("priors")
 def priors() -> str:
     """The prior study: perplexity, F1 and probing (best layer on dev; [untrained twin]) per system."""
-    systems = load("docs/prior-study.json")["systems"]
+    systems = load("records/priors/prior-study.json")["systems"]
     rows = []
     for key, label in PRIOR_LABELS.items():
         s = systems[key]
@@ -78,8 +78,8 @@ def priors_first_look() -> str:
         ("sp-gold", "structural positions, gold dependency trees (`--trees gold`)"),
         ("mgsa-gold", "MG-SA: heads word, word, gold phrases at level 1, 2-gram (`--phrases gold`)"),
     ):
-        ppl = load(f"docs/prior-study/{name}-seed0-1500steps-perplexity.json")
-        training = load(f"docs/prior-study/{name}-seed0-1500steps-training.json")
+        ppl = load(f"records/priors/{name}-seed0-1500steps-perplexity.json")
+        training = load(f"records/priors/{name}-seed0-1500steps-training.json")
         rows.append(
             [
                 label,

@@ -2,7 +2,7 @@
 (``probe-shipped``) and on UD English-EWT dev (``probe-shipped-ud-ewt``), beside the majority class, a bag
 of words and the untrained model.
 
-Data: ``docs/probe/shipped-parser-seed0.json`` and ``docs/probe/shipped-parser-ud-ewt-dev-seed0.json``.
+Data: ``records/probe/shipped-parser-seed0.json`` and ``records/probe/shipped-parser-ud-ewt-dev-seed0.json``.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def _probe_table(path: str) -> str:
 
 @table("probe-shipped")
 def probe_shipped() -> str:
-    return _probe_table("docs/probe/shipped-parser-seed0.json")
+    return _probe_table("records/probe/shipped-parser-seed0.json")
 
 
 @table("probe-shipped-ud-ewt")
 def probe_shipped_ud_ewt() -> str:
-    return _probe_table("docs/probe/shipped-parser-ud-ewt-dev-seed0.json")
+    return _probe_table("records/probe/shipped-parser-ud-ewt-dev-seed0.json")

@@ -3,8 +3,8 @@
 commit's (``cpu-against-base``); ``benchmarks/speed/README.md``: a training step of the default induce
 recipe per variant (``train-step``, the variants labelled by :data:`TRAIN_STEP_LABELS`).
 
-Data: ``docs/benchmarks/attention-cpu-small-dropout{0.1,0}.json``, ``docs/benchmarks/train-step.json`` and
-``docs/benchmarks/cpu-against-base.json``. The accelerator's tables are
+Data: ``records/benchmarks/attention-cpu-small-dropout{0.1,0}.json``, ``records/benchmarks/train-step.json`` and
+``records/benchmarks/cpu-against-base.json``. The accelerator's tables are
 :mod:`benchmarks.tools.results.accelerator`'s.
 """
 
@@ -23,7 +23,7 @@ def _speed(path: str) -> tuple[list[int], dict]:
 @table("speed-dropout")
 def speed_dropout() -> str:
     """Step time with the paper's attention dropout: ms of the plain rows, ratios of the others."""
-    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.1.json")
+    lengths, rows = _speed("records/benchmarks/attention-cpu-small-dropout0.1.json")
     out = []
     for n in lengths:
         r = lambda m: rows[(n, m)]  # noqa: E731
@@ -48,7 +48,7 @@ def speed_dropout() -> str:
 
 @table("speed-memory")
 def speed_memory() -> str:
-    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.1.json")
+    lengths, rows = _speed("records/benchmarks/attention-cpu-small-dropout0.1.json")
     models = ("plain/sdpa", "tree/sdpa", "tree/blocks", "plain/eager", "tree/eager", "tree/cubic")
     out = [[n, *(f"{rows[(n, m)]['peak_mib']:.0f}" for m in models)] for n in lengths]
     return markdown(["N", *models], out, "r" * (len(models) + 1))
@@ -56,7 +56,7 @@ def speed_memory() -> str:
 
 @table("speed-no-dropout")
 def speed_no_dropout() -> str:
-    lengths, rows = _speed("docs/benchmarks/attention-cpu-small-dropout0.json")
+    lengths, rows = _speed("records/benchmarks/attention-cpu-small-dropout0.json")
     out = []
     for n in lengths:
         plain, sdpa, blocks = rows[(n, "plain/sdpa")], rows[(n, "tree/sdpa")], rows[(n, "tree/blocks")]
@@ -109,8 +109,8 @@ TRAIN_STEP_LABELS = {
 
 @table("train-step")
 def train_step() -> str:
-    """benchmarks/speed/README.md: a training step of the default induce recipe per variant (docs/benchmarks/train-step.json)."""
-    run = load("docs/benchmarks/train-step.json")
+    """benchmarks/speed/README.md: a training step of the default induce recipe per variant (records/benchmarks/train-step.json)."""
+    run = load("records/benchmarks/train-step.json")
     rows = [
         [
             TRAIN_STEP_LABELS.get(name, f"`{name}`"),
@@ -139,7 +139,7 @@ def train_step() -> str:
 
 
 #: benchmarks/speed/cpu_against_base.py's record: today's CPU step against the code before the accelerator work
-CPU_AGAINST_BASE = "docs/benchmarks/cpu-against-base.json"
+CPU_AGAINST_BASE = "records/benchmarks/cpu-against-base.json"
 
 
 @table("cpu-against-base")
