@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The translation study: every encoder structure at one common short schedule, then both test sets.
+#   STUDY_OUT   where the runs go (default: runs/translation-study)
+#   STUDY_STEPS the common schedule's steps (default 1000; warm-up a fifth of it, at most 2,000)
+#   SYSTEMS     the variants, in order (default: all five)   SEEDS  (default: 0 1 2)
+#   DATA        the Multi30k folder (default: ../shared/data/multi30k)
+# Each run uses one thread; a finished run (report.json present) is skipped, an interrupted one resumed.
+set -euo pipefail
+OUT="${STUDY_OUT:-runs/translation-study}"
+STEPS="${STUDY_STEPS:-1000}"
+WARMUP=$(( STEPS / 5 < 2000 ? STEPS / 5 : 2000 ))
+DATA="${DATA:-../shared/data/multi30k}"
+PY="${PYTHON:-python}"
+T="$DATA/tok"
+mkdir -p "$OUT"
+for seed in ${SEEDS:-0 1 2}; do
+  for system in ${SYSTEMS:-baseline structural-position on-lstm-san mgsa-ngram mgsa-syntactic}; do
+    run="$OUT/$system-s$seed"
+    if [ ! -f "$run/report.json" ]; then
+      $PY -m syntaxformer.cli translation train --out "$run" --variant "$system" --seed "$seed" \
+        --source "$T/train.lc.norm.tok.en" --target "$T/train.lc.norm.tok.de" \
+        --valid-source "$T/val.lc.norm.tok.en" --valid-target "$T/val.lc.norm.tok.de" \
+        --max-steps "$STEPS" --warmup-steps "$WARMUP" --average-last 5 --threads 1 --quiet --resume \
+        --tree-cache "$OUT/tree-cache" --json > "$run.train.json"
+    fi
+    for test in test_2016_flickr test_2017_flickr; do
+      if [ ! -f "$run/$test.json" ]; then
+        $PY -m syntaxformer.cli translation evaluate --model "$run" --source "$T/$test.lc.norm.tok.en" \
+          --reference "$T/$test.lc.norm.tok.de" --raw-reference "$DATA/raw/$test.de.gz" \
+          --hypotheses "$run/$test.hyp" --device cpu --json > "$run/$test.json.tmp" && mv "$run/$test.json.tmp" "$run/$test.json"
+      fi
+    done
+  done
+done
