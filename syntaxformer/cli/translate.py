@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from syntaxformer.data.parallel import read_lines
     from syntaxformer.tasks.translator import load_translator
 
-    lines = sys.stdin.read().splitlines() if args.input == "-" else read_lines(args.input, allow_empty=True)
     translator = load_translator(args.model, device=args.device, beam=args.beam, batch_size=args.batch_size)
+    lines = sys.stdin.read().splitlines() if args.input == "-" else read_lines(args.input, allow_empty=True)
     kept = [i for i, line in enumerate(lines) if line.strip()]
     translations = translator.translate([lines[i] for i in kept])
     out = [""] * len(lines)  # a blank line stays blank, so line k answers line k
