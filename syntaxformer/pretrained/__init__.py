@@ -53,6 +53,9 @@ PRETRAINED_NAME = SHIPPED[0]
 #: The ensembles shipped inside this package, by name: each a folder beside this file with only an
 #: ``ensemble.json`` naming shipped members and their weights (``syntaxformer.parser.load_parser``).
 ENSEMBLES = ("ensemble-ptb-lm",)
+#: The translation models shipped inside this package, by name (each a folder beside this file that
+#: ``translation train`` wrote, in float16; ``syntaxformer.load_translator``, ``syntaxformer translate``).
+TRANSLATORS = ("multi30k-en-de",)
 
 
 def shipped_parsers() -> list[str]:

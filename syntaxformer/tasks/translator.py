@@ -12,6 +12,7 @@ detokenisation of the target language.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -20,11 +21,12 @@ from transformers import AutoTokenizer
 from syntaxformer.data.parallel import MosesText, decode_pieces
 from syntaxformer.errors import InputError
 from syntaxformer.models.translation import VARIANTS, TranslationModel
+from syntaxformer.pretrained import TRANSLATORS
 from syntaxformer.runtime import resolve_device
 from syntaxformer.tasks.translation_data import encode_pairs, make_batch, source_structures
 
-#: the folder of the shipped translation models (inside the package)
-PRETRAINED = Path(__file__).resolve().parent.parent / "pretrained"
+#: the folder of the shipped models (inside the package)
+PRETRAINED = Path(str(resources.files("syntaxformer.pretrained")))
 
 
 class Translator:
@@ -109,10 +111,10 @@ def translation_folder(model: str | Path) -> Path:
         InputError: neither a folder with a translation model nor a shipped name.
     """
     path = Path(model)
-    if not path.is_dir() and (PRETRAINED / str(model)).is_dir():
+    if not path.is_dir() and str(model) in TRANSLATORS:
         path = PRETRAINED / str(model)
-    if not (path / "config.json").is_file():
-        shipped = sorted(p.name for p in PRETRAINED.iterdir() if (p / "subwords.json").is_file() or _is_translation(p))
+    if not _is_translation(path):
+        shipped = [name for name in TRANSLATORS if _is_translation(PRETRAINED / name)]
         raise InputError(
             f"--model {model}: not a folder with a translation model (shipped: {', '.join(shipped) or 'none'})"
         )
@@ -120,8 +122,9 @@ def translation_folder(model: str | Path) -> Path:
 
 
 def _is_translation(folder: Path) -> bool:
+    """Whether ``folder`` holds a translation model (its ``config.json`` names the model type)."""
     config = folder / "config.json"
-    return config.is_file() and '"syntaxformer-translation"' in config.read_text()
+    return config.is_file() and '"syntaxformer-translation"' in config.read_text(encoding="utf-8", errors="replace")
 
 
 def load_translator(
@@ -133,8 +136,6 @@ def load_translator(
         InputError: not a translation model folder (:func:`translation_folder`).
     """
     folder = translation_folder(model)
-    if not _is_translation(folder):
-        raise InputError(f"--model {model}: {folder} holds no translation model (config model_type)")
     dev = resolve_device(device)
     net = TranslationModel.from_pretrained(folder).to(dev)
     if net.dtype != torch.float32:  # shipped in float16: computed in float32

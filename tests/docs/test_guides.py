@@ -31,7 +31,9 @@ Excluded, each with its reason: :data:`EXCLUDED`; marked slow (more than ~20 s e
 from __future__ import annotations
 
 import ast
+import gzip
 import io
+import itertools
 import re
 import shlex
 import shutil
@@ -59,7 +61,7 @@ SMALL_FILES = 2
 #: ``heads``, ``prune`` and ``probe``: at most this many sentences
 MAX_SENTENCES = {"heads": 16, "prune": 16, "probe": 100}
 #: lines of each mirrored corpus file (a CoNLL-U file: sentences)
-MIRROR_LINES = {"ptb-lm": 100, "wikitext-2": 300, "ud-ewt": 60, "sick": 400, "propositional-logic": 200}
+MIRROR_LINES = {"ptb-lm": 100, "wikitext-2": 300, "ud-ewt": 60, "sick": 400, "propositional-logic": 200, "multi30k": 40}
 #: pages whose shortened run still takes minutes on 2 CPU cores, and why
 SLOW = {
     "docs/guide/probe.md": "the shipped parser's features and probes of every layer, and its untrained twin's",
@@ -105,8 +107,15 @@ def shorten(argv: list[str], fixtures: Path) -> list[str]:
     """``argv`` (after ``syntaxformer``) with its work shortened as the module docstring says
     (``fixtures``: the small files :func:`_user_files` writes)."""
     argv = list(argv)
-    command = tuple(argv[:2]) if argv[0] in ("logic", "nli") else (argv[0],)
-    training = command in {("train",), ("induce",), ("compare",), ("logic", "train"), ("nli", "train")}
+    command = tuple(argv[:2]) if argv[0] in ("logic", "nli", "translation") else (argv[0],)
+    training = command in {
+        ("train",),
+        ("induce",),
+        ("compare",),
+        ("logic", "train"),
+        ("nli", "train"),
+        ("translation", "train"),
+    }
     if training and "--rescore" not in argv:
         _set(argv, "--max-steps", "2")
         if "--model" not in argv and "--set" not in argv:
@@ -150,8 +159,14 @@ def mirror(name: str, shared: Path) -> bool:
     for file in sorted(p for p in source.rglob("*") if p.is_file()):
         out = target / file.relative_to(source)
         out.parent.mkdir(parents=True, exist_ok=True)
-        text = file.read_text(encoding="utf-8", errors="replace")
         n = MIRROR_LINES.get(name, 300)
+        if file.suffix == ".gz":  # gzip text (Multi30k's raw files): the first lines, compressed again
+            with gzip.open(file, "rt", encoding="utf-8") as f:
+                lines = list(itertools.islice(f, n))
+            with gzip.open(out, "wt", encoding="utf-8") as f:
+                f.write("".join(lines))
+            continue
+        text = file.read_text(encoding="utf-8", errors="replace")
         if file.suffix == ".conllu":
             out.write_text("\n\n".join(text.split("\n\n")[:n]) + "\n\n", encoding="utf-8")
         else:

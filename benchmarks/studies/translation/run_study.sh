@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The translation study: every encoder structure at one common short schedule, then both test sets.
 #   STUDY_OUT   where the runs go (default: runs/translation-study)
-#   STUDY_STEPS the common schedule's steps (default 1000; warm-up a fifth of it, at most 2,000)
+#   STUDY_STEPS the common schedule's steps (default 1000)   STUDY_WARMUP its warm-up (default a fifth, at most 2,000)
 #   SYSTEMS     the variants, in order (default: all five)   SEEDS  (default: 0 1 2)
 #   DATA        the Multi30k folder (default: ../shared/data/multi30k)
 # Each run uses one thread; a finished run (report.json present) is skipped, an interrupted one resumed.
 set -euo pipefail
 OUT="${STUDY_OUT:-runs/translation-study}"
 STEPS="${STUDY_STEPS:-1000}"
-WARMUP=$(( STEPS / 5 < 2000 ? STEPS / 5 : 2000 ))
+WARMUP="${STUDY_WARMUP:-$(( STEPS / 5 < 2000 ? STEPS / 5 : 2000 ))}"
 DATA="${DATA:-../shared/data/multi30k}"
 PY="${PYTHON:-python}"
 T="$DATA/tok"
@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 for seed in ${SEEDS:-0 1 2}; do
   for system in ${SYSTEMS:-baseline structural-position on-lstm-san mgsa-ngram mgsa-syntactic}; do
     run="$OUT/$system-s$seed"
-    if [ ! -f "$run/report.json" ]; then
+    if ! grep -qs '"stopped": "max_steps"' "$run/report.json"; then  # absent, or stopped early: resume
       $PY -m syntaxformer.cli translation train --out "$run" --variant "$system" --seed "$seed" \
         --source "$T/train.lc.norm.tok.en" --target "$T/train.lc.norm.tok.de" \
         --valid-source "$T/val.lc.norm.tok.en" --valid-target "$T/val.lc.norm.tok.de" \
