@@ -19,7 +19,8 @@ every one of them, so ``TABLES`` is complete:
   :mod:`~benchmarks.tools.results.compare`: the page of the same name under ``docs/results/`` (with the
   README's ensemble rows, and the logic and NLI speed tables of ``docs/results/speed.md``);
 - :mod:`~benchmarks.tools.results.speed` and :mod:`~benchmarks.tools.results.accelerator`:
-  ``docs/results/speed.md`` and ``benchmarks/speed/README.md``.
+  ``docs/results/speed.md`` and ``benchmarks/speed/README.md``;
+- :mod:`~benchmarks.tools.results.translation`: ``docs/results/translation.md``.
 """
 
 from benchmarks.tools.results import (
@@ -39,6 +40,7 @@ from benchmarks.tools.results import (
     readme,
     shipped,
     speed,
+    translation,
 )
 
 __all__ = [
@@ -58,4 +60,5 @@ __all__ = [
     "readme",
     "shipped",
     "speed",
+    "translation",
 ]

@@ -1,0 +1,116 @@
+"""``docs/results/translation.md``: the translation study (every encoder structure at one schedule,
+BLEU on both test sets, paired bootstrap against the baseline: ``translation-study``), the shipped
+model against the anchor (``translation-shipped``) and the papers' own numbers
+(``translation-papers``).
+
+Data: ``records/translation/study.json`` (``benchmarks/studies/translation/summarise.py``),
+``records/translation/shipped.json`` (the shipped model's report) and ``records/translation/papers.json``.
+"""
+
+from __future__ import annotations
+
+from benchmarks.tools.results.core import load, markdown, table
+
+STUDY = "records/translation/study.json"
+SHIPPED = "records/translation/shipped.json"
+PAPERS = "records/translation/papers.json"
+TESTS = ("test_2016_flickr", "test_2017_flickr")
+
+
+def _cell(stat: dict) -> str:
+    """``mean ± sd`` of a summary ``{"mean", "sd", "values"}``; the value alone for one seed."""
+    if stat["mean"] is None:
+        return "–"
+    return f"{stat['mean']:.2f}" if stat["sd"] is None else f"{stat['mean']:.2f} ± {stat['sd']:.2f}"
+
+
+def _against(system: dict) -> str:
+    """Per seed: the test_2016_flickr difference to the baseline and its bootstrap p-value."""
+    rows = system.get("against_baseline", {})
+    return "; ".join(
+        f"{r['test_2016_flickr']['difference']:+.2f} (p = {r['test_2016_flickr']['p_value']:.3f})"
+        for r in rows.values()
+    )
+
+
+@table("translation-study")
+def translation_study() -> str:
+    """Per encoder structure: BLEU on both test sets (mean ± sd over seeds), the difference to the
+    baseline with its p-value, validation BLEU, parameters, training minutes and tokens/s."""
+    study = load(STUDY)
+    rows = []
+    for name, s in study["systems"].items():
+        rows.append(
+            [
+                f"`{name}`",
+                ", ".join(str(seed) for seed in s["seeds"]),
+                f"**{_cell(s['tests']['test_2016_flickr']['bleu_tokenized'])}**",
+                _cell(s["tests"]["test_2017_flickr"]["bleu_tokenized"]),
+                _cell(s["tests"]["test_2016_flickr"]["sacrebleu"]),
+                _against(s) or "(the baseline)",
+                _cell(s["valid_bleu"]),
+                f"{s['parameters']:,}",
+                _cell(s["train_minutes"]),
+                f"{s['train_tokens_per_second']['mean']:,.0f}",
+            ]
+        )
+    return markdown(
+        [
+            "encoder",
+            "seeds",
+            "test 2016 BLEU",
+            "test 2017 BLEU",
+            "test 2016 sacreBLEU",
+            "2016: difference to the baseline (p)",
+            "val BLEU",
+            "parameters",
+            "training min",
+            "target tokens/s",
+        ],
+        rows,
+        "llrrrlrrrr",
+    )
+
+
+@table("translation-shipped")
+def translation_shipped() -> str:
+    """The shipped model's BLEU beside the anchor's published figure."""
+    shipped, papers = load(SHIPPED), load(PAPERS)
+    anchor = next(p for p in papers["papers"] if p["arxiv"].startswith("2105.14462"))
+    row = next(r for r in anchor["rows"] if r["bleu"] is not None)
+    rows = [
+        [
+            f"`{shipped['name']}` ({shipped['variant']}, {shipped['steps']:,} steps, {shipped['schedule']})",
+            f"**{shipped['tests']['test_2016_flickr']['bleu_tokenized']['bleu']:.2f}**",
+            f"{shipped['tests']['test_2017_flickr']['bleu_tokenized']['bleu']:.2f}",
+            f"{shipped['tests']['test_2016_flickr']['sacrebleu']['bleu']:.2f}",
+        ],
+        [
+            f"anchor: Wu et al. 2021, text-only `transformer_tiny` ({row['source'].split('(')[0].strip()})",
+            f"{row['bleu']:.2f}",
+            "–",
+            "–",
+        ],
+    ]
+    return markdown(["model", "test 2016 BLEU", "test 2017 BLEU", "test 2016 sacreBLEU"], rows, "lrrr")
+
+
+@table("translation-papers")
+def translation_papers() -> str:
+    """The papers' own numbers, with their settings (a value not read is said so, never guessed)."""
+    rows = []
+    for paper in load(PAPERS)["papers"]:
+        for r in paper["rows"]:
+            value = r.get("bleu")
+            if value is None and r.get("bleu_drop") is not None:
+                value = f"{r['bleu_drop']:+.2f} (difference)"
+            rows.append(
+                [
+                    paper["paper"].split(".")[0],
+                    r["system"],
+                    r.get("test_set", ""),
+                    "not read here" if value is None else value,
+                    r.get("source", ""),
+                ]
+            )
+    return markdown(["paper", "system", "test set", "BLEU", "where"], rows, "lllrl")
