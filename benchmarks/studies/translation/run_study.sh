@@ -3,7 +3,7 @@
 #   STUDY_OUT   where the runs go (default: runs/translation-study)
 #   STUDY_STEPS the common schedule's steps (default 1000)   STUDY_WARMUP its warm-up (default a fifth, at most 2,000)
 #   SYSTEMS     the variants, in order (default: all five)   SEEDS  (default: 0 1 2)
-#   DATA        the Multi30k folder (default: ../shared/data/multi30k)
+#   DATA        the Multi30k folder (default: ../shared/data/multi30k)   STUDY_AVERAGE  epoch-end models averaged (default 5)
 # Each run uses one thread; a finished run (report.json present) is skipped, an interrupted one resumed.
 set -euo pipefail
 OUT="${STUDY_OUT:-runs/translation-study}"
@@ -20,7 +20,7 @@ for seed in ${SEEDS:-0 1 2}; do
       $PY -m syntaxformer.cli translation train --out "$run" --variant "$system" --seed "$seed" \
         --source "$T/train.lc.norm.tok.en" --target "$T/train.lc.norm.tok.de" \
         --valid-source "$T/val.lc.norm.tok.en" --valid-target "$T/val.lc.norm.tok.de" \
-        --max-steps "$STEPS" --warmup-steps "$WARMUP" --average-last 5 --threads 1 --quiet --resume \
+        --max-steps "$STEPS" --warmup-steps "$WARMUP" --average-last "${STUDY_AVERAGE:-5}" --threads 1 --quiet --resume \
         --tree-cache "$OUT/tree-cache" --json > "$run.train.json"
     fi
     for test in test_2016_flickr test_2017_flickr; do

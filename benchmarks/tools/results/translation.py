@@ -114,3 +114,18 @@ def translation_papers() -> str:
                 ]
             )
     return markdown(["paper", "system", "test set", "BLEU", "where"], rows, "lllrl")
+
+
+@table("readme-translation")
+def readme_translation() -> str:
+    """README's one line on the shipped translation model (its BLEU, the anchor's, the schedule)."""
+    shipped, study = load(SHIPPED), load(STUDY)
+    tests = shipped["tests"]
+    systems = ", ".join(f"`{name}`" for name in study["systems"])
+    return (
+        f"`{shipped['name']}` scores **{tests['test_2016_flickr']['bleu_tokenized']['bleu']:.2f}** BLEU on "
+        f"test_2016_flickr (tokenised, lower-cased; {tests['test_2017_flickr']['bleu_tokenized']['bleu']:.2f} on "
+        f"test_2017_flickr) after {shipped['steps']:,} steps of {shipped['schedule']}, where the anchor's "
+        f"text-only Transformer of the same size reaches 41.02 after 8,000; the structures compared so far "
+        f"({systems}): [translation results](docs/results/translation.md)."
+    )
