@@ -4,6 +4,8 @@ the project's structured encoders (DESIGN.md, "Translation").
 * ``train``: on two aligned, tokenised files (``--source``, ``--target``; validation files likewise),
   checkpoints and ``--resume``; the model left in OUT averages the last epoch-end models; its BLEU on
   the validation pairs goes into ``OUT/report.json``.
+* ``average``: a finished run's model replaced by the average of its last N kept epoch-end models (N
+  chosen on validation), re-scored on the validation pairs.
 * ``evaluate``: a saved model (a folder or a shipped name) on one test set, both BLEUs.
 
 The work is in :mod:`syntaxformer.workflows.translation`; this module parses and prints.
@@ -51,6 +53,21 @@ def _add_evaluate(sub) -> None:
     p.set_defaults(func=run_evaluate)
 
 
+def _add_average(sub) -> None:
+    p = sub.add_parser(
+        "average",
+        help="average a finished run's last kept epoch-end models again (a number chosen on validation)",
+        description="Replace OUT's model by the average of its last --last epoch-end snapshots and score it on the "
+        "run's validation pairs again (report.json, training.json).",
+    )
+    p.add_argument("--model", required=True, help="a folder `translation train` finished")
+    p.add_argument("--last", type=int, required=True, help="how many of the last kept snapshots to average")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run_average)
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "translation",
@@ -59,6 +76,7 @@ def add_parser(subparsers) -> None:
     )
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_train(sub)
+    _add_average(sub)
     _add_evaluate(sub)
 
 
@@ -101,6 +119,19 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_average(args: argparse.Namespace) -> int:
+    from syntaxformer.workflows.translation import run_translation_average
+
+    report = run_translation_average(args.model, args.last, beam=args.beam, device=args.device)
+    if args.json:
+        print(to_json(report))
+        return 0
+    print(
+        f"averaged the models of steps {report['averaged']['steps']}\n\nvalidation\n" + format_scores(report["valid"])
+    )
+    return 0
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from syntaxformer.workflows.translation import run_translation_evaluate
 
@@ -125,4 +156,4 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_parser", "run_train", "run_evaluate", "format_scores"]
+__all__ = ["add_parser", "run_train", "run_average", "run_evaluate", "format_scores"]

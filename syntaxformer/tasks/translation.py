@@ -187,6 +187,27 @@ def _words(lines) -> list[list[str]]:
     return [line.split() for line in lines]
 
 
+def average_snapshots(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of the state dicts in ``paths`` (safetensors files; fairseq's
+    ``average_checkpoints.py``).
+
+    Raises:
+        InputError: no file to average.
+    """
+    if not paths:
+        raise InputError("no snapshot to average (a run keeps them in OUT/snapshots/)")
+    total = None
+    for path in paths:
+        state = load_file(str(path))
+        total = state if total is None else {k: total[k] + state[k] for k in total}
+    return {k: v / len(paths) for k, v in total.items()}
+
+
+def snapshot_files(out: str | Path) -> list[Path]:
+    """The epoch-end snapshots a run kept in ``OUT/snapshots/``, oldest first."""
+    return sorted((Path(out) / SNAPSHOTS).glob("step-*.safetensors"))
+
+
 class TranslationTrainer(TrainingLoop):
     """The translation task of the training loop (module docstring)."""
 
@@ -319,20 +340,15 @@ class TranslationTrainer(TrainingLoop):
 
     def snapshots(self) -> list[Path]:
         """The kept epoch-end snapshots, oldest first."""
-        return sorted((self.out / SNAPSHOTS).glob("step-*.safetensors"))
+        return snapshot_files(self.out)
 
     def final_model(self) -> torch.nn.Module:
         """The average of the last ``average_last`` epoch-end models (with the last step's when the run
         stopped mid-epoch); the model as it is when there is no snapshot or ``average_last`` is 1."""
         if self.args.average_last == 1:
             return self.model
-        paths = self.averaged_snapshots()
-        total = None
-        for path in paths:
-            state = load_file(str(path))
-            total = state if total is None else {k: total[k] + state[k] for k in total}
         averaged = TranslationModel(self.model.config)
-        averaged.load_state_dict({k: v / len(paths) for k, v in total.items()})
+        averaged.load_state_dict(average_snapshots(self.averaged_snapshots()))
         return averaged.to(self.device)
 
     def averaged_snapshots(self) -> list[Path]:
@@ -393,4 +409,6 @@ __all__ = [
     "TranslationData",
     "TranslationTrainer",
     "SNAPSHOTS",
+    "average_snapshots",
+    "snapshot_files",
 ]

@@ -16,8 +16,9 @@ from pathlib import Path
 from syntaxformer.data.parallel import read_lines
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.bleu import detokenized_bleu, tokenized_bleu
+from syntaxformer.models.translation import TranslationModel
 from syntaxformer.runtime import code_version
-from syntaxformer.tasks.translation import TranslationArguments, TranslationTrainer
+from syntaxformer.tasks.translation import TranslationArguments, TranslationTrainer, average_snapshots, snapshot_files
 from syntaxformer.tasks.translator import Translator, load_translator
 
 #: the report a training run writes beside training.json
@@ -78,6 +79,37 @@ def run_translation_train(args: TranslationArguments, beam: int = 5) -> dict:
     return report
 
 
+def run_translation_average(model: str, last: int, beam: int = 5, device: str | None = None) -> dict:
+    """Replace the model of a finished run folder by the average of its last ``last`` kept epoch-end
+    snapshots (``OUT/snapshots/``), score it on the run's validation pairs again, and update
+    ``training.json``'s and ``report.json``'s ``averaged`` and ``report.json``'s ``valid``.
+
+    Raises:
+        InputError: not a run folder with a report, ``last`` < 1, or fewer snapshots than ``last``.
+    """
+    folder = Path(model)
+    if not (folder / REPORT).is_file():
+        raise InputError(f"--model {model}: not a folder `translation train` finished (no {REPORT})")
+    paths = snapshot_files(folder)
+    if last < 1 or len(paths) < last:
+        raise InputError(f"--last {last}: the run kept {len(paths)} snapshots")
+    paths = paths[-last:]
+    net = TranslationModel.from_pretrained(folder)
+    net.load_state_dict(average_snapshots(paths))
+    net.save_pretrained(folder, safe_serialization=True)
+    averaged = dict(last=last, steps=[int(p.stem.split("-")[1]) for p in paths], chosen_after_training=True)
+    training = json.loads((folder / "training.json").read_text())
+    (folder / "training.json").write_text(json.dumps(dict(training, averaged=averaged), indent=2) + "\n")
+    report = json.loads((folder / REPORT).read_text())
+    translator = load_translator(folder, device=device, beam=beam)
+    args = report["arguments"]
+    valid = score_translations(translator, args["valid_source"], args["valid_target"])
+    (folder / "valid.hyp").write_text("\n".join(valid.pop("translations")) + "\n")
+    report = dict(report, averaged=averaged, valid=valid)
+    (folder / REPORT).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
 def run_translation_evaluate(
     model: str,
     source: str,
@@ -110,4 +142,10 @@ def run_translation_evaluate(
     )
 
 
-__all__ = ["REPORT", "score_translations", "run_translation_train", "run_translation_evaluate"]
+__all__ = [
+    "REPORT",
+    "score_translations",
+    "run_translation_train",
+    "run_translation_average",
+    "run_translation_evaluate",
+]

@@ -265,6 +265,34 @@ def test_the_saved_model_is_the_average_of_the_kept_snapshots(tmp_path):
     assert torch.allclose(saved["shared.weight"], (a["shared.weight"] + b["shared.weight"]) / 2)
 
 
+def test_average_replaces_the_model_by_the_mean_of_the_last_snapshots(overfit, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from syntaxformer.tasks.translation import snapshot_files
+    from syntaxformer.workflows.translation import run_translation_average
+
+    folder, _ = overfit
+    run = shutil.copytree(folder, tmp_path / "run")
+    (run / "report.json").write_text(
+        json.dumps(
+            dict(
+                arguments=dict(
+                    valid_source=str(folder.parent / "train.en"), valid_target=str(folder.parent / "train.de")
+                )
+            )
+        )
+    )
+    last = snapshot_files(run)[-1]
+    report = run_translation_average(str(run), 1, beam=1, device="cpu")
+    assert report["averaged"]["steps"] == [int(last.stem.split("-")[1])] and "bleu_tokenized" in report["valid"]
+    saved = TranslationModel.from_pretrained(run).state_dict()
+    assert torch.equal(saved["shared.weight"], load_file(str(last))["shared.weight"])
+    with pytest.raises(InputError, match="--last 99: the run kept"):
+        run_translation_average(str(run), 99)
+
+
 def test_translate_command_reads_stdin_and_keeps_blank_lines(overfit, capsys, monkeypatch):
     import io
 

@@ -3,7 +3,8 @@
 #   STUDY_OUT   where the runs go (default: runs/translation-study)
 #   STUDY_STEPS the common schedule's steps (default 1000)   STUDY_WARMUP its warm-up (default a fifth, at most 2,000)
 #   SYSTEMS     the variants, in order (default: all five)   SEEDS  (default: 0 1 2)
-#   DATA        the Multi30k folder (default: ../shared/data/multi30k)   STUDY_AVERAGE  epoch-end models averaged (default 5)
+#   DATA        the Multi30k folder (default: ../shared/data/multi30k)   STUDY_AVERAGE  epoch-end models kept (default 5)
+#   STUDY_FINAL_AVERAGE  after training, average only the last this many of them (chosen on val; default: all kept)
 # Each run uses one thread; a finished run (report.json present) is skipped, an interrupted one resumed.
 set -euo pipefail
 OUT="${STUDY_OUT:-runs/translation-study}"
@@ -22,6 +23,10 @@ for seed in ${SEEDS:-0 1 2}; do
         --valid-source "$T/val.lc.norm.tok.en" --valid-target "$T/val.lc.norm.tok.de" \
         --max-steps "$STEPS" --warmup-steps "$WARMUP" --average-last "${STUDY_AVERAGE:-5}" --threads 1 --quiet --resume \
         --tree-cache "$OUT/tree-cache" --json > "$run.train.json"
+    fi
+    if [ -n "${STUDY_FINAL_AVERAGE:-}" ] && ! grep -qs '"chosen_after_training"' "$run/report.json"; then
+      rm -f "$run"/test_*.json  # the test scores of the model before
+      $PY -m syntaxformer.cli translation average --model "$run" --last "$STUDY_FINAL_AVERAGE" --device cpu --json > "$run.average.json"
     fi
     for test in test_2016_flickr test_2017_flickr; do
       if [ ! -f "$run/$test.json" ]; then
