@@ -71,6 +71,10 @@ class NeuralPcfgConfig(PretrainedConfig):
     """
 
     model_type = NEURAL_NAME
+    #: what the commands that describe a model read (``show``): a grammar has no network layers; its
+    #: width is the symbol embedding's
+    num_hidden_layers = 0
+    attribute_map = {"hidden_size": "symbol_dim"}
 
     def __init__(
         self,

@@ -147,3 +147,16 @@ def test_a_pcfg_parses_and_votes_in_an_ensemble():
     # with a right-branching voter of twice its weight, the ensemble gives the right-branching tree
     ensemble = EnsembleParser([parser, BaselineVoter("right-branching")], [1.0, 2.0])
     assert ensemble.word_parses(words[:1])[0][0] == right_branching(4)
+
+
+def test_show_draws_the_tree_and_the_span_marginals(tmp_path):
+    from syntaxformer.cli import main
+    from syntaxformer.data.tokenization import save_tokenizer
+
+    tokenizer = build_word_tokenizer([["the", "old", "man", "sat"]])
+    model = tiny(compound=True, vocab=len(tokenizer))
+    model.save_pretrained(tmp_path / "model")
+    save_tokenizer(tokenizer, tmp_path / "model")
+    code = main(["show", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "show"), "the old man"])
+    assert code == 0
+    assert {p.name for p in (tmp_path / "show").glob("*.png")} == {"s1-tree.png", "s1-span-marginals.png"}
