@@ -65,6 +65,8 @@ class NeuralPcfgConfig(PretrainedConfig):
         curriculum_start: the longest training sentence in words in the first epoch (paper 30).
         curriculum_increment: words added per epoch (paper 1).
         curriculum_final: the longest training sentence after the curriculum (the authors' 40).
+        induce_viterbi: ``induce`` also finds the Viterbi tree (the second decoder; about ten times the
+            cost of the span marginals at the ``cpu`` size, so off by default).
         pad_token_id: padding.
     Raises:
         ValueError: a count or width below 1 (``z_dim`` below 0).
@@ -88,6 +90,7 @@ class NeuralPcfgConfig(PretrainedConfig):
         curriculum_start: int = 30,
         curriculum_increment: int = 1,
         curriculum_final: int = 40,
+        induce_viterbi: bool = False,
         pad_token_id: int = 0,
         **kwargs,
     ):
@@ -96,7 +99,7 @@ class NeuralPcfgConfig(PretrainedConfig):
         self.symbol_dim, self.z_dim = symbol_dim, z_dim
         self.encoder_word_dim, self.encoder_hidden = encoder_word_dim, encoder_hidden
         self.curriculum_start, self.curriculum_increment = curriculum_start, curriculum_increment
-        self.curriculum_final = curriculum_final
+        self.curriculum_final, self.induce_viterbi = curriculum_final, induce_viterbi
         for name in ("vocab_size", "nonterminals", "preterminals", "symbol_dim", "encoder_word_dim", "encoder_hidden"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {getattr(self, name)!r}")
@@ -265,8 +268,9 @@ class NeuralPcfgForLanguageModel(PreTrainedModel):
     @torch.no_grad()
     def induce(self, input_ids: Tensor, attention_mask: Tensor) -> list[list[SpanMarginals]]:
         """The structure interface (:mod:`syntaxformer.structures`): per sentence of ``n`` words its span
-        marginals and Viterbi tree (:class:`~syntaxformer.structures.SpanMarginals`), the compound
-        variant at ``z`` = the posterior mean. A one-word sentence has none (its tree is the word).
+        marginals and, with ``config.induce_viterbi``, its Viterbi tree
+        (:class:`~syntaxformer.structures.SpanMarginals`), the compound variant at ``z`` = the posterior
+        mean. A one-word sentence has none (its tree is the word).
 
         Args: input_ids ``(B, N)`` words (no frame); attention_mask ``(B, N)`` (right padding).
         """
@@ -281,10 +285,12 @@ class NeuralPcfgForLanguageModel(PreTrainedModel):
         z, _ = self._latent(kept_words, kept_lengths, sample=False)
         grammar = [g.float() for g in self.grammar(kept_words, z)]
         _, marginals = span_marginals(*grammar, kept_lengths)
-        _, viterbi = viterbi_spans(*grammar, kept_lengths)
-        marginals, viterbi = marginals.double().cpu().numpy(), viterbi.cpu().numpy()
+        viterbi = viterbi_spans(*grammar, kept_lengths)[1].cpu().numpy() if self.config.induce_viterbi else None
+        marginals = marginals.double().cpu().numpy()
         for k, (row, length) in enumerate(zip(rows.tolist(), kept_lengths.tolist())):
-            tree = {(int(i), int(j)) for i, j in zip(*np.nonzero(viterbi[k, : length + 1, : length + 1] > 0.5))}
+            tree = None
+            if viterbi is not None:
+                tree = {(int(i), int(j)) for i, j in zip(*np.nonzero(viterbi[k, : length + 1, : length + 1] > 0.5))}
             out[row] = [SpanMarginals(marginals[k, : length + 1, : length + 1], tree)]
         return out
 

@@ -113,7 +113,7 @@ def test_a_tiny_grammar_learns_a_toy_language():
 
 @pytest.mark.slow
 def test_a_200_word_sentence_parses():
-    model = tiny(compound=True).eval()
+    model = tiny(compound=True, induce_viterbi=True).eval()
     words = torch.randint(4, 12, (1, 200))
     (structure,) = model.induce(words, torch.ones_like(words))[0]
     spans = structure.spans()
@@ -138,6 +138,8 @@ def test_span_marginals_decode_and_serialise():
 def test_a_pcfg_parses_and_votes_in_an_ensemble():
     tokenizer = build_word_tokenizer([["the", "old", "man", "sat"], ["dogs", "bark"]])
     model = tiny(compound=True, vocab=len(tokenizer)).eval()
+    assert model.induce(torch.tensor([[4, 5, 6]]), torch.ones(1, 3, dtype=torch.long))[0][0].viterbi is None
+    model.config.induce_viterbi = True
     parser = Parser(model, tokenizer, DecoderOptions(), name="pcfg")
     words = [["the", "old", "man", "sat"], ["dogs", "bark"], ["the"]]
     spans, heads, structures = parser.word_parses(words)
