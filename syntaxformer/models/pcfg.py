@@ -45,8 +45,12 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from syntaxformer.blocks.inside import inside, span_marginals, viterbi_spans
+from syntaxformer.errors import InputError
 from syntaxformer.structures import SpanMarginals
 
+#: the longest sentence ``induce`` parses: the chart's autograd holds O(n³ · NT · (NT+T)) floats (a
+#: 300-word sentence at the ``cpu`` size: about 1.3 G floats over all widths); longer ones are refused
+MAX_PARSE_WORDS = 300
 NEURAL_NAME = "neural-pcfg"
 COMPOUND_NAME = "compound-pcfg"
 
@@ -275,6 +279,11 @@ class NeuralPcfgForLanguageModel(PreTrainedModel):
         Args: input_ids ``(B, N)`` words (no frame); attention_mask ``(B, N)`` (right padding).
         """
         lengths = attention_mask.sum(-1)
+        if int(lengths.max()) > MAX_PARSE_WORDS:
+            raise InputError(
+                f"a sentence of {int(lengths.max())} words: a PCFG parses at most {MAX_PARSE_WORDS} (its chart's "
+                "memory grows as the cube of the length)"
+            )
         words = input_ids.clamp_min(0)
         out = [[SpanMarginals(np.zeros((int(n) + 1, int(n) + 1)))] for n in lengths.tolist()]
         rows = (lengths >= 2).nonzero().squeeze(1)

@@ -162,3 +162,13 @@ def test_show_draws_the_tree_and_the_span_marginals(tmp_path):
     code = main(["show", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "show"), "the old man"])
     assert code == 0
     assert {p.name for p in (tmp_path / "show").glob("*.png")} == {"s1-tree.png", "s1-span-marginals.png"}
+
+
+def test_a_sentence_over_the_limit_is_a_one_line_error():
+    from syntaxformer.errors import InputError
+    from syntaxformer.models.pcfg import MAX_PARSE_WORDS
+
+    model = tiny().eval()
+    words = torch.full((1, MAX_PARSE_WORDS + 1), 4)
+    with pytest.raises(InputError, match=f"{MAX_PARSE_WORDS + 1} words: a PCFG parses at most {MAX_PARSE_WORDS}"):
+        model.induce(words, torch.ones_like(words))
