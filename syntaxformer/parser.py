@@ -46,11 +46,11 @@ import conllu
 from nltk import Tree
 from nltk.tokenize import NLTKWordTokenizer
 
-from syntaxformer.decoding.ensemble import TIE_RULE, ensemble_spans, head_vote
+from syntaxformer.decoding.ensemble import BASELINE_VOTERS, TIE_RULE, ensemble_spans, head_vote
 from syntaxformer.decoding.spans import spans_to_tree, with_preterminals
 from syntaxformer.errors import InputError
 from syntaxformer.parsing import load_model, model_structures, resolve_decoder_options
-from syntaxformer.pretrained import SHIPPED, model_folder
+from syntaxformer.pretrained import ENSEMBLES, SHIPPED, model_folder
 from syntaxformer.structures import DecoderOptions, Structures
 
 logger = logging.getLogger(__name__)
@@ -225,23 +225,50 @@ class Parser(TreeParser):
         return [s.spans(self.options) for s in structures], [s.heads(self.options) for s in structures], structures
 
 
+class BaselineVoter(TreeParser):
+    """A structure-free tree as an ensemble member (``"right-branching"``, ``"left-branching"``:
+    :data:`~syntaxformer.decoding.ensemble.BASELINE_VOTERS`): per sentence that tree over its words, no
+    heads, no structures. It reads no model; as a member it votes with its weight like a parser.
+
+    Args:
+        name: a key of :data:`~syntaxformer.decoding.ensemble.BASELINE_VOTERS`.
+    Raises:
+        InputError: an unknown name (one line naming the voters there are).
+    """
+
+    def __init__(self, name: str):
+        if name not in BASELINE_VOTERS:
+            raise InputError(f"no baseline voter named {name!r}; voters: {', '.join(BASELINE_VOTERS)}")
+        self.name, self.tree = name, BASELINE_VOTERS[name]
+        self.options = {"baseline": name}
+
+    def __repr__(self) -> str:
+        return f"BaselineVoter({self.name!r})"
+
+    def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[None], list[None]]:
+        """Per sentence the baseline tree's spans over its words (the whole sentence included), no heads
+        and no structures."""
+        return [self.tree(len(w)) for w in words], [None] * len(words), [None] * len(words)
+
+
 class EnsembleParser(TreeParser):
     """Several parsers (the *members*) as one: per sentence the minimum-Bayes-risk tree of their trees,
     and the vote of their dependency heads (:mod:`syntaxformer.decoding.ensemble`; Shayegh et al.,
     ICLR 2024, §2.2).
 
     Every member parses the same words (punctuation kept from all of them alike), one member after the
-    other, each with its own decoder settings, model and batch size.
+    other, each with its own decoder settings, model and batch size. A member may be a
+    :class:`BaselineVoter` (a right- or left-branching tree; its structures are None).
 
     Args:
-        members: the member parsers (at least one).
+        members: the member parsers and baseline voters (at least one).
         weights: per member its vote's weight (None: 1 each).
         name: a name for messages and reports (default: the members' names joined by ``,``).
     Raises:
         InputError: no member, or not one finite non-negative weight per member.
     """
 
-    def __init__(self, members: Sequence[Parser], weights: Sequence[float] | None = None, name: str | None = None):
+    def __init__(self, members: Sequence[TreeParser], weights: Sequence[float] | None = None, name: str | None = None):
         if not members:
             raise InputError("an ensemble needs at least one member parser")
         weights = [1.0] * len(members) if weights is None else [float(w) for w in weights]
@@ -267,7 +294,7 @@ class EnsembleParser(TreeParser):
         return spans, heads, [list(member_structures) for member_structures in zip(*(p[2] for p in parses))]
 
 
-def _check_member(member: Parser, parse: tuple, words: Sequence[Sequence[str]]) -> None:
+def _check_member(member: TreeParser, parse: tuple, words: Sequence[Sequence[str]]) -> None:
     """Raises InputError naming ``member`` when its parses are not one tree (and heads) per sentence over
     that sentence's words (a member that reads other words than it is given)."""
     spans, heads, _ = parse
@@ -286,7 +313,7 @@ class EnsembleSettings:
     """How an :class:`EnsembleParser` decides (its ``options``, as a report records them).
 
     Attributes:
-        members: the members' names (their folders).
+        members: the members' names (their folders; a baseline voter's name, ``right-branching``).
         weights: per member its vote's weight.
         tie_rule: :data:`~syntaxformer.decoding.ensemble.TIE_RULE`.
     """
@@ -376,7 +403,8 @@ def load_parser(
             Several (an ensemble, each member with its saved decoder settings): a list of them, one
             string of them joined by ``,`` (``"structformer-ptb-lm,on-lstm-ptb-lm"``), a shipped
             ensemble's name (:data:`syntaxformer.pretrained.ENSEMBLES`) or a folder with an
-            ``ensemble.json`` (:func:`save_ensemble`).
+            ``ensemble.json`` (:func:`save_ensemble`). An ensemble's member may be a baseline voter
+            (``right-branching``, ``left-branching``: :class:`BaselineVoter`).
         options: decoder settings: None = the model's saved ones (``decoder.json``, written by
             ``induce``; the shipped parser's report), a dict = choices over them, a full
             :class:`~syntaxformer.structures.DecoderOptions` = exactly these. An ensemble takes none
@@ -390,8 +418,8 @@ def load_parser(
         InputError: in one line naming the file: not a model folder, a damaged or foreign model file
             (``config.json``, ``model.safetensors``, the tokenizer; :func:`~syntaxformer.parsing.load_model`),
             a model that induces no structure, no shipped parser, bad decoder settings; for an
-            ensemble also a damaged ``ensemble.json``, decoder settings given, bad weights, and any of
-            these for a member (named).
+            ensemble also a damaged ``ensemble.json``, decoder settings given, bad weights, a member
+            that is no folder, shipped parser or baseline voter, and any of these for a member (named).
     """
     members, saved_weights = _ensemble_members(model)
     if members is None:
@@ -402,6 +430,10 @@ def load_parser(
         raise InputError("decoder settings apply to one model: an ensemble's members use their own saved ones")
     parsers = []
     for member in members:
+        if member in BASELINE_VOTERS and not Path(member).exists():
+            parsers.append(BaselineVoter(member))
+            continue
+        _check_member_name(member)
         folder = model_folder(member)
         try:
             parsers.append(_load_one(folder, None, device, batch_size, verbose))
@@ -410,6 +442,17 @@ def load_parser(
             raise InputError(f"ensemble member {member}: {e.message}{where}") from None
     name = str(model) if isinstance(model, (str, Path)) else None
     return EnsembleParser(parsers, weights if weights is not None else saved_weights, name=name)
+
+
+def _check_member_name(member: str) -> None:
+    """Raises InputError for a member given as a bare name (no folder separator) that is no existing
+    folder, shipped parser or baseline voter: a misspelt name, said in one line."""
+    if Path(member).exists() or member in SHIPPED or member in ENSEMBLES or "/" in member or "\\" in member:
+        return
+    raise InputError(
+        f"ensemble member {member}: not a model folder, shipped parser ({', '.join(SHIPPED)}) or baseline voter "
+        f"({', '.join(BASELINE_VOTERS)})"
+    )
 
 
 def _load_one(folder: Path, options, device, batch_size: int, verbose: bool) -> Parser:
@@ -446,10 +489,12 @@ def _no_members():
 
 def read_ensemble(folder: str | Path) -> tuple[list[str], list[float]]:
     """An ensemble folder's members and weights (its ``ensemble.json``: ``{"members": [...],
-    "weights": [...]}``; a member is a shipped name, or a folder relative to the ensemble folder).
+    "weights": [...]}``; a member is a shipped name, a baseline voter's name (``right-branching``,
+    ``left-branching``: :class:`BaselineVoter`) or a folder relative to the ensemble folder).
 
     Raises:
-        InputError: naming the file: not JSON, no member list of strings, not one number per member.
+        InputError: naming the file: not JSON, no member list of strings, not one number per member, a
+            member that is none of those (a bare name that is no folder there).
     """
     path = Path(folder) / ENSEMBLE_FILE
     try:
@@ -466,16 +511,25 @@ def read_ensemble(folder: str | Path) -> tuple[list[str], list[float]]:
         or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights)
     ):
         raise InputError(f'"weights" must be one number per member ({len(members)})', path=path)
-    resolved = [m if m in SHIPPED or Path(m).is_absolute() else str(Path(folder) / m) for m in members]
+    for m in members:
+        bare = "/" not in m and "\\" not in m
+        if bare and m not in SHIPPED and m not in BASELINE_VOTERS and not (Path(folder) / m).exists():
+            raise InputError(
+                f"member {m!r} is no folder there, shipped parser ({', '.join(SHIPPED)}) or baseline voter "
+                f"({', '.join(BASELINE_VOTERS)})",
+                path=path,
+            )
+    named = (*SHIPPED, *BASELINE_VOTERS)
+    resolved = [m if m in named or Path(m).is_absolute() else str(Path(folder) / m) for m in members]
     return resolved, [float(w) for w in weights]
 
 
 def save_ensemble(
     folder: str | Path, members: Sequence[str | Path], weights: Sequence[float] | None = None, note: str = ""
 ) -> Path:
-    """Write an ensemble folder: ``ensemble.json`` naming its members (shipped names or model folders,
-    as given: a relative folder is read relative to the ensemble folder) and their weights; no weights
-    of the models are copied. ``load_parser(folder)`` then loads the ensemble.
+    """Write an ensemble folder: ``ensemble.json`` naming its members (shipped names, baseline voters'
+    names or model folders, as given: a relative folder is read relative to the ensemble folder) and
+    their weights; no weights of the models are copied. ``load_parser(folder)`` then loads the ensemble.
 
     Returns:
         The file written.
@@ -506,6 +560,7 @@ __all__ = [
     "TreeParser",
     "EnsembleParser",
     "EnsembleSettings",
+    "BaselineVoter",
     "read_ensemble",
     "save_ensemble",
     "ENSEMBLE_FILE",

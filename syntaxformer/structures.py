@@ -31,6 +31,7 @@ import torch
 
 from syntaxformer.data.tokenization import word_links
 from syntaxformer.decoding.dependency import argmax_heads, chu_liu_edmonds, head_scores
+from syntaxformer.decoding.ensemble import mbr_tree
 from syntaxformer.decoding.spans import Span, split_by_distance
 from syntaxformer.decoding.tree_transformer import (
     OFFICIAL_DESCEND_THRESHOLD,
@@ -405,7 +406,68 @@ class DependencyDistribution:
         return {}
 
 
-CONSTITUENCY = (LinkProbabilities, SyntacticDistances)
+@dataclass
+class SpanMarginals:
+    """A PCFG's posterior over spans (:mod:`syntaxformer.models.pcfg`): ``p((i, j) in tree | words)``.
+
+    The default decoder is the **max-marginal tree**: the binary tree of largest sum of span marginals
+    (the minimum-Bayes-risk tree for the expected number of correct spans), by the ensemble's CKY
+    (:func:`~syntaxformer.decoding.ensemble.mbr_tree`: ties at the smallest split point). The model's
+    Viterbi tree (its most probable labelled tree, unlabelled) is kept beside it (``viterbi``).
+
+    Attributes:
+        marginals: ``[n+1, n+1]`` float64, ``marginals[i, j]`` for spans of two or more words (the whole
+            sentence 1), else 0.
+        viterbi: the Viterbi tree's spans of two or more words (the whole sentence included), or None.
+    """
+
+    marginals: np.ndarray
+    viterbi: set | None = None
+
+    def to_words(self, word_ids: Sequence[int | None], sentence: int | None = None) -> SpanMarginals:
+        """Itself: the grammar emits one token per word (raises InputError, naming ``sentence``, otherwise)."""
+        _one_token_per_word(word_ids, sentence, "span marginals")
+        return self
+
+    def spans(self, options: DecoderOptions = DecoderOptions()) -> set[Span]:
+        """The max-marginal tree (class docstring).
+
+        Raises:
+            InputError: decoder options of another structure (``--layer``, ``--min-layer``, the descend
+                rule): never ignored silently.
+        """
+        given = [
+            flag
+            for flag, value in (
+                ("--layer", options.layer),
+                ("--min-layer", options.min_layer),
+                ("--descend-rule official", options.descend_threshold),
+            )
+            if value is not None
+        ]
+        if given:
+            raise InputError(
+                f"{', '.join(given)}: decoder option(s) of other models, but this model gives span marginals "
+                "(a PCFG: the max-marginal tree)"
+            )
+        return mbr_tree(self.marginals, keep_unvoted=True)
+
+    def decoders(self) -> dict[str, Callable[[], set[Span]]]:
+        """The learning curve's decoders: ``max-marginal`` (the default) and ``viterbi``."""
+        found = {"max-marginal": lambda: mbr_tree(self.marginals, keep_unvoted=True)}
+        if self.viterbi is not None:
+            found["viterbi"] = lambda: set(self.viterbi)
+        return found
+
+    def to_json(self) -> dict:
+        """``span_marginals`` (``[n+1][n+1]``, rounded to 6 places) and ``viterbi_spans``."""
+        row = {"span_marginals": [[round(float(x), 6) for x in r] for r in self.marginals]}
+        if self.viterbi is not None:
+            row["viterbi_spans"] = sorted([int(i), int(j)] for i, j in self.viterbi)
+        return row
+
+
+CONSTITUENCY = (LinkProbabilities, SyntacticDistances, SpanMarginals)
 
 
 @dataclass
@@ -421,8 +483,8 @@ class Structures:
     items: list = field(default_factory=list)
 
     @property
-    def constituency(self) -> LinkProbabilities | SyntacticDistances | None:
-        """The constituency structure (link probabilities or syntactic distances), or None."""
+    def constituency(self) -> LinkProbabilities | SyntacticDistances | SpanMarginals | None:
+        """The constituency structure (link probabilities, syntactic distances or span marginals), or None."""
         return next((s for s in self.items if isinstance(s, CONSTITUENCY)), None)
 
     @property

@@ -8,13 +8,15 @@
 """
 
 from .dependency import argmax_heads, chu_liu_edmonds, head_scores, is_tree, tree_score
-from .ensemble import TIE_RULE, ensemble_spans, head_vote, mbr_tree, span_votes
+from .ensemble import BASELINE_VOTERS, TIE_RULE, ensemble_spans, head_vote, mbr_tree, span_votes
 from .spans import (
     PRETERMINAL,
     Span,
     brackets,
     escape_word,
     labelled_spans,
+    left_branching,
+    right_branching,
     spans_to_tree,
     split_by_distance,
     to_bracketed,
@@ -41,6 +43,9 @@ __all__ = [
     "to_bracketed",
     "split_by_distance",
     "tree_distances",
+    "right_branching",
+    "left_branching",
+    "BASELINE_VOTERS",
     "algorithm1",
     "single_layer",
     "resolve_min_layer",

@@ -34,22 +34,34 @@ largest total vote, and it holds only spans some member supports; one member giv
 the root (Chu-Liu-Edmonds, :func:`~syntaxformer.decoding.dependency.chu_liu_edmonds`); with one such
 member its heads themselves.
 
+**Baseline voters** (:data:`BASELINE_VOTERS`): a member may be a structure-free tree instead of a
+parser, ``"right-branching"`` or ``"left-branching"``, voting with its weight like any member (the
+option the authors' ensemble code has, ED4UCP). It is a baseline, not induction: it helps an ensemble
+of English parsers whose trees are too flat or too left-leaning, and it is chosen on the dev half like
+any other member. It gives no dependency heads.
+
 Spans are half-open word intervals; heads are 1-based, 0 = the root (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from syntaxformer.decoding.dependency import chu_liu_edmonds
-from syntaxformer.decoding.spans import Span
+from syntaxformer.decoding.spans import Span, left_branching, right_branching
 
 #: The tie rule of :func:`mbr_tree`, as reports name it.
 TIE_RULE = "smallest split point (right-branching when votes tie)"
 #: Two totals closer than this count as a tie.
 TIE_TOLERANCE = 1e-9
+#: The structure-free trees an ensemble may take as members, by the name its ``ensemble.json`` gives
+#: them: a function of the sentence's length ``n`` giving the tree's spans (module docstring).
+BASELINE_VOTERS: dict[str, Callable[[int], set[Span]]] = {
+    "right-branching": right_branching,
+    "left-branching": left_branching,
+}
 
 
 def _weights(k: int, weights: Sequence[float] | None) -> np.ndarray:
@@ -166,4 +178,4 @@ def head_vote(member_heads: Sequence[Sequence[int]], weights: Sequence[float] | 
     return chu_liu_edmonds(counts)
 
 
-__all__ = ["TIE_RULE", "TIE_TOLERANCE", "span_votes", "mbr_tree", "ensemble_spans", "head_vote"]
+__all__ = ["BASELINE_VOTERS", "TIE_RULE", "TIE_TOLERANCE", "span_votes", "mbr_tree", "ensemble_spans", "head_vote"]

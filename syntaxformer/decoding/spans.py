@@ -183,6 +183,18 @@ def split_by_distance(distances: Sequence[float]) -> set[Span]:
     return spans
 
 
+def right_branching(n: int) -> set[Span]:
+    """Spans of the right-branching binary tree over ``n`` words: ``{(i, n) : 0 <= i <= n - 2}``
+    (:func:`split_by_distance` of distances decreasing left to right); ``set()`` for ``n < 2``."""
+    return split_by_distance([n - 1 - k for k in range(n - 1)]) if n >= 2 else set()
+
+
+def left_branching(n: int) -> set[Span]:
+    """Spans of the left-branching binary tree over ``n`` words: ``{(0, j) : 2 <= j <= n}``
+    (:func:`split_by_distance` of distances increasing left to right); ``set()`` for ``n < 2``."""
+    return split_by_distance(list(range(n - 1))) if n >= 2 else set()
+
+
 def tree_distances(spans: Iterable[Span], n: int) -> list[int]:
     """Syntactic distances that give back a binary tree: the inverse of :func:`split_by_distance`.
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from nltk import Tree
 
 from syntaxformer.data.dependency import DependencySentence
-from syntaxformer.decoding.spans import Span, spans_to_tree, split_by_distance
+from syntaxformer.decoding.spans import Span, left_branching, right_branching, spans_to_tree, split_by_distance
 from syntaxformer.evaluation.constituency import GoldBrackets, read_gold_brackets, score_brackets
 from syntaxformer.evaluation.dependency import evaluate_dependency
 from syntaxformer.evaluation.protocols import constituents_from_spans, tree_constituents
@@ -48,16 +48,6 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 
 #: Scalar constituency scores averaged over the random baseline's seeds.
 _SCORES = ("sentence_f1", "corpus_f1", "wsj10_sentence_f1", "wsj10_corpus_f1", "mean_depth")
-
-
-def right_branching(n: int) -> set[Span]:
-    """Spans of the right-branching binary tree over ``n`` words: ``{(i, n) : 0 <= i <= n - 2}``."""
-    return split_by_distance([n - 1 - k for k in range(n - 1)]) if n >= 2 else set()
-
-
-def left_branching(n: int) -> set[Span]:
-    """Spans of the left-branching binary tree over ``n`` words: ``{(0, j) : 2 <= j <= n}``."""
-    return split_by_distance(list(range(n - 1))) if n >= 2 else set()
 
 
 def balanced_distances(n: int) -> list[float]:

@@ -73,7 +73,8 @@ class ParseCurve:
 def curve_decoder_name(decoder: dict, decoders) -> str:
     """The learning curve's key for the decoder settings ``decoder`` (a report's ``"decoder"``: ``layer``,
     ``min_layer``, ...) among the curve's keys ``decoders`` (module docstring): ``"layer{l}"`` for a single
-    layer, else ``"distance"`` where the curve has it (StructFormer, ON-LSTM), else Algorithm 1's
+    layer, else ``"distance"`` where the curve has it (StructFormer, ON-LSTM), ``"max-marginal"`` where it
+    has that (the PCFGs' span marginals), else Algorithm 1's
     ``"algorithm1_m{m}"`` (no minimum layer: m = 0), ``"algorithm1_m{m}_descend"`` for the public descend
     rule (0.7, the only one the curve scores) where the curve has it (curves recorded before it was scored
     have only the paper's rule)."""
@@ -81,6 +82,8 @@ def curve_decoder_name(decoder: dict, decoders) -> str:
         return f"layer{decoder['layer']}"
     if "distance" in decoders:
         return "distance"
+    if "max-marginal" in decoders:
+        return "max-marginal"
     name = f"algorithm1_m{decoder.get('min_layer') or 0}"
     if decoder.get("descend_threshold") == OFFICIAL_DESCEND_THRESHOLD and f"{name}_descend" in decoders:
         return f"{name}_descend"

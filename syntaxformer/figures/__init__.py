@@ -24,6 +24,7 @@ from syntaxformer.figures.heatmaps import (  # noqa: E402
     plot_attention_heads,
     plot_constituent_priors,
     plot_link_probabilities,
+    plot_span_marginals,
     save_figure,
 )
 from syntaxformer.figures.html import write_index  # noqa: E402
@@ -39,6 +40,7 @@ __all__ = [
     "plot_constituent_priors",
     "plot_link_probabilities",
     "plot_parse_curve",
+    "plot_span_marginals",
     "plot_syntactic_distances",
     "plot_tree",
     "plot_trees",

@@ -198,6 +198,28 @@ def plot_attention_heads(
     )
 
 
+def plot_span_marginals(marginals, words: Sequence[str], model_name: str = "model") -> Figure:
+    """A PCFG's span marginals ``p((i, j) in tree | words)`` as a word-by-word heatmap: row = the span's
+    first word, column = its last word (the upper triangle; the whole sentence top right is 1).
+
+    Args:
+        marginals: ``(N+1, N+1)`` half-open spans (:class:`~syntaxformer.structures.SpanMarginals`), 0-1.
+        words: the ``N`` word labels.
+        model_name: named in the title.
+    Raises:
+        ValueError: a shape that does not match the words.
+    """
+    marginals = as_array(marginals)
+    n = len(words)
+    if marginals.shape != (n + 1, n + 1):
+        raise ValueError(f"span marginals must have shape ({n + 1}, {n + 1}) for {n} words, got {marginals.shape}")
+    by_last = marginals[:n, 1:]  # [i, j - 1] = span (i, j)
+    return _heatmap_grid(
+        by_last[None], words, ["span marginals"], f"{model_name}: p(span in tree | sentence)",
+        "posterior probability", 1.0, 1, "last word of the span", "first word of the span",
+    )  # fmt: skip
+
+
 def plot_link_probabilities(
     link_probs,
     words: Sequence[str],

@@ -11,12 +11,13 @@ architectures usable as sentence encoders (``logic``) and sentence-pair classifi
 
 from __future__ import annotations
 
-from . import gaussian_transformer, lstm, mean_pool_pair, on_lstm, on_lstm_san, structformer, tree_transformer
+from . import gaussian_transformer, lstm, mean_pool_pair, on_lstm, on_lstm_san, pcfg, structformer, tree_transformer
 from .gaussian_transformer import GaussianTransformerConfig, GaussianTransformerForSequencePairClassification
 from .lstm import LstmConfig, LstmModel
 from .mean_pool_pair import MeanPoolForSequencePairClassification, MeanPoolPairConfig
 from .on_lstm import OnLstmConfig, OnLstmForCausalLM, OnLstmModel
 from .on_lstm_san import OnLstmSanConfig, OnLstmSanForMaskedLM, OnLstmSanModel
+from .pcfg import CompoundPcfgConfig, CompoundPcfgForLanguageModel, NeuralPcfgConfig, NeuralPcfgForLanguageModel
 from .registry import (
     ENCODERS,
     MODELS,
@@ -68,6 +69,10 @@ register(Architecture(on_lstm_san.NAME, OnLstmSanConfig,
                                                       Capabilities(**_ATTENTION_LM)),
                       encoder=EncoderUse(OnLstmSanModel, on_lstm_san.ENCODER_PRESETS, pooling="last",
                                          fixed=on_lstm_san.ENCODER_FIXED)))
+register(Architecture(pcfg.NEURAL_NAME, NeuralPcfgConfig,
+                      language_model=LanguageModelUse(NeuralPcfgForLanguageModel, pcfg.PRESETS)))
+register(Architecture(pcfg.COMPOUND_NAME, CompoundPcfgConfig,
+                      language_model=LanguageModelUse(CompoundPcfgForLanguageModel, pcfg.COMPOUND_PRESETS)))
 register(Architecture(lstm.NAME, LstmConfig, encoder=EncoderUse(LstmModel, lstm.ENCODER_PRESETS, pooling="last")))
 register(Architecture("gaussian-transformer", GaussianTransformerConfig, default_for=("pair_classifier",),
                       pair_classifier=PairClassifierUse(GaussianTransformerForSequencePairClassification,

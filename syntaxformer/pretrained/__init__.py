@@ -14,8 +14,8 @@
   attention heads (``heads``, ``prune`` and ``show``'s attention maps need them);
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words;
 * ``ensemble-ptb-lm`` (:data:`ENSEMBLES`): no weights of its own, an ``ensemble.json`` naming the three
-  ``-ptb-lm`` parsers and their votes' weights (chosen on the dev half), which
-  :func:`syntaxformer.parser.load_parser` loads as one ensemble parser.
+  ``-ptb-lm`` parsers and the baseline voter ``right-branching`` with their votes' weights (chosen on
+  the dev half), which :func:`syntaxformer.parser.load_parser` loads as one ensemble parser.
 
 A folder holds what ``syntaxformer train`` writes (``config.json``, ``model.safetensors`` in float16, the
 tokenizer, ``training.json``), ``report.json`` (the ``induce`` report it was scored by: test-half F1,

@@ -8,7 +8,7 @@ module's ``RECIPES``; a new model's recipes are a module and one line in :data:`
 from __future__ import annotations
 
 from syntaxformer.errors import InputError
-from syntaxformer.recipes import on_lstm, structformer, tree_transformer
+from syntaxformer.recipes import on_lstm, pcfg, structformer, tree_transformer
 from syntaxformer.recipes.recipe import JOB_FIELDS, Recipe
 
 #: ``{model: {recipe name: Recipe}}`` for every model ``induce`` trains
@@ -16,6 +16,8 @@ RECIPES: dict[str, dict[str, Recipe]] = {
     tree_transformer.MODEL: tree_transformer.RECIPES,
     structformer.MODEL: structformer.RECIPES,
     on_lstm.MODEL: on_lstm.RECIPES,
+    pcfg.NEURAL: pcfg.RECIPES_NEURAL,
+    pcfg.COMPOUND: pcfg.RECIPES_COMPOUND,
 }
 
 

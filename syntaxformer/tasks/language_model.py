@@ -344,7 +344,8 @@ class Trainer(TrainingLoop):
     def compute_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """The training loss of one batch, a scalar to minimise: the model's own loss for the
         objective's labels (:meth:`model_loss`). Override it in a subclass for another loss (e.g.
-        add a penalty); the validation loss stays :meth:`model_loss`.
+        add a penalty); the validation loss stays :meth:`model_loss`. A model with a length
+        curriculum (``set_epoch``: the PCFGs, :mod:`syntaxformer.models.pcfg`) is told the epoch first.
 
         Args:
             model: the module to call (``ddp_model``).
@@ -353,6 +354,8 @@ class Trainer(TrainingLoop):
                 ``attention_mask``, ``labels`` ``(B, N)`` (-100 = not a target) and the
                 ``structure_inputs`` (or None).
         """
+        if hasattr(self.model, "set_epoch"):
+            self.model.set_epoch(self.state.epoch)
         return self.model_loss(model, batch)
 
     def model_loss(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:

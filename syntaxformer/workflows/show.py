@@ -34,6 +34,7 @@ from syntaxformer.figures import (
     plot_attention_heads,
     plot_constituent_priors,
     plot_link_probabilities,
+    plot_span_marginals,
     plot_syntactic_distances,
     plot_tree,
     plot_trees,
@@ -43,7 +44,7 @@ from syntaxformer.figures import (
 from syntaxformer.models import capabilities_of
 from syntaxformer.parsing import induces_structure, load_model, model_structures
 from syntaxformer.pretrained import model_or_pretrained
-from syntaxformer.structures import LinkProbabilities, SyntacticDistances, min_layer_of
+from syntaxformer.structures import LinkProbabilities, SpanMarginals, SyntacticDistances, min_layer_of
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +175,8 @@ def _decoder_description(structure, options) -> str:
     """One line naming the tree decoder of a sentence's constituency ``structure``, as the figures'
     captions and the report show it."""
 
+    if isinstance(structure, SpanMarginals):
+        return "max-marginal tree (the binary tree of largest summed span marginals, by CKY)"
     if not isinstance(structure, LinkProbabilities):
         layer = options.layer if options.layer is not None else structure.layer
         return "top-down split at the largest syntactic distance" + (f", layer {layer}" if layer is not None else "")
@@ -241,6 +244,12 @@ def _draw_structure(
     """The figure of a sentence's constituency structure: link probabilities (Tree Transformer) or
     syntactic distances (the decoder's row highlighted); a note instead for a one-word sentence."""
 
+    if isinstance(constituency, SpanMarginals) and len(word_labels) >= 2:
+        save(
+            plot_span_marginals(constituency.marginals, word_labels, title_name),
+            "span-marginals",
+            "Span marginals: the posterior probability of every span (row: first word, column: last word)",
+        )
     if not isinstance(constituency, (LinkProbabilities, SyntacticDistances)):
         return
     what = "link probability" if isinstance(constituency, LinkProbabilities) else "distance"

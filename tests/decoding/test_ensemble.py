@@ -151,3 +151,11 @@ def test_tree_distances_values():
     # ((a b) (c (d e))): the root splits gap 1 (5 words), (a b) gap 0, (c d e) gap 2, (d e) gap 3
     assert tree_distances({(0, 5), (0, 2), (2, 5), (3, 5)}, 5) == [2, 5, 3, 2]
     assert tree_distances(set(), 1) == []
+
+
+def test_baseline_voters_are_the_branching_trees():
+    from syntaxformer.decoding.ensemble import BASELINE_VOTERS
+
+    assert BASELINE_VOTERS["right-branching"](5) == {(0, 5), (1, 5), (2, 5), (3, 5)}
+    assert BASELINE_VOTERS["left-branching"](5) == {(0, 2), (0, 3), (0, 4), (0, 5)}
+    assert BASELINE_VOTERS["right-branching"](1) == set()

@@ -2,11 +2,15 @@
 
     .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --out records/ensemble/ensemble.json
     .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --student DISTILL_OUT --out ...
+    .venv/bin/python -m benchmarks.studies.ensemble.ensemble_study --voters right-branching,left-branching \
+        --out records/ensemble/ensemble-voters.json
 
 Each candidate member (default: every shipped parser, each with its saved decoder settings) parses
 every sentence once, one after another, on one machine in one process: its trees and its speed
 (sentences per second of :meth:`~syntaxformer.parser.Parser.word_parses`, the model's forward passes
-and decoding). The members are the subset of two or more candidates whose equal-weight ensemble has
+and decoding). ``--voters`` adds the baseline voters (``right-branching``, ``left-branching``:
+:class:`~syntaxformer.parser.BaselineVoter`) as candidates beside the parsers, chosen like them. The
+members are the subset of two or more candidates whose equal-weight ensemble has
 the highest dev sentence F1 (:func:`choose_members`). The ensemble
 (:class:`~syntaxformer.parser.EnsembleParser`: the minimum-Bayes-risk tree of the members' span votes,
 Shayegh et al., ICLR 2024, §2.2) is scored with equal weights and with the weights chosen on the dev
@@ -41,12 +45,12 @@ from benchmarks.studies.out_of_domain.out_of_domain import without_punctuation
 from benchmarks.tools.portable import portable
 from syntaxformer.data.dependency import read_conllu
 from syntaxformer.data.preprocess import load_gold_trees
-from syntaxformer.decoding.ensemble import TIE_RULE, ensemble_spans
+from syntaxformer.decoding.ensemble import BASELINE_VOTERS, TIE_RULE, ensemble_spans
 from syntaxformer.decoding.spans import brackets
 from syntaxformer.evaluation.baselines import right_branching
 from syntaxformer.evaluation.constituency import bracket_scores
 from syntaxformer.evaluation.dependency import subtree_brackets
-from syntaxformer.parser import load_parser
+from syntaxformer.parser import BaselineVoter, load_parser
 from syntaxformer.pretrained import SHIPPED
 from syntaxformer.runtime import code_version
 
@@ -82,9 +86,10 @@ def scores(spans: list[set], gold: list[set], words: list[list[str]]) -> dict:
 
 
 def member_parses(name: str, data: dict, batch_size: int) -> tuple[dict, dict]:
-    """A member's spans per data set, and its record (scores, speed)."""
-    parser = load_parser(name, batch_size=batch_size)
-    spans, record = {}, {"model": name, "decoder": parser.options.to_dict()}
+    """A member's spans per data set, and its record (scores, speed); ``name`` a model or a baseline voter."""
+    parser = BaselineVoter(name) if name in BASELINE_VOTERS else load_parser(name, batch_size=batch_size)
+    options = parser.options if isinstance(parser, BaselineVoter) else parser.options.to_dict()
+    spans, record = {}, {"model": name, "decoder": options}
     for key, (words, gold) in data.items():
         start = time.perf_counter()
         spans[key] = parser.word_parses(words)[0]
@@ -150,6 +155,11 @@ def main(argv=None) -> int:
         help="candidate members joined by ','; the subset with the best dev F1 is the ensemble",
     )
     p.add_argument(
+        "--voters",
+        default="",
+        help="baseline voters joined by ',' (right-branching, left-branching) added to the candidates",
+    )
+    p.add_argument(
         "--student", action="append", default=[], help="a `syntaxformer distill --out` folder to score beside them"
     )
     p.add_argument("--ud-ewt", type=Path, default=ROOT.parent / "shared/data/ud-ewt/en_ewt-ud-test.conllu")
@@ -159,7 +169,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     data = datasets(args.ud_ewt)
-    candidates = [m for m in args.candidates.split(",") if m]
+    candidates = [m for m in args.candidates.split(",") if m] + [v for v in args.voters.split(",") if v]
     parsed = {name: member_parses(name, data, args.batch_size) for name in candidates}
     names, subsets = choose_members({name: spans for name, (spans, _) in parsed.items()}, data)
     member_spans, members = zip(*(parsed[name] for name in names))
