@@ -69,3 +69,43 @@ def ensemble_table() -> str:
     rows += ENSEMBLE_PUBLISHED
     header = ["parser", "dev sentence F1", "test sentence F1", "UD-EWT F1 (− right-branching)", "sentences/s (test)"]
     return markdown(header, rows, "lrrrr")
+
+
+#: the shipped ensemble's record (three parsers and the right-branching voter) and the PCFG's trial
+VOTERS_JSON = "records/ensemble/ensemble-voters.json"
+PCFG_JSON = "records/ensemble/ensemble-pcfg.json"
+
+
+def _ensemble_row(label: str, record: dict, rb: dict) -> list[str]:
+    ud = record.get("ud-ewt")
+    ud_cell = f"{ud['sentence_f1']:.2f} ({ud['sentence_f1'] - rb['ud-ewt']['sentence_f1']:+.2f})" if ud else "–"
+    return [label, f"{record['dev']['sentence_f1']:.2f}", f"**{record['test']['sentence_f1']:.2f}**", ud_cell]
+
+
+def _members(record: dict) -> str:
+    names = [
+        Path(m["model"]).name if Path(m["model"]).name != "model" else "Neural PCFG (`--recipe cpu`)"
+        for m in record["members"]
+    ]
+    return ", ".join(f"{n} × {w:g}" for n, w in zip(names, record["ensemble_chosen"]["weights"]))
+
+
+@table("ensemble-today")
+def ensemble_today() -> str:
+    """The shipped ensemble (members and weights chosen on dev, the right-branching voter among them), the
+    three parsers' equal vote before it, and the trial with the Neural PCFG (not shipped)."""
+    voters, pcfg, before = load(VOTERS_JSON), load(PCFG_JSON), load(ENSEMBLE_JSON)
+    rb = voters["right_branching"]
+    rows = [
+        _ensemble_row(f"**`ensemble-ptb-lm`** (shipped): {_members(voters)}", voters["ensemble_chosen"], rb),
+        _ensemble_row(
+            f"with the Neural PCFG (not shipped: 300-word limit): {_members(pcfg)}", pcfg["ensemble_chosen"], rb
+        ),
+        _ensemble_row("the three parsers alone, equal weights (shipped before)", before["ensemble_chosen"], rb),
+        _ensemble_row("right-branching", rb, rb),
+    ]
+    return markdown(
+        ["ensemble (members × weights)", "dev sentence F1", "test sentence F1", "UD-EWT F1 (− right-branching)"],
+        rows,
+        "lrrr",
+    )

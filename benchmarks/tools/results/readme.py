@@ -37,7 +37,9 @@ README_ROWS = [
 ]
 #: the main job: the ``induce`` default, one report per seed
 MAIN_JOB = "tt-wikitext"
-ENSEMBLE_JSON = "records/ensemble/ensemble-voters.json"  # the shipped ensemble: three parsers and the right-branching voter
+ENSEMBLE_JSON = (
+    "records/ensemble/ensemble-voters.json"  # the shipped ensemble: three parsers and the right-branching voter
+)
 #: the published ensemble (Shayegh et al., ICLR 2024: seven parsers, WSJ test, mean over runs)
 ENSEMBLE_PUBLISHED = "70.4 (seven parsers)"
 
