@@ -17,7 +17,7 @@ Models (``--models``):
 ``DIR``      a trained model folder (``--trained DIR``, e.g. the shipped candidate), loaded by
              :func:`~syntaxformer.tasks.translator.load_translator`; skipped when absent.
 
-Protocol: ``torch.set_num_threads(--threads)``; one untimed warm-up of 64 sentences per model; then
+Protocol: ``torch.set_num_threads(--threads)`` (default 1); one untimed warm-up of 64 sentences per model; then
 ``--repeats`` rounds, each translating the whole file once per (model, batch size) in turn; median
 seconds. Per row: seconds (wall clock), the process's CPU seconds (``time.process_time``, all its threads:
 on a loaded machine the wall clock includes the time other processes held the cores; with one thread the
@@ -26,8 +26,11 @@ words, the share of sentences the length cap stopped. The target: ≤ 60 s for t
 
 Usage::
 
-    python -m benchmarks.speed.translation_beam --threads 2 --batch-sizes 32,64,128 \\
-        --trained /work/runs/shipped-candidate --out records/benchmarks/translation-beam.json
+    python -m benchmarks.speed.translation_beam --threads 1 --batch-sizes 32,64,128 \\
+        --trained runs/shipped-candidate --out records/benchmarks/translation-beam.json
+    # later rows into the same record (another model or threads setting):
+    python -m benchmarks.speed.translation_beam --threads 2 --batch-sizes 64 --models random \\
+        --merge --out records/benchmarks/translation-beam.json
 """
 
 from __future__ import annotations
@@ -95,9 +98,68 @@ def time_row(translator: Translator, lengths: OutputLengths, sentences, batch_si
     )
 
 
+def load_translators(a) -> dict[str, Translator]:
+    """``{name: Translator}`` of ``--models`` (a trained folder that is absent is skipped)."""
+    translators = {}
+    for name in a.models.split(","):
+        if name == "random":
+            translators["random"] = random_translator(a.vocab_size, a.seed)
+        elif name == "trained" and a.trained is not None and a.trained.is_dir():
+            translators[str(a.trained)] = load_translator(a.trained, device="cpu", beam=a.beam)
+    for translator in translators.values():
+        translator.beam = a.beam
+    return translators
+
+
+def measure(translators: dict, sentences, sizes: list[int], repeats: int, threads: int) -> list[dict]:
+    """One warm-up per model, then ``repeats`` rounds over (model, batch size): a row each."""
+    torch.set_num_threads(threads)
+    lengths = {name: OutputLengths(t.model) for name, t in translators.items()}
+    for name, translator in translators.items():
+        time_row(translator, lengths[name], sentences[:64], 64)
+    runs = {(name, b): [] for name in translators for b in sizes}
+    for _ in range(repeats):
+        for name, b in runs:
+            runs[(name, b)].append(time_row(translators[name], lengths[name], sentences, b))
+            row = runs[(name, b)][-1]
+            print(f"{name} batch {b}: {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} CPU s)", flush=True)
+    rows = []
+    for (name, b), done in runs.items():
+        seconds = statistics.median(r["seconds"] for r in done)
+        rows.append(
+            dict(
+                model=name,
+                variant=translators[name].model.config.variant,
+                threads=threads,
+                batch_size=b,
+                seconds=round(seconds, 1),
+                seconds_all=[round(r["seconds"], 1) for r in done],
+                sentences_per_second=round(len(sentences) / seconds, 1),
+                cpu_seconds=round(statistics.median(r["cpu_seconds"] for r in done), 1),
+                mean_output_pieces=round(done[0]["pieces"], 2),
+                mean_output_words=round(done[0]["words"], 2),
+                capped_share=round(done[0]["capped"], 3),
+                target_met=seconds <= 60,
+                load_average=[round(x, 2) for x in os.getloadavg()],
+                code=code_version(),
+            )
+        )
+    return rows
+
+
+def merged(rows: list[dict], path: Path | None) -> list[dict]:
+    """``rows`` and the rows of the record at ``path`` that they do not replace (same model,
+    threads and batch size)."""
+    if path is None or not path.is_file():
+        return rows
+    new = {(r["model"], r["threads"], r["batch_size"]) for r in rows}
+    kept = [r for r in json.loads(path.read_text())["rows"] if (r["model"], r["threads"], r["batch_size"]) not in new]
+    return sorted(kept + rows, key=lambda r: (r["model"] != "random", r["model"], r["threads"], r["batch_size"]))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--batch-sizes", default="32,64,128")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=1)
@@ -107,67 +169,30 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=None, help="only the first this many sentences (a quick check)")
     parser.add_argument("--background", default="", help="the machine's load, for the record")
+    parser.add_argument("--merge", action="store_true", help="keep --out's rows that this run does not measure")
     parser.add_argument("--out", type=Path)
     a = parser.parse_args(argv)
-    torch.set_num_threads(a.threads)
     sentences = [line.split() for line in read_lines(TEST)][: a.limit]
-    translators = {}
-    for name in a.models.split(","):
-        if name == "random":
-            translators["random"] = random_translator(a.vocab_size, a.seed)
-        elif name == "trained" and a.trained is not None and a.trained.is_dir():
-            translators[str(a.trained)] = load_translator(a.trained, device="cpu", beam=a.beam)
-    for translator in translators.values():
-        translator.beam = a.beam
-    lengths = {name: OutputLengths(t.model) for name, t in translators.items()}
-    for name, translator in translators.items():  # warm-up
-        time_row(translator, lengths[name], sentences[:64], 64)
+    translators = load_translators(a)
     sizes = [int(b) for b in a.batch_sizes.split(",")]
-    runs = {(name, b): [] for name in translators for b in sizes}
-    for _ in range(a.repeats):
-        for name, b in runs:
-            runs[(name, b)].append(time_row(translators[name], lengths[name], sentences, b))
-            row = runs[(name, b)][-1]
-            print(
-                f"{name} batch {b}: {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} CPU s), {row['pieces']:.1f} pieces",
-                flush=True,
-            )
-    rows = []
-    for (name, b), repeats in runs.items():
-        seconds = statistics.median(r["seconds"] for r in repeats)
-        rows.append(
-            dict(
-                model=name,
-                variant=translators[name].model.config.variant,
-                batch_size=b,
-                seconds=round(seconds, 1),
-                seconds_all=[round(r["seconds"], 1) for r in repeats],
-                sentences_per_second=round(len(sentences) / seconds, 1),
-                cpu_seconds=round(statistics.median(r["cpu_seconds"] for r in repeats), 1),
-                mean_output_pieces=round(repeats[0]["pieces"], 2),
-                mean_output_words=round(repeats[0]["words"], 2),
-                capped_share=round(repeats[0]["capped"], 3),
-                target_met=seconds <= 60,
-            )
-        )
+    rows = measure(translators, sentences, sizes, a.repeats, a.threads)
     report = dict(
         benchmark="translation_beam",
         data=f"Multi30k test_2016_flickr, {len(sentences)} tokenised lower-cased English sentences ({TEST.name})",
         protocol=(
             f"Translator.translate_tokens, beam {a.beam}, length penalty 1, at most 1.5 N + 10 new pieces; "
-            f"one warm-up of 64 sentences per model, then {a.repeats} round(s) over (model, batch size); median s"
+            f"one warm-up of 64 sentences per model, then {a.repeats} round(s) over (model, batch size); "
+            "median s; each row names its threads, the load average at its end and the code"
         ),
         target="<= 60 s for the 1,000 sentences",
         seed=a.seed,
-        threads=a.threads,
         device="cpu",
         cpu=platform.processor() or platform.machine(),
         cores=os.cpu_count(),
-        background_load=a.background or f"load average at the end {os.getloadavg()}",
+        background_load=a.background,
         torch=torch.__version__,
         python=platform.python_version(),
-        code=code_version(),
-        rows=rows,
+        rows=merged(rows, a.out if a.merge else None),
     )
     text = json.dumps(report, indent=2)
     print(text)

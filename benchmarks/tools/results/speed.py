@@ -216,6 +216,7 @@ def translation_beam() -> str:
     rows = [
         [
             "untrained anchor baseline" if r["model"] == "random" else f"trained `{r['variant']}` ({r['model']})",
+            str(r["threads"]),
             str(r["batch_size"]),
             f"{r['seconds']:.1f}",
             f"{r['cpu_seconds']:.1f}",
@@ -228,6 +229,7 @@ def translation_beam() -> str:
     ]
     head = [
         "model",
+        "threads",
         "batch",
         "seconds",
         "CPU seconds",
@@ -236,4 +238,4 @@ def translation_beam() -> str:
         "stopped by the cap",
         "≤ 60 s",
     ]
-    return markdown(head, rows, "lrrrrrrl")
+    return markdown(head, rows, "lrrrrrrrl")
