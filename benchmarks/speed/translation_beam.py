@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 
 from syntaxformer.data.parallel import build_subwords, read_aligned, read_lines
-from syntaxformer.models.translation import EOS, PAD, TranslationModel, translation_config
+from syntaxformer.models.translation import EOS, TranslationModel, translation_config
 from syntaxformer.runtime import code_version
 from syntaxformer.tasks.translation_data import wrap_subwords
 from syntaxformer.tasks.translator import Translator, load_translator
@@ -72,10 +72,12 @@ class OutputLengths:
         model.generate = self
 
     def __call__(self, *args, **kwargs):
-        out = self.generate(*args, **kwargs)  # (B, 1 + new pieces): <s>, pieces, </s>, padding
+        out = self.generate(*args, **kwargs)  # (B, 1 + new pieces): <s>, pieces, </s>, then </s> as padding
         body = out[:, 1:]
-        self.pieces += (body != PAD).sum(1).tolist()
-        self.capped += ((body == EOS).sum(1) == 0).tolist()
+        ended = (body == EOS).any(1)  # (B,)
+        first_end = (body == EOS).int().argmax(1)  # (B,) the first </s>
+        self.pieces += torch.where(ended, first_end + 1, body.shape[1]).tolist()
+        self.capped += (~ended).tolist()
         return out
 
     def reset(self) -> None:
@@ -105,7 +107,7 @@ def load_translators(a) -> dict[str, Translator]:
         if name == "random":
             translators["random"] = random_translator(a.vocab_size, a.seed)
         elif name == "trained" and a.trained is not None and a.trained.is_dir():
-            translators[str(a.trained)] = load_translator(a.trained, device="cpu", beam=a.beam)
+            translators[a.label or a.trained.name] = load_translator(a.trained, device="cpu", beam=a.beam)
     for translator in translators.values():
         translator.beam = a.beam
     return translators
@@ -165,6 +167,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--models", default="random,trained", help="random and/or trained")
     parser.add_argument("--trained", type=Path, default=None, help="a trained model folder (skipped when absent)")
+    parser.add_argument("--label", default=None, help="the trained model's name in the record (default: its folder's)")
     parser.add_argument("--vocab-size", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=None, help="only the first this many sentences (a quick check)")

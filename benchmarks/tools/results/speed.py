@@ -215,7 +215,7 @@ def translation_beam() -> str:
     run = load(TRANSLATION_BEAM)
     rows = [
         [
-            "untrained anchor baseline" if r["model"] == "random" else f"trained `{r['variant']}` ({r['model']})",
+            "untrained anchor baseline" if r["model"] == "random" else f"`{r['variant']}`: {r['model']}",
             str(r["threads"]),
             str(r["batch_size"]),
             f"{r['seconds']:.1f}",
