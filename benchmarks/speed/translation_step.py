@@ -37,7 +37,7 @@ times, the ratios of one run much less.
 
 Usage::
 
-    python -m benchmarks.speed.translation_step --threads 2,1 --rounds 12 \\
+    python -m benchmarks.speed.translation_step --threads 2,1 --rounds 10 \\
         --out records/benchmarks/translation-step.json
 """
 
