@@ -1,9 +1,11 @@
-"""``docs/results/speed.md``: the attention's step time and memory on the CPU with and without dropout
+"""``docs/results/speed.md``: the translation model's training step against ``torch.nn.Transformer``
+(``translation-step``) and its beam search (``translation-beam``); the attention's step time and memory on the CPU with and without dropout
 (``speed-dropout``, ``speed-memory``, ``speed-no-dropout``) and today's CPU training step against the base
 commit's (``cpu-against-base``); ``benchmarks/speed/README.md``: a training step of the default induce
 recipe per variant (``train-step``, the variants labelled by :data:`TRAIN_STEP_LABELS`).
 
-Data: ``records/benchmarks/attention-cpu-small-dropout{0.1,0}.json``, ``records/benchmarks/train-step.json`` and
+Data: ``records/benchmarks/translation-step.json``, ``records/benchmarks/translation-beam.json``,
+``records/benchmarks/attention-cpu-small-dropout{0.1,0}.json``, ``records/benchmarks/train-step.json`` and
 ``records/benchmarks/cpu-against-base.json``. The accelerator's tables are
 :mod:`benchmarks.tools.results.accelerator`'s.
 """
@@ -158,3 +160,82 @@ def cpu_against_base() -> str:
     same = "the same bits" if run["bit_identical"] else "**not** the same bits"
     head = f"{run['what']}. Trained weights of every run: {same}."
     return f"{head}\n\n" + markdown(["round", "base steps/s", "today steps/s", "today / base"], rows, "lrrr")
+
+
+#: benchmarks/speed/translation_step.py's record: the translation model's step against torch.nn.Transformer
+TRANSLATION_STEP = "records/benchmarks/translation-step.json"
+#: benchmarks/speed/translation_beam.py's record: beam-5 translation of test_2016_flickr
+TRANSLATION_BEAM = "records/benchmarks/translation-beam.json"
+
+
+@table("translation-step")
+def translation_step() -> str:
+    """docs/results/speed.md: the translation training step per row and threads setting: ms, target
+    tokens/s, the speed ratios against ``torch.nn.Transformer`` and against our baseline (paired)."""
+    if not (ROOT / TRANSLATION_STEP).exists():
+        return f"No record yet (`{TRANSLATION_STEP}`)."
+    run = load(TRANSLATION_STEP)
+    rows = []
+    for setting in run["runs"]:
+        for name, r in setting["rows"].items():
+            reference = name == "torch.nn.Transformer"
+            rows.append(
+                [
+                    f"`{name}`",
+                    str(setting["threads"]),
+                    f"{r['ms_per_step']:,.0f}",
+                    f"{r['target_tokens_per_second']:,}",
+                    "1" if reference else f"{r['speed_vs_reference']:.2f}",
+                    "1" if reference else f"**{r['speed_vs_reference_paired']:.2f}**",
+                    "1" if reference else f"{r['speed_vs_reference_cpu']:.2f}",
+                    ""
+                    if reference or r["speed_vs_baseline_paired"] is None
+                    else f"{r['speed_vs_baseline_paired']:.2f}",
+                ]
+            )
+    head = [
+        "row",
+        "threads",
+        "ms/step (median)",
+        "target tokens/s",
+        "speed vs torch (medians)",
+        "speed vs torch (paired)",
+        "speed vs torch (CPU time, paired)",
+        "speed vs our baseline (paired)",
+    ]
+    return markdown(head, rows, "lrrrrrrr")
+
+
+@table("translation-beam")
+def translation_beam() -> str:
+    """docs/results/speed.md: beam-5 translation of test_2016_flickr per model and batch size: seconds
+    (wall clock and CPU), sentences/s, the output lengths and whether the 60 s target is met."""
+    if not (ROOT / TRANSLATION_BEAM).exists():
+        return f"No record yet (`{TRANSLATION_BEAM}`)."
+    run = load(TRANSLATION_BEAM)
+    rows = [
+        [
+            "untrained anchor baseline" if r["model"] == "random" else f"`{r['variant']}`: {r['model']}",
+            str(r["threads"]),
+            str(r["batch_size"]),
+            f"{r['seconds']:.1f}",
+            f"{r['cpu_seconds']:.1f}",
+            f"{r['sentences_per_second']:.1f}",
+            f"{r['mean_output_pieces']:.1f}",
+            f"{100 * r['capped_share']:.0f}%",
+            "yes" if r["target_met"] else "**no**",
+        ]
+        for r in run["rows"]
+    ]
+    head = [
+        "model",
+        "threads",
+        "batch",
+        "seconds",
+        "CPU seconds",
+        "sentences/s",
+        "output pieces (mean)",
+        "stopped by the cap",
+        "≤ 60 s",
+    ]
+    return markdown(head, rows, "lrrrrrrrl")
