@@ -288,14 +288,17 @@ class Runner:
             self.prepare(page, step)
             self.run(page, step)
 
-    def prepare(self, page: str, step) -> None:
-        """Copy in (or make, once per session) the folders ``step`` reads that another page's line makes."""
+    def prepare(self, page: str, step, page_run: bool = True) -> None:
+        """Copy in (or make, once per session) the folders ``step`` reads that another page's line makes
+        (with ``page_run`` False, also those an earlier line of its own page makes: a producer run alone)."""
         for folder, (source, producer) in PRODUCERS.items():
-            if source == page or (self.work / folder).exists() or not _reads(step, folder):
+            if (source == page and page_run) or (self.work / folder).exists() or not _reads(step, folder):
+                continue
+            if producer is step or folder in _outputs(step):
                 continue
             if folder not in self.made:
                 made = Runner(self.work.parent / f"made-{len(self.made)}", self.capsys, self.monkeypatch, self.made)
-                made.prepare(source, producer)
+                made.prepare(source, producer, page_run=False)
                 made.run(source, producer)
                 self.made[folder] = None if made.skipped else made.work / folder
             if self.made[folder] is None:
