@@ -21,7 +21,7 @@ from syntaxformer.data.parallel import MosesText, decode_pieces
 from syntaxformer.errors import InputError
 from syntaxformer.models.translation import VARIANTS, TranslationModel
 from syntaxformer.runtime import resolve_device
-from syntaxformer.tasks.translation_data import encode_pairs, make_batch, source_structures
+from syntaxformer.tasks.translation_data import EncodedPairs, encode_pairs, make_batch, source_structures
 
 #: the folder of the shipped translation models (inside the package)
 PRETRAINED = Path(__file__).resolve().parent.parent / "pretrained"
@@ -67,10 +67,15 @@ class Translator:
         structures = None
         if self.kind is not None:
             structures = source_structures(sentences, self.kind, self.parser, level=self.tree_level)
-        pairs = encode_pairs(self.tokenizer, sentences, None, self.kind, structures)
+        return self.translate_encoded(encode_pairs(self.tokenizer, sentences, None, self.kind, structures))
+
+    @torch.no_grad()
+    def translate_encoded(self, pairs: EncodedPairs) -> list[list[str]]:
+        """Encoded sources (:func:`~syntaxformer.tasks.translation_data.encode_pairs`, their structures
+        included; targets unused) → tokenised translations, in order: the search of the module docstring."""
         device = self.model.device
         order = sorted(range(len(pairs)), key=lambda i: len(pairs.source[i]))  # similar lengths batched
-        out: list[list[str]] = [[] for _ in sentences]
+        out: list[list[str]] = [[] for _ in range(len(pairs))]
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             batch = make_batch(pairs, chunk, with_targets=False).to(device)
