@@ -413,14 +413,15 @@ def reachable_fractions(fractions: Sequence[float], layout: HeadLayout) -> tuple
 MEASURES = ("perplexity", "cross_entropy", "sentence_f1", "corpus_f1", "wsj10_sentence_f1")
 
 
-def average_runs(runs: Sequence[Sequence[dict]]) -> list[dict]:
+def average_runs(runs: Sequence[Sequence[dict]], measures: Sequence[str] = MEASURES) -> list[dict]:
     """Per fraction, the mean and sample standard deviation (``n − 1``; 0 for one run) of
-    :data:`MEASURES` over ``runs`` (one curve each, same fractions): ``perplexity`` = the mean,
-    ``perplexity_sd`` = the sd, and so on; ``fraction``, ``n_removed``, ``fraction_removed`` kept."""
+    ``measures`` (default :data:`MEASURES`) over ``runs`` (one curve each, same fractions):
+    ``perplexity`` = the mean, ``perplexity_sd`` = the sd, and so on; ``fraction``, ``n_removed``,
+    ``fraction_removed`` kept."""
     points = []
     for at in zip(*runs):
         point = {k: at[0][k] for k in ("fraction", "n_removed", "fraction_removed")}
-        for name in MEASURES:
+        for name in measures:
             if name in at[0]:
                 values = [p[name] for p in at]
                 point[name] = statistics.fmean(values)

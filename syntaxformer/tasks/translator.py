@@ -117,16 +117,31 @@ def translation_folder(model: str | Path) -> Path:
     if not path.is_dir() and (PRETRAINED / str(model)).is_dir():
         path = PRETRAINED / str(model)
     if not (path / "config.json").is_file():
-        shipped = sorted(p.name for p in PRETRAINED.iterdir() if (p / "subwords.json").is_file() or _is_translation(p))
+        shipped = sorted(
+            p.name for p in PRETRAINED.iterdir() if (p / "subwords.json").is_file() or is_translation_folder(p)
+        )
         raise InputError(
             f"--model {model}: not a folder with a translation model (shipped: {', '.join(shipped) or 'none'})"
         )
     return path
 
 
-def _is_translation(folder: Path) -> bool:
+def is_translation_folder(folder: str | Path) -> bool:
+    """Whether ``folder``'s ``config.json`` is a translation model's (``model_type``
+    ``syntaxformer-translation``)."""
+    folder = Path(folder)
     config = folder / "config.json"
     return config.is_file() and '"syntaxformer-translation"' in config.read_text()
+
+
+def is_translation_model(model: str | Path | None) -> bool:
+    """Whether ``model`` (a folder or a shipped name; None: no) names a translation model."""
+    if model is None:
+        return False
+    path = Path(model)
+    if not path.is_dir() and (PRETRAINED / str(model)).is_dir():
+        path = PRETRAINED / str(model)
+    return path.is_dir() and is_translation_folder(path)
 
 
 def load_translator(
@@ -138,7 +153,7 @@ def load_translator(
         InputError: not a translation model folder (:func:`translation_folder`).
     """
     folder = translation_folder(model)
-    if not _is_translation(folder):
+    if not is_translation_folder(folder):
         raise InputError(f"--model {model}: {folder} holds no translation model (config model_type)")
     dev = resolve_device(device)
     net = TranslationModel.from_pretrained(folder).to(dev)
@@ -148,4 +163,11 @@ def load_translator(
     return Translator(net, tokenizer, beam=beam, batch_size=batch_size, name=str(model))
 
 
-__all__ = ["Translator", "load_translator", "translation_folder", "PRETRAINED"]
+__all__ = [
+    "Translator",
+    "load_translator",
+    "translation_folder",
+    "is_translation_folder",
+    "is_translation_model",
+    "PRETRAINED",
+]
