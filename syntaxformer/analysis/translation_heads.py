@@ -254,7 +254,8 @@ def translation_importance(
                 continue
             features = {k: v for k, v in batch.features.items() if k != "labels"}
             logits = model(**features).logits  # (B, T, V)
-            yield F.cross_entropy(logits.flatten(0, 1).float(), batch.labels.flatten(), ignore_index=-100), t
+            logits = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))  # float32 at least
+            yield F.cross_entropy(logits, batch.labels.flatten(), ignore_index=-100), t
 
     try:
         with GatedHeads(model, layout.split(xi)):

@@ -71,10 +71,21 @@ def add_translation_data_arguments(p) -> None:
     group = p.add_argument_group(
         "translation models (a --model folder whose config.json has model_type syntaxformer-translation)"
     )
-    group.add_argument("--source", default=None, help="tokenised validation source sentences, one a line")
-    group.add_argument("--target", default=None, help="tokenised validation references, aligned with --source")
     group.add_argument(
-        "--tree-cache", default=None, metavar="DIR", help="where a structured encoder's source trees are cached"
+        "--source",
+        default=None,
+        help="tokenised validation source sentences, one a line (required for a translation model)",
+    )
+    group.add_argument(
+        "--target",
+        default=None,
+        help="tokenised validation references, aligned with --source (required for a translation model)",
+    )
+    group.add_argument(
+        "--tree-cache",
+        default=None,
+        metavar="DIR",
+        help="where a structured encoder's source trees are cached (default: not cached)",
     )
 
 

@@ -116,7 +116,11 @@ def add_translation_arguments(p) -> None:
     group.add_argument(
         "--train-source", default=None, help="fine-tuning source sentences (default: the model's training.json)"
     )
-    group.add_argument("--train-target", default=None, help="fine-tuning target sentences, aligned")
+    group.add_argument(
+        "--train-target",
+        default=None,
+        help="fine-tuning target sentences, aligned (default: the model's training.json)",
+    )
 
 
 def format_translation_prune(report: dict) -> str:
