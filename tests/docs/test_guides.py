@@ -59,7 +59,7 @@ SMALL_FILES = 2
 #: ``heads``, ``prune`` and ``probe``: at most this many sentences
 MAX_SENTENCES = {"heads": 16, "prune": 16, "probe": 100}
 #: lines of each mirrored corpus file (a CoNLL-U file: sentences)
-MIRROR_LINES = {"ptb-lm": 100, "wikitext-2": 300, "ud-ewt": 60, "sick": 400, "propositional-logic": 200}
+MIRROR_LINES = {"multi30k": 60, "ptb-lm": 100, "wikitext-2": 300, "ud-ewt": 60, "sick": 400, "propositional-logic": 200}
 #: pages whose shortened run still takes minutes on 2 CPU cores, and why
 SLOW = {
     "docs/guide/probe.md": "the shipped parser's features and probes of every layer, and its untrained twin's",
@@ -105,8 +105,15 @@ def shorten(argv: list[str], fixtures: Path) -> list[str]:
     """``argv`` (after ``syntaxformer``) with its work shortened as the module docstring says
     (``fixtures``: the small files :func:`_user_files` writes)."""
     argv = list(argv)
-    command = tuple(argv[:2]) if argv[0] in ("logic", "nli") else (argv[0],)
-    training = command in {("train",), ("induce",), ("compare",), ("logic", "train"), ("nli", "train")}
+    command = tuple(argv[:2]) if argv[0] in ("logic", "nli", "translation") else (argv[0],)
+    training = command in {
+        ("train",),
+        ("induce",),
+        ("compare",),
+        ("logic", "train"),
+        ("nli", "train"),
+        ("translation", "train"),
+    }
     if training and "--rescore" not in argv:
         _set(argv, "--max-steps", "2")
         if "--model" not in argv and "--set" not in argv:
@@ -132,6 +139,8 @@ def shorten(argv: list[str], fixtures: Path) -> list[str]:
         _set(argv, "--dev-treebank", str(fixtures / "small.mrg"))
     if command == ("prune",):
         _set(argv, "--seeds", "1")
+        if "--gates" in argv:
+            _set(argv, "--gate-steps", "2")
         if "--treebank" not in argv:
             argv += ["--treebank", str(fixtures / "small.mrg")]
     if "--device" in argv and argv[argv.index("--device") + 1].startswith("cuda") and not torch.cuda.is_available():
