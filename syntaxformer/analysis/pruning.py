@@ -435,23 +435,26 @@ def average_runs(runs: Sequence[Sequence[dict]], measures: Sequence[str] = MEASU
 # the figure
 
 
-def plot_pruning_curves(curves: Sequence[dict], title: str = ""):
+def plot_pruning_curves(curves: Sequence[dict], title: str = "", panels: Sequence[tuple[str, str]] | None = None):
     """Perplexity (log scale) and, where measured, sentence F1 (0–100) against the fraction of heads
     removed: one line per curve, a band of ± one sd where the curve has ``*_sd`` values (random).
 
     Args:
         curves: ``{"label": str, "points": [...]}`` with points as :func:`pruning_curve` /
             :func:`average_runs` return. title: the figure's title (name the model, data and seed).
+        panels: ``(measure, axis label)`` per panel (default: perplexity, and sentence F1 where
+            measured; e.g. ``[("bleu", "BLEU-4")]`` for a translation model).
 
     Returns:
         A matplotlib figure (save it with :func:`syntaxformer.figures.save_figure`).
     """
     import matplotlib.pyplot as plt  # optional heavy dependency, imported on use (start-up time)
 
-    with_f1 = any("sentence_f1" in p for c in curves for p in c["points"])
-    panels = [("perplexity", "masked-LM perplexity (one mask per input)")]
-    if with_f1:
-        panels.append(("sentence_f1", "sentence-level F1 (%), ptb-sample:dev"))
+    if panels is None:
+        with_f1 = any("sentence_f1" in p for c in curves for p in c["points"])
+        panels = [("perplexity", "masked-LM perplexity (one mask per input)")]
+        if with_f1:
+            panels.append(("sentence_f1", "sentence-level F1 (%), ptb-sample:dev"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     for ax, (name, label) in zip(axes[0], panels):
         for curve in curves:

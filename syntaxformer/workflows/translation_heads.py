@@ -22,7 +22,13 @@ from pathlib import Path
 import torch
 
 from syntaxformer.analysis.head_measures import normalise_by_layer
-from syntaxformer.analysis.pruning import average_runs, curve_fractions, present_heads, reachable_fractions
+from syntaxformer.analysis.pruning import (
+    average_runs,
+    curve_fractions,
+    plot_pruning_curves,
+    present_heads,
+    reachable_fractions,
+)
 from syntaxformer.analysis.translation_gates import (
     GATE_LR,
     GATE_MAX_TOKENS,
@@ -55,6 +61,7 @@ from syntaxformer.analysis.translation_pruning import PROTOCOL as PRUNE_PROTOCOL
 from syntaxformer.blocks.hard_concrete import LOG_ALPHA_INIT, TEMPERATURE
 from syntaxformer.data.parallel import read_aligned
 from syntaxformer.errors import InputError
+from syntaxformer.figures import save_figure
 from syntaxformer.parsing import read_training_record
 from syntaxformer.runtime import code_version
 from syntaxformer.tasks.translation_data import encode_pairs, source_structures
@@ -448,8 +455,30 @@ def run_translation_prune(
                 dict(gate_l0=r["gate_l0"], n_kept=r["n_kept"], bleu=r["bleu"]) for r in gate_report["results"]
             ]
         )
+    report["files"] = [str(p) for p in write_curve_figures(report, out)]
     _write(report, out / "prune.json")
     return report
+
+
+def write_curve_figures(report: dict, out: Path) -> list[Path]:
+    """``OUT/prune-SET.{png,svg}`` per set of heads: BLEU against the share of heads removed, one line per
+    order (random: mean ± sd). Returns the paths written."""
+    written = []
+    for name, curve in report["curves"].items():
+        lines = [
+            dict(
+                label=f"{order} ({len(c['seeds'])} seeds, mean ± sd)" if order == "random" else order,
+                points=c["points"],
+            )
+            for order, c in curve["orders"].items()
+        ]
+        title = (
+            f"{Path(report['model']).name} ({report['variant']}): {name} heads ({curve['n_heads']}); "
+            f"{report['data']['pairs']} pairs of {Path(report['data']['source']).name}, {report['search']}"
+        )
+        label = f"BLEU-4 (tokenised), {report['search']}"
+        written += save_figure(plot_pruning_curves(lines, title, panels=[("bleu", label)]), out / f"prune-{name}")
+    return written
 
 
 __all__ = [

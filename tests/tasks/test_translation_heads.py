@@ -260,6 +260,7 @@ def test_prune_on_a_tiny_translation_model(saved_model, capsys):
     gates = json.loads((out / "gates.json").read_text())
     assert gates["lambdas"] == [0.0] and gates["results"][0]["n_heads"] == 4
     assert gates["settings"]["steps"] == 2
+    assert (out / "prune-all.png").is_file() and (out / "prune-encoder.svg").is_file()
 
 
 def test_heads_on_a_tiny_translation_model(saved_model, capsys):
