@@ -145,7 +145,11 @@ def format_translation_prune(report: dict) -> str:
         shares = ", ".join(f"{o} {100 * c['removable']['fraction_removed']:.0f}%" for o, c in orders.items())
         lines.append(f"  removable within {report['tolerance']} BLEU: {shares}")
     for row in (report.get("gates") or {}).get("kept_and_bleu", []):
-        lines.append(f"gates lambda {row['gate_l0']:g}: {row['n_kept']} encoder heads kept, BLEU {row['bleu']:.2f}")
+        same = row.get("importance_order")
+        beside = f"; importance order without {same['n_removed']}: BLEU {same['bleu']:.2f}" if same else ""
+        lines.append(
+            f"gates lambda {row['gate_l0']:g}: {row['n_kept']} encoder heads kept, BLEU {row['bleu']:.2f}{beside}"
+        )
     return "\n".join(lines)
 
 

@@ -27,7 +27,9 @@ from syntaxformer.analysis.pruning import (
     curve_fractions,
     plot_pruning_curves,
     present_heads,
+    rank_heads,
     reachable_fractions,
+    select_heads,
 )
 from syntaxformer.analysis.translation_gates import (
     GATE_LR,
@@ -280,6 +282,15 @@ def check_prune_arguments(orders, step: float, seeds: int, curves, lambdas, beam
     return orders, curve_fractions(step), sets
 
 
+def _importance_order_bleu(data: BleuData, layout: TranslationHeadLayout, importance, count: int) -> dict | None:
+    """BLEU of the unchanged model without ``count`` encoder heads, least important first (one per layer kept)."""
+    if importance is None:
+        return None
+    scores = normalise_by_layer(restricted(data.full, importance, layout))
+    removed = select_heads(rank_heads(scores, layout.layout), layout.layout, [], count)
+    return dict(n_removed=len(removed), bleu=measure_bleu(data, [layout.name(h) for h in removed])["bleu"])
+
+
 def run_gates(
     model,
     translator: Translator,
@@ -293,10 +304,14 @@ def run_gates(
     max_tokens: int = GATE_MAX_TOKENS,
     seed: int = 0,
     tree_cache=None,
+    importance: torch.Tensor | None = None,
 ) -> dict:
     """Voita et al.'s gates on the encoder heads at each λ (:mod:`syntaxformer.analysis.translation_gates`):
     per λ the binarised gates, BLEU with the closed heads' gates at 0, BLEU of the fine-tuned model with
     every head open, the loss log; the settings and the training data (default: the model's ``training.json``).
+    With ``importance`` (the stacked raw importance of every kind, :func:`translation_importance`) also
+    the BLEU of the unchanged model without as many encoder heads, least important first (one kept per
+    layer: at most the encoder's heads minus its layers).
 
     Raises:
         InputError: no training files given or recorded; unreadable files; ``steps`` below 1.
@@ -333,6 +348,7 @@ def run_gates(
                 gate_l0=l0,
                 bleu=measure_bleu(tuned_data, named)["bleu"],
                 bleu_all_heads_open=measure_bleu(tuned_data, [])["bleu"],
+                importance_order=_importance_order_bleu(data, layout, importance, len(named)),
                 **record,
                 log=log,
                 minutes=round((time.perf_counter() - t0) / 60, 2),
@@ -438,7 +454,7 @@ def run_translation_prune(
     if gates:
         t1 = time.perf_counter()
         gate_report = run_gates(
-            model, translator, data, gates, seed=seed, tree_cache=tree_cache, **(gate_options or {})
+            model, translator, data, gates, seed=seed, tree_cache=tree_cache, importance=raw, **(gate_options or {})
         )
         gate_report = dict(
             command="prune --gates",
@@ -452,7 +468,8 @@ def run_translation_prune(
         _write(gate_report, out / "gates.json")
         report["gates"] = {k: gate_report[k] for k in ("lambdas", "full_bleu", "files")} | dict(
             kept_and_bleu=[
-                dict(gate_l0=r["gate_l0"], n_kept=r["n_kept"], bleu=r["bleu"]) for r in gate_report["results"]
+                dict(gate_l0=r["gate_l0"], n_kept=r["n_kept"], bleu=r["bleu"], importance_order=r["importance_order"])
+                for r in gate_report["results"]
             ]
         )
     report["files"] = [str(p) for p in write_curve_figures(report, out)]

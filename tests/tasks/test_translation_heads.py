@@ -259,6 +259,8 @@ def test_prune_on_a_tiny_translation_model(saved_model, capsys):
     assert set(report["importance"]["kinds"]) == {"encoder", "decoder_self", "cross"}
     gates = json.loads((out / "gates.json").read_text())
     assert gates["lambdas"] == [0.0] and gates["results"][0]["n_heads"] == 4
+    closed = 4 - gates["results"][0]["n_kept"]
+    assert gates["results"][0]["importance_order"]["n_removed"] == min(closed, 2)
     assert gates["settings"]["steps"] == 2
     assert (out / "prune-all.png").is_file() and (out / "prune-encoder.svg").is_file()
 
