@@ -202,7 +202,9 @@ def run_translation_heads(
 
 def _write(report: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    report.setdefault("files", []).append(str(path))
+    files = report.setdefault("files", [])
+    if str(path) not in files:
+        files.append(str(path))
     path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -451,6 +453,8 @@ def run_translation_prune(
         minutes=round((time.perf_counter() - t0) / 60, 2),
     )
     out = Path(out)
+    report["files"] = [str(p) for p in write_curve_figures(report, out)]
+    _write(report, out / "prune.json")  # the curves are kept should the gates fail
     if gates:
         t1 = time.perf_counter()
         gate_report = run_gates(
@@ -472,8 +476,7 @@ def run_translation_prune(
                 for r in gate_report["results"]
             ]
         )
-    report["files"] = [str(p) for p in write_curve_figures(report, out)]
-    _write(report, out / "prune.json")
+        _write(report, out / "prune.json")
     return report
 
 
