@@ -286,6 +286,30 @@ def normalise_by_layer(importance: torch.Tensor) -> torch.Tensor:
     return torch.where(norms > 0, values / norms.clamp_min(1e-300), values)
 
 
+def mean_abs_gradient(losses: Iterable[tuple[torch.Tensor, int]], xi: torch.Tensor) -> tuple[torch.Tensor, int, float]:
+    """Michel et al.'s accumulation: ``Σ_b T_b |∂L_b/∂ξ| / Σ_b T_b`` over the batches.
+
+    Args:
+        losses: per batch ``(L_b, T_b)``: the batch's mean loss (a scalar computed from ``xi``) and the
+            number of tokens it averages (batches with ``T_b = 0`` are not yielded).
+        xi: the head gates with ``requires_grad`` (any shape, e.g. ``(L, H)``).
+
+    Returns:
+        ``(|gradient| weighted mean, float64 of xi's shape; T = Σ_b T_b; mean loss per token)``;
+        ``T = 0`` (and a zero tensor) when no batch was yielded.
+    """
+    total = torch.zeros(xi.shape, dtype=torch.float64)
+    n_tokens, loss_sum = 0, 0.0
+    for loss, t in losses:
+        (grad,) = torch.autograd.grad(loss, xi)
+        total += grad.detach().abs().double().cpu() * t
+        n_tokens += t
+        loss_sum += float(loss.detach()) * t
+    if n_tokens == 0:
+        return total, 0, float("nan")
+    return total / n_tokens, n_tokens, loss_sum / n_tokens
+
+
 def head_importance(
     model, batches: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], layout: HeadLayout | None = None
 ) -> tuple[torch.Tensor, int, float]:
@@ -308,24 +332,21 @@ def head_importance(
     layout = layout or head_layout(model)
     param = next(model.parameters())
     xi = torch.ones(layout.layers, layout.heads, dtype=param.dtype, device=param.device, requires_grad=True)
-    total = torch.zeros(layout.layers, layout.heads, dtype=torch.float64)
-    n_tokens, loss_sum = 0, 0.0
-    for input_ids, attention_mask, labels in batches:
-        selected = labels != IGNORE_INDEX
-        t = int(selected.sum())
-        if t == 0:
-            continue
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, head_mask=xi).logits  # (B, N, V)
-        loss = F.cross_entropy(logits[selected], labels[selected])
-        (grad,) = torch.autograd.grad(loss, xi)
-        total += grad.detach().abs().double().cpu() * t
-        n_tokens += t
-        loss_sum += float(loss.detach()) * t
+
+    def losses():
+        for input_ids, attention_mask, labels in batches:
+            selected = labels != IGNORE_INDEX
+            t = int(selected.sum())
+            if t == 0:
+                continue
+            logits = model(input_ids=input_ids, attention_mask=attention_mask, head_mask=xi).logits  # (B, N, V)
+            yield F.cross_entropy(logits[selected], labels[selected]), t
+
+    importance, n_tokens, loss = mean_abs_gradient(losses(), xi)
     if n_tokens == 0:
         raise InputError("no masked token to compute head importance on (empty text?)")
-    importance = total / n_tokens
     importance[~layout.kept()] = float("nan")
-    return importance, n_tokens, loss_sum / n_tokens
+    return importance, n_tokens, loss
 
 
 def _length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

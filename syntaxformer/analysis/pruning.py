@@ -413,14 +413,15 @@ def reachable_fractions(fractions: Sequence[float], layout: HeadLayout) -> tuple
 MEASURES = ("perplexity", "cross_entropy", "sentence_f1", "corpus_f1", "wsj10_sentence_f1")
 
 
-def average_runs(runs: Sequence[Sequence[dict]]) -> list[dict]:
+def average_runs(runs: Sequence[Sequence[dict]], measures: Sequence[str] = MEASURES) -> list[dict]:
     """Per fraction, the mean and sample standard deviation (``n − 1``; 0 for one run) of
-    :data:`MEASURES` over ``runs`` (one curve each, same fractions): ``perplexity`` = the mean,
-    ``perplexity_sd`` = the sd, and so on; ``fraction``, ``n_removed``, ``fraction_removed`` kept."""
+    ``measures`` (default :data:`MEASURES`) over ``runs`` (one curve each, same fractions):
+    ``perplexity`` = the mean, ``perplexity_sd`` = the sd, and so on; ``fraction``, ``n_removed``,
+    ``fraction_removed`` kept."""
     points = []
     for at in zip(*runs):
         point = {k: at[0][k] for k in ("fraction", "n_removed", "fraction_removed")}
-        for name in MEASURES:
+        for name in measures:
             if name in at[0]:
                 values = [p[name] for p in at]
                 point[name] = statistics.fmean(values)
@@ -434,23 +435,26 @@ def average_runs(runs: Sequence[Sequence[dict]]) -> list[dict]:
 # the figure
 
 
-def plot_pruning_curves(curves: Sequence[dict], title: str = ""):
+def plot_pruning_curves(curves: Sequence[dict], title: str = "", panels: Sequence[tuple[str, str]] | None = None):
     """Perplexity (log scale) and, where measured, sentence F1 (0–100) against the fraction of heads
     removed: one line per curve, a band of ± one sd where the curve has ``*_sd`` values (random).
 
     Args:
         curves: ``{"label": str, "points": [...]}`` with points as :func:`pruning_curve` /
             :func:`average_runs` return. title: the figure's title (name the model, data and seed).
+        panels: ``(measure, axis label)`` per panel (default: perplexity, and sentence F1 where
+            measured; e.g. ``[("bleu", "BLEU-4")]`` for a translation model).
 
     Returns:
         A matplotlib figure (save it with :func:`syntaxformer.figures.save_figure`).
     """
     import matplotlib.pyplot as plt  # optional heavy dependency, imported on use (start-up time)
 
-    with_f1 = any("sentence_f1" in p for c in curves for p in c["points"])
-    panels = [("perplexity", "masked-LM perplexity (one mask per input)")]
-    if with_f1:
-        panels.append(("sentence_f1", "sentence-level F1 (%), ptb-sample:dev"))
+    if panels is None:
+        with_f1 = any("sentence_f1" in p for c in curves for p in c["points"])
+        panels = [("perplexity", "masked-LM perplexity (one mask per input)")]
+        if with_f1:
+            panels.append(("sentence_f1", "sentence-level F1 (%), ptb-sample:dev"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     for ax, (name, label) in zip(axes[0], panels):
         for curve in curves:

@@ -26,8 +26,8 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="model folder written by `syntaxformer train` (default: the pretrained Tree "
-        "Transformer shipped in the package)",
+        help="model folder written by `syntaxformer train` or `syntaxformer translation train` (default: "
+        "the pretrained Tree Transformer shipped in the package)",
     )
     p.add_argument("--out", required=True, help="output folder (heads.json, heatmaps, index.html)")
     p.add_argument(
@@ -62,7 +62,79 @@ def add_parser(subparsers) -> None:
     add_device_argument(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the masking of the importance text")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    add_translation_data_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_translation_data_arguments(p) -> None:
+    """``--source`` / ``--target``: the validation pairs of a translation model (``heads``, ``prune``)."""
+    group = p.add_argument_group(
+        "translation models (a --model folder whose config.json has model_type syntaxformer-translation)"
+    )
+    group.add_argument(
+        "--source",
+        default=None,
+        help="tokenised validation source sentences, one a line (required for a translation model)",
+    )
+    group.add_argument(
+        "--target",
+        default=None,
+        help="tokenised validation references, aligned with --source (required for a translation model)",
+    )
+    group.add_argument(
+        "--tree-cache",
+        default=None,
+        metavar="DIR",
+        help="where a structured encoder's source trees are cached (default: not cached)",
+    )
+
+
+def check_translation_data(args) -> None:
+    """Raise :class:`~syntaxformer.errors.InputError` unless ``--source`` and ``--target`` are given."""
+    from syntaxformer.errors import InputError
+
+    if not args.source or not args.target:
+        raise InputError(f"--model {args.model} is a translation model: give --source and --target (validation pairs)")
+
+
+def format_translation_heads(report: dict) -> str:
+    """A translation model's importance: one block per kind, a row per layer (normalised, then raw)."""
+    imp = report["importance"]
+    lines = [
+        f"model {report['model']} ({report['variant']}); data {report['data']['source']} / "
+        f"{report['data']['target']}: {report['data']['pairs']} pairs, {imp['n_target_pieces']} target pieces, "
+        f"mean cross-entropy {imp['mean_loss']:.4f} nats; batches of {imp['batch_size']}",
+        f"importance: {report['protocol']['importance']}",
+    ]
+    for kind, section in imp["kinds"].items():
+        lines.append(f"{kind} ({section['about']}): share of the total {section['share_of_total']:.3f}")
+        for layer, (norm, raw) in enumerate(zip(section["normalised"], section["raw"])):
+            cells = " ".join("   -  " if v is None else f"{v:6.3f}" for v in norm)
+            lines.append(f"  layer {layer}: {cells}   (raw {' '.join('-' if v is None else f'{v:.2e}' for v in raw)})")
+    return "\n".join(lines)
+
+
+def run_translation(args) -> int:
+    from syntaxformer.workflows.translation_heads import run_translation_heads
+
+    check_translation_data(args)
+    report = run_translation_heads(
+        args.model,
+        args.source,
+        args.target,
+        out=args.out,
+        max_sentences=args.max_sentences,
+        batch_size=args.batch_size,
+        device=args.device,
+        seed=args.seed,
+        tree_cache=args.tree_cache,
+    )
+    if args.json:
+        print(json.dumps({k: report[k] for k in ("model", "variant", "seed", "data", "importance", "files")}))
+    else:
+        print(format_translation_heads(report))
+        print("wrote " + ", ".join(report["files"]))
+    return 0
 
 
 def _fmt(value, spec: str) -> str:
@@ -136,6 +208,10 @@ def summary_lines(report: dict) -> list[str]:
 def run(args) -> int:
     from syntaxformer.analysis.heads import analyse_heads, write_heads_outputs
     from syntaxformer.pretrained import model_folder
+    from syntaxformer.tasks.translator import is_translation_model
+
+    if is_translation_model(args.model):
+        return run_translation(args)
 
     model = model_folder(args.model)
     report = analyse_heads(

@@ -81,7 +81,124 @@ def add_parser(subparsers) -> None:
     add_device_argument(p)
     p.add_argument("--json", action="store_true", help="print prune.json's curves as JSON instead of the table")
     add_decoder_arguments(p)
+    add_translation_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_translation_arguments(p) -> None:
+    """The options of a translation model's curves and gates (the model's ``config.json`` decides)."""
+    from syntaxformer.cli.heads import add_translation_data_arguments
+
+    add_translation_data_arguments(p)
+    group = p.add_argument_group("translation models: curves and hard-concrete gates")
+    group.add_argument(
+        "--curves",
+        nargs="+",
+        default=["all", "encoder"],
+        metavar="SET",
+        help="sets of heads pruned, each alone: all (the three kinds together), encoder, decoder_self, cross; "
+        "'none': no curve (default: all encoder)",
+    )
+    group.add_argument("--beam", type=int, default=1, help="beam of the BLEU translations (default 1: greedy)")
+    group.add_argument(
+        "--gates",
+        nargs="+",
+        type=float,
+        default=[],
+        metavar="LAMBDA",
+        help="fine-tune with hard-concrete gates on the encoder heads at each L0 weight (Voita et al. 2019) and "
+        "write OUT/gates.json (default: none)",
+    )
+    group.add_argument("--gate-steps", type=int, default=200, help="fine-tuning steps per lambda")
+    group.add_argument("--gate-lr", type=float, default=0.05, help="Adam learning rate of the gates' log alpha")
+    group.add_argument("--gate-model-lr", type=float, default=1e-4, help="Adam learning rate of the model's weights")
+    group.add_argument("--gate-max-tokens", type=int, default=2048, help="padded tokens per fine-tuning batch")
+    group.add_argument(
+        "--train-source", default=None, help="fine-tuning source sentences (default: the model's training.json)"
+    )
+    group.add_argument(
+        "--train-target",
+        default=None,
+        help="fine-tuning target sentences, aligned (default: the model's training.json)",
+    )
+
+
+def format_translation_prune(report: dict) -> str:
+    """Per set of heads, one row per fraction: heads removed, BLEU per order (random: mean±sd); then the
+    share removable within the tolerance; then the gates."""
+    lines = [
+        f"model {report['model']} ({report['variant']}); BLEU-4 tokenised, {report['search']}, on "
+        f"{report['data']['pairs']} pairs of {report['data']['source']}; full model {report['full_bleu']:.2f}; "
+        f"random seeds {report['random_seeds']}"
+    ]
+    for name, curve in report["curves"].items():
+        orders = curve["orders"]
+        lines.append(f"{name} ({curve['n_heads']} heads; at most {curve['max_removable']} removable)")
+        lines.append(f"{'removed':>9} | " + " | ".join(f"{o + ' BLEU':>13}" for o in orders))
+        first = next(iter(orders.values()))["points"]
+        for i, some in enumerate(first):
+            cells = [_cell(c["points"][i], "bleu", ".2f") for c in orders.values()]
+            lines.append(
+                f"{some['n_removed']:>3} {100 * some['fraction_removed']:>4.0f}% | "
+                + " | ".join(f"{c:>13}" for c in cells)
+            )
+        shares = ", ".join(f"{o} {100 * c['removable']['fraction_removed']:.0f}%" for o, c in orders.items())
+        lines.append(f"  removable within {report['tolerance']} BLEU: {shares}")
+    for row in (report.get("gates") or {}).get("kept_and_bleu", []):
+        same = row.get("importance_order")
+        beside = f"; importance order without {same['n_removed']}: BLEU {same['bleu']:.2f}" if same else ""
+        lines.append(
+            f"gates lambda {row['gate_l0']:g}: {row['n_kept']} encoder heads kept, BLEU {row['bleu']:.2f}{beside}"
+        )
+    return "\n".join(lines)
+
+
+def run_translation(args) -> int:
+    from syntaxformer.cli.heads import check_translation_data
+    from syntaxformer.workflows.translation_heads import BLEU_SENTENCES, run_translation_prune
+
+    check_translation_data(args)
+    report = run_translation_prune(
+        args.out,
+        args.model,
+        args.source,
+        args.target,
+        orders=args.order,
+        step=args.step,
+        seed=args.seed,
+        seeds=args.seeds,
+        curves=[] if args.curves == ["none"] else args.curves,
+        max_sentences=args.max_sentences or BLEU_SENTENCES,
+        beam=args.beam,
+        importance_batch_size=args.batch_size,
+        device=args.device,
+        gates=args.gates,
+        gate_options=dict(
+            train_source=args.train_source,
+            train_target=args.train_target,
+            steps=args.gate_steps,
+            lr=args.gate_model_lr,
+            gate_lr=args.gate_lr,
+            max_tokens=args.gate_max_tokens,
+        ),
+        tree_cache=args.tree_cache,
+    )
+    if args.json:
+        keep = ("model", "variant", "seed", "random_seeds", "full_bleu", "data", "files")
+        summary = {k: report[k] for k in keep}
+        summary["curves"] = {
+            name: {
+                o: dict(removable=c["removable"], bleu=[p["bleu"] for p in c["points"]])
+                for o, c in curve["orders"].items()
+            }
+            for name, curve in report["curves"].items()
+        }
+        summary["gates"] = report.get("gates")
+        print(json.dumps(summary))
+    else:
+        print(format_translation_prune(report))
+        print("wrote " + ", ".join(report["files"] + (report.get("gates") or {}).get("files", [])))
+    return 0
 
 
 def _cell(point: dict, name: str, spec: str) -> str:
@@ -139,7 +256,11 @@ def summary_lines(report: dict) -> list[str]:
 
 
 def run(args) -> int:
+    from syntaxformer.tasks.translator import is_translation_model
     from syntaxformer.workflows.prune import run_prune
+
+    if is_translation_model(args.model):
+        return run_translation(args)
 
     report = run_prune(
         args.out,

@@ -48,7 +48,12 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per beam search")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
-    p.add_argument("--hypotheses", default=None, metavar="FILE", help="write the tokenised translations here")
+    p.add_argument(
+        "--hypotheses",
+        default=None,
+        metavar="FILE",
+        help="write the tokenised translations here (default: not written)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_evaluate)
 

@@ -93,10 +93,10 @@ class TranslationDataArguments:
 
     option_group = "data and batches"
 
-    source: str | None = option(None, help="training source sentences, tokenised, one a line (plain or .gz)")
-    target: str | None = option(None, help="training target sentences, aligned with --source")
-    valid_source: str | None = option(None, help="validation source sentences")
-    valid_target: str | None = option(None, help="validation target sentences")
+    source: str | None = option(None, help="training source sentences, tokenised, one a line (plain or .gz); required")
+    target: str | None = option(None, help="training target sentences, aligned with --source; required")
+    valid_source: str | None = option(None, help="validation source sentences; required")
+    valid_target: str | None = option(None, help="validation target sentences; required")
     source_language: str = option("en", help="the source language's code (Moses tokenisation of raw input)")
     target_language: str = option("de", help="the target language's code (Moses detokenisation of the output)")
     lowercase: bool = option(True, help="the files are lower-cased (raw input is lower-cased too)")

@@ -23,7 +23,7 @@ from syntaxformer.errors import InputError
 from syntaxformer.models.translation import VARIANTS, TranslationModel
 from syntaxformer.pretrained import TRANSLATORS
 from syntaxformer.runtime import resolve_device
-from syntaxformer.tasks.translation_data import encode_pairs, make_batch, source_structures
+from syntaxformer.tasks.translation_data import EncodedPairs, encode_pairs, make_batch, source_structures
 
 #: the folder of the shipped models (inside the package)
 PRETRAINED = Path(str(resources.files("syntaxformer.pretrained")))
@@ -69,10 +69,15 @@ class Translator:
         structures = None
         if self.kind is not None:
             structures = source_structures(sentences, self.kind, self.parser, level=self.tree_level)
-        pairs = encode_pairs(self.tokenizer, sentences, None, self.kind, structures)
+        return self.translate_encoded(encode_pairs(self.tokenizer, sentences, None, self.kind, structures))
+
+    @torch.no_grad()
+    def translate_encoded(self, pairs: EncodedPairs) -> list[list[str]]:
+        """Encoded sources (:func:`~syntaxformer.tasks.translation_data.encode_pairs`, their structures
+        included; targets unused) → tokenised translations, in order: the search of the module docstring."""
         device = self.model.device
         order = sorted(range(len(pairs)), key=lambda i: len(pairs.source[i]))  # similar lengths batched
-        out: list[list[str]] = [[] for _ in sentences]
+        out: list[list[str]] = [[] for _ in range(len(pairs))]
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             batch = make_batch(pairs, chunk, with_targets=False).to(device)
@@ -113,18 +118,42 @@ def translation_folder(model: str | Path) -> Path:
     path = Path(model)
     if not path.is_dir() and str(model) in TRANSLATORS:
         path = PRETRAINED / str(model)
+<<<<<<< HEAD
     if not _is_translation(path):
         shipped = [name for name in TRANSLATORS if _is_translation(PRETRAINED / name)]
+=======
+    if not (path / "config.json").is_file():
+        shipped = sorted(
+            p.name for p in PRETRAINED.iterdir() if (p / "subwords.json").is_file() or is_translation_folder(p)
+        )
+>>>>>>> translation-heads
         raise InputError(
             f"--model {model}: not a folder with a translation model (shipped: {', '.join(shipped) or 'none'})"
         )
     return path
 
 
+<<<<<<< HEAD
 def _is_translation(folder: Path) -> bool:
     """Whether ``folder`` holds a translation model (its ``config.json`` names the model type)."""
+=======
+def is_translation_folder(folder: str | Path) -> bool:
+    """Whether ``folder``'s ``config.json`` is a translation model's (``model_type``
+    ``syntaxformer-translation``)."""
+    folder = Path(folder)
+>>>>>>> translation-heads
     config = folder / "config.json"
     return config.is_file() and '"syntaxformer-translation"' in config.read_text(encoding="utf-8", errors="replace")
+
+
+def is_translation_model(model: str | Path | None) -> bool:
+    """Whether ``model`` (a folder or a shipped name; None: no) names a translation model."""
+    if model is None:
+        return False
+    path = Path(model)
+    if not path.is_dir() and (PRETRAINED / str(model)).is_dir():
+        path = PRETRAINED / str(model)
+    return path.is_dir() and is_translation_folder(path)
 
 
 def load_translator(
@@ -136,6 +165,11 @@ def load_translator(
         InputError: not a translation model folder (:func:`translation_folder`).
     """
     folder = translation_folder(model)
+<<<<<<< HEAD
+=======
+    if not is_translation_folder(folder):
+        raise InputError(f"--model {model}: {folder} holds no translation model (config model_type)")
+>>>>>>> translation-heads
     dev = resolve_device(device)
     net = TranslationModel.from_pretrained(folder).to(dev)
     if net.dtype != torch.float32:  # shipped in float16: computed in float32
@@ -144,4 +178,11 @@ def load_translator(
     return Translator(net, tokenizer, beam=beam, batch_size=batch_size, name=str(model))
 
 
-__all__ = ["Translator", "load_translator", "translation_folder", "PRETRAINED"]
+__all__ = [
+    "Translator",
+    "load_translator",
+    "translation_folder",
+    "is_translation_folder",
+    "is_translation_model",
+    "PRETRAINED",
+]

@@ -61,7 +61,7 @@ SMALL_FILES = 2
 #: ``heads``, ``prune`` and ``probe``: at most this many sentences
 MAX_SENTENCES = {"heads": 16, "prune": 16, "probe": 100}
 #: lines of each mirrored corpus file (a CoNLL-U file: sentences)
-MIRROR_LINES = {"ptb-lm": 100, "wikitext-2": 300, "ud-ewt": 60, "sick": 400, "propositional-logic": 200, "multi30k": 40}
+MIRROR_LINES = {"multi30k": 60, "ptb-lm": 100, "wikitext-2": 300, "ud-ewt": 60, "sick": 400, "propositional-logic": 200}
 #: pages whose shortened run still takes minutes on 2 CPU cores, and why
 SLOW = {
     "docs/guide/probe.md": "the shipped parser's features and probes of every layer, and its untrained twin's",
@@ -141,6 +141,8 @@ def shorten(argv: list[str], fixtures: Path) -> list[str]:
         _set(argv, "--dev-treebank", str(fixtures / "small.mrg"))
     if command == ("prune",):
         _set(argv, "--seeds", "1")
+        if "--gates" in argv:
+            _set(argv, "--gate-steps", "2")
         if "--treebank" not in argv:
             argv += ["--treebank", str(fixtures / "small.mrg")]
     if "--device" in argv and argv[argv.index("--device") + 1].startswith("cuda") and not torch.cuda.is_available():
