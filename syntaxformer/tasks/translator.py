@@ -118,30 +118,18 @@ def translation_folder(model: str | Path) -> Path:
     path = Path(model)
     if not path.is_dir() and str(model) in TRANSLATORS:
         path = PRETRAINED / str(model)
-<<<<<<< HEAD
-    if not _is_translation(path):
-        shipped = [name for name in TRANSLATORS if _is_translation(PRETRAINED / name)]
-=======
-    if not (path / "config.json").is_file():
-        shipped = sorted(
-            p.name for p in PRETRAINED.iterdir() if (p / "subwords.json").is_file() or is_translation_folder(p)
-        )
->>>>>>> translation-heads
+    if not is_translation_folder(path):
+        shipped = [name for name in TRANSLATORS if is_translation_folder(PRETRAINED / name)]
         raise InputError(
             f"--model {model}: not a folder with a translation model (shipped: {', '.join(shipped) or 'none'})"
         )
     return path
 
 
-<<<<<<< HEAD
-def _is_translation(folder: Path) -> bool:
-    """Whether ``folder`` holds a translation model (its ``config.json`` names the model type)."""
-=======
 def is_translation_folder(folder: str | Path) -> bool:
     """Whether ``folder``'s ``config.json`` is a translation model's (``model_type``
     ``syntaxformer-translation``)."""
     folder = Path(folder)
->>>>>>> translation-heads
     config = folder / "config.json"
     return config.is_file() and '"syntaxformer-translation"' in config.read_text(encoding="utf-8", errors="replace")
 
@@ -151,7 +139,7 @@ def is_translation_model(model: str | Path | None) -> bool:
     if model is None:
         return False
     path = Path(model)
-    if not path.is_dir() and (PRETRAINED / str(model)).is_dir():
+    if not path.is_dir() and str(model) in TRANSLATORS:
         path = PRETRAINED / str(model)
     return path.is_dir() and is_translation_folder(path)
 
@@ -165,11 +153,6 @@ def load_translator(
         InputError: not a translation model folder (:func:`translation_folder`).
     """
     folder = translation_folder(model)
-<<<<<<< HEAD
-=======
-    if not is_translation_folder(folder):
-        raise InputError(f"--model {model}: {folder} holds no translation model (config model_type)")
->>>>>>> translation-heads
     dev = resolve_device(device)
     net = TranslationModel.from_pretrained(folder).to(dev)
     if net.dtype != torch.float32:  # shipped in float16: computed in float32
