@@ -129,3 +129,70 @@ def readme_translation() -> str:
         f"text-only Transformer of the same size reaches 41.02 after 8,000; the structures compared so far "
         f"({systems}): [translation results](docs/results/translation.md)."
     )
+
+
+HEADS_PRUNE = "records/translation/prune.json"
+HEADS_PRUNE_DECODER = "records/translation/decoder/prune.json"
+HEADS_GATES = "records/translation/gates.json"
+HEAD_SETS = {
+    "all": "all 48 heads together",
+    "encoder": "encoder self-attention (16)",
+    "decoder_self": "decoder self-attention (16)",
+    "cross": "encoder-decoder attention (16)",
+}
+
+
+@table("translation-heads")
+def translation_heads() -> str:
+    """Heads removable within 0.5 BLEU of the shipped model, importance order against random (Michel et al.)."""
+    curves = {**load(HEADS_PRUNE)["curves"], **load(HEADS_PRUNE_DECODER)["curves"]}
+    rows = []
+    for name, label in HEAD_SETS.items():
+        orders = curves[name]["orders"]
+        imp, rnd = orders["importance"]["removable"], orders["random"]
+        per_seed = ", ".join(str(r["n_removed"]) for r in rnd["removable_per_seed"])
+        rows.append(
+            [
+                label,
+                f"{curves[name]['full_bleu']:.2f}",
+                f"**{imp['n_removed']}** ({100 * imp['fraction_removed']:.1f}%; BLEU {imp['bleu']:.2f})",
+                f"{100 * rnd['removable']['fraction_removed']:.1f}% (per seed: {per_seed} heads)",
+            ]
+        )
+    return markdown(
+        [
+            "heads",
+            "full model BLEU",
+            "importance order: removable within 0.5 BLEU",
+            "random order: the mean curve (per seed), seeds 0-2",
+        ],
+        rows,
+        "lrll",
+    )
+
+
+@table("translation-gates")
+def translation_gates() -> str:
+    """Voita et al.'s hard-concrete gates on the encoder heads: heads kept against BLEU."""
+    gates = load(HEADS_GATES)
+    rows = [
+        [
+            f"{r['gate_l0']:g}",
+            f"{r['n_kept']} of {r['n_heads']} ({', '.join(map(str, r['kept_per_layer']))})",
+            f"**{r['bleu']:.2f}**",
+            f"{r['bleu_all_heads_open']:.2f}",
+            f"{r['importance_order']['bleu']:.2f} ({r['importance_order']['n_removed']} removed)",
+        ]
+        for r in gates["results"]
+    ]
+    return markdown(
+        [
+            "λ (L0 weight)",
+            "encoder heads kept (per layer)",
+            "BLEU, closed heads removed",
+            "same fine-tuned model, all heads open",
+            "no fine-tuning: importance order, same heads removed",
+        ],
+        rows,
+        "lllrr",
+    )
