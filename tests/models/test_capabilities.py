@@ -101,6 +101,8 @@ def test_the_shipped_capabilities_are_what_the_signatures_say():
         "structformer": ("masked_only", "head_mask", "output_hidden_states"),
         "on-lstm": ("output_hidden_states",),
         "on-lstm-san": ("masked_only", "head_mask", "output_hidden_states"),
+        "neural-pcfg": (),
+        "compound-pcfg": (),
     }
     assert {f.name for f in fields(Capabilities)} == set(FORWARD_KEYWORDS) | set(CONFIG_CAPABILITIES)
     for name in declared:
