@@ -159,5 +159,7 @@ def test_every_option_with_choices_is_checked_by_the_one_generic_check(cls):
 
 def test_train_arguments_check_refuses_a_schedule_out_of_its_choices():
     args = TrainArguments(out="o", max_steps=1, schedule="steps")
-    with pytest.raises(InputError, match="--schedule must be one of constant, linear, cosine, plateau, inverse-sqrt, got 'steps'"):
+    with pytest.raises(
+        InputError, match="--schedule must be one of constant, linear, cosine, plateau, inverse-sqrt, got 'steps'"
+    ):
         args.check()
