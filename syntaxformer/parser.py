@@ -483,6 +483,16 @@ def _ensemble_members(model) -> tuple[list[str] | None, list[float] | None]:
     return None, None
 
 
+def names_an_ensemble(model: str | Path | Sequence[str | Path] | None) -> bool:
+    """Whether ``model``, as :func:`load_parser` takes it, names several parsers (a list, names joined by
+    ``,``, a shipped ensemble or a folder with an ``ensemble.json``).
+
+    Raises:
+        InputError: a name that is neither a folder nor a shipped parser, or a damaged ``ensemble.json``.
+    """
+    return _ensemble_members(model)[0] is not None
+
+
 def _no_members():
     raise InputError("an ensemble needs at least one member: give model folders or shipped names")
 
@@ -566,6 +576,7 @@ __all__ = [
     "ENSEMBLE_FILE",
     "Parser",
     "load_parser",
+    "names_an_ensemble",
     "parse",
     "tokenize",
     "is_punctuation",

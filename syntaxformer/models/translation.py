@@ -316,7 +316,14 @@ class TranslationModel(PreTrainedModel, GenerationMixin):
         structure_inputs: dict | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
-        """See the class docstring; ``encoder_outputs`` (a ``BaseModelOutput`` or tuple) skips the encoder."""
+        """See the class docstring; ``encoder_outputs`` (a ``BaseModelOutput`` or tuple, ``[0]`` (B, N, d))
+        skips the encoder.
+
+        Raises:
+            ValueError: no ``decoder_input_ids`` (training passes ``<s> y``; ``generate`` passes its prefix).
+        """
+        if decoder_input_ids is None:
+            raise ValueError("TranslationModel.forward needs decoder_input_ids (<s> followed by the target prefix)")
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids, attention_mask, structure_inputs)
         hidden = encoder_outputs[0]  # (B, N, d)

@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -34,7 +35,7 @@ from syntaxformer.data.phrases import NO_PHRASE, cut_tree, token_phrase_ids, wor
 from syntaxformer.data.trees import NO_TREE, token_heads
 from syntaxformer.errors import InputError
 from syntaxformer.models.translation import BOS, EOS, PAD
-from syntaxformer.parser import load_parser
+from syntaxformer.parser import load_parser, names_an_ensemble
 from syntaxformer.training.batch import Batch
 
 logger = logging.getLogger(__name__)
@@ -102,17 +103,13 @@ def source_structures(
     return result
 
 
+@lru_cache(maxsize=4)
 def _parser(name: str, kind: str):
-    """The parser ``name``; for heads one model decodes a well-formed tree (Chu-Liu-Edmonds, the decoder
-    setting ``dependency="mst"``: the structural positions need a tree), an ensemble votes one."""
-    if kind != "heads":
-        return load_parser(name)
-    try:
-        return load_parser(name, options={"dependency": "mst"})
-    except InputError as e:
-        if "ensemble" not in str(e):
-            raise
-        return load_parser(name)
+    """The parser ``name`` (loaded once per process); for heads one model decodes a well-formed tree
+    (Chu-Liu-Edmonds, the decoder setting ``dependency="mst"``: the structural positions need a tree), an
+    ensemble votes one."""
+    options = {"dependency": "mst"} if kind == "heads" and not names_an_ensemble(name) else None
+    return load_parser(name, options=options)
 
 
 def piece_structure(kind: str, word_values: Sequence[int], word_ids: Sequence[int | None]) -> list[int]:

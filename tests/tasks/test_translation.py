@@ -329,3 +329,10 @@ def test_paired_bootstrap_finds_a_system_that_equals_the_references_better():
     baseline = ["ein mann .", "zwei hunde .", "die frau liest ."] * 10
     result = paired_bootstrap(baseline, {"perfect": refs}, refs)
     assert result["perfect"]["bleu"] == 100.0 and result["perfect"]["p_value"] < 0.01
+
+
+def test_names_an_ensemble_tells_one_parser_from_several():
+    from syntaxformer.parser import names_an_ensemble
+
+    assert names_an_ensemble("ensemble-ptb-lm") and names_an_ensemble(["a", "b"]) and names_an_ensemble("a,b")
+    assert not names_an_ensemble("structformer-ptb-lm") and not names_an_ensemble(None)
