@@ -17,6 +17,18 @@ is the teacher's tree. Trained are the parameters of the student's parse network
 ``parser``, the default: its convolutions and distance and height heads; the word embeddings and the
 Transformer layers are kept, so its masked LM keeps its words) or all of them (``all``).
 
+**The second stage** (``--mlm-weight``; Shayegh et al. §2.3 fine-tune their student with its own
+unsupervised objective after imitation; Mohananey, Kann & Bowman, "Self-Training for Unsupervised
+Parsing with PRPN", 2020, keep the language-model loss while learning from trees): the student, usually
+the first stage's, learns from the teacher's trees and from its **own masked-LM objective** at once,
+
+    L = tree_weight * L_rank + mlm_weight * L_MLM
+
+``L_MLM`` the cross-entropy (nats) at the tokens masked by the student's own training rule (its
+``training.json``'s ``mask_rate`` and ``mask_replace``; BERT's 0.15 and 80/10/10 when it has none:
+:class:`~syntaxformer.training.objectives.MaskedLM`). With ``--train all`` every weight is free; the
+mixture is chosen on dev as the epoch is.
+
 Each epoch ends with the student's sentence F1 on a development treebank (ptb-sample's dev half by
 default; its trees only choose the epoch kept, as the rest of the project chooses on dev); the
 epoch of the highest is kept. The output folder is an ``induce``-style folder: ``model/`` (with
@@ -32,8 +44,9 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -49,7 +62,8 @@ from syntaxformer.parsing import load_model, resolve_decoder_options
 from syntaxformer.pretrained import model_folder
 from syntaxformer.runtime import code_version
 from syntaxformer.structures import DecoderOptions, save_decoder_options
-from syntaxformer.training.arguments import DataArguments, check_choices, option, same_option
+from syntaxformer.training.arguments import DataArguments, TrainArguments, check_choices, option, same_option
+from syntaxformer.training.objectives import MaskedLM
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +86,11 @@ class DistillJob:
         corpus: the unlabelled training text (:func:`~syntaxformer.data.corpus.load_corpus` spec).
         exclude_treebank: drop this treebank's sentences from ``corpus`` (the held-out setting).
         dev_treebank: the treebank whose sentence F1 chooses the epoch kept.
-        epochs, batch_size, lr, seed: the optimisation (Adam, constant rate).
+        epochs, batch_size, lr, schedule, seed: the optimisation (Adam, :data:`SCHEDULES`).
         train: :data:`TRAINED`.
+        tree_weight, mlm_weight: the mixture of the tree loss and the student's masked LM (the second
+            stage; module docstring); mlm_weight 0 is the first stage alone.
+        clip: the gradients' largest global norm (None: not clipped).
         max_sentences: use only the first this many sentences of the text (None: all).
         threads: CPU threads (None: PyTorch's default).
     """
@@ -104,6 +121,13 @@ class DistillJob:
     )
     seed: int = option(0, help="random seed (batch order)")
     train: str = option("parser", choices=TRAINED, help="what learns: the parse network only, or all the weights")
+    tree_weight: float = option(1.0, help="weight of the tree (ranking) loss")
+    mlm_weight: float = option(
+        0.0,
+        help="weight of the student's own masked-LM loss beside the tree loss (the second stage; its "
+        "training.json's masking rule); 0: the trees alone",
+    )
+    clip: float | None = option(None, help="clip the gradients' global norm to this (default: not clipped)")
     parser_layers: int | None = option(
         None,
         help="give the student this many convolution layers in its parse network: the student's own first, "
@@ -120,6 +144,13 @@ class DistillJob:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise InputError(f"--lr must be a positive number, got {self.lr}")
+        for name in ("tree_weight", "mlm_weight"):
+            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
+                raise InputError(f"--{name.replace('_', '-')} must be a number >= 0, got {getattr(self, name)}")
+        if self.tree_weight == 0 and self.mlm_weight == 0:
+            raise InputError("--tree-weight and --mlm-weight are both 0: nothing to learn")
+        if self.clip is not None and not self.clip > 0:
+            raise InputError(f"--clip must be positive, got {self.clip}")
 
 
 def rank_loss(distances: torch.Tensor, targets: torch.Tensor, gap_mask: torch.Tensor) -> torch.Tensor:
@@ -190,6 +221,36 @@ def student_model(folder: Path, parser_layers: int | None = None):
     return wider.eval(), tokenizer
 
 
+#: the masking settings a student without ``training.json`` (or without one of them) is given
+_MASKING = ("mask_rate", "mask_replace", "mask_unknown", "mask_cls")
+
+
+def student_masking(folder: Path, tokenizer) -> tuple[MaskedLM, dict]:
+    """The student's own masked-LM objective: the masking rule of its ``training.json`` (``mask_rate``,
+    ``mask_replace``, ``mask_unknown``, ``mask_cls``; ``train``'s defaults for any it lacks), and those
+    settings (for the report). Never selected: padding, ``[MASK]``, ``[CLS]`` unless ``mask_cls``,
+    ``[UNK]`` unless ``mask_unknown`` (as ``train`` does).
+
+    Raises:
+        InputError: a tokenizer without ``[MASK]``; an unreadable ``training.json``.
+    """
+    defaults = {f.name: f.default for f in fields(TrainArguments) if f.name in _MASKING}
+    recorded: dict = {}
+    path = folder / "training.json"
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8")).get("arguments", {})
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise InputError(f"unreadable training record ({exc})", path=path) from None
+    settings = {name: recorded.get(name, default) for name, default in defaults.items()}
+    t = tokenizer
+    unmasked = {t.pad_token_id, t.mask_token_id}
+    unmasked |= set() if settings["mask_cls"] else {t.cls_token_id}
+    unmasked |= set() if settings["mask_unknown"] else {t.unk_token_id}
+    args = SimpleNamespace(**settings, batch_size=None, pad_to_multiple=None, fixed_shapes=False)
+    return MaskedLM(args, tokenizer, sorted(i for i in unmasked if i is not None)), settings
+
+
 def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
     """Sentence indices in batches of similar length, in a shuffled order."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
@@ -240,10 +301,12 @@ def distill(job: DistillJob) -> dict:
     folder = model_folder(job.student)
     model, tokenizer = student_model(folder, job.parser_layers)
     options = resolve_decoder_options(folder)
-    targets = teacher_targets(job, sentences, out)
+    # the trees are not needed when only the masked LM learns (a control of the second stage)
+    targets = teacher_targets(job, sentences, out) if job.tree_weight > 0 else [[0] * (len(w) - 1) for w in sentences]
     ids = _encoded(tokenizer, sentences)
     gold_trees = load_gold_trees(job.dev_treebank)
     dev_words, dev_gold = [t.leaves() for t in gold_trees], [brackets(t) for t in gold_trees]
+    masking, mask_settings = student_masking(folder, tokenizer) if job.mlm_weight > 0 else (None, None)
     student = _Student(model, tokenizer, options, folder)
     history = [{"epoch": 0, "dev_sentence_f1": round(dev_f1(student.parser(), dev_words, dev_gold), 2)}]
     logger.info("epoch 0 (the student as it starts): dev sentence F1 %.2f", history[0]["dev_sentence_f1"])
@@ -255,59 +318,98 @@ def distill(job: DistillJob) -> dict:
     decay = (lambda step: 1.0 - step / total) if job.schedule == "linear" else (lambda step: 1.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, decay)
     rng, start = random.Random(job.seed), time.monotonic()
+    step = _Step(model, optimizer, scheduler, job, masking, torch.Generator().manual_seed(job.seed))
     for epoch in range(1, job.epochs + 1):
         batches = _batches([len(s) for s in ids], job.batch_size, rng)
-        loss = _epoch(model, optimizer, scheduler, ids, targets, tokenizer.pad_token_id, batches)
+        losses = _epoch(step, ids, targets, tokenizer.pad_token_id, batches)
         f1 = round(dev_f1(student.parser(), dev_words, dev_gold), 2)
         history.append(
             {
                 "epoch": epoch,
-                "train_rank_loss": round(loss, 4),
+                **{name: round(value, 4) for name, value in losses.items()},
                 "dev_sentence_f1": f1,
                 "minutes": round((time.monotonic() - start) / 60, 2),
             }
         )
-        logger.info("epoch %d: rank loss %.4f, dev sentence F1 %.2f", epoch, loss, f1)
+        logger.info("epoch %d: %s, dev sentence F1 %.2f", epoch, losses, f1)
         if f1 > best:
             best = f1
             student.save(out / "model")
-    report = {
-        "job": asdict(job),
-        "sentences": len(sentences),
-        "excluded_sentences": excluded,
-        "setting": "held-out: " + job.exclude_treebank + "'s sentences removed from the text"
-        if job.exclude_treebank
-        else "transductive: the text may hold the scored sentences",
-        "history": history,
-        "kept_epoch": max(history, key=lambda h: (h["dev_sentence_f1"], -h["epoch"]))["epoch"],
-        "dev_sentence_f1": best,
-        "decoder": options.to_dict(),
-        "code": code_version(),
-        "torch": torch.__version__,
-    }
+    report = _report(job, len(sentences), excluded, mask_settings, history)
+    report["decoder"] = options.to_dict()
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 
 
-def _epoch(model, optimizer, scheduler, ids, targets, pad_id: int, batches: list[list[int]]) -> float:
-    """One pass over the batches; the mean rank loss."""
-    model.train()
-    total = 0.0
-    for batch in batches:
-        input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_id)  # (B, N), (B, N)
-        gaps = input_ids.shape[1] - 1
-        target = torch.zeros(len(batch), gaps)
-        for row, i in enumerate(batch):
-            target[row, : len(targets[i])] = torch.tensor(targets[i], dtype=torch.float32)
+def _report(job: DistillJob, sentences: int, excluded: int | None, masking: dict | None, history: list) -> dict:
+    """The run's report: the job, the text, the loss, the history by epoch and the epoch kept."""
+    return {
+        "job": asdict(job),
+        "sentences": sentences,
+        "excluded_sentences": excluded,
+        "setting": "held-out: " + job.exclude_treebank + "'s sentences removed from the text"
+        if job.exclude_treebank
+        else "transductive: the text may hold the scored sentences",
+        "loss": f"{job.tree_weight} * rank + {job.mlm_weight} * masked LM (nats)"
+        if job.mlm_weight > 0
+        else "rank (the trees alone)",
+        "masked_lm": masking,
+        "history": history,
+        "kept_epoch": max(history, key=lambda h: (h["dev_sentence_f1"], -h["epoch"]))["epoch"],
+        "dev_sentence_f1": max(h["dev_sentence_f1"] for h in history),
+        "code": code_version(),
+        "torch": torch.__version__,
+    }
+
+
+class _Step:
+    """One optimisation step on a batch: the tree loss and, with ``mlm_weight``, the student's masked LM."""
+
+    def __init__(self, model, optimizer, scheduler, job: DistillJob, masking: MaskedLM | None, generator):
+        self.model, self.optimizer, self.scheduler, self.job = model, optimizer, scheduler, job
+        self.masking, self.generator = masking, generator
+
+    def __call__(self, sequences: list[list[int]], targets: list[list[int]], pad_id: int) -> dict[str, float]:
+        """Learn from one batch (token ids and the teacher's target distances per sentence); its losses."""
+        job, model = self.job, self.model
+        input_ids, attention_mask = pad_batch(sequences, pad_id)  # (B, N), (B, N)
+        target = torch.zeros(len(sequences), input_ids.shape[1] - 1)  # (B, G)
+        for row, t in enumerate(targets):
+            target[row, : len(t)] = torch.tensor(t, dtype=torch.float32)
         gap_mask = (attention_mask[:, :-1] * attention_mask[:, 1:]).bool()  # (B, G)
-        loss = rank_loss(model.parser_distances(input_ids, attention_mask), target, gap_mask)
-        optimizer.zero_grad(set_to_none=True)
+        losses = {}
+        loss = torch.zeros(())
+        if job.tree_weight > 0:
+            rank = rank_loss(model.parser_distances(input_ids, attention_mask), target, gap_mask)
+            loss, losses["train_rank_loss"] = loss + job.tree_weight * rank, rank.item()
+        if self.masking is not None:
+            masked = self.masking.batch(sequences, self.generator)
+            mlm = model(
+                masked.input_ids,
+                masked.attention_mask,
+                labels=masked.labels,
+                masked_only=True,
+                masked_positions=masked.masked_positions,
+            ).loss
+            loss, losses["train_mlm_loss"] = loss + job.mlm_weight * mlm, mlm.item()
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
-        scheduler.step()
-        total += loss.item()
-    model.eval()
-    return total / max(len(batches), 1)
+        if job.clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), job.clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        return losses
+
+
+def _epoch(step: _Step, ids, targets, pad_id: int, batches: list[list[int]]) -> dict[str, float]:
+    """One pass over the batches; the mean of each loss."""
+    step.model.train()
+    totals: dict[str, float] = {}
+    for batch in batches:
+        for name, value in step([ids[i] for i in batch], [targets[i] for i in batch], pad_id).items():
+            totals[name] = totals.get(name, 0.0) + value
+    step.model.eval()
+    return {name: total / max(len(batches), 1) for name, total in totals.items()}
 
 
 class _Student:
@@ -329,4 +431,4 @@ class _Student:
             (folder / "training.json").write_text(training.read_text(encoding="utf-8"), encoding="utf-8")
 
 
-__all__ = ["DistillJob", "distill", "rank_loss", "teacher_targets", "TRAINED"]
+__all__ = ["DistillJob", "distill", "rank_loss", "student_masking", "teacher_targets", "TRAINED"]

@@ -15,7 +15,7 @@ from syntaxformer.decoding.ensemble import ensemble_spans, head_vote
 from syntaxformer.decoding.spans import to_bracketed, tree_distances
 from syntaxformer.errors import InputError
 from syntaxformer.parser import EnsembleParser, Parser, load_parser, save_ensemble
-from syntaxformer.tasks.distill import DistillJob, distill, rank_loss
+from syntaxformer.tasks.distill import DistillJob, distill, rank_loss, student_masking
 
 MEMBERS = ["structformer-ptb-lm", "tree-transformer-ptb-lm", "on-lstm-ptb-lm"]
 SENTENCES = ["The old man sat on the bench.", "Dogs bark loudly at night in the old town ."]
@@ -197,6 +197,75 @@ def test_distill_learns_the_teachers_trees(tiny_model, tmp_path, monkeypatch):
     assert [{k: v for k, v in h.items() if k != "minutes"} for h in again] == [
         {k: v for k, v in h.items() if k != "minutes"} for h in report["history"]
     ]
+
+
+def test_the_second_stage_learns_the_students_masked_lm_beside_the_trees(tiny_model, tmp_path, monkeypatch):
+    student = tiny_model("structformer")
+    common = dict(
+        student=str(student), teacher="on-lstm-ptb-lm", corpus="ptb-sample:test", epochs=2, max_sentences=24,
+        lr=1e-2, dev_treebank="ptb-sample:test", threads=1, train="all",
+    )  # fmt: skip
+
+    def ffn(folder):  # a Transformer layer's weight: the parse network does not use it
+        return load_parser(folder).model.structformer.encoder.layers[0].ffn_in.weight.detach()
+
+    start = ffn(student).clone()
+    # the first stage, all weights free: the Transformer layers have no gradient and stay as they were
+    first = distill(DistillJob(out=str(tmp_path / "first"), **common))
+    assert first["loss"] == "rank (the trees alone)" and first["masked_lm"] is None
+    assert all(set(h) == {"epoch", "train_rank_loss", "dev_sentence_f1", "minutes"} for h in first["history"][1:])
+    assert torch.equal(ffn(tmp_path / "first" / "model"), start)  # whichever epoch is kept
+    # the second stage: both losses every epoch, and the masked LM moves the Transformer layers
+    second = distill(DistillJob(out=str(tmp_path / "second"), mlm_weight=1.0, **{**common, "epochs": 1}))
+    (epoch,) = second["history"][1:]
+    assert set(epoch) == {"epoch", "train_rank_loss", "train_mlm_loss", "dev_sentence_f1", "minutes"}
+    assert epoch["train_mlm_loss"] > 0 and second["loss"] == "1.0 * rank + 1.0 * masked LM (nats)"
+    assert second["kept_epoch"] == 1 and not torch.equal(ffn(tmp_path / "second" / "model"), start)
+    # the untrained tiny student has no training.json: train's own defaults
+    assert second["masked_lm"] == dict(mask_rate=0.15, mask_replace="bert", mask_unknown=True, mask_cls=False)
+    # the masked LM alone needs no teacher
+    monkeypatch.setattr("syntaxformer.tasks.distill.load_parser", None)
+    alone = distill(DistillJob(out=str(tmp_path / "alone"), tree_weight=0.0, mlm_weight=1.0, **{**common, "epochs": 1}))
+    assert set(alone["history"][1]) == {"epoch", "train_mlm_loss", "dev_sentence_f1", "minutes"}
+    assert not (tmp_path / "alone" / "teacher.jsonl").exists()
+
+
+def test_student_masking_is_the_students_own_rule(tiny_model, tmp_path):
+    folder = tmp_path / "student"
+    folder.mkdir()
+    tokenizer = load_parser(tiny_model("structformer")).tokenizer
+    record = {"arguments": {"mask_rate": 0.3, "mask_replace": "mask", "mask_unknown": False}}
+    (folder / "training.json").write_text(json.dumps(record))
+    objective, settings = student_masking(folder, tokenizer)
+    assert settings == dict(mask_rate=0.3, mask_replace="mask", mask_unknown=False, mask_cls=False)
+    t = tokenizer
+    assert objective.special_ids == sorted(
+        i for i in {t.pad_token_id, t.mask_token_id, t.cls_token_id, t.unk_token_id} if i is not None
+    )
+    # "mask": every selected word becomes [MASK]; the labels keep the original words there
+    ids = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14]] * 4
+    batch = objective.batch(ids, torch.Generator().manual_seed(0))
+    selected = batch.labels != -100
+    assert selected.any(dim=1).all()
+    assert (batch.input_ids[selected] == t.mask_token_id).all()
+    assert (batch.labels[selected] == torch.tensor(ids)[selected]).all()
+    assert (batch.input_ids[~selected] == torch.tensor(ids)[~selected]).all()
+    (folder / "training.json").write_text("{not json")
+    with pytest.raises(InputError, match="unreadable training record"):
+        student_masking(folder, tokenizer)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(tree_weight=0.0, mlm_weight=0.0), "nothing to learn"),
+        (dict(mlm_weight=-1.0), "--mlm-weight must be a number >= 0"),
+        (dict(clip=0.0), "--clip must be positive"),
+    ],
+)
+def test_distill_refuses_bad_mixtures(options, message, tmp_path):
+    with pytest.raises(InputError, match=message):
+        distill(DistillJob(out=str(tmp_path / "x"), **options))
 
 
 def test_distill_refuses_a_student_without_distances(tiny_model, tmp_path):
