@@ -213,3 +213,28 @@ def test_nli_summary_names_the_data_and_the_runs_code(tmp_path):
     written = json.loads((tmp_path / "records" / "nli" / "nli-study.json").read_text())
     assert written["code"] == result["code"]
     assert "Code: aaa, bbb." in (tmp_path / "docs" / "results" / "nli" / "study.md").read_text()
+
+
+def test_translation_study_difference_to_the_baseline_over_seeds():
+    from benchmarks.tools.results.translation import _against
+
+    def seed(difference, p_value):
+        return {"test_2016_flickr": {"difference": difference, "p_value": p_value}}
+
+    one = {"against_baseline": {"seed 0": seed(-4.8, 0.001)}}
+    assert _against(one) == "-4.80 (p = 0.001)"
+    three = {"against_baseline": {"seed 0": seed(-4.8, 0.001), "seed 1": seed(0.3, 0.2), "seed 2": seed(-1.2, 0.04)}}
+    assert _against(three) == "-1.90 (p < 0.05 in 2 of 3 seeds)"
+    assert _against({}) == ""
+
+
+def test_translation_study_takes_the_runs_target_language():
+    from benchmarks.studies.translation.summarise import _target_language
+
+    def run(target):
+        return {"report": {"data": {"target": f"tok/train.lc.norm.tok.{target}"}}}
+
+    assert _target_language({("baseline", 0): run("fr"), ("baseline", 1): run("fr")}) == "fr"
+    assert _target_language({}) == "de"
+    with pytest.raises(SystemExit, match="several languages"):
+        _target_language({("baseline", 0): run("fr"), ("baseline", 1): run("de")})

@@ -4,7 +4,8 @@ For every run folder ``RUNS/<variant>-s<seed>`` that ``run_study.sh`` finished (
 test sets' ``<test>.json`` / ``<test>.hyp``): the validation and test BLEUs, training minutes and target
 tokens/s; per variant the mean ± sample sd over its seeds; per variant and seed the paired bootstrap
 p-value (``sacrebleu``, 1,000 resamples) of its test translations against the baseline's of the same
-seed. Runs still missing are listed, not guessed.
+seed. Runs still missing are listed, not guessed. The target language (and so the references) is the
+runs' own (their reports' target file); runs of different target languages are refused.
 
     python -m benchmarks.studies.translation.summarise --runs runs/translation-study \
         --data ../shared/data/multi30k --out records/translation/study.json
@@ -70,17 +71,19 @@ def collect(runs: Path, data: Path) -> dict:
                 for t in TESTS
             },
         )
-    significance = _significance(finished, data)
+    target = _target_language(finished)
+    significance = _significance(finished, data, target)
     for variant, per_seed in significance.items():
         systems[variant]["against_baseline"] = per_seed
     some = next(iter(finished.values()), None)
     return dict(
         study="translation",
-        data=f"Multi30k En->De ({data}): train 29,000 pairs, validation val (1,014), test_2016_flickr (1,000), "
+        target_language=target,
+        data=f"Multi30k En->{target.capitalize()} ({data}): train 29,000 pairs, validation val (1,014), test_2016_flickr (1,000), "
         "test_2017_flickr (1,000); the lower-cased Moses-tokenised files",
         protocol="BLEU-4 on tokenised lower-cased references (sacrebleu tokenize=none) and sacreBLEU on detokenised "
-        "output against the raw references (case:lc); beam 5; the last 5 epoch-end models averaged; paired "
-        "bootstrap (1,000 resamples) against the baseline of the same seed on test_2016_flickr",
+        "output against the raw references (case:lc); beam 5; the epoch-end models of `schedule.averaged` "
+        "averaged; paired bootstrap (1,000 resamples) against the baseline of the same seed, both test sets",
         schedule=None
         if some is None
         else dict(
@@ -89,6 +92,7 @@ def collect(runs: Path, data: Path) -> dict:
             lr=some["report"]["arguments"]["lr"],
             max_tokens=some["report"]["arguments"]["max_tokens"],
             average_last=some["report"]["arguments"]["average_last"],
+            averaged=sorted({r["report"]["averaged"]["last"] for r in finished.values()}),
             preset=some["report"]["preset"],
         ),
         device=None if some is None else f"{some['report']['device']}, {some['report']['threads']} thread(s)",
@@ -98,7 +102,19 @@ def collect(runs: Path, data: Path) -> dict:
     )
 
 
-def _significance(finished: dict, data: Path) -> dict:
+def _target_language(finished: dict) -> str:
+    """The runs' target language: the suffix of their training target file (``de`` when there is no run).
+
+    Raises:
+        SystemExit: runs of more than one target language.
+    """
+    languages = {Path(r["report"]["data"]["target"]).suffix.lstrip(".") for r in finished.values()}
+    if len(languages) > 1:
+        raise SystemExit(f"the runs translate into several languages ({', '.join(sorted(languages))}): one at a time")
+    return languages.pop() if languages else "de"
+
+
+def _significance(finished: dict, data: Path, target: str) -> dict:
     """Per structured variant and seed: paired bootstrap against the same seed's baseline, both test sets."""
     out: dict = {}
     for (variant, seed), run in sorted(finished.items()):
@@ -107,7 +123,7 @@ def _significance(finished: dict, data: Path) -> dict:
             continue
         rows = {}
         for t in TESTS:
-            references = (data / "tok" / f"{t}.lc.norm.tok.de").read_text(encoding="utf-8").splitlines()
+            references = (data / "tok" / f"{t}.lc.norm.tok.{target}").read_text(encoding="utf-8").splitlines()
             hyps = (run["folder"] / f"{t}.hyp").read_text(encoding="utf-8").splitlines()
             base_hyps = (base["folder"] / f"{t}.hyp").read_text(encoding="utf-8").splitlines()
             result = paired_bootstrap(base_hyps, {variant: hyps}, references)[variant]
