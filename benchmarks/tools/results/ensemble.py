@@ -109,3 +109,38 @@ def ensemble_today() -> str:
         rows,
         "lrrr",
     )
+
+
+#: the student's two stages, each stage's students scored beside the ensemble, the best tried as a member
+TWO_STAGE_JSON = "records/ensemble/two-stage.json"
+
+
+def _stage(job: dict) -> str:
+    """A student's stage and loss: the trees alone (the first), or the trees beside its masked LM."""
+    tree, mlm = job.get("tree_weight", 1.0), job.get("mlm_weight", 0.0)
+    if not mlm:
+        return "1: the teacher's trees"
+    return f"2: {tree:g} × trees + {mlm:g} × masked LM" if tree else f"2: {mlm:g} × masked LM alone"
+
+
+@table("ensemble-students")
+def ensemble_students() -> str:
+    """The teacher, the student after each stage (the epoch kept on dev) and the ensemble chosen on dev with
+    the best student among its candidates: sentence F1 on ptb-sample's halves and UD-EWT."""
+    voters, r = load(VOTERS_JSON), load(TWO_STAGE_JSON)
+    rb = voters["right_branching"]
+    rows = [_ensemble_row(f"teacher `ensemble-ptb-lm`: {_members(voters)}", voters["ensemble_chosen"], rb)]
+    for student in r["students"]:
+        job = student["job"]
+        label = f"student, stage {_stage(job)} (epoch {student['kept_epoch']} of {job['epochs']}, lr {job['lr']:g})"
+        rows.append(_ensemble_row(label, student, rb))
+    names = [
+        Path(m["model"]).parent.name if Path(m["model"]).name == "model" else Path(m["model"]).name
+        for m in r["members"]
+    ]
+    weights = r["ensemble_chosen"]["weights"]
+    members = ", ".join(f"{n} × {w:g}" for n, w in zip(names, weights))
+    rows.append(
+        _ensemble_row(f"ensemble chosen on dev with the student a candidate: {members}", r["ensemble_chosen"], rb)
+    )
+    return markdown(["parser", "dev sentence F1", "test sentence F1", "UD-EWT F1 (− right-branching)"], rows, "lrrr")
