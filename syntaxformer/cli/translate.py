@@ -24,13 +24,21 @@ def add_parser(subparsers) -> None:
     p.add_argument("--beam", type=int, default=5, help="beam size (1: greedy)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for the model (default: PyTorch's)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from syntaxformer.data.parallel import read_lines
+    from syntaxformer.errors import InputError
     from syntaxformer.tasks.translator import load_translator
 
+    if args.threads is not None:
+        if args.threads < 1:
+            raise InputError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
     translator = load_translator(args.model, device=args.device, beam=args.beam, batch_size=args.batch_size)
     lines = sys.stdin.read().splitlines() if args.input == "-" else read_lines(args.input, allow_empty=True)
     kept = [i for i, line in enumerate(lines) if line.strip()]

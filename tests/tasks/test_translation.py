@@ -300,6 +300,15 @@ def test_translate_command_reads_stdin_and_keeps_blank_lines(overfit, capsys, mo
     monkeypatch.setattr("sys.stdin", io.StringIO("A man is walking.\n\nTwo dogs are running.\n"))
     assert main(["translate", "--model", str(folder), "--input", "-"]) == 0
     assert capsys.readouterr().out == "ein mann geht.\n\nzwei hunde rennen.\n"
+    threads = torch.get_num_threads()
+    try:  # --threads: the model's CPU threads; the translations the same
+        monkeypatch.setattr("sys.stdin", io.StringIO("A man is walking.\n"))
+        assert main(["translate", "--model", str(folder), "--input", "-", "--threads", "1"]) == 0
+        assert capsys.readouterr().out == "ein mann geht.\n" and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    assert main(["translate", "--model", str(folder), "--input", "-", "--threads", "0"]) == 1
+    assert "--threads must be at least 1" in capsys.readouterr().err
 
 
 def test_translate_refuses_a_folder_without_a_translation_model(tmp_path, capsys):
