@@ -116,10 +116,13 @@ TWO_STAGE_JSON = "records/ensemble/two-stage.json"
 
 
 def _stage(job: dict) -> str:
-    """A student's stage and loss: the trees alone (the first), or the trees beside its masked LM."""
+    """A student's stage and loss: the first (the teacher's trees, from a shipped model), or a second one
+    from a student (``model/`` of a ``distill`` run): the trees beside its masked LM, either alone."""
     tree, mlm = job.get("tree_weight", 1.0), job.get("mlm_weight", 0.0)
-    if not mlm:
+    if Path(job["student"]).name != "model":
         return "1: the teacher's trees"
+    if not mlm:
+        return "2: the trees alone (imitation continued, the control)"
     return f"2: {tree:g} × trees + {mlm:g} × masked LM" if tree else f"2: {mlm:g} × masked LM alone"
 
 
