@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 
 from benchmarks import ROOT
+from benchmarks.tools.portable import portable
 from syntaxformer.pretrained import export_pretrained, model_folder
 from syntaxformer.workflows.induce import rescore_induce
 
@@ -58,8 +59,11 @@ def main(argv=None) -> int:
     report["distilled"] = {
         "note": f"a student distilled from {stages[0]['job']['teacher']}: the training record and curve above "
         f"are those of the model it started from, {args.base}; the stages below are what changed it",
-        "stages": [{k: s[k] for k in ("job", "sentences", "setting", "loss", "history", "kept_epoch")} for s in stages],
+        "stages": [
+            {k: s[k] for k in ("job", "sentences", "setting", "loss", "history", "kept_epoch", "code")} for s in stages
+        ],
     }
+    report = portable(report)  # the runs' folders relative to the repository
     (scored / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     folder = export_pretrained(scored, ROOT / "syntaxformer" / "pretrained" / args.name)
     minutes = sum(h["minutes"] for s in stages for h in s["history"][-1:])
