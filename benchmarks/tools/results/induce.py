@@ -63,6 +63,7 @@ TEST_GROUPS = (
     "shipped-on-lstm",
     "shipped-lm",
     "shipped-sf",
+    "shipped-distilled",
     "sf-small-8000-cpu",
     "shipped",
 )

@@ -30,6 +30,7 @@ from benchmarks.tools.results.core import (
 
 #: README's rows: (induce group, the papers' family beside it); the label is the group's ``short`` one
 README_ROWS = [
+    ("shipped-distilled", None),
     ("shipped-sf", "structformer"),
     ("shipped-on-lstm", "on-lstm"),
     ("shipped-lm", "tree-transformer"),

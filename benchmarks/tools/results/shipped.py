@@ -26,6 +26,10 @@ def shipped_parsers_table() -> str:
         steps = f"{training['steps']:,} steps" + (
             f" of a {planned:,}-step schedule" if planned != training["steps"] else ""
         )
+        if "distilled" in report:  # a student: the model it started from, then its stages
+            stages = report["distilled"]["stages"]
+            epochs = " + ".join(str(s["kept_epoch"]) for s in stages)
+            steps += f" (the default's), then distilled from `{stages[0]['job']['teacher']}` ({epochs} epochs)"
         rows.append(
             [
                 f"`{name}`" + (" (default)" if i == 0 else ""),
