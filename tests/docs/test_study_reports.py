@@ -224,7 +224,9 @@ def test_translation_study_difference_to_the_baseline_over_seeds():
     one = {"against_baseline": {"seed 0": seed(-4.8, 0.001)}}
     assert _against(one) == "-4.80 (p = 0.001)"
     three = {"against_baseline": {"seed 0": seed(-4.8, 0.001), "seed 1": seed(0.3, 0.2), "seed 2": seed(-1.2, 0.04)}}
-    assert _against(three) == "-1.90 (p < 0.05 in 2 of 3 seeds)"
+    assert _against(three) == "-1.90 (p < 0.05: 2 below, 0 above, of 3 seeds)"
+    mixed = {"against_baseline": {"seed 0": seed(-2.0, 0.001), "seed 1": seed(1.0, 0.002)}}
+    assert _against(mixed) == "-0.50 (p < 0.05: 1 below, 1 above, of 2 seeds)"
     assert _against({}) == ""
 
 

@@ -26,15 +26,16 @@ def _cell(stat: dict) -> str:
 
 def _against(system: dict, test: str = "test_2016_flickr") -> str:
     """The difference to the baseline on ``test``: one seed's with its bootstrap p-value; over several
-    seeds their mean, and in how many of them p < 0.05."""
+    seeds their mean, and in how many of them it is significant (p < 0.05) below and above the baseline."""
     rows = [r[test] for r in system.get("against_baseline", {}).values()]
     if len(rows) == 1:
         return f"{rows[0]['difference']:+.2f} (p = {rows[0]['p_value']:.3f})"
     if not rows:
         return ""
     mean = sum(r["difference"] for r in rows) / len(rows)
-    significant = sum(r["p_value"] < 0.05 for r in rows)
-    return f"{mean:+.2f} (p < 0.05 in {significant} of {len(rows)} seeds)"
+    below = sum(r["p_value"] < 0.05 and r["difference"] < 0 for r in rows)
+    above = sum(r["p_value"] < 0.05 and r["difference"] > 0 for r in rows)
+    return f"{mean:+.2f} (p < 0.05: {below} below, {above} above, of {len(rows)} seeds)"
 
 
 @table("translation-study")
