@@ -12,6 +12,7 @@ from __future__ import annotations
 from benchmarks.tools.results.core import load, markdown, table
 
 STUDY = "records/translation/study.json"
+STUDY_EN_FR = "records/translation/study-en-fr.json"
 SHIPPED = "records/translation/shipped.json"
 PAPERS = "records/translation/papers.json"
 TESTS = ("test_2016_flickr", "test_2017_flickr")
@@ -41,8 +42,19 @@ def _against(system: dict, test: str = "test_2016_flickr") -> str:
 @table("translation-study")
 def translation_study() -> str:
     """Per encoder structure: BLEU on both test sets (mean ± sd over seeds), the difference to the
-    baseline with its p-value, validation BLEU, parameters, training minutes and tokens/s."""
-    study = load(STUDY)
+    baseline with its p-value, validation BLEU, parameters, training minutes and tokens/s (En→De)."""
+    return _study_table(STUDY)
+
+
+@table("translation-study-en-fr")
+def translation_study_en_fr() -> str:
+    """The same study into French (``TARGET=fr``)."""
+    return _study_table(STUDY_EN_FR)
+
+
+def _study_table(record: str) -> str:
+    """The study's table from its record (:func:`translation_study`)."""
+    study = load(record)
     rows = []
     for name, s in study["systems"].items():
         rows.append(
