@@ -63,6 +63,7 @@ from syntaxformer.pretrained import model_folder
 from syntaxformer.runtime import code_version
 from syntaxformer.structures import DecoderOptions, save_decoder_options
 from syntaxformer.training.arguments import DataArguments, TrainArguments, check_choices, option, same_option
+from syntaxformer.training.mlm import unmasked_ids
 from syntaxformer.training.objectives import MaskedLM
 
 logger = logging.getLogger(__name__)
@@ -243,12 +244,9 @@ def student_masking(folder: Path, tokenizer) -> tuple[MaskedLM, dict]:
         except (json.JSONDecodeError, AttributeError) as exc:
             raise InputError(f"unreadable training record ({exc})", path=path) from None
     settings = {name: recorded.get(name, default) for name, default in defaults.items()}
-    t = tokenizer
-    unmasked = {t.pad_token_id, t.mask_token_id}
-    unmasked |= set() if settings["mask_cls"] else {t.cls_token_id}
-    unmasked |= set() if settings["mask_unknown"] else {t.unk_token_id}
+    unmasked = unmasked_ids(tokenizer, settings["mask_cls"], settings["mask_unknown"])
     args = SimpleNamespace(**settings, batch_size=None, pad_to_multiple=None, fixed_shapes=False)
-    return MaskedLM(args, tokenizer, sorted(i for i in unmasked if i is not None)), settings
+    return MaskedLM(args, tokenizer, unmasked), settings
 
 
 def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:

@@ -96,6 +96,7 @@ from syntaxformer.training.loop import (
     _jsonable,
     lr_factor,
 )
+from syntaxformer.training.mlm import unmasked_ids
 from syntaxformer.training.model_config import resolve_model_config
 from syntaxformer.training.objectives import Objective, build_objective
 
@@ -235,13 +236,9 @@ class Trainer(TrainingLoop):
         self.scheduler = self.make_scheduler()
 
     def _unmasked_ids(self) -> list[int]:
-        """Token ids masking never selects: the data's specials (padding, ``[CLS]``, ``[MASK]``), without
-        ``[CLS]`` under ``mask_cls``, with ``[UNK]`` unless ``mask_unknown``."""
-        args, tok = self.args, self.tokenizer
-        ids = [i for i in self.data.special_ids if not (args.mask_cls and i == tok.cls_token_id)]
-        if not args.mask_unknown and tok.unk_token_id is not None:
-            ids = sorted({*ids, tok.unk_token_id})
-        return ids
+        """Token ids masking never selects (:func:`~syntaxformer.training.mlm.unmasked_ids`): padding,
+        ``[MASK]``, ``[CLS]`` unless ``mask_cls``, ``[UNK]`` unless ``mask_unknown``."""
+        return unmasked_ids(self.tokenizer, self.args.mask_cls, self.args.mask_unknown)
 
     def _masked_input_inducer(self):
         """The :class:`~syntaxformer.sources.induced.MaskedInputInducer` of a run that parses its

@@ -18,6 +18,16 @@ MASK_REPLACE = {"bert": dict(mask_prob=0.8, random_prob=0.1), "mask": dict(mask_
 IGNORE_INDEX = -100
 
 
+def unmasked_ids(tokenizer, mask_cls: bool = False, mask_unknown: bool = True) -> list[int]:
+    """Token ids masking never selects (:func:`mask_tokens`' ``special_ids``): padding and ``[MASK]``,
+    ``[CLS]`` unless ``mask_cls``, ``[UNK]`` unless ``mask_unknown`` (``train``'s ``--mask-cls`` and
+    ``--mask-unknown``); sorted, without the ids the tokenizer lacks (None)."""
+    ids = {tokenizer.pad_token_id, tokenizer.mask_token_id}
+    ids |= set() if mask_cls else {tokenizer.cls_token_id}
+    ids |= set() if mask_unknown else {tokenizer.unk_token_id}
+    return sorted(i for i in ids if i is not None)
+
+
 def mask_tokens(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
