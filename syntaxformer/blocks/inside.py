@@ -22,15 +22,18 @@ with ``max`` for both sums is the Viterbi score (:func:`viterbi_spans`).
 Padding: sentences shorter than the batch's ``N`` read their score at ``beta_{n}[0]``; spans inside a
 sentence never reach its padding, so padding changes nothing (the padded emissions must be finite).
 
-Memory: the chart is O(N² A) per sentence and the widest intermediate O(N³ NT A / 6) under autograd
-(for a 200-word sentence at 10 nonterminals and 20 preterminals about 40 M floats with its backward;
-:func:`viterbi_spans` and marginals the same order).
+Memory: the chart is O(N² A) per sentence; under autograd every width keeps its children and products,
+O(N³ NT A / 6) in all (a 300-word sentence at 10 nonterminals and 20 preterminals: about 1.3 G floats).
+With ``checkpoint=True`` each width's children and products are recomputed in the backward pass
+(``torch.utils.checkpoint``) instead of kept: memory O(N² A) for the chart plus one width's products,
+at most ``N² NT A / 4`` (a 1,000-word sentence at that size: 75 M floats), for about a third more time.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint as recompute
 
 NEG_INF = float("-inf")
 #: the most scores :func:`_max_children` forms at once (split points are taken in chunks below it)
@@ -77,6 +80,12 @@ def _max_children(left: Tensor, right: Tensor, rules: Tensor) -> Tensor:
     return torch.cat(tops, dim=2).max(2).values  # one argmax split (the first): its gradient is one-hot
 
 
+def _width_scores(combine, width: int, rules: Tensor, *chart: Tensor) -> Tensor:
+    """Every span of ``width``'s nonterminal scores from the chart's narrower widths: ``(B, S, NT)``."""
+    left, right = _children(list(chart), width)
+    return combine(left, right, rules)
+
+
 def inside(
     emissions: Tensor,
     rules: Tensor,
@@ -84,6 +93,7 @@ def inside(
     lengths: Tensor,
     potentials: Tensor | None = None,
     semiring: str = "log",
+    checkpoint: bool = False,
 ) -> Tensor:
     """The log partition function ``log p(words)`` of each sentence (module docstring), or with
     ``semiring="max"`` the log-probability of its most probable tree (Viterbi).
@@ -97,6 +107,8 @@ def inside(
         potentials: ``(B, N+1, N+1)`` an additive log-potential per span ``(s, e)`` of two or more words
             (None: none).
         semiring: ``"log"`` (sum: the inside algorithm) or ``"max"`` (Viterbi).
+        checkpoint: recompute each width's children and products in the backward pass instead of
+            keeping them (module docstring, memory); the same scores and gradients.
     Returns:
         ``(B,)`` scores in nats.
     Raises:
@@ -112,8 +124,10 @@ def inside(
     chart = [torch.cat([emissions.new_full((batch, n, nt), NEG_INF), emissions], dim=-1)]  # width 1: (B, N, A)
     tops = [chart[0][:, 0, :nt]]  # per width the nonterminals' scores of the span starting at 0
     for width in range(2, n + 1):
-        left, right = _children(chart, width)
-        beta = combine(left, right, rules)  # (B, S, NT)
+        if checkpoint and torch.is_grad_enabled():
+            beta = recompute(_width_scores, combine, width, rules, *chart, use_reentrant=False)
+        else:
+            beta = _width_scores(combine, width, rules, *chart)  # (B, S, NT)
         if potentials is not None:
             starts = torch.arange(beta.shape[1], device=beta.device)
             beta = beta + potentials[:, starts, starts + width].unsqueeze(-1)
@@ -124,7 +138,7 @@ def inside(
     return whole.logsumexp(-1) if semiring == "log" else whole.max(-1).values  # max: one argmax
 
 
-def _span_gradient(emissions, rules, roots, lengths, semiring: str) -> tuple[Tensor, Tensor]:
+def _span_gradient(emissions, rules, roots, lengths, semiring: str, checkpoint: bool) -> tuple[Tensor, Tensor]:
     """:func:`inside`'s score and its gradient with respect to a zero potential on every span; runs with
     autograd on even under ``torch.no_grad`` or ``torch.inference_mode`` (the inputs are copied out of
     it; no gradient reaches them)."""
@@ -132,12 +146,14 @@ def _span_gradient(emissions, rules, roots, lengths, semiring: str) -> tuple[Ten
     with torch.inference_mode(False), torch.enable_grad():
         emissions, rules, roots, lengths = (x.detach().clone() for x in (emissions, rules, roots, lengths))
         potentials = emissions.new_zeros(batch, n + 1, n + 1, requires_grad=True)
-        score = inside(emissions, rules, roots, lengths, potentials, semiring=semiring)
+        score = inside(emissions, rules, roots, lengths, potentials, semiring=semiring, checkpoint=checkpoint)
         (grad,) = torch.autograd.grad(score.sum(), potentials)
     return score.detach(), grad
 
 
-def span_marginals(emissions: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+def span_marginals(
+    emissions: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, checkpoint: bool = False
+) -> tuple[Tensor, Tensor]:
     """The posterior probability of every span of two or more words, ``p((s, e) in tree | words)``, as
     the gradient of ``log Z`` with respect to a zero potential on the span (Eisner 2016, "Inside-outside
     and forward-backward algorithms are just backprop"; Kim et al. §4 decode with these marginals).
@@ -145,10 +161,12 @@ def span_marginals(emissions: Tensor, rules: Tensor, roots: Tensor, lengths: Ten
     Args: as :func:`inside`. Returns: ``(log_z (B,), marginals (B, N+1, N+1))``: ``marginals[b, s, e]``
     for ``e - s >= 2`` inside the sentence (the whole sentence 1), else 0. No gradient flows back.
     """
-    return _span_gradient(emissions, rules, roots, lengths, "log")
+    return _span_gradient(emissions, rules, roots, lengths, "log", checkpoint)
 
 
-def viterbi_spans(emissions: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+def viterbi_spans(
+    emissions: Tensor, rules: Tensor, roots: Tensor, lengths: Tensor, checkpoint: bool = False
+) -> tuple[Tensor, Tensor]:
     """The most probable tree of each sentence: its log-probability and its spans, as the gradient of the
     max-semiring score with respect to a zero span potential (the max's gradient is 1 on the argmax
     tree's spans and 0 elsewhere; ties go to one argmax, the first index ``max`` returns).
@@ -156,7 +174,7 @@ def viterbi_spans(emissions: Tensor, rules: Tensor, roots: Tensor, lengths: Tens
     Args: as :func:`inside`. Returns: ``(score (B,), spans (B, N+1, N+1))`` with 1 on the Viterbi tree's
     spans of two or more words (the whole sentence included), 0 elsewhere.
     """
-    return _span_gradient(emissions, rules, roots, lengths, "max")
+    return _span_gradient(emissions, rules, roots, lengths, "max", checkpoint)
 
 
 __all__ = ["inside", "span_marginals", "viterbi_spans"]

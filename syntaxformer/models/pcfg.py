@@ -45,12 +45,15 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from syntaxformer.blocks.inside import inside, span_marginals, viterbi_spans
-from syntaxformer.errors import InputError
 from syntaxformer.structures import SpanMarginals
 
-#: the longest sentence ``induce`` parses: the chart's autograd holds O(n³ · NT · (NT+T)) floats (a
-#: 300-word sentence at the ``cpu`` size: about 1.3 G floats over all widths); longer ones are refused
-MAX_PARSE_WORDS = 300
+#: ``induce`` parses sentences in groups whose widest width's products, ``B n² NT A / 4`` floats, stay
+#: under this (one sentence at a time if need be) ...
+INDUCE_WIDTH_FLOATS = 1 << 25
+#: ... and a group whose products over all widths, ``B n³ NT A / 6`` floats, would exceed this under
+#: autograd recomputes them in the backward pass (:func:`~syntaxformer.blocks.inside.inside`'s
+#: ``checkpoint``): any length parses, in O(n² A) memory for one sentence, in O(n³) time
+INDUCE_KEEP_FLOATS = 1 << 28
 NEURAL_NAME = "neural-pcfg"
 COMPOUND_NAME = "compound-pcfg"
 
@@ -185,6 +188,26 @@ class NeuralPcfgForLanguageModel(PreTrainedModel):
             if param.dim() > 1:
                 nn.init.xavier_uniform_(param)
 
+    def _products_per_span(self) -> int:
+        """Floats one span's split point takes in the inside algorithm's products: ``NT (NT + T)``."""
+        return self.config.nonterminals * (self.config.nonterminals + self.config.preterminals)
+
+    def _induce_groups(self, rows: Tensor, lengths: Tensor) -> list[Tensor]:
+        """``rows`` in consecutive groups whose widest width's products, ``B n² NT A / 4`` floats at the
+        group's longest ``n``, stay within :data:`INDUCE_WIDTH_FLOATS` (a group holds one sentence at
+        least)."""
+        groups: list[list[int]] = []
+        longest = 0
+        for row in rows.tolist():
+            n = max(longest, int(lengths[row]))
+            if groups and (len(groups[-1]) + 1) * n * n / 4 * self._products_per_span() <= INDUCE_WIDTH_FLOATS:
+                groups[-1].append(row)
+                longest = n
+            else:
+                groups.append([row])
+                longest = int(lengths[row])
+        return [torch.tensor(g, dtype=torch.long, device=lengths.device) for g in groups]
+
     # -- the curriculum ---------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """The training epoch (0-based), which sets :meth:`curriculum_length`."""
@@ -279,28 +302,27 @@ class NeuralPcfgForLanguageModel(PreTrainedModel):
         Args: input_ids ``(B, N)`` words (no frame); attention_mask ``(B, N)`` (right padding).
         """
         lengths = attention_mask.sum(-1)
-        if int(lengths.max()) > MAX_PARSE_WORDS:
-            raise InputError(
-                f"a sentence of {int(lengths.max())} words: a PCFG parses at most {MAX_PARSE_WORDS} (its chart's "
-                "memory grows as the cube of the length)"
-            )
         words = input_ids.clamp_min(0)
         out = [[SpanMarginals(np.zeros((int(n) + 1, int(n) + 1)))] for n in lengths.tolist()]
         rows = (lengths >= 2).nonzero().squeeze(1)
-        if len(rows) == 0:
-            return out
-        n = int(lengths[rows].max())
-        kept_words, kept_lengths = words[rows, :n], lengths[rows]
-        z, _ = self._latent(kept_words, kept_lengths, sample=False)
-        grammar = [g.float() for g in self.grammar(kept_words, z)]
-        _, marginals = span_marginals(*grammar, kept_lengths)
-        viterbi = viterbi_spans(*grammar, kept_lengths)[1].cpu().numpy() if self.config.induce_viterbi else None
-        marginals = marginals.double().cpu().numpy()
-        for k, (row, length) in enumerate(zip(rows.tolist(), kept_lengths.tolist())):
-            tree = None
-            if viterbi is not None:
-                tree = {(int(i), int(j)) for i, j in zip(*np.nonzero(viterbi[k, : length + 1, : length + 1] > 0.5))}
-            out[row] = [SpanMarginals(marginals[k, : length + 1, : length + 1], tree)]
+        for group in self._induce_groups(rows, lengths):
+            n = int(lengths[group].max())
+            kept_words, kept_lengths = words[group, :n], lengths[group]
+            z, _ = self._latent(kept_words, kept_lengths, sample=False)
+            grammar = [g.float() for g in self.grammar(kept_words, z)]
+            # under autograd every width's products are kept: O(B n³ NT A / 6) floats unless recomputed
+            checkpoint = len(group) * n**3 / 6 * self._products_per_span() > INDUCE_KEEP_FLOATS
+            _, marginals = span_marginals(*grammar, kept_lengths, checkpoint=checkpoint)
+            viterbi = None
+            if self.config.induce_viterbi:
+                viterbi = viterbi_spans(*grammar, kept_lengths, checkpoint=checkpoint)[1].cpu().numpy()
+            marginals = marginals.double().cpu().numpy()
+            for k, (row, length) in enumerate(zip(group.tolist(), kept_lengths.tolist())):
+                tree = None
+                if viterbi is not None:
+                    found = np.nonzero(viterbi[k, : length + 1, : length + 1] > 0.5)
+                    tree = {(int(i), int(j)) for i, j in zip(*found)}
+                out[row] = [SpanMarginals(marginals[k, : length + 1, : length + 1], tree)]
         return out
 
 

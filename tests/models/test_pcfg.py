@@ -164,11 +164,25 @@ def test_show_draws_the_tree_and_the_span_marginals(tmp_path):
     assert {p.name for p in (tmp_path / "show").glob("*.png")} == {"s1-tree.png", "s1-span-marginals.png"}
 
 
-def test_a_sentence_over_the_limit_is_a_one_line_error():
-    from syntaxformer.errors import InputError
-    from syntaxformer.models.pcfg import MAX_PARSE_WORDS
+def test_long_sentences_parse_in_groups_and_recomputed_products_alike(monkeypatch):
+    # the memory rules change how sentences are grouped and whether the products are kept, never a marginal
+    import syntaxformer.models.pcfg as pcfg
 
-    model = tiny().eval()
-    words = torch.full((1, MAX_PARSE_WORDS + 1), 4)
-    with pytest.raises(InputError, match=f"{MAX_PARSE_WORDS + 1} words: a PCFG parses at most {MAX_PARSE_WORDS}"):
-        model.induce(words, torch.ones_like(words))
+    model = tiny(compound=True).eval()
+    lengths = [120, 7, 60, 2]
+    words = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    mask = torch.zeros_like(words)
+    generator = torch.Generator().manual_seed(0)
+    for row, n in enumerate(lengths):
+        words[row, :n] = torch.randint(4, 10, (n,), generator=generator)
+        mask[row, :n] = 1
+    plain = model.induce(words, mask)
+    assert [len(g) for g in model._induce_groups(torch.arange(4), torch.tensor(lengths))] == [4]
+    monkeypatch.setattr(pcfg, "INDUCE_WIDTH_FLOATS", 60 * 60 / 4 * model._products_per_span() * 2)
+    monkeypatch.setattr(pcfg, "INDUCE_KEEP_FLOATS", 0)
+    assert [g.tolist() for g in model._induce_groups(torch.arange(4), torch.tensor(lengths))] == [[0], [1, 2], [3]]
+    grouped = model.induce(words, mask)
+    for row, n in enumerate(lengths):
+        assert grouped[row][0].marginals.shape == (n + 1, n + 1)
+        np.testing.assert_allclose(grouped[row][0].marginals, plain[row][0].marginals, atol=1e-5)
+        assert grouped[row][0].marginals[0, n] == pytest.approx(1.0, abs=1e-4)  # float32 over 120 words

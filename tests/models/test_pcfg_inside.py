@@ -120,3 +120,16 @@ def test_a_grammar_certain_of_one_tree_gives_that_tree():
     for span in [(0, 4), (1, 4), (2, 4)]:
         assert marginals[0][span].item() == pytest.approx(1.0)
     assert marginals[0].sum().item() == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("semiring", ["log", "max"])
+def test_recomputed_products_give_the_same_scores_and_spans(semiring):
+    emissions, rules, roots = random_grammar(7, 3, 4, 9)
+    emissions = emissions.expand(3, 9, 4).clone()
+    emissions[1] += 0.5
+    lengths = torch.tensor([9, 5, 2])
+    decode = span_marginals if semiring == "log" else viterbi_spans
+    kept, recomputed = decode(emissions, rules, roots, lengths), decode(emissions, rules, roots, lengths, True)
+    np.testing.assert_allclose(recomputed[0].numpy(), kept[0].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(recomputed[1].numpy(), kept[1].numpy(), atol=1e-12)
+    assert recomputed[1][0].sum().item() == pytest.approx(8.0)  # 9 words: 8 spans of two or more words
