@@ -106,6 +106,9 @@ class TreeParser:
     back as leaves (module docstring)."""
 
     name: str = "<parser>"
+    #: the longest sentence in words the parser takes (None: any length); an ensemble's member abstains
+    #: on longer ones
+    max_words: int | None = None
 
     def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[list[int] | None], list]:
         """Per sentence of ``words`` (lists of words, no punctuation): its spans (half-open, over words),
@@ -201,6 +204,7 @@ class Parser(TreeParser):
     def __init__(self, model, tokenizer, options: DecoderOptions, name: str = "<model>", batch_size: int = 64):
         self.model, self.tokenizer, self.options = model, tokenizer, options
         self.name, self.batch_size = name, batch_size
+        self.max_words = getattr(model, "max_parse_words", None)  # a PCFG's: its chart's time is cubic
 
     def __repr__(self) -> str:
         return f"Parser({self.name!r}, {self.options})"
@@ -220,7 +224,17 @@ class Parser(TreeParser):
 
     def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[list[int] | None], list[Structures]]:
         """Per sentence its spans and word heads by the decoder settings, and its structures
-        (:meth:`TreeParser.word_parses`)."""
+        (:meth:`TreeParser.word_parses`).
+
+        Raises:
+            InputError: a sentence longer than :attr:`max_words` (named, 1-based).
+        """
+        for i, sentence in enumerate(words, start=1):
+            if self.max_words is not None and len(sentence) > self.max_words:
+                raise InputError(
+                    f"{self.name}: a sentence of {len(sentence)} words; this parser takes at most {self.max_words}",
+                    sentence=i,
+                )
         structures = self.structures(words)
         return [s.spans(self.options) for s in structures], [s.heads(self.options) for s in structures], structures
 
@@ -282,16 +296,45 @@ class EnsembleParser(TreeParser):
         return f"EnsembleParser({self.name!r}, members={[m.name for m in self.members]}, weights={self.weights})"
 
     def word_parses(self, words: Sequence[Sequence[str]]) -> tuple[list[set], list[list[int] | None], list]:
-        """Per sentence the ensemble's spans and heads, and the members' structures (one per member)."""
-        parses = [member.word_parses(words) for member in self.members]
-        for member, parse in zip(self.members, parses):
-            _check_member(member, parse, words)
+        """Per sentence the ensemble's spans and heads, and the members' structures (one per member; None
+        where the member abstained). A member abstains on the sentences longer than its
+        :attr:`~TreeParser.max_words`: the vote is the other members'.
+
+        Raises:
+            InputError: a sentence no member takes (named); a member's parses that do not fit the words.
+        """
+        parses = [_member_parses(member, words) for member in self.members]
         spans, heads = [], []
         for i, sentence in enumerate(words):
-            spans.append(ensemble_spans([p[0][i] for p in parses], len(sentence), self.weights))
-            voters = [(w, p[1][i]) for w, p in zip(self.weights, parses) if p[1][i] is not None]
-            heads.append(head_vote([h for _, h in voters], [w for w, _ in voters]) if voters else None)
+            voters = [(w, p[0][i], p[1][i]) for w, p in zip(self.weights, parses) if p[0][i] is not None]
+            if not voters:
+                longest = max(m.max_words or 0 for m in self.members)
+                raise InputError(
+                    f"{self.name}: a sentence of {len(sentence)} words; its members take at most {longest}",
+                    sentence=i + 1,
+                )
+            spans.append(ensemble_spans([s for _, s, _ in voters], len(sentence), [w for w, _, _ in voters]))
+            voted = [(w, h) for w, _, h in voters if h is not None]
+            heads.append(head_vote([h for _, h in voted], [w for w, _ in voted]) if voted else None)
         return spans, heads, [list(member_structures) for member_structures in zip(*(p[2] for p in parses))]
+
+    @property
+    def max_words(self) -> int | None:
+        """The longest sentence some member takes (None: any length)."""
+        limits = [m.max_words for m in self.members]
+        return None if None in limits else max(limits)
+
+
+def _member_parses(member: TreeParser, words: Sequence[Sequence[str]]) -> tuple[list, list, list]:
+    """``member``'s :meth:`~TreeParser.word_parses` of the sentences it takes (:attr:`~TreeParser.max_words`),
+    None for the spans, heads and structures of the others (it abstains), checked against the words."""
+    taken = [i for i, s in enumerate(words) if member.max_words is None or len(s) <= member.max_words]
+    parse = member.word_parses([words[i] for i in taken]) if taken else ([], [], [])
+    _check_member(member, parse, [words[i] for i in taken])
+    spans, heads, structures = [None] * len(words), [None] * len(words), [None] * len(words)
+    for k, i in enumerate(taken):
+        spans[i], heads[i], structures[i] = parse[0][k], parse[1][k], parse[2][k]
+    return spans, heads, structures
 
 
 def _check_member(member: TreeParser, parse: tuple, words: Sequence[Sequence[str]]) -> None:

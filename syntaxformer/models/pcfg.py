@@ -47,6 +47,10 @@ from transformers.utils import ModelOutput
 from syntaxformer.blocks.inside import inside, span_marginals, viterbi_spans
 from syntaxformer.structures import SpanMarginals
 
+#: the longest sentence a PCFG parser takes (:attr:`syntaxformer.parser.TreeParser.max_words`): the chart's
+#: time grows as the cube of the length (a 300-word sentence at the ``cpu`` size: about half a minute on
+#: one CPU thread; 2,000 words would take hours); an ensemble's PCFG member abstains on longer ones
+MAX_PARSE_WORDS = 300
 #: ``induce`` parses sentences in groups whose widest width's products, ``B n² NT A / 4`` floats, stay
 #: under this (one sentence at a time if need be) ...
 INDUCE_WIDTH_FLOATS = 1 << 25
@@ -162,6 +166,8 @@ class NeuralPcfgForLanguageModel(PreTrainedModel):
     config_class = NeuralPcfgConfig
     base_model_prefix = "pcfg"
     induces_structure = True
+    #: the longest sentence a parser of it takes (:data:`MAX_PARSE_WORDS`)
+    max_parse_words = MAX_PARSE_WORDS
     #: batches as the causal LM's: ``[CLS] w_1 .. w_n [CLS]`` (the frame is dropped here)
     objective = "causal-lm"
 

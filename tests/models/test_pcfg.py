@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from syntaxformer.data.tokenization import build_word_tokenizer
-from syntaxformer.decoding.spans import right_branching
+from syntaxformer.decoding.spans import left_branching, right_branching
 from syntaxformer.models import REGISTRY
 from syntaxformer.models.pcfg import (
     COMPOUND_PRESETS,
@@ -149,6 +149,31 @@ def test_a_pcfg_parses_and_votes_in_an_ensemble():
     # with a right-branching voter of twice its weight, the ensemble gives the right-branching tree
     ensemble = EnsembleParser([parser, BaselineVoter("right-branching")], [1.0, 2.0])
     assert ensemble.word_parses(words[:1])[0][0] == right_branching(4)
+
+
+def test_a_pcfg_refuses_past_its_length_and_abstains_in_an_ensemble():
+    from syntaxformer.errors import InputError
+    from syntaxformer.models.pcfg import MAX_PARSE_WORDS
+
+    tokenizer = build_word_tokenizer([["the", "old", "man", "sat"]])
+    parser = Parser(tiny(vocab=len(tokenizer)).eval(), tokenizer, DecoderOptions(), name="pcfg")
+    assert parser.max_words == MAX_PARSE_WORDS == 300
+    parser.max_words = 3
+    words = [["the", "old", "man"], ["the", "old", "man", "sat"]]
+    with pytest.raises(InputError) as refused:
+        parser.word_parses(words)
+    assert str(refused.value) == "sentence 2: pcfg: a sentence of 4 words; this parser takes at most 3"
+    # beside a left-branching voter of a tenth of its weight: the PCFG's tree where it votes, the
+    # voter's where it abstains (its structures None there)
+    ensemble = EnsembleParser([parser, BaselineVoter("left-branching")], [1.0, 0.1])
+    assert ensemble.max_words is None
+    spans, _, structures = ensemble.word_parses(words)
+    assert spans[0] == parser.word_parses(words[:1])[0][0]
+    assert spans[1] == left_branching(4) and structures[1][0] is None and structures[0][0] is not None
+    alone = EnsembleParser([parser])
+    assert alone.max_words == 3
+    with pytest.raises(InputError, match="sentence 2: pcfg: a sentence of 4 words; its members take at most 3"):
+        alone.word_parses(words)
 
 
 def test_show_draws_the_tree_and_the_span_marginals(tmp_path):
