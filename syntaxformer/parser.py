@@ -34,6 +34,7 @@ What happens to a sentence, as in training (DESIGN.md §4, the PRPN preprocessin
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -536,6 +537,29 @@ def names_an_ensemble(model: str | Path | Sequence[str | Path] | None) -> bool:
     return _ensemble_members(model)[0] is not None
 
 
+def parser_fingerprint(model: str | Path) -> str:
+    """A short hash (16 hex digits) of what ``model``, as :func:`load_parser` takes it, stands for: a
+    model folder's weights, config and decoder settings; an ensemble's members (each's fingerprint) and
+    weights; a baseline voter's name. Results cached under a parser's name are keyed by it, so that a
+    shipped parser retrained or an ensemble re-weighted under the same name is not read from a cache.
+
+    Raises:
+        InputError: as :func:`names_an_ensemble`.
+    """
+    digest = hashlib.sha1()
+    members, weights = _ensemble_members(model)
+    if members is not None:
+        digest.update(json.dumps([weights, [parser_fingerprint(m) for m in members]]).encode("utf-8"))
+    elif str(model) in BASELINE_VOTERS and not Path(model).exists():
+        digest.update(str(model).encode("utf-8"))
+    else:
+        folder = model_folder(model)
+        for name in ("model.safetensors", "config.json", "decoder.json"):
+            if (folder / name).is_file():
+                digest.update(name.encode("utf-8") + (folder / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _no_members():
     raise InputError("an ensemble needs at least one member: give model folders or shipped names")
 
@@ -620,6 +644,7 @@ __all__ = [
     "Parser",
     "load_parser",
     "names_an_ensemble",
+    "parser_fingerprint",
     "parse",
     "tokenize",
     "is_punctuation",

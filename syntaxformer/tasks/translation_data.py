@@ -9,7 +9,8 @@
   words the encoder sees (the tokenised source, punctuation included: a punctuation token attaches
   to the root word, as :meth:`~syntaxformer.parser.TreeParser.parse_tokens` gives it; one model's heads
   by Chu-Liu-Edmonds, so they form a tree), computed once
-  per file and parser and cached as JSON (``CACHE/<sha1 of the words>-<parser>-<kind>.json``). Each
+  per file and parser and cached as JSON (``CACHE/<sha1 of the words>-<parser>-<its fingerprint>-<kind>.json``:
+  :func:`~syntaxformer.parser.parser_fingerprint`, so a parser changed under its name is parsed again). Each
   piece takes its word's structure: its word's head (a later piece of a word points to the word's
   first piece, :func:`~syntaxformer.data.trees.token_heads`) or its word's phrase
   (:func:`~syntaxformer.data.phrases.token_phrase_ids`).
@@ -35,7 +36,7 @@ from syntaxformer.data.phrases import NO_PHRASE, cut_tree, token_phrase_ids, wor
 from syntaxformer.data.trees import NO_TREE, token_heads
 from syntaxformer.errors import InputError
 from syntaxformer.models.translation import BOS, EOS, PAD
-from syntaxformer.parser import load_parser, names_an_ensemble
+from syntaxformer.parser import load_parser, names_an_ensemble, parser_fingerprint
 from syntaxformer.training.batch import Batch
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def wrap_subwords(tokenizer) -> PreTrainedTokenizerFast:
 
 def _cache_file(cache: Path, words: Sequence[Sequence[str]], parser: str, kind: str) -> Path:
     digest = hashlib.sha1("\n".join(" ".join(w) for w in words).encode("utf-8")).hexdigest()[:16]
-    return cache / f"{digest}-{parser.replace('/', '_')}-{kind}.json"
+    return cache / f"{digest}-{parser.replace('/', '_')}-{parser_fingerprint(parser)}-{kind}.json"
 
 
 def source_structures(

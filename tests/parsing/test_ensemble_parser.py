@@ -64,6 +64,30 @@ def test_the_shipped_ensemble_and_an_ensemble_folder(tmp_path, members):
     assert [str(t) for t in mine.parse_sents(SENTENCES)] == [str(t) for t in members[0].parse_sents(SENTENCES)]
 
 
+def test_a_parser_fingerprint_follows_what_the_name_stands_for(tmp_path):
+    from syntaxformer.parser import parser_fingerprint
+
+    save_ensemble(tmp_path / "a", ["structformer-ptb-lm", "right-branching"], [2.0, 1.0])
+    save_ensemble(tmp_path / "b", ["structformer-ptb-lm", "right-branching"], [2.0, 1.0])
+    save_ensemble(tmp_path / "c", ["structformer-ptb-lm", "right-branching"], [2.0, 1.5])
+    a, b, c = (parser_fingerprint(tmp_path / n) for n in "abc")
+    assert a == b != c and len(a) == 16
+    assert parser_fingerprint("right-branching") != parser_fingerprint("left-branching")
+    shipped = parser_fingerprint("structformer-ptb-lm")
+    assert shipped == parser_fingerprint("structformer-ptb-lm") != parser_fingerprint("on-lstm-ptb-lm")
+    # the same weights with other decoder settings are another parser
+    import shutil
+
+    from syntaxformer.pretrained import pretrained_folder
+
+    copy = tmp_path / "copy"
+    shutil.copytree(pretrained_folder("structformer-ptb-lm"), copy)
+    assert parser_fingerprint(copy) == shipped
+    settings = json.loads((copy / "decoder.json").read_text())
+    (copy / "decoder.json").write_text(json.dumps({**settings, "threshold": 0.5}))
+    assert parser_fingerprint(copy) != shipped
+
+
 def test_parse_command_with_members(tmp_path, capsys):
     text = tmp_path / "in.txt"
     text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
