@@ -18,6 +18,11 @@
   procedure (``induce --recipe paper``: running text, SGD then NT-ASGD) for 18 epochs on one CPU
   thread (seed 0, the best on dev of nine runs), parsed from layer 1's syntactic distances; it has no
   attention heads (``heads``, ``prune`` and ``show``'s attention maps need them);
+* ``compound-pcfg-ptb-lm``: a parser of another family, a grammar: the Compound PCFG (Kim, Dyer & Rush,
+  ACL 2019) at the ``cpu`` recipe's 10 nonterminals and 20 preterminals, trained on the same text
+  (``induce --architecture compound-pcfg --recipe cpu``: its 10 epochs on one CPU thread, seed 0), parsed
+  by its max-marginal trees; no dependency heads, no attention heads, and sentences of at most 300 words
+  (its chart's time is cubic in the length; in an ensemble it abstains on longer ones);
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words;
 * ``ensemble-ptb-lm`` (:data:`ENSEMBLES`): no weights of its own, an ``ensemble.json`` naming the three
   ``-ptb-lm`` parsers and the baseline voter ``right-branching`` with their votes' weights (chosen on
@@ -59,6 +64,7 @@ SHIPPED = (
     "structformer-distilled-ptb-lm",
     "tree-transformer-ptb-lm",
     "on-lstm-ptb-lm",
+    "compound-pcfg-ptb-lm",
     "tree-transformer-ptb",
 )
 #: The default shipped parser's name.

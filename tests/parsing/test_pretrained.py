@@ -76,7 +76,10 @@ def test_the_default_is_the_shipped_attention_parser_best_on_dev():
     assert distilled == ["structformer-distilled-ptb-lm"]
     alone = [name for name in shipped_parsers() if has_heads(name) and name not in distilled]
     assert pretrained_folder().name == max(alone, key=dev_f1) == "structformer-ptb-lm"
-    assert set(shipped_parsers()) - {n for n in shipped_parsers() if has_heads(n)} == {"on-lstm-ptb-lm"}
+    assert set(shipped_parsers()) - {n for n in shipped_parsers() if has_heads(n)} == {
+        "on-lstm-ptb-lm",
+        "compound-pcfg-ptb-lm",
+    }
     assert max(shipped_parsers(), key=dev_f1) == "structformer-distilled-ptb-lm"  # said so in the parse guide
     assert uas("structformer-ptb-lm") > uas("structformer-distilled-ptb-lm") + 5
 

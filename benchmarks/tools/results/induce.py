@@ -64,6 +64,7 @@ TEST_GROUPS = (
     "shipped-lm",
     "shipped-sf",
     "shipped-distilled",
+    "shipped-cpcfg",
     "sf-small-8000-cpu",
     "shipped",
 )

@@ -33,6 +33,7 @@ README_ROWS = [
     ("shipped-distilled", None),
     ("shipped-sf", "structformer"),
     ("shipped-on-lstm", "on-lstm"),
+    ("shipped-cpcfg", "compound-pcfg"),
     ("shipped-lm", "tree-transformer"),
     ("shipped", None),
 ]
