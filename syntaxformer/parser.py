@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import math
+import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,6 +100,15 @@ def _tokens(sentence, number: int) -> list[str]:
     if all(is_punctuation(t) for t in tokens):
         raise InputError(f"nothing to parse in {sentence!r:.60}: the sentence is only punctuation", sentence=number)
     return tokens
+
+
+def _allow_tree_depth(n: int) -> None:
+    """Raise Python's recursion limit (never lower it) so that a tree over ``n`` tokens, as deep as ``n``
+    (an ensemble with a right-branching voter gives such trees of long sentences), can be built and read:
+    ``nltk.Tree`` walks a tree recursively (``leaves``, ``str``), a few frames per level."""
+    needed = 4 * n + 1000
+    if sys.getrecursionlimit() < needed:
+        sys.setrecursionlimit(needed)
 
 
 class TreeParser:
@@ -164,6 +174,7 @@ class TreeParser:
             (:class:`~syntaxformer.structures.Structures`; an ensemble: per sentence one per member).
         """
         words, positions = _word_lists(token_lists, punctuation)
+        _allow_tree_depth(max((len(t) for t in token_lists), default=0))
         spans, word_heads, structures = self.word_parses(words)
         trees, heads = [], []
         for tokens, kept, sentence_spans, sentence_heads in zip(token_lists, positions, spans, word_heads):

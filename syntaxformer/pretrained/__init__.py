@@ -7,7 +7,8 @@
   Adam 3e-4 halved on a validation plateau, the lowest validation loss kept) for its 100 epochs on one
   CPU thread; trees by the top-down distance split, dependency heads by the authors' argmax rule;
 * ``structformer-distilled-ptb-lm``: the best trees of one model: ``structformer-ptb-lm`` (with two more
-  convolution layers in its parse network) distilled from ``ensemble-ptb-lm``'s trees of the same text
+  convolution layers in its parse network) distilled from the trees of ``ensemble-ptb-lm`` as it was then (the StructFormer, the Tree Transformer,
+  the ON-LSTM and the right-branching voter) of the same text
   (``syntaxformer distill``, two stages: the ensemble's trees for 10 epochs, then those trees beside its
   own masked LM at weight 0.1 for 2, chosen on dev); as fast as the default, any length, the ensemble's
   dev F1; its dependency heads are worse than the default's (test UAS 39.0 against 47.8);
@@ -24,9 +25,11 @@
   by its max-marginal trees; no dependency heads, no attention heads, and sentences of at most 300 words
   (its chart's time is cubic in the length; in an ensemble it abstains on longer ones);
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words;
-* ``ensemble-ptb-lm`` (:data:`ENSEMBLES`): no weights of its own, an ``ensemble.json`` naming the three
-  ``-ptb-lm`` parsers and the baseline voter ``right-branching`` with their votes' weights (chosen on
-  the dev half), which :func:`syntaxformer.parser.load_parser` loads as one ensemble parser.
+* ``ensemble-ptb-lm`` (:data:`ENSEMBLES`): no weights of its own, an ``ensemble.json`` naming
+  ``structformer-ptb-lm``, ``on-lstm-ptb-lm``, ``compound-pcfg-ptb-lm`` and the baseline voter
+  ``right-branching`` with their votes' weights (chosen on the dev half), which
+  :func:`syntaxformer.parser.load_parser` loads as one ensemble parser (the PCFG abstains on sentences
+  over its 300 words).
 
 A folder holds what ``syntaxformer train`` writes (``config.json``, ``model.safetensors`` in float16, the
 tokenizer, ``training.json``), ``report.json`` (the ``induce`` report it was scored by: test-half F1,

@@ -35,6 +35,7 @@ from syntaxformer.data.batching import LengthBucketSampler
 from syntaxformer.data.parallel import build_subwords, read_aligned
 from syntaxformer.errors import InputError
 from syntaxformer.models.translation import PRESETS, VARIANTS, TranslationModel, translation_config
+from syntaxformer.parser import parser_fingerprint
 from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
 from syntaxformer.tasks.translation_data import (
     DEFAULT_PARSERS,
@@ -266,6 +267,8 @@ class TranslationTrainer(TrainingLoop):
             source_structure=kind,
             parser=(args.parser or DEFAULT_PARSERS[kind]) if kind else None,
         )
+        # what the parser's name stood for: a shipped ensemble re-weighted later gives other trees
+        record["parser_fingerprint"] = parser_fingerprint(record["parser"]) if kind else None
         return TranslationData(encoded["train"], encoded["valid"], record)
 
     def _build_model(self) -> None:
@@ -283,6 +286,7 @@ class TranslationTrainer(TrainingLoop):
         except (ValueError, TypeError) as e:
             raise InputError(f"cannot build the {args.variant} / {args.preset} model: {e}") from e
         config.source_parser = self.data.record["parser"]
+        config.source_parser_fingerprint = self.data.record["parser_fingerprint"]
         config.source_tree_level = args.tree_level
         torch.manual_seed(args.seed)
         self.model = TranslationModel(config).to(self.device)

@@ -11,6 +11,7 @@ detokenisation of the target language.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -21,9 +22,12 @@ from transformers import AutoTokenizer
 from syntaxformer.data.parallel import MosesText, decode_pieces
 from syntaxformer.errors import InputError
 from syntaxformer.models.translation import VARIANTS, TranslationModel
+from syntaxformer.parser import parser_fingerprint
 from syntaxformer.pretrained import TRANSLATORS
 from syntaxformer.runtime import resolve_device
 from syntaxformer.tasks.translation_data import EncodedPairs, encode_pairs, make_batch, source_structures
+
+logger = logging.getLogger(__name__)
 
 #: the folder of the shipped models (inside the package)
 PRETRAINED = Path(str(resources.files("syntaxformer.pretrained")))
@@ -49,6 +53,19 @@ class Translator:
         config = model.config
         self.kind = VARIANTS[config.variant].structure if config.variant in VARIANTS else None
         self.parser = parser or getattr(config, "source_parser", None)
+        trained_with = getattr(config, "source_parser_fingerprint", None)
+        if (
+            self.kind is not None
+            and parser is None
+            and trained_with
+            and parser_fingerprint(self.parser) != trained_with
+        ):
+            logger.warning(
+                "%s: its source parser %s has changed since it was trained (another fingerprint): its trees may "
+                "differ from the training's",
+                name,
+                self.parser,
+            )
         self.tree_level = getattr(config, "source_tree_level", 1)
         self.source_text = MosesText(config.source_language, config.lowercase)
         self.target_text = MosesText(config.target_language, config.lowercase)

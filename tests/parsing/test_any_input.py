@@ -12,7 +12,7 @@ from syntaxformer.cli import main
 from syntaxformer.decoding.spans import brackets
 from syntaxformer.errors import InputError
 from syntaxformer.parser import load_parser
-from syntaxformer.pretrained import SHIPPED
+from syntaxformer.pretrained import ENSEMBLES, SHIPPED
 
 WORDS = "the old man sat on the bench and the dog barked at a cat while it rained in new york".split()
 
@@ -22,9 +22,10 @@ def long_sentence(n: int = 2000) -> list[str]:
     return [rng.choice(WORDS) for _ in range(n)]
 
 
-@pytest.mark.slow  # ~40 s on 2 CPU cores: four parsers on 2,000 words
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.slow  # ~60 s on 2 CPU cores: the parsers and the ensemble on 2,000 words
+@pytest.mark.parametrize("name", [*SHIPPED, *ENSEMBLES])
 def test_every_shipped_parser_parses_2000_words(name):
+    """The ensemble too: its PCFG member abstains (DESIGN.md §9), the others vote."""
     parser = load_parser(name)
     tokens = long_sentence()
     if parser.max_words is not None:  # a PCFG: its chart's time is cubic in the length

@@ -345,3 +345,22 @@ def test_names_an_ensemble_tells_one_parser_from_several():
 
     assert names_an_ensemble("ensemble-ptb-lm") and names_an_ensemble(["a", "b"]) and names_an_ensemble("a,b")
     assert not names_an_ensemble("structformer-ptb-lm") and not names_an_ensemble(None)
+
+
+def test_a_model_whose_source_parser_changed_since_training_is_warned_of(caplog):
+    from syntaxformer.parser import parser_fingerprint
+
+    tok = _tokenizer()
+    model = TranslationModel(translation_config("structural-position", "tiny", len(tok)))
+    model.config.source_parser = "structformer-ptb-lm"
+    model.config.source_parser_fingerprint = parser_fingerprint("structformer-ptb-lm")
+    with caplog.at_level("WARNING", logger="syntaxformer.tasks.translator"):
+        Translator(model, tok)
+    assert not caplog.records
+    model.config.source_parser_fingerprint = "0" * 16  # trained with another parser of that name
+    with caplog.at_level("WARNING", logger="syntaxformer.tasks.translator"):
+        Translator(model, tok, name="m")
+    assert [r.getMessage() for r in caplog.records] == [
+        "m: its source parser structformer-ptb-lm has changed since it was trained (another fingerprint): its "
+        "trees may differ from the training's"
+    ]
