@@ -21,7 +21,8 @@
   attention heads (``heads``, ``prune`` and ``show``'s attention maps need them);
 * ``compound-pcfg-ptb-lm``: a parser of another family, a grammar: the Compound PCFG (Kim, Dyer & Rush,
   ACL 2019) at the ``cpu`` recipe's 10 nonterminals and 20 preterminals, trained on the same text
-  (``induce --architecture compound-pcfg --recipe cpu``: its 10 epochs on one CPU thread, seed 0), parsed
+  (``induce --architecture compound-pcfg --recipe cpu``: its 10 epochs on one CPU thread, seed 0, the
+  better on dev of two seeds), parsed
   by its max-marginal trees; no dependency heads, no attention heads, and sentences of at most 300 words
   (its chart's time is cubic in the length; in an ensemble it abstains on longer ones);
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words;
