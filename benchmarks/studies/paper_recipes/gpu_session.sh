@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A model's `paper` recipe (the Tree Transformer's by default, PAPER_ARCH=structformer or on-lstm) on one GPU machine:
+# A model's `paper` recipe (the Tree Transformer's by default, PAPER_ARCH=structformer, on-lstm, neural-pcfg or
+# compound-pcfg) on one GPU machine:
 # seeds side by side with the accelerator step,
 # each stopped cleanly by --max-minutes, then parsed and scored by induce; the reports under $OUT
 # (benchmarks/studies/paper_recipes/README.md).
@@ -83,6 +84,9 @@ fi
 # the size of its CPU run (mini: the paper size's eager step is about 4 steps/s)
 [ "$ARCH" != tree-transformer ] && ARCH_ARGS+=(--valid "$VALID")
 [ "$ARCH" = on-lstm ] && ARCH_ARGS+=(--preset "${PAPER_PRESET:-mini}") && STEP=(--tf32)
+# a PCFG (neural-pcfg, compound-pcfg: the paper's 30/60 symbols, batches of 4, 10 epochs): its batches'
+# shapes follow the length curriculum, so an eager step; no Triton kernel
+case "$ARCH" in *pcfg) STEP=(--tf32) ;; esac
 if [ "$DRY" = 1 ]; then  # a slice of the text (above), the tiny preset (after --preset mini: it wins), 20 steps or two epochs
     SIZE=(--preset tiny --threads 1)
     if [ "$ARCH" = tree-transformer ]; then SIZE+=(--max-steps 20); else SIZE+=(--epochs 2); fi
