@@ -342,20 +342,22 @@ def _member_parses(member: TreeParser, words: Sequence[Sequence[str]]) -> tuple[
     None for the spans, heads and structures of the others (it abstains), checked against the words."""
     taken = [i for i, s in enumerate(words) if member.max_words is None or len(s) <= member.max_words]
     parse = member.word_parses([words[i] for i in taken]) if taken else ([], [], [])
-    _check_member(member, parse, [words[i] for i in taken])
+    if len(parse[0]) != len(taken):
+        raise InputError(f"ensemble member {member.name}: {len(parse[0])} parses for {len(taken)} sentences")
     spans, heads, structures = [None] * len(words), [None] * len(words), [None] * len(words)
     for k, i in enumerate(taken):
         spans[i], heads[i], structures[i] = parse[0][k], parse[1][k], parse[2][k]
+    _check_member(member, (spans, heads, structures), words)
     return spans, heads, structures
 
 
 def _check_member(member: TreeParser, parse: tuple, words: Sequence[Sequence[str]]) -> None:
     """Raises InputError naming ``member`` when its parses are not one tree (and heads) per sentence over
-    that sentence's words (a member that reads other words than it is given)."""
+    that sentence's words (a member that reads other words than it is given); None: it abstained."""
     spans, heads, _ = parse
-    if len(spans) != len(words):
-        raise InputError(f"ensemble member {member.name}: {len(spans)} parses for {len(words)} sentences")
     for i, (sentence, sentence_spans, sentence_heads) in enumerate(zip(words, spans, heads), start=1):
+        if sentence_spans is None:
+            continue
         n = len(sentence)
         if any(not 0 <= a < b <= n for a, b in sentence_spans) or (
             sentence_heads is not None and len(sentence_heads) != n
@@ -485,7 +487,7 @@ def load_parser(
         raise InputError("decoder settings apply to one model: an ensemble's members use their own saved ones")
     parsers = []
     for member in members:
-        if member in BASELINE_VOTERS and not Path(member).exists():
+        if _names_a_voter(member):
             parsers.append(BaselineVoter(member))
             continue
         _check_member_name(member)
@@ -497,6 +499,11 @@ def load_parser(
             raise InputError(f"ensemble member {member}: {e.message}{where}") from None
     name = str(model) if isinstance(model, (str, Path)) else None
     return EnsembleParser(parsers, weights if weights is not None else saved_weights, name=name)
+
+
+def _names_a_voter(model: str | Path) -> bool:
+    """Whether ``model`` is a baseline voter's name (not a folder of that name)."""
+    return str(model) in BASELINE_VOTERS and not Path(model).exists()
 
 
 def _check_member_name(member: str) -> None:
@@ -561,7 +568,7 @@ def parser_fingerprint(model: str | Path) -> str:
     members, weights = _ensemble_members(model)
     if members is not None:
         digest.update(json.dumps([weights, [parser_fingerprint(m) for m in members]]).encode("utf-8"))
-    elif str(model) in BASELINE_VOTERS and not Path(model).exists():
+    elif _names_a_voter(model):
         digest.update(str(model).encode("utf-8"))
     else:
         folder = model_folder(model)

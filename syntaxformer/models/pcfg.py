@@ -48,8 +48,8 @@ from syntaxformer.blocks.inside import inside, span_marginals, viterbi_spans
 from syntaxformer.structures import SpanMarginals
 
 #: the longest sentence a PCFG parser takes (:attr:`syntaxformer.parser.TreeParser.max_words`): the chart's
-#: time grows as the cube of the length (a 300-word sentence at the ``cpu`` size: about half a minute on
-#: one CPU thread; 2,000 words would take hours); an ensemble's PCFG member abstains on longer ones
+#: time grows as the cube of the length (a 400-word sentence at the ``cpu`` size took 85 s on one loaded CPU
+#: thread, so 300 words about 35 s and 2,000 words hours); an ensemble's PCFG member abstains on longer ones
 MAX_PARSE_WORDS = 300
 #: ``induce`` parses sentences in groups whose widest width's products, ``B n² NT A / 4`` floats, stay
 #: under this (one sentence at a time if need be) ...

@@ -7,8 +7,8 @@
   Adam 3e-4 halved on a validation plateau, the lowest validation loss kept) for its 100 epochs on one
   CPU thread; trees by the top-down distance split, dependency heads by the authors' argmax rule;
 * ``structformer-distilled-ptb-lm``: the best trees of one model: ``structformer-ptb-lm`` (with two more
-  convolution layers in its parse network) distilled from the trees of ``ensemble-ptb-lm`` as it was then (the StructFormer, the Tree Transformer,
-  the ON-LSTM and the right-branching voter) of the same text
+  convolution layers in its parse network) distilled from the trees of ``ensemble-ptb-lm`` as it was then
+  (the StructFormer, the Tree Transformer, the ON-LSTM and the right-branching voter) of the same text
   (``syntaxformer distill``, two stages: the ensemble's trees for 10 epochs, then those trees beside its
   own masked LM at weight 0.1 for 2, chosen on dev); as fast as the default, any length, the ensemble's
   dev F1; its dependency heads are worse than the default's (test UAS 39.0 against 47.8);
@@ -22,8 +22,7 @@
 * ``compound-pcfg-ptb-lm``: a parser of another family, a grammar: the Compound PCFG (Kim, Dyer & Rush,
   ACL 2019) at the ``cpu`` recipe's 10 nonterminals and 20 preterminals, trained on the same text
   (``induce --architecture compound-pcfg --recipe cpu``: its 10 epochs on one CPU thread, seed 0, the
-  better on dev of two seeds), parsed
-  by its max-marginal trees; no dependency heads, no attention heads, and sentences of at most 300 words
+  better on dev of two seeds), parsed by its max-marginal trees; no dependency heads, no attention heads, and sentences of at most 300 words
   (its chart's time is cubic in the length; in an ensemble it abstains on longer ones);
 * ``tree-transformer-ptb``: a Tree Transformer (``mini``, 4 x 128) trained on ptb-sample's words;
 * ``ensemble-ptb-lm`` (:data:`ENSEMBLES`): no weights of its own, an ``ensemble.json`` naming

@@ -76,8 +76,6 @@ def ensemble_table() -> str:
 PCFG_JSON = "records/ensemble/ensemble-pcfg.json"
 VOTERS_JSON = "records/ensemble/ensemble-voters.json"
 NPCFG_TRIAL_JSON = "records/ensemble/ensemble-npcfg-40min.json"
-#: the names of the members that are run folders, not shipped parsers
-RUN_NAMES = {"neural-pcfg-s0": "Neural PCFG (`--recipe cpu`, 10 epochs)"}
 
 
 def _ensemble_row(label: str, record: dict, rb: dict) -> list[str]:
@@ -86,15 +84,11 @@ def _ensemble_row(label: str, record: dict, rb: dict) -> list[str]:
     return [label, f"{record['dev']['sentence_f1']:.2f}", f"**{record['test']['sentence_f1']:.2f}**", ud_cell]
 
 
-def _member_name(model: str, trial: str = "Neural PCFG (`--recipe cpu`)") -> str:
-    path = Path(model)
-    if path.name == "model":
-        return RUN_NAMES.get(path.parent.name, trial)
-    return path.name
-
-
 def _members(record: dict) -> str:
-    names = [_member_name(m["model"]) for m in record["members"]]
+    names = [
+        Path(m["model"]).name if Path(m["model"]).name != "model" else "Neural PCFG (`--recipe cpu`)"
+        for m in record["members"]
+    ]
     return ", ".join(f"{n} × {w:g}" for n, w in zip(names, record["ensemble_chosen"]["weights"]))
 
 

@@ -70,24 +70,26 @@ TEST_GROUPS = (
 )
 
 
+def _group_row(key: str, second: tuple[str, str]) -> list[str]:
+    """An induce group's row: label, seeds, test sentence F1 (bold), ``second`` (part, field: a second F1
+    column), WSJ-10 and the untrained model on the test half, right-branching, the training."""
+    reps = group(key)
+    return [
+        group_label(key),
+        seeds_of(reps),
+        f"**{mean_sd(part_scores(reps, 'test'))}**",
+        mean_sd(part_scores(reps, second[0], field=second[1])),
+        mean_sd(part_scores(reps, "test", field="wsj10_sentence_f1")),
+        mean_sd(part_scores(reps, "test", "untrained")),
+        f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}",
+        compute(reps),
+    ]
+
+
 @table("induce-test")
 def induce_test() -> str:
     """Every induce group on the test half: sentence, corpus and WSJ-10 F1, the untrained model, right-branching."""
-    rows = []
-    for key in (*SEEDED_GROUPS, *TEST_GROUPS):
-        reps = group(key)
-        rows.append(
-            [
-                group_label(key),
-                seeds_of(reps),
-                f"**{mean_sd(part_scores(reps, 'test'))}**",
-                mean_sd(part_scores(reps, "test", field="corpus_f1")),
-                mean_sd(part_scores(reps, "test", field="wsj10_sentence_f1")),
-                mean_sd(part_scores(reps, "test", "untrained")),
-                f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}",
-                compute(reps),
-            ]
-        )
+    rows = [_group_row(key, ("test", "corpus_f1")) for key in (*SEEDED_GROUPS, *TEST_GROUPS)]
     on_lstm = group("on-lstm")
     layer2 = [r["parts"]["test"]["single_layer"]["2"] for r in on_lstm]
     rows.append(
@@ -138,25 +140,8 @@ PCFG_GROUPS = ("cpcfg-cpu10", "npcfg-cpu10", "npcfg-cpu")
 @table("induce-pcfg")
 def induce_pcfg() -> str:
     """The Neural and Compound PCFGs: sentence F1 on the test and dev halves, WSJ-10, the untrained grammar,
-    right-branching, and the training (groups whose reports are in)."""
-    rows = []
-    for key in PCFG_GROUPS:
-        try:
-            reps = group(key)
-        except FileNotFoundError:  # listed before its runs' reports are in
-            continue
-        rows.append(
-            [
-                group_label(key),
-                seeds_of(reps),
-                f"**{mean_sd(part_scores(reps, 'test'))}**",
-                mean_sd(part_scores(reps, "dev")),
-                mean_sd(part_scores(reps, "test", field="wsj10_sentence_f1")),
-                mean_sd(part_scores(reps, "test", "untrained")),
-                f"{reps[0]['parts']['test']['right_branching']['sentence_f1']:.2f}",
-                compute(reps),
-            ]
-        )
+    right-branching, and the training."""
+    rows = [_group_row(key, ("dev", "sentence_f1")) for key in PCFG_GROUPS]
     header = ["PCFG", "seeds", "test sentence F1", "dev sentence F1", "WSJ-10 (test)", "untrained (test)"]
     return markdown([*header, "right-branching (test)", "training"], rows, "llrrrrrl")
 
