@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from benchmarks.tools.portable import portable
 from syntaxformer.data.tokenization import save_tokenizer
 from syntaxformer.models.translation import TranslationModel
 from syntaxformer.runtime import code_version
@@ -80,11 +81,11 @@ def ship(run: Path, name: str, schedule: str, data: Path) -> dict:
             t: dict(bleu_tokenized=v["bleu_tokenized"]["bleu"], sacrebleu=v["sacrebleu"]["bleu"])
             for t, v in tests.items()
         },
-        reproduce=report["arguments"],
+        reproduce=portable(report["arguments"]),
         licence=LICENCE,
     )
     (folder / "card.json").write_text(json.dumps(card, indent=2) + "\n")
-    return record
+    return portable(record)
 
 
 def main(argv=None) -> int:
