@@ -564,17 +564,33 @@ def parser_fingerprint(model: str | Path) -> str:
     Raises:
         InputError: as :func:`names_an_ensemble`.
     """
-    digest = hashlib.sha1()
     members, weights = _ensemble_members(model)
     if members is not None:
-        digest.update(json.dumps([weights, [parser_fingerprint(m) for m in members]]).encode("utf-8"))
-    elif _names_a_voter(model):
-        digest.update(str(model).encode("utf-8"))
-    else:
-        folder = model_folder(model)
-        for name in ("model.safetensors", "config.json", "decoder.json"):
-            if (folder / name).is_file():
-                digest.update(name.encode("utf-8") + (folder / name).read_bytes())
+        text = json.dumps([weights, [parser_fingerprint(m) for m in members]])
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+    if _names_a_voter(model):
+        return hashlib.sha1(str(model).encode("utf-8")).hexdigest()[:16]
+    folder = Path(model_folder(model)).resolve()
+    stamps = tuple(
+        (name, (folder / name).stat().st_size, (folder / name).stat().st_mtime_ns)
+        for name in FINGERPRINTED_FILES
+        if (folder / name).is_file()
+    )
+    return _folder_fingerprint(str(folder), stamps)
+
+
+#: the files of a model folder whose bytes make its fingerprint
+FINGERPRINTED_FILES = ("model.safetensors", "config.json", "decoder.json")
+
+
+@functools.lru_cache(maxsize=64)
+def _folder_fingerprint(folder: str, stamps: tuple[tuple[str, int, int], ...]) -> str:
+    """The hash of a model folder's fingerprinted files (their names and bytes), read once per state of
+    the files: ``stamps`` (name, size, modification time) is part of the cache key, so a rewritten file
+    is read again."""
+    digest = hashlib.sha1()
+    for name, _, _ in stamps:
+        digest.update(name.encode("utf-8") + (Path(folder) / name).read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -85,9 +85,26 @@ def test_a_parser_fingerprint_follows_what_the_name_stands_for(tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(pretrained_folder("structformer-ptb-lm"), copy)
     assert parser_fingerprint(copy) == shipped
-    settings = json.loads((copy / "decoder.json").read_text())
+    original = (copy / "decoder.json").read_bytes()
+    settings = json.loads(original)
     (copy / "decoder.json").write_text(json.dumps({**settings, "threshold": 0.5}))
     assert parser_fingerprint(copy) != shipped
+    (copy / "decoder.json").write_bytes(original)  # rewritten: read again, not the remembered hash
+    assert parser_fingerprint(tmp_path / "copy" / ".." / "copy") == shipped
+
+
+def test_a_model_folders_fingerprint_is_the_hash_of_its_files():
+    import hashlib
+
+    from syntaxformer.parser import FINGERPRINTED_FILES, parser_fingerprint
+    from syntaxformer.pretrained import pretrained_folder
+
+    folder = pretrained_folder("structformer-ptb-lm")
+    digest = hashlib.sha1()
+    for name in FINGERPRINTED_FILES:
+        if (folder / name).is_file():
+            digest.update(name.encode("utf-8") + (folder / name).read_bytes())
+    assert parser_fingerprint("structformer-ptb-lm") == digest.hexdigest()[:16]
 
 
 def test_parse_command_with_members(tmp_path, capsys):
