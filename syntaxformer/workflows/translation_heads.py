@@ -320,15 +320,7 @@ def run_gates(
     """
     if steps < 1:
         raise InputError(f"--gate-steps must be at least 1, got {steps}")
-    info = read_training_record(translation_folder(model))
-    recorded = info.get("data") or {}
-    train_source = train_source or recorded.get("source")
-    train_target = train_target or recorded.get("target")
-    if not train_source or not train_target:
-        raise InputError("--gates: give --train-source and --train-target (the model's training.json names none)")
-    arguments = info.get("arguments") or {}
-    cache = tree_cache or arguments.get("tree_cache") or arguments.get("out")
-    train_pairs, _, train_record = encoded_pairs(translator, train_source, train_target, None, cache)
+    train_pairs, train_record = _gate_training_pairs(model, translator, train_source, train_target, tree_cache)
     layout = translation_head_layout(translator.model, ("encoder",))
     results = []
     for l0 in lambdas:
@@ -336,32 +328,14 @@ def run_gates(
         tuned, gates, log = finetune_with_gates(
             translator.model, layout, train_pairs, l0, steps, lr, gate_lr, max_tokens, seed=seed
         )
-        tuned_data = BleuData(
-            Translator(tuned, translator.tokenizer, translator.beam, translator.batch_size, translator.parser),
-            data.pairs,
-            data.references,
-            data.full,
-        )
-        record = gates_record(gates, layout)
-        closed = (open_gates(gates) == 0) & layout.layout.kept()
-        named = [("encoder", int(l), int(h)) for l, h in closed.nonzero().tolist()]
-        results.append(
-            dict(
-                gate_l0=l0,
-                bleu=measure_bleu(tuned_data, named)["bleu"],
-                bleu_all_heads_open=measure_bleu(tuned_data, [])["bleu"],
-                importance_order=_importance_order_bleu(data, layout, importance, len(named)),
-                **record,
-                log=log,
-                minutes=round((time.perf_counter() - t0) / 60, 2),
-            )
-        )
+        result = _gated_model_record(tuned, gates, layout, translator, data, importance)
+        results.append(dict(gate_l0=l0, **result, log=log, minutes=round((time.perf_counter() - t0) / 60, 2)))
         logger.info(
             "gates lambda %g: %d of %d encoder heads kept, BLEU %.2f",
             l0,
-            record["n_kept"],
-            record["n_heads"],
-            results[-1]["bleu"],
+            result["n_kept"],
+            result["n_heads"],
+            result["bleu"],
         )
     return dict(
         lambdas=list(lambdas),
@@ -378,6 +352,48 @@ def run_gates(
         full_bleu=measure_bleu(data, [])["bleu"],
         protocol=dict(GATES_PROTOCOL, bleu=PRUNE_PROTOCOL["bleu"]),
         results=results,
+    )
+
+
+def _gate_training_pairs(model, translator: Translator, train_source, train_target, tree_cache) -> tuple:
+    """The encoded pairs the gates are fine-tuned on (default: the training files the model's
+    ``training.json`` names) and their record.
+
+    Raises:
+        InputError: no training files given or recorded; unreadable files.
+    """
+    info = read_training_record(translation_folder(model))
+    recorded = info.get("data") or {}
+    train_source = train_source or recorded.get("source")
+    train_target = train_target or recorded.get("target")
+    if not train_source or not train_target:
+        raise InputError("--gates: give --train-source and --train-target (the model's training.json names none)")
+    arguments = info.get("arguments") or {}
+    cache = tree_cache or arguments.get("tree_cache") or arguments.get("out")
+    train_pairs, _, train_record = encoded_pairs(translator, train_source, train_target, None, cache)
+    return train_pairs, train_record
+
+
+def _gated_model_record(
+    tuned, gates, layout: TranslationHeadLayout, translator: Translator, data: BleuData, importance
+):
+    """One λ's result: the binarised gates (:func:`gates_record`), BLEU of the fine-tuned model ``tuned``
+    with the closed heads removed and with every head open, and (with ``importance``) the unchanged model
+    without as many heads, least important first."""
+    tuned_data = BleuData(
+        Translator(tuned, translator.tokenizer, translator.beam, translator.batch_size, translator.parser),
+        data.pairs,
+        data.references,
+        data.full,
+    )
+    record = gates_record(gates, layout)
+    closed = (open_gates(gates) == 0) & layout.layout.kept()
+    named = [("encoder", int(l), int(h)) for l, h in closed.nonzero().tolist()]
+    return dict(
+        bleu=measure_bleu(tuned_data, named)["bleu"],
+        bleu_all_heads_open=measure_bleu(tuned_data, [])["bleu"],
+        importance_order=_importance_order_bleu(data, layout, importance, len(named)),
+        **record,
     )
 
 
@@ -456,28 +472,33 @@ def run_translation_prune(
     report["files"] = [str(p) for p in write_curve_figures(report, out)]
     _write(report, out / "prune.json")  # the curves are kept should the gates fail
     if gates:
-        t1 = time.perf_counter()
-        gate_report = run_gates(
-            model, translator, data, gates, seed=seed, tree_cache=tree_cache, importance=raw, **(gate_options or {})
-        )
-        gate_report = dict(
-            command="prune --gates",
-            task="translation",
-            **_model_record(model, translator),
-            data=described,
-            beam=beam,
-            **gate_report,
-            minutes=round((time.perf_counter() - t1) / 60, 2),
-        )
-        _write(gate_report, out / "gates.json")
-        report["gates"] = {k: gate_report[k] for k in ("lambdas", "full_bleu", "files")} | dict(
-            kept_and_bleu=[
-                dict(gate_l0=r["gate_l0"], n_kept=r["n_kept"], bleu=r["bleu"], importance_order=r["importance_order"])
-                for r in gate_report["results"]
-            ]
-        )
+        gate_options = dict(gate_options or {}, seed=seed, tree_cache=tree_cache, importance=raw)
+        report["gates"] = _gates_section(out, model, translator, data, gates, gate_options, described)
         _write(report, out / "prune.json")
     return report
+
+
+def _gates_section(out: Path, model, translator: Translator, data: BleuData, lambdas, options: dict, described) -> dict:
+    """Run :func:`run_gates` (keyword arguments ``options``), write its whole report to ``OUT/gates.json``
+    and return the summary ``prune.json`` keeps (the λ values, the full BLEU, heads kept and BLEU per λ)."""
+    t0 = time.perf_counter()
+    gate_report = run_gates(model, translator, data, lambdas, **options)
+    gate_report = dict(
+        command="prune --gates",
+        task="translation",
+        **_model_record(model, translator),
+        data=described,
+        beam=translator.beam,
+        **gate_report,
+        minutes=round((time.perf_counter() - t0) / 60, 2),
+    )
+    _write(gate_report, out / "gates.json")
+    return {k: gate_report[k] for k in ("lambdas", "full_bleu", "files")} | dict(
+        kept_and_bleu=[
+            dict(gate_l0=r["gate_l0"], n_kept=r["n_kept"], bleu=r["bleu"], importance_order=r["importance_order"])
+            for r in gate_report["results"]
+        ]
+    )
 
 
 def write_curve_figures(report: dict, out: Path) -> list[Path]:

@@ -82,3 +82,22 @@ def test_no_issue_numbers_of_this_project():
         for number, citation in issue_numbers(f.read_text(encoding="utf-8", errors="replace"))
     ]
     assert not found, "issue numbers of this project (say what they mean instead):\n" + "\n".join(found)
+
+
+#: the longest function or method (lines, its decorators excluded) the project's style allows
+LONGEST_FUNCTION = 80
+
+
+def test_no_function_is_longer_than_the_style_allows():
+    """The style rule "no function over ~80 lines", for the package and the benchmarks."""
+    import ast
+
+    too_long = []
+    for folder in ("syntaxformer", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > LONGEST_FUNCTION:
+                        too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not too_long, "functions over 80 lines: " + "; ".join(too_long)

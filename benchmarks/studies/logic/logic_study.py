@@ -727,8 +727,8 @@ def _override(text: str) -> tuple[str, object]:
         return key, value
 
 
-def main(argv=None) -> int:
-    global DATA
+def argument_parser() -> argparse.ArgumentParser:
+    """The study's command line (module docstring)."""
     from syntaxformer.models import ENCODERS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -769,6 +769,14 @@ def main(argv=None) -> int:
     )
     p.add_argument("--one", nargs=2, metavar=("ENCODER", "SEED"), help=argparse.SUPPRESS)
     add_job_options(p, "runs at once")
+    return p
+
+
+def main(argv=None) -> int:
+    global DATA
+    from syntaxformer.models import ENCODERS
+
+    p = argument_parser()
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from syntaxformer.runtime import prepare_process
