@@ -11,8 +11,9 @@
 # (tok/ and raw/ of ../shared/data/multi30k) with .gpu-data/translation-tree-cache (the source trees of the
 # training and validation files, from a CPU run's tree cache: the shipped parsers need not parse 29,000
 # sentences on the machine). Settings: SYSTEMS (all five), TRANSLATION_SEED (0), TARGET (de),
-# TRANSLATION_STEPS (8000), TRANSLATION_MINUTES (6: each run's training limit), TRANSLATION_BUDGET_S (560: the
-# whole script, a hard limit), TRANSLATION_COMMIT (the code's commit, for the log).
+# TRANSLATION_STEPS (8000), TRANSLATION_MAX_TOKENS (4096, the preset's; 8192 gives each update the anchor's two
+# GPUs' tokens, docs/reference/DESIGN.md §11), TRANSLATION_MINUTES (6: each run's training limit),
+# TRANSLATION_BUDGET_S (560: the whole script, a hard limit), TRANSLATION_COMMIT (the code's commit, for the log).
 set -u
 cd "$(dirname "$0")/../../.."
 
@@ -23,6 +24,7 @@ SYSTEMS=${SYSTEMS:-baseline structural-position on-lstm-san mgsa-ngram mgsa-synt
 SEED=${TRANSLATION_SEED:-0}
 L=${TARGET:-de}
 STEPS=${TRANSLATION_STEPS:-8000}
+MAX_TOKENS=${TRANSLATION_MAX_TOKENS:-4096}
 MINUTES=${TRANSLATION_MINUTES:-6}
 BUDGET=${TRANSLATION_BUDGET_S:-560}
 DATA=.gpu-data/multi30k
@@ -32,11 +34,12 @@ LOG="$OUT/session.txt"
 START=$SECONDS
 log() { echo "[translation +$((SECONDS - START))s] $*" | tee -a "$LOG"; }
 
-log "start: ${SYSTEMS}; seed ${SEED}, en-${L}, ${STEPS} steps, at most ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${TRANSLATION_COMMIT:-?}"
+log "start: ${SYSTEMS}; seed ${SEED}, en-${L}, ${STEPS} steps of ${MAX_TOKENS} tokens, at most ${MINUTES} training minutes each, budget ${BUDGET} s, dry=${DRY}, commit ${TRANSLATION_COMMIT:-?}"
 install_wheels .whl || log "wheels: none in .whl/ (benchmarks/studies/translation/README.md)"
 [ -f "$DATA/tok/train.lc.norm.tok.en" ] || { log "no data at $DATA: copy ../shared/data/multi30k's tok/ and raw/ there"; exit 0; }
 T=$DATA/tok
-ARGS=(--preset anchor --max-steps "$STEPS" --warmup-steps 2000 --average-last 10 --max-minutes "$MINUTES")
+ARGS=(--preset anchor --max-steps "$STEPS" --max-tokens "$MAX_TOKENS" --warmup-steps 2000 --average-last 10
+    --max-minutes "$MINUTES")
 DEVICE=cuda
 if [ "$DRY" = 1 ]; then  # slices of the data, the tiny model, 20 steps on the CPU
     mkdir -p /tmp/translation-dry
