@@ -84,11 +84,16 @@ def _ensemble_row(label: str, record: dict, rb: dict) -> list[str]:
     return [label, f"{record['dev']['sentence_f1']:.2f}", f"**{record['test']['sentence_f1']:.2f}**", ud_cell]
 
 
-def _members(record: dict) -> str:
-    names = [
-        Path(m["model"]).name if Path(m["model"]).name != "model" else "Neural PCFG (`--recipe cpu`)"
-        for m in record["members"]
-    ]
+def _members(record: dict, model_folder: str = "Neural PCFG (`--recipe cpu`)") -> str:
+    """``record``'s chosen members with their weights, "name × weight"; a member given by a run's ``…/model``
+    folder is called ``model_folder`` (None: by its run folder's name)."""
+
+    def name(path: Path) -> str:
+        if path.name != "model":
+            return path.name
+        return model_folder if model_folder is not None else path.parent.name
+
+    names = [name(Path(m["model"])) for m in record["members"]]
     return ", ".join(f"{n} × {w:g}" for n, w in zip(names, record["ensemble_chosen"]["weights"]))
 
 
@@ -160,12 +165,7 @@ def ensemble_students() -> str:
         job = student["job"]
         label = f"student, stage {_stage(job)} (epoch {student['kept_epoch']} of {job['epochs']}, lr {job['lr']:g})"
         rows.append(_ensemble_row(label, student, rb))
-    names = [
-        Path(m["model"]).parent.name if Path(m["model"]).name == "model" else Path(m["model"]).name
-        for m in r["members"]
-    ]
-    weights = r["ensemble_chosen"]["weights"]
-    members = ", ".join(f"{n} × {w:g}" for n, w in zip(names, weights))
+    members = _members(r, model_folder=None)
     rows.append(
         _ensemble_row(f"ensemble chosen on dev with the student a candidate: {members}", r["ensemble_chosen"], rb)
     )
