@@ -6,17 +6,26 @@
   denormals (< 1.2e-38) is 10-100× slower (DESIGN.md §5). :func:`prepare_process` sets flush-to-zero
   for the whole process before any tensor work (the command line calls it first thing: PyTorch's
   intra-op worker threads inherit the flag only when it is set before they exist);
-  :func:`flush_denormals_on_cpu` sets it for the calling thread (the library's long CPU loops:
+  :func:`prepare_cpu_loop` sets it for the calling thread (the library's long CPU loops:
   training, perplexity). Importing the package and running a model's ``forward`` change nothing: where
   flush-to-zero is off (:func:`flush_to_zero_is_on`), the attention kernels flush the values they
   produce themselves, so results agree either way.
+* The CPU allocator: glibc's ``malloc`` gives every block above its mmap threshold (at most 32 MB, set
+  by the sizes freed before) fresh pages from the kernel and returns them on ``free``; a training step
+  allocates and frees its activations and gradients (megabytes each, a 4,096-token batch's logits
+  160 MB) every step, so each step page-faults on all of them anew: a quarter of a CPU step's time
+  went to the kernel (DESIGN.md §5). :func:`tune_cpu_allocator` (called by :func:`prepare_process`)
+  raises both glibc thresholds so that freed memory is kept and reused.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib.metadata
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,18 +54,52 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
 
 
 def prepare_process() -> None:
-    """Process-wide CPU settings, before any tensor work: flush denormal floats to zero (module docstring)."""
+    """Process-wide CPU settings, before any tensor work: flush denormal floats to zero, and glibc's
+    allocator keeps freed memory for reuse (:func:`tune_cpu_allocator`; module docstring)."""
     torch.set_flush_denormal(True)
+    tune_cpu_allocator()
 
 
-def flush_denormals_on_cpu(device: torch.device) -> None:
-    """Set ``torch.set_flush_denormal(True)`` for the calling thread when ``device`` is a CPU.
+#: ``mallopt`` parameters (glibc's ``malloc.h``)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+#: bytes: blocks below it come from the heap, not fresh pages; free memory up to it stays in the process
+ALLOCATOR_THRESHOLD = 1 << 30
+#: set to ``default`` to leave glibc's allocator as it is (the process then gives freed memory back sooner)
+ALLOCATOR_VARIABLE = "SYNTAXFORMER_MALLOC"
 
-    The flag is per thread; worker threads created earlier keep theirs (module docstring). Called by
-    the library's long CPU loops (training, perplexity), never by a model's ``forward``.
+
+@functools.cache
+def tune_cpu_allocator() -> bool:
+    """Raise glibc's mmap and trim thresholds to :data:`ALLOCATOR_THRESHOLD` (``mallopt(3)``; the
+    environment's ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` set the same before a process
+    starts), so a loop's allocations of the same sizes reuse the memory freed before instead of
+    page-faulting on fresh pages every time (module docstring; PyTorch's performance tuning guide
+    swaps the allocator for the same reason). The process keeps up to that much freed memory.
+
+    Returns:
+        True where set (Linux with glibc, :data:`ALLOCATOR_VARIABLE` not ``default``); False elsewhere
+        (other systems and C libraries keep their allocators), once per process.
+    """
+    if not sys.platform.startswith("linux") or os.environ.get(ALLOCATOR_VARIABLE) == "default":
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, ALLOCATOR_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, ALLOCATOR_THRESHOLD))
+
+
+def prepare_cpu_loop(device: torch.device) -> None:
+    """When ``device`` is a CPU: ``torch.set_flush_denormal(True)`` for the calling thread, and the
+    allocator's thresholds raised for the process (:func:`tune_cpu_allocator`).
+
+    The flush flag is per thread; worker threads created earlier keep theirs (module docstring). Called
+    by the library's long CPU loops (training, perplexity), never by a model's ``forward``.
     """
     if torch.device(device).type == "cpu":
         torch.set_flush_denormal(True)
+        tune_cpu_allocator()
 
 
 def flush_to_zero_is_on() -> bool:

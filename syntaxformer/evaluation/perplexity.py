@@ -59,7 +59,7 @@ from syntaxformer.data.tokenization import BOUNDARY_ID, encode, frame_sentence
 from syntaxformer.errors import InputError
 from syntaxformer.models import capabilities_of
 from syntaxformer.parser import is_punctuation, tokenize
-from syntaxformer.runtime import flush_denormals_on_cpu
+from syntaxformer.runtime import prepare_cpu_loop
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +297,7 @@ def _one_mask_cross_entropy(model, batches, ids, special_ids, token_structure, d
     was_training = model.training
     model.eval()
     model.to(device)
-    flush_denormals_on_cpu(device)
+    prepare_cpu_loop(device)
     total = torch.zeros((), dtype=torch.float64)
     n_tokens = n_unk = 0
     vocab_size = None
@@ -529,7 +529,7 @@ def _next_word_cross_entropy(model, batches: list[list[list[int]]], tokenizer, d
     was_training = model.training
     model.eval()
     model.to(device)
-    flush_denormals_on_cpu(device)
+    prepare_cpu_loop(device)
     totals = torch.zeros(2, dtype=torch.float64)  # cross-entropy over words, over sentence ends
     n_unk, vocab_size = 0, None
     try:

@@ -24,7 +24,7 @@ the sentences' structure with ``--trees`` / ``--phrases``); the loss is the mode
 What a run does, in order:
 
 1. seeds ``random``, ``torch`` (and CUDA) from ``seed``; on CPU flushes denormals
-   (:func:`~syntaxformer.runtime.flush_denormals_on_cpu`, DESIGN.md §5);
+   (:func:`~syntaxformer.runtime.prepare_cpu_loop`, DESIGN.md §5);
 2. reads the corpus (:func:`~syntaxformer.data.corpus.load_corpus`) and holds out a validation slice:
    the ``valid`` corpus if given, else ``valid_fraction`` of the sentences chosen by a permutation
    with the fixed seed 0 (the same slice for every ``--seed``; excluded from training);
@@ -80,7 +80,7 @@ from syntaxformer.data.preprocess import PRPN
 from syntaxformer.errors import InputError
 from syntaxformer.models import MODELS, capabilities_of
 from syntaxformer.priors import PRIORS, structure_readers
-from syntaxformer.runtime import code_version, flush_denormals_on_cpu
+from syntaxformer.runtime import code_version, prepare_cpu_loop
 from syntaxformer.sources.checks import model_reads_trees
 from syntaxformer.sources.induced import MaskedInputInducer
 from syntaxformer.tasks.language_model_data import TrainingData, prepare_data
@@ -185,7 +185,7 @@ class Trainer(TrainingLoop):
         args = self.args
         if args.threads:
             torch.set_num_threads(args.threads)
-        flush_denormals_on_cpu(self.device)
+        prepare_cpu_loop(self.device)
         random.seed(args.seed)
         torch.manual_seed(args.seed)
         checkpoint = read_checkpoint(args, self.world)

@@ -51,7 +51,7 @@ from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.errors import InputError
 from syntaxformer.models import ENCODERS, default_architecture, encoder_use, make_encoder_config
 from syntaxformer.models.kernel_choice import accepted_fields
-from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
+from syntaxformer.runtime import code_version, prepare_cpu_loop, resolve_device
 from syntaxformer.tasks.pair import PairClassifier, PairClassifierConfig
 from syntaxformer.training.arguments import RunArguments, check_choices, option, same_option
 from syntaxformer.training.batch import TokenBatch
@@ -548,7 +548,7 @@ class LogicTrainer(TrainingLoop):
             raise InputError("logic training runs in one process; start independent runs instead of torchrun")
         if args.threads:
             torch.set_num_threads(args.threads)
-        flush_denormals_on_cpu(self.device)
+        prepare_cpu_loop(self.device)
         random.seed(args.seed)
         torch.manual_seed(args.seed)
         checkpoint = read_checkpoint(args, self.world)

@@ -43,7 +43,7 @@ from syntaxformer.data.tokenization import build_word_tokenizer
 from syntaxformer.data.word_vectors import read_word_vectors
 from syntaxformer.errors import InputError
 from syntaxformer.models import PAIR_MODELS, default_architecture
-from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
+from syntaxformer.runtime import code_version, prepare_cpu_loop, resolve_device
 from syntaxformer.training.arguments import (
     DataArguments,
     ModelArguments,
@@ -259,7 +259,7 @@ class NliTrainer(TrainingLoop):
         args = self.args
         if args.threads:
             torch.set_num_threads(args.threads)
-        flush_denormals_on_cpu(self.device)
+        prepare_cpu_loop(self.device)
         torch.manual_seed(args.seed)
         checkpoint = read_checkpoint(args, self.world)
         if self.nli_data is None:

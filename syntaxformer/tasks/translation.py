@@ -36,7 +36,7 @@ from syntaxformer.data.parallel import build_subwords, read_aligned
 from syntaxformer.errors import InputError
 from syntaxformer.models.translation import PRESETS, VARIANTS, TranslationModel, translation_config
 from syntaxformer.parser import parser_fingerprint
-from syntaxformer.runtime import code_version, flush_denormals_on_cpu, resolve_device
+from syntaxformer.runtime import code_version, prepare_cpu_loop, resolve_device
 from syntaxformer.tasks.translation_data import (
     DEFAULT_PARSERS,
     EncodedPairs,
@@ -220,7 +220,7 @@ class TranslationTrainer(TrainingLoop):
         args = self.args
         if args.threads:
             torch.set_num_threads(args.threads)
-        flush_denormals_on_cpu(self.device)
+        prepare_cpu_loop(self.device)
         torch.manual_seed(args.seed)
         checkpoint = read_checkpoint(args, self.world)
         train_pairs = read_aligned(args.source, args.target)

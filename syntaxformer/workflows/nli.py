@@ -26,7 +26,7 @@ from syntaxformer.data.nli import LABELS, NliPair, PairEncoder, load_nli, load_n
 from syntaxformer.errors import InputError
 from syntaxformer.evaluation.classification import classification_scores, majority_class_scores
 from syntaxformer.models import PAIR_MODELS, default_architecture
-from syntaxformer.runtime import flush_denormals_on_cpu, resolve_device
+from syntaxformer.runtime import prepare_cpu_loop, resolve_device
 from syntaxformer.tasks.nli import NliTrainArguments, NliTrainer, steps_for_epochs
 from syntaxformer.training.best import BEST
 
@@ -270,7 +270,7 @@ def run_nli_evaluate(
     if threads:
         torch.set_num_threads(threads)
     resolved = resolve_device(device)
-    flush_denormals_on_cpu(resolved)
+    prepare_cpu_loop(resolved)
     torch.manual_seed(seed)
     pairs, description = load_nli_split(data, split)
     net, tokenizer = load_pair_model(model, resolved)

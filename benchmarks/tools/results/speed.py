@@ -1,10 +1,12 @@
 """``docs/results/speed.md``: the translation model's training step against ``torch.nn.Transformer``
-(``translation-step``) and its beam search (``translation-beam``); the attention's step time and memory on the CPU with and without dropout
+(``translation-step``), with glibc's default allocator and the tuned one (``cpu-allocator``) and its beam
+search (``translation-beam``); the attention's step time and memory on the CPU with and without dropout
 (``speed-dropout``, ``speed-memory``, ``speed-no-dropout``) and today's CPU training step against the base
 commit's (``cpu-against-base``); ``benchmarks/speed/README.md``: a training step of the default induce
 recipe per variant (``train-step``, the variants labelled by :data:`TRAIN_STEP_LABELS`).
 
-Data: ``records/benchmarks/translation-step.json``, ``records/benchmarks/translation-beam.json``,
+Data: ``records/benchmarks/translation-step.json``, ``records/benchmarks/cpu-allocator.json``,
+``records/benchmarks/translation-beam.json``,
 ``records/benchmarks/attention-cpu-small-dropout{0.1,0}.json``, ``records/benchmarks/train-step.json`` and
 ``records/benchmarks/cpu-against-base.json``. The accelerator's tables are
 :mod:`benchmarks.tools.results.accelerator`'s.
@@ -204,6 +206,47 @@ def translation_step() -> str:
         "speed vs our baseline (paired)",
     ]
     return markdown(head, rows, "lrrrrrrr")
+
+
+#: benchmarks/speed/cpu_allocator.py's record: glibc's default allocator against the tuned thresholds
+CPU_ALLOCATOR = "records/benchmarks/cpu-allocator.json"
+
+
+@table("cpu-allocator")
+def cpu_allocator() -> str:
+    """docs/results/speed.md: the translation step with glibc's default allocator and with the tuned
+    thresholds, each in its own processes: ms and CPU ms per step (medians over rounds), page faults,
+    kernel seconds, and the default / tuned ratios."""
+    if not (ROOT / CPU_ALLOCATOR).exists():
+        return f"No record yet (`{CPU_ALLOCATOR}`)."
+    run = load(CPU_ALLOCATOR)
+    ratios, rows = run["speed_tuned_vs_default"], []
+    for mode, m in run["medians"].items():
+        for name, r in m["rows"].items():
+            tuned = mode == "tuned"
+            rows.append(
+                [
+                    mode,
+                    f"`{name}`",
+                    f"{r['ms_per_step']:,.0f}",
+                    f"{r['cpu_ms_per_step']:,.0f}",
+                    f"{m['page_faults']:,.0f}",
+                    f"{m['kernel_seconds']:.1f}",
+                    f"**{ratios[name]['ms_per_step']:.2f}** (CPU {ratios[name]['cpu_ms_per_step']:.2f})"
+                    if tuned
+                    else "1",
+                ]
+            )
+    head = [
+        "allocator",
+        "row",
+        "ms/step",
+        "CPU ms/step",
+        "page faults (process)",
+        "kernel s (process)",
+        "speed vs default",
+    ]
+    return markdown(head, rows, "llrrrrr")
 
 
 @table("translation-beam")
