@@ -57,6 +57,12 @@ def collect(runs: Path, data: Path) -> dict:
             seeds=seeds,
             parameters=first["parameters"],
             parser=first["data"]["parser"],
+            # which trees the runs read (parser_fingerprint; absent: runs made before it was recorded)
+            parser_fingerprints=sorted(
+                {r["report"]["data"].get("parser_fingerprint") or "not recorded" for r in runs_of}
+            )
+            if first["data"]["parser"]
+            else [],
             steps=first["steps"],
             valid_bleu=_mean_sd([r["report"]["valid"]["bleu_tokenized"]["bleu"] for r in runs_of]),
             train_minutes=_mean_sd([r["report"]["train_minutes_total"] for r in runs_of]),
