@@ -9,6 +9,7 @@ Data: ``records/translation/study.json`` (``benchmarks/studies/translation/summa
 
 from __future__ import annotations
 
+from benchmarks import ROOT
 from benchmarks.tools.results.core import load, markdown, table
 
 STUDY = "records/translation/study.json"
@@ -117,6 +118,44 @@ def translation_shipped() -> str:
         ],
     ]
     return markdown(["model", "test 2016 BLEU", "test 2017 BLEU", "test 2016 sacreBLEU"], rows, "lrrr")
+
+
+#: former shipped models: one folder each, its ``shipped.json`` and the heads' records made on it
+SHIPPED_HISTORY = "records/translation/history"
+
+
+@table("translation-shipped-history")
+def translation_shipped_history() -> str:
+    """The models shipped as ``multi30k-en-de`` before today's: schedule, BLEU, and the share of all
+    heads removable within 0.5 BLEU in importance order (their ``prune.json``), newest first."""
+    rows = []
+    for folder in sorted((ROOT / SHIPPED_HISTORY).glob("*/"), reverse=True):
+        shipped = load(f"{SHIPPED_HISTORY}/{folder.name}/shipped.json")
+        prune = folder / "prune.json"
+        removable = "–"
+        if prune.exists():
+            imp = load(f"{SHIPPED_HISTORY}/{folder.name}/prune.json")["curves"]["all"]["orders"]["importance"]
+            removable = f"{imp['removable']['n_removed']} of 48"
+        tests = shipped["tests"]
+        rows.append(
+            [
+                f"{shipped['variant']}, seed {shipped['seed']}, {shipped['steps']:,} steps: {shipped['schedule']}",
+                f"{tests['test_2016_flickr']['bleu_tokenized']['bleu']:.2f}",
+                f"{tests['test_2017_flickr']['bleu_tokenized']['bleu']:.2f}",
+                f"{tests['test_2016_flickr']['sacrebleu']['bleu']:.2f}",
+                removable,
+                shipped["code"]["version"],
+            ]
+        )
+    head = [
+        "model shipped before",
+        "test 2016 BLEU",
+        "test 2017 BLEU",
+        "test 2016 sacreBLEU",
+        "heads removable",
+        "package",
+    ]
+    return markdown(head, rows, "lrrrrl")
 
 
 @table("translation-papers")
