@@ -38,11 +38,13 @@ import hashlib
 import json
 import logging
 import math
+import os
 import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 import conllu
 from nltk import Tree
@@ -571,12 +573,21 @@ def parser_fingerprint(model: str | Path) -> str:
     if _names_a_voter(model):
         return hashlib.sha1(str(model).encode("utf-8")).hexdigest()[:16]
     folder = Path(model_folder(model)).resolve()
-    stamps = tuple(
-        (name, (folder / name).stat().st_size, (folder / name).stat().st_mtime_ns)
-        for name in FINGERPRINTED_FILES
-        if (folder / name).is_file()
-    )
+    stamps = tuple((name, stat.st_size, stat.st_mtime_ns) for name, stat in _file_stats(folder, FINGERPRINTED_FILES))
     return _folder_fingerprint(str(folder), stamps)
+
+
+def _file_stats(folder: Path, names: Sequence[str]) -> list[tuple[str, os.stat_result]]:
+    """``(name, stat)`` of each of ``names`` that is a file in ``folder`` (one ``stat`` call each)."""
+    found = []
+    for name in names:
+        try:
+            stat = (folder / name).stat()
+        except FileNotFoundError:
+            continue
+        if S_ISREG(stat.st_mode):
+            found.append((name, stat))
+    return found
 
 
 #: the files of a model folder whose bytes make its fingerprint

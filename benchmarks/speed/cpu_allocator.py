@@ -37,18 +37,33 @@ from syntaxformer.runtime import ALLOCATOR_THRESHOLD, ALLOCATOR_VARIABLE, code_v
 #: the rows: name -> the environment's allocator variable (None: unset, the library tunes)
 MODES = {"glibc default": "default", "tuned": None}
 
-CHILD = """
-import json, resource, sys
-from syntaxformer.runtime import tune_cpu_allocator
-tuned = tune_cpu_allocator()
-from benchmarks.speed import translation_step
-translation_step.main(sys.argv[2:])
-usage = resource.getrusage(resource.RUSAGE_SELF)
-steps = json.load(open(sys.argv[1]))["runs"][0]["rows"]
-print(json.dumps(dict(tuned=tuned, page_faults=usage.ru_minflt, kernel_seconds=round(usage.ru_stime, 2),
-    user_seconds=round(usage.ru_utime, 2), rows={k: dict(ms_per_step=v["ms_per_step"],
-    cpu_ms_per_step=v["cpu_ms_per_step"]) for k, v in steps.items()})))
-"""
+#: the first argument that makes a process a measurement (:func:`child`), not the driver (:func:`main`)
+CHILD_FLAG = "--child"
+
+
+def child(argv: list[str]) -> int:
+    """One measurement, in a process of its own: the allocator set as the environment says, then
+    ``translation_step``'s rows; prints one JSON line (the rows' ms and CPU ms per step, the process's
+    minor page faults, user and kernel seconds). ``argv``: the step's JSON output path, then its arguments."""
+    import resource
+
+    from benchmarks.speed import translation_step
+    from syntaxformer.runtime import tune_cpu_allocator
+
+    tuned = tune_cpu_allocator()
+    out, step_arguments = argv[0], argv[1:]
+    translation_step.main([*step_arguments, "--out", out])
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    rows = json.loads(Path(out).read_text())["runs"][0]["rows"]
+    result = dict(
+        tuned=tuned,
+        page_faults=usage.ru_minflt,
+        kernel_seconds=round(usage.ru_stime, 2),
+        user_seconds=round(usage.ru_utime, 2),
+        rows={k: dict(ms_per_step=v["ms_per_step"], cpu_ms_per_step=v["cpu_ms_per_step"]) for k, v in rows.items()},
+    )
+    print(json.dumps(result))
+    return 0
 
 
 def measure(mode: str, step_arguments: list[str]) -> dict:
@@ -60,7 +75,7 @@ def measure(mode: str, step_arguments: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         out = str(Path(folder) / "step.json")
         done = subprocess.run(
-            [sys.executable, "-c", CHILD, out, *step_arguments, "--out", out],
+            [sys.executable, "-m", "benchmarks.speed.cpu_allocator", CHILD_FLAG, out, *step_arguments],
             capture_output=True,
             text=True,
             env=env,
@@ -138,4 +153,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(child(sys.argv[2:]) if sys.argv[1:2] == [CHILD_FLAG] else main())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,8 @@ from syntaxformer.cli import main
 from syntaxformer.tasks.translator import load_translator, translation_folder
 
 torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SENTENCES = ["A man in a blue shirt is riding a bike.", "Two dogs are playing in the snow."]
 
@@ -36,9 +39,15 @@ def test_translate_two_sentences_with_the_shipped_model(shipped, capsys, monkeyp
 
 
 def test_the_shipped_card_names_its_data_licence_and_scores():
+    """The card states the licence and exactly the test scores of the shipping record the results page
+    reads (records/translation/shipped.json)."""
     card = json.loads((translation_folder("multi30k-en-de") / "card.json").read_text())
+    record = json.loads((ROOT / "records" / "translation" / "shipped.json").read_text())
     assert "non-commercial" in card["licence"]
-    assert card["scores"]["test_2016_flickr"]["bleu_tokenized"] > 0
+    assert set(card["scores"]) == {"test_2016_flickr", "test_2017_flickr"} == set(record["tests"])
+    for test, scores in card["scores"].items():
+        assert scores["bleu_tokenized"] == record["tests"][test]["bleu_tokenized"]["bleu"]
+        assert scores["sacrebleu"] == record["tests"][test]["sacrebleu"]["bleu"]
     assert not str(card["reproduce"]["out"]).startswith("/"), "the card's paths are the repository's, not a machine's"
 
 

@@ -30,7 +30,11 @@ LICENCE = (
 
 
 def ship(run: Path, name: str, schedule: str, data: Path) -> dict:
-    """Copy ``run``'s model into the package in float16, score it there, write its card and record."""
+    """Copy ``run``'s model into the package in float16, score it there, write its card and record.
+
+    The record's code version is read first: the package's model files this writes are tracked, so read
+    after them it would call the code that scored the model modified."""
+    code = code_version()
     folder = PRETRAINED / name
     if folder.exists():
         shutil.rmtree(folder)
@@ -69,7 +73,7 @@ def ship(run: Path, name: str, schedule: str, data: Path) -> dict:
         tests=tests,
         weights="float16 (computed in float32)",
         licence=LICENCE,
-        code=code_version(),
+        code=code,
     )
     card = dict(
         name=name,

@@ -131,11 +131,10 @@ def translation_shipped_history() -> str:
     rows = []
     for folder in sorted((ROOT / SHIPPED_HISTORY).glob("*/"), reverse=True):
         shipped = load(f"{SHIPPED_HISTORY}/{folder.name}/shipped.json")
-        prune = folder / "prune.json"
         removable = "–"
-        if prune.exists():
-            imp = load(f"{SHIPPED_HISTORY}/{folder.name}/prune.json")["curves"]["all"]["orders"]["importance"]
-            removable = f"{imp['removable']['n_removed']} of 48"
+        if (folder / "prune.json").exists():
+            every_head = load(f"{SHIPPED_HISTORY}/{folder.name}/prune.json")["curves"]["all"]
+            removable = f"{every_head['orders']['importance']['removable']['n_removed']} of {every_head['n_heads']}"
         tests = shipped["tests"]
         rows.append(
             [
