@@ -6,7 +6,9 @@
 #   DATA        the Multi30k folder (default: ../shared/data/multi30k)   STUDY_AVERAGE  epoch-end models kept (default 5)
 #   STUDY_FINAL_AVERAGE  after training, average only the last this many of them (chosen on val; default: all kept)
 #   TARGET      the target language: de (default) or fr   TREE_CACHE  the source trees' cache (default: STUDY_OUT/tree-cache)
-# Each run uses one thread; a finished run (report.json present) is skipped, an interrupted one resumed.
+#   STUDY_MAX_TOKENS  padded tokens per update (default 4,096, the preset's; 8,192: the anchor's two GPUs' tokens)
+#   STUDY_THREADS  torch threads a run (default 1: two runs side by side on a 2-core machine)
+# A finished run (report.json present) is skipped, an interrupted one resumed.
 set -euo pipefail
 OUT="${STUDY_OUT:-runs/translation-study}"
 STEPS="${STUDY_STEPS:-1000}"
@@ -23,7 +25,8 @@ for seed in ${SEEDS:-0 1 2}; do
       $PY -m syntaxformer.cli translation train --out "$run" --variant "$system" --seed "$seed" \
         --source "$T/train.lc.norm.tok.en" --target "$T/train.lc.norm.tok.$L" \
         --valid-source "$T/val.lc.norm.tok.en" --valid-target "$T/val.lc.norm.tok.$L" --target-language "$L" \
-        --max-steps "$STEPS" --warmup-steps "$WARMUP" --average-last "${STUDY_AVERAGE:-5}" --threads 1 --quiet --resume \
+        --max-steps "$STEPS" --warmup-steps "$WARMUP" --average-last "${STUDY_AVERAGE:-5}" \
+        --max-tokens "${STUDY_MAX_TOKENS:-4096}" --threads "${STUDY_THREADS:-1}" --quiet --resume \
         --tree-cache "${TREE_CACHE:-$OUT/tree-cache}" --json > "$run.train.json"
     fi
     if [ -n "${STUDY_FINAL_AVERAGE:-}" ] && ! grep -qs '"chosen_after_training"' "$run/report.json"; then
